@@ -1,0 +1,24 @@
+"""Configuration options of the Berth services, one module per area.
+
+Every module exposes ``register_opts(conf)`` and ``list_opts()``; options
+that only one filter or weigher reads live in that plugin's module instead
+and are collected by :mod:`scheduler.conf.opts`.
+"""
+
+from oslo_config import cfg
+
+from scheduler.conf import database, default, filter_scheduler, messaging, scheduler
+
+AREAS = (default, database, messaging, scheduler, filter_scheduler)
+
+
+def register_opts(conf):
+    for area in AREAS:
+        area.register_opts(conf)
+
+
+def new_conf():
+    """A fresh ConfigOpts with every shared option registered (tests, tools)."""
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    return conf

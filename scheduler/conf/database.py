@@ -1,0 +1,40 @@
+from oslo_config import cfg
+
+group = cfg.OptGroup("database", title="Database", help="The scheduler's SQL database.")
+
+opts = [
+    cfg.StrOpt(
+        "connection",
+        default="sqlite:///$state_path/berth.sqlite",
+        secret=True,
+        help="SQLAlchemy URL of the database, e.g. postgresql+psycopg2://berth:secret@db/berth "
+        "or mysql+pymysql://berth:secret@db/berth. Only schedulers connect to it; "
+        "compute agents never hold database credentials.",
+    ),
+    cfg.BoolOpt(
+        "auto_migrate",
+        default=True,
+        help="Upgrade the schema to the newest migration when the scheduler starts. "
+        "Turn off to run 'berth-manage db sync' yourself.",
+    ),
+    cfg.IntOpt(
+        "max_retries",
+        default=10,
+        min=-1,
+        help="Attempts to reach the database at start and after a lost connection "
+        "(-1 for ever).",
+    ),
+    cfg.FloatOpt(
+        "retry_interval", default=1.0, min=0.0, help="Seconds between attempts to reach the database."
+    ),
+    cfg.BoolOpt("connection_debug", default=False, help="Log every SQL statement."),
+]
+
+
+def register_opts(conf):
+    conf.register_group(group)
+    conf.register_opts(opts, group)
+
+
+def list_opts():
+    return [(group, opts)]

@@ -1,0 +1,56 @@
+from oslo_config import cfg
+
+group = cfg.OptGroup(
+    "filter_scheduler",
+    title="Filter scheduler",
+    help="Which filters and weighers place instances, and how.",
+)
+
+opts = [
+    cfg.ListOpt(
+        "enabled_filters",
+        default=["ComputeFilter", "RetryFilter", "RamFilter", "DiskFilter", "CoreFilter"],
+        help="Filters run, in this order, on every candidate host; a host must pass "
+        "all of them. Names are the filter classes ('berth hosts' lists the ones installed).",
+    ),
+    cfg.ListOpt(
+        "weighers",
+        default=["RAMWeigher"],
+        help="Weighers that rank the hosts that passed the filters. Each weight is "
+        "normalized to [0, 1] over the candidates and multiplied by the weigher's multiplier.",
+    ),
+    cfg.IntOpt(
+        "host_subset_size",
+        default=1,
+        min=1,
+        help="The instance goes to a host chosen at random among this many best-weighed "
+        "hosts. Larger values spread concurrent requests and schedulers apart.",
+    ),
+    cfg.FloatOpt(
+        "cpu_allocation_ratio",
+        default=16.0,
+        min=0.0,
+        help="Virtual CPUs per physical CPU (CoreFilter).",
+    ),
+    cfg.FloatOpt(
+        "ram_allocation_ratio",
+        default=1.5,
+        min=0.0,
+        help="Virtual RAM per physical RAM (RamFilter).",
+    ),
+    cfg.FloatOpt(
+        "disk_allocation_ratio",
+        default=1.0,
+        min=0.0,
+        help="Virtual disk per physical disk (DiskFilter).",
+    ),
+]
+
+
+def register_opts(conf):
+    conf.register_group(group)
+    conf.register_opts(opts, group)
+
+
+def list_opts():
+    return [(group, opts)]

@@ -1,0 +1,73 @@
+from oslo_config import cfg
+
+group = cfg.OptGroup(
+    "oslo_messaging_rabbit",
+    title="RabbitMQ",
+    help="The RabbitMQ transport. Option names follow oslo.messaging's, so that "
+    "operators can reuse what they know; defaults differ where noted.",
+)
+
+opts = [
+    cfg.BoolOpt(
+        "amqp_durable_queues",
+        default=True,
+        help="Declare exchanges and shared queues durable and publish persistent "
+        "messages. Every peer on the exchange, oslo.messaging clients included, must "
+        "use the same value or RabbitMQ refuses the declaration. (oslo.messaging's "
+        "default is False.)",
+    ),
+    cfg.BoolOpt(
+        "amqp_auto_delete",
+        default=False,
+        help="Auto-delete the shared queues and the topic exchange.",
+    ),
+    cfg.BoolOpt(
+        "rabbit_quorum_queue",
+        default=False,
+        help="Declare the shared queues as quorum queues (x-queue-type=quorum).",
+    ),
+    cfg.IntOpt(
+        "rabbit_qos_prefetch_count",
+        default=64,
+        min=1,
+        help="Unacknowledged messages a consumer may hold at once.",
+    ),
+    cfg.IntOpt(
+        "heartbeat_timeout_threshold",
+        default=60,
+        min=0,
+        help="Seconds without AMQP heartbeat before the connection is taken for dead (0 off).",
+    ),
+    cfg.FloatOpt(
+        "rabbit_retry_interval", default=1.0, min=0.0, help="First delay before reconnecting."
+    ),
+    cfg.FloatOpt(
+        "rabbit_retry_backoff",
+        default=2.0,
+        min=0.0,
+        help="Added to the reconnect delay after each failed attempt.",
+    ),
+    cfg.FloatOpt(
+        "rabbit_interval_max", default=30.0, min=0.0, help="Longest delay between reconnects."
+    ),
+    cfg.BoolOpt("ssl", default=False, help="Connect to RabbitMQ over TLS (also implied by amqps://)."),
+    cfg.StrOpt("ssl_ca_file", help="CA bundle that signs the broker's certificate."),
+    cfg.StrOpt("ssl_cert_file", help="Client certificate for the broker."),
+    cfg.StrOpt("ssl_key_file", help="Key of the client certificate."),
+    cfg.FloatOpt(
+        "polling_interval",
+        default=0.05,
+        min=0.001,
+        help="Seconds between polls of the filesystem:// and memory:// transports, "
+        "which have no push delivery.",
+    ),
+]
+
+
+def register_opts(conf):
+    conf.register_group(group)
+    conf.register_opts(opts, group)
+
+
+def list_opts():
+    return [(group, opts)]

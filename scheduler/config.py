@@ -1,0 +1,79 @@
+"""Command-line start-up shared by every Berth command: parse, validate, log."""
+
+import logging
+import re
+import sys
+
+from oslo_config import cfg
+
+from scheduler import conf as berth_conf
+
+LOG = logging.getLogger(__name__)
+
+
+def _check_every_value(conf):
+    """Read every registered option once so that a bad value fails now, not mid-run."""
+    for name in list(conf):
+        try:
+            value = getattr(conf, name)
+        except (cfg.ConfigFileValueError, ValueError) as exc:
+            raise _BadOption(f"[DEFAULT] {name}", exc) from exc
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            for opt_name in list(value):
+                try:
+                    getattr(value, opt_name)
+                except (cfg.ConfigFileValueError, ValueError) as exc:
+                    raise _BadOption(f"[{name}] {opt_name}", exc) from exc
+
+
+class _BadOption(Exception):
+    def __init__(self, where, exc):
+        super().__init__(where)
+        self.where = where
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        # oslo.config says "Value for option X from LocationInfo(...) is not valid: why"
+        source = re.search(r"detail='([^']*)'", text)
+        why = text.split(" is not valid: ", 1)[-1]
+        self.reason = f"{why} (in {source.group(1)})" if source else why
+
+
+def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
+    """Parse ``argv`` into a ConfigOpts with Berth's options, or exit with one line.
+
+    ``register`` are extra ``register_opts(conf)`` callables (the agent's,
+    the plugins'), ``validators`` callables ``f(conf)`` that raise
+    ``ValueError("[group] option: reason")`` for values no type can check,
+    ``cli_opts`` command-line-only options.
+    """
+    conf = conf if conf is not None else cfg.ConfigOpts()
+    berth_conf.register_opts(conf)
+    for register_opts in register:
+        register_opts(conf)
+    if cli_opts:
+        conf.register_cli_opts(cli_opts)
+    try:
+        conf(argv, project="berth", prog=prog)
+        _check_every_value(conf)
+        for validate in validators:
+            validate(conf)
+    except _BadOption as exc:
+        sys.exit(f"{prog}: invalid configuration: {exc.where}: {exc.reason}")
+    except ValueError as exc:
+        sys.exit(f"{prog}: invalid configuration: {exc}")
+    except (cfg.ConfigFilesNotFoundError, cfg.ConfigDirNotFoundError) as exc:
+        sys.exit(f"{prog}: {exc}")
+    except cfg.Error as exc:
+        sys.exit(f"{prog}: invalid configuration: {str(exc).splitlines()[0]}")
+    return conf
+
+
+def setup_logging(conf, prog):
+    handler = logging.FileHandler(conf.log_file) if conf.log_file else logging.StreamHandler()
+    handler.setFormatter(
+        logging.Formatter(f"%(asctime)s %(process)d %(levelname)s {prog} %(name)s: %(message)s")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if conf.debug else logging.INFO)
+    for noisy in ("amqp", "kombu", "alembic", "sqlalchemy"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
