@@ -1,5 +1,7 @@
 from oslo_config import cfg
 
+from scheduler.conf import groups
+
 group = cfg.OptGroup(
     "oslo_messaging_rabbit",
     title="RabbitMQ",
@@ -50,6 +52,21 @@ opts = [
     cfg.FloatOpt(
         "rabbit_interval_max", default=30.0, min=0.0, help="Longest delay between reconnects."
     ),
+    cfg.IntOpt(
+        "rabbit_transient_queues_ttl",
+        default=1800,
+        min=0,
+        help="Seconds a reply or fanout queue may stay unused before RabbitMQ deletes it "
+        "(x-expires), so that queues of processes that died do not pile up (0 off).",
+    ),
+    cfg.IntOpt(
+        "publish_retries",
+        default=5,
+        min=0,
+        help="Times a message is published again after a connection error, with the "
+        "reconnect backoff between attempts, before the send fails with "
+        "MessageDeliveryFailure. (Consumers reconnect for ever.)",
+    ),
     cfg.BoolOpt("ssl", default=False, help="Connect to RabbitMQ over TLS (also implied by amqps://)."),
     cfg.StrOpt("ssl_ca_file", help="CA bundle that signs the broker's certificate."),
     cfg.StrOpt("ssl_cert_file", help="Client certificate for the broker."),
@@ -65,8 +82,7 @@ opts = [
 
 
 def register_opts(conf):
-    conf.register_group(group)
-    conf.register_opts(opts, group)
+    groups.register(conf, group, opts)
 
 
 def list_opts():

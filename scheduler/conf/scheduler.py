@@ -1,5 +1,7 @@
 from oslo_config import cfg
 
+from scheduler.conf import groups
+
 group = cfg.OptGroup("scheduler", title="Scheduler", help="The scheduler service.")
 
 opts = [
@@ -28,8 +30,7 @@ opts = [
 
 
 def register_opts(conf):
-    conf.register_group(group)
-    conf.register_opts(opts, group)
+    groups.register(conf, group, opts)
 
 
 def list_opts():

@@ -1,0 +1,12 @@
+from oslo_config import cfg
+
+
+def register(conf, group, opts):
+    """Register ``opts`` under a fresh copy of ``group`` in ``conf``.
+
+    oslo.config keeps overrides on the OptGroup object it is given, so
+    registering one module-level OptGroup in several ConfigOpts (tests,
+    all-in-one) would let an override in one leak into the others.
+    """
+    conf.register_group(cfg.OptGroup(group.name, title=group.title, help=group.help))
+    conf.register_opts(opts, group.name)

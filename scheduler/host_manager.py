@@ -1,0 +1,104 @@
+"""Keeps one HostState per compute host, current with its agent's reports."""
+
+import datetime
+import math
+import threading
+import time
+
+from scheduler.exception import InvalidRequest
+from scheduler.host_state import HostState
+
+_NUMBERS = (
+    "memory_mb", "free_ram_mb", "local_gb", "free_disk_gb", "vcpus", "vcpus_used",
+)
+_LIMIT = 2**53
+MAX_INSTANCES_PER_HOST = 100_000
+
+
+def check_report(host, resources):
+    """Raise InvalidRequest unless ``resources`` is a usable report for ``host``."""
+    if not isinstance(host, str) or not host or len(host) > 255:
+        raise InvalidRequest("report_resources: host must be a non-empty string")
+    if not isinstance(resources, dict):
+        raise InvalidRequest(f"report_resources from {host}: resources must be an object")
+    if resources.get("host", host) != host:
+        raise InvalidRequest(
+            f"report_resources from {host}: resources are for host {resources.get('host')!r}"
+        )
+    for key in _NUMBERS:
+        value = resources.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InvalidRequest(f"report_resources from {host}: {key} must be a number, got {value!r}")
+        if abs(value) > _LIMIT:
+            raise InvalidRequest(f"report_resources from {host}: {key} is out of range")
+    for key in ("memory_mb", "local_gb", "vcpus"):
+        if resources[key] < 0:
+            raise InvalidRequest(f"report_resources from {host}: {key} must not be negative")
+    uuids = resources.get("instance_uuids", [])
+    if not isinstance(uuids, list) or len(uuids) > MAX_INSTANCES_PER_HOST:
+        raise InvalidRequest(f"report_resources from {host}: instance_uuids must be a list")
+    if not all(isinstance(u, str) for u in uuids):
+        raise InvalidRequest(f"report_resources from {host}: instance_uuids must be strings")
+    running = resources.get("running_vms", len(uuids))
+    if isinstance(running, bool) or not isinstance(running, int) or running < 0:
+        raise InvalidRequest(f"report_resources from {host}: running_vms must be a count")
+
+
+class HostManager:
+    def __init__(self, conf):
+        self.conf = conf
+        self.lock = threading.RLock()
+        self._hosts = {}
+
+    def update_from_report(self, host, resources, now=None):
+        check_report(host, resources)
+        with self.lock:
+            state = self._hosts.get(host)
+            if state is None:
+                state = self._hosts[host] = HostState(host, resources.get("nodename"))
+            state.update_from_report(
+                resources, now=now, pending_ttl=self.conf.scheduler.service_down_time
+            )
+            return state
+
+    def restore(self, compute_nodes):
+        """Start from the reports saved by an earlier run, aged by when they were saved."""
+        now, wall = time.monotonic(), datetime.datetime.now(datetime.UTC)
+        for node in compute_nodes:
+            report = dict(node.get("stats") or {}, **{k: v for k, v in node.items() if k != "stats"})
+            saved = _parse_time(node.get("updated_at"))
+            age = (wall - saved).total_seconds() if saved else math.inf
+            try:
+                self.update_from_report(node["host"], report, now=now - max(age, 0.0))
+            except InvalidRequest:
+                continue
+
+    def get_all_host_states(self):
+        with self.lock:
+            return list(self._hosts.values())
+
+    def get(self, host):
+        return self._hosts.get(host)
+
+    def release(self, host, instance_uuid):
+        with self.lock:
+            state = self._hosts.get(host)
+            if state is not None:
+                state.release(instance_uuid)
+
+    def is_up(self, state, now=None):
+        now = time.monotonic() if now is None else now
+        return (
+            state.updated is not None
+            and now - state.updated <= self.conf.scheduler.service_down_time
+        )
+
+
+def _parse_time(value):
+    if not value:
+        return None
+    if isinstance(value, datetime.datetime):
+        parsed = value
+    else:
+        parsed = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)

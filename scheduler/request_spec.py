@@ -1,0 +1,219 @@
+"""What a placement request asks for, read and checked from its wire form.
+
+``RequestSpec.from_wire`` is the only way a request enters the policy layer:
+it checks every field it reads and raises InvalidRequest naming the field,
+so that filters and weighers can trust what they are given.
+"""
+
+import dataclasses
+import uuid as uuidlib
+
+from scheduler.exception import InvalidRequest
+
+MAX_INSTANCES_PER_REQUEST = 1000
+# 16 TiB of RAM, 1 PiB of disk, 4096 vCPUs: beyond any host, so surely a typo.
+MAX_MEMORY_MB = 16 * 1024 * 1024
+MAX_DISK_GB = 1024 * 1024
+MAX_VCPUS = 4096
+MAX_LIST = 1000
+MAX_TEXT = 255
+
+
+def _int(value, where, low, high):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRequest(f"{where}: must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise InvalidRequest(f"{where}: must be between {low} and {high}, got {value}")
+    return value
+
+
+def _text(value, where, optional=False):
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_TEXT:
+        raise InvalidRequest(f"{where}: must be a non-empty string of at most {MAX_TEXT} characters")
+    return value
+
+
+def _dict(value, where):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{where}: must be an object, got {type(value).__name__}")
+    return value
+
+
+def _str_list(value, where):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or len(value) > MAX_LIST:
+        raise InvalidRequest(f"{where}: must be a list of at most {MAX_LIST} strings")
+    return [_text(item, f"{where}[{i}]") for i, item in enumerate(value)]
+
+
+def parse_uuid(value, where):
+    try:
+        return str(uuidlib.UUID(value))
+    except (TypeError, ValueError, AttributeError):
+        raise InvalidRequest(f"{where}: must be a UUID, got {value!r}") from None
+
+
+def _string_map(value, where):
+    value = _dict(value, where)
+    if len(value) > MAX_LIST:
+        raise InvalidRequest(f"{where}: at most {MAX_LIST} entries")
+    for key, item in value.items():
+        _text(key, f"{where} key")
+        if not isinstance(item, str | int | float | bool | list):
+            raise InvalidRequest(f"{where}[{key}]: must be a string, number or list")
+    return dict(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Flavor:
+    memory_mb: int
+    root_gb: int
+    ephemeral_gb: int
+    vcpus: int
+    name: str | None = None
+    extra_specs: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def disk_gb(self):
+        return self.root_gb + self.ephemeral_gb
+
+    @classmethod
+    def from_wire(cls, value, where="request_spec.instance_type"):
+        value = _dict(value, where)
+        return cls(
+            memory_mb=_int(value.get("memory_mb"), f"{where}.memory_mb", 1, MAX_MEMORY_MB),
+            root_gb=_int(value.get("root_gb", 0), f"{where}.root_gb", 0, MAX_DISK_GB),
+            ephemeral_gb=_int(value.get("ephemeral_gb", 0), f"{where}.ephemeral_gb", 0, MAX_DISK_GB),
+            vcpus=_int(value.get("vcpus"), f"{where}.vcpus", 1, MAX_VCPUS),
+            name=_text(value.get("name"), f"{where}.name", optional=True),
+            extra_specs=_string_map(value.get("extra_specs"), f"{where}.extra_specs"),
+        )
+
+    def to_wire(self):
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Retry:
+    num_attempts: int = 0
+    hosts: list = dataclasses.field(default_factory=list)  # [[host, node], ...]
+    exc_reason: str | None = None
+
+    @classmethod
+    def from_wire(cls, value, where="filter_properties.retry"):
+        if value is None:
+            return cls()
+        value = _dict(value, where)
+        hosts = value.get("hosts") or []
+        if not isinstance(hosts, list) or len(hosts) > MAX_LIST:
+            raise InvalidRequest(f"{where}.hosts: must be a list of [host, node] pairs")
+        pairs = []
+        for i, pair in enumerate(hosts):
+            if not isinstance(pair, list | tuple) or len(pair) != 2:
+                raise InvalidRequest(f"{where}.hosts[{i}]: must be a [host, node] pair")
+            pairs.append([_text(pair[0], f"{where}.hosts[{i}]"), _text(pair[1], f"{where}.hosts[{i}]")])
+        reason = value.get("exc_reason")
+        return cls(
+            num_attempts=_int(value.get("num_attempts", 0), f"{where}.num_attempts", 0, 10_000),
+            hosts=pairs,
+            exc_reason=str(reason)[:4096] if reason is not None else None,
+        )
+
+
+@dataclasses.dataclass
+class RequestSpec:
+    instance_uuids: list
+    flavor: Flavor
+    project_id: str | None = None
+    availability_zone: str | None = None
+    image_properties: dict = dataclasses.field(default_factory=dict)
+    scheduler_hints: dict = dataclasses.field(default_factory=dict)
+    force_hosts: list = dataclasses.field(default_factory=list)
+    force_nodes: list = dataclasses.field(default_factory=list)
+    ignore_hosts: list = dataclasses.field(default_factory=list)
+    retry: Retry = dataclasses.field(default_factory=Retry)
+    instance_properties: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def num_instances(self):
+        return len(self.instance_uuids)
+
+    @classmethod
+    def from_wire(cls, request_spec, filter_properties):
+        request_spec = _dict(request_spec, "request_spec")
+        filter_properties = _dict(filter_properties, "filter_properties")
+        num = request_spec.get("num_instances")
+        uuids = request_spec.get("instance_uuids")
+        if uuids is None:
+            count = _int(num if num is not None else 1, "request_spec.num_instances", 1,
+                         MAX_INSTANCES_PER_REQUEST)
+            uuids = [str(uuidlib.uuid4()) for _ in range(count)]
+        else:
+            if not isinstance(uuids, list) or not 1 <= len(uuids) <= MAX_INSTANCES_PER_REQUEST:
+                raise InvalidRequest(
+                    "request_spec.instance_uuids: must be a list of 1 to "
+                    f"{MAX_INSTANCES_PER_REQUEST} UUIDs"
+                )
+            uuids = [parse_uuid(u, f"request_spec.instance_uuids[{i}]") for i, u in enumerate(uuids)]
+            if len(set(uuids)) != len(uuids):
+                raise InvalidRequest("request_spec.instance_uuids: contains duplicates")
+            if num is not None and num != len(uuids):
+                raise InvalidRequest(
+                    f"request_spec.num_instances: is {num!r} but {len(uuids)} instance_uuids given"
+                )
+        props = _dict(request_spec.get("instance_properties"), "request_spec.instance_properties")
+        image = _dict(request_spec.get("image"), "request_spec.image")
+        return cls(
+            instance_uuids=uuids,
+            flavor=Flavor.from_wire(request_spec.get("instance_type")),
+            project_id=_text(props.get("project_id"), "request_spec.instance_properties.project_id",
+                             optional=True),
+            availability_zone=_text(
+                props.get("availability_zone"),
+                "request_spec.instance_properties.availability_zone",
+                optional=True,
+            ),
+            image_properties=_string_map(image.get("properties"), "request_spec.image.properties"),
+            scheduler_hints=_string_map(
+                filter_properties.get("scheduler_hints"), "filter_properties.scheduler_hints"
+            ),
+            force_hosts=_str_list(filter_properties.get("force_hosts"), "filter_properties.force_hosts"),
+            force_nodes=_str_list(filter_properties.get("force_nodes"), "filter_properties.force_nodes"),
+            ignore_hosts=_str_list(
+                filter_properties.get("ignore_hosts"), "filter_properties.ignore_hosts"
+            ),
+            retry=Retry.from_wire(filter_properties.get("retry")),
+            instance_properties=props,
+        )
+
+    def for_instance(self, instance_uuid):
+        """The same request narrowed to one of its instances (what an agent receives)."""
+        return dataclasses.replace(self, instance_uuids=[instance_uuid])
+
+    def to_wire(self):
+        request_spec = {
+            "instance_uuids": list(self.instance_uuids),
+            "num_instances": self.num_instances,
+            "instance_type": self.flavor.to_wire(),
+            "instance_properties": dict(
+                self.instance_properties,
+                project_id=self.project_id,
+                availability_zone=self.availability_zone,
+            ),
+            "image": {"properties": dict(self.image_properties)},
+        }
+        filter_properties = {
+            "scheduler_hints": dict(self.scheduler_hints),
+            "force_hosts": list(self.force_hosts),
+            "force_nodes": list(self.force_nodes),
+            "ignore_hosts": list(self.ignore_hosts),
+            "retry": dataclasses.asdict(self.retry),
+        }
+        return request_spec, filter_properties

@@ -1,0 +1,28 @@
+from oslo_config import cfg
+
+from scheduler import weighers
+
+opts = [
+    cfg.FloatOpt(
+        "ram_weight_multiplier",
+        default=1.0,
+        help="RAMWeigher: positive spreads instances onto the hosts with the most free "
+        "RAM, negative stacks them onto the fullest.",
+    ),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(opts, "filter_scheduler")
+
+
+def list_opts():
+    return [("filter_scheduler", opts)]
+
+
+class RAMWeigher(weighers.BaseHostWeigher):
+    def weight_multiplier(self, host_state):
+        return self.conf.filter_scheduler.ram_weight_multiplier
+
+    def weigh(self, host_state, spec):
+        return host_state.free_ram_mb

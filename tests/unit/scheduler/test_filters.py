@@ -1,0 +1,76 @@
+import pytest
+
+from scheduler.filters.compute import ComputeFilter
+from scheduler.filters.resources import CoreFilter, DiskFilter, RamFilter
+from scheduler.filters.retry import RetryFilter
+from tests.unit.scheduler.conftest import make_host, make_spec
+
+
+@pytest.mark.parametrize(
+    ("total", "free", "requested", "passes"),
+    [
+        (8192, 8192, 12288, True),  # 1.5 x 8192 = 12288 usable on an empty host
+        (8192, 8192, 12289, False),
+        (1000, -200, 300, True),  # overcommitted: used 1200 of a 1500 limit
+        (1000, -200, 301, False),
+    ],
+)
+def test_ram_filter_applies_the_allocation_ratio(policy_conf, total, free, requested, passes):
+    host = make_host("h", ram=total, free_ram=free)
+    assert RamFilter(policy_conf).host_passes(host, make_spec(memory_mb=requested)) is passes
+    assert host.limits["memory_mb"] == total * 1.5
+
+
+def test_ram_filter_reads_its_ratio(policy_conf):
+    policy_conf.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
+    host = make_host("h", ram=4096)
+    assert not RamFilter(policy_conf).host_passes(host, make_spec(memory_mb=4097))
+    assert host.limits["memory_mb"] == 4096
+
+
+@pytest.mark.parametrize(("free", "root_gb", "passes"), [(10, 10, True), (10, 11, False), (-5, 1, False)])
+def test_disk_filter(policy_conf, free, root_gb, passes):
+    host = make_host("h", disk=100, free_disk=free)
+    assert DiskFilter(policy_conf).host_passes(host, make_spec(root_gb=root_gb)) is passes
+    assert host.limits["disk_gb"] == 100
+
+
+def test_disk_filter_counts_ephemeral_disk(policy_conf):
+    from scheduler.request_spec import RequestSpec
+
+    spec = RequestSpec.from_wire(
+        {"instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 5, "ephemeral_gb": 6}}, {}
+    )
+    assert not DiskFilter(policy_conf).host_passes(make_host("h", disk=10), spec)
+
+
+def test_core_filter_overcommits_against_others_only(policy_conf):
+    host = make_host("h", vcpus=4, vcpus_used=60)  # limit 4 * 16 = 64
+    core = CoreFilter(policy_conf)
+    assert core.host_passes(host, make_spec(vcpus=4))
+    assert host.limits["vcpu"] == 64
+    assert not core.host_passes(host, make_spec(vcpus=5))  # 5 > 4 real CPUs
+    assert not core.host_passes(make_host("h", vcpus=8, vcpus_used=124), make_spec(vcpus=5))
+
+
+def test_core_filter_passes_hosts_that_report_no_cpus(policy_conf):
+    assert CoreFilter(policy_conf).host_passes(make_host("h", vcpus=0), make_spec(vcpus=64))
+
+
+def test_compute_filter_drops_silent_and_disabled_hosts(policy_conf):
+    import time
+
+    down_time = policy_conf.scheduler.service_down_time
+    fresh = make_host("fresh")
+    silent = make_host("silent", now=time.monotonic() - down_time - 1)
+    disabled = make_host("disabled")
+    disabled.disabled = True
+    compute = ComputeFilter(policy_conf)
+    spec = make_spec()
+    assert [h.host for h in compute.filter_all([fresh, silent, disabled], spec)] == ["fresh"]
+
+
+def test_retry_filter_skips_hosts_already_tried(policy_conf):
+    spec = make_spec(retry={"num_attempts": 1, "hosts": [["a", "a"]]})
+    hosts = [make_host("a"), make_host("b")]
+    assert [h.host for h in RetryFilter(policy_conf).filter_all(hosts, spec)] == ["b"]

@@ -1,0 +1,67 @@
+import pytest
+
+from scheduler.exception import InvalidRequest
+from scheduler.request_spec import RequestSpec
+
+U1 = "6f1f5c8e-1111-4c6b-9d55-0a1b2c3d4e5f"
+U2 = "6f1f5c8e-2222-4c6b-9d55-0a1b2c3d4e5f"
+FLAVOR = {"memory_mb": 512, "root_gb": 1, "vcpus": 1}
+
+
+def parse(request_spec=None, filter_properties=None):
+    spec = {"instance_uuids": [U1], "instance_type": dict(FLAVOR)}
+    spec.update(request_spec or {})
+    return RequestSpec.from_wire(spec, filter_properties or {})
+
+
+def test_round_trip_keeps_what_placement_needs():
+    spec = parse(
+        {"instance_uuids": [U1, U2], "num_instances": 2,
+         "instance_properties": {"project_id": "p1", "availability_zone": "az1"},
+         "image": {"properties": {"architecture": "x86_64"}}},
+        {"scheduler_hints": {"group": "g"}, "ignore_hosts": ["h9"],
+         "retry": {"num_attempts": 1, "hosts": [["h1", "h1"]], "exc_reason": "full"}},
+    )
+    again = RequestSpec.from_wire(*spec.to_wire())
+    assert again == spec
+    assert again.num_instances == 2 and again.project_id == "p1"
+    assert again.retry.hosts == [["h1", "h1"]]
+
+
+def test_missing_uuids_are_generated_from_num_instances():
+    spec = RequestSpec.from_wire({"num_instances": 3, "instance_type": FLAVOR}, {})
+    assert len(set(spec.instance_uuids)) == 3
+
+
+def test_for_instance_narrows_to_one():
+    spec = parse({"instance_uuids": [U1, U2]}).for_instance(U2)
+    assert spec.instance_uuids == [U2] and spec.to_wire()[0]["num_instances"] == 1
+
+
+@pytest.mark.parametrize(
+    ("request_spec", "filter_properties", "message"),
+    [
+        ({"instance_type": {**FLAVOR, "memory_mb": "512"}}, {},
+         "request_spec.instance_type.memory_mb: must be an integer"),
+        ({"instance_type": {**FLAVOR, "vcpus": 0}}, {}, "instance_type.vcpus: must be between 1"),
+        ({"instance_type": {**FLAVOR, "root_gb": -1}}, {}, "root_gb: must be between 0"),
+        ({"instance_type": {**FLAVOR, "memory_mb": 10**12}}, {}, "memory_mb: must be between"),
+        ({"instance_type": {**FLAVOR, "memory_mb": True}}, {}, "memory_mb: must be an integer"),
+        ({"instance_type": None}, {}, "memory_mb: must be an integer, got None"),
+        ({"instance_uuids": [U1, U1]}, {}, "contains duplicates"),
+        ({"instance_uuids": ["not-a-uuid"]}, {}, r"instance_uuids\[0\]: must be a UUID"),
+        ({"instance_uuids": [U1], "num_instances": 2}, {}, "num_instances: is 2 but 1"),
+        ({"instance_uuids": []}, {}, "must be a list of 1 to"),
+        ({}, {"scheduler_hints": "group=x"}, "filter_properties.scheduler_hints: must be an object"),
+        ({}, {"retry": {"hosts": ["h1"]}}, r"retry.hosts\[0\]: must be a \[host, node\] pair"),
+        ({}, {"force_hosts": [1]}, r"force_hosts\[0\]: must be a non-empty string"),
+    ],
+)
+def test_bad_requests_name_the_field(request_spec, filter_properties, message):
+    with pytest.raises(InvalidRequest, match=message):
+        parse(request_spec, filter_properties)
+
+
+def test_request_spec_must_be_an_object():
+    with pytest.raises(InvalidRequest, match="request_spec: must be an object, got list"):
+        RequestSpec.from_wire([1], {})
