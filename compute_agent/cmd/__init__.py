@@ -1,0 +1,1 @@
+"""Console entry points of the compute agent."""

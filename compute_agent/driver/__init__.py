@@ -1,0 +1,20 @@
+"""Compute drivers, chosen by name with ``[compute_agent] driver``."""
+
+from compute_agent.driver.base import BuildAborted, ComputeDriver
+from compute_agent.driver.fake import FakeDriver
+from compute_agent.driver.host import HostDriver
+
+DRIVERS = {"fake": FakeDriver, "host": HostDriver}
+
+__all__ = ["DRIVERS", "BuildAborted", "ComputeDriver", "FakeDriver", "HostDriver", "load_driver"]
+
+
+def load_driver(conf, name=None):
+    name = name or conf.compute_agent.driver
+    try:
+        cls = DRIVERS[name]
+    except KeyError:
+        raise ValueError(
+            f"[compute_agent] driver: unknown driver {name!r}; use one of {', '.join(DRIVERS)}"
+        ) from None
+    return cls(conf)

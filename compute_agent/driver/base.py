@@ -1,0 +1,41 @@
+"""What a compute driver provides to the agent."""
+
+import threading
+
+
+class BuildAborted(Exception):
+    """The agent is stopping; the build resumes when it starts again."""
+
+
+class ComputeDriver:
+    """Totals of the host, and building and destroying instances.
+
+    ``instance`` is the record the scheduler sent: ``{"uuid", "flavor",
+    "project_id"}``. ``spawn`` raises on a failed build (the agent frees the
+    claim and reschedules) and ``BuildAborted`` when :meth:`stop` interrupts it.
+    """
+
+    hypervisor_type = "base"
+
+    def __init__(self, conf):
+        self.conf = conf
+        self._stopping = threading.Event()
+
+    def get_totals(self):
+        """``{"memory_mb", "local_gb", "vcpus"}`` of the whole host."""
+        raise NotImplementedError
+
+    def spawn(self, instance):
+        raise NotImplementedError
+
+    def destroy(self, instance):
+        raise NotImplementedError
+
+    def stop(self):
+        """Interrupt builds in progress; the agent is shutting down."""
+        self._stopping.set()
+
+    def _wait(self, seconds):
+        """Sleep ``seconds`` unless stopped first (then raise BuildAborted)."""
+        if self._stopping.wait(seconds) if seconds > 0 else self._stopping.is_set():
+            raise BuildAborted()

@@ -1,0 +1,39 @@
+"""This machine's real totals; the instances themselves are simulated."""
+
+import os
+
+import psutil
+
+from compute_agent.driver import base
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+def _existing(path):
+    """``path`` or its nearest existing ancestor (state_path may not exist yet)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+class HostDriver(base.ComputeDriver):
+    hypervisor_type = "host"
+
+    def get_totals(self):
+        fs = os.statvfs(_existing(self.conf.state_path))
+        return {
+            "memory_mb": psutil.virtual_memory().total // MIB,
+            "local_gb": fs.f_blocks * fs.f_frsize // GIB,
+            "vcpus": os.cpu_count() or 1,
+        }
+
+    def spawn(self, instance):
+        self._wait(0)
+
+    def destroy(self, instance):
+        pass

@@ -1,0 +1,320 @@
+"""The compute agent service: its RPC endpoint, its builds and its reports.
+
+One :class:`ComputeManager` per host. It consumes ``compute.<host>``, claims
+each instance against the limits the scheduler sent, records it in the
+instance store, builds it in a worker thread, and tells the scheduler what
+happened (``instance_update``). A claim the host cannot honour goes back to
+the scheduler as a ``run_instance`` with this host in the retry record.
+A reporter thread fans ``report_resources`` out to the schedulers at once,
+every ``report_interval`` seconds and (with ``report_on_change``) soon after
+every claim or release.
+
+Several managers can live in one process (all-in-one), each with its own
+host name, driver and instance file.
+"""
+
+import copy
+import logging
+import threading
+import time
+
+from compute_agent import driver as drivers
+from compute_agent.client import TOPIC
+from compute_agent.instance_store import ACTIVE, BUILDING, InstanceStore
+from compute_agent.resource_tracker import ClaimFailed, ResourceTracker, isotime
+from scheduler import concurrency, rpc
+from scheduler.client import SchedulerClient
+
+LOG = logging.getLogger(__name__)
+
+DELETED = "DELETED"
+JOIN_TIMEOUT = 10.0
+
+
+def _context_values(context):
+    """The caller's context as a dict, to forward with our own casts."""
+    if context is None:
+        return {}
+    values = context if isinstance(context, dict) else getattr(context, "values", None)
+    return dict(values) if isinstance(values, dict) else {}
+
+
+class ComputeEndpoint:
+    """What the agent exposes over RPC: exactly these two methods."""
+
+    def __init__(self, manager):
+        self._manager = manager
+
+    def run_instance(self, context, instance, request_spec=None, filter_properties=None):
+        self._manager.run_instance(context, instance, request_spec, filter_properties)
+
+    def terminate_instance(self, context, instance_uuid):
+        self._manager.terminate_instance(context, instance_uuid)
+
+
+class ComputeManager:
+    def __init__(self, conf, transport, host=None, driver=None):
+        self.conf = conf
+        self.transport = transport
+        self.host = host or conf.host
+        self.nodename = conf.compute_agent.nodename or self.host
+        self.driver = driver if driver is not None else drivers.load_driver(conf)
+        self.started_at = isotime()
+        self.tracker = ResourceTracker.from_conf(
+            conf, self.host, self.nodename, self.driver, started_at=self.started_at
+        )
+        self.store = InstanceStore(conf.state_path, self.host)
+        self.scheduler = SchedulerClient(transport)
+        # Orders claims, state changes and the instance_update casts that
+        # announce them, so that the scheduler sees each instance's states in order.
+        self._lock = threading.RLock()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._dirty = False
+        self._server = None
+        self._reporter = None
+        self._builds = {}
+
+    # -- service -------------------------------------------------------------
+
+    def start(self):
+        """Load the instances, consume compute.<host>, report, resume builds."""
+        resume = []
+        for uuid, record in sorted(self.store.load().items()):
+            instance = record.get("instance") or {}
+            self.tracker.claim(uuid, instance.get("flavor"))
+            if record.get("state") == BUILDING:
+                resume.append(uuid)
+        LOG.info(
+            "Compute agent %s (node %s, %s driver) starting with %d instance(s), %d to build",
+            self.host,
+            self.nodename,
+            self.driver.hypervisor_type,
+            len(self.tracker.instance_uuids()),
+            len(resume),
+        )
+        self._server = rpc.get_rpc_server(
+            self.transport, rpc.Target(topic=TOPIC, server=self.host), [ComputeEndpoint(self)]
+        )
+        self._server.start()
+        self._reporter = concurrency.spawn(self._report_loop, name=f"report-{self.host}")
+        for uuid in resume:
+            LOG.info("Resuming the build of %s", uuid)
+            self._start_build({}, uuid)
+
+    def stop(self):
+        """Stop consuming, interrupt builds (they resume at the next start), join."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._server is not None:
+            self._server.stop()
+            self._server.wait()
+        self.driver.stop()
+        threads = [self._reporter] if self._reporter is not None else []
+        with self._lock:
+            threads += list(self._builds.values())
+        for thread in threads:
+            thread.join(JOIN_TIMEOUT)
+            if thread.is_alive():
+                LOG.warning("%s did not stop within %.0f s", thread.name, JOIN_TIMEOUT)
+        LOG.info("Compute agent %s stopped", self.host)
+
+    # -- RPC endpoint ----------------------------------------------------------
+
+    def run_instance(self, context, instance, request_spec=None, filter_properties=None):
+        ctxt = _context_values(context)
+        request_spec = request_spec if isinstance(request_spec, dict) else {}
+        filter_properties = filter_properties if isinstance(filter_properties, dict) else {}
+        uuid = instance.get("uuid") if isinstance(instance, dict) else None
+        if not uuid:
+            LOG.error("run_instance without an instance uuid, ignored: %r", instance)
+            return
+        reason = None
+        with self._lock:
+            if uuid in self.store or uuid in self.tracker:
+                LOG.info("Instance %s is already on %s; repeated build request ignored", uuid, self.host)
+                return
+            try:
+                self.tracker.claim(uuid, instance.get("flavor"), filter_properties.get("limits"))
+            except ClaimFailed as exc:
+                reason = str(exc)
+            except Exception as exc:  # a malformed flavor or limits
+                LOG.exception("Cannot claim resources for %s", uuid)
+                reason = f"cannot claim: {exc}"
+            else:
+                record = {
+                    "instance": instance,
+                    "state": BUILDING,
+                    "request_spec": request_spec,
+                    "filter_properties": filter_properties,
+                }
+                try:
+                    self.store.put(uuid, record)
+                except Exception as exc:
+                    LOG.exception("Cannot record instance %s", uuid)
+                    self.tracker.free(uuid)
+                    reason = f"cannot record the instance: {exc}"
+                else:
+                    self._instance_update(ctxt, uuid, BUILDING)
+        if reason is not None:
+            LOG.warning("Cannot build %s on %s: %s; sending it back", uuid, self.host, reason)
+            self._reschedule(ctxt, instance, request_spec, filter_properties, reason)
+            return
+        LOG.info("Claimed %s on %s; building", uuid, self.host)
+        self._report_changed()
+        self._start_build(ctxt, uuid)
+
+    def terminate_instance(self, context, instance_uuid):
+        ctxt = _context_values(context)
+        record = self.store.get(instance_uuid)
+        if record is not None:
+            try:
+                self.driver.destroy(record.get("instance") or {"uuid": instance_uuid})
+            except Exception:
+                LOG.exception("Destroying %s failed; releasing its resources anyway", instance_uuid)
+        with self._lock:
+            freed = self.tracker.free(instance_uuid)
+            try:
+                self.store.delete(instance_uuid)
+            except Exception:
+                LOG.exception("Cannot remove %s from the instance records", instance_uuid)
+            self._instance_update(ctxt, instance_uuid, DELETED)
+        if record is None and not freed:
+            LOG.info("Terminate of %s, unknown on %s: reported DELETED", instance_uuid, self.host)
+        else:
+            LOG.info("Terminated %s", instance_uuid)
+            self._report_changed()
+
+    # -- builds ----------------------------------------------------------------
+
+    def _start_build(self, ctxt, uuid):
+        with self._lock:
+            thread = concurrency.spawn(self._build, ctxt, uuid, name=f"build-{uuid}")
+            self._builds[uuid] = thread
+
+    def _build(self, ctxt, uuid):
+        try:
+            self._do_build(ctxt, uuid)
+        except Exception:
+            LOG.exception("Unexpected error building %s", uuid)
+        finally:
+            with self._lock:
+                if self._builds.get(uuid) is threading.current_thread():
+                    del self._builds[uuid]
+
+    def _do_build(self, ctxt, uuid):
+        record = self.store.get(uuid)
+        if record is None:
+            return
+        instance = record["instance"]
+        try:
+            self.driver.spawn(instance)
+        except drivers.BuildAborted:
+            LOG.info("Build of %s interrupted; it resumes when the agent starts again", uuid)
+            return
+        except Exception as exc:
+            LOG.exception("Build of %s failed", uuid)
+            with self._lock:
+                held = self.store.get(uuid)
+                if held is None or held.get("state") != BUILDING:
+                    return  # terminated meanwhile
+                self.tracker.free(uuid)
+                try:
+                    self.store.delete(uuid)
+                except Exception:
+                    LOG.exception("Cannot remove %s from the instance records", uuid)
+            self._report_changed()
+            self._reschedule(
+                ctxt,
+                instance,
+                record.get("request_spec") or {},
+                record.get("filter_properties") or {},
+                f"build failed: {exc}",
+            )
+            return
+        with self._lock:
+            if uuid in self.store:
+                try:
+                    self.store.set_state(uuid, ACTIVE)
+                except Exception:
+                    LOG.exception("Cannot record %s as ACTIVE", uuid)
+                self._instance_update(ctxt, uuid, ACTIVE)
+                LOG.info("Instance %s is ACTIVE on %s", uuid, self.host)
+                return
+        # Terminated while it was being built: undo what the build made.
+        try:
+            self.driver.destroy(instance)
+        except Exception:
+            LOG.exception("Destroying %s after its build failed", uuid)
+
+    def _reschedule(self, ctxt, instance, request_spec, filter_properties, reason):
+        """Send the instance back to the scheduler with this host in its retry record."""
+        uuid = instance["uuid"]
+        spec = copy.deepcopy(request_spec)
+        spec["instance_uuids"] = [uuid]
+        spec["num_instances"] = 1
+        props = copy.deepcopy(filter_properties)
+        props.pop("limits", None)  # this host's limits; the scheduler computes the next host's
+        retry = props.get("retry")
+        if not isinstance(retry, dict):
+            retry = props["retry"] = {"num_attempts": 1, "hosts": []}
+        retry.setdefault("num_attempts", 1)
+        retry.setdefault("hosts", []).append([self.host, self.nodename])
+        retry["exc_reason"] = f"{self.host}: {reason}"
+        self._cast(self.scheduler.run_instance, ctxt, spec, props)
+
+    # -- messages to the scheduler ----------------------------------------------
+
+    def _cast(self, method, *args, **kwargs):
+        try:
+            method(*args, **kwargs)
+            return True
+        except Exception:
+            LOG.exception("Cannot send %s to the scheduler", getattr(method, "__name__", method))
+            return False
+
+    def _instance_update(self, ctxt, uuid, state, fault=None):
+        self._cast(self.scheduler.instance_update, ctxt, uuid, self.host, state, fault=fault)
+
+    def send_report(self):
+        """Fan this host's compute-node record out to the schedulers now."""
+        try:
+            self.tracker.set_totals(self.driver.get_totals())
+        except Exception:
+            LOG.exception("Cannot read the host's totals; reporting the previous ones")
+        resources = self.tracker.report()
+        self._cast(self.scheduler.report_resources, {}, self.host, resources)
+        return resources
+
+    def _report_changed(self):
+        if not self.conf.compute_agent.report_on_change:
+            return
+        with self._cond:
+            self._dirty = True
+            self._cond.notify_all()
+
+    def _report_loop(self):
+        opts = self.conf.compute_agent
+        next_periodic = time.monotonic()
+        last = None
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopping:
+                        return
+                    now = time.monotonic()
+                    due = next_periodic
+                    if self._dirty:
+                        soonest = now if last is None else last + opts.report_min_interval
+                        due = min(due, soonest)
+                    if now >= due:
+                        break
+                    self._cond.wait(due - now)
+                self._dirty = False
+            try:
+                self.send_report()
+            except Exception:
+                LOG.exception("Resource report failed")
+            last = time.monotonic()
+            next_periodic = last + opts.report_interval

@@ -1,0 +1,187 @@
+"""The compute agent's resource accounting (ALGORITHMS.md section 2).
+
+Pure accounting: no I/O, no messaging. Usage is recomputed from the flavors
+of the instances the agent holds a claim for, never read from the
+hypervisor, and every "used" value includes the host's reserves::
+
+    memory_mb_used = reserved_host_memory_mb + sum(memory_mb)
+    local_gb_used  = reserved_host_disk_mb / 1024 + sum(root_gb + ephemeral_gb)
+    vcpus_used     = reserved_host_cpus + sum(vcpus)
+    free_ram_mb    = memory_mb - memory_mb_used      (negative under overcommit)
+    free_disk_gb   = local_gb - local_gb_used        (negative under overcommit)
+
+A claim is Nova's claim test against the limits the scheduler computed
+(``total * allocation_ratio``): ``free = limit - used``; the claim fails when
+the request is larger than ``free``. A missing or None limit is unlimited.
+"""
+
+import datetime
+import threading
+
+FLAVOR_KEYS = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
+
+
+class ClaimFailed(Exception):
+    """The host cannot hold the instance; the message names the resource."""
+
+    def __init__(self, resource, message):
+        super().__init__(message)
+        self.resource = resource
+
+
+def isotime(when=None):
+    """ISO-8601 UTC with a trailing Z, as every report carries."""
+    when = when or datetime.datetime.now(datetime.UTC)
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _num(value):
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _fmt(value):
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _gb(mb):
+    """MiB as GiB, an int when whole (so that reports stay integral by default)."""
+    gb = mb / 1024
+    return int(gb) if gb.is_integer() else gb
+
+
+def normalize_flavor(flavor):
+    """The four sizes of a flavor that count, missing or None ones as 0."""
+    flavor = flavor or {}
+    return {key: _num(flavor.get(key)) for key in FLAVOR_KEYS}
+
+
+class ResourceTracker:
+    def __init__(
+        self,
+        host,
+        totals,
+        nodename=None,
+        hypervisor_type="fake",
+        reserved_host_memory_mb=0,
+        reserved_host_disk_mb=0,
+        reserved_host_cpus=0,
+        started_at=None,
+    ):
+        self.host = host
+        self.nodename = nodename or host
+        self.hypervisor_type = hypervisor_type
+        self.reserved_host_memory_mb = reserved_host_memory_mb
+        self.reserved_host_disk_mb = reserved_host_disk_mb
+        self.reserved_host_cpus = reserved_host_cpus
+        self.started_at = started_at or isotime()
+        self._lock = threading.Lock()
+        self._instances = {}  # uuid -> normalized flavor
+        self.set_totals(totals)
+
+    @classmethod
+    def from_conf(cls, conf, host, nodename, driver, started_at=None):
+        opts = conf.compute_agent
+        return cls(
+            host,
+            driver.get_totals(),
+            nodename=nodename,
+            hypervisor_type=driver.hypervisor_type,
+            reserved_host_memory_mb=opts.reserved_host_memory_mb,
+            reserved_host_disk_mb=opts.reserved_host_disk_mb,
+            reserved_host_cpus=opts.reserved_host_cpus,
+            started_at=started_at,
+        )
+
+    def set_totals(self, totals):
+        with self._lock:
+            self.memory_mb = _num(totals.get("memory_mb"))
+            self.local_gb = _num(totals.get("local_gb"))
+            self.vcpus = _num(totals.get("vcpus"))
+
+    # -- usage -------------------------------------------------------------
+
+    def _used(self):
+        flavors = self._instances.values()
+        memory = self.reserved_host_memory_mb + sum(f["memory_mb"] for f in flavors)
+        disk = _gb(self.reserved_host_disk_mb)
+        disk += sum(f["root_gb"] + f["ephemeral_gb"] for f in flavors)
+        vcpus = self.reserved_host_cpus + sum(f["vcpus"] for f in flavors)
+        return memory, disk, vcpus
+
+    def usage(self):
+        """``(memory_mb_used, local_gb_used, vcpus_used)``, reserves included."""
+        with self._lock:
+            return self._used()
+
+    def __contains__(self, uuid):
+        with self._lock:
+            return uuid in self._instances
+
+    def instance_uuids(self):
+        with self._lock:
+            return sorted(self._instances)
+
+    # -- claims ------------------------------------------------------------
+
+    def claim(self, uuid, flavor, limits=None):
+        """Hold ``flavor``'s resources for ``uuid`` if they fit within ``limits``.
+
+        Returns True when claimed, False when ``uuid`` was already held (a
+        redelivered request: nothing changes). Raises ClaimFailed otherwise.
+        """
+        wanted = normalize_flavor(flavor)
+        limits = limits or {}
+        with self._lock:
+            if uuid in self._instances:
+                return False
+            memory, disk, vcpus = self._used()
+            checks = (
+                ("memory", "memory_mb", "MB", wanted["memory_mb"], memory),
+                ("disk", "disk_gb", "GB", wanted["root_gb"] + wanted["ephemeral_gb"], disk),
+                ("vcpu", "vcpu", "VCPU", wanted["vcpus"], vcpus),
+            )
+            for resource, key, unit, requested, used in checks:
+                limit = limits.get(key)
+                if limit is None:
+                    continue
+                free = limit - used
+                if requested > free:
+                    raise ClaimFailed(
+                        resource,
+                        f"Insufficient {resource}: requested {_fmt(requested)} {unit}, "
+                        f"free {_fmt(free)} {unit} of limit {_fmt(limit)} {unit}",
+                    )
+            self._instances[uuid] = wanted
+            return True
+
+    def free(self, uuid):
+        """Release ``uuid``'s claim; True if it was held."""
+        with self._lock:
+            return self._instances.pop(uuid, None) is not None
+
+    # -- the compute node record --------------------------------------------
+
+    def report(self, now=None):
+        """The compute-node record the agent sends as ``report_resources``."""
+        with self._lock:
+            memory, disk, vcpus = self._used()
+            return {
+                "host": self.host,
+                "nodename": self.nodename,
+                "hypervisor_type": self.hypervisor_type,
+                "memory_mb": self.memory_mb,
+                "memory_mb_used": memory,
+                "free_ram_mb": self.memory_mb - memory,
+                "local_gb": self.local_gb,
+                "local_gb_used": disk,
+                "free_disk_gb": self.local_gb - disk,
+                "vcpus": self.vcpus,
+                "vcpus_used": vcpus,
+                "running_vms": len(self._instances),
+                "instance_uuids": sorted(self._instances),
+                "reserved_host_memory_mb": self.reserved_host_memory_mb,
+                "reserved_host_disk_mb": self.reserved_host_disk_mb,
+                "reserved_host_cpus": self.reserved_host_cpus,
+                "reported_at": isotime(now),
+                "started_at": self.started_at,
+            }

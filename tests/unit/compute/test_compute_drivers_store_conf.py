@@ -1,0 +1,111 @@
+import json
+import os
+import threading
+
+import pytest
+
+from compute_agent import conf as agent_conf
+from compute_agent import driver as drivers
+from compute_agent.instance_store import InstanceStore, InstanceStoreError
+
+
+def test_options_have_help_and_defaults(conf):
+    [(group, opts)] = agent_conf.list_opts()
+    assert group.name == "compute_agent"
+    for opt in opts:
+        assert opt.help, opt.name
+    c = conf.compute_agent
+    assert (c.reserved_host_memory_mb, c.reserved_host_disk_mb, c.reserved_host_cpus) == (512, 0, 0)
+    assert (c.report_interval, c.report_on_change, c.report_min_interval) == (10, True, 0.2)
+    assert (c.driver, c.fake_memory_mb, c.fake_local_gb, c.fake_vcpus) == ("fake", 32768, 1024, 16)
+    assert (c.fake_build_time, c.nodename) == (0.0, None)
+
+
+def test_fake_driver_totals(conf):
+    conf.set_override("fake_memory_mb", 4096, "compute_agent")
+    driver = drivers.load_driver(conf)
+    assert isinstance(driver, drivers.FakeDriver)
+    assert driver.hypervisor_type == "fake"
+    assert driver.get_totals() == {"memory_mb": 4096, "local_gb": 1024, "vcpus": 16}
+    driver.spawn({"uuid": "u"})
+    driver.destroy({"uuid": "u"})
+
+
+def test_fake_build_is_interrupted_by_stop(conf):
+    conf.set_override("fake_build_time", 600, "compute_agent")
+    driver = drivers.load_driver(conf)
+    raised = []
+
+    def build():
+        try:
+            driver.spawn({"uuid": "u"})
+        except drivers.BuildAborted:
+            raised.append(True)
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    driver.stop()
+    thread.join(30)
+    assert raised == [True]
+
+
+def test_host_driver_reports_this_machine(conf):
+    conf.set_override("driver", "host", "compute_agent")
+    driver = drivers.load_driver(conf)
+    assert driver.hypervisor_type == "host"
+    totals = driver.get_totals()  # state_path does not exist yet: its parent is measured
+    assert totals["memory_mb"] > 0
+    assert totals["local_gb"] > 0
+    assert totals["vcpus"] == (os.cpu_count() or 1) > 0
+    driver.spawn({"uuid": "u"})
+    driver.destroy({"uuid": "u"})
+
+
+def test_unknown_driver(conf):
+    with pytest.raises(ValueError, match="unknown driver"):
+        drivers.load_driver(conf, "xen")
+
+
+def test_store_round_trip(tmp_path):
+    store = InstanceStore(str(tmp_path), "h1")
+    assert store.load() == {}
+    record = {"instance": {"uuid": "a"}, "state": "BUILDING"}
+    record.update(request_spec={}, filter_properties={})
+    store.put("a", record)
+    store.put("b", dict(record, instance={"uuid": "b"}))
+    assert store.set_state("a", "ACTIVE")
+    assert store.delete("b")
+    assert not store.delete("b")
+    assert not store.set_state("zz", "ACTIVE")
+    assert store.path == str(tmp_path / "compute" / "h1" / "instances.json")
+    with open(store.path) as f:
+        assert json.load(f) == {"a": dict(record, state="ACTIVE")}
+    again = InstanceStore(str(tmp_path), "h1")
+    assert again.load() == {"a": dict(record, state="ACTIVE")}
+    assert sorted(os.listdir(tmp_path / "compute" / "h1")) == ["instances.json"]
+
+
+def test_store_keeps_memory_when_write_fails(tmp_path, monkeypatch):
+    store = InstanceStore(str(tmp_path), "h1")
+    store.load()
+    store.put("a", {"state": "BUILDING"})
+
+    def fail():
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "_write", fail)
+    with pytest.raises(OSError):
+        store.put("b", {"state": "BUILDING"})
+    with pytest.raises(OSError):
+        store.delete("a")
+    assert "b" not in store
+    assert store.get("a") == {"state": "BUILDING"}
+
+
+def test_corrupt_store_refuses_to_load(tmp_path):
+    store = InstanceStore(str(tmp_path), "h1")
+    os.makedirs(os.path.dirname(store.path))
+    with open(store.path, "w") as f:
+        f.write("{not json")
+    with pytest.raises(InstanceStoreError, match="instances.json"):
+        store.load()
