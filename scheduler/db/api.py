@@ -1,0 +1,572 @@
+"""The scheduler's queries: rows in and out as plain dicts.
+
+Timestamps are stored as naive UTC datetimes and returned as ISO-8601
+strings ending in "Z" (they travel over JSON RPC); they are accepted as
+datetimes (naive means UTC), ISO-8601 strings or POSIX timestamps.
+
+Every public method is one transaction. Transient failures (connection lost
+or refused, deadlock, serialization failure, SQLite busy) are retried
+``max_retries`` times (-1: for ever) ``retry_interval`` seconds apart, and
+then raise :class:`DatabaseUnavailable`; other errors raise at once.
+"""
+
+import contextlib
+import functools
+import importlib.util
+import logging
+import os
+import re
+import sqlite3
+import time
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
+
+from scheduler.db import migration, models
+from scheduler.db.models import compute_nodes, instances, services
+
+LOG = logging.getLogger(__name__)
+
+SQLITE_BUSY_TIMEOUT = 30.0  # seconds SQLite waits for another writer
+_IN_CHUNK = 500  # uuids per IN (...) clause
+
+# PostgreSQL SQLSTATEs worth a retry: serialization failure, deadlock, too many
+# connections, admin/crash shutdown, cannot connect now; and class 08 (connection).
+_PG_TRANSIENT = {"40001", "40P01", "53300", "57P01", "57P02", "57P03"}
+# Connection failures without a SQLSTATE that no retry will fix.
+_PG_PERMANENT_TEXT = (
+    "authentication failed",
+    "does not exist",
+    "no password supplied",
+    "no pg_hba.conf entry",
+    "invalid dsn",
+    "invalid connection option",
+)
+# MySQL/MariaDB error numbers worth a retry: lock wait timeout, deadlock, too
+# many connections, server shutdown, can't connect, gone away, lost connection,
+# connection killed, disconnected for inactivity.
+_MYSQL_TRANSIENT = {1205, 1213, 1040, 1053, 2002, 2003, 2006, 2013, 2055, 1927, 4031}
+
+
+class DatabaseUnavailable(Exception):
+    """The database stayed unreachable (or locked) through every retry."""
+
+
+def mask_url(url):
+    """``url`` as a string fit for a log: the password replaced by ***."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", str(url))
+
+
+def utcnow():
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def to_db_time(value):
+    """A naive UTC datetime from a datetime, an ISO-8601 string or a POSIX time."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text[-1:] in ("Z", "z"):
+            text = text[:-1] + "+00:00"
+        try:
+            return to_db_time(datetime.fromisoformat(text))
+        except ValueError:
+            raise ValueError(f"not an ISO-8601 time: {value!r}") from None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, UTC).replace(tzinfo=None)
+    raise ValueError(f"not a time: {value!r}")
+
+
+def to_iso(value):
+    """The API's form of a stored naive UTC datetime: '2024-01-02T03:04:05.000006Z'."""
+    if value is None:
+        return None
+    return value.isoformat(timespec="microseconds") + "Z"
+
+
+def _row_dict(row):
+    return {key: to_iso(value) if isinstance(value, datetime) else value for key, value in row.items()}
+
+
+def _time_columns(table):
+    return frozenset(c.name for c in table.columns if isinstance(c.type, sa.DateTime))
+
+
+_INSTANCE_TIMES = _time_columns(instances)
+_NODE_TIMES = _time_columns(compute_nodes)
+_INSTANCE_WRITABLE = frozenset(instances.c.keys()) - {"id"}
+_INSTANCE_UPDATABLE = _INSTANCE_WRITABLE - {"uuid", "created_at"}
+_NODE_COLUMNS = frozenset(compute_nodes.c.keys()) - {"id", "stats", "updated_at"}
+_NODE_DEFAULTS = {
+    c.name: (c.default.arg if c.default is not None and not callable(c.default.arg) else None)
+    for c in compute_nodes.columns
+}
+_INSTANCE_DEFAULTS = {
+    c.name: (c.default.arg if c.default is not None and not callable(c.default.arg) else None)
+    for c in instances.columns
+}
+
+
+def _states(states):
+    if states is None:
+        return None
+    return [states] if isinstance(states, str) else list(states)
+
+
+def _check_state(state):
+    if state not in models.INSTANCE_STATES:
+        raise ValueError(f"unknown instance state {state!r}")
+
+
+def _instance_values(values, allowed):
+    unknown = set(values) - allowed
+    if unknown:
+        raise ValueError(f"not instance columns: {', '.join(sorted(unknown))}")
+    out = dict(values)
+    for key in _INSTANCE_TIMES.intersection(out):
+        out[key] = to_db_time(out[key])
+    if "state" in out:
+        _check_state(out["state"])
+    return out
+
+
+def _chunks(items, size=_IN_CHUNK):
+    items = list(items)
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _first_line(exc):
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip().splitlines()
+    return f"{type(orig).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def is_transient(exc):
+    """Whether ``exc`` is worth another attempt."""
+    if isinstance(exc, sa_exc.DisconnectionError):
+        return True
+    if not isinstance(exc, sa_exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    orig = exc.orig
+    if isinstance(orig, sqlite3.OperationalError):
+        text = str(orig).lower()
+        return "locked" in text or "busy" in text
+    sqlstate = getattr(orig, "pgcode", None) or getattr(orig, "sqlstate", None)
+    if sqlstate:
+        return sqlstate in _PG_TRANSIENT or sqlstate.startswith("08")
+    module = type(orig).__module__ or ""
+    if module.startswith("psycopg"):
+        # Connection failures carry no SQLSTATE: refused, timed out, reset...
+        text = str(orig).lower()
+        return isinstance(exc, sa_exc.OperationalError) and not any(t in text for t in _PG_PERMANENT_TEXT)
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int):
+        return args[0] in _MYSQL_TRANSIENT
+    return False
+
+
+def _retry(method):
+    """Run ``method`` again on transient failures, per the Database's retry settings."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        failures = 0
+        while True:
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                failures += 1
+                reason = self.scrub(_first_line(exc))
+                if 0 <= self.max_retries < failures:
+                    raise DatabaseUnavailable(
+                        f"database {self.masked_url} unavailable after {failures} attempt(s): {reason}"
+                    ) from exc
+                LOG.warning(
+                    "Database %s: %s failed (%s); retry %d of %s in %.1fs",
+                    self.masked_url,
+                    method.__name__,
+                    reason,
+                    failures,
+                    "unlimited" if self.max_retries < 0 else self.max_retries,
+                    self.retry_interval,
+                )
+                time.sleep(self.retry_interval)
+
+    return wrapper
+
+
+# A URL without a driver gets SQLAlchemy's default one (psycopg 3, mysqlclient);
+# fall back to the driver Berth installs when that one is missing.
+_FALLBACK_DRIVERS = {
+    "postgresql": (("psycopg", "psycopg"), ("psycopg2", "psycopg2")),
+    "mysql": (("MySQLdb", "mysqldb"), ("pymysql", "pymysql")),
+    "mariadb": (("MySQLdb", "mysqldb"), ("pymysql", "pymysql")),
+}
+
+
+def _installed_driver(url):
+    choices = _FALLBACK_DRIVERS.get(url.drivername)
+    if not choices:
+        return url
+    for module, driver in choices:
+        if importlib.util.find_spec(module) is not None:
+            return url.set(drivername=f"{url.drivername}+{driver}")
+    return url
+
+
+def _sqlite_wal(cursor):
+    """Switch to write-ahead logging, once per database file.
+
+    The switch needs an exclusive lock and SQLite does not wait for it (no
+    busy handler): several processes opening a new database at once wait here.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+class Database:
+    """The scheduler's database: an engine, the migrations and the queries."""
+
+    def __init__(self, url, max_retries=10, retry_interval=1.0, echo=False):
+        try:
+            self.url = make_url(url)
+        except sa_exc.ArgumentError as exc:
+            raise ValueError(f"invalid database URL {mask_url(url)!r}: {exc}") from None
+        self.url = _installed_driver(self.url)
+        self.masked_url = self.url.render_as_string(hide_password=True)
+        self.max_retries = max_retries
+        self.retry_interval = retry_interval
+        self.is_sqlite = self.url.get_backend_name() == "sqlite"
+        kwargs = {"echo": echo}
+        if self.is_sqlite:
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT}
+            if self._sqlite_in_memory():
+                kwargs["poolclass"] = sa.pool.StaticPool
+            else:
+                self._make_sqlite_dir()
+        else:
+            kwargs.update(pool_pre_ping=True, pool_recycle=3600)
+        try:
+            self.engine = sa.create_engine(self.url, **kwargs)
+        except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ImportError) as exc:
+            raise ValueError(f"invalid database URL {self.masked_url!r}: {exc}") from None
+        if self.is_sqlite:
+            self._setup_sqlite()
+
+    @classmethod
+    def from_conf(cls, conf):
+        """A Database from the ``[database]`` options of ``conf``."""
+        db = conf.database
+        return cls(
+            db.connection,
+            max_retries=db.max_retries,
+            retry_interval=db.retry_interval,
+            echo=db.connection_debug,
+        )
+
+    def __repr__(self):
+        return f"<Database {self.masked_url}>"
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _sqlite_in_memory(self):
+        database = self.url.database
+        return not database or database == ":memory:" or "mode=memory" in str(self.url.query)
+
+    def _make_sqlite_dir(self):
+        database = self.url.database
+        if database.startswith("file:"):
+            return
+        parent = os.path.dirname(os.path.abspath(database))
+        os.makedirs(parent, exist_ok=True)
+
+    def _setup_sqlite(self):
+        in_memory = self._sqlite_in_memory()
+
+        @event.listens_for(self.engine, "connect")
+        def _on_connect(dbapi_connection, _record):
+            # Let SQLAlchemy, not the sqlite3 module, say when transactions begin.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT * 1000)}")
+            if not in_memory:
+                _sqlite_wal(cursor)
+                cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        @event.listens_for(self.engine, "begin")
+        def _on_begin(connection):
+            # A writer takes the write lock up front: no deadlock between two
+            # readers that both want to write, and the busy timeout applies.
+            immediate = connection.get_execution_options().get("berth_write")
+            connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    def scrub(self, text):
+        """``text`` with the database password, if it appears, replaced by ***."""
+        password = self.url.password
+        return text.replace(password, "***") if password else text
+
+    @contextlib.contextmanager
+    def _transaction(self, write=False):
+        with self.engine.connect() as connection:
+            if write:
+                connection.execution_options(berth_write=True)
+            with connection.begin():
+                yield connection
+
+    # -- schema -----------------------------------------------------------
+
+    @_retry
+    def sync(self):
+        """Upgrade the schema to the newest migration; return the revision reached.
+
+        Safe to call at every start, and from several processes at once.
+        """
+        return migration.upgrade(self.engine)
+
+    @_retry
+    def version(self):
+        """The schema's alembic revision, or None for an empty database."""
+        with self.engine.connect() as connection:
+            return migration.current(connection)
+
+    def dispose(self):
+        self.engine.dispose()
+
+    # -- instances --------------------------------------------------------
+
+    def _new_instance_row(self, record, now):
+        row = _instance_values(record, _INSTANCE_WRITABLE)
+        if not row.get("uuid"):
+            raise ValueError("an instance needs a uuid")
+        full = {key: _INSTANCE_DEFAULTS[key] for key in _INSTANCE_WRITABLE}
+        full.update(row)
+        full["created_at"] = full["created_at"] or now
+        full["updated_at"] = full["updated_at"] or full["created_at"]
+        return full
+
+    @_retry
+    def create_instances(self, records):
+        """Insert the records whose uuid is not in the table yet; return their uuids.
+
+        Rows already there are left alone, so a redelivered request is harmless.
+        """
+        now = utcnow()
+        rows = {}
+        for record in records:
+            row = self._new_instance_row(record, now)
+            rows.setdefault(row["uuid"], row)
+        if not rows:
+            return []
+        for attempt in range(3):
+            try:
+                with self._transaction(write=True) as connection:
+                    existing = set()
+                    for chunk in _chunks(rows):
+                        existing.update(
+                            connection.scalars(sa.select(instances.c.uuid).where(instances.c.uuid.in_(chunk)))
+                        )
+                    new = [row for uuid, row in rows.items() if uuid not in existing]
+                    if new:
+                        connection.execute(instances.insert(), new)
+                return [row["uuid"] for row in new]
+            except sa_exc.IntegrityError:
+                # Another process inserted one of them in between: look again.
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    @_retry
+    def get_instance(self, uuid):
+        with self._transaction() as connection:
+            row = connection.execute(sa.select(instances).where(instances.c.uuid == uuid)).mappings().first()
+        return _row_dict(row) if row is not None else None
+
+    @staticmethod
+    def _update_one(connection, uuid, values, expected_states):
+        statement = sa.update(instances).where(instances.c.uuid == uuid).values(values)
+        states = _states(expected_states)
+        if states is not None:
+            statement = statement.where(instances.c.state.in_(states))
+        return connection.execute(statement).rowcount == 1
+
+    @_retry
+    def update_instance(self, uuid, values, expected_states=None):
+        """Compare-and-set: update the instance if its state is one of ``expected_states``.
+
+        Returns the updated row, or None when the instance is missing or in
+        another state. ``updated_at`` is set to now.
+        """
+        values = _instance_values(values, _INSTANCE_UPDATABLE)
+        values["updated_at"] = utcnow()
+        with self._transaction(write=True) as connection:
+            if not self._update_one(connection, uuid, values, expected_states):
+                return None
+            row = connection.execute(sa.select(instances).where(instances.c.uuid == uuid)).mappings().one()
+        return _row_dict(row)
+
+    @_retry
+    def update_instances(self, updates):
+        """Apply ``(uuid, values[, expected_states])`` updates in one transaction.
+
+        Returns how many instances were updated (missing ones and those in
+        an unexpected state are skipped).
+        """
+        now = utcnow()
+        prepared = []
+        for update in updates:
+            uuid, values, *rest = update
+            values = _instance_values(values, _INSTANCE_UPDATABLE)
+            values["updated_at"] = now
+            prepared.append((uuid, values, rest[0] if rest else None))
+        if not prepared:
+            return 0
+        count = 0
+        with self._transaction(write=True) as connection:
+            for uuid, values, expected_states in prepared:
+                count += self._update_one(connection, uuid, values, expected_states)
+        return count
+
+    @_retry
+    def list_instances(self, host=None, states=None, include_deleted=False, limit=None):
+        """Instances, newest first.
+
+        ``states`` (one or several) filters by state; without it DELETED
+        instances are left out unless ``include_deleted``.
+        """
+        statement = sa.select(instances).order_by(instances.c.created_at.desc(), instances.c.id.desc())
+        if host is not None:
+            statement = statement.where(instances.c.host == host)
+        states = _states(states)
+        if states is not None:
+            statement = statement.where(instances.c.state.in_(states))
+        elif not include_deleted:
+            statement = statement.where(instances.c.state != models.DELETED)
+        if limit is not None:
+            statement = statement.limit(limit)
+        with self._transaction() as connection:
+            return [_row_dict(row) for row in connection.execute(statement).mappings()]
+
+    @_retry
+    def count_instances_by_state(self):
+        """``{state: count}`` over every known state (zero included)."""
+        statement = sa.select(instances.c.state, sa.func.count()).group_by(instances.c.state)
+        counts = dict.fromkeys(models.INSTANCE_STATES, 0)
+        with self._transaction() as connection:
+            for state, count in connection.execute(statement):
+                counts[state] = count
+        return counts
+
+    # -- compute nodes and services --------------------------------------
+
+    def _upsert(self, connection, table, rows, keys):
+        """Insert ``rows`` (same keys each) or update the row with the same ``keys``."""
+        update_columns = [c for c in rows[0] if c not in keys and c not in ("id", "created_at")]
+        dialect = connection.dialect.name
+        if dialect in ("postgresql", "sqlite"):
+            if dialect == "postgresql":
+                from sqlalchemy.dialects.postgresql import insert
+            else:
+                from sqlalchemy.dialects.sqlite import insert
+            statement = insert(table)
+            statement = statement.on_conflict_do_update(
+                index_elements=list(keys),
+                set_={c: statement.excluded[c] for c in update_columns},
+            )
+            connection.execute(statement, rows)
+        elif dialect in ("mysql", "mariadb"):
+            from sqlalchemy.dialects.mysql import insert
+
+            statement = insert(table)
+            statement = statement.on_duplicate_key_update({c: statement.inserted[c] for c in update_columns})
+            connection.execute(statement, rows)
+        else:  # any other backend: look, then update or insert
+            for row in rows:
+                where = [table.c[k] == row[k] for k in keys]
+                found = connection.execute(sa.select(table.c.id).where(*where)).first()
+                if found is None:
+                    connection.execute(table.insert(), [row])
+                else:
+                    values = {c: row[c] for c in update_columns}
+                    connection.execute(sa.update(table).where(*where).values(values))
+
+    @_retry
+    def save_compute_nodes(self, records):
+        """Store each host's last report: one row per host, in one transaction.
+
+        Keys that are not columns go into ``stats``, beside the entries of the
+        report's own ``stats`` dict; columns the report lacks get their default.
+        """
+        now = utcnow()
+        rows = {}
+        for record in records:
+            if not record.get("host"):
+                raise ValueError("a compute node report needs a host")
+            stats = dict(record.get("stats") or {})
+            row = dict(_NODE_DEFAULTS)
+            del row["id"]
+            for key, value in record.items():
+                if key in _NODE_COLUMNS:
+                    row[key] = to_db_time(value) if key in _NODE_TIMES else value
+                elif key not in ("stats", "id", "updated_at"):
+                    stats[key] = value
+            row["stats"] = stats
+            row["updated_at"] = now
+            rows[row["host"]] = row  # the last report of a host wins
+        if not rows:
+            return
+        with self._transaction(write=True) as connection:
+            self._upsert(connection, compute_nodes, list(rows.values()), ("host",))
+
+    @_retry
+    def list_compute_nodes(self):
+        statement = sa.select(compute_nodes).order_by(compute_nodes.c.host)
+        with self._transaction() as connection:
+            return [_row_dict(row) for row in connection.execute(statement).mappings()]
+
+    @_retry
+    def service_heartbeat(self, host, binary, topic, at=None):
+        """Record that ``binary`` on ``host`` was alive at ``at`` (default now)."""
+        now = utcnow()
+        row = {
+            "host": host,
+            "binary": binary,
+            "topic": topic,
+            "last_seen_at": to_db_time(at) or now,
+            "created_at": now,
+        }
+        with self._transaction(write=True) as connection:
+            self._upsert(connection, services, [row], ("host", "binary"))
+
+    @_retry
+    def list_services(self, binary=None):
+        statement = sa.select(services).order_by(services.c.binary, services.c.host)
+        if binary is not None:
+            statement = statement.where(services.c.binary == binary)
+        with self._transaction() as connection:
+            return [_row_dict(row) for row in connection.execute(statement).mappings()]

@@ -1,0 +1,119 @@
+"""SQLAlchemy models of the scheduler's database.
+
+The rest of Berth never sees these classes: :mod:`scheduler.db.api` reads and
+writes rows as plain dicts. Every change here needs a migration under
+``migrations/versions`` that creates exactly the same thing (a unit test
+compares the two).
+
+Timestamps are naive UTC datetimes.
+"""
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Stable constraint and index names on every backend, so that migrations can
+# refer to them by name.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_N_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: MySQL's DATETIME drops the fraction of a second unless told otherwise.
+Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+# Instance states, in the order an instance goes through them.
+SCHEDULING = "SCHEDULING"
+SCHEDULED = "SCHEDULED"
+BUILDING = "BUILDING"
+ACTIVE = "ACTIVE"
+ERROR = "ERROR"
+DELETING = "DELETING"
+DELETED = "DELETED"
+INSTANCE_STATES = (SCHEDULING, SCHEDULED, BUILDING, ACTIVE, ERROR, DELETING, DELETED)
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: sa.JSON, datetime: Timestamp}
+
+
+class Instance(Base):
+    __tablename__ = "instances"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False, unique=True, index=True)
+    project_id: Mapped[str | None] = mapped_column(sa.String(255))
+    host: Mapped[str | None] = mapped_column(sa.String(255), index=True)
+    node: Mapped[str | None] = mapped_column(sa.String(255))
+    state: Mapped[str] = mapped_column(sa.String(16), nullable=False, index=True, default=SCHEDULING)
+    flavor_name: Mapped[str | None] = mapped_column(sa.String(255))
+    memory_mb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    root_gb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    ephemeral_gb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    vcpus: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    request_spec: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    filter_properties: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    attempts: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0, server_default=sa.text("0"))
+    fault_reason: Mapped[str | None] = mapped_column(sa.Text)
+    fault_details: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
+    updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    scheduled_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    launched_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    deleted_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class ComputeNode(Base):
+    """The last resource report of each compute host."""
+
+    __tablename__ = "compute_nodes"
+    __table_args__ = (sa.UniqueConstraint("host"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    host: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    nodename: Mapped[str | None] = mapped_column(sa.String(255))
+    hypervisor_type: Mapped[str | None] = mapped_column(sa.String(255))
+    memory_mb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    memory_mb_used: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    # May be negative: an over-committed host.
+    free_ram_mb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    local_gb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    local_gb_used: Mapped[float] = mapped_column(sa.Double, nullable=False, default=0.0)
+    free_disk_gb: Mapped[float] = mapped_column(sa.Double, nullable=False, default=0.0)
+    vcpus: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    vcpus_used: Mapped[float] = mapped_column(sa.Double, nullable=False, default=0.0)
+    running_vms: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    # The rest of the last report, so that new report fields need no migration.
+    stats: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    reported_at: Mapped[datetime | None] = mapped_column(Timestamp)  # the agent's clock
+    updated_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)  # the scheduler's
+
+
+class Service(Base):
+    """One row per (host, binary): the last heartbeat of each service."""
+
+    __tablename__ = "services"
+    __table_args__ = (sa.UniqueConstraint("host", "binary"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    host: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    binary: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    topic: Mapped[str | None] = mapped_column(sa.String(255))
+    disabled: Mapped[bool] = mapped_column(
+        sa.Boolean, nullable=False, default=False, server_default=sa.false()
+    )
+    disabled_reason: Mapped[str | None] = mapped_column(sa.String(255))
+    last_seen_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
+
+
+instances = Instance.__table__
+compute_nodes = ComputeNode.__table__
+services = Service.__table__
