@@ -1,0 +1,35 @@
+"""Berth's messaging: RPC over kombu, speaking oslo.messaging's rabbit wire format 2.0.
+
+transport = rpc.get_transport(conf)
+client = rpc.RPCClient(transport, rpc.Target(topic="scheduler"))
+client.cast(ctxt, "run_instance", request_spec=..., filter_properties=...)
+server = rpc.get_rpc_server(transport, rpc.Target("compute", server=host), [endpoint])
+"""
+
+from scheduler.rpc.client import RPCClient
+from scheduler.rpc.context import Context
+from scheduler.rpc.exceptions import (
+    MessageDeliveryFailure,
+    MessagingException,
+    MessagingTimeout,
+    NoSuchMethod,
+    RemoteError,
+)
+from scheduler.rpc.server import RPCServer, get_rpc_server
+from scheduler.rpc.target import Target
+from scheduler.rpc.transport import Transport, get_transport
+
+__all__ = [
+    "Context",
+    "MessageDeliveryFailure",
+    "MessagingException",
+    "MessagingTimeout",
+    "NoSuchMethod",
+    "RPCClient",
+    "RPCServer",
+    "RemoteError",
+    "Target",
+    "Transport",
+    "get_rpc_server",
+    "get_transport",
+]

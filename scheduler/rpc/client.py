@@ -1,0 +1,91 @@
+"""RPCClient: cast and call methods of the servers of a topic."""
+
+import dataclasses
+import logging
+import queue
+import time
+
+from scheduler.rpc import envelope, topology
+from scheduler.rpc.exceptions import MessagingTimeout
+
+LOG = logging.getLogger(__name__)
+
+
+class RPCClient:
+    def __init__(self, transport, target, timeout=None):
+        self.transport = transport
+        self.target = target
+        self.timeout = timeout
+
+    def prepare(self, server=None, fanout=None, timeout=None):
+        """A copy of this client with the target's server/fanout or the timeout replaced."""
+        changes = {}
+        if server is not None:
+            changes["server"] = server
+        if fanout is not None:
+            changes["fanout"] = fanout
+        target = dataclasses.replace(self.target, **changes) if changes else self.target
+        return RPCClient(self.transport, target, self.timeout if timeout is None else timeout)
+
+    def _timeout(self):
+        if self.timeout is None:
+            return self.transport.conf.rpc_response_timeout
+        return self.timeout
+
+    def _publish(self, msg, expiration=None):
+        target = self.target
+        if target.fanout:
+            exchange = topology.fanout_exchange(target.topic)
+            key = target.topic
+        else:
+            exchange = topology.topic_exchange(self.transport)
+            key = topology.routing_key(target)
+        self.transport.publisher.publish(envelope.wrap(msg), exchange, key, expiration=expiration)
+        return key
+
+    def cast(self, ctxt, method, **kwargs):
+        """Send ``method(**kwargs)`` without waiting (to every server if the target fans out)."""
+        msg = envelope.request(method, kwargs, ctxt)
+        key = self._publish(msg)
+        LOG.debug("CAST %s to %s (unique_id %s)", method, key, msg["_unique_id"])
+
+    def call(self, ctxt, method, **kwargs):
+        """Run ``method(**kwargs)`` on one server and return its result.
+
+        Raises MessagingTimeout when no reply comes within the timeout, and
+        RemoteError when the remote method raised.
+        """
+        if self.target.fanout:
+            raise ValueError("a call cannot fan out; use cast")
+        timeout = self._timeout()
+        deadline = time.monotonic() + timeout
+        listener = self.transport.reply_listener()
+        if not listener.wait_ready(timeout):
+            raise MessagingTimeout(
+                f"Timed out waiting for the reply queue to {method} on {self.transport.safe_url}"
+            )
+        msg_id = envelope.new_id()
+        msg = envelope.request(method, kwargs, ctxt, msg_id=msg_id, reply_q=listener.queue_name, timeout=None)
+        replies = listener.register(msg_id)
+        try:
+            key = self._publish(msg, expiration=timeout)
+            LOG.debug("CALL %s to %s (msg_id %s)", method, key, msg_id)
+            result = None
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    data = replies.get(timeout=max(left, 0))
+                except queue.Empty:
+                    raise MessagingTimeout(
+                        f"Timed out after {timeout} s waiting for a reply to {method} "
+                        f"(msg_id {msg_id}) on {key}"
+                    ) from None
+                if data.get("failure"):
+                    raise envelope.failure_to_error(data["failure"])
+                if data.get("result") is not None:
+                    result = data["result"]
+                if data.get("ending", False):
+                    return result
+                # ending False and no result: a call-monitor heartbeat; keep waiting.
+        finally:
+            listener.unregister(msg_id)

@@ -1,0 +1,151 @@
+"""oslo.messaging's message envelope, version 2.0, and the messages inside it.
+
+On the wire a body is ``{"oslo.version": "2.0", "oslo.message": "<json>"}``;
+the inner JSON object is a request (``method``, ``args``, ``_context_*``, ...)
+or a reply (``result``, ``failure``, ``ending``, ``_msg_id``). A failure is
+itself a JSON string of ``{class, module, message, tb, args, kwargs}``.
+"""
+
+import datetime
+import decimal
+import json
+import traceback as tb_module
+import uuid
+
+from scheduler.rpc.exceptions import InvalidEnvelope, RemoteError
+
+VERSION_KEY = "oslo.version"
+MESSAGE_KEY = "oslo.message"
+VERSION = "2.0"
+CONTEXT_PREFIX = "_context_"
+_REMOTE_POSTFIX = "_Remote"
+
+
+def _to_primitive(value):
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, set | frozenset):
+        return list(value)
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable: {value!r}")
+
+
+def dumps(value):
+    """JSON text of ``value``; datetimes, UUIDs, sets and decimals are converted."""
+    return json.dumps(value, default=_to_primitive)
+
+
+def new_id():
+    return uuid.uuid4().hex
+
+
+def wrap(msg):
+    """The envelope around ``msg`` (a dict), as oslo's ``serialize_msg`` builds it."""
+    return {VERSION_KEY: VERSION, MESSAGE_KEY: dumps(msg)}
+
+
+def unwrap(body):
+    """The inner message of an envelope; raises InvalidEnvelope for anything else."""
+    if not isinstance(body, dict) or VERSION_KEY not in body or MESSAGE_KEY not in body:
+        raise InvalidEnvelope(f"not an oslo.messaging envelope: {_preview(body)}")
+    version = str(body[VERSION_KEY])
+    if version.split(".")[0] != VERSION.split(".")[0]:
+        raise InvalidEnvelope(f"unsupported envelope version {version!r}")
+    try:
+        msg = json.loads(body[MESSAGE_KEY])
+    except (TypeError, ValueError) as exc:
+        raise InvalidEnvelope(f"envelope message is not JSON: {exc}") from None
+    if not isinstance(msg, dict):
+        raise InvalidEnvelope(f"envelope message is not an object: {_preview(msg)}")
+    return msg
+
+
+def _preview(value, limit=200):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def request(method, args, ctxt=None, msg_id=None, reply_q=None, timeout=None):
+    """The inner message of a cast (no ``msg_id``) or of a call."""
+    if isinstance(ctxt, dict) or ctxt is None:
+        values = ctxt or {}
+    else:  # a Context received by an endpoint, passed on
+        values = ctxt.to_dict()
+    msg = {
+        "method": method,
+        "args": args,
+        "version": "1.0",
+        "namespace": None,
+    }
+    if msg_id is not None:
+        msg.update({"_msg_id": msg_id, "_reply_q": reply_q, "_timeout": timeout})
+    msg["_unique_id"] = new_id()
+    for key, value in values.items():
+        msg[CONTEXT_PREFIX + key] = value
+    return msg
+
+
+def parse_request(msg):
+    """Split an inner request into (method, args, context values, msg_id, reply_q)."""
+    method = msg.get("method")
+    if not isinstance(method, str) or not method:
+        raise InvalidEnvelope(f"message has no method: {_preview(msg)}")
+    args = msg.get("args") or {}
+    if not isinstance(args, dict):
+        raise InvalidEnvelope(f"message args are not an object: {_preview(args)}")
+    values = {
+        key[len(CONTEXT_PREFIX) :]: value for key, value in msg.items() if key.startswith(CONTEXT_PREFIX)
+    }
+    return method, args, values, msg.get("_msg_id"), msg.get("_reply_q")
+
+
+def reply(msg_id, result=None, failure=None, ending=True):
+    """The inner message of a reply; ``failure`` is a :func:`serialize_failure` string."""
+    return {
+        "result": result,
+        "failure": failure,
+        "ending": ending,
+        "_msg_id": msg_id,
+        "_unique_id": new_id(),
+    }
+
+
+def serialize_failure(exc):
+    """oslo's remote exception format: a JSON string of class, module, message, tb, args."""
+    cls_name = type(exc).__name__
+    mod_name = type(exc).__module__
+    if cls_name.endswith(_REMOTE_POSTFIX) and mod_name.endswith(_REMOTE_POSTFIX):
+        cls_name = cls_name[: -len(_REMOTE_POSTFIX)]
+        mod_name = mod_name[: -len(_REMOTE_POSTFIX)]
+    kwargs = getattr(exc, "kwargs", None)
+    data = {
+        "class": cls_name,
+        "module": mod_name,
+        "message": str(exc),
+        "tb": tb_module.format_exception(type(exc), exc, exc.__traceback__),
+        "args": list(exc.args),
+        "kwargs": kwargs if isinstance(kwargs, dict) else {},
+    }
+    try:
+        return dumps(data)
+    except (TypeError, ValueError):
+        data["args"] = [repr(arg) for arg in exc.args]
+        data["kwargs"] = {}
+        return dumps(data)
+
+
+def failure_to_error(failure):
+    """A RemoteError from the ``failure`` field of a reply (oslo's or ours)."""
+    try:
+        data = json.loads(str(failure))
+    except ValueError:
+        return RemoteError("RemoteError", str(failure), "")
+    if not isinstance(data, dict):
+        return RemoteError("RemoteError", str(data), "")
+    trace = data.get("tb") or []
+    if isinstance(trace, list):
+        trace = "".join(line if line.endswith("\n") else line + "\n" for line in trace)
+    return RemoteError(data.get("class") or "Exception", data.get("message", ""), str(trace))

@@ -1,0 +1,41 @@
+"""The exceptions the RPC API raises to its callers."""
+
+
+class MessagingException(Exception):
+    """Base of every error of :mod:`scheduler.rpc`."""
+
+
+class MessagingTimeout(MessagingException):
+    """No reply to a call arrived within its timeout."""
+
+
+class MessageDeliveryFailure(MessagingException):
+    """A message could not be handed to the broker (after the allowed retries)."""
+
+
+class RemoteError(MessagingException):
+    """The remote endpoint of a call raised; carries its class, message and traceback."""
+
+    def __init__(self, exc_type=None, value=None, traceback=None):
+        self.exc_type = exc_type or "Exception"
+        self.value = "" if value is None else value
+        self.traceback = traceback or ""
+        super().__init__(self.exc_type, self.value, self.traceback)
+
+    def __str__(self):
+        return f"{self.exc_type}: {self.value}"
+
+
+class NoSuchMethod(MessagingException, AttributeError):
+    """A message named a method that no endpoint of the server exposes."""
+
+    def __init__(self, method):
+        self.method = method
+        super().__init__(method)
+
+    def __str__(self):
+        return f"Endpoint does not support RPC method {self.method}"
+
+
+class InvalidEnvelope(MessagingException, ValueError):
+    """A message body is not an oslo.messaging 2.0 envelope we can read."""

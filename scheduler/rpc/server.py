@@ -1,0 +1,149 @@
+"""RPC servers: consume a topic and dispatch its messages to endpoint methods.
+
+A server consumes ``<topic>`` (shared by all servers of the topic),
+``<topic>.<server>`` and its own queue on ``<topic>_fanout``, in one thread:
+messages are dispatched inline and in order, and each is acked only once its
+endpoint method returned or raised. Endpoints that need long work spawn their
+own threads.
+"""
+
+import logging
+
+from scheduler.rpc import envelope, topology
+from scheduler.rpc.consumer import ConsumeLoop
+from scheduler.rpc.context import Context
+from scheduler.rpc.dispatcher import Dispatcher
+from scheduler.rpc.exceptions import InvalidEnvelope, NoSuchMethod
+
+LOG = logging.getLogger(__name__)
+
+# How long start() waits for the first connection attempt (success or failure).
+START_TIMEOUT = 30
+
+
+def get_rpc_server(transport, target, endpoints):
+    return RPCServer(transport, target, endpoints)
+
+
+class RPCServer:
+    def __init__(self, transport, target, endpoints):
+        if target.fanout:
+            raise ValueError("a server's target cannot be fanout")
+        self.transport = transport
+        self.target = target
+        self.dispatcher = Dispatcher(endpoints)
+        self.fanout_queue_name = f"{target.topic}_fanout_{envelope.new_id()}"
+        self._fanout_exchange = topology.fanout_exchange(target.topic).name
+        label = f"{target.topic}.{target.server}" if target.server else target.topic
+        self._loop = ConsumeLoop(
+            transport,
+            f"rpc-server-{label}",
+            queues=self._queues,
+            on_message=self._on_message,
+            prefetch=transport.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count,
+            on_stop=self._delete_fanout_queue,
+        )
+        self._started = False
+
+    def _queues(self):
+        queues = [topology.shared_queue(self.transport, self.target.topic)]
+        if self.target.server:
+            queues.append(topology.shared_queue(self.transport, topology.routing_key(self.target)))
+        queues.append(topology.fanout_queue(self.transport, self.target.topic, self.fanout_queue_name))
+        return queues
+
+    def start(self):
+        """Start consuming. Returns once the queues are declared (or the first
+        connection attempt failed; the server then keeps reconnecting)."""
+        if self._started:
+            return
+        self._started = True
+        self.transport._add_server(self)
+        self._loop.start()
+        self._loop.first_attempt.wait(START_TIMEOUT)
+
+    def stop(self):
+        """Stop consuming; the message being dispatched is finished and acked."""
+        self._loop.stop()
+
+    def wait(self):
+        """Wait until the server has stopped (call stop() first)."""
+        self._loop.join()
+
+    @property
+    def ready(self):
+        return self._loop.ready.is_set()
+
+    def _delete_fanout_queue(self, channel):
+        fanout = topology.fanout_queue(self.transport, self.target.topic, self.fanout_queue_name)(channel)
+        if not self.transport.is_rabbit:
+            fanout.purge()
+        fanout.delete()
+        # The memory transport keeps a deleted queue in the exchange's table.
+        fanout.unbind_from(fanout.exchange, fanout.routing_key)
+
+    def _on_message(self, message):
+        if self._loop.stopping.is_set():
+            if message.delivery_info.get("exchange") == self._fanout_exchange:
+                message.ack()  # our fanout queue is going away with us
+            else:
+                message.requeue()  # for the next server of the topic
+            return
+        try:
+            method, args, values, msg_id, reply_q = envelope.parse_request(envelope.unwrap(message.decode()))
+        except Exception as exc:
+            LOG.warning(
+                "Dropping a malformed message on %s (routing key %s): %s",
+                self.target.topic,
+                message.delivery_info.get("routing_key"),
+                exc if isinstance(exc, InvalidEnvelope) else f"{type(exc).__name__}: {exc}",
+            )
+            message.ack()
+            return
+        context = Context(
+            values,
+            user_id=message.properties.get("user_id"),
+            redelivered=message.delivery_info.get("redelivered", False),
+            msg_id=msg_id,
+            reply_q=reply_q,
+        )
+        try:
+            self._dispatch(context, method, args, msg_id, reply_q)
+        finally:
+            message.ack()
+
+    def _dispatch(self, context, method, args, msg_id, reply_q):
+        is_call = bool(msg_id and reply_q)
+        try:
+            result = self.dispatcher.dispatch(context, method, args)
+        except NoSuchMethod as exc:
+            if is_call:
+                self._reply(msg_id, reply_q, failure=exc)
+            else:
+                LOG.warning("Cast of %s on %s: %s", method, self.target.topic, exc)
+            return
+        except Exception as exc:
+            if is_call:
+                LOG.debug("Call of %s raised; replying with the failure", method, exc_info=True)
+                self._reply(msg_id, reply_q, failure=exc)
+            else:
+                LOG.error("Cast of %s failed: %s: %s", method, type(exc).__name__, exc)
+                LOG.debug("Traceback of the failed cast of %s", method, exc_info=True)
+            return
+        if is_call:
+            self._reply(msg_id, reply_q, result=result)
+
+    def _reply(self, msg_id, reply_q, result=None, failure=None):
+        if failure is not None:
+            body = envelope.reply(msg_id, failure=envelope.serialize_failure(failure))
+            wrapped = envelope.wrap(body)
+        else:
+            try:
+                wrapped = envelope.wrap(envelope.reply(msg_id, result=result))
+            except (TypeError, ValueError) as exc:
+                LOG.error("Reply to %s cannot be serialized: %s", msg_id, exc)
+                wrapped = envelope.wrap(envelope.reply(msg_id, failure=envelope.serialize_failure(exc)))
+        try:
+            self.transport.publisher.publish(wrapped, topology.DEFAULT_EXCHANGE, reply_q, persistent=False)
+        except Exception as exc:
+            LOG.error("Cannot send the reply to %s on %s: %s", msg_id, reply_q, exc)

@@ -1,0 +1,77 @@
+"""The exchanges and queues of the wire protocol, declared exactly as oslo.messaging does.
+
+RabbitMQ refuses to re-declare an entity with other properties, so anything a
+real oslo.messaging peer also declares (the control exchange, the shared topic
+queues, the fanout exchange) must match its declaration argument for argument.
+"""
+
+from kombu import Exchange, Queue
+
+DEFAULT_EXCHANGE = Exchange("", type="direct", durable=False, auto_delete=False)
+
+
+def topic_exchange(transport):
+    rabbit = transport.conf.oslo_messaging_rabbit
+    return Exchange(
+        transport.conf.control_exchange,
+        type="topic",
+        durable=transport.durable,
+        auto_delete=rabbit.amqp_auto_delete,
+    )
+
+
+def fanout_exchange(topic):
+    # oslo.messaging: durable only with rabbit_transient_quorum_queue (off), auto-delete.
+    return Exchange(f"{topic}_fanout", type="fanout", durable=False, auto_delete=True)
+
+
+def routing_key(target):
+    return f"{target.topic}.{target.server}" if target.server else target.topic
+
+
+def shared_queue(transport, key):
+    """The queue ``<topic>`` or ``<topic>.<server>``, bound with its own name as key."""
+    rabbit = transport.conf.oslo_messaging_rabbit
+    arguments = {}
+    if transport.is_rabbit and rabbit.rabbit_quorum_queue:
+        arguments["x-queue-type"] = "quorum"
+    return Queue(
+        key,
+        exchange=topic_exchange(transport),
+        routing_key=key,
+        durable=transport.durable,
+        auto_delete=rabbit.amqp_auto_delete,
+        queue_arguments=arguments or None,
+    )
+
+
+def _transient_arguments(transport):
+    ttl = transport.conf.oslo_messaging_rabbit.rabbit_transient_queues_ttl
+    if transport.is_rabbit and ttl:
+        return {"x-expires": ttl * 1000}
+    return None
+
+
+def fanout_queue(transport, topic, name):
+    """A process's own queue on ``<topic>_fanout``: auto-delete, expiring on rabbit."""
+    return Queue(
+        name,
+        exchange=fanout_exchange(topic),
+        routing_key=topic,
+        durable=False,
+        auto_delete=True,
+        queue_arguments=_transient_arguments(transport),
+    )
+
+
+def reply_queue(transport, name):
+    """A client's reply queue, on the default exchange. Not auto-delete (it must
+    survive the listener reconnecting, as oslo's), but it expires when unused."""
+    return Queue(
+        name,
+        exchange=DEFAULT_EXCHANGE,
+        routing_key=name,
+        durable=False,
+        auto_delete=False,
+        queue_arguments=_transient_arguments(transport),
+    )

@@ -1,0 +1,303 @@
+"""A transport: how to reach the broker named by a URL, and the shared publisher.
+
+``rabbit://``/``amqp://``/``amqps://`` go to RabbitMQ through py-amqp (with
+publisher confirms), ``filesystem://`` to folders under ``state_path`` shared by
+the processes of one machine, ``memory://`` to queues inside this process.
+"""
+
+import logging
+import os
+import ssl as ssl_module
+import sys
+import threading
+import time
+import urllib.parse
+
+import kombu
+from amqp.exceptions import MessageNacked
+
+from scheduler.rpc import filesystem
+from scheduler.rpc.exceptions import MessageDeliveryFailure
+
+LOG = logging.getLogger(__name__)
+
+RABBIT_SCHEMES = ("rabbit", "amqp", "amqps")
+SCHEMES = RABBIT_SCHEMES + ("filesystem", "memory")
+
+
+def get_transport(conf, url=None):
+    """The transport for ``url`` (default ``conf.transport_url``)."""
+    return Transport(conf, conf.transport_url if url is None else url)
+
+
+def mask_url(url):
+    """``url`` with every password replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, path = rest.partition("/")
+    hosts = []
+    for host in netloc.split(","):
+        creds, at, location = host.rpartition("@")
+        if at and ":" in creds:
+            creds = creds.split(":", 1)[0] + ":***"
+        hosts.append(f"{creds}{at}{location}")
+    return f"{scheme}{sep}{','.join(hosts)}{slash}{path}"
+
+
+def delays(conf):
+    """Reconnect delays: rabbit_retry_interval, growing by rabbit_retry_backoff, capped."""
+    rabbit = conf.oslo_messaging_rabbit
+    delay = rabbit.rabbit_retry_interval
+    while True:
+        yield min(delay, rabbit.rabbit_interval_max)
+        delay += rabbit.rabbit_retry_backoff
+
+
+def _rabbit_hosts(url):
+    """kombu URLs, one per host of a (possibly clustered) rabbit URL."""
+    parsed = urllib.parse.urlsplit(url)
+    scheme = parsed.scheme.lower()
+    default_port = 5671 if scheme == "amqps" else 5672
+    # urlsplit rejects nothing here; split the comma-separated netloc ourselves.
+    netloc = url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    vhost = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
+    hosts = []
+    last_creds = ""
+    for entry in netloc.split(","):
+        creds, at, location = entry.rpartition("@")
+        if at:
+            last_creds = creds + "@"
+        if not location:
+            raise ValueError(f"transport_url {mask_url(url)!r} has an empty host")
+        if location.startswith("["):  # IPv6 literal
+            has_port = "]:" in location
+        else:
+            has_port = ":" in location
+        if not has_port:
+            location = f"{location}:{default_port}"
+        hosts.append(f"amqp://{last_creds}{location}/{vhost}")
+    return hosts, scheme == "amqps"
+
+
+class Transport:
+    """Connections to one broker, a thread-safe publisher and the reply listener."""
+
+    def __init__(self, conf, url):
+        self.conf = conf
+        self.url = url
+        self.safe_url = mask_url(url)
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme not in SCHEMES:
+            raise ValueError(
+                f"transport_url {self.safe_url!r} is not supported; use one of "
+                + ", ".join(f"{s}://" for s in SCHEMES)
+            )
+        rabbit = conf.oslo_messaging_rabbit
+        self.kind = "rabbit" if scheme in RABBIT_SCHEMES else scheme
+        self.is_rabbit = self.kind == "rabbit"
+        self.durable = rabbit.amqp_durable_queues or rabbit.rabbit_quorum_queue
+        self._lock = threading.Lock()
+        self._reply_listener = None
+        self._servers = []
+        self._closed = False
+        if self.is_rabbit:
+            self._hosts, use_ssl = _rabbit_hosts(url)
+            self._ssl = self._ssl_options(use_ssl or rabbit.ssl)
+        elif self.kind == "filesystem":
+            broker = os.path.join(conf.state_path, "broker")
+            self._folders = {
+                "data_folder_in": os.path.join(broker, "queues"),
+                "data_folder_out": os.path.join(broker, "queues"),
+                "processing_folder": os.path.join(broker, "processing"),
+                "control_folder": os.path.join(broker, "control"),
+            }
+            for folder in set(self._folders.values()):
+                os.makedirs(folder, exist_ok=True)
+        self.publisher = Publisher(self)
+        LOG.debug("Messaging transport %s", self.safe_url)
+
+    def _ssl_options(self, enabled):
+        if not enabled:
+            return False
+        rabbit = self.conf.oslo_messaging_rabbit
+        options = {}
+        if rabbit.ssl_ca_file:
+            options["ca_certs"] = rabbit.ssl_ca_file
+            options["cert_reqs"] = ssl_module.CERT_REQUIRED
+        if rabbit.ssl_cert_file:
+            options["certfile"] = rabbit.ssl_cert_file
+        if rabbit.ssl_key_file:
+            options["keyfile"] = rabbit.ssl_key_file
+        return options or True
+
+    def connection(self, purpose, heartbeat=True):
+        """A new, not yet connected kombu connection. ``purpose`` names it on the broker."""
+        rabbit = self.conf.oslo_messaging_rabbit
+        if self.is_rabbit:
+            name = f"{os.path.basename(sys.argv[0]) or 'python'}:{os.getpid()}:{purpose}"
+            return kombu.Connection(
+                self._hosts,
+                ssl=self._ssl,
+                heartbeat=rabbit.heartbeat_timeout_threshold if heartbeat else 0,
+                failover_strategy="round-robin",
+                connect_timeout=max(rabbit.rabbit_interval_max, 5),
+                transport_options={
+                    "confirm_publish": True,
+                    "client_properties": {"connection_name": name},
+                },
+            )
+        options = {"polling_interval": rabbit.polling_interval}
+        if self.kind == "filesystem":
+            options.update(self._folders)
+            return kombu.Connection(transport=filesystem.Transport, transport_options=options)
+        return kombu.Connection("memory://", transport_options=options)
+
+    @staticmethod
+    def recoverable_errors(conn):
+        """What a lost or refused connection raises on ``conn``."""
+        return (
+            tuple(conn.connection_errors) + tuple(conn.recoverable_channel_errors) + (OSError, MessageNacked)
+        )
+
+    def reply_listener(self):
+        """The process's one reply queue and its listener thread, started on first use."""
+        from scheduler.rpc.reply import ReplyListener
+
+        with self._lock:
+            if self._closed:
+                raise MessageDeliveryFailure("the transport was cleaned up")
+            if self._reply_listener is None:
+                self._reply_listener = ReplyListener(self)
+            return self._reply_listener
+
+    def _add_server(self, server):
+        with self._lock:
+            self._servers.append(server)
+
+    def cleanup(self):
+        """Stop the reply listener and the servers still running, close connections."""
+        with self._lock:
+            self._closed = True
+            listener, self._reply_listener = self._reply_listener, None
+            servers, self._servers = self._servers, []
+        for server in servers:
+            server.stop()
+        if listener is not None:
+            listener.stop(wait=False)
+        for server in servers:
+            server.wait()
+        if listener is not None:
+            listener.stop()
+        self.publisher.close()
+
+
+class Publisher:
+    """One connection shared by every sender of a transport, used under a lock.
+
+    Exchanges are declared once per connection. A connection error makes it
+    reconnect and publish again, ``publish_retries`` times with the reconnect
+    backoff, then the send fails with MessageDeliveryFailure.
+    """
+
+    def __init__(self, transport):
+        self.transport = transport
+        self._lock = threading.Lock()
+        self._conn = None
+        self._producer = None
+        self._declared = set()
+
+    def publish(self, body, exchange, routing_key, expiration=None, persistent=None):
+        """Publish the dict ``body`` as JSON to ``exchange`` (a kombu Exchange)."""
+        transport = self.transport
+        rabbit = transport.conf.oslo_messaging_rabbit
+        if persistent is None:
+            persistent = transport.durable
+        # serializer="json" below sets content_type application/json.
+        properties = {"delivery_mode": 2 if persistent else 1}
+        if expiration is not None and transport.is_rabbit:
+            properties["expiration"] = expiration
+        waits = delays(transport.conf)
+        attempt = 0
+        redeclared = False
+        with self._lock:
+            while True:
+                conn = None
+                try:
+                    conn = self._connect()
+                    if exchange.name and exchange.name not in self._declared:
+                        exchange(self._producer.channel).declare()
+                        self._declared.add(exchange.name)
+                    if transport.is_rabbit:
+                        properties["user_id"] = conn.userid
+                    self._producer.publish(
+                        body,
+                        exchange=exchange,
+                        routing_key=routing_key,
+                        serializer="json",
+                        retry=False,
+                        declare=None,
+                        confirm_timeout=transport.conf.rpc_response_timeout,
+                        **properties,
+                    )
+                    return
+                except Exception as exc:
+                    recoverable = conn is None or isinstance(exc, self.transport.recoverable_errors(conn))
+                    self._reset()
+                    if getattr(exc, "code", None) == 404 and not redeclared:
+                        # The exchange went away since we declared it (RabbitMQ
+                        # auto-deletes a fanout exchange with its last queue).
+                        redeclared = True
+                        continue
+                    if not recoverable:
+                        raise MessageDeliveryFailure(
+                            f"cannot publish to {exchange.name or '(default exchange)'} "
+                            f"with routing key {routing_key}: {exc}"
+                        ) from exc
+                    if attempt >= rabbit.publish_retries:
+                        raise MessageDeliveryFailure(
+                            f"cannot publish to {transport.safe_url} after {attempt + 1} attempts: {exc}"
+                        ) from exc
+                    delay = next(waits)
+                    attempt += 1
+                    LOG.warning(
+                        "Publishing to %s failed (%s); retrying in %.1f s (%d/%d)",
+                        transport.safe_url,
+                        exc,
+                        delay,
+                        attempt,
+                        rabbit.publish_retries,
+                    )
+                    time.sleep(delay)
+
+    def _connect(self):
+        if self._conn is None:
+            # No heartbeat on the publisher: it idles between sends, and a dead
+            # connection shows as an error (or an unconfirmed publish) on the next send.
+            conn = self.transport.connection("publisher", heartbeat=False)
+            try:
+                conn.connect()
+                self._producer = kombu.Producer(conn.channel(), auto_declare=False)
+            except BaseException:
+                self._close(conn)
+                raise
+            self._conn = conn
+            self._declared = set()
+        return self._conn
+
+    def _reset(self):
+        conn, self._conn, self._producer = self._conn, None, None
+        self._declared = set()
+        if conn is not None:
+            self._close(conn)
+
+    @staticmethod
+    def _close(conn):
+        try:
+            conn.release()
+        except Exception:  # already broken, nothing to save
+            LOG.debug("Error closing a broken connection", exc_info=True)
+
+    def close(self):
+        with self._lock:
+            self._reset()

@@ -1,0 +1,24 @@
+"""Fixtures shared by the unit tests."""
+
+import itertools
+import os
+
+import pytest
+
+import scheduler  # noqa: F401  (applies BERTH_CONCURRENCY before kombu & co. load)
+from scheduler import conf as berth_conf
+
+_exchanges = itertools.count()
+
+
+@pytest.fixture
+def conf(tmp_path):
+    """Berth's options parsed from nothing, with a tmp state_path, memory:// and an
+    exchange no other test uses."""
+    conf = berth_conf.new_conf()
+    conf([])
+    conf.set_override("state_path", str(tmp_path / "state"))
+    conf.set_override("transport_url", "memory://")
+    conf.set_override("control_exchange", f"test-{os.getpid()}-{next(_exchanges)}")
+    yield conf
+    conf.reset()

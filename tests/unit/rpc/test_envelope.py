@@ -1,0 +1,91 @@
+"""Our envelope is oslo.messaging's: same bytes out, and we read what it writes."""
+
+import json
+import sys
+
+from oslo_messaging._drivers import common as oslo_common
+
+from scheduler.rpc import envelope
+
+
+def test_request_envelope_equals_oslo_serialize_msg():
+    msg = envelope.request(
+        "run_instance",
+        {"request_spec": {"num_instances": 2}, "filter_properties": {}},
+        {"user_id": "u1", "project_id": "p1"},
+        msg_id="abc",
+        reply_q="reply_x",
+    )
+
+    assert envelope.wrap(msg) == oslo_common.serialize_msg(msg)
+    inner = json.loads(envelope.wrap(msg)["oslo.message"])
+    assert inner["method"] == "run_instance"
+    assert inner["version"] == "1.0" and inner["namespace"] is None
+    assert inner["_context_user_id"] == "u1" and inner["_context_project_id"] == "p1"
+    assert inner["_msg_id"] == "abc" and inner["_reply_q"] == "reply_x"
+    assert "_timeout" in inner and len(inner["_unique_id"]) == 32
+
+
+def test_cast_has_no_reply_fields():
+    inner = envelope.request("delete_instance", {"instance_uuid": "i"}, {})
+    assert not {"_msg_id", "_reply_q", "_timeout"} & set(inner)
+
+
+def test_we_read_what_oslo_writes():
+    raw = {"method": "select_destinations", "args": {"x": 1}, "_context_user": "u", "_msg_id": "m"}
+    body = oslo_common.serialize_msg(dict(raw))
+
+    method, args, values, msg_id, reply_q = envelope.parse_request(envelope.unwrap(body))
+
+    assert (method, args, values, msg_id, reply_q) == (
+        "select_destinations",
+        {"x": 1},
+        {"user": "u"},
+        "m",
+        None,
+    )
+
+
+def test_oslo_reads_what_we_write():
+    msg = envelope.request("m", {"a": [1, 2]}, {"k": "v"})
+    assert oslo_common.deserialize_msg(envelope.wrap(msg)) == msg
+
+
+def test_failure_has_oslo_format_and_oslo_rebuilds_it():
+    try:
+        raise KeyError("missing")
+    except KeyError as exc:
+        failure = envelope.serialize_failure(exc)
+
+    data = json.loads(failure)
+    assert set(data) == {"class", "module", "message", "tb", "args", "kwargs"}
+    assert data["class"] == "KeyError" and data["module"] == "builtins"
+    rebuilt = oslo_common.deserialize_remote_exception(failure, [])
+    assert isinstance(rebuilt, KeyError)
+
+
+def test_oslo_failure_becomes_remote_error():
+    try:
+        raise RuntimeError("quota exceeded")
+    except RuntimeError:
+        failure = oslo_common.serialize_remote_exception(sys.exc_info())
+
+    error = envelope.failure_to_error(failure)
+
+    assert (error.exc_type, error.value) == ("RuntimeError", "quota exceeded")
+    assert "Traceback" in error.traceback
+    assert str(error) == "RuntimeError: quota exceeded"
+
+
+def test_unwrap_rejects_what_is_not_an_envelope():
+    import pytest
+
+    for body in [
+        {"method": "x"},
+        "text",
+        {"oslo.version": "2.0", "oslo.message": "{bad"},
+        {"oslo.version": "3.0", "oslo.message": "{}"},
+        {"oslo.version": "2.0", "oslo.message": "[1]"},
+    ]:
+        with pytest.raises(envelope.InvalidEnvelope):
+            envelope.unwrap(body)
