@@ -1,0 +1,46 @@
+"""The scheduler's RPC API, as an API service, an agent or the CLI calls it."""
+
+from scheduler import rpc
+
+TOPIC = "scheduler"
+
+
+class SchedulerClient:
+    def __init__(self, transport, timeout=None):
+        self._client = rpc.RPCClient(transport, rpc.Target(topic=TOPIC), timeout=timeout)
+        self._fanout = self._client.prepare(fanout=True)
+
+    def run_instance(self, ctxt, request_spec, filter_properties):
+        self._client.cast(
+            ctxt, "run_instance", request_spec=request_spec, filter_properties=filter_properties
+        )
+
+    def select_destinations(self, ctxt, request_spec, filter_properties):
+        return self._client.call(
+            ctxt,
+            "select_destinations",
+            request_spec=request_spec,
+            filter_properties=filter_properties,
+        )
+
+    def report_resources(self, ctxt, host, resources):
+        self._fanout.cast(ctxt, "report_resources", host=host, resources=resources)
+
+    def instance_update(self, ctxt, instance_uuid, host, state, fault=None):
+        self._client.cast(
+            ctxt, "instance_update", instance_uuid=instance_uuid, host=host, state=state, fault=fault
+        )
+
+    def delete_instance(self, ctxt, instance_uuid):
+        self._client.cast(ctxt, "delete_instance", instance_uuid=instance_uuid)
+
+    def list_hosts(self, ctxt):
+        return self._client.call(ctxt, "list_hosts")
+
+    def list_instances(self, ctxt, host=None, state=None, include_deleted=False):
+        return self._client.call(
+            ctxt, "list_instances", host=host, state=state, include_deleted=include_deleted
+        )
+
+    def show_instance(self, ctxt, instance_uuid):
+        return self._client.call(ctxt, "show_instance", instance_uuid=instance_uuid)

@@ -1,0 +1,109 @@
+"""berth-all-in-one: the scheduler and N fake compute agents in one process."""
+
+import collections
+import sys
+
+from oslo_config import cfg
+
+from compute_agent import conf as agent_conf
+from compute_agent.manager import ComputeManager
+from scheduler import config, flavors, rpc, states
+from scheduler.client import SchedulerClient
+from scheduler.cmd import cli, common
+from scheduler.db.api import Database
+from scheduler.service import SchedulerService
+
+PROG = "berth-all-in-one"
+
+cli_opts = [
+    cfg.IntOpt("agents", default=4, min=1, max=1000, help="How many fake compute agents to run."),
+    cfg.BoolOpt(
+        "demo",
+        default=False,
+        help="Boot a mixed workload, print where it landed and each host's usage, "
+        "delete it again and exit.",
+    ),
+]
+
+#: The demo's workload: (flavor, count). One request fits nowhere, on purpose.
+DEMO_WORKLOAD = [("m1.tiny", 8), ("m1.small", 8), ("m1.medium", 6), ("m1.large", 4), ("m1.xlarge", 2)]
+DEMO_TOO_BIG = {"name": "too-big", "memory_mb": 1024 * 1024, "root_gb": 10, "ephemeral_gb": 0,
+                "vcpus": 4}
+
+
+def agent_hosts(conf):
+    return [f"{conf.host}-compute-{i + 1}" for i in range(conf.agents)]
+
+
+def main(argv=None, out=None):
+    out = out or sys.stdout
+    conf = config.load(
+        sys.argv[1:] if argv is None else argv,
+        PROG,
+        register=common.SCHEDULER_SETUP["register"] + [agent_conf.register_opts],
+        validators=common.SCHEDULER_SETUP["validators"],
+        cli_opts=cli_opts,
+    )
+    config.setup_logging(conf, PROG)
+    database = Database.from_conf(conf)
+    if conf.database.auto_migrate:
+        database.sync()
+    transport = rpc.get_transport(conf)
+    services = [SchedulerService(conf, transport, database)] + [
+        ComputeManager(conf, transport, host=host) for host in agent_hosts(conf)
+    ]
+    try:
+        if not conf.demo:
+            common.run_until_signalled(services)
+            return 0
+        for service in services:
+            service.start()
+        try:
+            return run_demo(conf, SchedulerClient(transport), out)
+        finally:
+            for service in reversed(services):
+                service.stop()
+    finally:
+        transport.cleanup()
+        database.dispose()
+
+
+def run_demo(conf, client, out, timeout=120):
+    hosts = set(agent_hosts(conf))
+    cli.wait_until(lambda: hosts <= {h["host"] for h in client.list_hosts({}) if h["state"] == "up"},
+                   timeout, "the agents to report")
+    uuids, flavor_of = [], {}
+    for name, count in DEMO_WORKLOAD:
+        request_spec, filter_properties = cli.build_request(flavors.get(name), count)
+        client.run_instance({}, request_spec, filter_properties)
+        uuids += request_spec["instance_uuids"]
+        flavor_of.update(dict.fromkeys(request_spec["instance_uuids"], name))
+    request_spec, filter_properties = cli.build_request(DEMO_TOO_BIG, 1)
+    client.run_instance({}, request_spec, filter_properties)
+    too_big = request_spec["instance_uuids"][0]
+    flavor_of[too_big] = DEMO_TOO_BIG["name"]
+    found = cli.wait_for(client, uuids + [too_big], timeout)
+
+    print(f"Booted {len(uuids) + 1} instances on {len(hosts)} fake hosts:\n", file=out)
+    per_host = collections.defaultdict(collections.Counter)
+    for u in uuids:
+        per_host[found[u]["host"] or "-"][flavor_of[u]] += 1
+    cli.print_table(
+        ["HOST", "INSTANCES"],
+        [[h, ", ".join(f"{n} x {f}" for f, n in sorted(c.items()))] for h, c in sorted(per_host.items())],
+        out,
+    )
+    print(f"\n{too_big} ({DEMO_TOO_BIG['name']}, {DEMO_TOO_BIG['memory_mb']} MB): "
+          f"{found[too_big]['state']}: {found[too_big]['fault_reason']}\n", file=out)
+    cli.hosts_command(client, None, out)
+
+    active = [u for u in uuids if found[u]["state"] == states.ACTIVE]
+    for u in uuids + [too_big]:
+        client.delete_instance({}, u)
+    cli.wait_for(client, uuids + [too_big], timeout, settled=(states.DELETED,))
+    print(f"\n{len(active)} of {len(uuids)} ACTIVE; all deleted again.", file=out)
+    return 0 if len(active) == len(uuids) and found[too_big]["state"] == states.ERROR else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""berth: the operator's command line, over the same transport as the services."""
+
+import argparse
+import sys
+import time
+import uuid as uuidlib
+
+from oslo_config import cfg
+
+from scheduler import config, flavors, rpc, states
+from scheduler.client import SchedulerClient
+
+PROG = "berth"
+SETTLED = (states.ACTIVE, states.ERROR, states.DELETED)
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as one line, exit status 1."""
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text):
+    value = int(text) if text.lstrip("-").isdigit() else None
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
+def _hint(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"a hint is key=value, got {text!r}")
+    return key, value
+
+
+def _uuid(text):
+    try:
+        return str(uuidlib.UUID(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an instance UUID: {text!r}") from None
+
+
+def add_commands(subparsers):
+    boot = subparsers.add_parser("boot", help="Request instances and print their UUIDs.")
+    boot.add_argument("--flavor", help=f"a named flavor: {', '.join(flavors.FLAVORS)}")
+    boot.add_argument("--flavor-ram", type=_positive, metavar="MB")
+    boot.add_argument("--flavor-disk", type=_non_negative, metavar="GB", help="root disk")
+    boot.add_argument("--flavor-vcpus", type=_positive, metavar="N")
+    boot.add_argument("--count", type=_positive, default=1)
+    boot.add_argument("--hint", type=_hint, action="append", default=[], metavar="KEY=VALUE",
+                      help="a scheduler hint; repeat for several")
+    boot.add_argument("--project", default="admin")
+    boot.add_argument("--wait", action="store_true", help="wait until every instance settles")
+    boot.add_argument("--timeout", type=_positive, default=300, metavar="SECONDS")
+    boot.set_defaults(func=boot_command)
+
+    delete = subparsers.add_parser("delete", help="Delete instances.")
+    delete.add_argument("uuids", nargs="+", type=_uuid, metavar="UUID")
+    delete.add_argument("--wait", action="store_true")
+    delete.add_argument("--timeout", type=_positive, default=300, metavar="SECONDS")
+    delete.set_defaults(func=delete_command)
+
+    hosts = subparsers.add_parser("hosts", help="Per-host RAM, disk and vCPUs, used and free.")
+    hosts.set_defaults(func=hosts_command)
+
+    instances = subparsers.add_parser("instances", help="List instances.")
+    # dest differs from the option name: oslo.config's [DEFAULT] host shadows "host".
+    instances.add_argument("--host", dest="on_host", metavar="HOST")
+    instances.add_argument("--state", choices=states.ALL)
+    instances.add_argument("--all", action="store_true", help="include deleted instances")
+    instances.set_defaults(func=instances_command)
+
+    show = subparsers.add_parser("show", help="One instance: state, host, fault reason.")
+    show.add_argument("uuid", type=_uuid, metavar="UUID")
+    show.set_defaults(func=show_command)
+
+
+def flavor_from_args(args):
+    sizes = (args.flavor_ram, args.flavor_disk, args.flavor_vcpus)
+    if args.flavor:
+        if any(v is not None for v in sizes):
+            raise CommandError("give either --flavor or --flavor-ram/--flavor-disk/--flavor-vcpus")
+        try:
+            return flavors.get(args.flavor)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+    if args.flavor_ram is None or args.flavor_vcpus is None:
+        raise CommandError("give --flavor NAME, or --flavor-ram and --flavor-vcpus (and --flavor-disk)")
+    return {
+        "memory_mb": args.flavor_ram,
+        "root_gb": args.flavor_disk or 0,
+        "ephemeral_gb": 0,
+        "vcpus": args.flavor_vcpus,
+    }
+
+
+def build_request(flavor, count, hints=(), project="admin"):
+    uuids = [str(uuidlib.uuid4()) for _ in range(count)]
+    request_spec = {
+        "instance_uuids": uuids,
+        "num_instances": count,
+        "instance_type": flavor,
+        "instance_properties": {"project_id": project},
+        "image": {"properties": {}},
+    }
+    filter_properties = {"scheduler_hints": dict(hints)}
+    return request_spec, filter_properties
+
+
+def wait_until(predicate, timeout, what, interval=0.2):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise CommandError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_for(client, uuids, timeout, settled=SETTLED):
+    """Poll until every instance is in ``settled``; returns {uuid: instance}."""
+    wanted, found = set(uuids), {}
+
+    def all_settled():
+        found.clear()
+        found.update(
+            (i["uuid"], i) for i in client.list_instances({}, include_deleted=True)
+            if i["uuid"] in wanted
+        )
+        return len(found) == len(wanted) and all(i["state"] in settled for i in found.values())
+
+    pending = len(wanted)
+    wait_until(all_settled, timeout, f"{pending} instance(s) to reach {'/'.join(settled)}")
+    return dict(found)
+
+
+def boot_command(client, args, out):
+    flavor = flavor_from_args(args)
+    request_spec, filter_properties = build_request(flavor, args.count, args.hint, args.project)
+    client.run_instance({"project_id": args.project}, request_spec, filter_properties)
+    uuids = request_spec["instance_uuids"]
+    if not args.wait:
+        for u in uuids:
+            print(u, file=out)
+        return 0
+    found = wait_for(client, uuids, args.timeout)
+    print_instances([found[u] for u in uuids], out)
+    return 1 if any(found[u]["state"] == states.ERROR for u in uuids) else 0
+
+
+def delete_command(client, args, out):
+    for u in args.uuids:
+        client.delete_instance({}, u)
+    if args.wait:
+        found = wait_for(client, args.uuids, args.timeout, settled=(states.DELETED,))
+        print_instances(found.values(), out)
+    else:
+        for u in args.uuids:
+            print(f"{u} deleting", file=out)
+    return 0
+
+
+def hosts_command(client, args, out):
+    print_table(
+        ["HOST", "STATE", "RAM USED/TOTAL MB", "FREE RAM MB", "DISK USED/TOTAL GB",
+         "FREE DISK GB", "VCPUS USED/TOTAL", "INSTANCES"],
+        [
+            [h["host"], h["state"], f"{h['memory_mb_used']}/{h['memory_mb']}", h["free_ram_mb"],
+             f"{_num(h['local_gb_used'])}/{h['local_gb']}", _num(h["free_disk_gb"]),
+             f"{_num(h['vcpus_used'])}/{h['vcpus']}", h["running_vms"]]
+            for h in client.list_hosts({})
+        ],
+        out,
+    )
+    return 0
+
+
+def instances_command(client, args, out):
+    print_instances(
+        client.list_instances({}, host=args.on_host, state=args.state, include_deleted=args.all), out
+    )
+    return 0
+
+
+def show_command(client, args, out):
+    instance = client.show_instance({}, args.uuid)
+    for key in ("uuid", "state", "host", "node", "flavor_name", "memory_mb", "root_gb",
+                "ephemeral_gb", "vcpus", "attempts", "fault_reason", "created_at",
+                "scheduled_at", "launched_at", "deleted_at"):
+        print(f"{key:13} {_blank(instance.get(key))}", file=out)
+    return 0
+
+
+def print_instances(instances, out):
+    print_table(
+        ["UUID", "STATE", "HOST", "RAM MB", "DISK GB", "VCPUS", "FAULT"],
+        [
+            [i["uuid"], i["state"], _blank(i.get("host")), i["memory_mb"],
+             (i.get("root_gb") or 0) + (i.get("ephemeral_gb") or 0), i["vcpus"],
+             _blank(i.get("fault_reason"))]
+            for i in instances
+        ],
+        out,
+    )
+
+
+def print_table(headers, rows, out):
+    rows = [[str(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    for row in [headers] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+
+
+def _num(value):
+    return int(value) if float(value).is_integer() else round(value, 1)
+
+
+def _blank(value):
+    return "-" if value in (None, "") else value
+
+
+def main(argv=None, out=None):
+    out = out or sys.stdout
+    conf = config.load(
+        sys.argv[1:] if argv is None else argv,
+        PROG,
+        cli_opts=[cfg.SubCommandOpt("command", title="commands", handler=add_commands)],
+    )
+    transport = rpc.get_transport(conf)
+    client = SchedulerClient(transport)
+    try:
+        return conf.command.func(client, conf.command, out)
+    except CommandError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    except rpc.MessagingTimeout:
+        print(
+            f"{PROG}: the scheduler did not answer within {conf.rpc_response_timeout} s: "
+            "is berth-scheduler (or berth-all-in-one) running on this transport_url?",
+            file=sys.stderr,
+        )
+        return 1
+    except rpc.RemoteError as exc:
+        print(f"{PROG}: {exc.value}", file=sys.stderr)
+        return 1
+    finally:
+        transport.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""What every long-running Berth command does around its service."""
+
+import logging
+import signal
+import threading
+
+from scheduler import filters, weighers
+from scheduler.conf import opts
+
+LOG = logging.getLogger(__name__)
+
+
+def check_plugins(conf):
+    """Fail start-up on a filter or weigher name that is not installed."""
+    filters.enabled_filters(conf)
+    weighers.enabled_weighers(conf)
+
+
+SCHEDULER_SETUP = {"register": [opts.register_plugin_opts], "validators": [check_plugins]}
+
+
+def run_until_signalled(services):
+    """Start ``services`` in order, wait for SIGTERM or SIGINT, stop them in reverse."""
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        LOG.info("Received %s: draining and stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    started = []
+    try:
+        for service in services:
+            service.start()
+            started.append(service)
+        while not stop.wait(1.0):
+            pass
+    finally:
+        for service in reversed(started):
+            service.stop()
+        for signum, old in previous.items():
+            signal.signal(signum, old)

@@ -1,0 +1,273 @@
+"""The scheduler service's RPC endpoint: every public method is an RPC method."""
+
+import datetime
+import logging
+import threading
+
+from compute_agent.client import ComputeClient
+from scheduler import filters, states, weighers
+from scheduler.exception import InstanceNotFound, InvalidRequest, NoValidHost
+from scheduler.host_manager import HostManager
+from scheduler.request_spec import RequestSpec, parse_uuid
+from scheduler.selection import Selector
+
+LOG = logging.getLogger(__name__)
+
+
+def _now():
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+
+
+class ReportBuffer:
+    """The newest report of each host, until the service saves them to the database."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._reports = {}
+
+    def put(self, host, report):
+        with self._lock:
+            self._reports[host] = report
+
+    def drain(self):
+        with self._lock:
+            reports, self._reports = self._reports, {}
+        return reports
+
+
+class SchedulerManager:
+    def __init__(self, conf, transport, database, rng=None):
+        self._conf = conf
+        self._db = database
+        self._compute = ComputeClient(transport)
+        self.host_manager = HostManager(conf)
+        self.selector = Selector(
+            filters.enabled_filters(conf),
+            weighers.enabled_weighers(conf),
+            conf.filter_scheduler.host_subset_size,
+            rng,
+        )
+        self.reports = ReportBuffer()
+
+    # -- placement -------------------------------------------------------
+
+    def run_instance(self, context, request_spec, filter_properties):
+        try:
+            spec = RequestSpec.from_wire(request_spec, filter_properties)
+        except InvalidRequest as exc:
+            LOG.warning("run_instance refused: %s", exc)
+            self._fail_named_instances(request_spec, f"Invalid request: {exc}")
+            return
+        spec.retry.num_attempts += 1
+        for host, _node in spec.retry.hosts[-1:]:
+            for instance_uuid in spec.instance_uuids:
+                self.host_manager.release(host, instance_uuid)
+        uuids = self._instances_to_schedule(spec)
+        if not uuids:
+            return
+        spec.instance_uuids = uuids
+        max_attempts = self._conf.scheduler.max_attempts
+        if spec.retry.num_attempts > max_attempts:
+            reason = f"Exceeded maximum number of attempts ({max_attempts})"
+            if spec.retry.exc_reason:
+                reason += f"; last failure: {spec.retry.exc_reason}"
+            self._set_error(uuids, reason)
+            return
+        try:
+            with self.host_manager.lock:
+                chosen = self.selector.select(self.host_manager.get_all_host_states(), spec)
+                placements = [(h.host, h.nodename, dict(h.limits)) for h in chosen]
+        except NoValidHost as exc:
+            LOG.info("Instances %s: %s", ", ".join(uuids), exc)
+            self._set_error(uuids, str(exc))
+            return
+        now = _now()
+        self._db.update_instances([
+            (u, {"state": states.SCHEDULED, "host": host, "node": node,
+                 "attempts": spec.retry.num_attempts, "scheduled_at": now})
+            for u, (host, node, _limits) in zip(uuids, placements, strict=True)
+        ])
+        for instance_uuid, (host, _node, limits) in zip(uuids, placements, strict=True):
+            self._cast_build(context, spec, instance_uuid, host, limits)
+
+    def select_destinations(self, context, request_spec, filter_properties):
+        spec = RequestSpec.from_wire(request_spec, filter_properties)
+        with self.host_manager.lock:
+            chosen = self.selector.select(self.host_manager.get_all_host_states(), spec)
+            return [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]
+
+    def _instances_to_schedule(self, spec):
+        """The uuids of ``spec`` that this message should place (redeliveries place nothing)."""
+        records = [_instance_record(spec, u) for u in spec.instance_uuids]
+        created = set(self._db.create_instances(records))
+        rescheduling = bool(spec.retry.hosts)
+        wanted = []
+        for instance_uuid in spec.instance_uuids:
+            if instance_uuid in created:
+                wanted.append(instance_uuid)
+                continue
+            current = self._db.get_instance(instance_uuid) or {}
+            state = current.get("state")
+            if state == states.SCHEDULING or (rescheduling and state in states.RESCHEDULABLE):
+                wanted.append(instance_uuid)
+            elif state == states.DELETING:
+                self._db.update_instance(
+                    instance_uuid, {"state": states.DELETED, "deleted_at": _now()}
+                )
+            else:
+                LOG.info("Instance %s is %s already: not scheduled again", instance_uuid, state)
+        return wanted
+
+    def _cast_build(self, context, spec, instance_uuid, host, limits):
+        request_spec, filter_properties = spec.for_instance(instance_uuid).to_wire()
+        filter_properties["limits"] = limits
+        instance = {
+            "uuid": instance_uuid,
+            "flavor": spec.flavor.to_wire(),
+            "project_id": spec.project_id,
+        }
+        self._compute.run_instance(
+            _ctxt(context), host, instance, request_spec, filter_properties
+        )
+
+    def _set_error(self, uuids, reason):
+        self._db.update_instances(
+            [(u, {"state": states.ERROR, "fault_reason": reason, "host": None, "node": None})
+             for u in uuids]
+        )
+
+    def _fail_named_instances(self, request_spec, reason):
+        """Record the refusal on the instances a bad request names, so their owner can see it."""
+        uuids = request_spec.get("instance_uuids") if isinstance(request_spec, dict) else None
+        valid = []
+        for i, value in enumerate(uuids if isinstance(uuids, list) else []):
+            try:
+                valid.append(parse_uuid(value, f"instance_uuids[{i}]"))
+            except InvalidRequest:
+                continue
+        if valid:
+            self._db.create_instances(
+                [{"uuid": u, "state": states.ERROR, "fault_reason": reason} for u in valid]
+            )
+            self._set_error(valid, reason)
+
+    # -- what the agents tell us ------------------------------------------
+
+    def report_resources(self, context, host, resources):
+        try:
+            self.host_manager.update_from_report(host, resources)
+        except InvalidRequest as exc:
+            LOG.warning("Report refused: %s", exc)
+            return
+        self.reports.put(host, resources)
+
+    def instance_update(self, context, instance_uuid, host, state, fault=None):
+        try:
+            instance_uuid = parse_uuid(instance_uuid, "instance_update: instance_uuid")
+            if state not in states.FROM_AGENT:
+                raise InvalidRequest(f"instance_update: state must be one of {states.FROM_AGENT}")
+            if not isinstance(host, str) or not host:
+                raise InvalidRequest("instance_update: host must be a non-empty string")
+        except InvalidRequest as exc:
+            LOG.warning("Update refused: %s", exc)
+            return
+        current = self._db.get_instance(instance_uuid)
+        if current is None:
+            LOG.warning("Update for unknown instance %s from %s ignored", instance_uuid, host)
+            return
+        if current["state"] == states.DELETED or (
+            current["host"] != host and state != states.DELETED
+        ):
+            LOG.debug("Stale update %s for %s from %s ignored", state, instance_uuid, host)
+            return
+        if current["state"] == states.DELETING and state != states.DELETED:
+            return
+        values = {"state": state}
+        if state == states.ACTIVE:
+            values["launched_at"] = _now()
+        elif state == states.ERROR:
+            values["fault_reason"] = str((fault or {}).get("reason") or "Build failed")[:4096]
+        elif state == states.DELETED:
+            values["deleted_at"] = _now()
+        if state in (states.ERROR, states.DELETED):
+            self.host_manager.release(host, instance_uuid)
+        self._db.update_instance(instance_uuid, values)
+
+    # -- operator requests ------------------------------------------------
+
+    def delete_instance(self, context, instance_uuid):
+        try:
+            instance_uuid = parse_uuid(instance_uuid, "delete_instance: instance_uuid")
+        except InvalidRequest as exc:
+            LOG.warning("Delete refused: %s", exc)
+            return
+        current = self._db.get_instance(instance_uuid)
+        if current is None or current["state"] == states.DELETED:
+            return
+        if current["host"]:
+            self._db.update_instance(instance_uuid, {"state": states.DELETING})
+            self._compute.terminate_instance(_ctxt(context), current["host"], instance_uuid)
+        else:
+            self._db.update_instance(
+                instance_uuid, {"state": states.DELETED, "deleted_at": _now()}
+            )
+
+    def list_hosts(self, context):
+        with self.host_manager.lock:
+            hosts = sorted(self.host_manager.get_all_host_states(), key=lambda h: h.host)
+            return [_host_view(h, self.host_manager.is_up(h)) for h in hosts]
+
+    def list_instances(self, context, host=None, state=None, include_deleted=False):
+        if state is not None and state not in states.ALL:
+            raise InvalidRequest(f"state must be one of {', '.join(states.ALL)}, got {state!r}")
+        return self._db.list_instances(
+            host=host, states=[state] if state else None, include_deleted=bool(include_deleted)
+        )
+
+    def show_instance(self, context, instance_uuid):
+        instance_uuid = parse_uuid(instance_uuid, "instance_uuid")
+        instance = self._db.get_instance(instance_uuid)
+        if instance is None:
+            raise InstanceNotFound(f"No instance {instance_uuid}")
+        return instance
+
+
+def _ctxt(context):
+    """The caller's context values, to pass on with the casts this request causes."""
+    return context.to_dict() if hasattr(context, "to_dict") else dict(context or {})
+
+
+def _instance_record(spec, instance_uuid):
+    request_spec, filter_properties = spec.for_instance(instance_uuid).to_wire()
+    return {
+        "uuid": instance_uuid,
+        "project_id": spec.project_id,
+        "state": states.SCHEDULING,
+        "flavor_name": spec.flavor.name,
+        "memory_mb": spec.flavor.memory_mb,
+        "root_gb": spec.flavor.root_gb,
+        "ephemeral_gb": spec.flavor.ephemeral_gb,
+        "vcpus": spec.flavor.vcpus,
+        "request_spec": request_spec,
+        "filter_properties": filter_properties,
+        "attempts": 0,
+    }
+
+
+def _host_view(state, up):
+    return {
+        "host": state.host,
+        "nodename": state.nodename,
+        "state": "up" if up and not state.disabled else ("disabled" if state.disabled else "down"),
+        "memory_mb": state.total_usable_ram_mb,
+        "memory_mb_used": state.ram_used_mb,
+        "free_ram_mb": state.free_ram_mb,
+        "local_gb": state.total_usable_disk_gb,
+        "local_gb_used": state.disk_used_gb,
+        "free_disk_gb": state.free_disk_gb,
+        "vcpus": state.vcpus_total,
+        "vcpus_used": state.vcpus_used,
+        "running_vms": state.num_instances,
+        "pending": len(state.pending),
+        "reported_at": state.reported_at,
+    }

@@ -1,0 +1,221 @@
+"""The scheduler's RPC endpoint over memory:// and SQLite, agents replaced by recorders."""
+
+import threading
+import time
+import uuid as uuidlib
+
+import pytest
+
+from scheduler import rpc
+from scheduler.conf import opts
+from scheduler.db.api import Database
+from scheduler.exception import NoValidHost
+from scheduler.manager import SchedulerManager
+
+HOSTS = {"h1": 8192, "h2": 16384, "h3": 4096}
+
+
+class Recorder:
+    """Stands in for a compute agent: remembers what the scheduler casts to it."""
+
+    def __init__(self):
+        self.calls = []
+        self.event = threading.Event()
+
+    def run_instance(self, context, instance, request_spec, filter_properties):
+        self.calls.append(("run_instance", instance, request_spec, filter_properties))
+        self.event.set()
+
+    def terminate_instance(self, context, instance_uuid):
+        self.calls.append(("terminate_instance", instance_uuid))
+        self.event.set()
+
+
+@pytest.fixture
+def world(conf):
+    opts.register_plugin_opts(conf)
+    transport = rpc.get_transport(conf)
+    database = Database.from_conf(conf)
+    database.sync()
+    manager = SchedulerManager(conf, transport, database)
+    agents, servers = {}, []
+    for host, ram in HOSTS.items():
+        agents[host] = Recorder()
+        server = rpc.get_rpc_server(transport, rpc.Target("compute", server=host), [agents[host]])
+        server.start()
+        servers.append(server)
+        manager.report_resources({}, host, report(host, ram))
+    yield manager, database, agents
+    for server in servers:
+        server.stop()
+        server.wait()
+    transport.cleanup()
+    database.dispose()
+
+
+def report(host, ram, used=0, uuids=()):
+    return {"host": host, "memory_mb": ram, "free_ram_mb": ram - used, "local_gb": 100,
+            "free_disk_gb": 100, "vcpus": 8, "vcpus_used": 0, "instance_uuids": list(uuids),
+            "running_vms": len(uuids)}
+
+
+def request(memory_mb=1024, count=1, retry=None):
+    uuids = [str(uuidlib.uuid4()) for _ in range(count)]
+    filter_properties = {"retry": retry} if retry else {}
+    return uuids, {"instance_uuids": uuids, "num_instances": count,
+                   "instance_type": {"memory_mb": memory_mb, "root_gb": 10, "vcpus": 2}}, filter_properties
+
+
+def casts(agents, expected, timeout=10):
+    deadline = time.monotonic() + timeout
+    while sum(len(a.calls) for a in agents.values()) < expected:
+        assert time.monotonic() < deadline, "the casts did not arrive"
+        time.sleep(0.01)
+    time.sleep(0.05)  # and nothing more arrives
+    return {h: a.calls for h, a in agents.items() if a.calls}
+
+
+def test_run_instance_places_on_the_best_host_and_casts_the_build_there(world):
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({"project_id": "p"}), spec, props)
+    [(method, instance, request_spec, filter_properties)] = casts(agents, 1)["h2"]
+    assert method == "run_instance"
+    assert instance["uuid"] == uuids[0] and instance["flavor"]["memory_mb"] == 1024
+    assert filter_properties["limits"] == {"memory_mb": 16384 * 1.5, "disk_gb": 100.0, "vcpu": 128.0}
+    assert filter_properties["retry"]["num_attempts"] == 1
+    assert request_spec["instance_uuids"] == uuids
+    record = database.get_instance(uuids[0])
+    assert (record["state"], record["host"], record["attempts"]) == ("SCHEDULED", "h2", 1)
+
+
+def test_a_request_that_fits_nowhere_is_error_with_the_filters_named(world):
+    manager, database, agents = world
+    uuids, spec, props = request(memory_mb=100_000)
+    manager.run_instance(rpc.Context({}), spec, props)
+    record = database.get_instance(uuids[0])
+    assert record["state"] == "ERROR"
+    assert "3 hosts considered; RamFilter removed 3" in record["fault_reason"]
+    assert casts(agents, 0) == {}
+
+
+def test_a_redelivered_request_is_placed_once(world):
+    manager, database, agents = world
+    uuids, spec, props = request(count=2)
+    manager.run_instance(rpc.Context({}), spec, props)
+    manager.run_instance(rpc.Context({}), spec, props)
+    placed = casts(agents, 2)
+    assert sum(len(c) for c in placed.values()) == 2
+
+
+def test_a_reschedule_avoids_the_host_that_refused(world):
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    casts(agents, 1)
+    retry = {"num_attempts": 1, "hosts": [["h2", "h2"]], "exc_reason": "h2: Insufficient memory"}
+    manager.run_instance(rpc.Context({}), spec, {"retry": retry})
+    placed = casts(agents, 2)
+    assert len(placed["h1"]) == 1
+    assert placed["h1"][0][3]["retry"]["hosts"] == [["h2", "h2"]]
+    assert database.get_instance(uuids[0])["attempts"] == 2
+    # h2's local consumption was given back when the reschedule came in
+    assert manager.host_manager.get("h2").free_ram_mb == 16384
+
+
+def test_past_max_attempts_the_instance_is_error_with_the_last_failure(world):
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    casts(agents, 1)
+    retry = {"num_attempts": 3, "hosts": [["h2", "h2"], ["h1", "h1"], ["h3", "h3"]],
+             "exc_reason": "h3: Insufficient memory: requested 1024 MB"}
+    manager.run_instance(rpc.Context({}), spec, {"retry": retry})
+    record = database.get_instance(uuids[0])
+    assert record["state"] == "ERROR"
+    assert record["fault_reason"] == (
+        "Exceeded maximum number of attempts (3); last failure: h3: Insufficient memory: requested 1024 MB"
+    )
+
+
+def test_a_bad_request_marks_its_instances_error_with_the_field(world):
+    manager, database, agents = world
+    uuids, spec, props = request()
+    spec["instance_type"]["memory_mb"] = "lots"
+    manager.run_instance(rpc.Context({}), spec, props)
+    record = database.get_instance(uuids[0])
+    assert record["state"] == "ERROR"
+    assert "memory_mb: must be an integer" in record["fault_reason"]
+
+
+def test_agent_updates_move_the_instance_and_stale_ones_are_ignored(world):
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    casts(agents, 1)
+    manager.instance_update({}, uuids[0], "h2", "BUILDING")
+    assert database.get_instance(uuids[0])["state"] == "BUILDING"
+    manager.instance_update({}, uuids[0], "h1", "ACTIVE")  # not its host
+    assert database.get_instance(uuids[0])["state"] == "BUILDING"
+    manager.instance_update({}, uuids[0], "h2", "ACTIVE")
+    record = database.get_instance(uuids[0])
+    assert record["state"] == "ACTIVE" and record["launched_at"]
+
+
+def test_delete_sends_terminate_to_the_host_then_the_agent_confirms(world):
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    casts(agents, 1)
+    manager.delete_instance({}, uuids[0])
+    assert database.get_instance(uuids[0])["state"] == "DELETING"
+    assert casts(agents, 2)["h2"][1] == ("terminate_instance", uuids[0])
+    manager.instance_update({}, uuids[0], "h2", "ACTIVE")  # a late build result
+    assert database.get_instance(uuids[0])["state"] == "DELETING"
+    manager.instance_update({}, uuids[0], "h2", "DELETED")
+    assert database.get_instance(uuids[0])["state"] == "DELETED"
+    assert database.list_instances() == []
+
+
+def test_deleting_an_instance_without_host_needs_no_agent(world):
+    manager, database, agents = world
+    uuids, spec, props = request(memory_mb=100_000)
+    manager.run_instance(rpc.Context({}), spec, props)
+    manager.delete_instance({}, uuids[0])
+    assert database.get_instance(uuids[0])["state"] == "DELETED"
+    assert casts(agents, 0) == {}
+
+
+def test_select_destinations_returns_hosts_and_consumes(world):
+    manager, database, agents = world
+    chosen = []
+    for _ in range(3):
+        _, spec, props = request(memory_mb=12288)
+        [destination] = manager.select_destinations({}, spec, props)
+        chosen.append(destination["host"])
+    # h2 (16384 MB, limit 24576) first; then h1 has more free RAM; then only h2 has room.
+    assert chosen == ["h2", "h1", "h2"]
+    assert destination["limits"]["memory_mb"] == 16384 * 1.5
+    _, spec, props = request(memory_mb=12288)
+    with pytest.raises(NoValidHost):
+        manager.select_destinations({}, spec, props)
+    assert casts(agents, 0) == {}
+
+
+def test_a_bad_report_changes_nothing(world):
+    manager, database, agents = world
+    manager.report_resources({}, "h9", {"host": "h9", "memory_mb": "lots"})
+    manager.report_resources({}, "h1", report("h2", 1))
+    assert manager.host_manager.get("h9") is None
+    assert manager.host_manager.get("h1").total_usable_ram_mb == 8192
+
+
+def test_list_hosts_shows_usage_and_liveness(world):
+    manager, database, agents = world
+    manager.report_resources({}, "h1", report("h1", 8192, used=1536))
+    hosts = {h["host"]: h for h in manager.list_hosts({})}
+    assert set(hosts) == set(HOSTS)
+    assert hosts["h1"]["memory_mb_used"] == 1536 and hosts["h1"]["free_ram_mb"] == 6656
+    assert hosts["h1"]["state"] == "up"
+    manager.host_manager.get("h3").updated -= 3600
+    assert manager.list_hosts({})[2]["state"] == "down"
