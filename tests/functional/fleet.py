@@ -1,0 +1,195 @@
+"""Real Berth processes on the real RabbitMQ and PostgreSQL, for functional tests."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import psycopg2
+
+import scheduler  # noqa: F401
+from compute_agent import conf as agent_conf
+from scheduler import conf as berth_conf
+from scheduler import rpc
+from scheduler.client import SchedulerClient
+
+RABBIT_URL = os.environ.get("BERTH_TEST_RABBIT_URL", "rabbit://guest:guest@127.0.0.1:5672/")
+PG_ADMIN_DSN = os.environ.get("BERTH_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
+PG_URL = os.environ.get("BERTH_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")
+
+
+@contextlib.contextmanager
+def temporary_vhost():
+    """A fresh RabbitMQ virtual host for guest, deleted afterwards; yields the transport URL.
+
+    Queue names are per vhost, not per exchange: without this, two fleets would
+    share the "scheduler" queue and steal each other's messages.
+    """
+    name = f"berth-test-{uuid.uuid4().hex[:10]}"
+    subprocess.run(["rabbitmqctl", "-q", "add_vhost", name], check=True, capture_output=True)
+    try:
+        subprocess.run(["rabbitmqctl", "-q", "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
+                       check=True, capture_output=True)
+        yield RABBIT_URL.rstrip("/") + "/" + name
+    finally:
+        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True)
+
+
+@contextlib.contextmanager
+def temporary_database():
+    """A fresh PostgreSQL database, dropped afterwards; yields its SQLAlchemy URL."""
+    name = f"berth_func_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg2.connect(PG_ADMIN_DSN)
+    except psycopg2.OperationalError as exc:
+        raise AssertionError(f"PostgreSQL is not reachable ({PG_ADMIN_DSN}): {exc}") from exc
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield PG_URL.format(db=name)
+    finally:
+        with admin.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.close()
+
+
+def write_conf(path, sections):
+    lines = []
+    for section, values in sections.items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {v}" for k, v in values.items()]
+        lines.append("")
+    path.write_text("\n".join(lines))
+    return path
+
+
+class Fleet:
+    """A scheduler and agents as separate OS processes sharing one config file."""
+
+    def __init__(self, tmp_path, database_url, transport_url, **overrides):
+        self.tmp = tmp_path
+        self.exchange = f"berth-func-{uuid.uuid4().hex[:8]}"
+        sections = {
+            "DEFAULT": {
+                "transport_url": transport_url,
+                "control_exchange": self.exchange,
+                "state_path": tmp_path / "state",
+                "debug": "true",
+            },
+            "database": {"connection": database_url},
+            "scheduler": {"periodic_interval": 1},
+            "compute_agent": {"report_interval": 2, "report_min_interval": 0.1},
+        }
+        for key, value in overrides.items():
+            section, _, name = key.partition("__")
+            sections.setdefault(section, {})[name] = value
+        self.conf_file = write_conf(tmp_path / "berth.conf", sections)
+        self.processes = {}
+        self.conf = berth_conf.new_conf()
+        agent_conf.register_opts(self.conf)
+        self.conf(["--config-file", str(self.conf_file)], project="berth-test", default_config_files=[])
+        self.transport = rpc.get_transport(self.conf)
+        self.client = SchedulerClient(self.transport, timeout=30)
+
+    def _spawn(self, name, module, *extra):
+        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 (lives as long as the process)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, "--config-file", str(self.conf_file), *extra],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.tmp,
+        )
+        self.processes[name] = proc
+        return proc
+
+    def start_scheduler(self, name="scheduler"):
+        conf_file = write_conf(self.tmp / f"{name}.conf", {"DEFAULT": {"host": name}})
+        return self._spawn(name, "scheduler.cmd.scheduler", "--config-file", str(conf_file))
+
+    def scheduler_client(self, name):
+        """An RPC client for one scheduler process alone (its scheduler.<host> queue)."""
+        return rpc.RPCClient(self.transport, rpc.Target(topic="scheduler", server=name), timeout=30)
+
+    def start_agent(self, host, **options):
+        conf_file = write_conf(
+            self.tmp / f"{host}.conf", {"DEFAULT": {"host": host}, "compute_agent": options}
+        )
+        return self._spawn(host, "compute_agent.cmd.agent", "--config-file", str(conf_file))
+
+    def stop(self, name, sig=signal.SIGTERM, timeout=30):
+        proc = self.processes.pop(name)
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
+
+    def close(self):
+        for name in list(self.processes):
+            self.stop(name)
+        self.transport.cleanup()
+
+    def log(self, name):
+        return (self.tmp / f"{name}.log").read_text(errors="replace")
+
+    def check_alive(self):
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                raise AssertionError(f"{name} exited with {proc.returncode}:\n{self.log(name)[-3000:]}")
+
+    def cli(self, *args, timeout=120):
+        return subprocess.run(
+            [sys.executable, "-m", "scheduler.cmd.cli", "--config-file", str(self.conf_file), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.tmp,
+        )
+
+    def wait(self, predicate, timeout=120, what="a condition", interval=0.25):
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            try:
+                value = predicate()
+            except rpc.MessagingTimeout:
+                value = None
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            time.sleep(interval)
+
+    def hosts(self):
+        return {h["host"]: h for h in self.client.list_hosts({})}
+
+    def instances(self, uuids=None, include_deleted=True):
+        found = {i["uuid"]: i for i in self.client.list_instances({}, include_deleted=include_deleted)}
+        return found if uuids is None else {u: found[u] for u in uuids if u in found}
+
+    def wait_hosts_up(self, names, timeout=60):
+        names = set(names)
+        return self.wait(
+            lambda: names <= {h for h, v in self.hosts().items() if v["state"] == "up"},
+            timeout,
+            f"hosts {sorted(names)} to report",
+        )
+
+    def wait_states(self, uuids, states, timeout=180):
+        def settled():
+            found = self.instances(uuids)
+            return (
+                found
+                if len(found) == len(uuids) and all(i["state"] in states for i in found.values())
+                else None
+            )
+
+        return self.wait(settled, timeout, f"{len(uuids)} instances to reach {states}")
