@@ -6,7 +6,7 @@ import threading
 import time
 
 from scheduler.exception import InvalidRequest
-from scheduler.host_state import HostState
+from scheduler.host_state import HostTable
 
 _NUMBERS = (
     "memory_mb", "free_ram_mb", "local_gb", "free_disk_gb", "vcpus", "vcpus_used",
@@ -45,21 +45,27 @@ def check_report(host, resources):
 
 
 class HostManager:
+    """The fleet as the scheduler sees it: a HostTable fed by validated reports.
+
+    ``lock`` guards the table: hold it across a whole selection so that
+    reports and placements interleave only between decisions.
+    """
+
     def __init__(self, conf):
         self.conf = conf
         self.lock = threading.RLock()
-        self._hosts = {}
+        self.table = HostTable()
 
     def update_from_report(self, host, resources, now=None):
         check_report(host, resources)
         with self.lock:
-            state = self._hosts.get(host)
-            if state is None:
-                state = self._hosts[host] = HostState(host, resources.get("nodename"))
-            state.update_from_report(
-                resources, now=now, pending_ttl=self.conf.scheduler.service_down_time
+            row = self.table.add(host, resources.get("nodename"))
+            self.table.update_from_report(
+                row,
+                resources,
+                time.monotonic() if now is None else now,
+                pending_ttl=self.conf.scheduler.service_down_time,
             )
-            return state
 
     def restore(self, compute_nodes):
         """Start from the reports saved by an earlier run, aged by when they were saved."""
@@ -75,16 +81,17 @@ class HostManager:
 
     def get_all_host_states(self):
         with self.lock:
-            return list(self._hosts.values())
+            return self.table.views()
 
     def get(self, host):
-        return self._hosts.get(host)
+        row = self.table.index.get(host)
+        return None if row is None else self.table.view(row)
 
     def release(self, host, instance_uuid):
         with self.lock:
-            state = self._hosts.get(host)
-            if state is not None:
-                state.release(instance_uuid)
+            row = self.table.index.get(host)
+            if row is not None:
+                self.table.release(row, instance_uuid)
 
     def is_up(self, state, now=None):
         now = time.monotonic() if now is None else now

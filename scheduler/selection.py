@@ -1,101 +1,182 @@
 """Placement, one instance at a time: candidates, filter, weigh, pick, consume.
 
-Pure policy: it reads and updates HostStates and nothing else, so that the
+Pure policy: it reads and updates a HostTable and nothing else, so that the
 same code runs in the service, the tests, the benchmarks and simulations.
+
+Filters and weighers that provide a vector form run over all candidate rows
+at once; the others run host by host on what the vector filters left. With
+``vectorized=False`` every plugin runs host by host: the plain reference the
+vector forms are tested against.
 """
 
 import random
+
+import numpy as np
 
 from scheduler import weighers as weighers_mod
 from scheduler.exception import NoValidHost
 
 
 class Selector:
-    def __init__(self, filters, weighers, host_subset_size=1, rng=None):
+    def __init__(self, filters, weighers, host_subset_size=1, rng=None, vectorized=True):
         self.filters = list(filters)
         self.weighers = list(weighers)
         self.host_subset_size = max(1, host_subset_size)
         self.rng = rng or random.Random()
+        self.vectorized = vectorized
+        by_vector = [f for f in self.filters if vectorized and f.filter_vector is not None]
+        # Vector filters first, over the whole fleet; per-host ones on their survivors.
+        self._filter_order = by_vector + [f for f in self.filters if f not in by_vector]
 
     def select(self, hosts, spec):
         """Choose and consume a host for each instance of ``spec``, all or none.
 
-        Returns one HostState per instance uuid, in order; raises NoValidHost
-        (with nothing consumed) when any instance finds no host.
+        ``hosts`` is a HostTable, or HostStates of one table. Returns one
+        HostState per instance uuid, in order, each with the ``limits`` its
+        agent must claim against; raises NoValidHost (with nothing consumed)
+        when any instance finds no host.
         """
-        hosts, forced = candidates(hosts, spec)
+        table, rows = _table_and_rows(hosts)
+        rows, forced = candidates(table, rows, spec)
         chosen = []
         try:
             for index, instance_uuid in enumerate(spec.instance_uuids):
                 if not forced:
-                    hosts = self.filter(hosts, spec, index)
-                else:
-                    for host in hosts:
-                        host.limits = {}
-                weighed = self.weigh(hosts, spec)
-                host = self.pick(weighed)
-                host.consume(instance_uuid, spec.flavor)
-                chosen.append(host)
+                    rows = self.filter(table, rows, spec, index)
+                row = self.pick(rows, self.weigh(table, rows, spec))
+                table.consume(row, instance_uuid, spec.flavor)
+                chosen.append(row)
         except NoValidHost:
-            for host, instance_uuid in zip(chosen, spec.instance_uuids, strict=False):
-                host.release(instance_uuid)
+            for row, instance_uuid in zip(chosen, spec.instance_uuids, strict=False):
+                table.release(row, instance_uuid)
             raise
-        return chosen
+        placed = []
+        for row in chosen:
+            host = table.view(row)
+            host.limits = {} if forced else self.limits(host)
+            placed.append(host)
+        return placed
 
-    def filter(self, hosts, spec, index=0):
-        considered = len(hosts)
+    def filter(self, table, rows, spec, index=0):
+        """The rows that pass every filter; NoValidHost says how many each removed."""
+        considered = len(rows)
         removed = []
-        for host in hosts:
-            host.limits = {}
-        for host_filter in self.filters:
-            if host_filter.run_filter_once_per_request and index > 0:
-                continue
-            passed = host_filter.filter_all(hosts, spec)
-            if len(passed) != len(hosts):
-                removed.append((host_filter.name, len(hosts) - len(passed)))
-            hosts = passed
-            if not hosts:
+        active = [f for f in self._filter_order
+                  if not (f.run_filter_once_per_request and index > 0)]
+        vector = [f for f in active if self.vectorized and f.filter_vector is not None]
+        if vector:
+            # Over the whole fleet a slice reads the columns in place instead of gathering them.
+            whole = len(rows) == len(table) and (not len(rows) or rows[-1] == len(rows) - 1)
+            where = slice(None) if whole else rows
+            mask = np.ones(len(rows), dtype=bool)
+            masks = []
+            for host_filter in vector:
+                masks.append(host_filter.filter_vector(table, where, spec))
+                mask &= masks[-1]
+            rows = np.flatnonzero(mask) if whole else rows[mask]
+            if not len(rows):
+                removed = _removed_by_each(vector, masks, considered)
                 raise NoValidHost(no_valid_host_reason(considered, removed, spec, index))
-        return hosts
+        for host_filter in active[len(vector):]:
+            passed = np.fromiter(
+                (r for r in rows if host_filter.host_passes(table.view(int(r)), spec)), dtype=np.intp
+            )
+            if len(passed) != len(rows):
+                removed.append((host_filter.name, len(rows) - len(passed)))
+            rows = passed
+            if not len(rows):
+                raise NoValidHost(no_valid_host_reason(considered, removed, spec, index))
+        return rows
 
-    def weigh(self, hosts, spec):
-        """[(weight, host)], best first."""
-        totals = [0.0] * len(hosts)
+    def weigh(self, table, rows, spec):
+        """The total weight of each row of ``rows``."""
+        totals = np.zeros(len(rows))
+        views = None
         for weigher in self.weighers:
-            raw = weigher.weigh_all(hosts, spec)
-            normalized = weighers_mod.normalize(raw, weigher.minval, weigher.maxval)
-            for i, (host, value) in enumerate(zip(hosts, normalized, strict=True)):
-                totals[i] += weigher.weight_multiplier(host) * value
-        order = sorted(range(len(hosts)), key=totals.__getitem__, reverse=True)
-        return [(totals[i], hosts[i]) for i in order]
+            if self.vectorized and weigher.weigh_vector is not None:
+                raw = weigher.weigh_vector(table, rows, spec)
+                multipliers = weigher.multipliers(table, rows)
+            else:
+                views = views or table.views(rows)
+                raw = [weigher.weigh(view, spec) for view in views]
+                multipliers = np.array([weigher.weight_multiplier(view) for view in views])
+            totals += multipliers * weighers_mod.normalize(raw, weigher.minval, weigher.maxval)
+        return totals
 
-    def pick(self, weighed):
-        if not weighed:
+    def pick(self, rows, weights):
+        """A row at random among the ``host_subset_size`` heaviest (ties: earlier rows first)."""
+        if not len(rows):
             raise NoValidHost("No valid host was found: no candidate hosts")
-        best = weighed[: min(self.host_subset_size, len(weighed))]
-        return self.rng.choice(best)[1]
+        best = rows[top(weights, self.host_subset_size)]
+        return int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+
+    def limits(self, host):
+        merged = {}
+        for host_filter in self.filters:
+            merged.update(host_filter.limits(host))
+        return merged
 
 
-def candidates(hosts, spec):
-    """Apply ignore_hosts, then force_hosts / force_nodes; returns (hosts, forced)."""
+def _removed_by_each(vector_filters, masks, considered):
+    """[(filter name, hosts it removed)] when the masks are applied in order."""
+    removed = []
+    left = np.ones(considered, dtype=bool)
+    count = considered
+    for host_filter, passed in zip(vector_filters, masks, strict=True):
+        left &= passed
+        now = int(np.count_nonzero(left))
+        if now != count:
+            removed.append((host_filter.name, count - now))
+        count = now
+    return removed
+
+
+def top(weights, k):
+    """Indices of the ``k`` largest weights, heaviest first, as a stable sort would give."""
+    n = len(weights)
+    if k == 1:
+        return np.array([int(np.argmax(weights))])
+    if k >= n:
+        return np.argsort(-weights, kind="stable")
+    kth = np.partition(weights, n - k)[n - k]
+    above = np.flatnonzero(weights > kth)
+    tied = np.flatnonzero(weights == kth)[: k - len(above)]
+    picked = np.concatenate([above, tied])
+    return picked[np.argsort(-weights[picked], kind="stable")]
+
+
+def _table_and_rows(hosts):
+    if hasattr(hosts, "COLUMNS"):
+        return hosts, np.arange(len(hosts), dtype=np.intp)
     hosts = list(hosts)
     if not hosts:
+        return None, np.empty(0, dtype=np.intp)
+    table = hosts[0].table
+    if any(h.table is not table for h in hosts):
+        raise ValueError("select() needs HostStates of one HostTable")
+    return table, np.array([h.row for h in hosts], dtype=np.intp)
+
+
+def candidates(table, rows, spec):
+    """Apply ignore_hosts, then force_hosts / force_nodes; returns (rows, forced)."""
+    if not len(rows):
         raise NoValidHost("No valid host was found: no compute host has reported to the scheduler")
     if spec.ignore_hosts:
-        ignored = set(spec.ignore_hosts)
-        hosts = [h for h in hosts if h.host not in ignored]
+        ignored = [table.index[h] for h in spec.ignore_hosts if h in table.index]
+        rows = rows[~np.isin(rows, ignored)]
     if not (spec.force_hosts or spec.force_nodes):
-        return hosts, False
+        return rows, False
     forced_hosts, forced_nodes = set(spec.force_hosts), set(spec.force_nodes)
-    hosts = [
-        h for h in hosts
-        if (not forced_hosts or h.host in forced_hosts)
-        and (not forced_nodes or h.nodename in forced_nodes)
-    ]
-    if not hosts:
+    rows = np.array(
+        [r for r in rows
+         if (not forced_hosts or table.names[r] in forced_hosts)
+         and (not forced_nodes or table.nodenames[r] in forced_nodes)],
+        dtype=np.intp,
+    )
+    if not len(rows):
         wanted = ", ".join(sorted(forced_hosts | forced_nodes))
         raise NoValidHost(f"No valid host was found: forced host {wanted} is not a known host")
-    return hosts, True
+    return rows, True
 
 
 def no_valid_host_reason(considered, removed, spec, index):

@@ -6,15 +6,24 @@ from scheduler import plugins
 
 
 class BaseHostFilter:
-    """A filter: ``host_passes(host_state, spec)`` says whether the host fits.
+    """A filter: ``host_passes(host_state, spec)`` says whether one host fits.
 
-    Filters are built once per scheduler with the configuration and may set
-    ``host_state.limits`` for the agent's claim. ``run_filter_once_per_request``
-    filters see only the first instance of a multi-instance request.
+    A filter may also provide ``filter_vector(table, rows, spec)``: a boolean
+    numpy array, one entry per row of ``rows`` (an index array into the
+    HostTable, or a slice of it: read columns as ``table.free_ram_mb[rows]``),
+    with exactly the answers ``host_passes`` would give (or a single bool when
+    the answer is the same for every host). The pipeline runs
+    vector filters first over the whole fleet and per-host ones only on
+    their survivors.
+
+    ``limits(host_state)`` gives what the agent's claim must check against
+    on the host finally chosen. ``run_filter_once_per_request`` filters see
+    only the first instance of a multi-instance request.
     """
 
     abstract = True
     run_filter_once_per_request = False
+    filter_vector = None
 
     def __init__(self, conf):
         self.conf = conf
@@ -28,6 +37,9 @@ class BaseHostFilter:
 
     def filter_all(self, hosts, spec):
         return [host for host in hosts if self.host_passes(host, spec)]
+
+    def limits(self, host_state):
+        return {}
 
 
 def all_filters():

@@ -8,7 +8,15 @@ class ComputeFilter(filters.BaseHostFilter):
 
     run_filter_once_per_request = True
 
+    def __init__(self, conf):
+        super().__init__(conf)
+        self.down_time = conf.scheduler.service_down_time
+
     def host_passes(self, host_state, spec):
         if host_state.disabled or host_state.updated is None:
             return False
-        return time.monotonic() - host_state.updated <= self.conf.scheduler.service_down_time
+        return time.monotonic() - host_state.updated <= self.down_time
+
+    def filter_vector(self, table, rows, spec):
+        fresh = time.monotonic() - table.updated[rows] <= self.down_time
+        return fresh & ~table.disabled[rows]

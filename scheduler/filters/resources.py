@@ -1,36 +1,70 @@
 """RAM, disk and vCPU: the host must have room under its allocation ratio.
 
-Each filter records the limit it applied in ``host_state.limits``; the
-agent claims against the same limit, so the scheduler and the agent agree
-on what "full" means even though the agent never reads these options.
+Each filter gives the limit it applied through ``limits()``; the agent
+claims against the same limit, so the scheduler and the agent agree on
+what "full" means even though the agent never reads these options.
 """
 
 from scheduler import filters
 
 
 class RamFilter(filters.BaseHostFilter):
+    def __init__(self, conf):
+        super().__init__(conf)
+        self.ratio = conf.filter_scheduler.ram_allocation_ratio
+
     def host_passes(self, host_state, spec):
-        limit = host_state.total_usable_ram_mb * self.conf.filter_scheduler.ram_allocation_ratio
-        usable = limit - host_state.ram_used_mb
-        host_state.limits["memory_mb"] = limit
+        usable = host_state.total_usable_ram_mb * self.ratio - host_state.ram_used_mb
         return usable >= spec.flavor.memory_mb
+
+    def filter_vector(self, table, rows, spec):
+        total = table.total_ram_mb[rows]
+        usable = total * self.ratio - (total - table.free_ram_mb[rows])
+        return usable >= spec.flavor.memory_mb
+
+    def limits(self, host_state):
+        return {"memory_mb": host_state.total_usable_ram_mb * self.ratio}
 
 
 class DiskFilter(filters.BaseHostFilter):
+    def __init__(self, conf):
+        super().__init__(conf)
+        self.ratio = conf.filter_scheduler.disk_allocation_ratio
+
     def host_passes(self, host_state, spec):
-        limit = host_state.total_usable_disk_gb * self.conf.filter_scheduler.disk_allocation_ratio
-        usable = limit - host_state.disk_used_gb
-        host_state.limits["disk_gb"] = limit
+        usable = host_state.total_usable_disk_gb * self.ratio - host_state.disk_used_gb
         return usable >= spec.flavor.disk_gb
+
+    def filter_vector(self, table, rows, spec):
+        total = table.total_disk_gb[rows]
+        usable = total * self.ratio - (total - table.free_disk_gb[rows])
+        return usable >= spec.flavor.disk_gb
+
+    def limits(self, host_state):
+        return {"disk_gb": host_state.total_usable_disk_gb * self.ratio}
 
 
 class CoreFilter(filters.BaseHostFilter):
+    def __init__(self, conf):
+        super().__init__(conf)
+        self.ratio = conf.filter_scheduler.cpu_allocation_ratio
+
     def host_passes(self, host_state, spec):
-        if not host_state.vcpus_total:
+        total = host_state.vcpus_total
+        if not total:
             return True  # the agent does not report CPUs: nothing to check against
         # An instance may be overcommitted against other instances, never against itself.
-        if spec.flavor.vcpus > host_state.vcpus_total:
+        if spec.flavor.vcpus > total:
             return False
-        limit = host_state.vcpus_total * self.conf.filter_scheduler.cpu_allocation_ratio
-        host_state.limits["vcpu"] = limit
-        return limit - host_state.vcpus_used >= spec.flavor.vcpus
+        return total * self.ratio - host_state.vcpus_used >= spec.flavor.vcpus
+
+    def filter_vector(self, table, rows, spec):
+        total = table.vcpus_total[rows]
+        wanted = spec.flavor.vcpus
+        fits = (wanted <= total) & (total * self.ratio - table.vcpus_used[rows] >= wanted)
+        return (total == 0) | fits
+
+    def limits(self, host_state):
+        if not host_state.vcpus_total:
+            return {}
+        return {"vcpu": host_state.vcpus_total * self.ratio}

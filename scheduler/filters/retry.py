@@ -1,3 +1,5 @@
+import numpy as np
+
 from scheduler import filters
 
 
@@ -8,3 +10,10 @@ class RetryFilter(filters.BaseHostFilter):
 
     def host_passes(self, host_state, spec):
         return [host_state.host, host_state.nodename] not in spec.retry.hosts
+
+    def filter_vector(self, table, rows, spec):
+        if not spec.retry.hosts:
+            return True
+        tried = [table.index[h] for h, node in spec.retry.hosts
+                 if h in table.index and table.nodenames[table.index[h]] == node]
+        return ~np.isin(table.row_numbers(rows), tried)

@@ -3,9 +3,15 @@
 A weigher returns a raw weight per host; the pipeline normalizes the raw
 weights of one weigher to [0, 1] over the candidates (min-max) and adds
 them up, each times the weigher's multiplier. Higher is better.
+
+``weigh(host_state, spec)`` weighs one host; a weigher may also provide
+``weigh_vector(table, rows, spec)``, the same weights for many rows of the
+HostTable at once as a numpy array.
 """
 
 import sys
+
+import numpy as np
 
 from scheduler import plugins
 
@@ -15,6 +21,7 @@ class BaseHostWeigher:
     #: Fixed bounds for normalization; None means the candidates' own min or max.
     minval = None
     maxval = None
+    weigh_vector = None
 
     def __init__(self, conf):
         self.conf = conf
@@ -26,6 +33,10 @@ class BaseHostWeigher:
     def weight_multiplier(self, host_state):
         return 1.0
 
+    def multipliers(self, table, rows):
+        """The multiplier of every row (a scalar when it is the same for all)."""
+        return self.weight_multiplier(None)
+
     def weigh(self, host_state, spec):
         raise NotImplementedError
 
@@ -35,14 +46,14 @@ class BaseHostWeigher:
 
 def normalize(values, minval=None, maxval=None):
     """Min-max scale to [0, 1]; all-equal weights carry no information and become 0."""
-    if not values:
-        return []
-    low = min(values) if minval is None else minval
-    high = max(values) if maxval is None else maxval
+    values = np.asarray(values, dtype=np.float64)
+    if not len(values):
+        return values
+    low = values.min() if minval is None else minval
+    high = values.max() if maxval is None else maxval
     if high == low:
-        return [0.0] * len(values)
-    span = float(high - low)
-    return [(value - low) / span for value in values]
+        return np.zeros(len(values))
+    return (values - low) / float(high - low)
 
 
 def all_weighers():

@@ -26,3 +26,6 @@ class RAMWeigher(weighers.BaseHostWeigher):
 
     def weigh(self, host_state, spec):
         return host_state.free_ram_mb
+
+    def weigh_vector(self, table, rows, spec):
+        return table.free_ram_mb[rows]

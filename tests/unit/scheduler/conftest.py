@@ -4,7 +4,7 @@ import pytest
 
 from scheduler import conf as berth_conf
 from scheduler.conf import opts
-from scheduler.host_state import HostState
+from scheduler.host_state import HostState, HostTable
 from scheduler.request_spec import RequestSpec
 
 
@@ -18,8 +18,9 @@ def policy_conf(tmp_path):
 
 
 def make_host(name, ram=8192, disk=100, vcpus=8, free_ram=None, free_disk=None, vcpus_used=0,
-              instances=(), now=None):
-    host = HostState(name)
+              instances=(), now=None, table=None):
+    """A host that has reported once: alone, or as a new row of ``table``."""
+    host = HostState(name) if table is None else table.view(table.add(name))
     host.update_from_report(
         {
             "host": name,
@@ -50,3 +51,8 @@ def make_spec(memory_mb=1024, root_gb=10, vcpus=1, count=1, **filter_properties)
 @pytest.fixture
 def rng():
     return random.Random(42)
+
+
+@pytest.fixture
+def table():
+    return HostTable()

@@ -18,21 +18,21 @@ from tests.unit.scheduler.conftest import make_host, make_spec
 def test_ram_filter_applies_the_allocation_ratio(policy_conf, total, free, requested, passes):
     host = make_host("h", ram=total, free_ram=free)
     assert RamFilter(policy_conf).host_passes(host, make_spec(memory_mb=requested)) is passes
-    assert host.limits["memory_mb"] == total * 1.5
+    assert RamFilter(policy_conf).limits(host) == {"memory_mb": total * 1.5}
 
 
 def test_ram_filter_reads_its_ratio(policy_conf):
     policy_conf.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
     host = make_host("h", ram=4096)
     assert not RamFilter(policy_conf).host_passes(host, make_spec(memory_mb=4097))
-    assert host.limits["memory_mb"] == 4096
+    assert RamFilter(policy_conf).limits(host) == {"memory_mb": 4096}
 
 
 @pytest.mark.parametrize(("free", "root_gb", "passes"), [(10, 10, True), (10, 11, False), (-5, 1, False)])
 def test_disk_filter(policy_conf, free, root_gb, passes):
     host = make_host("h", disk=100, free_disk=free)
     assert DiskFilter(policy_conf).host_passes(host, make_spec(root_gb=root_gb)) is passes
-    assert host.limits["disk_gb"] == 100
+    assert DiskFilter(policy_conf).limits(host) == {"disk_gb": 100}
 
 
 def test_disk_filter_counts_ephemeral_disk(policy_conf):
@@ -48,13 +48,15 @@ def test_core_filter_overcommits_against_others_only(policy_conf):
     host = make_host("h", vcpus=4, vcpus_used=60)  # limit 4 * 16 = 64
     core = CoreFilter(policy_conf)
     assert core.host_passes(host, make_spec(vcpus=4))
-    assert host.limits["vcpu"] == 64
+    assert core.limits(host) == {"vcpu": 64}
     assert not core.host_passes(host, make_spec(vcpus=5))  # 5 > 4 real CPUs
     assert not core.host_passes(make_host("h", vcpus=8, vcpus_used=124), make_spec(vcpus=5))
 
 
 def test_core_filter_passes_hosts_that_report_no_cpus(policy_conf):
-    assert CoreFilter(policy_conf).host_passes(make_host("h", vcpus=0), make_spec(vcpus=64))
+    host = make_host("h", vcpus=0)
+    assert CoreFilter(policy_conf).host_passes(host, make_spec(vcpus=64))
+    assert CoreFilter(policy_conf).limits(host) == {}
 
 
 def test_compute_filter_drops_silent_and_disabled_hosts(policy_conf):

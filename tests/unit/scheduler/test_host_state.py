@@ -38,8 +38,9 @@ def test_a_report_with_the_placement_counts_it_once():
     assert host.free_ram_mb == 7168
 
 
-def test_consuming_an_instance_the_host_already_holds_changes_nothing():
-    host = make_host("h", free_ram=7168, instances=["u1"])
+def test_consuming_the_same_instance_twice_takes_once():
+    host = make_host("h")
+    host.consume("u1", FLAVOR)
     host.consume("u1", FLAVOR)
     assert host.free_ram_mb == 7168
 

@@ -5,6 +5,7 @@ import pytest
 
 from scheduler import filters, weighers
 from scheduler.exception import NoValidHost
+from scheduler.host_state import HostTable
 from scheduler.selection import Selector
 from tests.unit.scheduler.conftest import make_host, make_spec
 
@@ -14,22 +15,23 @@ def selector(policy_conf, rng):
     return Selector(filters.enabled_filters(policy_conf), weighers.enabled_weighers(policy_conf), 1, rng)
 
 
-def test_the_host_with_most_free_ram_wins(selector):
-    hosts = [make_host("a", free_ram=2000), make_host("b", free_ram=6000), make_host("c", free_ram=4000)]
+def test_the_host_with_most_free_ram_wins(selector, table):
+    hosts = [make_host(name, table=table, free_ram=free)
+             for name, free in (("a", 2000), ("b", 6000), ("c", 4000))]
     [chosen] = selector.select(hosts, make_spec(memory_mb=1024))
     assert chosen.host == "b"
     assert chosen.free_ram_mb == 6000 - 1024
 
 
-def test_instances_of_one_request_see_each_others_consumption(selector):
-    hosts = [make_host("a", ram=8192), make_host("b", ram=8192, free_ram=6000)]
+def test_instances_of_one_request_see_each_others_consumption(selector, table):
+    hosts = [make_host("a", table=table, ram=8192), make_host("b", table=table, ram=8192, free_ram=6000)]
     chosen = selector.select(hosts, make_spec(memory_mb=4096, count=2))
     assert [h.host for h in chosen] == ["a", "b"]
     assert hosts[0].free_ram_mb == 4096 and hosts[1].free_ram_mb == 1904
 
 
-def test_chosen_host_carries_the_limits_for_the_claim(selector):
-    [chosen] = selector.select([make_host("a", ram=4096, disk=50, vcpus=2)], make_spec())
+def test_chosen_host_carries_the_limits_for_the_claim(selector, table):
+    [chosen] = selector.select([make_host("a", table=table, ram=4096, disk=50, vcpus=2)], make_spec())
     assert chosen.limits == {"memory_mb": 6144.0, "disk_gb": 50.0, "vcpu": 32.0}
 
 
@@ -37,21 +39,24 @@ def test_random_choice_among_the_best_subset(policy_conf, rng):
     selector = Selector(filters.enabled_filters(policy_conf), weighers.enabled_weighers(policy_conf), 2, rng)
     picks = collections.Counter()
     for _ in range(200):
-        hosts = [make_host("a", free_ram=3000), make_host("b", free_ram=2900), make_host("c", free_ram=100)]
+        table = HostTable()
+        hosts = [make_host(name, table=table, free_ram=free)
+                 for name, free in (("a", 3000), ("b", 2900), ("c", 100))]
         picks[selector.select(hosts, make_spec(memory_mb=1))[0].host] += 1
     assert set(picks) == {"a", "b"}
     assert min(picks.values()) > 50
 
 
-def test_subset_larger_than_fleet_is_clamped(policy_conf, rng):
+def test_subset_larger_than_fleet_is_clamped(policy_conf, rng, table):
     selector = Selector(filters.enabled_filters(policy_conf), [], 50, rng)
-    [chosen] = selector.select([make_host("only")], make_spec())
+    [chosen] = selector.select([make_host("only", table=table)], make_spec())
     assert chosen.host == "only"
 
 
-def test_no_valid_host_says_what_each_filter_removed(selector, policy_conf):
-    down = make_host("down", now=time.monotonic() - policy_conf.scheduler.service_down_time - 5)
-    small = [make_host(f"small{i}", ram=1024) for i in range(2)]
+def test_no_valid_host_says_what_each_filter_removed(selector, policy_conf, table):
+    silent_since = time.monotonic() - policy_conf.scheduler.service_down_time - 5
+    down = make_host("down", table=table, now=silent_since)
+    small = [make_host(f"small{i}", ram=1024, table=table) for i in range(2)]
     with pytest.raises(NoValidHost) as info:
         selector.select([down] + small, make_spec(memory_mb=4096))
     message = str(info.value)
@@ -60,32 +65,33 @@ def test_no_valid_host_says_what_each_filter_removed(selector, policy_conf):
     assert "RamFilter removed 2" in message
 
 
-def test_a_request_that_does_not_fit_whole_consumes_nothing(selector):
-    hosts = [make_host("a", ram=4096), make_host("b", ram=4096)]
+def test_a_request_that_does_not_fit_whole_consumes_nothing(selector, table):
+    hosts = [make_host("a", table=table, ram=4096), make_host("b", table=table, ram=4096)]
     with pytest.raises(NoValidHost, match="instance 3 of 3"):
         selector.select(hosts, make_spec(memory_mb=6144, count=3))
     assert [h.free_ram_mb for h in hosts] == [4096, 4096]
     assert [h.num_instances for h in hosts] == [0, 0]
 
 
-def test_forced_host_skips_the_filters(selector):
-    hosts = [make_host("big", ram=65536), make_host("full", ram=1024, free_ram=0)]
+def test_forced_host_skips_the_filters(selector, table):
+    hosts = [make_host("big", table=table, ram=65536),
+             make_host("full", table=table, ram=1024, free_ram=0)]
     [chosen] = selector.select(hosts, make_spec(memory_mb=4096, force_hosts=["full"]))
     assert chosen.host == "full"
     assert chosen.limits == {}
 
 
-def test_forced_unknown_host_is_no_valid_host(selector):
+def test_forced_unknown_host_is_no_valid_host(selector, table):
     with pytest.raises(NoValidHost, match="forced host nowhere"):
-        selector.select([make_host("a")], make_spec(force_hosts=["nowhere"]))
+        selector.select([make_host("a", table=table)], make_spec(force_hosts=["nowhere"]))
 
 
-def test_ignored_hosts_are_never_chosen(selector):
-    hosts = [make_host("a", free_ram=8000), make_host("b", free_ram=10)]
+def test_ignored_hosts_are_never_chosen(selector, table):
+    hosts = [make_host("a", table=table, free_ram=8000), make_host("b", table=table, free_ram=10)]
     [chosen] = selector.select(hosts, make_spec(memory_mb=1, ignore_hosts=["a"]))
     assert chosen.host == "b"
 
 
-def test_no_hosts_at_all(selector):
+def test_no_hosts_at_all(selector, table):
     with pytest.raises(NoValidHost, match="no compute host has reported"):
         selector.select([], make_spec())

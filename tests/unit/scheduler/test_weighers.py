@@ -6,17 +6,17 @@ from tests.unit.scheduler.conftest import make_host, make_spec
 
 
 def test_normalize_scales_to_unit_range():
-    assert weighers.normalize([10, 20, 30]) == [0.0, 0.5, 1.0]
-    assert weighers.normalize([-100, 100]) == [0.0, 1.0]
+    assert list(weighers.normalize([10, 20, 30])) == [0.0, 0.5, 1.0]
+    assert list(weighers.normalize([-100, 100])) == [0.0, 1.0]
 
 
 def test_equal_weights_normalize_to_zero():
-    assert weighers.normalize([7, 7, 7]) == [0.0, 0.0, 0.0]
-    assert weighers.normalize([]) == []
+    assert list(weighers.normalize([7, 7, 7])) == [0.0, 0.0, 0.0]
+    assert list(weighers.normalize([])) == []
 
 
 def test_normalize_honours_fixed_bounds():
-    assert weighers.normalize([5], minval=0, maxval=10) == [0.5]
+    assert list(weighers.normalize([5], minval=0, maxval=10)) == [0.5]
 
 
 def test_ram_weigher_prefers_free_ram(policy_conf):

@@ -1,0 +1,1 @@
+"""Benchmarks of the scheduler: ``python -m scheduler.bench --help``."""
