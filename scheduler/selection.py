@@ -27,6 +27,8 @@ class Selector:
         by_vector = [f for f in self.filters if vectorized and f.filter_vector is not None]
         # Vector filters first, over the whole fleet; per-host ones on their survivors.
         self._filter_order = by_vector + [f for f in self.filters if f not in by_vector]
+        self._tierers = [p for p in self.filters + self.weighers
+                         if p.tier is not None or p.tier_vector is not None]
 
     def select(self, hosts, spec):
         """Choose and consume a host for each instance of ``spec``, all or none.
@@ -43,7 +45,7 @@ class Selector:
             for index, instance_uuid in enumerate(spec.instance_uuids):
                 if not forced:
                     rows = self.filter(table, rows, spec, index)
-                row = self.pick(rows, self.weigh(table, rows, spec))
+                row = self.pick(rows, self.weigh(table, rows, spec), self.tiers(table, rows, spec))
                 table.consume(row, instance_uuid, spec.flavor)
                 chosen.append(row)
         except NoValidHost:
@@ -103,10 +105,32 @@ class Selector:
             totals += multipliers * weighers_mod.normalize(raw, weigher.minval, weigher.maxval)
         return totals
 
-    def pick(self, rows, weights):
-        """A row at random among the ``host_subset_size`` heaviest (ties: earlier rows first)."""
+    def tiers(self, table, rows, spec):
+        """Each row's tier (0 best), or None when no plugin sorts hosts into tiers.
+
+        Plugins that do are combined in order: the first plugin's tier
+        decides, the next one breaks its ties, and so on.
+        """
+        combined = None
+        for plugin in self._tierers:
+            if self.vectorized and plugin.tier_vector is not None:
+                tier = np.asarray(plugin.tier_vector(table, rows, spec), dtype=np.int64)
+            else:
+                tier = np.fromiter((plugin.tier(view, spec) for view in table.views(rows)),
+                                   dtype=np.int64, count=len(rows))
+            combined = tier if combined is None else combined * TIER_BASE + tier
+        return combined
+
+    def pick(self, rows, weights, tiers=None):
+        """A row at random among the ``host_subset_size`` heaviest of the best tier.
+
+        Ties in weight go to the earlier rows, as a stable sort would.
+        """
         if not len(rows):
             raise NoValidHost("No valid host was found: no candidate hosts")
+        if tiers is not None and len(rows) > 1:
+            in_best = tiers == tiers.min()
+            rows, weights = rows[in_best], weights[in_best]
         best = rows[top(weights, self.host_subset_size)]
         return int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
 
@@ -115,6 +139,10 @@ class Selector:
         for host_filter in self.filters:
             merged.update(host_filter.limits(host))
         return merged
+
+
+#: Tiers a plugin may use (0 .. TIER_BASE - 1) when several plugins sort hosts into tiers.
+TIER_BASE = 16
 
 
 def _removed_by_each(vector_filters, masks, considered):

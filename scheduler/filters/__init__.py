@@ -24,6 +24,10 @@ class BaseHostFilter:
     abstract = True
     run_filter_once_per_request = False
     filter_vector = None
+    #: Optional ``tier(host_state, spec) -> int`` / ``tier_vector(table, rows, spec)``:
+    #: hosts that pass but should be used only when no better tier (0 best) has any.
+    tier = None
+    tier_vector = None
 
     def __init__(self, conf):
         self.conf = conf

@@ -22,6 +22,10 @@ class BaseHostWeigher:
     minval = None
     maxval = None
     weigh_vector = None
+    #: Optional ``tier(host_state, spec) -> int`` / ``tier_vector(table, rows, spec)``:
+    #: the selector picks among the best tier (0 best) only, by weight within it.
+    tier = None
+    tier_vector = None
 
     def __init__(self, conf):
         self.conf = conf

@@ -95,3 +95,43 @@ def test_ignored_hosts_are_never_chosen(selector, table):
 def test_no_hosts_at_all(selector, table):
     with pytest.raises(NoValidHost, match="no compute host has reported"):
         selector.select([], make_spec())
+
+
+class _Tiered:
+    """A weigher that sorts hosts into tiers by name, for the selection stage."""
+
+    name = "Tiered"
+    minval = maxval = None
+    weigh_vector = None
+    tier_vector = None
+
+    def __init__(self, tiers):
+        self._tiers = tiers
+
+    def weigh(self, host, spec):
+        return 0
+
+    def weight_multiplier(self, host):
+        return 1.0
+
+    def tier(self, host, spec):
+        return self._tiers[host.host]
+
+
+@pytest.mark.parametrize("vectorized", [True, False])
+def test_the_best_tier_wins_whatever_the_weights(policy_conf, rng, table, vectorized):
+    hosts = [make_host("roomy", table=table, free_ram=8000), make_host("tight", table=table, free_ram=100)]
+    selector = Selector(filters.enabled_filters(policy_conf),
+                        weighers.enabled_weighers(policy_conf) + [_Tiered({"roomy": 1, "tight": 0})],
+                        1, rng, vectorized=vectorized)
+    assert selector.select(hosts, make_spec(memory_mb=1))[0].host == "tight"
+    # A host of a worse tier is used when nothing better passes the filters.
+    assert selector.select(hosts, make_spec(memory_mb=5000))[0].host == "roomy"
+
+
+def test_tiers_of_several_plugins_compose_in_order(policy_conf, rng, table):
+    hosts = [make_host(n, table=table) for n in ("a", "b", "c")]
+    first = _Tiered({"a": 1, "b": 0, "c": 0})
+    second = _Tiered({"a": 0, "b": 2, "c": 1})
+    selector = Selector([], [first, second], 1, rng)
+    assert selector.select(hosts, make_spec(memory_mb=1))[0].host == "c"
