@@ -1,0 +1,99 @@
+"""python -m scheduler.bench: decision latency, report ingestion, memory, end to end.
+
+Prints a table, or one JSON object per line with --json.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+
+from scheduler.bench import decisions, ingestion
+
+
+def _hosts(text):
+    try:
+        values = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a comma-separated list of host counts, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("host counts must be positive")
+    return values
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m scheduler.bench", description=__doc__)
+    parser.add_argument("--hosts", type=_hosts, default=[1000, 10_000, 100_000],
+                        help="fleet sizes for decision latency (default 1000,10000,100000)")
+    parser.add_argument("--policies", default=",".join(decisions.POLICIES),
+                        help=f"comma-separated, of: {', '.join(decisions.POLICIES)}")
+    parser.add_argument("--decisions", type=int, default=500, help="decisions measured per row")
+    parser.add_argument("--reference-hosts", type=_hosts, default=[1000, 10_000],
+                        help="fleet sizes at which to also time the per-host reference pipeline")
+    parser.add_argument("--ingest-hosts", type=int, default=10_000,
+                        help="fleet size for the report ingestion rate")
+    parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
+                        "decision,reference,ingestion,memory,e2e")
+    parser.add_argument("--e2e-hosts", type=int, default=1000)
+    parser.add_argument("--e2e-instances", type=int, default=20_000)
+    parser.add_argument("--transport-url", default=os.environ.get(
+        "BERTH_BENCH_TRANSPORT_URL", "rabbit://guest:guest@127.0.0.1:5672/"),
+        help="broker for the end-to-end section")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    args = parser.parse_args(argv)
+    args.policies = [p for p in args.policies.split(",") if p]
+    unknown = [p for p in args.policies if p not in decisions.POLICIES]
+    if unknown:
+        parser.error(f"unknown policy {', '.join(unknown)}; known: {', '.join(decisions.POLICIES)}")
+    args.skip = set(filter(None, args.skip.split(",")))
+    return args
+
+
+def rows(args):
+    if "decision" not in args.skip:
+        for n in args.hosts:
+            for policy in args.policies:
+                yield decisions.measure(n, policy, args.decisions)
+    if "reference" not in args.skip:
+        for n in args.reference_hosts:
+            yield decisions.measure(n, "default", max(20, args.decisions // 20), vectorized=False)
+    if "ingestion" not in args.skip:
+        yield ingestion.measure_ingestion(args.ingest_hosts)
+    if "memory" not in args.skip:
+        yield ingestion.measure_memory(max(args.hosts))
+    if "e2e" not in args.skip:
+        from scheduler.bench import e2e
+
+        yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances)
+
+
+def _fmt(value, digits=3):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}" if value < 1000 else f"{value:,.0f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if not args.json:
+        print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+              f"Python {platform.python_version()}")
+        print(f"{'bench':<10} {'hosts':>8} {'policy':<32} {'median ms':>10} {'p99 ms':>10}  rate")
+    for row in rows(args):
+        if args.json:
+            print(json.dumps(row), flush=True)
+            continue
+        rate = next((f"{_fmt(row[k])} {k.replace('_per_s', '/s')}" for k in
+                     ("decisions_per_s", "reports_per_s", "placements_per_s") if k in row), "")
+        if "bytes_per_host" in row:
+            rate = f"{row['bytes_per_host']:,.0f} bytes/host"
+        print(f"{row['bench']:<10} {row['n_hosts']:>8,} {row['policy']:<32} "
+              f"{_fmt(row['median_ms']):>10} {_fmt(row['p99_ms']):>10}  {rate}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""How long one placement decision takes: filter, weigh, select and consume."""
+
+import random
+import statistics
+import time
+
+from scheduler import conf as berth_conf
+from scheduler import filters, weighers
+from scheduler.bench.fleet import random_fleet, random_spec
+from scheduler.conf import opts
+from scheduler.selection import Selector
+
+#: Policies measured: name -> option overrides in [filter_scheduler].
+POLICIES = {
+    "default": {},
+    "all": {"enabled_filters": "ALL", "weighers": "ALL", "host_subset_size": 8},
+}
+
+
+def policy_conf(overrides):
+    conf = berth_conf.new_conf()
+    opts.register_plugin_opts(conf)
+    conf([], project="berth-bench", default_config_files=[])
+    for name, value in overrides.items():
+        if value == "ALL":
+            value = sorted(filters.all_filters() if name == "enabled_filters" else weighers.all_weighers())
+        conf.set_override(name, value, "filter_scheduler")
+    return conf
+
+
+def percentile(samples, q):
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(n_hosts, policy="default", decisions=500, vectorized=True, seed=0):
+    """One row of figures for ``decisions`` single-instance decisions on a fleet of ``n_hosts``."""
+    conf = policy_conf(POLICIES[policy])
+    table = random_fleet(n_hosts, seed=seed)
+    selector = Selector(
+        filters.enabled_filters(conf), weighers.enabled_weighers(conf),
+        conf.filter_scheduler.host_subset_size, random.Random(seed), vectorized=vectorized,
+    )
+    specs = [random_spec(seed * 1_000_003 + i) for i in range(decisions + 20)]
+    for spec in specs[:20]:  # warm caches and allocators
+        selector.select(table, spec)
+    samples = []
+    clock = time.perf_counter
+    for spec in specs[20:]:
+        start = clock()
+        selector.select(table, spec)
+        samples.append(clock() - start)
+    return {
+        "bench": "decision",
+        "n_hosts": n_hosts,
+        "policy": policy if vectorized else f"{policy} (per-host reference)",
+        "decisions": len(samples),
+        "median_ms": statistics.median(samples) * 1e3,
+        "p99_ms": percentile(samples, 0.99) * 1e3,
+        "decisions_per_s": len(samples) / sum(samples),
+    }

@@ -1,0 +1,194 @@
+"""End to end over a real broker: cast run_instance, wait for ACTIVE.
+
+Starts a real berth-scheduler process and a simulated fleet process on a
+fresh RabbitMQ vhost (when rabbitmqctl is at hand) and a fresh database,
+casts single-instance requests as fast as one client can, and times each
+instance from its cast to the moment the scheduler recorded it ACTIVE.
+"""
+
+import contextlib
+import datetime
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import uuid
+
+import sqlalchemy as sa
+
+from scheduler import conf as berth_conf
+from scheduler import rpc
+from scheduler.bench.fleet import FLAVORS
+from scheduler.bench.fleet_sim import host_names
+from scheduler.client import SchedulerClient
+
+PG_ADMIN_DSN = os.environ.get("BERTH_BENCH_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
+PG_URL = os.environ.get("BERTH_BENCH_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")
+
+
+@contextlib.contextmanager
+def _vhost(url):
+    """A fresh vhost on ``url``'s broker when rabbitmqctl can make one, else ``url`` as it is."""
+    if not shutil.which("rabbitmqctl"):
+        yield url
+        return
+    name = f"berth-bench-{uuid.uuid4().hex[:8]}"
+    made = subprocess.run(["rabbitmqctl", "-q", "add_vhost", name], capture_output=True)
+    if made.returncode:
+        yield url
+        return
+    try:
+        parts = urllib.parse.urlsplit(url)
+        subprocess.run(["rabbitmqctl", "-q", "set_permissions", "-p", name, parts.username or "guest",
+                        ".*", ".*", ".*"], check=True, capture_output=True)
+        yield urllib.parse.urlunsplit(parts._replace(path="/" + name))
+    finally:
+        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True)
+
+
+@contextlib.contextmanager
+def _database(tmp):
+    """A fresh PostgreSQL database when one is reachable, else SQLite in ``tmp``."""
+    try:
+        import psycopg2
+
+        admin = psycopg2.connect(PG_ADMIN_DSN, connect_timeout=3)
+    except Exception:
+        yield f"sqlite:///{tmp}/bench.sqlite"
+        return
+    admin.autocommit = True
+    name = f"berth_bench_{uuid.uuid4().hex[:8]}"
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield PG_URL.format(db=name)
+    finally:
+        with admin.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.close()
+
+
+def _write_conf(path, transport_url, database_url, tmp):
+    path.write_text(f"""[DEFAULT]
+transport_url = {transport_url}
+state_path = {tmp}/state
+host = bench-scheduler
+[database]
+connection = {database_url}
+[scheduler]
+periodic_interval = 2
+[compute_agent]
+report_interval = 10
+fake_memory_mb = 262144
+fake_local_gb = 8000
+fake_vcpus = 64
+""")
+
+
+def _wait(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.5)
+
+
+def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600):
+    import pathlib
+
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
+    procs = []
+    try:
+        with _vhost(transport_url) as url, _database(tmp) as database_url:
+            conf_file = tmp / "berth.conf"
+            _write_conf(conf_file, url, database_url, tmp)
+            args = ["--config-file", str(conf_file)]
+            for module, extra in (("scheduler.cmd.scheduler", []),
+                                  ("scheduler.bench.fleet_sim", ["--hosts", str(n_hosts)])):
+                log = open(tmp / f"{module}.log", "ab")  # noqa: SIM115
+                procs.append(subprocess.Popen([sys.executable, "-m", module, *args, *extra],
+                                              stdout=log, stderr=subprocess.STDOUT))
+            conf = berth_conf.new_conf()
+            conf(args, project="berth-bench", default_config_files=[])
+            transport = rpc.get_transport(conf)
+            try:
+                client = SchedulerClient(transport, timeout=30)
+                expected = set(host_names("sim", n_hosts))
+
+                def fleet_up():
+                    try:
+                        return expected <= {h["host"] for h in client.list_hosts({}) if h["state"] == "up"}
+                    except rpc.MessagingTimeout:
+                        return False
+
+                _wait(fleet_up, 120, f"{n_hosts} simulated hosts to report")
+                cast_at = {}
+                start = time.time()
+                for i in range(n_instances):
+                    instance_uuid = str(uuid.uuid4())
+                    flavor = FLAVORS[i % 3]
+                    cast_at[instance_uuid] = time.time()
+                    client.run_instance({}, {"instance_uuids": [instance_uuid], "num_instances": 1,
+                                             "instance_type": flavor}, {})
+                cast_seconds = time.time() - start
+            finally:
+                transport.cleanup()
+            engine = sa.create_engine(database_url)
+            try:
+                def settled():
+                    with engine.connect() as db:
+                        return db.execute(sa.text(
+                            "SELECT count(*) FROM instances WHERE state IN ('ACTIVE', 'ERROR')"
+                        )).scalar() >= n_instances
+
+                _wait(settled, timeout, f"{n_instances} instances to settle")
+                with engine.connect() as db:
+                    rows = db.execute(sa.text("SELECT uuid, state, launched_at FROM instances")).all()
+            finally:
+                engine.dispose()
+    except Exception:
+        for log in sorted(tmp.glob("*.log")):
+            print(f"--- {log.name} (last lines)", file=sys.stderr)
+            print("".join(log.read_text(errors="replace").splitlines(True)[-15:]), file=sys.stderr)
+        raise
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    done = sorted(
+        (_epoch(r.launched_at), r.uuid) for r in rows if r.state == "ACTIVE" and r.uuid in cast_at
+    )
+    latencies = sorted(t - cast_at[u] for t, u in done)
+    first, last = min(cast_at.values()), done[-1][0]
+    # Sustained: the middle 80% of completions, away from the ramp-up and the tail.
+    low, high = done[len(done) // 10][0], done[(len(done) * 9) // 10][0]
+    return {
+        "bench": "e2e",
+        "n_hosts": n_hosts,
+        "policy": "default",
+        "instances": n_instances,
+        "active": len(done),
+        "errors": sum(r.state == "ERROR" for r in rows),
+        "cast_per_s": n_instances / cast_seconds,
+        "placements_per_s": (len(done) * 0.8) / max(high - low, 1e-9),
+        "overall_per_s": len(done) / max(last - first, 1e-9),
+        "median_ms": statistics.median(latencies) * 1e3,
+        "p99_ms": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1e3,
+    }
+
+
+def _epoch(value):
+    if isinstance(value, str):
+        value = datetime.datetime.fromisoformat(value.replace("Z", ""))
+    return value.replace(tzinfo=datetime.UTC).timestamp()

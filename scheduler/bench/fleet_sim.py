@@ -1,0 +1,129 @@
+"""A simulated fleet: many fake compute agents served by one process.
+
+Every agent keeps its own ResourceTracker (the real agent's accounting),
+claims what the scheduler casts to ``compute.<host>``, reports BUILDING then
+ACTIVE as a real agent does (builds take no time) and sends its resource
+report every report_interval. One queue bound to ``compute.*`` carries the
+whole fleet's traffic, so a thousand agents cost one connection.
+"""
+
+import logging
+import signal
+import sys
+import threading
+
+from kombu import Consumer, Queue
+from oslo_config import cfg
+
+from compute_agent import conf as agent_conf
+from compute_agent.resource_tracker import ClaimFailed, ResourceTracker
+from scheduler import concurrency, config, rpc
+from scheduler.client import SchedulerClient
+from scheduler.rpc import envelope, topology
+
+LOG = logging.getLogger(__name__)
+PROG = "berth-fleet-sim"
+
+cli_opts = [
+    cfg.IntOpt("hosts", default=1000, min=1, help="How many agents to simulate."),
+    cfg.StrOpt("prefix", default="sim", help="Agents are named <prefix>-000001 ..."),
+]
+
+
+def host_names(prefix, count):
+    return [f"{prefix}-{i:06d}" for i in range(1, count + 1)]
+
+
+class FleetSimulator:
+    def __init__(self, conf, transport, hosts):
+        self.conf = conf
+        self.transport = transport
+        agent = conf.compute_agent
+        totals = {"memory_mb": agent.fake_memory_mb, "local_gb": agent.fake_local_gb,
+                  "vcpus": agent.fake_vcpus}
+        self.trackers = {
+            h: ResourceTracker(h, totals, reserved_host_memory_mb=agent.reserved_host_memory_mb,
+                               reserved_host_disk_mb=agent.reserved_host_disk_mb,
+                               reserved_host_cpus=agent.reserved_host_cpus)
+            for h in hosts
+        }
+        self.scheduler = SchedulerClient(transport)
+        self.stopping = threading.Event()
+        self.claimed = self.refused = 0
+
+    def report_all(self):
+        for host, tracker in self.trackers.items():
+            self.scheduler.report_resources({}, host, tracker.report())
+
+    def _reports(self):
+        interval = self.conf.compute_agent.report_interval
+        while not self.stopping.wait(interval):
+            self.report_all()
+
+    def on_message(self, body, message):
+        try:
+            msg = envelope.unwrap(body)
+            host = message.delivery_info["routing_key"].partition(".")[2]
+            tracker = self.trackers.get(host)
+            args = msg.get("args", {})
+            if tracker is None:
+                return
+            if msg.get("method") == "run_instance":
+                self._build(host, tracker, args)
+            elif msg.get("method") == "terminate_instance":
+                tracker.free(args["instance_uuid"])
+                self.scheduler.instance_update({}, args["instance_uuid"], host, "DELETED")
+        except Exception:
+            LOG.exception("Simulated agent failed on a message")
+        finally:
+            message.ack()
+
+    def _build(self, host, tracker, args):
+        instance, props = args["instance"], args.get("filter_properties") or {}
+        try:
+            tracker.claim(instance["uuid"], instance["flavor"], props.get("limits"))
+        except ClaimFailed as exc:
+            self.refused += 1
+            retry = props.setdefault("retry", {"num_attempts": 1, "hosts": []})
+            retry["hosts"].append([host, host])
+            retry["exc_reason"] = f"{host}: {exc}"
+            props.pop("limits", None)
+            self.scheduler.run_instance({}, args["request_spec"], props)
+            return
+        self.claimed += 1
+        self.scheduler.instance_update({}, instance["uuid"], host, "BUILDING")
+        self.scheduler.instance_update({}, instance["uuid"], host, "ACTIVE")
+
+    def run(self):
+        queue = Queue(f"{self.conf.prefix}-fleet", exchange=topology.topic_exchange(self.transport),
+                      routing_key="compute.*", durable=False, auto_delete=True)
+        concurrency.spawn(self._reports, name="fleet-reports")
+        self.report_all()
+        with self.transport.connection("fleet-sim") as conn:
+            with Consumer(conn, [queue], callbacks=[self.on_message], accept=["json"],
+                          prefetch_count=256):
+                while not self.stopping.is_set():
+                    try:
+                        conn.drain_events(timeout=0.5)
+                    except TimeoutError:
+                        continue
+        LOG.info("Fleet stopped: %d claimed, %d refused", self.claimed, self.refused)
+
+
+def main(argv=None):
+    conf = config.load(sys.argv[1:] if argv is None else argv, PROG,
+                       register=[agent_conf.register_opts], cli_opts=cli_opts)
+    config.setup_logging(conf, PROG)
+    transport = rpc.get_transport(conf)
+    fleet = FleetSimulator(conf, transport, host_names(conf.prefix, conf.hosts))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: fleet.stopping.set())
+    try:
+        fleet.run()
+    finally:
+        transport.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
