@@ -87,6 +87,76 @@ opts = [
         min=0.0,
         help="Seconds a fake build takes before the instance goes ACTIVE.",
     ),
+    cfg.FloatOpt(
+        "fake_busy_fraction",
+        default=0.0,
+        min=0.0,
+        max=1.0,
+        help="Share of the fake driver's instances that are busy (drawn per instance from "
+        "fake_load_seed and its uuid); the others idle. Shapes the measured load it reports.",
+    ),
+    cfg.FloatOpt(
+        "fake_busy_cpu_load",
+        default=1.0,
+        min=0.0,
+        help="Cores a busy fake instance keeps busy, per vCPU of its flavor.",
+    ),
+    cfg.FloatOpt(
+        "fake_idle_cpu_load",
+        default=0.05,
+        min=0.0,
+        help="Cores an idle fake instance keeps busy, per vCPU of its flavor.",
+    ),
+    cfg.FloatOpt(
+        "fake_hidden_cpu_load",
+        default=0.0,
+        min=0.0,
+        help="Cores the fake host keeps busy with load no allocation accounts for (guests "
+        "beyond their flavor, work outside any instance).",
+    ),
+    cfg.FloatOpt(
+        "fake_idle_memory_fraction",
+        default=0.5,
+        min=0.0,
+        max=1.0,
+        help="Share of its memory an idle fake instance uses (a busy one uses all of it).",
+    ),
+    cfg.FloatOpt(
+        "fake_reservation_fraction",
+        default=1.0,
+        min=0.0,
+        max=1.0,
+        help="Share of its flavor a fake instance reserves; it may burst into the rest "
+        "(the cpu/memory reserved and burst figures it reports).",
+    ),
+    cfg.FloatOpt(
+        "fake_powered_off_fraction",
+        default=0.0,
+        min=0.0,
+        max=1.0,
+        help="Share of the fake driver's instances that are powered off: they use nothing "
+        "and their reservation is reported as undeployed.",
+    ),
+    cfg.IntOpt(
+        "fake_load_seed",
+        default=0,
+        help="Seed of the fake driver's load: which instances are busy or powered off.",
+    ),
+    cfg.StrOpt(
+        "fake_cpu_arch",
+        default="x86_64",
+        help="CPU architecture the fake driver reports (ImagePropertiesFilter's hw_architecture).",
+    ),
+    cfg.StrOpt(
+        "fake_hypervisor_type",
+        default="fake",
+        help="Hypervisor type the fake driver reports (ImagePropertiesFilter's img_hv_type).",
+    ),
+    cfg.ListOpt(
+        "fake_vm_modes",
+        default=["hvm"],
+        help="VM modes the fake driver reports (ImagePropertiesFilter's hw_vm_mode).",
+    ),
     cfg.StrOpt(
         "nodename",
         help="Name of the compute node this agent reports (the 'nodename' of "

@@ -66,6 +66,9 @@ class ResourceTracker:
         reserved_host_disk_mb=0,
         reserved_host_cpus=0,
         started_at=None,
+        measure=None,
+        cpu_arch=None,
+        vm_modes=(),
     ):
         self.host = host
         self.nodename = nodename or host
@@ -74,6 +77,15 @@ class ResourceTracker:
         self.reserved_host_disk_mb = reserved_host_disk_mb
         self.reserved_host_cpus = reserved_host_cpus
         self.started_at = started_at or isotime()
+        # ``measure(instances, now) -> {report key: value}``: the driver's measured load and
+        # reservation figures (cpu_utilization, memory_mb_in_use, cpu_reserved...), if any.
+        self.measure = measure
+        self.cpu_arch = cpu_arch
+        self.vm_modes = list(vm_modes or ())
+        #: Builds failed in a row (BuildFailureWeigher); a successful build resets it.
+        self.failed_builds = 0
+        #: Builds and deletes in progress (IoOpsFilter), set by the agent before each report.
+        self.io_workload = 0
         self._lock = threading.Lock()
         self._instances = {}  # uuid -> normalized flavor
         self.set_totals(totals)
@@ -81,15 +93,19 @@ class ResourceTracker:
     @classmethod
     def from_conf(cls, conf, host, nodename, driver, started_at=None):
         opts = conf.compute_agent
+        fake = driver.hypervisor_type == "fake"
         return cls(
             host,
             driver.get_totals(),
             nodename=nodename,
-            hypervisor_type=driver.hypervisor_type,
+            hypervisor_type=opts.fake_hypervisor_type if fake else driver.hypervisor_type,
+            cpu_arch=getattr(driver, "cpu_arch", None) or opts.fake_cpu_arch,
+            vm_modes=getattr(driver, "vm_modes", None) or opts.fake_vm_modes,
             reserved_host_memory_mb=opts.reserved_host_memory_mb,
             reserved_host_disk_mb=opts.reserved_host_disk_mb,
             reserved_host_cpus=opts.reserved_host_cpus,
             started_at=started_at,
+            measure=getattr(driver, "measure", None),
         )
 
     def set_totals(self, totals):
@@ -154,6 +170,11 @@ class ResourceTracker:
             self._instances[uuid] = wanted
             return True
 
+    def build_finished(self, succeeded):
+        """Count a failed build, or reset the count after a successful one."""
+        with self._lock:
+            self.failed_builds = 0 if succeeded else self.failed_builds + 1
+
     def free(self, uuid):
         """Release ``uuid``'s claim; True if it was held."""
         with self._lock:
@@ -161,11 +182,26 @@ class ResourceTracker:
 
     # -- the compute node record --------------------------------------------
 
+    def _metrics(self, memory_used, vcpus_used):
+        """Allocation-based metrics (MetricsWeigher's weight_setting names these)."""
+        metrics = {
+            "memory.used_mb": memory_used,
+            "memory.free_mb": self.memory_mb - memory_used,
+            "vcpus.used": vcpus_used,
+            "instances": len(self._instances),
+        }
+        if self.memory_mb:
+            metrics["memory.percent"] = round(100.0 * memory_used / self.memory_mb, 3)
+        if self.vcpus:
+            metrics["cpu.percent"] = round(100.0 * vcpus_used / self.vcpus, 3)
+        return metrics
+
     def report(self, now=None):
         """The compute-node record the agent sends as ``report_resources``."""
         with self._lock:
             memory, disk, vcpus = self._used()
-            return {
+            instances = dict(self._instances)
+            report = {
                 "host": self.host,
                 "nodename": self.nodename,
                 "hypervisor_type": self.hypervisor_type,
@@ -182,6 +218,14 @@ class ResourceTracker:
                 "reserved_host_memory_mb": self.reserved_host_memory_mb,
                 "reserved_host_disk_mb": self.reserved_host_disk_mb,
                 "reserved_host_cpus": self.reserved_host_cpus,
+                "cpu_arch": self.cpu_arch,
+                "vm_modes": list(self.vm_modes),
+                "io_workload": int(self.io_workload),
+                "failed_builds": self.failed_builds,
+                "metrics": self._metrics(memory, vcpus),
                 "reported_at": isotime(now),
                 "started_at": self.started_at,
             }
+        if self.measure is not None:
+            report.update(self.measure(instances, now))
+        return report

@@ -44,3 +44,9 @@ class SchedulerClient:
 
     def show_instance(self, ctxt, instance_uuid):
         return self._client.call(ctxt, "show_instance", instance_uuid=instance_uuid)
+
+    # -- operators: host aggregates and server groups (scheduler.admin) --------
+
+    def admin_call(self, ctxt, method, **kwargs):
+        """Call one method of the scheduler's AdminEndpoint."""
+        return self._client.call(ctxt, method, **kwargs)

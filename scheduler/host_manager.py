@@ -5,6 +5,7 @@ import math
 import threading
 import time
 
+from scheduler import host_load
 from scheduler.exception import InvalidRequest
 from scheduler.host_state import HostTable
 
@@ -42,6 +43,52 @@ def check_report(host, resources):
     running = resources.get("running_vms", len(uuids))
     if isinstance(running, bool) or not isinstance(running, int) or running < 0:
         raise InvalidRequest(f"report_resources from {host}: running_vms must be a count")
+    _check_placement_facts(host, resources)
+    host_load.check_report(host, resources)
+
+
+MAX_METRICS = 200
+MAX_SUPPORTED = 100
+
+
+def _short_text(value):
+    return isinstance(value, str) and 0 < len(value) <= 255
+
+
+def _check_placement_facts(host, resources):
+    """The optional keys the placement filters and weighers read (ImageProperties, IoOps...)."""
+    where = f"report_resources from {host}"
+    for key in ("io_workload", "failed_builds"):
+        value = resources.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _LIMIT:
+            raise InvalidRequest(f"{where}: {key} must be a count, got {value!r}"[:300])
+    for key in ("cpu_arch", "hypervisor_type"):
+        value = resources.get(key)
+        if value is not None and not _short_text(value):
+            raise InvalidRequest(f"{where}: {key} must be a string of at most 255 characters")
+    modes = resources.get("vm_modes")
+    if modes is not None and not (
+        isinstance(modes, list) and len(modes) <= MAX_SUPPORTED and all(_short_text(m) for m in modes)
+    ):
+        raise InvalidRequest(f"{where}: vm_modes must be a list of strings")
+    triples = resources.get("supported_instances")
+    if triples is not None and not (
+        isinstance(triples, list)
+        and len(triples) <= MAX_SUPPORTED
+        and all(isinstance(t, list | tuple) and len(t) == 3 and all(_short_text(p) for p in t)
+                for t in triples)
+    ):
+        raise InvalidRequest(
+            f"{where}: supported_instances must be a list of [architecture, hypervisor_type, vm_mode]"
+        )
+    metrics = resources.get("metrics")
+    if metrics is not None:
+        if not isinstance(metrics, dict) or len(metrics) > MAX_METRICS:
+            raise InvalidRequest(f"{where}: metrics must be an object of at most {MAX_METRICS} entries")
+        for name, value in metrics.items():
+            if not _short_text(name) or isinstance(value, bool) or not isinstance(value, int | float) \
+                    or not math.isfinite(value):
+                raise InvalidRequest(f"{where}: metrics[{str(name)[:50]!r}] must be a finite number")
 
 
 class HostManager:
@@ -55,6 +102,11 @@ class HostManager:
         self.conf = conf
         self.lock = threading.RLock()
         self.table = HostTable()
+        # The moving average of measured load ([filter_scheduler] load_*, BalancedWeigher).
+        self.table.load_half_life = getattr(
+            conf.filter_scheduler, "load_half_life", host_load.DEFAULT_HALF_LIFE)
+        self.table.load_stale_after = getattr(
+            conf.filter_scheduler, "load_stale_after", host_load.DEFAULT_STALE_AFTER)
 
     def update_from_report(self, host, resources, now=None):
         check_report(host, resources)

@@ -17,6 +17,9 @@ import time
 
 import numpy as np
 
+from scheduler import host_load
+from scheduler.aggregates import AggregateIndex
+
 _GROW = 2
 
 
@@ -30,8 +33,15 @@ class HostTable:
         "vcpus_total": np.float64,
         "vcpus_used": np.float64,
         "num_instances": np.float64,
+        "num_io_ops": np.float64,  # builds and deletes in progress, reported plus pending placements
+        "failed_builds": np.float64,  # builds failed in a row on the host (reset by a success)
         "updated": np.float64,  # monotonic time of the last report; -inf before the first
         "disabled": np.bool_,
+        # Codes into ``categories`` (0: not reported).
+        "hypervisor_code": np.int32,
+        "instances_code": np.int32,
+        # Reservation figures and measured load (scheduler.host_load).
+        **host_load.COLUMNS,
     }
 
     def __init__(self, capacity=64):
@@ -41,8 +51,19 @@ class HostTable:
         self.index = {}
         # Sparse per-row state: most rows have none of it.
         self.pending = {}  # row -> {uuid: (Flavor, monotonic time)}
-        self.extra = {}  # row -> {"hypervisor_type", "reported_at", ...}
+        self.extra = {}  # row -> {"reported_at", "metrics"}
+        # Distinct values of the string-valued attributes, coded per row in ``<name>_code``.
+        self.categories = {"hypervisor": Categories(None), "instances": Categories(())}
+        self._metrics = {}  # metric name -> column (NaN: not reported), made on first sight
         self._views = {}
+        self.aggregate_index = AggregateIndex(self)
+        self.starts = {}  # row -> {uuid: time the scheduler placed it} (recent starts)
+        self.start_log = host_load.StartLog()  # the same starts as arrays
+        self.readings = {}  # row -> the last load reading folded (host_load)
+        # Time of placements and load samples; a simulation substitutes its own clock.
+        self.clock = time.monotonic
+        self.load_half_life = host_load.DEFAULT_HALF_LIFE
+        self.load_stale_after = host_load.DEFAULT_STALE_AFTER
         self._capacity = 0
         self._grow(max(capacity, 1))
 
@@ -51,9 +72,13 @@ class HostTable:
             fresh = np.zeros(capacity, dtype=dtype)
             if name == "updated":
                 fresh[:] = -np.inf
+            elif name in host_load.FILL:
+                fresh[:] = host_load.FILL[name]
             if self._capacity:
                 fresh[: self.size] = getattr(self, "_" + name)[: self.size]
             setattr(self, "_" + name, fresh)
+        for name, column in self._metrics.items():
+            self._metrics[name] = np.concatenate([column, np.full(capacity - len(column), np.nan)])
         self._capacity = capacity
         self._bind_columns()
 
@@ -78,6 +103,23 @@ class HostTable:
         self.nodenames.append(nodename or host)
         self._bind_columns()
         return row
+
+    def metric(self, name):
+        """The column of reported metric ``name`` (NaN where a host does not report it), or None."""
+        column = self._metrics.get(name)
+        return None if column is None else column[: self.size]
+
+    def category(self, name, row):
+        """The value of string-valued attribute ``name`` (``hypervisor``, ``instances``) on ``row``."""
+        return self.categories[name].values[getattr(self, f"_{name}_code")[row]]
+
+    @property
+    def aggregates(self):
+        """The host aggregates (scheduler.aggregates.Aggregate) the scheduler knows."""
+        return self.aggregate_index.aggregates
+
+    def set_aggregates(self, aggregates):
+        self.aggregate_index.set(aggregates)
 
     def row_numbers(self, rows):
         """``rows`` (an index array or a slice) as an index array."""
@@ -104,10 +146,21 @@ class HostTable:
         uuids = resources.get("instance_uuids") or ()
         self._num_instances[row] = resources.get("running_vms", len(uuids))
         self._updated[row] = now
-        self.extra[row] = {
-            "hypervisor_type": resources.get("hypervisor_type"),
-            "reported_at": resources.get("reported_at"),
-        }
+        self._num_io_ops[row] = resources.get("io_workload", 0)
+        self._failed_builds[row] = resources.get("failed_builds", 0)
+        self._hypervisor_code[row] = self.categories["hypervisor"].code(resources.get("hypervisor_type"))
+        self._instances_code[row] = self.categories["instances"].code(supported_instances(resources))
+        metrics = dict(resources.get("metrics") or {})
+        for name in self.extra.get(row, {}).get("metrics", ()):
+            if name in self._metrics:
+                self._metrics[name][row] = np.nan
+        for name, value in metrics.items():
+            column = self._metrics.get(name)
+            if column is None:
+                column = self._metrics[name] = np.full(self._capacity, np.nan)
+            column[row] = value
+        self.extra[row] = {"reported_at": resources.get("reported_at"), "metrics": metrics}
+        host_load.read_report(self, row, resources, now)
         pending = self.pending.get(row)
         if pending:
             reported = set(uuids)
@@ -128,7 +181,9 @@ class HostTable:
         pending = self.pending.setdefault(row, {})
         if instance_uuid in pending:
             return
-        pending[instance_uuid] = (flavor, time.monotonic() if now is None else now)
+        now = self.clock() if now is None else now
+        pending[instance_uuid] = (flavor, now)
+        host_load.record_start(self, row, instance_uuid, now)
         self._take(row, flavor, +1)
 
     def release(self, row, instance_uuid):
@@ -136,6 +191,7 @@ class HostTable:
         pending = self.pending.get(row)
         entry = pending.pop(instance_uuid, None) if pending else None
         if entry is not None:
+            host_load.forget_start(self, row, instance_uuid)
             self._take(row, entry[0], -1)
             if not pending:
                 del self.pending[row]
@@ -145,6 +201,44 @@ class HostTable:
         self._free_disk_gb[row] -= sign * flavor.disk_gb
         self._vcpus_used[row] += sign * flavor.vcpus
         self._num_instances[row] += sign
+        self._num_io_ops[row] += sign
+        self._cpu_reserved[row] += sign * flavor.vcpus  # NaN (not reported) stays NaN
+        self._memory_reserved_mb[row] += sign * flavor.memory_mb
+
+
+class Categories:
+    """The distinct values of one attribute, each with a code (its index in ``values``)."""
+
+    def __init__(self, unset):
+        self.values = [unset]
+        self._codes = {unset: 0}
+
+    def code(self, value):
+        code = self._codes.get(value)
+        if code is None:
+            code = self._codes[value] = len(self.values)
+            self.values.append(value)
+        return code
+
+    def each(self, predicate):
+        """``predicate(value)`` for every value, as a boolean array to index with codes."""
+        return np.fromiter((predicate(v) for v in self.values), dtype=bool, count=len(self.values))
+
+
+def supported_instances(resources):
+    """The (architecture, hypervisor_type, vm_mode) triples a report says the host runs.
+
+    From ``supported_instances`` when the agent reports it, else from its
+    ``cpu_arch``, ``hypervisor_type`` and ``vm_modes``; () when it says nothing.
+    """
+    triples = resources.get("supported_instances")
+    if triples:
+        return tuple(sorted({tuple(str(part).lower() for part in t) for t in triples}))
+    arch, hv_type = resources.get("cpu_arch"), resources.get("hypervisor_type")
+    if not arch:
+        return ()
+    modes = resources.get("vm_modes") or ["hvm"]
+    return tuple(sorted({(str(arch).lower(), str(hv_type or "").lower(), str(m).lower()) for m in modes}))
 
 
 def _column(name, cast=float):
@@ -181,7 +275,24 @@ class HostState:
     vcpus_total = _column("vcpus_total", _int_or_float)
     vcpus_used = _column("vcpus_used", _int_or_float)
     num_instances = _column("num_instances", int)
+    num_io_ops = _column("num_io_ops", int)
+    failed_builds = _column("failed_builds", int)
     disabled = _column("disabled", bool)
+    # Reservation figures (NaN: not reported) and the measured load (scheduler.host_load).
+    cpu_reserved = _column("cpu_reserved")
+    cpu_burst = _column("cpu_burst")
+    cpu_undeployed = _column("cpu_undeployed")
+    memory_reserved_mb = _column("memory_reserved_mb")
+    memory_burst_mb = _column("memory_burst_mb")
+    memory_undeployed_mb = _column("memory_undeployed_mb")
+    cpu_util = _column("cpu_util")
+    mem_util = _column("mem_util")
+    util_at = _column("util_at")
+    util_measured = _column("util_measured", bool)
+
+    def recent_starts(self, window, now):
+        """Placements the scheduler made on this host within ``window`` seconds before ``now``."""
+        return host_load.recent_starts_of(self._table, self._row, window, now)
 
     @property
     def row(self):
@@ -206,7 +317,19 @@ class HostState:
 
     @property
     def hypervisor_type(self):
-        return self._table.extra.get(self._row, {}).get("hypervisor_type")
+        return self._table.category("hypervisor", self._row)
+
+    @property
+    def supported_instances(self):
+        return self._table.category("instances", self._row)
+
+    @property
+    def metrics(self):
+        return self._table.extra.get(self._row, {}).get("metrics", {})
+
+    @property
+    def aggregates(self):
+        return self._table.aggregate_index.of_row(self._row)
 
     @property
     def reported_at(self):

@@ -140,6 +140,13 @@ class RequestSpec:
     ignore_hosts: list = dataclasses.field(default_factory=list)
     retry: Retry = dataclasses.field(default_factory=Retry)
     instance_properties: dict = dataclasses.field(default_factory=dict)
+    image_id: str | None = None
+    # Looked up by the scheduler before selection (scheduler.lookups), never read from the wire:
+    #: the server group of a ``group`` hint: {uuid, name, policy, rules, hosts: {host: members}}
+    group: dict | None = None
+    #: hosts of the instances named by the same_host / different_host hints (None: no hint)
+    same_host_hosts: list | None = None
+    different_host_hosts: list | None = None
 
     @property
     def num_instances(self):
@@ -191,6 +198,7 @@ class RequestSpec:
             ),
             retry=Retry.from_wire(filter_properties.get("retry")),
             instance_properties=props,
+            image_id=_text(image.get("id"), "request_spec.image.id", optional=True),
         )
 
     def for_instance(self, instance_uuid):
@@ -209,6 +217,8 @@ class RequestSpec:
             ),
             "image": {"properties": dict(self.image_properties)},
         }
+        if self.image_id is not None:
+            request_spec["image"]["id"] = self.image_id
         filter_properties = {
             "scheduler_hints": dict(self.scheduler_hints),
             "force_hosts": list(self.force_hosts),

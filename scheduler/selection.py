@@ -21,7 +21,9 @@ class Selector:
     def __init__(self, filters, weighers, host_subset_size=1, rng=None, vectorized=True):
         self.filters = list(filters)
         self.weighers = list(weighers)
-        self.host_subset_size = max(1, host_subset_size)
+        # A weigher may ask for a wider random pick (``subset_size``): the largest request wins.
+        self.host_subset_size = max([1, host_subset_size]
+                                    + [getattr(w, "subset_size", None) or 1 for w in self.weighers])
         self.rng = rng or random.Random()
         self.vectorized = vectorized
         by_vector = [f for f in self.filters if vectorized and f.filter_vector is not None]

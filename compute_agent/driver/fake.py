@@ -1,5 +1,6 @@
 """A simulated host of configurable size ([compute_agent] fake_*)."""
 
+from compute_agent import load_model
 from compute_agent.driver import base
 
 
@@ -19,3 +20,16 @@ class FakeDriver(base.ComputeDriver):
 
     def destroy(self, instance):
         pass
+
+    def measure(self, instances, now=None):
+        """Measured load and reservation figures of ``instances`` (compute_agent.load_model)."""
+        opts = self.conf.compute_agent
+        return load_model.simulated_load(
+            instances, opts.fake_vcpus, opts.fake_memory_mb,
+            reserved_cpus=opts.reserved_host_cpus, reserved_memory_mb=opts.reserved_host_memory_mb,
+            busy_fraction=opts.fake_busy_fraction, busy_cpu_load=opts.fake_busy_cpu_load,
+            idle_cpu_load=opts.fake_idle_cpu_load, hidden_cpu_load=opts.fake_hidden_cpu_load,
+            idle_memory_fraction=opts.fake_idle_memory_fraction,
+            reservation_fraction=opts.fake_reservation_fraction,
+            powered_off_fraction=opts.fake_powered_off_fraction, seed=opts.fake_load_seed, now=now,
+        )

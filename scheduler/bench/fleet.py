@@ -1,10 +1,12 @@
 """Synthetic fleets and requests, reproducible from a seed (benchmarks, tests)."""
 
+import dataclasses
 import time
 import uuid
 
 import numpy as np
 
+from scheduler import host_load
 from scheduler.host_state import HostTable
 from scheduler.request_spec import RequestSpec
 
@@ -37,19 +39,110 @@ def random_report(rng, host, load=None):
     }
 
 
-def random_fleet(n, seed=0, down_fraction=0.02, disabled_fraction=0.01, service_down_time=60):
-    """A HostTable of ``n`` hosts; a few are silent past service_down_time or disabled."""
+def rich_facts(rng):
+    """Random report keys the placement filters read: architecture, io, failures, metrics."""
+    facts = {
+        "cpu_arch": str(rng.choice(["x86_64", "aarch64", "x86_64"])),
+        "hypervisor_type": str(rng.choice(["fake", "kvm", "qemu"])),
+        "vm_modes": [str(m) for m in rng.choice(["hvm", "xen", "exe"], size=int(rng.integers(1, 3)))],
+        "io_workload": int(rng.integers(0, 12)),
+        "failed_builds": int(rng.integers(0, 3)) if rng.random() < 0.2 else 0,
+        "metrics": {name: float(rng.integers(0, 100)) for name in ("cpu.percent", "memory.percent")
+                    if rng.random() < 0.9},
+    }
+    if rng.random() < 0.05:
+        facts.pop("cpu_arch")
+    return facts
+
+
+def random_aggregates(rng, hosts):
+    """A few aggregates over ``hosts``: zones, ratio and multiplier overrides, tenants, traits."""
+    found = []
+    for i in range(6):
+        members = [h for h in hosts if rng.random() < 0.3]
+        metadata = {}
+        if rng.random() < 0.5:
+            metadata["ram_allocation_ratio"] = str(rng.choice(["1.0", "2.0", "0.5", "oops"]))
+        if rng.random() < 0.5:
+            metadata["cpu_allocation_ratio"] = str(rng.choice(["4.0", "32.0"]))
+        if rng.random() < 0.5:
+            metadata["disk_allocation_ratio"] = str(rng.choice(["1.5", "0.8"]))
+        for key in ("ram_weight_multiplier", "disk_weight_multiplier", "io_ops_weight_multiplier",
+                    "metrics_weight_multiplier", "soft_anti_affinity_weight_multiplier"):
+            if rng.random() < 0.3:
+                metadata[key] = str(rng.choice(["2.0", "-1.0", "0.0", "bad"]))
+        if rng.random() < 0.3:
+            metadata["filter_tenant_id"] = str(rng.choice(["p1", "p1,p2", "p3"]))
+        if rng.random() < 0.6:
+            metadata["ssd"] = str(rng.choice(["true", "false"]))
+        zone = str(rng.choice(["az1", "az2"])) if i < 3 else None
+        found.append({"name": f"agg-{i}", "hosts": members, "metadata": metadata,
+                      "availability_zone": zone})
+    return found
+
+
+def rich_spec(seed=0, table=None, count=1):
+    """A random request using the hints, extra specs and image properties the catalog reads."""
+    rng = np.random.default_rng(seed + 10_000)
+    spec = random_spec(seed, count)
+    specs = {}
+    for key, choices in (("ssd", ["true", "<or> true <or> false"]),
+                         ("aggregate_instance_extra_specs:ssd", ["s== true"]),
+                         ("capabilities:free_ram_mb", [">= 16384", "= 4096"]),
+                         ("capabilities:hypervisor_type", ["s== kvm", "<in> e"]),
+                         ("capabilities:metrics:cpu.percent", ["<= 50"])):
+        if rng.random() < 0.3:
+            specs[key] = str(rng.choice(choices))
+    spec.flavor = dataclasses.replace(spec.flavor, extra_specs=specs)
+    props = {}
+    if rng.random() < 0.5:
+        props["hw_architecture"] = str(rng.choice(["x86_64", "aarch64", "amd64"]))
+    if rng.random() < 0.3:
+        props["hw_vm_mode"] = str(rng.choice(["hvm", "xen"]))
+    spec.image_properties = props
+    spec.image_id = str(rng.choice(["img-1", "img-2"]))
+    spec.project_id = str(rng.choice(["p1", "p2", "p4"]))
+    if rng.random() < 0.5:
+        spec.availability_zone = str(rng.choice(["az1", "az2", "nova"]))
+    if table is not None and len(table):
+        hosts = [table.names[int(r)] for r in rng.integers(0, len(table), size=5)]
+        policy = str(rng.choice(["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]))
+        rules = {"max_server_per_host": int(rng.integers(1, 3))}
+        spec.group = {"uuid": "g", "policy": policy, "rules": rules,
+                      "members": [], "placed": [], "hosts": {h: int(rng.integers(1, 3)) for h in hosts[:3]}}
+        if rng.random() < 0.5:
+            spec.same_host_hosts = hosts[1:4]
+        spec.different_host_hosts = hosts[2:5]
+    return spec
+
+
+def random_fleet(n, seed=0, down_fraction=0.02, disabled_fraction=0.01, service_down_time=60,
+                 rich=False):
+    """A HostTable of ``n`` hosts; a few are silent past service_down_time or disabled.
+
+    ``rich``: hosts also report architectures, io workload, failed builds and
+    metrics, and sit in random aggregates (zones, ratio and multiplier overrides).
+    """
     rng = np.random.default_rng(seed)
+    load_rng = np.random.default_rng(seed + 20_000)  # its own stream: the others' draws stay put
     table = HostTable(capacity=n)
     now = time.monotonic()
+    table.clock = lambda: now  # the load weighers' staleness and recent starts read the clock
     for i in range(n):
         host = f"host-{i:06d}"
         row = table.add(host)
         silent = rng.random() < down_fraction
+        report = random_report(rng, host)
+        if rich:
+            report.update(rich_facts(rng))
+        report.update(load_facts(load_rng, report))
         table.update_from_report(
-            row, random_report(rng, host), now - (service_down_time * 2 if silent else rng.uniform(0, 30))
+            row, report, now - (service_down_time * 2 if silent else rng.uniform(0, 30))
         )
+        age_load(load_rng, table, row, now)
         table.disabled[row] = rng.random() < disabled_fraction
+    if rich:
+        table.set_aggregates(random_aggregates(rng, table.names))
     return table
 
 
@@ -63,3 +156,33 @@ def random_spec(seed=0, count=1, **filter_properties):
         },
         filter_properties,
     )
+
+
+def load_facts(rng, report):
+    """Random reservation figures and measured load (scheduler.host_load), some of them missing."""
+    vcpus, memory = report["vcpus"], report["memory_mb"]
+    facts = {}
+    if rng.random() < 0.8:
+        reserved = float(rng.uniform(0.3, 1.0))
+        facts.update(cpu_reserved=report["vcpus_used"] * reserved,
+                     memory_reserved_mb=(memory - report["free_ram_mb"]) * reserved)
+        if facts["memory_reserved_mb"] < 0:
+            del facts["memory_reserved_mb"]
+        for key, base in (("cpu_burst", vcpus), ("memory_burst_mb", memory),
+                          ("cpu_undeployed_reservation", vcpus),
+                          ("memory_undeployed_reservation_mb", memory)):
+            if rng.random() < 0.7:
+                facts[key] = float(base * rng.uniform(0.0, 2.0))
+    if rng.random() < 0.85:  # the rest have never been measured
+        facts.update(cpu_utilization=float(rng.uniform(0.0, 1.0)),
+                     memory_mb_in_use=float(memory * rng.uniform(0.0, 1.0)),
+                     utilization_sampled_at=str(rng.integers(0, 2**31)))
+    return facts
+
+
+def age_load(rng, table, row, now):
+    """Make some measured hosts stale and give some recent placements, for the load weighers."""
+    if rng.random() < 0.1:
+        table.util_at[row] = now - float(rng.uniform(500, 2000))
+    for i in range(int(rng.integers(0, 4))):
+        host_load.record_start(table, row, f"recent-{row}-{i}", now - float(rng.uniform(0, 900)))

@@ -9,6 +9,7 @@ from oslo_config import cfg
 
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
+from scheduler.cmd import admin_commands
 
 PROG = "berth"
 SETTLED = (states.ACTIVE, states.ERROR, states.DELETED)
@@ -82,6 +83,8 @@ def add_commands(subparsers):
     show = subparsers.add_parser("show", help="One instance: state, host, fault reason.")
     show.add_argument("uuid", type=_uuid, metavar="UUID")
     show.set_defaults(func=show_command)
+
+    admin_commands.add_commands(subparsers)  # aggregate ..., server-group ...
 
 
 def flavor_from_args(args):
@@ -233,7 +236,11 @@ def main(argv=None, out=None):
         PROG,
         cli_opts=[cfg.SubCommandOpt("command", title="commands", handler=add_commands)],
     )
-    transport = rpc.get_transport(conf)
+    try:
+        transport = rpc.get_transport(conf)
+    except ValueError as exc:  # the URL in it is masked
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
     client = SchedulerClient(transport)
     try:
         return conf.command.func(client, conf.command, out)
@@ -249,6 +256,9 @@ def main(argv=None, out=None):
         return 1
     except rpc.RemoteError as exc:
         print(f"{PROG}: {exc.value}", file=sys.stderr)
+        return 1
+    except rpc.MessageDeliveryFailure as exc:  # the URL in it is masked
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
     finally:
         transport.cleanup()

@@ -114,6 +114,60 @@ class Service(Base):
     created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
 
 
+class Aggregate(Base):
+    """A host aggregate: a named set of hosts with metadata and an optional zone."""
+
+    __tablename__ = "aggregates"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(sa.String(255), nullable=False, unique=True)
+    availability_zone: Mapped[str | None] = mapped_column(sa.String(255))
+    # "metadata" is the declarative base's own attribute: mapped under another name.
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", sa.JSON)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
+    updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class AggregateHost(Base):
+    __tablename__ = "aggregate_hosts"
+    __table_args__ = (sa.UniqueConstraint("aggregate_id", "host"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    aggregate_id: Mapped[int] = mapped_column(
+        sa.Integer, sa.ForeignKey("aggregates.id", ondelete="CASCADE"), nullable=False
+    )
+    host: Mapped[str] = mapped_column(sa.String(255), nullable=False, index=True)
+
+
+class ServerGroup(Base):
+    """A server group: a placement policy (affinity, anti-affinity, soft-...) and its rules."""
+
+    __tablename__ = "server_groups"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False, unique=True, index=True)
+    name: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    project_id: Mapped[str | None] = mapped_column(sa.String(255))
+    policy: Mapped[str] = mapped_column(sa.String(32), nullable=False)
+    rules: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
+
+
+class ServerGroupMember(Base):
+    __tablename__ = "server_group_members"
+    __table_args__ = (sa.UniqueConstraint("group_id", "instance_uuid"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    group_id: Mapped[int] = mapped_column(
+        sa.Integer, sa.ForeignKey("server_groups.id", ondelete="CASCADE"), nullable=False
+    )
+    instance_uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False, index=True)
+
+
 instances = Instance.__table__
 compute_nodes = ComputeNode.__table__
 services = Service.__table__
+aggregates = Aggregate.__table__
+aggregate_hosts = AggregateHost.__table__
+server_groups = ServerGroup.__table__
+server_group_members = ServerGroupMember.__table__

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from scheduler import plugins
+from scheduler import aggregates, plugins
 
 
 class BaseHostWeigher:
@@ -34,12 +34,34 @@ class BaseHostWeigher:
     def name(self):
         return type(self).__name__
 
+    #: The option holding the multiplier (in ``multiplier_group``); None: 1.0. A host's
+    #: aggregates override it with metadata ``aggregate_key`` (default: the option's
+    #: name, e.g. ``ram_weight_multiplier=2.0``), the smallest winning, as Nova's
+    #: get_weight_multiplier does.
+    multiplier_option = None
+    multiplier_group = "filter_scheduler"
+    aggregate_key = None
+
+    def default_multiplier(self):
+        if self.multiplier_option is None:
+            return 1.0
+        return getattr(getattr(self.conf, self.multiplier_group), self.multiplier_option)
+
+    def _aggregate_key(self):
+        return self.aggregate_key or self.multiplier_option
+
     def weight_multiplier(self, host_state):
-        return 1.0
+        default = self.default_multiplier()
+        if host_state is None or self.multiplier_option is None:
+            return default
+        values = aggregates.metadata_values(host_state.aggregates, self._aggregate_key())
+        return aggregates.min_number(values, default)
 
     def multipliers(self, table, rows):
         """The multiplier of every row (a scalar when it is the same for all)."""
-        return self.weight_multiplier(None)
+        if self.multiplier_option is None:
+            return self.weight_multiplier(None)
+        return aggregates.min_number_vector(table, rows, self._aggregate_key(), self.default_multiplier())
 
     def weigh(self, host_state, spec):
         raise NotImplementedError

@@ -21,8 +21,7 @@ def list_opts():
 
 
 class RAMWeigher(weighers.BaseHostWeigher):
-    def weight_multiplier(self, host_state):
-        return self.conf.filter_scheduler.ram_weight_multiplier
+    multiplier_option = "ram_weight_multiplier"
 
     def weigh(self, host_state, spec):
         return host_state.free_ram_mb

@@ -28,7 +28,7 @@ def test_db_version_then_sync(config_file, capsys, tmp_path):
     assert manage.main(["--config-file", conf, "db", "sync"]) == 0
     assert capsys.readouterr().out.strip() == migration.head()
     assert manage.main(["--config-file", conf, "db", "version"]) == 0
-    assert capsys.readouterr().out.strip() == "0001"
+    assert capsys.readouterr().out.strip() == migration.head()
 
 
 def test_config_dir(tmp_path, capsys):
@@ -37,7 +37,7 @@ def test_config_dir(tmp_path, capsys):
     db = tmp_path / "elsewhere" / "x.sqlite"
     (conf_dir / "db.conf").write_text(f"[database]\nconnection = sqlite:///{db}\n")
     assert manage.main(["--config-dir", str(conf_dir), "db", "sync"]) == 0
-    assert capsys.readouterr().out.strip() == "0001"
+    assert capsys.readouterr().out.strip() == migration.head()
     assert db.exists()
 
 

@@ -25,7 +25,7 @@ def test_sync_creates_every_table(fresh):
     assert fresh.sync() == migration.head()
     tables = set(sa.inspect(fresh.engine).get_table_names())
     assert tables == set(models.Base.metadata.tables) | {"alembic_version"}
-    assert fresh.version() == migration.head() == "0001"
+    assert fresh.version() == migration.head() == "0002"
 
 
 def test_sync_is_idempotent(fresh):
@@ -50,7 +50,7 @@ def test_downgrade_then_upgrade(fresh):
         connection.commit()
     assert set(sa.inspect(fresh.engine).get_table_names()) == {"alembic_version"}
     assert fresh.version() is None
-    assert fresh.sync() == "0001"
+    assert fresh.sync() == migration.head()
 
 
 def test_concurrent_sync(db_url):
@@ -73,7 +73,7 @@ def test_concurrent_sync(db_url):
     for database in databases:
         database.dispose()
     assert errors == []
-    assert results == ["0001"] * len(databases)
+    assert results == [migration.head()] * len(databases)
 
 
 def test_sync_uses_wal(database):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from scheduler import filters, weighers
-from scheduler.bench.fleet import random_fleet, random_spec
+from scheduler.bench.fleet import random_fleet, random_spec, rich_spec
 from scheduler.selection import Selector
 
 VECTOR_FILTERS = sorted(n for n, cls in filters.all_filters().items() if cls.filter_vector is not None)
@@ -29,9 +29,55 @@ def pair(policy_conf, filter_names, weigher_names, subset=1, seed=0):
     ]
 
 
+#: Plugins whose per-host form is the only one, and why.
+PER_HOST_ONLY = set()
+
+
 def test_every_shipped_filter_and_weigher_has_a_vector_form():
-    assert set(VECTOR_FILTERS) == set(filters.all_filters())
-    assert set(VECTOR_WEIGHERS) == set(weighers.all_weighers())
+    assert set(VECTOR_FILTERS) == set(filters.all_filters()) - PER_HOST_ONLY
+    assert set(VECTOR_WEIGHERS) == set(weighers.all_weighers()) - PER_HOST_ONLY
+
+
+def _mask(result, n):
+    return np.broadcast_to(np.asarray(result, dtype=bool), (n,))
+
+
+def _rich_conf(policy_conf):
+    policy_conf.set_override("weight_setting", ["cpu.percent=-1.0", "memory.percent=0.5"], "metrics")
+    policy_conf.set_override("isolated_hosts", ["host-000001", "host-000007"], "filter_scheduler")
+    policy_conf.set_override("isolated_images", ["img-1"], "filter_scheduler")
+
+
+@pytest.mark.parametrize("name", sorted(filters.all_filters()))
+@pytest.mark.parametrize("seed", SEEDS)
+def test_filter_keeps_the_same_hosts_on_rich_fleets(policy_conf, name, seed):
+    _rich_conf(policy_conf)
+    table = random_fleet(300, seed=seed, rich=True)
+    spec = rich_spec(seed, table)
+    # Members of this request pending on a host count for the server-group filters.
+    table.consume(5, spec.instance_uuids[0], spec.flavor)
+    vector, reference = pair(policy_conf, [name], [])
+    [host_filter] = reference.filters
+    rows = np.arange(len(table))
+    expected = [r for r in rows if host_filter.host_passes(table.view(int(r)), spec)]
+    if host_filter.filter_vector is not None:
+        assert list(rows[_mask(host_filter.filter_vector(table, rows, spec), len(rows))]) == expected
+        subset = rows[::3]
+        kept = subset[_mask(host_filter.filter_vector(table, subset, spec), len(subset))]
+        assert list(kept) == [r for r in expected if r % 3 == 0]
+
+
+@pytest.mark.parametrize("name", sorted(weighers.all_weighers()))
+@pytest.mark.parametrize("seed", SEEDS)
+def test_weigher_gives_the_same_weights_on_rich_fleets(policy_conf, name, seed):
+    _rich_conf(policy_conf)
+    table = random_fleet(300, seed=seed, rich=True)
+    spec = rich_spec(seed, table)
+    table.consume(5, spec.instance_uuids[0], spec.flavor)
+    vector, reference = pair(policy_conf, [], [name])
+    rows = np.arange(len(table))
+    assert np.allclose(vector.weigh(table, rows, spec), reference.weigh(table, rows, spec),
+                       rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize("name", VECTOR_FILTERS)
@@ -42,7 +88,7 @@ def test_filter_keeps_the_same_hosts(policy_conf, name, seed):
     vector, reference = pair(policy_conf, [name], [])
     rows = np.arange(len(table))
     [host_filter] = vector.filters
-    kept = rows[host_filter.filter_vector(table, rows, spec)]
+    kept = rows[_mask(host_filter.filter_vector(table, rows, spec), len(rows))]
     expected = [r for r in rows if host_filter.host_passes(table.view(int(r)), spec)]
     assert list(kept) == expected
 
@@ -78,3 +124,53 @@ def test_ties_at_the_subset_boundary_keep_the_earlier_hosts(policy_conf):
     assert list(top(weights, 3)) == [1, 2, 3]
     assert list(top(weights, 1)) == [1]
     assert list(top(weights, 10)) == [1, 2, 3, 4, 0, 5]
+
+
+TIERERS = sorted(
+    [n for n, cls in filters.all_filters().items() if cls.tier is not None or cls.tier_vector is not None]
+    + [n for n, cls in weighers.all_weighers().items() if cls.tier is not None or cls.tier_vector is not None]
+)
+
+
+def _load_policy(policy_conf):
+    policy_conf.set_override("disk_red_threshold", "5%", "filter_scheduler")
+    policy_conf.set_override("disk_yellow_threshold", "200GB", "filter_scheduler")
+
+
+@pytest.mark.parametrize("rich", [False, True])
+@pytest.mark.parametrize("name", TIERERS)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_tiers_are_the_same(policy_conf, name, seed, rich):
+    _load_policy(policy_conf)
+    table = random_fleet(300, seed=seed, rich=rich)
+    if rich:  # server groups (soft affinity / anti-affinity), members of this request pending
+        spec = rich_spec(seed, table)
+        table.consume(5, spec.instance_uuids[0], spec.flavor)
+    else:
+        spec = random_spec(seed, scheduler_hints={"preferred_hosts": ["host-000004", "host-000009"],
+                                                  "avoid_hosts": "host-000009,host-000011"})
+    is_filter = name in filters.all_filters()
+    vector, reference = pair(policy_conf, [name] if is_filter else [], [] if is_filter else [name])
+    rows = np.arange(len(table))
+    for subset in (rows, rows[::3], slice(None)):
+        tiers = vector.tiers(table, subset, spec)
+        expected = reference.tiers(table, table.row_numbers(subset), spec)
+        assert np.array_equal(tiers, expected)
+    assert len(set(vector.tiers(table, rows, spec))) > 1  # the fleets exercise several tiers
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_load_policies_pick_the_same_hosts(policy_conf, seed):
+    _load_policy(policy_conf)
+    policy_conf.set_override("cpu_allocation_ratio", 4.0, "filter_scheduler")
+    names = ["RamFilter", "CoreFilter", "DiskThresholdFilter"]
+    tables = [random_fleet(400, seed=seed) for _ in range(2)]
+    vector, reference = pair(policy_conf, names, ["BalancedWeigher", "CapacityWeigher", "RAMWeigher"],
+                             1, seed)
+    assert vector.host_subset_size == 3  # balanced_selection_spread
+    for i in range(20):
+        spec = random_spec(seed * 100 + i, count=1 + i % 3)
+        picked = [[h.host for h in selector.select(table, spec)]
+                  for selector, table in zip((vector, reference), tables, strict=True)]
+        assert picked[0] == picked[1]
+    assert np.array_equal(tables[0].free_ram_mb, tables[1].free_ram_mb)

@@ -1,0 +1,74 @@
+"""A simulated host's measured load and reservation figures (the fake driver's).
+
+Pure and deterministic: whether an instance is busy or powered off is drawn
+from ``seed`` and its uuid alone, so the same instances always give the
+same figures. Per instance of ``vcpus`` and ``memory_mb``:
+
+* powered on, busy: uses ``vcpus * busy_cpu_load`` cores and all its memory;
+* powered on, idle: ``vcpus * idle_cpu_load`` cores, ``idle_memory_fraction`` of its memory;
+* powered off: nothing; its reservation counts as undeployed.
+
+``hidden_cpu_load`` cores are busy with work allocation cannot see (guests
+beyond their flavor, processes outside any instance). Every powered-on
+instance reserves ``reservation_fraction`` of its flavor and may burst into
+the rest.
+"""
+
+import random
+
+from compute_agent.resource_tracker import isotime
+
+
+def busy_and_off(uuid, seed, busy_fraction, powered_off_fraction):
+    rng = random.Random(f"{seed}:{uuid}")
+    return rng.random() < busy_fraction, rng.random() < powered_off_fraction
+
+
+def simulated_load(
+    instances,
+    vcpus,
+    memory_mb,
+    *,
+    reserved_cpus=0,
+    reserved_memory_mb=0,
+    busy_fraction=0.0,
+    busy_cpu_load=1.0,
+    idle_cpu_load=0.05,
+    hidden_cpu_load=0.0,
+    idle_memory_fraction=0.5,
+    reservation_fraction=1.0,
+    powered_off_fraction=0.0,
+    seed=0,
+    now=None,
+):
+    """The report keys of the measured load and reservations of ``instances`` ({uuid: flavor})."""
+    cores = float(hidden_cpu_load)
+    in_use = float(reserved_memory_mb)
+    reserved = {"cpu": float(reserved_cpus), "memory": float(reserved_memory_mb)}
+    burst = {"cpu": 0.0, "memory": 0.0}
+    undeployed = {"cpu": 0.0, "memory": 0.0}
+    r = reservation_fraction
+    for uuid in sorted(instances):
+        flavor = instances[uuid]
+        size = {"cpu": flavor.get("vcpus", 0), "memory": flavor.get("memory_mb", 0)}
+        busy, off = busy_and_off(uuid, seed, busy_fraction, powered_off_fraction)
+        if off:
+            for key in size:
+                undeployed[key] += size[key] * r
+            continue
+        cores += size["cpu"] * (busy_cpu_load if busy else idle_cpu_load)
+        in_use += size["memory"] * (1.0 if busy else idle_memory_fraction)
+        for key in size:
+            reserved[key] += size[key] * r
+            burst[key] += size[key] * (1.0 - r)
+    return {
+        "cpu_utilization": min(1.0, cores / vcpus) if vcpus > 0 else 0.0,
+        "memory_mb_in_use": min(in_use, float(memory_mb)),
+        "utilization_sampled_at": isotime(now),
+        "cpu_reserved": reserved["cpu"],
+        "cpu_burst": burst["cpu"],
+        "cpu_undeployed_reservation": undeployed["cpu"],
+        "memory_reserved_mb": reserved["memory"],
+        "memory_burst_mb": burst["memory"],
+        "memory_undeployed_reservation_mb": undeployed["memory"],
+    }

@@ -1,0 +1,181 @@
+"""``berth aggregate ...`` and ``berth server-group ...``: host aggregates and server groups.
+
+Every command is one RPC call to the scheduler (scheduler.admin.AdminEndpoint);
+the scheduler checks the arguments and changes nothing when one is wrong.
+"""
+
+import argparse
+import json
+
+from scheduler import server_groups
+
+NONE = "-"
+
+
+def _metadata(text):
+    """``key=value`` (set) or ``key`` / ``key=`` (unset)."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not key:
+        raise argparse.ArgumentTypeError(f"metadata is key=value (or key to unset it), got {text!r}")
+    return key, (value if sep and value != "" else None)
+
+
+def _count(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_commands(subparsers):
+    # oslo.config's sub-command keeps "name" for the command itself: no dest may be "name".
+    aggregate = subparsers.add_parser("aggregate", help="Host aggregates: hosts, metadata, zones.")
+    actions = aggregate.add_subparsers(dest="aggregate_action", metavar="ACTION")
+    actions.required = True
+
+    create = actions.add_parser("create", help="Create an aggregate (in an availability zone).")
+    create.add_argument("aggregate_name", metavar="NAME")
+    create.add_argument("--zone", metavar="AZ", help="its availability zone")
+    create.set_defaults(func=aggregate_create)
+
+    delete = actions.add_parser("delete", help="Delete an aggregate.")
+    delete.add_argument("aggregate_name", metavar="NAME")
+    delete.set_defaults(func=aggregate_delete)
+
+    for verb, func, text in (("add-host", aggregate_add_host, "Add a host to an aggregate."),
+                             ("remove-host", aggregate_remove_host, "Remove a host from an aggregate.")):
+        parser = actions.add_parser(verb, help=text)
+        parser.add_argument("aggregate_name", metavar="NAME")
+        parser.add_argument("aggregate_host", metavar="HOST")
+        parser.set_defaults(func=func)
+
+    meta = actions.add_parser(
+        "set-metadata", help="Set (key=value) or unset (key) metadata; availability_zone=AZ sets the zone."
+    )
+    meta.add_argument("aggregate_name", metavar="NAME")
+    meta.add_argument("metadata", nargs="+", type=_metadata, metavar="KEY=VALUE")
+    meta.set_defaults(func=aggregate_set_metadata)
+
+    listing = actions.add_parser("list", help="Every aggregate: zone, hosts, metadata.")
+    listing.set_defaults(func=aggregate_list)
+
+    show = actions.add_parser("show", help="One aggregate.")
+    show.add_argument("aggregate_name", metavar="NAME")
+    show.set_defaults(func=aggregate_show)
+
+    group = subparsers.add_parser("server-group", help="Server groups: affinity and anti-affinity.")
+    actions = group.add_subparsers(dest="group_action", metavar="ACTION")
+    actions.required = True
+
+    create = actions.add_parser("create", help="Create a server group and print its UUID.")
+    create.add_argument("group_name", metavar="NAME")
+    create.add_argument("--policy", required=True, choices=server_groups.POLICIES)
+    create.add_argument("--max-server-per-host", type=_count, metavar="N",
+                        help="anti-affinity: at most N members per host (default 1)")
+    create.set_defaults(func=group_create)
+
+    listing = actions.add_parser("list", help="Every server group: policy, rules, members.")
+    listing.set_defaults(func=group_list)
+
+    for verb, func, text in (("show", group_show, "One server group and its members."),
+                             ("delete", group_delete, "Delete a server group.")):
+        parser = actions.add_parser(verb, help=text)
+        parser.add_argument("group_uuid", metavar="UUID")
+        parser.set_defaults(func=func)
+
+
+def _print_table(headers, rows, out):
+    from scheduler.cmd.cli import print_table
+
+    print_table(headers, rows, out)
+
+
+def _print_aggregates(aggregates, out):
+    _print_table(
+        ["NAME", "ZONE", "HOSTS", "METADATA"],
+        [[a["name"], a.get("availability_zone") or NONE, ",".join(a["hosts"]) or NONE,
+          ",".join(f"{k}={v}" for k, v in sorted(a["metadata"].items())) or NONE]
+         for a in aggregates],
+        out,
+    )
+
+
+def aggregate_create(client, args, out):
+    _print_aggregates([client.admin_call({}, "create_aggregate", name=args.aggregate_name,
+                                         availability_zone=args.zone)], out)
+    return 0
+
+
+def aggregate_delete(client, args, out):
+    client.admin_call({}, "delete_aggregate", name=args.aggregate_name)
+    print(f"aggregate {args.aggregate_name} deleted", file=out)
+    return 0
+
+
+def aggregate_add_host(client, args, out):
+    _print_aggregates([client.admin_call({}, "aggregate_add_host", name=args.aggregate_name,
+                                         host=args.aggregate_host)], out)
+    return 0
+
+
+def aggregate_remove_host(client, args, out):
+    _print_aggregates([client.admin_call({}, "aggregate_remove_host", name=args.aggregate_name,
+                                         host=args.aggregate_host)], out)
+    return 0
+
+
+def aggregate_set_metadata(client, args, out):
+    _print_aggregates([client.admin_call({}, "aggregate_set_metadata", name=args.aggregate_name,
+                                         metadata=dict(args.metadata))], out)
+    return 0
+
+
+def aggregate_list(client, args, out):
+    _print_aggregates(client.admin_call({}, "list_aggregates"), out)
+    return 0
+
+
+def aggregate_show(client, args, out):
+    _print_aggregates([client.admin_call({}, "show_aggregate", name=args.aggregate_name)], out)
+    return 0
+
+
+def group_create(client, args, out):
+    rules = {"max_server_per_host": args.max_server_per_host} if args.max_server_per_host else {}
+    group = client.admin_call({}, "create_server_group", name=args.group_name, policy=args.policy,
+                              rules=rules)
+    print(group["uuid"], file=out)
+    return 0
+
+
+def _print_groups(groups, out):
+    _print_table(
+        ["UUID", "NAME", "POLICY", "RULES", "MEMBERS"],
+        [[g["uuid"], g["name"], g["policy"], json.dumps(g["rules"]) if g["rules"] else NONE,
+          len(g["members"])] for g in groups],
+        out,
+    )
+
+
+def group_list(client, args, out):
+    _print_groups(client.admin_call({}, "list_server_groups"), out)
+    return 0
+
+
+def group_show(client, args, out):
+    group = client.admin_call({}, "show_server_group", group_uuid=args.group_uuid)
+    for key in ("uuid", "name", "policy", "project_id", "created_at"):
+        print(f"{key:11} {group.get(key) or NONE}", file=out)
+    print(f"{'rules':11} {json.dumps(group['rules']) if group['rules'] else NONE}", file=out)
+    print(f"{'members':11} {' '.join(group['members']) or NONE}", file=out)
+    return 0
+
+
+def group_delete(client, args, out):
+    client.admin_call({}, "delete_server_group", group_uuid=args.group_uuid)
+    print(f"server group {args.group_uuid} deleted", file=out)
+    return 0

@@ -1,0 +1,170 @@
+"""Filters that read host aggregates' metadata.
+
+- AggregateInstanceExtraSpecsFilter: every flavor extra_spec that is
+  unscoped or scoped ``aggregate_instance_extra_specs:`` must be matched
+  (extra_specs_ops) by the value of the same key in one of the host's aggregates.
+- AggregateMultiTenancyIsolation: a host in an aggregate with
+  ``filter_tenant_id`` metadata (comma-separated project ids; also any key
+  starting with ``filter_tenant_id``) takes only those projects' instances.
+- AggregateRamFilter / AggregateCoreFilter / AggregateDiskFilter: RamFilter,
+  CoreFilter and DiskFilter with the allocation ratio taken from the host's
+  aggregates' ``ram_allocation_ratio`` / ``cpu_allocation_ratio`` /
+  ``disk_allocation_ratio`` metadata (the smallest, as Nova does), falling
+  back to the ``[filter_scheduler]`` ratio when none is set or one is not a
+  number. ``limits()`` gives the agent the limit under the ratio actually used.
+"""
+
+import numpy as np
+
+from scheduler import aggregates, filters
+from scheduler.filters import extra_specs_ops
+
+EXTRA_SPECS_SCOPE = "aggregate_instance_extra_specs"
+TENANT_KEY = "filter_tenant_id"
+
+
+def _scoped_specs(extra_specs, scope):
+    """[(key without scope, requirement)] of the unscoped keys and those of ``scope``."""
+    wanted = []
+    for key, req in extra_specs.items():
+        parts = key.split(":", 1)
+        if len(parts) > 1:
+            if parts[0] != scope:
+                continue
+            key = parts[1]
+        wanted.append((key, req))
+    return wanted
+
+
+class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
+    run_filter_once_per_request = True
+
+    def host_passes(self, host_state, spec):
+        specs = _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE)
+        if not specs:
+            return True
+        host_aggregates = host_state.aggregates
+        for key, req in specs:
+            values = aggregates.metadata_values(host_aggregates, key)
+            if not values or not any(extra_specs_ops.match(v, req) for v in values):
+                return False
+        return True
+
+    def filter_vector(self, table, rows, spec):
+        specs = _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE)
+        if not specs:
+            return True
+        index = table.aggregate_index
+        passed = np.ones(table.size, dtype=bool)
+        for key, req in specs:
+            matched = np.zeros(table.size, dtype=bool)
+            for aggregate in index.aggregates:
+                value = aggregate.metadata.get(key)
+                if value is not None and extra_specs_ops.match(value, req):
+                    matched |= index.mask(aggregate)
+            passed &= matched
+        return passed[rows]
+
+
+def _tenants(aggregate):
+    found = set()
+    for key, value in aggregate.metadata.items():
+        if key.startswith(TENANT_KEY):
+            found.update(t.strip() for t in value.split(","))
+    return found
+
+
+def _isolating(aggregate):
+    return any(key.startswith(TENANT_KEY) for key in aggregate.metadata)
+
+
+class AggregateMultiTenancyIsolation(filters.BaseHostFilter):
+    run_filter_once_per_request = True
+
+    def host_passes(self, host_state, spec):
+        isolating = [a for a in host_state.aggregates if _isolating(a)]
+        if not isolating:
+            return True
+        return spec.project_id in set().union(*(_tenants(a) for a in isolating))
+
+    def filter_vector(self, table, rows, spec):
+        index = table.aggregate_index
+        restricted = np.zeros(table.size, dtype=bool)
+        allowed = np.zeros(table.size, dtype=bool)
+        for aggregate in index.aggregates:
+            if _isolating(aggregate):
+                mask = index.mask(aggregate)
+                restricted |= mask
+                if spec.project_id in _tenants(aggregate):
+                    allowed |= mask
+        return (~restricted | allowed)[rows]
+
+
+class _AggregateRatio:
+    """The allocation ratio of a host: its aggregates' ``key`` metadata, or the option."""
+
+    key = None
+
+    def ratio(self, host_state):
+        values = aggregates.metadata_values(host_state.aggregates, self.key)
+        return aggregates.min_number(values, getattr(self.conf.filter_scheduler, self.key))
+
+    def ratios(self, table, rows):
+        return aggregates.min_number_vector(
+            table, rows, self.key, getattr(self.conf.filter_scheduler, self.key)
+        )
+
+
+class AggregateRamFilter(_AggregateRatio, filters.BaseHostFilter):
+    key = "ram_allocation_ratio"
+
+    def host_passes(self, host_state, spec):
+        usable = host_state.total_usable_ram_mb * self.ratio(host_state) - host_state.ram_used_mb
+        return usable >= spec.flavor.memory_mb
+
+    def filter_vector(self, table, rows, spec):
+        total = table.total_ram_mb[rows]
+        usable = total * self.ratios(table, rows) - (total - table.free_ram_mb[rows])
+        return usable >= spec.flavor.memory_mb
+
+    def limits(self, host_state):
+        return {"memory_mb": host_state.total_usable_ram_mb * self.ratio(host_state)}
+
+
+class AggregateDiskFilter(_AggregateRatio, filters.BaseHostFilter):
+    key = "disk_allocation_ratio"
+
+    def host_passes(self, host_state, spec):
+        usable = host_state.total_usable_disk_gb * self.ratio(host_state) - host_state.disk_used_gb
+        return usable >= spec.flavor.disk_gb
+
+    def filter_vector(self, table, rows, spec):
+        total = table.total_disk_gb[rows]
+        usable = total * self.ratios(table, rows) - (total - table.free_disk_gb[rows])
+        return usable >= spec.flavor.disk_gb
+
+    def limits(self, host_state):
+        return {"disk_gb": host_state.total_usable_disk_gb * self.ratio(host_state)}
+
+
+class AggregateCoreFilter(_AggregateRatio, filters.BaseHostFilter):
+    key = "cpu_allocation_ratio"
+
+    def host_passes(self, host_state, spec):
+        total = host_state.vcpus_total
+        if not total:
+            return True
+        if spec.flavor.vcpus > total:
+            return False
+        return total * self.ratio(host_state) - host_state.vcpus_used >= spec.flavor.vcpus
+
+    def filter_vector(self, table, rows, spec):
+        total = table.vcpus_total[rows]
+        wanted = spec.flavor.vcpus
+        room = total * self.ratios(table, rows) - table.vcpus_used[rows]
+        return (total == 0) | ((wanted <= total) & (room >= wanted))
+
+    def limits(self, host_state):
+        if not host_state.vcpus_total:
+            return {}
+        return {"vcpu": host_state.vcpus_total * self.ratio(host_state)}

@@ -1,0 +1,29 @@
+"""MetricsFilter: with ``[metrics] required``, hosts must report every metric of weight_setting."""
+
+import numpy as np
+
+from scheduler import filters
+from scheduler.weighers.metrics import parse_setting
+
+
+class MetricsFilter(filters.BaseHostFilter):
+    run_filter_once_per_request = True
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        self.names = {name for name, _ratio in parse_setting(conf.metrics.weight_setting)}
+        self.required = conf.metrics.required
+
+    def host_passes(self, host_state, spec):
+        return not self.required or self.names <= set(host_state.metrics)
+
+    def filter_vector(self, table, rows, spec):
+        if not self.required or not self.names:
+            return True
+        passed = True
+        for name in self.names:
+            values = table.metric(name)
+            if values is None:
+                return False
+            passed = passed & ~np.isnan(values[rows])
+        return passed

@@ -1,0 +1,195 @@
+"""What agents report of their hosts' reservations and measured load.
+
+Two placement policies read more than allocation:
+
+* VMware Cloud Director's capacity ranking (ALGORITHMS.md section 3) reads
+  per host the reserved, burst and undeployed-reservation figures of CPU
+  and memory. A figure the agent does not report is NaN in the HostTable;
+  the CapacityWeigher then falls back to the reservation score.
+* CloudStack's balanced weighting (section 4) reads the measured CPU
+  utilisation and memory in use, kept as a moving average weighted by
+  elapsed time::
+
+      alpha = 1 - exp(-dt * ln 2 / half_life)
+      value = value + alpha * (sample - value)   # the first sample as is
+
+  A reading identical to the previous one (same values, same sample
+  stamp) is not folded twice, and a host whose last folded sample is older
+  than ``stale_after`` counts as unmeasured (and its next sample starts the
+  average afresh). It also counts the placements the scheduler made on
+  each host recently.
+
+Everything here is pure: times are passed in (the HostTable's clock).
+"""
+
+import math
+
+import numpy as np
+
+from scheduler.exception import InvalidRequest
+
+#: Report key -> HostTable column for the reservation figures (NaN when not reported).
+RESERVATION_FIELDS = {
+    "cpu_reserved": "cpu_reserved",
+    "cpu_burst": "cpu_burst",
+    "cpu_undeployed_reservation": "cpu_undeployed",
+    "memory_reserved_mb": "memory_reserved_mb",
+    "memory_burst_mb": "memory_burst_mb",
+    "memory_undeployed_reservation_mb": "memory_undeployed_mb",
+}
+#: Report keys of the measured load.
+LOAD_FIELDS = ("cpu_utilization", "memory_mb_in_use")
+SAMPLE_STAMP = "utilization_sampled_at"
+
+#: HostTable columns this module keeps: name -> dtype.
+COLUMNS = {
+    **{column: np.float64 for column in RESERVATION_FIELDS.values()},
+    "cpu_util": np.float64,  # moving average of measured CPU use, fraction of real cores
+    "mem_util": np.float64,  # moving average of memory in use, fraction of real memory
+    "util_at": np.float64,  # table time of the last folded sample; -inf before the first
+    "util_measured": np.bool_,  # at least one sample has been folded
+}
+#: Initial value of the columns that do not start at 0.
+FILL = {
+    **{column: np.nan for column in RESERVATION_FIELDS.values()},
+    "util_at": -np.inf,
+}
+
+DEFAULT_HALF_LIFE = 300.0
+DEFAULT_STALE_AFTER = 600.0
+#: Placements older than this are forgotten (the longest recent-starts window).
+STARTS_HORIZON = 3600.0
+_LIMIT = 2**53
+
+
+def check_report(host, resources):
+    """Raise InvalidRequest unless the optional load and reservation figures are usable."""
+    for key in (*RESERVATION_FIELDS, *LOAD_FIELDS):
+        value = resources.get(key)
+        if value is None:
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not 0 <= value <= _LIMIT
+        ):
+            raise InvalidRequest(
+                f"report_resources from {host}: {key} must be a non-negative number, got {value!r}"[:300]
+            )
+    stamp = resources.get(SAMPLE_STAMP)
+    if stamp is not None and not (
+        isinstance(stamp, str | int | float) and not isinstance(stamp, bool) and len(str(stamp)) <= 64
+    ):
+        raise InvalidRequest(f"report_resources from {host}: {SAMPLE_STAMP} must be a short string")
+
+
+def fold(value, sample, dt, half_life):
+    """The moving average after ``sample``, ``dt`` seconds after the previous one."""
+    if half_life <= 0:
+        return sample
+    alpha = 1.0 - math.exp(-max(dt, 0.0) * math.log(2) / half_life)
+    return value + alpha * (sample - value)
+
+
+def read_report(table, row, resources, now):
+    """Take the reservation figures and the load sample of a (validated) report into ``row``."""
+    for key, column in RESERVATION_FIELDS.items():
+        value = resources.get(key)
+        getattr(table, "_" + column)[row] = np.nan if value is None else value
+    cpu, in_use = (resources.get(key) for key in LOAD_FIELDS)
+    memory = resources.get("memory_mb") or 0
+    if cpu is None or in_use is None or memory <= 0:
+        return  # no usable sample: the average ages until it goes stale
+    reading = (cpu, in_use, resources.get(SAMPLE_STAMP))
+    if table.readings.get(row) == reading:
+        return  # the same reading again is not a new sample
+    table.readings[row] = reading
+    mem = in_use / memory
+    last = table._util_at[row]
+    if not table._util_measured[row] or now - last > table.load_stale_after:
+        table._cpu_util[row], table._mem_util[row] = cpu, mem
+    else:
+        dt, half_life = now - last, table.load_half_life
+        table._cpu_util[row] = fold(table._cpu_util[row], cpu, dt, half_life)
+        table._mem_util[row] = fold(table._mem_util[row], mem, dt, half_life)
+    table._util_at[row] = now
+    table._util_measured[row] = True
+
+
+def measured(util_measured, util_at, now, stale_after):
+    """Whether hosts have a usable average (works on scalars and arrays alike)."""
+    return util_measured & (now - util_at <= stale_after)
+
+
+def record_start(table, row, instance_uuid, now):
+    """The scheduler placed ``instance_uuid`` on ``row`` at ``now``."""
+    starts = table.starts.setdefault(row, {})
+    starts[instance_uuid] = now
+    table.start_log.put(row, instance_uuid, now)
+    oldest = now - STARTS_HORIZON
+    if len(starts) > 1 and min(starts.values()) < oldest:
+        kept = {u: t for u, t in starts.items() if t >= oldest}
+        for uuid in starts.keys() - kept.keys():
+            table.start_log.drop(row, uuid)
+        table.starts[row] = kept
+
+
+def forget_start(table, row, instance_uuid):
+    starts = table.starts.get(row)
+    if starts and starts.pop(instance_uuid, None) is not None:
+        table.start_log.drop(row, instance_uuid)
+        if not starts:
+            del table.starts[row]
+
+
+def recent_starts(table, rows, window, now):
+    """How many placements each row of ``rows`` took within ``window`` seconds before ``now``."""
+    return table.start_log.counts(len(table), now - window, now)[rows]
+
+
+def recent_starts_of(table, row, window, now):
+    since = now - window
+    return sum(1 for t in table.starts.get(row, {}).values() if since <= t <= now)
+
+
+class StartLog:
+    """The starts of ``table.starts`` as two arrays (row, time), to count them with numpy.
+
+    A forgotten start leaves a NaN time in its slot; slots are reclaimed when the arrays are full.
+    """
+
+    def __init__(self, capacity=64):
+        self._slots = {}  # (row, uuid) -> slot
+        self._rows = np.zeros(capacity, dtype=np.intp)
+        self._times = np.full(capacity, np.nan)
+        self._used = 0
+
+    def put(self, row, uuid, now):
+        slot = self._slots.get((row, uuid))
+        if slot is None:
+            if self._used == len(self._times):
+                self._compact()
+            slot = self._slots[(row, uuid)] = self._used
+            self._used += 1
+        self._rows[slot] = row
+        self._times[slot] = now
+
+    def drop(self, row, uuid):
+        slot = self._slots.pop((row, uuid), None)
+        if slot is not None:
+            self._times[slot] = np.nan
+
+    def _compact(self):
+        live = np.fromiter(self._slots.values(), dtype=np.intp, count=len(self._slots))
+        capacity = max(64, 2 * len(live))
+        rows, times = np.zeros(capacity, dtype=np.intp), np.full(capacity, np.nan)
+        rows[: len(live)], times[: len(live)] = self._rows[live], self._times[live]
+        self._rows, self._times, self._used = rows, times, len(live)
+        self._slots = dict(zip(self._slots, range(len(live)), strict=True))
+
+    def counts(self, size, since, now):
+        """Starts per row (0 .. size - 1) within [since, now], as floats."""
+        times = self._times[: self._used]
+        hit = (since <= times) & (times <= now)
+        return np.bincount(self._rows[: self._used][hit], minlength=size).astype(np.float64)

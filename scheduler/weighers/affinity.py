@@ -1,0 +1,64 @@
+"""ServerGroupSoftAffinityWeigher and ServerGroupSoftAntiAffinityWeigher.
+
+For a request in a server group of policy ``soft-affinity`` (resp.
+``soft-anti-affinity``), a host weighs the number of the group's members it
+holds (resp. minus that number): members gather where they can (resp.
+spread) without the hard filters' refusal when they cannot.
+"""
+
+import numpy as np
+from oslo_config import cfg
+
+from scheduler import server_groups, weighers
+
+opts = [
+    cfg.FloatOpt(
+        "soft_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="ServerGroupSoftAffinityWeigher: how strongly members of a soft-affinity "
+        "group gather on the hosts that hold members already.",
+    ),
+    cfg.FloatOpt(
+        "soft_anti_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="ServerGroupSoftAntiAffinityWeigher: how strongly members of a "
+        "soft-anti-affinity group spread away from each other.",
+    ),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(opts, "filter_scheduler")
+
+
+def list_opts():
+    return [("filter_scheduler", opts)]
+
+
+class _SoftAffinityWeigher(weighers.BaseHostWeigher):
+    abstract = True
+    policy = None
+    sign = 1
+
+    def weigh(self, host_state, spec):
+        if server_groups.policy(spec) != self.policy:
+            return 0
+        return self.sign * server_groups.members_on_host(host_state, spec)
+
+    def weigh_vector(self, table, rows, spec):
+        if server_groups.policy(spec) != self.policy:
+            return np.zeros(len(table.row_numbers(rows)))
+        return self.sign * server_groups.members_on_rows(table, rows, spec)
+
+
+class ServerGroupSoftAffinityWeigher(_SoftAffinityWeigher):
+    policy = server_groups.SOFT_AFFINITY
+    multiplier_option = "soft_affinity_weight_multiplier"
+
+
+class ServerGroupSoftAntiAffinityWeigher(_SoftAffinityWeigher):
+    policy = server_groups.SOFT_ANTI_AFFINITY
+    sign = -1
+    multiplier_option = "soft_anti_affinity_weight_multiplier"

@@ -1,0 +1,295 @@
+"""VMware Cloud Director's capacity ranking (ALGORITHMS.md section 3, seed 000).
+
+For CPU, memory and storage, with ``unreserved = total * allocation_ratio -
+reserved`` (reserved: the agent's ``*_reserved`` figure, else what is
+allocated) and ``requirement`` the flavor's size::
+
+    capacityScore       = (unreserved - burst * burst_ratio) / requirement
+    futureCapacityScore = (unreserved - undeployed_reservation * future_deploy_ratio) / requirement
+    reservationScore    = unreserved / requirement   # stands in for either when its figure is missing
+    weighted            = capacityScore * current_score_weight
+                          + futureCapacityScore * (1 - current_score_weight)
+
+Storage has no burst: all three are ``usable free disk / requirement``. The
+weight of a host is its most constrained resource, the minimum of the three
+weighted scores (a resource the host does not report, or the flavor does
+not ask for, is left out). Higher is less constrained, hence first.
+
+The tiers (``tier``, 0 best) are the seed's four lists:
+``preferred + acceptable + noHeadRoom + avoid``. A host is *avoid* when soft
+anti-affinity (or a scheduler hint) says so; otherwise *noHeadRoom* when any
+resource would keep no more than its headroom share free once the instance
+is placed, ``(unreserved - requirement) / (total * ratio) <= headroom``;
+otherwise *preferred* when soft affinity or a hint prefers it; otherwise
+*acceptable*.
+"""
+
+import numpy as np
+from oslo_config import cfg
+
+from scheduler import weighers
+
+try:  # the server groups of ``group`` hints (spec.group), where the tree has them
+    from scheduler import server_groups
+except ImportError:  # pragma: no cover
+    server_groups = None
+
+opts = [
+    cfg.FloatOpt(
+        "capacity_weight_multiplier",
+        default=1.0,
+        help="CapacityWeigher: multiplier of the weighted capacity score; positive "
+        "prefers the least constrained hosts.",
+    ),
+    cfg.FloatOpt(
+        "capacity_current_score_weight",
+        default=0.5,
+        min=0.0,
+        max=1.0,
+        help="CapacityWeigher: weight of the current capacity score against the future "
+        "one (currentScoreWeight). 1 ranks on the current score only, 0 on the future one.",
+    ),
+    cfg.FloatOpt(
+        "capacity_cpu_burst_ratio",
+        default=0.67,
+        min=0.0,
+        max=1.0,
+        help="CapacityWeigher: share of the CPU burst (use above reservation) the "
+        "current score counts as taken (cpuBurstRatio).",
+    ),
+    cfg.FloatOpt(
+        "capacity_memory_burst_ratio",
+        default=0.67,
+        min=0.0,
+        max=1.0,
+        help="CapacityWeigher: share of the memory burst the current score counts as "
+        "taken (memoryBurstRatio).",
+    ),
+    cfg.FloatOpt(
+        "capacity_future_deploy_ratio",
+        default=0.5,
+        min=0.0,
+        max=1.0,
+        help="CapacityWeigher: share of the undeployed (powered-off) reservations "
+        "expected to be deployed, taken from the future score (futureDeployRatio).",
+    ),
+    cfg.FloatOpt(
+        "capacity_cpu_headroom",
+        default=0.2,
+        min=0.0,
+        max=1.0,
+        help="CapacityWeigher: share of CPU capacity that must stay unreserved after "
+        "the placement; hosts left with less rank in the noHeadRoom tier (cpuHeadRoom).",
+    ),
+    cfg.FloatOpt(
+        "capacity_memory_headroom",
+        default=0.2,
+        min=0.0,
+        max=1.0,
+        help="CapacityWeigher: share of memory capacity that must stay unreserved after "
+        "the placement (memoryHeadRoom).",
+    ),
+    cfg.FloatOpt(
+        "capacity_storage_headroom",
+        default=0.2,
+        min=0.0,
+        max=1.0,
+        help="CapacityWeigher: share of disk capacity that must stay free after the "
+        "placement (storageHeadRoom).",
+    ),
+]
+
+PREFERRED, ACCEPTABLE, NO_HEADROOM, AVOID = range(4)
+
+
+def register_opts(conf):
+    conf.register_opts(opts, "filter_scheduler")
+
+
+def list_opts():
+    return [("filter_scheduler", opts)]
+
+
+def _names(value):
+    if value is None:
+        return set()
+    if isinstance(value, str):
+        return {v.strip() for v in value.split(",") if v.strip()}
+    try:
+        return {str(v) for v in value}
+    except TypeError:
+        return set()
+
+
+def _group(spec):
+    """``(policy, {host: members})`` of the request's server group, read defensively."""
+    group = getattr(spec, "group", None) or getattr(spec, "instance_group", None) or {}
+    if not isinstance(group, dict):
+        group = {"policy": getattr(group, "policy", None), "hosts": getattr(group, "hosts", None)}
+    policy = str(group.get("policy") or "").replace("_", "-").lower()
+    hosts = group.get("hosts") or {}
+    if not isinstance(hosts, dict):
+        hosts = dict.fromkeys(_names(hosts), 1)
+    return policy, hosts
+
+
+def _members(table, rows, spec):
+    """Members of the request's group on each row (placed before, or pending from this request)."""
+    group = getattr(spec, "group", None)
+    if server_groups is not None and isinstance(group, dict) and isinstance(group.get("hosts"), dict | None):
+        return server_groups.members_on_rows(table, rows, spec)
+    counts = np.zeros(table.size)
+    for host, placed in _group(spec)[1].items():
+        row = table.index.get(host)
+        if row is not None and isinstance(placed, int | float):
+            counts[row] += placed
+    return counts[rows]
+
+
+def soft_masks(table, rows, spec):
+    """``(preferred, avoid)`` boolean arrays over ``rows``.
+
+    Affinity and soft affinity prefer the hosts holding members of the
+    request's server group, anti-affinity and soft anti-affinity avoid them;
+    the ``preferred_hosts`` and ``avoid_hosts`` scheduler hints (lists, or
+    comma-separated) add hosts by name.
+    """
+    numbers = table.row_numbers(rows)
+    hints = getattr(spec, "scheduler_hints", None) or {}
+    masks = [
+        np.isin(numbers, [table.index[h] for h in _names(hints.get(key)) if h in table.index])
+        for key in ("preferred_hosts", "avoid_hosts")
+    ]
+    policy = _group(spec)[0]
+    if policy in PREFER_POLICIES or policy in AVOID_POLICIES:
+        holds = _members(table, numbers, spec) > 0
+        masks[0 if policy in PREFER_POLICIES else 1] |= holds
+    return masks
+
+
+PREFER_POLICIES = ("affinity", "soft-affinity")
+AVOID_POLICIES = ("anti-affinity", "soft-anti-affinity")
+
+
+class CapacityWeigher(weighers.BaseHostWeigher):
+    def __init__(self, conf):
+        super().__init__(conf)
+        opts = conf.filter_scheduler
+        self.current = opts.capacity_current_score_weight
+        self.cpu_burst_ratio = opts.capacity_cpu_burst_ratio
+        self.memory_burst_ratio = opts.capacity_memory_burst_ratio
+        self.future_ratio = opts.capacity_future_deploy_ratio
+        self.headroom = (
+            opts.capacity_cpu_headroom,
+            opts.capacity_memory_headroom,
+            opts.capacity_storage_headroom,
+        )
+        self.ratios = (opts.cpu_allocation_ratio, opts.ram_allocation_ratio, opts.disk_allocation_ratio)
+
+    def weight_multiplier(self, host_state):
+        return self.conf.filter_scheduler.capacity_weight_multiplier
+
+    # -- the formulas, over arrays (the per-host form passes arrays of one) --
+
+    def _resources(self, c, spec):
+        """[(capacity, unreserved, burst, burst_ratio, undeployed, requirement)] per resource."""
+        cpu_ratio, ram_ratio, disk_ratio = self.ratios
+        cpu_cap = c["vcpus_total"] * cpu_ratio
+        cpu_reserved = np.where(np.isnan(c["cpu_reserved"]), c["vcpus_used"], c["cpu_reserved"])
+        ram_cap = c["total_ram_mb"] * ram_ratio
+        ram_reserved = np.where(
+            np.isnan(c["memory_reserved_mb"]), c["total_ram_mb"] - c["free_ram_mb"], c["memory_reserved_mb"]
+        )
+        disk_cap = c["total_disk_gb"] * disk_ratio
+        disk_free = disk_cap - (c["total_disk_gb"] - c["free_disk_gb"])
+        nan = np.full(len(disk_cap), np.nan)
+        return [
+            (
+                cpu_cap,
+                cpu_cap - cpu_reserved,
+                c["cpu_burst"],
+                self.cpu_burst_ratio,
+                c["cpu_undeployed"],
+                spec.flavor.vcpus,
+            ),
+            (
+                ram_cap,
+                ram_cap - ram_reserved,
+                c["memory_burst_mb"],
+                self.memory_burst_ratio,
+                c["memory_undeployed_mb"],
+                spec.flavor.memory_mb,
+            ),
+            # Storage: no burst, no undeployed reservation: every score is the reservation score.
+            (disk_cap, disk_free, nan, 0.0, nan, spec.flavor.disk_gb),
+        ]
+
+    def _weights(self, c, spec):
+        weight = np.full(len(c["vcpus_total"]), np.inf)
+        for capacity, unreserved, burst, burst_ratio, undeployed, requirement in self._resources(c, spec):
+            if requirement <= 0:
+                continue
+            reservation = unreserved / requirement
+            current = np.where(np.isnan(burst), reservation, (unreserved - burst * burst_ratio) / requirement)
+            future = np.where(
+                np.isnan(undeployed), reservation, (unreserved - undeployed * self.future_ratio) / requirement
+            )
+            weighted = current * self.current + future * (1.0 - self.current)
+            weight = np.minimum(weight, np.where(capacity > 0, weighted, np.inf))
+        return np.where(np.isinf(weight), 0.0, weight)
+
+    def _tiers(self, c, names_mask, spec):
+        preferred, avoid = names_mask
+        short = np.zeros(len(c["vcpus_total"]), dtype=bool)
+        requirements = self._resources(c, spec)
+        for (capacity, unreserved, *_, requirement), headroom in zip(
+            requirements, self.headroom, strict=True
+        ):
+            left = np.divide(
+                unreserved - requirement, capacity, out=np.full(len(capacity), np.inf), where=capacity > 0
+            )
+            short |= left <= headroom
+        tier = np.full(len(short), ACCEPTABLE, dtype=np.int64)
+        tier[preferred] = PREFERRED
+        tier[short] = NO_HEADROOM
+        tier[avoid] = AVOID
+        return tier
+
+    COLUMNS = (
+        "vcpus_total",
+        "vcpus_used",
+        "cpu_reserved",
+        "cpu_burst",
+        "cpu_undeployed",
+        "total_ram_mb",
+        "free_ram_mb",
+        "memory_reserved_mb",
+        "memory_burst_mb",
+        "memory_undeployed_mb",
+        "total_disk_gb",
+        "free_disk_gb",
+    )
+
+    def _columns(self, table, rows):
+        return {name: getattr(table, name)[rows] for name in self.COLUMNS}
+
+    @staticmethod
+    def _host_columns(host_state):
+        table, row = host_state.table, host_state.row
+        return {name: getattr(table, "_" + name)[row : row + 1] for name in CapacityWeigher.COLUMNS}
+
+    # -- the plugin API --
+
+    def weigh(self, host_state, spec):
+        return float(self._weights(self._host_columns(host_state), spec)[0])
+
+    def weigh_vector(self, table, rows, spec):
+        return self._weights(self._columns(table, rows), spec)
+
+    def tier(self, host_state, spec):
+        table, row = host_state.table, host_state.row
+        masks = soft_masks(table, np.array([row], dtype=np.intp), spec)
+        return int(self._tiers(self._host_columns(host_state), masks, spec)[0])
+
+    def tier_vector(self, table, rows, spec):
+        return self._tiers(self._columns(table, rows), soft_masks(table, rows, spec), spec)

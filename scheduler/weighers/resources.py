@@ -1,0 +1,55 @@
+"""DiskWeigher and CPUWeigher: free disk and free vCPUs (RAMWeigher is in ram.py).
+
+Positive multipliers spread instances onto the hosts with the most free
+room, negative ones stack them onto the fullest. Free vCPUs are
+``vcpus_total * cpu_allocation_ratio - vcpus_used``, negative when overcommitted.
+"""
+
+from oslo_config import cfg
+
+from scheduler import weighers
+
+opts = [
+    cfg.FloatOpt(
+        "disk_weight_multiplier",
+        default=1.0,
+        help="DiskWeigher: positive spreads instances onto the hosts with the most free "
+        "disk, negative stacks them onto the fullest.",
+    ),
+    cfg.FloatOpt(
+        "cpu_weight_multiplier",
+        default=1.0,
+        help="CPUWeigher: positive spreads instances onto the hosts with the most free "
+        "vCPUs (under cpu_allocation_ratio), negative stacks them.",
+    ),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(opts, "filter_scheduler")
+
+
+def list_opts():
+    return [("filter_scheduler", opts)]
+
+
+class DiskWeigher(weighers.BaseHostWeigher):
+    multiplier_option = "disk_weight_multiplier"
+
+    def weigh(self, host_state, spec):
+        return host_state.free_disk_gb
+
+    def weigh_vector(self, table, rows, spec):
+        return table.free_disk_gb[rows]
+
+
+class CPUWeigher(weighers.BaseHostWeigher):
+    multiplier_option = "cpu_weight_multiplier"
+
+    def weigh(self, host_state, spec):
+        ratio = self.conf.filter_scheduler.cpu_allocation_ratio
+        return host_state.vcpus_total * ratio - host_state.vcpus_used
+
+    def weigh_vector(self, table, rows, spec):
+        ratio = self.conf.filter_scheduler.cpu_allocation_ratio
+        return table.vcpus_total[rows] * ratio - table.vcpus_used[rows]

@@ -1,0 +1,138 @@
+"""Nova's filter and weigher catalog: the rules, and their edges."""
+
+import pytest
+
+from scheduler import filters, weighers
+from scheduler.exception import NoValidHost
+from scheduler.filters import extra_specs_ops
+from scheduler.host_state import HostTable
+from scheduler.selection import Selector
+from tests.unit.scheduler.conftest import make_host, make_spec
+
+
+def plugin(conf, kind, name):
+    if kind == "filter":
+        return filters.all_filters()[name](conf)
+    return weighers.all_weighers()[name](conf)
+
+
+@pytest.mark.parametrize("value, req, expected", [
+    ("4", "= 4", True), ("5", "= 4", True), ("3", "= 4", False),
+    ("4", "== 4.0", True), ("4", "!= 4", False), ("5", ">= 4", True), ("5", "<= 4", False),
+    ("abc", "s== abc", True), ("abc", "s!= abc", False), ("abc", "s< abd", True),
+    ("abc", "s<= abc", True), ("abd", "s> abc", True), ("abc", "s>= abd", False),
+    ("sse avx", "<in> avx", True), ("sse", "<in> avx", False),
+    ("sse avx", "<all-in> sse avx", True), ("sse", "<all-in> sse avx", False),
+    ("b", "<or> a <or> b", True), ("c", "<or> a <or> b", False),
+    ("x", "x", True), ("x", "y", False), (None, "= 1", False), ("abc", "= 1", False),
+])
+def test_extra_specs_operators(value, req, expected):
+    assert extra_specs_ops.match(value, req) is expected
+
+
+def test_aggregate_ram_filter_uses_the_smallest_aggregate_ratio_and_reports_it(policy_conf):
+    table = HostTable()
+    host = make_host("h1", ram=1000, free_ram=0, table=table)
+    other = make_host("h2", ram=1000, free_ram=0, table=table)
+    table.set_aggregates([
+        {"name": "a", "hosts": ["h1"], "metadata": {"ram_allocation_ratio": "3.0"}},
+        {"name": "b", "hosts": ["h1"], "metadata": {"ram_allocation_ratio": "2.0"}},
+    ])
+    f = plugin(policy_conf, "filter", "AggregateRamFilter")
+    spec = make_spec(memory_mb=900)
+    assert f.host_passes(host, spec) and f.limits(host) == {"memory_mb": 2000.0}
+    # h2 falls back to [filter_scheduler] ram_allocation_ratio (1.5): 500 MB left
+    assert not f.host_passes(other, spec) and f.limits(other) == {"memory_mb": 1500.0}
+    table.set_aggregates([{"name": "a", "hosts": ["h1"], "metadata": {"ram_allocation_ratio": "x"}}])
+    assert f.limits(host) == {"memory_mb": 1500.0}  # not a number: the option
+
+
+def test_anti_affinity_counts_members_placed_and_pending(policy_conf):
+    table = HostTable()
+    hosts = [make_host(f"h{i}", table=table) for i in range(3)]
+    selector = Selector([plugin(policy_conf, "filter", "ServerGroupAntiAffinityFilter")], [])
+    spec = make_spec(count=2)
+    spec.group = {"policy": "anti-affinity", "rules": {}, "members": [], "placed": ["x"], "hosts": {"h0": 1}}
+    chosen = selector.select(table, spec)
+    assert sorted(h.host for h in chosen) == ["h1", "h2"]
+    spec = make_spec(count=1)
+    spec.group = {"policy": "anti-affinity", "rules": {}, "members": [], "placed": [],
+                  "hosts": {"h0": 1, "h1": 1, "h2": 1}}
+    with pytest.raises(NoValidHost) as exc:
+        selector.select(table, spec)
+    assert "ServerGroupAntiAffinityFilter removed 3" in str(exc.value)
+    spec.group["rules"] = {"max_server_per_host": 2}
+    assert selector.select(table, spec)
+    assert hosts
+
+
+def test_affinity_packs_a_multi_instance_request(policy_conf):
+    table = HostTable()
+    for i in range(4):
+        make_host(f"h{i}", table=table)
+    selector = Selector([plugin(policy_conf, "filter", "ServerGroupAffinityFilter")],
+                        [plugin(policy_conf, "weigher", "RAMWeigher")])
+    spec = make_spec(count=3)
+    spec.group = {"policy": "affinity", "rules": {}, "members": [], "placed": [], "hosts": {}}
+    assert len({h.host for h in selector.select(table, spec)}) == 1
+
+
+def test_availability_zone_from_aggregates_and_default_zone(policy_conf):
+    table = HostTable()
+    h1, h2 = make_host("h1", table=table), make_host("h2", table=table)
+    table.set_aggregates([{"name": "a", "hosts": ["h1"], "availability_zone": "az1"}])
+    f = plugin(policy_conf, "filter", "AvailabilityZoneFilter")
+    spec = make_spec(scheduler_hints={"availability_zone": "az1"})
+    assert f.host_passes(h1, spec) and not f.host_passes(h2, spec)
+    spec = make_spec(scheduler_hints={"availability_zone": "nova"})
+    assert not f.host_passes(h1, spec) and f.host_passes(h2, spec)
+
+
+def test_metrics_weigher_missing_metric_weighs_unavailable(policy_conf):
+    policy_conf.set_override("weight_setting", ["cpu.percent=-1.0"], "metrics")
+    table = HostTable()
+    h1, h2 = make_host("h1", table=table), make_host("h2", table=table)
+    table.extra[h1.row]["metrics"] = {"cpu.percent": 30.0}
+    w = plugin(policy_conf, "weigher", "MetricsWeigher")
+    assert w.weigh(h1, make_spec()) == -30.0
+    assert w.weigh(h2, make_spec()) == -10000.0
+
+
+def test_aggregate_overrides_a_weigher_multiplier(policy_conf):
+    table = HostTable()
+    h1, h2 = make_host("h1", table=table), make_host("h2", table=table)
+    table.set_aggregates([
+        {"name": "a", "hosts": ["h1"], "metadata": {"ram_weight_multiplier": "2.0"}},
+        {"name": "b", "hosts": ["h1"], "metadata": {"ram_weight_multiplier": "-1.0"}},
+    ])
+    w = plugin(policy_conf, "weigher", "RAMWeigher")
+    assert w.weight_multiplier(h1) == -1.0 and w.weight_multiplier(h2) == 1.0
+    assert list(w.multipliers(table, [0, 1])) == [-1.0, 1.0]
+
+
+def test_equal_weights_and_negative_free_cpu(policy_conf):
+    table = HostTable()
+    h1 = make_host("h1", vcpus=4, vcpus_used=100, table=table)
+    w = plugin(policy_conf, "weigher", "CPUWeigher")
+    assert w.weigh(h1, make_spec()) == 4 * 16.0 - 100
+    assert list(weighers.normalize([3.0, 3.0])) == [0.0, 0.0]
+
+
+def test_io_ops_filter_counts_pending_placements(policy_conf):
+    policy_conf.set_override("max_io_ops_per_host", 2, "filter_scheduler")
+    table = HostTable()
+    host = make_host("h1", table=table)
+    f = plugin(policy_conf, "filter", "IoOpsFilter")
+    assert f.host_passes(host, make_spec())
+    spec = make_spec(count=2)
+    for u in spec.instance_uuids:
+        table.consume(host.row, u, spec.flavor)
+    assert not f.host_passes(host, make_spec())
+
+
+def test_json_filter(policy_conf):
+    host = make_host("h1", ram=4096)
+    f = plugin(policy_conf, "filter", "JsonFilter")
+    assert f.host_passes(host, make_spec(scheduler_hints={"query": '[">=", "$free_ram_mb", 1024]'}))
+    assert not f.host_passes(host, make_spec(scheduler_hints={"query": '["<", "$free_ram_mb", 1024]'}))
+    assert not f.host_passes(host, make_spec(scheduler_hints={"query": "not json"}))
