@@ -19,6 +19,7 @@ import threading
 import time
 
 from compute_agent import driver as drivers
+from compute_agent import validate
 from compute_agent.client import TOPIC
 from compute_agent.instance_store import ACTIVE, BUILDING, InstanceStore
 from compute_agent.resource_tracker import ClaimFailed, ResourceTracker, isotime
@@ -40,16 +41,20 @@ def _context_values(context):
 
 
 class ComputeEndpoint:
-    """What the agent exposes over RPC: exactly these two methods."""
+    """What the agent exposes over RPC: exactly these two methods, whose arguments
+    are checked (InvalidRequest, then dead-lettered) before anything is claimed."""
 
     def __init__(self, manager):
         self._manager = manager
 
     def run_instance(self, context, instance, request_spec=None, filter_properties=None):
+        instance, request_spec, filter_properties = validate.run_instance_args(
+            instance, request_spec, filter_properties
+        )
         self._manager.run_instance(context, instance, request_spec, filter_properties)
 
     def terminate_instance(self, context, instance_uuid):
-        self._manager.terminate_instance(context, instance_uuid)
+        self._manager.terminate_instance(context, validate.instance_uuid(instance_uuid, "terminate_instance"))
 
 
 class ComputeManager:
@@ -215,6 +220,7 @@ class ComputeManager:
             return
         except Exception as exc:
             LOG.exception("Build of %s failed", uuid)
+            self.tracker.build_finished(succeeded=False)  # BuildFailureWeigher
             with self._lock:
                 held = self.store.get(uuid)
                 if held is None or held.get("state") != BUILDING:
@@ -240,6 +246,7 @@ class ComputeManager:
                 except Exception:
                     LOG.exception("Cannot record %s as ACTIVE", uuid)
                 self._instance_update(ctxt, uuid, ACTIVE)
+                self.tracker.build_finished(succeeded=True)
                 LOG.info("Instance %s is ACTIVE on %s", uuid, self.host)
                 return
         # Terminated while it was being built: undo what the build made.
@@ -283,6 +290,7 @@ class ComputeManager:
             self.tracker.set_totals(self.driver.get_totals())
         except Exception:
             LOG.exception("Cannot read the host's totals; reporting the previous ones")
+        self.tracker.io_workload = len(self._builds)  # IoOpsFilter: builds in progress
         resources = self.tracker.report()
         self._cast(self.scheduler.report_resources, {}, self.host, resources)
         return resources

@@ -5,10 +5,12 @@ import logging
 import threading
 
 from compute_agent.client import ComputeClient
-from scheduler import filters, states, weighers
+from scheduler import filters, lookups, states, weighers
+from scheduler.agent_auth import AgentAuth
+from scheduler.db.api import to_db_time
 from scheduler.exception import InstanceNotFound, InvalidRequest, NoValidHost
-from scheduler.host_manager import HostManager
-from scheduler.request_spec import RequestSpec, parse_uuid
+from scheduler.host_manager import HostManager, check_report
+from scheduler.request_spec import RequestSpec, Retry, parse_uuid
 from scheduler.selection import Selector
 
 LOG = logging.getLogger(__name__)
@@ -48,16 +50,28 @@ class SchedulerManager:
             rng,
         )
         self.reports = ReportBuffer()
+        self._auth = AgentAuth(conf)
 
     # -- placement -------------------------------------------------------
 
     def run_instance(self, context, request_spec, filter_properties):
+        """Place the instances of a request (or of a reschedule an agent sent back).
+
+        A request that is not valid raises InvalidRequest (the RPC server
+        dead-letters it) after recording the refusal on the new instances it
+        names; a reschedule is accepted only from the broker user of the host
+        that sent it back (the last host of its retry record).
+        """
         try:
             spec = RequestSpec.from_wire(request_spec, filter_properties)
         except InvalidRequest as exc:
-            LOG.warning("run_instance refused: %s", exc)
             self._fail_named_instances(request_spec, f"Invalid request: {exc}")
-            return
+            raise
+        if spec.retry.hosts:
+            self._auth.check(context, spec.retry.hosts[-1][0], "run_instance (reschedule)")
+        self._schedule(context, spec)
+
+    def _schedule(self, context, spec):
         spec.retry.num_attempts += 1
         for host, _node in spec.retry.hosts[-1:]:
             for instance_uuid in spec.instance_uuids:
@@ -74,8 +88,9 @@ class SchedulerManager:
             self._set_error(uuids, reason)
             return
         try:
+            lookups.prepare_spec(self._db, spec)  # zone, server group, same/different host hints
             with self.host_manager.lock:
-                chosen = self.selector.select(self.host_manager.get_all_host_states(), spec)
+                chosen = self.selector.select(self.host_manager.table, spec)
                 placements = [(h.host, h.nodename, dict(h.limits)) for h in chosen]
         except NoValidHost as exc:
             LOG.info("Instances %s: %s", ", ".join(uuids), exc)
@@ -92,8 +107,9 @@ class SchedulerManager:
 
     def select_destinations(self, context, request_spec, filter_properties):
         spec = RequestSpec.from_wire(request_spec, filter_properties)
+        lookups.prepare_spec(self._db, spec)  # zone, server group, same/different host hints
         with self.host_manager.lock:
-            chosen = self.selector.select(self.host_manager.get_all_host_states(), spec)
+            chosen = self.selector.select(self.host_manager.table, spec)
             return [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]
 
     def _instances_to_schedule(self, spec):
@@ -146,41 +162,84 @@ class SchedulerManager:
             except InvalidRequest:
                 continue
         if valid:
+            # Only instances this request created: a bad message naming an
+            # existing instance must not change it.
             self._db.create_instances(
                 [{"uuid": u, "state": states.ERROR, "fault_reason": reason} for u in valid]
             )
-            self._set_error(valid, reason)
+
+    # -- builds that never finish -----------------------------------------
+
+    def _expire_builds(self, now=None):
+        """Reschedule (or fail) the instances SCHEDULED or BUILDING for longer than
+        ``[scheduler] build_timeout`` without news from their agent. Returns how many.
+
+        The periodic task of every scheduler runs it (the leading underscore
+        keeps it off RPC); a compare-and-set on the instance's state and last
+        update makes exactly one of them act.
+        """
+        timeout = self._conf.scheduler.build_timeout
+        cutoff = (now or _now()) - datetime.timedelta(seconds=timeout)
+        expired = 0
+        for instance in self._db.list_instances(states=[states.SCHEDULED, states.BUILDING]):
+            updated = to_db_time(instance.get("updated_at"))
+            if updated is not None and updated <= cutoff and self._expire_build(instance, timeout):
+                expired += 1
+        return expired
+
+    def _expire_build(self, instance, timeout):
+        uuid, host = instance["uuid"], instance["host"]
+        reason = f"{host}: build timed out ({instance['state']} for more than {timeout} s)"
+        taken = self._db.update_instance(
+            uuid,
+            {"state": states.SCHEDULING},
+            expected_states=[instance["state"]],
+            expected_updated_at=instance["updated_at"],
+        )
+        if taken is None:
+            return False  # it moved on meanwhile, or another scheduler took it
+        LOG.warning("Instance %s: %s; rescheduling it if attempts remain", uuid, reason)
+        try:
+            spec = RequestSpec.from_wire(instance["request_spec"], instance["filter_properties"])
+        except (InvalidRequest, TypeError) as exc:
+            self._set_error([uuid], f"{reason}; cannot reschedule it: {exc}")
+        else:
+            hosts = [[host, instance.get("node") or host]] if host else []
+            spec.retry = Retry(num_attempts=instance.get("attempts") or 1, hosts=hosts, exc_reason=reason)
+            self._schedule({}, spec)
+        if host:
+            # Should its agent be alive and slow after all, it must not build it too.
+            self._compute.terminate_instance({}, host, uuid)
+        return True
 
     # -- what the agents tell us ------------------------------------------
 
     def report_resources(self, context, host, resources):
-        try:
-            self.host_manager.update_from_report(host, resources)
-        except InvalidRequest as exc:
-            LOG.warning("Report refused: %s", exc)
-            return
+        check_report(host, resources)
+        self._auth.check(context, host, "report_resources")
+        self.host_manager.update_from_report(host, resources)
         self.reports.put(host, resources)
 
     def instance_update(self, context, instance_uuid, host, state, fault=None):
-        try:
-            instance_uuid = parse_uuid(instance_uuid, "instance_update: instance_uuid")
-            if state not in states.FROM_AGENT:
-                raise InvalidRequest(f"instance_update: state must be one of {states.FROM_AGENT}")
-            if not isinstance(host, str) or not host:
-                raise InvalidRequest("instance_update: host must be a non-empty string")
-        except InvalidRequest as exc:
-            LOG.warning("Update refused: %s", exc)
-            return
+        instance_uuid = parse_uuid(instance_uuid, "instance_update: instance_uuid")
+        if not isinstance(state, str) or state not in states.FROM_AGENT:
+            raise InvalidRequest(
+                f"instance_update: state must be one of {', '.join(states.FROM_AGENT)}, got {state!r}"[:300]
+            )
+        if not isinstance(host, str) or not host or len(host) > 255:
+            raise InvalidRequest("instance_update: host must be a non-empty string of at most 255 characters")
+        if fault is not None and not (
+            isinstance(fault, dict) and isinstance(fault.get("reason", ""), str | type(None))
+        ):
+            raise InvalidRequest("instance_update: fault must be an object whose reason is a string")
+        self._auth.check(context, host, "instance_update")
         current = self._db.get_instance(instance_uuid)
         if current is None:
-            LOG.warning("Update for unknown instance %s from %s ignored", instance_uuid, host)
-            return
-        if current["state"] == states.DELETED or (
-            current["host"] != host and state != states.DELETED
-        ):
+            raise InvalidRequest(f"instance_update from {host}: no instance {instance_uuid}")
+        # Only the instance's current host speaks for it: a late word from a host
+        # it was taken from (rescheduled after build_timeout) changes nothing.
+        if current["state"] == states.DELETED or current["host"] != host:
             LOG.debug("Stale update %s for %s from %s ignored", state, instance_uuid, host)
-            return
-        if current["state"] == states.DELETING and state != states.DELETED:
             return
         values = {"state": state}
         if state == states.ACTIVE:
@@ -189,18 +248,19 @@ class SchedulerManager:
             values["fault_reason"] = str((fault or {}).get("reason") or "Build failed")[:4096]
         elif state == states.DELETED:
             values["deleted_at"] = _now()
+        # Several schedulers share the queue: an agent's BUILDING and ACTIVE may be
+        # handled in either order. A state only moves forward (and DELETING only to
+        # DELETED), so the later one is not undone by the earlier.
+        if self._db.update_instance(instance_uuid, values, expected_states=_MAY_PRECEDE[state]) is None:
+            LOG.debug("Update %s for %s from %s comes too late; ignored", state, instance_uuid, host)
+            return
         if state in (states.ERROR, states.DELETED):
             self.host_manager.release(host, instance_uuid)
-        self._db.update_instance(instance_uuid, values)
 
     # -- operator requests ------------------------------------------------
 
     def delete_instance(self, context, instance_uuid):
-        try:
-            instance_uuid = parse_uuid(instance_uuid, "delete_instance: instance_uuid")
-        except InvalidRequest as exc:
-            LOG.warning("Delete refused: %s", exc)
-            return
+        instance_uuid = parse_uuid(instance_uuid, "delete_instance: instance_uuid")
         current = self._db.get_instance(instance_uuid)
         if current is None or current["state"] == states.DELETED:
             return
@@ -218,8 +278,12 @@ class SchedulerManager:
             return [_host_view(h, self.host_manager.is_up(h)) for h in hosts]
 
     def list_instances(self, context, host=None, state=None, include_deleted=False):
-        if state is not None and state not in states.ALL:
-            raise InvalidRequest(f"state must be one of {', '.join(states.ALL)}, got {state!r}")
+        if state is not None and (not isinstance(state, str) or state not in states.ALL):
+            raise InvalidRequest(f"state must be one of {', '.join(states.ALL)}, got {state!r}"[:300])
+        if host is not None and (not isinstance(host, str) or not host or len(host) > 255):
+            raise InvalidRequest("host must be a non-empty string of at most 255 characters")
+        if not isinstance(include_deleted, bool):
+            raise InvalidRequest(f"include_deleted must be true or false, got {include_deleted!r}"[:300])
         return self._db.list_instances(
             host=host, states=[state] if state else None, include_deleted=bool(include_deleted)
         )
@@ -230,6 +294,15 @@ class SchedulerManager:
         if instance is None:
             raise InstanceNotFound(f"No instance {instance_uuid}")
         return instance
+
+
+#: The states an agent's update may move an instance from, by the state it reports.
+_MAY_PRECEDE = {
+    states.BUILDING: (states.SCHEDULED,),
+    states.ACTIVE: (states.SCHEDULED, states.BUILDING),
+    states.ERROR: (states.SCHEDULED, states.BUILDING, states.ACTIVE),
+    states.DELETED: tuple(s for s in states.ALL if s != states.DELETED),
+}
 
 
 def _ctxt(context):

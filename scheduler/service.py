@@ -4,6 +4,7 @@ import logging
 import threading
 
 from scheduler import concurrency, rpc
+from scheduler.admin import AdminEndpoint
 from scheduler.client import TOPIC
 from scheduler.manager import SchedulerManager
 
@@ -16,14 +17,16 @@ class SchedulerService:
         self.conf = conf
         self.database = database
         self.manager = SchedulerManager(conf, transport, database, rng=rng)
+        self.admin = AdminEndpoint(conf, database, self.manager.host_manager)
         self._server = rpc.get_rpc_server(
-            transport, rpc.Target(topic=TOPIC, server=conf.host), [self.manager]
+            transport, rpc.Target(topic=TOPIC, server=conf.host), [self.manager, self.admin]
         )
         self._stopping = threading.Event()
         self._periodic = None
 
     def start(self):
         self.manager.host_manager.restore(self.database.list_compute_nodes())
+        self.admin._reload()  # aggregates; reloaded by the periodic task too
         self._server.start()
         self._periodic = concurrency.spawn(self._run_periodic, name="scheduler-periodic")
         LOG.info(
@@ -56,5 +59,7 @@ class SchedulerService:
             try:
                 self.save_reports()
                 self.database.service_heartbeat(self.conf.host, BINARY, TOPIC)
+                self.manager._expire_builds()  # not an RPC method: underscored
+                self.admin._reload()  # aggregates changed through another scheduler
             except Exception:
                 LOG.exception("Periodic task failed; retrying in %s s", interval)

@@ -15,7 +15,11 @@ def main(argv=None):
     config.setup_logging(conf, PROG)
     database = Database.from_conf(conf)
     if conf.database.auto_migrate:
-        database.sync()
+        try:
+            database.sync()
+        except Exception as exc:  # one line (the URL in it is masked), no traceback
+            database.dispose()
+            return f"{PROG}: cannot start: {exc}"
     transport = rpc.get_transport(conf)
     try:
         common.run_until_signalled([SchedulerService(conf, transport, database)])

@@ -11,7 +11,10 @@ opts = [
         secret=True,
         help="SQLAlchemy URL of the database, e.g. postgresql+psycopg2://berth:secret@db/berth "
         "or mysql+pymysql://berth:secret@db/berth. Only schedulers connect to it; "
-        "compute agents never hold database credentials.",
+        "compute agents never hold database credentials. Query arguments go to the "
+        "driver, which is how TLS is set up: "
+        "?sslmode=verify-full&sslrootcert=/etc/berth/db-ca.pem (PostgreSQL) or "
+        "?ssl_ca=/etc/berth/db-ca.pem (PyMySQL).",
     ),
     cfg.BoolOpt(
         "auto_migrate",

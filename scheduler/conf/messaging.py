@@ -26,7 +26,10 @@ opts = [
     cfg.BoolOpt(
         "rabbit_quorum_queue",
         default=False,
-        help="Declare the shared queues as quorum queues (x-queue-type=quorum).",
+        help="Declare the shared queues as quorum queues (x-queue-type=quorum), with "
+        "<control_exchange>.dlx as their dead-letter exchange (x-dead-letter-exchange). "
+        "Every peer declaring these queues, oslo.messaging ones included, must use the "
+        "same arguments, or RabbitMQ refuses the declaration.",
     ),
     cfg.IntOpt(
         "rabbit_qos_prefetch_count",
@@ -66,6 +69,14 @@ opts = [
         help="Times a message is published again after a connection error, with the "
         "reconnect backoff between attempts, before the send fails with "
         "MessageDeliveryFailure. (Consumers reconnect for ever.)",
+    ),
+    cfg.IntOpt(
+        "max_message_bytes",
+        default=1024 * 1024,
+        min=1024,
+        help="Largest message body (bytes) a Berth server accepts. A larger body is "
+        "refused without being decoded: dead-lettered if it is a cast (a call cannot be "
+        "answered, since its reply queue is inside the body).",
     ),
     cfg.BoolOpt("ssl", default=False, help="Connect to RabbitMQ over TLS (also implied by amqps://)."),
     cfg.StrOpt("ssl_ca_file", help="CA bundle that signs the broker's certificate."),

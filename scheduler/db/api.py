@@ -26,7 +26,15 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from scheduler.db import migration, models
-from scheduler.db.models import compute_nodes, instances, services
+from scheduler.db.models import (
+    aggregate_hosts,
+    aggregates,
+    compute_nodes,
+    instances,
+    server_group_members,
+    server_groups,
+    services,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -53,6 +61,14 @@ _MYSQL_TRANSIENT = {1205, 1213, 1040, 1053, 2002, 2003, 2006, 2013, 2055, 1927, 
 
 class DatabaseUnavailable(Exception):
     """The database stayed unreachable (or locked) through every retry."""
+
+
+class NotFound(LookupError):
+    """No aggregate or server group of that name or uuid."""
+
+
+class Conflict(ValueError):
+    """The name (or host membership) exists already."""
 
 
 def mask_url(url):
@@ -408,16 +424,19 @@ class Database:
         return _row_dict(row) if row is not None else None
 
     @staticmethod
-    def _update_one(connection, uuid, values, expected_states):
+    def _update_one(connection, uuid, values, expected_states, expected_updated_at=None):
         statement = sa.update(instances).where(instances.c.uuid == uuid).values(values)
         states = _states(expected_states)
         if states is not None:
             statement = statement.where(instances.c.state.in_(states))
+        if expected_updated_at is not None:
+            statement = statement.where(instances.c.updated_at == to_db_time(expected_updated_at))
         return connection.execute(statement).rowcount == 1
 
     @_retry
-    def update_instance(self, uuid, values, expected_states=None):
-        """Compare-and-set: update the instance if its state is one of ``expected_states``.
+    def update_instance(self, uuid, values, expected_states=None, expected_updated_at=None):
+        """Compare-and-set: update the instance if its state is one of ``expected_states``
+        (and, with ``expected_updated_at``, if it was not updated since that time).
 
         Returns the updated row, or None when the instance is missing or in
         another state. ``updated_at`` is set to now.
@@ -425,7 +444,7 @@ class Database:
         values = _instance_values(values, _INSTANCE_UPDATABLE)
         values["updated_at"] = utcnow()
         with self._transaction(write=True) as connection:
-            if not self._update_one(connection, uuid, values, expected_states):
+            if not self._update_one(connection, uuid, values, expected_states, expected_updated_at):
                 return None
             row = connection.execute(sa.select(instances).where(instances.c.uuid == uuid)).mappings().one()
         return _row_dict(row)
@@ -570,3 +589,212 @@ class Database:
             statement = statement.where(services.c.binary == binary)
         with self._transaction() as connection:
             return [_row_dict(row) for row in connection.execute(statement).mappings()]
+
+    # -- host aggregates ----------------------------------------------------
+    # Callers (scheduler.admin) check names and values first; these raise
+    # NotFound / Conflict for what only the database can tell.
+
+    def _aggregate_id(self, connection, name):
+        found = connection.execute(sa.select(aggregates.c.id).where(aggregates.c.name == name)).first()
+        if found is None:
+            raise NotFound(f"no aggregate named {name!r}")
+        return found[0]
+
+    @_retry
+    def list_aggregates(self):
+        """[{name, availability_zone, metadata, hosts}], by name."""
+        with self._transaction() as connection:
+            rows = connection.execute(sa.select(aggregates).order_by(aggregates.c.name)).mappings().all()
+            hosts = {}
+            for aggregate_id, host in connection.execute(
+                sa.select(aggregate_hosts.c.aggregate_id, aggregate_hosts.c.host)
+                .order_by(aggregate_hosts.c.host)
+            ):
+                hosts.setdefault(aggregate_id, []).append(host)
+        return [
+            {
+                "name": row["name"],
+                "availability_zone": row["availability_zone"],
+                "metadata": dict(row["metadata"] or {}),
+                "hosts": hosts.get(row["id"], []),
+                "created_at": to_iso(row["created_at"]),
+                "updated_at": to_iso(row["updated_at"]),
+            }
+            for row in rows
+        ]
+
+    def get_aggregate(self, name):
+        for aggregate in self.list_aggregates():
+            if aggregate["name"] == name:
+                return aggregate
+        raise NotFound(f"no aggregate named {name!r}")
+
+    @_retry
+    def create_aggregate(self, name, availability_zone=None, metadata=None):
+        now = utcnow()
+        try:
+            with self._transaction(write=True) as connection:
+                connection.execute(aggregates.insert(), [{
+                    "name": name, "availability_zone": availability_zone,
+                    "metadata": dict(metadata or {}), "created_at": now, "updated_at": now,
+                }])
+        except sa_exc.IntegrityError:
+            raise Conflict(f"an aggregate named {name!r} exists already") from None
+        return self.get_aggregate(name)
+
+    @_retry
+    def delete_aggregate(self, name):
+        with self._transaction(write=True) as connection:
+            aggregate_id = self._aggregate_id(connection, name)
+            connection.execute(
+                sa.delete(aggregate_hosts).where(aggregate_hosts.c.aggregate_id == aggregate_id)
+            )
+            connection.execute(sa.delete(aggregates).where(aggregates.c.id == aggregate_id))
+
+    @_retry
+    def add_aggregate_host(self, name, host):
+        try:
+            with self._transaction(write=True) as connection:
+                aggregate_id = self._aggregate_id(connection, name)
+                connection.execute(aggregate_hosts.insert(), [{"aggregate_id": aggregate_id, "host": host}])
+                connection.execute(
+                    sa.update(aggregates).where(aggregates.c.id == aggregate_id).values(updated_at=utcnow())
+                )
+        except sa_exc.IntegrityError:
+            raise Conflict(f"host {host!r} is in aggregate {name!r} already") from None
+        return self.get_aggregate(name)
+
+    @_retry
+    def remove_aggregate_host(self, name, host):
+        with self._transaction(write=True) as connection:
+            aggregate_id = self._aggregate_id(connection, name)
+            removed = connection.execute(
+                sa.delete(aggregate_hosts).where(
+                    aggregate_hosts.c.aggregate_id == aggregate_id, aggregate_hosts.c.host == host
+                )
+            ).rowcount
+            if not removed:
+                raise NotFound(f"host {host!r} is not in aggregate {name!r}")
+            connection.execute(
+                sa.update(aggregates).where(aggregates.c.id == aggregate_id).values(updated_at=utcnow())
+            )
+        return self.get_aggregate(name)
+
+    @_retry
+    def update_aggregate(self, name, metadata=None, availability_zone=None, set_zone=False):
+        """Merge ``metadata`` into the aggregate's (a None value removes the key); set its zone."""
+        with self._transaction(write=True) as connection:
+            row = connection.execute(
+                sa.select(aggregates).where(aggregates.c.name == name)
+            ).mappings().first()
+            if row is None:
+                raise NotFound(f"no aggregate named {name!r}")
+            merged = dict(row["metadata"] or {})
+            for key, value in (metadata or {}).items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            values = {"metadata": merged, "updated_at": utcnow()}
+            if set_zone:
+                values["availability_zone"] = availability_zone
+            connection.execute(sa.update(aggregates).where(aggregates.c.id == row["id"]).values(values))
+        return self.get_aggregate(name)
+
+    # -- server groups ------------------------------------------------------
+
+    @_retry
+    def create_server_group(self, uuid, name, policy, rules=None, project_id=None):
+        with self._transaction(write=True) as connection:
+            connection.execute(server_groups.insert(), [{
+                "uuid": uuid, "name": name, "policy": policy, "rules": dict(rules or {}),
+                "project_id": project_id, "created_at": utcnow(),
+            }])
+        return self.get_server_group(uuid)
+
+    @_retry
+    def list_server_groups(self):
+        """[{uuid, name, policy, rules, project_id, members, created_at}], oldest first."""
+        with self._transaction() as connection:
+            rows = connection.execute(
+                sa.select(server_groups).order_by(server_groups.c.created_at, server_groups.c.id)
+            ).mappings().all()
+            members = {}
+            for group_id, instance_uuid in connection.execute(
+                sa.select(server_group_members.c.group_id, server_group_members.c.instance_uuid)
+                .order_by(server_group_members.c.id)
+            ):
+                members.setdefault(group_id, []).append(instance_uuid)
+        return [_group_dict(row, members.get(row["id"], [])) for row in rows]
+
+    @_retry
+    def get_server_group(self, uuid):
+        with self._transaction() as connection:
+            row = connection.execute(
+                sa.select(server_groups).where(server_groups.c.uuid == uuid)
+            ).mappings().first()
+            if row is None:
+                raise NotFound(f"no server group {uuid}")
+            members = list(connection.scalars(
+                sa.select(server_group_members.c.instance_uuid)
+                .where(server_group_members.c.group_id == row["id"])
+                .order_by(server_group_members.c.id)
+            ))
+        return _group_dict(row, members)
+
+    @_retry
+    def delete_server_group(self, uuid):
+        with self._transaction(write=True) as connection:
+            found = connection.execute(_group_id(uuid)).first()
+            if found is None:
+                raise NotFound(f"no server group {uuid}")
+            members = server_group_members
+            connection.execute(sa.delete(members).where(members.c.group_id == found[0]))
+            connection.execute(sa.delete(server_groups).where(server_groups.c.id == found[0]))
+
+    @_retry
+    def add_server_group_members(self, uuid, instance_uuids):
+        """Add instances to the group (those already in it are left alone)."""
+        with self._transaction(write=True) as connection:
+            found = connection.execute(_group_id(uuid)).first()
+            if found is None:
+                raise NotFound(f"no server group {uuid}")
+            existing = set(connection.scalars(
+                sa.select(server_group_members.c.instance_uuid)
+                .where(server_group_members.c.group_id == found[0])
+            ))
+            new = [u for u in dict.fromkeys(instance_uuids) if u not in existing]
+            if new:
+                connection.execute(
+                    server_group_members.insert(), [{"group_id": found[0], "instance_uuid": u} for u in new]
+                )
+
+    @_retry
+    def hosts_of_instances(self, uuids):
+        """{uuid: host} of the instances of ``uuids`` that are on a host and not deleted or failed."""
+        found = {}
+        with self._transaction() as connection:
+            for chunk in _chunks(uuids):
+                statement = sa.select(instances.c.uuid, instances.c.host).where(
+                    instances.c.uuid.in_(chunk),
+                    instances.c.host.is_not(None),
+                    instances.c.state.not_in([models.DELETED, models.ERROR]),
+                )
+                found.update(connection.execute(statement).all())
+        return found
+
+
+def _group_id(uuid):
+    return sa.select(server_groups.c.id).where(server_groups.c.uuid == uuid)
+
+
+def _group_dict(row, members):
+    return {
+        "uuid": row["uuid"],
+        "name": row["name"],
+        "policy": row["policy"],
+        "rules": dict(row["rules"] or {}),
+        "project_id": row["project_id"],
+        "members": members,
+        "created_at": to_iso(row["created_at"]),
+    }

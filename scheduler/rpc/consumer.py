@@ -24,15 +24,18 @@ class ConsumeLoop:
 
     ``queues`` is called on every (re)connection and returns kombu Queues.
     ``on_stop(channel)`` runs on a clean stop while the connection still works
-    (to delete a process's own queues). ``ready`` is set once consuming.
+    (to delete a process's own queues); ``on_connect(channel)`` after the queues
+    are declared on each connection (to declare what is not consumed).
+    ``ready`` is set once consuming.
     """
 
-    def __init__(self, transport, name, queues, on_message, prefetch=None, on_stop=None):
+    def __init__(self, transport, name, queues, on_message, prefetch=None, on_stop=None, on_connect=None):
         self.transport = transport
         self.name = name
         self._queues = queues
         self._on_message = on_message
         self._on_stop = on_stop
+        self._on_connect = on_connect
         self._prefetch = prefetch
         self.stopping = threading.Event()
         self.ready = threading.Event()
@@ -92,6 +95,8 @@ class ConsumeLoop:
         queues = [queue(channel) for queue in self._queues()]
         for queue in queues:
             queue.declare()
+        if self._on_connect is not None:
+            self._on_connect(channel)
         consumer = kombu.Consumer(
             channel,
             queues=queues,

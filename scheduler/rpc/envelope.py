@@ -51,16 +51,31 @@ def unwrap(body):
     """The inner message of an envelope; raises InvalidEnvelope for anything else."""
     if not isinstance(body, dict) or VERSION_KEY not in body or MESSAGE_KEY not in body:
         raise InvalidEnvelope(f"not an oslo.messaging envelope: {_preview(body)}")
-    version = str(body[VERSION_KEY])
-    if version.split(".")[0] != VERSION.split(".")[0]:
-        raise InvalidEnvelope(f"unsupported envelope version {version!r}")
+    version = body[VERSION_KEY]
+    if not _compatible(version):
+        raise InvalidEnvelope(
+            f"unsupported envelope version {_preview(version, 40)}; this server speaks {VERSION}"
+        )
+    if not isinstance(body[MESSAGE_KEY], str):
+        raise InvalidEnvelope(f"envelope message is not a JSON string: {_preview(body[MESSAGE_KEY], 60)}")
     try:
         msg = json.loads(body[MESSAGE_KEY])
-    except (TypeError, ValueError) as exc:
-        raise InvalidEnvelope(f"envelope message is not JSON: {exc}") from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidEnvelope(f"envelope message is not JSON: {_preview(str(exc), 120)}") from None
     if not isinstance(msg, dict):
         raise InvalidEnvelope(f"envelope message is not an object: {_preview(msg)}")
     return msg
+
+
+def _compatible(version):
+    """oslo's version_is_compatible: same major version, minor not newer than ours."""
+    if not isinstance(version, str):
+        return False
+    major, _, minor = version.partition(".")
+    mine_major, _, mine_minor = VERSION.partition(".")
+    if not (major.isdigit() and (minor or "0").isdigit()):
+        return False
+    return int(major) == int(mine_major) and int(minor or 0) <= int(mine_minor)
 
 
 def _preview(value, limit=200):
@@ -88,18 +103,55 @@ def request(method, args, ctxt=None, msg_id=None, reply_q=None, timeout=None):
     return msg
 
 
+#: oslo.messaging names its reply queues reply_<hex>; anything else could make a
+#: server publish its reply into another queue of the default exchange.
+REPLY_QUEUE_PREFIX = "reply_"
+MAX_NAME = 255
+
+
+def reply_address(msg):
+    """(msg_id, reply_q) of a call whose reply can be sent, else (None, None)."""
+    msg_id, reply_q = msg.get("_msg_id"), msg.get("_reply_q")
+    if (
+        isinstance(msg_id, str)
+        and isinstance(reply_q, str)
+        and 0 < len(msg_id) <= MAX_NAME
+        and 0 < len(reply_q) <= MAX_NAME
+        and reply_q.startswith(REPLY_QUEUE_PREFIX)
+    ):
+        return msg_id, reply_q
+    return None, None
+
+
 def parse_request(msg):
-    """Split an inner request into (method, args, context values, msg_id, reply_q)."""
+    """Split an inner request into (method, args, context values, msg_id, reply_q).
+
+    Raises InvalidEnvelope unless ``method`` is a name (whether a server has
+    it is the Dispatcher's to say), ``args`` an object whose keys are argument
+    names, and the reply address, if any, usable.
+    """
     method = msg.get("method")
     if not isinstance(method, str) or not method:
         raise InvalidEnvelope(f"message has no method: {_preview(msg)}")
-    args = msg.get("args") or {}
+    if len(method) > MAX_NAME:
+        raise InvalidEnvelope(f"message method name is too long: {_preview(method, 60)}")
+    args = msg.get("args")
+    if args is None:
+        args = {}
     if not isinstance(args, dict):
         raise InvalidEnvelope(f"message args are not an object: {_preview(args)}")
+    for key in args:
+        if not key.isidentifier():
+            raise InvalidEnvelope(f"message args: {_preview(key, 60)} is not an argument name")
+    msg_id, reply_q = msg.get("_msg_id"), msg.get("_reply_q")
+    if reply_q is not None and reply_address(msg) == (None, None):
+        raise InvalidEnvelope("message has an unusable _msg_id or _reply_q")
+    if msg_id is not None and not isinstance(msg_id, str):
+        raise InvalidEnvelope("message _msg_id is not a string")
     values = {
         key[len(CONTEXT_PREFIX) :]: value for key, value in msg.items() if key.startswith(CONTEXT_PREFIX)
     }
-    return method, args, values, msg.get("_msg_id"), msg.get("_reply_q")
+    return method, args, values, msg_id, reply_q
 
 
 def reply(msg_id, result=None, failure=None, ending=True):

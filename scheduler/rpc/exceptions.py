@@ -29,6 +29,9 @@ class RemoteError(MessagingException):
 class NoSuchMethod(MessagingException, AttributeError):
     """A message named a method that no endpoint of the server exposes."""
 
+    #: The sender's fault, not ours: logged once as a warning, without a traceback.
+    invalid_input = True
+
     def __init__(self, method):
         self.method = method
         super().__init__(method)
@@ -39,3 +42,17 @@ class NoSuchMethod(MessagingException, AttributeError):
 
 class InvalidEnvelope(MessagingException, ValueError):
     """A message body is not an oslo.messaging 2.0 envelope we can read."""
+
+    invalid_input = True
+
+
+class InvalidArguments(MessagingException, TypeError):
+    """A message's arguments do not match its method: one missing, or one it does not take."""
+
+    invalid_input = True
+
+
+class MessageTooLarge(MessagingException, ValueError):
+    """A message body is larger than ``[oslo_messaging_rabbit] max_message_bytes``."""
+
+    invalid_input = True

@@ -12,8 +12,9 @@ import logging
 from scheduler.rpc import envelope, topology
 from scheduler.rpc.consumer import ConsumeLoop
 from scheduler.rpc.context import Context
+from scheduler.rpc.deadletter import DeadLetters, log_key, reason_of
 from scheduler.rpc.dispatcher import Dispatcher
-from scheduler.rpc.exceptions import InvalidEnvelope, NoSuchMethod
+from scheduler.rpc.exceptions import InvalidEnvelope, MessageTooLarge
 
 LOG = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class RPCServer:
         self.fanout_queue_name = f"{target.topic}_fanout_{envelope.new_id()}"
         self._fanout_exchange = topology.fanout_exchange(target.topic).name
         label = f"{target.topic}.{target.server}" if target.server else target.topic
+        self.dead_letters = DeadLetters(transport, label)
         self._loop = ConsumeLoop(
             transport,
             f"rpc-server-{label}",
@@ -42,6 +44,7 @@ class RPCServer:
             on_message=self._on_message,
             prefetch=transport.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count,
             on_stop=self._delete_fanout_queue,
+            on_connect=self.dead_letters.declare,
         )
         self._started = False
 
@@ -89,15 +92,30 @@ class RPCServer:
             else:
                 message.requeue()  # for the next server of the topic
             return
+        # Nothing of a message is trusted before it is checked here: its size
+        # (before decoding), its envelope, its method and arguments (Dispatcher),
+        # then what the endpoint checks itself. A call that fails gets a failure
+        # reply; a cast, or a message too broken to answer, is dead-lettered.
+        method = msg_id = reply_q = None
         try:
-            method, args, values, msg_id, reply_q = envelope.parse_request(envelope.unwrap(message.decode()))
+            limit = self.transport.conf.oslo_messaging_rabbit.max_message_bytes
+            size = len(message.body or b"")
+            if size > limit:
+                raise MessageTooLarge(f"message body of {size} bytes exceeds max_message_bytes ({limit})")
+            try:
+                body = message.decode()
+            except Exception as exc:  # bad JSON or UTF-8, a content type other than JSON
+                raise InvalidEnvelope(f"cannot decode the body: {reason_of(exc)}") from None
+            msg = envelope.unwrap(body)
+            msg_id, reply_q = envelope.reply_address(msg)
+            method = msg.get("method") if isinstance(msg.get("method"), str) else None
+            method, args, values, msg_id, reply_q = envelope.parse_request(msg)
         except Exception as exc:
-            LOG.warning(
-                "Dropping a malformed message on %s (routing key %s): %s",
-                self.target.topic,
-                message.delivery_info.get("routing_key"),
-                exc if isinstance(exc, InvalidEnvelope) else f"{type(exc).__name__}: {exc}",
-            )
+            if msg_id and reply_q:
+                self._log_refusal(method, exc)
+                self._reply(msg_id, reply_q, failure=exc)
+            else:
+                self.dead_letters.send(message, exc, method=method)
             message.ack()
             return
         context = Context(
@@ -107,31 +125,36 @@ class RPCServer:
             msg_id=msg_id,
             reply_q=reply_q,
         )
-        try:
-            self._dispatch(context, method, args, msg_id, reply_q)
-        finally:
-            message.ack()
-
-    def _dispatch(self, context, method, args, msg_id, reply_q):
         is_call = bool(msg_id and reply_q)
         try:
             result = self.dispatcher.dispatch(context, method, args)
-        except NoSuchMethod as exc:
-            if is_call:
-                self._reply(msg_id, reply_q, failure=exc)
-            else:
-                LOG.warning("Cast of %s on %s: %s", method, self.target.topic, exc)
-            return
         except Exception as exc:
             if is_call:
-                LOG.debug("Call of %s raised; replying with the failure", method, exc_info=True)
+                self._log_refusal(method, exc)
                 self._reply(msg_id, reply_q, failure=exc)
             else:
-                LOG.error("Cast of %s failed: %s: %s", method, type(exc).__name__, exc)
                 LOG.debug("Traceback of the failed cast of %s", method, exc_info=True)
+                self.dead_letters.send(message, exc, method=method)
+            message.ack()
             return
         if is_call:
             self._reply(msg_id, reply_q, result=result)
+        message.ack()
+
+    def _log_refusal(self, method, exc):
+        """A failed call: its caller gets the failure; we log it once, without traceback
+        for bad input (a bug's traceback goes to the debug log)."""
+        if getattr(exc, "invalid_input", False):
+            self.dead_letters.logs.log(
+                log_key(method, exc), logging.INFO, "Call of %s on %s refused: %s",
+                method or "?", self.target.topic, reason_of(exc),
+            )
+        else:
+            self.dead_letters.logs.log(
+                log_key(method, exc), logging.WARNING, "Call of %s on %s failed: %s",
+                method, self.target.topic, reason_of(exc),
+            )
+            LOG.debug("Traceback of the failed call of %s", method, exc_info=True)
 
     def _reply(self, msg_id, reply_q, result=None, failure=None):
         if failure is not None:

@@ -35,6 +35,7 @@ def shared_queue(transport, key):
     arguments = {}
     if transport.is_rabbit and rabbit.rabbit_quorum_queue:
         arguments["x-queue-type"] = "quorum"
+        arguments["x-dead-letter-exchange"] = dead_letter_exchange(transport).name
     return Queue(
         key,
         exchange=topic_exchange(transport),
@@ -74,4 +75,30 @@ def reply_queue(transport, name):
         durable=False,
         auto_delete=False,
         queue_arguments=_transient_arguments(transport),
+    )
+
+
+def dead_letter_exchange(transport):
+    """``<control_exchange>.dlx``: where messages that cannot be processed go (fanout,
+    so that whatever routing key they had, they reach the dead-letter queue)."""
+    return Exchange(
+        f"{transport.conf.control_exchange}.dlx",
+        type="fanout",
+        durable=transport.durable,
+        auto_delete=False,
+    )
+
+
+def dead_letter_queue(transport):
+    """``<control_exchange>.dead-letters``: kept for the operator, never consumed by Berth.
+
+    A classic durable queue even with rabbit_quorum_queue: it is written once per
+    refused message, in the consumer's path, and a quorum queue's confirms are slower.
+    """
+    return Queue(
+        f"{transport.conf.control_exchange}.dead-letters",
+        exchange=dead_letter_exchange(transport),
+        routing_key="#",
+        durable=transport.durable,
+        auto_delete=False,
     )

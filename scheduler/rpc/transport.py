@@ -129,6 +129,11 @@ class Transport:
             options["certfile"] = rabbit.ssl_cert_file
         if rabbit.ssl_key_file:
             options["keyfile"] = rabbit.ssl_key_file
+        if rabbit.ssl_ca_file and len(self._hosts) == 1:
+            # kombu fills in the URL's host name: the broker's certificate must
+            # name it. (With several hosts kombu would keep the first one's name
+            # through a failover, so there the CA chain alone is verified.)
+            options["server_hostname"] = None
         return options or True
 
     def connection(self, purpose, heartbeat=True):
@@ -138,7 +143,8 @@ class Transport:
             name = f"{os.path.basename(sys.argv[0]) or 'python'}:{os.getpid()}:{purpose}"
             return kombu.Connection(
                 self._hosts,
-                ssl=self._ssl,
+                # a copy: kombu writes the host name into it
+                ssl=dict(self._ssl) if isinstance(self._ssl, dict) else self._ssl,
                 heartbeat=rabbit.heartbeat_timeout_threshold if heartbeat else 0,
                 failover_strategy="round-robin",
                 connect_timeout=max(rabbit.rabbit_interval_max, 5),
@@ -207,16 +213,28 @@ class Publisher:
         self._producer = None
         self._declared = set()
 
-    def publish(self, body, exchange, routing_key, expiration=None, persistent=None):
-        """Publish the dict ``body`` as JSON to ``exchange`` (a kombu Exchange)."""
+    def publish(self, body, exchange, routing_key, expiration=None, persistent=None,
+                headers=None, content_type=None, content_encoding=None):
+        """Publish the dict ``body`` as JSON to ``exchange`` (a kombu Exchange).
+
+        With ``content_type``, ``body`` is sent as it is (bytes or text), not
+        serialized: how a message is passed on unchanged (dead-lettering).
+        """
         transport = self.transport
         rabbit = transport.conf.oslo_messaging_rabbit
         if persistent is None:
             persistent = transport.durable
-        # serializer="json" below sets content_type application/json.
+        # serializer="json" sets content_type application/json.
         properties = {"delivery_mode": 2 if persistent else 1}
         if expiration is not None and transport.is_rabbit:
             properties["expiration"] = expiration
+        if headers:
+            properties["headers"] = headers
+        if content_type is None:
+            properties["serializer"] = "json"
+        else:
+            properties["content_type"] = content_type
+            properties["content_encoding"] = content_encoding or "binary"
         waits = delays(transport.conf)
         attempt = 0
         redeclared = False
@@ -234,7 +252,6 @@ class Publisher:
                         body,
                         exchange=exchange,
                         routing_key=routing_key,
-                        serializer="json",
                         retry=False,
                         declare=None,
                         confirm_timeout=transport.conf.rpc_response_timeout,

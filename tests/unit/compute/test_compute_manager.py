@@ -143,7 +143,7 @@ def request_for(*instances, limits=None, retry=None):
 
 def sync(scheduler, client):
     """Cast a no-op terminate and wait for its answer: what the agent cast before has arrived."""
-    marker = f"sync-{uuidlib.uuid4()}"
+    marker = str(uuidlib.uuid4())  # an instance this agent never had
     client.terminate_instance({}, HOST, marker)
     wait_for(lambda: scheduler.states(marker) == ["DELETED"], "the sync marker")
 

@@ -9,7 +9,7 @@ import pytest
 from scheduler import rpc
 from scheduler.conf import opts
 from scheduler.db.api import Database
-from scheduler.exception import NoValidHost
+from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.manager import SchedulerManager
 
 HOSTS = {"h1": 8192, "h2": 16384, "h3": 4096}
@@ -142,7 +142,8 @@ def test_a_bad_request_marks_its_instances_error_with_the_field(world):
     manager, database, agents = world
     uuids, spec, props = request()
     spec["instance_type"]["memory_mb"] = "lots"
-    manager.run_instance(rpc.Context({}), spec, props)
+    with pytest.raises(InvalidRequest, match="memory_mb: must be an integer"):
+        manager.run_instance(rpc.Context({}), spec, props)
     record = database.get_instance(uuids[0])
     assert record["state"] == "ERROR"
     assert "memory_mb: must be an integer" in record["fault_reason"]
@@ -204,8 +205,10 @@ def test_select_destinations_returns_hosts_and_consumes(world):
 
 def test_a_bad_report_changes_nothing(world):
     manager, database, agents = world
-    manager.report_resources({}, "h9", {"host": "h9", "memory_mb": "lots"})
-    manager.report_resources({}, "h1", report("h2", 1))
+    with pytest.raises(InvalidRequest, match="memory_mb must be a number"):
+        manager.report_resources({}, "h9", {"host": "h9", "memory_mb": "lots"})
+    with pytest.raises(InvalidRequest, match="resources are for host 'h2'"):
+        manager.report_resources({}, "h1", report("h2", 1))
     assert manager.host_manager.get("h9") is None
     assert manager.host_manager.get("h1").total_usable_ram_mb == 8192
 

@@ -1,0 +1,56 @@
+"""Checks of what the agent's RPC methods receive, before anything is claimed or stored.
+
+Each raises InvalidRequest naming the field; the RPC server then dead-letters
+the cast with that reason. The flavor and retry record are read with the
+scheduler's own RequestSpec rules, so both sides agree on what is valid.
+"""
+
+import math
+
+from scheduler.exception import InvalidRequest
+from scheduler.request_spec import Flavor, Retry, parse_uuid
+
+LIMIT_KEYS = ("memory_mb", "disk_gb", "vcpu")
+MAX_LIMIT = 2**53
+
+
+def _object(value, where):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{where}: must be an object, got {type(value).__name__}")
+    return value
+
+
+def run_instance_args(instance, request_spec, filter_properties):
+    """The checked ``(instance, request_spec, filter_properties)`` of a build request."""
+    if not isinstance(instance, dict):
+        raise InvalidRequest(f"run_instance: instance must be an object, got {type(instance).__name__}")
+    uuid = parse_uuid(instance.get("uuid"), "run_instance: instance.uuid")
+    Flavor.from_wire(instance.get("flavor"), "run_instance: instance.flavor")
+    project = instance.get("project_id")
+    if project is not None and (not isinstance(project, str) or len(project) > 255):
+        raise InvalidRequest("run_instance: instance.project_id must be a string")
+    request_spec = _object(request_spec, "run_instance: request_spec")
+    filter_properties = _object(filter_properties, "run_instance: filter_properties")
+    limits = _object(filter_properties.get("limits"), "run_instance: filter_properties.limits")
+    for key, value in limits.items():
+        if key not in LIMIT_KEYS:
+            continue  # limits of resources this agent does not claim
+        if value is None:
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not 0 <= value <= MAX_LIMIT
+        ):
+            raise InvalidRequest(
+                f"run_instance: filter_properties.limits.{key} must be a number >= 0, got {value!r}"[:300]
+            )
+    Retry.from_wire(filter_properties.get("retry"), "run_instance: filter_properties.retry")
+    return dict(instance, uuid=uuid), request_spec, filter_properties
+
+
+def instance_uuid(value, method):
+    return parse_uuid(value, f"{method}: instance_uuid")

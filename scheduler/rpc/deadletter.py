@@ -1,0 +1,143 @@
+"""Dead-lettering: messages a server cannot process, kept for the operator.
+
+A cast that is malformed, too large, names an unknown method, has bad
+arguments, is refused by its endpoint or makes it fail is republished,
+unchanged, to the fanout exchange ``<control_exchange>.dlx``, whose queue
+``<control_exchange>.dead-letters`` Berth never consumes, with why in its
+headers; then the original is acked. The same names work on rabbit://,
+filesystem:// and memory://. On RabbitMQ with ``rabbit_quorum_queue`` the
+exchange is also the shared queues' ``x-dead-letter-exchange``.
+
+Headers: ``x-berth-reason`` (class: message), ``x-berth-method`` (when the
+message could be read that far), ``x-berth-exchange`` and
+``x-berth-routing-key`` (where it was published), ``x-berth-queue`` (the
+server that refused it) and, for a body larger than ``max_message_bytes``,
+``x-berth-truncated`` (its full length: only the first ``KEEP_BYTES`` are kept).
+
+Each refusal is logged as one warning line, no traceback; identical reasons
+are logged once a minute with how many were suppressed (:class:`LogOnce`).
+"""
+
+import logging
+import re
+import threading
+import time
+
+from scheduler.rpc import topology
+
+LOG = logging.getLogger(__name__)
+
+REASON = "x-berth-reason"
+METHOD = "x-berth-method"
+EXCHANGE = "x-berth-exchange"
+ROUTING_KEY = "x-berth-routing-key"
+QUEUE = "x-berth-queue"
+TRUNCATED = "x-berth-truncated"
+
+#: What is kept of a body too large to accept.
+KEEP_BYTES = 64 * 1024
+MAX_REASON = 1000
+
+
+def reason_of(exc):
+    """``Class: message`` of ``exc``, on one line, bounded."""
+    text = " ".join(str(exc).split())
+    reason = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
+
+
+class LogOnce:
+    """Log each distinct line at most once per ``interval`` seconds.
+
+    ``log(key, level, fmt, *args)``: a key seen within the interval is only
+    counted; the next line logged for it says how many were suppressed.
+    """
+
+    def __init__(self, logger, interval=60.0, max_keys=10_000):
+        self._logger = logger
+        self._interval = interval
+        self._max_keys = max_keys
+        self._lock = threading.Lock()
+        self._seen = {}  # key -> [last logged (monotonic), suppressed count]
+
+    def log(self, key, level, fmt, *args):
+        now = time.monotonic()
+        with self._lock:
+            entry = self._seen.get(key)
+            if entry is not None and now - entry[0] < self._interval:
+                entry[1] += 1
+                return False
+            suppressed = entry[1] if entry is not None else 0
+            if len(self._seen) >= self._max_keys:
+                self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self._interval}
+                if len(self._seen) >= self._max_keys:
+                    self._seen.clear()
+            self._seen[key] = [now, 0]
+        if suppressed:
+            fmt += " (%d more like it in the last %.0f s)"
+            args += (suppressed, self._interval)
+        self._logger.log(level, fmt, *args)
+        return True
+
+
+_VARIABLE = re.compile(r"'[^']*'|\"[^\"]*\"|\b[0-9a-f]{8}-[0-9a-f-]{27}\b|0x[0-9a-f]+|\d+")
+
+
+def log_key(method, exc):
+    """What makes two refusals 'the same': method, class and message without its values."""
+    explicit = getattr(exc, "log_key", None)
+    if explicit is not None:
+        return explicit
+    return (method, type(exc).__name__, _VARIABLE.sub("_", str(exc))[:200])
+
+
+class DeadLetters:
+    """Republishes refused messages of one server to the dead-letter exchange."""
+
+    def __init__(self, transport, label):
+        self.transport = transport
+        self.label = label
+        self.logs = LogOnce(LOG)
+        self.count = 0
+
+    def declare(self, channel):
+        """Declare the exchange and its queue (on each (re)connection of a server)."""
+        topology.dead_letter_queue(self.transport)(channel).declare()
+
+    def send(self, message, exc, method=None):
+        """Republish ``message`` with the reason ``exc``; log it once. Raises if the
+        broker cannot take it (the caller must not ack the original then)."""
+        reason = reason_of(exc)
+        delivery = message.delivery_info or {}
+        body = message.body
+        headers = {
+            REASON: reason,
+            METHOD: method or "",
+            EXCHANGE: str(delivery.get("exchange") or ""),
+            ROUTING_KEY: str(delivery.get("routing_key") or ""),
+            QUEUE: self.label,
+        }
+        if body is not None and len(body) > self.transport.conf.oslo_messaging_rabbit.max_message_bytes:
+            headers[TRUNCATED] = len(body)
+            body = body[:KEEP_BYTES]
+        if isinstance(body, str):
+            body = body.encode("utf-8", "surrogateescape")
+        self.transport.publisher.publish(
+            body if body is not None else b"",
+            topology.dead_letter_exchange(self.transport),
+            headers[ROUTING_KEY] or self.label,
+            headers=headers,
+            content_type=message.content_type or "application/octet-stream",
+            content_encoding=message.content_encoding or "binary",
+        )
+        self.count += 1
+        level = logging.WARNING if getattr(exc, "invalid_input", False) else logging.ERROR
+        self.logs.log(
+            log_key(method, exc),
+            level,
+            "Dead-lettered a %s on %s (routing key %s): %s",
+            f"cast of {method}" if method else "message",
+            self.label,
+            headers[ROUTING_KEY] or "-",
+            reason,
+        )

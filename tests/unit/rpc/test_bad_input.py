@@ -1,0 +1,174 @@
+"""Bad messages: a call is answered with what was wrong, a cast is dead-lettered
+with the reason in its headers, and the server goes on with the next message."""
+
+import json
+import logging
+import time
+
+import kombu
+import pytest
+
+from scheduler import rpc
+from scheduler.rpc import deadletter, envelope, topology
+from tests.unit.rpc.conftest import WAIT, Recorder
+
+
+def publish_raw(transport, key, body, content_type="application/json"):
+    with transport.connection("test") as conn:
+        producer = kombu.Producer(conn.channel())
+        exchange = topology.topic_exchange(transport)
+        exchange(producer.channel).declare()
+        producer.publish(
+            body,
+            exchange=exchange,
+            routing_key=key,
+            content_type=content_type,
+            content_encoding="utf-8" if isinstance(body, str) else "binary",
+        )
+
+
+def dead_letters(transport, expected, timeout=WAIT):
+    """The messages of the dead-letter queue (consumed), once there are ``expected``."""
+    found = []
+    deadline = time.monotonic() + timeout
+    with transport.connection("test-dlq") as conn:
+        queue = topology.dead_letter_queue(transport)(conn.channel())
+        queue.declare()
+        while len(found) < expected and time.monotonic() < deadline:
+            message = queue.get(no_ack=True)
+            if message is None:
+                time.sleep(0.02)
+                continue
+            found.append(message)
+    return found
+
+
+class Strict(Recorder):
+    def place(self, context, host, count=1):
+        self.record(context, host=host, count=count)
+        return host
+
+    def explode(self, context):
+        raise RuntimeError("endpoint bug")
+
+
+@pytest.fixture
+def server(start_server):
+    endpoint = Strict()
+    start_server([endpoint])
+    return endpoint
+
+
+def test_bad_casts_are_dead_lettered_with_the_reason_and_valid_ones_flow(transport, topic, server):
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic))
+    publish_raw(transport, topic, "{not json")
+    publish_raw(transport, topic, json.dumps({"oslo.version": "3.0", "oslo.message": "{}"}))
+    publish_raw(transport, topic, b"\xff\xfe\xfa")
+    client.cast({}, "no_such_method")
+    client.cast({}, "_private")
+    client.cast({}, "place")  # host missing
+    client.cast({}, "place", host="h1", color="red")  # unexpected argument
+    client.cast({}, "explode")
+    client.cast({}, "place", host="h2")
+
+    assert server.wait_for(1)
+    letters = dead_letters(transport, 8)
+    reasons = [m.headers[deadletter.REASON] for m in letters]
+    assert len(reasons) == 8, reasons
+    assert reasons[0].startswith("InvalidEnvelope: cannot decode the body")
+    assert reasons[1] == "InvalidEnvelope: unsupported envelope version '3.0'; this server speaks 2.0"
+    assert reasons[2].startswith("InvalidEnvelope: cannot decode the body")
+    assert reasons[3] == "NoSuchMethod: Endpoint does not support RPC method no_such_method"
+    assert reasons[4] == "NoSuchMethod: Endpoint does not support RPC method _private"
+    assert reasons[5] == "InvalidArguments: place: missing a required argument: 'host'"
+    assert reasons[6] == "InvalidArguments: place: got an unexpected keyword argument 'color'"
+    assert reasons[7] == "RuntimeError: endpoint bug"
+    assert [m.headers[deadletter.METHOD] for m in letters[3:]] == [
+        "no_such_method",
+        "_private",
+        "place",
+        "place",
+        "explode",
+    ]
+    assert {m.headers[deadletter.ROUTING_KEY] for m in letters} == {topic}
+    # The original body, unchanged, for the operator to look at.
+    assert letters[0].body in (b"{not json", "{not json")
+    assert [kwargs for _, kwargs in server.received] == [{"host": "h2", "count": 1}]
+
+
+def test_an_oversized_body_is_refused_undecoded_and_kept_truncated(conf, transport, topic, server):
+    conf.set_override("max_message_bytes", 2048, group="oslo_messaging_rabbit")
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic))
+    client.cast({}, "place", host="x" * 100_000)
+    client.cast({}, "place", host="ok")
+    assert server.wait_for(1)
+    [letter] = dead_letters(transport, 1)
+    assert letter.headers[deadletter.REASON].startswith("MessageTooLarge: message body of")
+    assert letter.headers[deadletter.TRUNCATED] > 100_000
+    assert len(letter.body) == deadletter.KEEP_BYTES
+    assert server.received[0][1]["host"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({}, "InvalidArguments: place: missing a required argument: 'host'"),
+        ({"host": "h", "extra": 1}, "InvalidArguments: place: got an unexpected keyword argument 'extra'"),
+    ],
+)
+def test_a_bad_call_gets_a_failure_naming_what_was_wrong(transport, topic, server, kwargs, error):
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=WAIT)
+    with pytest.raises(rpc.RemoteError) as info:
+        client.call({}, "place", **kwargs)
+    assert str(info.value) == error
+    assert client.call({}, "place", host="fine") == "fine"
+    assert dead_letters(transport, 1, timeout=0.2) == []  # answered, not dead-lettered
+
+
+def test_a_call_with_args_that_are_not_an_object_is_answered(transport, topic, server):
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=WAIT)
+    original = envelope.request
+
+    def bad_request(method, args, *a, **kw):
+        msg = original(method, args, *a, **kw)
+        msg["args"] = ["not", "an", "object"]
+        return msg
+
+    envelope.request = bad_request
+    try:
+        with pytest.raises(rpc.RemoteError) as info:
+            client.call({}, "place", host="h")
+    finally:
+        envelope.request = original
+    assert info.value.exc_type == "InvalidEnvelope"
+    assert "args are not an object" in str(info.value)
+
+
+def test_identical_refusals_are_logged_once(transport, topic, server, caplog):
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic))
+    with caplog.at_level(logging.WARNING, logger="scheduler.rpc"):
+        for _ in range(20):
+            client.cast({}, "no_such_method")
+        client.cast({}, "place", host="h")
+        assert server.wait_for(1)
+    assert len(dead_letters(transport, 20)) == 20
+    lines = [r for r in caplog.records if "Dead-lettered" in r.getMessage()]
+    assert len(lines) == 1
+    assert lines[0].levelno == logging.WARNING and lines[0].exc_info is None
+
+
+def test_log_once_counts_what_it_suppressed():
+    records = []
+
+    class Logger:
+        def log(self, level, fmt, *args):
+            records.append(fmt % args)
+
+    limiter = deadletter.LogOnce(Logger(), interval=0.0)
+    limiter.log("k", logging.WARNING, "bad %s", "x")
+    limiter.log("k", logging.WARNING, "bad %s", "x")
+    assert records == ["bad x", "bad x"]
+    limiter = deadletter.LogOnce(Logger(), interval=3600)
+    for _ in range(5):
+        limiter.log("k", logging.WARNING, "again")
+    assert records[2:] == ["again"]

@@ -1,0 +1,143 @@
+"""What the scheduler refuses (bad arguments, the wrong broker user) and how it
+deals with builds that never finish."""
+
+import datetime
+
+import pytest
+
+from scheduler import rpc
+from scheduler.exception import InvalidRequest, NotAuthorized
+from tests.unit.scheduler.test_manager import casts, report, request, world  # noqa: F401
+
+LATER = datetime.timedelta(seconds=3600)
+
+
+def as_user(user):
+    return rpc.Context({}, user_id=user)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("not-a-uuid", "h1", "ACTIVE"), "instance_uuid: must be a UUID"),
+        (("00000000-0000-4000-8000-000000000001", "h1", "GONE"), "state must be one of"),
+        (("00000000-0000-4000-8000-000000000001", "", "ACTIVE"), "host must be a non-empty string"),
+        (("00000000-0000-4000-8000-000000000001", ["h1"], "ACTIVE"), "host must be a non-empty string"),
+    ],
+)
+def test_a_bad_instance_update_is_refused(world, args, message):  # noqa: F811
+    manager, _, _ = world
+    with pytest.raises(InvalidRequest, match=message):
+        manager.instance_update({}, *args)
+
+
+def test_bad_fault_delete_and_listing_arguments_are_refused(world):  # noqa: F811
+    manager, _, _ = world
+    uuid = "00000000-0000-4000-8000-000000000001"
+    with pytest.raises(InvalidRequest, match="fault must be an object"):
+        manager.instance_update({}, uuid, "h1", "ERROR", fault="boom")
+    with pytest.raises(InvalidRequest, match="delete_instance: instance_uuid: must be a UUID"):
+        manager.delete_instance({}, 42)
+    with pytest.raises(InvalidRequest, match="include_deleted must be true or false"):
+        manager.list_instances({}, include_deleted="yes")
+    with pytest.raises(InvalidRequest, match="host must be a non-empty string"):
+        manager.list_instances({}, host={"a": 1})
+    with pytest.raises(InvalidRequest, match="instance_uuid: must be a UUID"):
+        manager.show_instance({}, None)
+
+
+def test_a_bad_request_naming_an_existing_instance_leaves_it_alone(world):  # noqa: F811
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    casts(agents, 1)
+    spec["instance_type"]["vcpus"] = -1
+    with pytest.raises(InvalidRequest):
+        manager.run_instance(rpc.Context({}), spec, props)
+    assert database.get_instance(uuids[0])["state"] == "SCHEDULED"
+
+
+def test_reports_and_updates_only_from_the_hosts_broker_user(world, conf):  # noqa: F811
+    manager, database, agents = world
+    conf.set_override("agent_users", {"h1": "agent-h1", "h2": "agent-h2"}, "scheduler")
+    with pytest.raises(NotAuthorized, match="host 'h1' rejected: sent by broker user 'agent-h2'"):
+        manager.report_resources(as_user("agent-h2"), "h1", report("h1", 8192, used=8000))
+    assert manager.host_manager.get("h1").free_ram_mb == 8192
+    manager.report_resources(as_user("agent-h1"), "h1", report("h1", 8192, used=1000))
+    assert manager.host_manager.get("h1").free_ram_mb == 7192
+    # A host not in the mapping is accepted while require_agent_auth is off...
+    manager.report_resources(as_user(None), "h3", report("h3", 4096))
+    conf.set_override("require_agent_auth", True, "scheduler")
+    with pytest.raises(NotAuthorized, match="has no broker user"):
+        manager.report_resources(as_user("anyone"), "h3", report("h3", 4096, used=100))
+
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    [(host, _)] = [(h, c) for h, c in casts(agents, 1).items()]
+    with pytest.raises(NotAuthorized):
+        manager.instance_update(as_user("agent-h1"), uuids[0], "h2", "ACTIVE")
+    assert database.get_instance(uuids[0])["state"] == "SCHEDULED"
+    manager.instance_update(as_user("agent-h2"), uuids[0], "h2", "ACTIVE")
+    assert database.get_instance(uuids[0])["state"] == "ACTIVE"
+
+
+def test_a_reschedule_is_accepted_only_from_the_host_that_sent_it_back(world, conf):  # noqa: F811
+    manager, database, agents = world
+    conf.set_override("agent_users", {"h2": "agent-h2"}, "scheduler")
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    casts(agents, 1)
+    retry = {"num_attempts": 1, "hosts": [["h2", "h2"]], "exc_reason": "h2: Insufficient memory"}
+    with pytest.raises(NotAuthorized, match="run_instance \\(reschedule\\) about host 'h2'"):
+        manager.run_instance(as_user("intruder"), spec, {"retry": retry})
+    assert database.get_instance(uuids[0])["attempts"] == 1
+    manager.run_instance(as_user("agent-h2"), spec, {"retry": retry})
+    assert database.get_instance(uuids[0])["attempts"] == 2
+    casts(agents, 2)  # memory:// queues outlive the test: leave none behind
+
+
+def test_a_build_stuck_past_build_timeout_is_rescheduled_then_failed(world, conf):  # noqa: F811
+    manager, database, agents = world
+    conf.set_override("build_timeout", 1, "scheduler")
+    conf.set_override("max_attempts", 2, "scheduler")
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    casts(agents, 1)
+    assert manager._expire_builds() == 0  # not late yet
+
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + LATER
+    assert manager._expire_builds(now=now) == 1
+    record = database.get_instance(uuids[0])
+    assert (record["state"], record["host"], record["attempts"]) == ("SCHEDULED", "h1", 2)
+    placed = casts(agents, 3)
+    assert placed["h2"][1] == ("terminate_instance", uuids[0])  # the first host lets go
+    assert placed["h1"][0][3]["retry"]["hosts"] == [["h2", "h2"]]
+    assert manager._expire_builds() == 0  # just placed again: not late
+
+    manager.instance_update({}, uuids[0], "h1", "BUILDING")
+    later = now + LATER
+    assert manager._expire_builds(now=later) == 1
+    record = database.get_instance(uuids[0])
+    assert record["state"] == "ERROR" and record["host"] is None
+    assert record["fault_reason"] == (
+        "Exceeded maximum number of attempts (2); last failure: "
+        "h1: build timed out (BUILDING for more than 1 s)"
+    )
+    final = casts(agents, 4)
+    assert [c[0] for c in final["h1"]] == ["run_instance", "terminate_instance"]
+    # What the hosts it was taken from say now changes nothing.
+    manager.instance_update({}, uuids[0], "h2", "ACTIVE")
+    manager.instance_update({}, uuids[0], "h1", "DELETED")
+    assert database.get_instance(uuids[0])["state"] == "ERROR"
+
+
+def test_updates_handled_out_of_order_by_two_schedulers_do_not_go_back(world):  # noqa: F811
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    [host] = casts(agents, 1)
+    manager.instance_update({}, uuids[0], host, "ACTIVE")
+    manager.instance_update({}, uuids[0], host, "BUILDING")  # sent first, handled last
+    assert database.get_instance(uuids[0])["state"] == "ACTIVE"
+    with pytest.raises(InvalidRequest, match="no instance"):
+        manager.instance_update({}, "00000000-0000-4000-8000-00000000000f", host, "ACTIVE")
