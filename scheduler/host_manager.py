@@ -139,6 +139,13 @@ class HostManager:
         row = self.table.index.get(host)
         return None if row is None else self.table.view(row)
 
+    def consume(self, host, instance_uuid, flavor):
+        """Count a placement on ``host`` that its report does not show yet."""
+        with self.lock:
+            row = self.table.index.get(host)
+            if row is not None:
+                self.table.consume(row, instance_uuid, flavor)
+
     def release(self, host, instance_uuid):
         with self.lock:
             row = self.table.index.get(host)

@@ -10,10 +10,15 @@ from scheduler.agent_auth import AgentAuth
 from scheduler.db.api import to_db_time
 from scheduler.exception import InstanceNotFound, InvalidRequest, NoValidHost
 from scheduler.host_manager import HostManager, check_report
-from scheduler.request_spec import RequestSpec, Retry, parse_uuid
+from scheduler.outbox import Outbox
+from scheduler.request_spec import Flavor, RequestSpec, Retry, parse_uuid
 from scheduler.selection import Selector
 
 LOG = logging.getLogger(__name__)
+
+
+#: Times a request is placed again after its claims conflicted with another scheduler's.
+CLAIM_ATTEMPTS = 5
 
 
 def _now():
@@ -50,7 +55,9 @@ class SchedulerManager:
             rng,
         )
         self.reports = ReportBuffer()
+        self.outbox = Outbox()
         self._auth = AgentAuth(conf)
+        self._generations = {}  # host -> generation as this scheduler last claimed or read it
 
     # -- placement -------------------------------------------------------
 
@@ -76,7 +83,13 @@ class SchedulerManager:
         for host, _node in spec.retry.hosts[-1:]:
             for instance_uuid in spec.instance_uuids:
                 self.host_manager.release(host, instance_uuid)
-        uuids = self._instances_to_schedule(spec)
+        uuids, placed = self._instances_to_schedule(spec)
+        if getattr(context, "redelivered", False):
+            # This message may have been decided and committed by a worker that died
+            # before its casts were confirmed: send them again (agents build once).
+            for instance in placed:
+                self._cast_build(context, spec, instance["uuid"], instance["host"],
+                                 (instance.get("filter_properties") or {}).get("limits") or {})
         if not uuids:
             return
         spec.instance_uuids = uuids
@@ -89,9 +102,7 @@ class SchedulerManager:
             return
         try:
             lookups.prepare_spec(self._db, spec)  # zone, server group, same/different host hints
-            with self.host_manager.lock:
-                chosen = self.selector.select(self.host_manager.table, spec)
-                placements = [(h.host, h.nodename, dict(h.limits)) for h in chosen]
+            placements = self._place(spec)
         except NoValidHost as exc:
             LOG.info("Instances %s: %s", ", ".join(uuids), exc)
             self._set_error(uuids, str(exc))
@@ -99,11 +110,68 @@ class SchedulerManager:
         now = _now()
         self._db.update_instances([
             (u, {"state": states.SCHEDULED, "host": host, "node": node,
-                 "attempts": spec.retry.num_attempts, "scheduled_at": now})
-            for u, (host, node, _limits) in zip(uuids, placements, strict=True)
+                 "attempts": spec.retry.num_attempts, "scheduled_at": now,
+                 "filter_properties": dict(spec.to_wire()[1], limits=limits)})
+            for u, (host, node, limits) in zip(uuids, placements, strict=True)
         ])
         for instance_uuid, (host, _node, limits) in zip(uuids, placements, strict=True):
             self._cast_build(context, spec, instance_uuid, host, limits)
+
+    def _place(self, spec):
+        """Select hosts for ``spec`` and claim each in the database; [(host, node, limits)].
+
+        A claim is a compare-and-set on the host's generation: it fails when
+        another scheduler placed on the host since this one last looked. Then
+        the placements of this request are given back, what the others placed
+        there is read, and the request is placed again.
+        """
+        for _ in range(CLAIM_ATTEMPTS):
+            with self.host_manager.lock:
+                chosen = self.selector.select(self.host_manager.table, spec)
+                placements = [(h.host, h.nodename, dict(h.limits)) for h in chosen]
+            conflicts = self._claim([host for host, _, _ in placements])
+            if not conflicts:
+                return placements
+            with self.host_manager.lock:
+                for (host, _, _), instance_uuid in zip(placements, spec.instance_uuids, strict=True):
+                    self.host_manager.release(host, instance_uuid)
+            self._learn_claims_of_others(conflicts)
+        LOG.warning("Hosts kept changing under instances %s; placing them without a claim; their "
+                    "agents' claims decide", ", ".join(spec.instance_uuids))
+        with self.host_manager.lock:
+            return [(h.host, h.nodename, dict(h.limits))
+                    for h in self.selector.select(self.host_manager.table, spec)]
+
+    def _claim(self, hosts):
+        """Claim ``hosts`` in order (a host twice for two instances); the set that conflicted.
+
+        A host this scheduler never claimed counts as a conflict: what others
+        placed there is read first, and the request placed again knowing it.
+        """
+        unknown = {h for h in hosts if h not in self._generations}
+        if unknown:
+            self._learn_claims_of_others(unknown)
+            return unknown
+        conflicts = set()
+        for host in hosts:
+            if host in conflicts:
+                continue
+            if self._db.claim_host(host, self._generations[host]):
+                self._generations[host] += 1
+            else:
+                conflicts.add(host)
+        return conflicts
+
+    def _learn_claims_of_others(self, hosts):
+        """Count, on ``hosts``, the instances other schedulers placed that the agents have not
+        reported yet; and their generations now."""
+        self._generations.update(self._db.host_generations(hosts))
+        for host in hosts:
+            for instance in self._db.instances_scheduled_on(host):
+                flavor = Flavor(memory_mb=instance["memory_mb"], root_gb=instance["root_gb"],
+                                ephemeral_gb=instance["ephemeral_gb"], vcpus=instance["vcpus"])
+                with self.host_manager.lock:
+                    self.host_manager.consume(host, instance["uuid"], flavor)
 
     def select_destinations(self, context, request_spec, filter_properties):
         spec = RequestSpec.from_wire(request_spec, filter_properties)
@@ -113,11 +181,15 @@ class SchedulerManager:
             return [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]
 
     def _instances_to_schedule(self, spec):
-        """The uuids of ``spec`` that this message should place (redeliveries place nothing)."""
+        """(uuids this message should place, instances it placed already).
+
+        A redelivered request places nothing twice: its instances that are
+        SCHEDULED already are returned apart, to have their builds sent again.
+        """
         records = [_instance_record(spec, u) for u in spec.instance_uuids]
         created = set(self._db.create_instances(records))
         rescheduling = bool(spec.retry.hosts)
-        wanted = []
+        wanted, placed = [], []
         for instance_uuid in spec.instance_uuids:
             if instance_uuid in created:
                 wanted.append(instance_uuid)
@@ -132,7 +204,9 @@ class SchedulerManager:
                 )
             else:
                 LOG.info("Instance %s is %s already: not scheduled again", instance_uuid, state)
-        return wanted
+                if state == states.SCHEDULED and not rescheduling:
+                    placed.append(current)
+        return wanted, placed
 
     def _cast_build(self, context, spec, instance_uuid, host, limits):
         request_spec, filter_properties = spec.for_instance(instance_uuid).to_wire()
@@ -142,8 +216,8 @@ class SchedulerManager:
             "flavor": spec.flavor.to_wire(),
             "project_id": spec.project_id,
         }
-        self._compute.run_instance(
-            _ctxt(context), host, instance, request_spec, filter_properties
+        self.outbox.send(
+            self._compute.run_instance, _ctxt(context), host, instance, request_spec, filter_properties
         )
 
     def _set_error(self, uuids, reason):
@@ -209,7 +283,7 @@ class SchedulerManager:
             self._schedule({}, spec)
         if host:
             # Should its agent be alive and slow after all, it must not build it too.
-            self._compute.terminate_instance({}, host, uuid)
+            self.outbox.send(self._compute.terminate_instance, {}, host, uuid)
         return True
 
     # -- what the agents tell us ------------------------------------------
@@ -266,7 +340,7 @@ class SchedulerManager:
             return
         if current["host"]:
             self._db.update_instance(instance_uuid, {"state": states.DELETING})
-            self._compute.terminate_instance(_ctxt(context), current["host"], instance_uuid)
+            self.outbox.send(self._compute.terminate_instance, _ctxt(context), current["host"], instance_uuid)
         else:
             self._db.update_instance(
                 instance_uuid, {"state": states.DELETED, "deleted_at": _now()}

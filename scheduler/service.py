@@ -1,5 +1,6 @@
 """The scheduler service: its RPC server, its periodic tasks, its start and stop."""
 
+import contextlib
 import logging
 import threading
 
@@ -19,7 +20,8 @@ class SchedulerService:
         self.manager = SchedulerManager(conf, transport, database, rng=rng)
         self.admin = AdminEndpoint(conf, database, self.manager.host_manager)
         self._server = rpc.get_rpc_server(
-            transport, rpc.Target(topic=TOPIC, server=conf.host), [self.manager, self.admin]
+            transport, rpc.Target(topic=TOPIC, server=conf.host), [self.manager, self.admin],
+            batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
         )
         self._stopping = threading.Event()
         self._periodic = None
@@ -46,6 +48,9 @@ class SchedulerService:
         self.save_reports()
         LOG.info("Scheduler %s stopped", self.conf.host)
 
+    def _unit_of_work(self):
+        return UnitOfWork(self.database, self.manager.outbox)
+
     def save_reports(self):
         reports = self.manager.reports.drain()
         if not reports:
@@ -63,3 +68,42 @@ class SchedulerService:
                 self.admin._reload()  # aggregates changed through another scheduler
             except Exception:
                 LOG.exception("Periodic task failed; retrying in %s s", interval)
+
+
+class UnitOfWork:
+    """A batch of messages: one database transaction; the casts it decided go out after it commits.
+
+    Nothing of a batch is acknowledged before this exits cleanly (see
+    RPCServer), so a worker that dies at any point loses nothing: its
+    messages are redelivered, and a redelivered request sends the builds of
+    what was committed again instead of placing it twice.
+    """
+
+    def __init__(self, database, outbox):
+        self._database = database
+        self._outbox = outbox
+
+    def __enter__(self):
+        self._collecting = self._outbox.collecting()
+        self._collecting.__enter__()
+        self._transaction = self._database.unit_of_work()
+        try:
+            self._transaction.__enter__()
+        except BaseException:
+            self._collecting.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self._transaction.__exit__(exc_type, exc, tb)
+            if exc_type is None:
+                self._outbox.release()
+        finally:
+            self._collecting.__exit__(None, None, None)
+        return False
+
+    @contextlib.contextmanager
+    def step(self):
+        with self._database.step(), self._outbox.step():
+            yield

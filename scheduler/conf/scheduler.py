@@ -6,6 +6,15 @@ group = cfg.OptGroup("scheduler", title="Scheduler", help="The scheduler service
 
 opts = [
     cfg.IntOpt(
+        "batch_size",
+        default=32,
+        min=1,
+        max=1000,
+        help="Messages a scheduler worker handles in one database transaction when they are "
+        "already waiting: none is acknowledged, and no build is sent, before the "
+        "transaction commits. 1 commits every message on its own.",
+    ),
+    cfg.IntOpt(
         "max_attempts",
         default=3,
         min=1,

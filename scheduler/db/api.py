@@ -17,12 +17,15 @@ import logging
 import os
 import re
 import sqlite3
+import threading
 import time
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import make_url
 
 from scheduler.db import migration, models
@@ -30,6 +33,7 @@ from scheduler.db.models import (
     aggregate_hosts,
     aggregates,
     compute_nodes,
+    host_generations,
     instances,
     server_group_members,
     server_groups,
@@ -200,6 +204,10 @@ def _retry(method):
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
+        if getattr(self._work, "connection", None) is not None:
+            # Inside a unit of work the transaction is the caller's: it is
+            # retried whole (its messages are redelivered), not statement by statement.
+            return method(self, *args, **kwargs)
         failures = 0
         while True:
             try:
@@ -277,6 +285,7 @@ class Database:
         self.max_retries = max_retries
         self.retry_interval = retry_interval
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
+        self._work = threading.local()  # the unit of work open on each thread, if any
         kwargs = {"echo": echo}
         if self.is_sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT}
@@ -349,6 +358,10 @@ class Database:
 
     @contextlib.contextmanager
     def _transaction(self, write=False):
+        current = getattr(self._work, "connection", None)
+        if current is not None:
+            yield current
+            return
         with self.engine.connect() as connection:
             if write:
                 connection.execution_options(berth_write=True)
@@ -373,6 +386,81 @@ class Database:
 
     def dispose(self):
         self.engine.dispose()
+
+    @contextlib.contextmanager
+    def unit_of_work(self):
+        """One transaction for everything this thread does with the database until exit.
+
+        Commits when the block ends, rolls everything back if it raises.
+        ``step()`` marks out a part that can fail alone (a savepoint).
+        """
+        if getattr(self._work, "connection", None) is not None:
+            raise RuntimeError("a unit of work is already open on this thread")
+        with self.engine.connect() as connection:
+            connection.execution_options(berth_write=True)
+            with connection.begin():
+                self._work.connection = connection
+                try:
+                    yield self
+                finally:
+                    self._work.connection = None
+
+    @contextlib.contextmanager
+    def step(self):
+        """Inside a unit of work: undo only this block's writes if it raises."""
+        connection = getattr(self._work, "connection", None)
+        if connection is None:
+            yield
+            return
+        with connection.begin_nested():
+            yield
+
+    # -- claims -------------------------------------------------------------
+
+    @_retry
+    def host_generations(self, hosts):
+        """{host: generation} for ``hosts`` (0 for a host never claimed)."""
+        found = dict.fromkeys(hosts, 0)
+        with self._transaction() as connection:
+            for chunk in _chunks(list(found)):
+                for host, generation in connection.execute(
+                    sa.select(host_generations.c.host, host_generations.c.generation)
+                    .where(host_generations.c.host.in_(chunk))
+                ):
+                    found[host] = generation
+        return found
+
+    @_retry
+    def claim_host(self, host, generation):
+        """Bump ``host``'s generation if it still is ``generation``; False on a conflict."""
+        with self._transaction(write=True) as connection:
+            bumped = connection.execute(
+                sa.update(host_generations)
+                .where(host_generations.c.host == host, host_generations.c.generation == generation)
+                .values(generation=generation + 1)
+            ).rowcount
+            if bumped or generation != 0:
+                return bool(bumped)
+            return bool(self._insert_missing(connection, host_generations, {"host": host, "generation": 1}))
+
+    def _insert_missing(self, connection, table, row):
+        """Insert ``row`` unless its key exists; 1 if inserted, 0 if not (no error either way)."""
+        dialect = connection.dialect.name
+        if dialect in ("postgresql", "sqlite"):
+            dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite_dialect.insert
+            insert = dialect_insert(table).values(row).on_conflict_do_nothing()
+        else:
+            insert = sa.insert(table).values(row).prefix_with("IGNORE")
+        return connection.execute(insert).rowcount
+
+    @_retry
+    def instances_scheduled_on(self, host):
+        """Instances placed on ``host`` that its agent has not claimed yet (state SCHEDULED)."""
+        with self._transaction() as connection:
+            rows = connection.execute(
+                sa.select(instances).where(instances.c.host == host, instances.c.state == models.SCHEDULED)
+            ).mappings().all()
+        return [_row_dict(row) for row in rows]
 
     # -- instances --------------------------------------------------------
 

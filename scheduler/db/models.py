@@ -164,7 +164,22 @@ class ServerGroupMember(Base):
     instance_uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False, index=True)
 
 
+class HostGeneration(Base):
+    """A counter per host that every placement on it bumps.
+
+    Schedulers claim a host with a compare-and-set on its generation: a
+    placement commits only if no other scheduler placed on the host since
+    this one last looked.
+    """
+
+    __tablename__ = "host_generations"
+
+    host: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
+    generation: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, default=0)
+
+
 instances = Instance.__table__
+host_generations = HostGeneration.__table__
 compute_nodes = ComputeNode.__table__
 services = Service.__table__
 aggregates = Aggregate.__table__

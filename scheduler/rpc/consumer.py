@@ -27,13 +27,20 @@ class ConsumeLoop:
     (to delete a process's own queues); ``on_connect(channel)`` after the queues
     are declared on each connection (to declare what is not consumed).
     ``ready`` is set once consuming.
+
+    With ``on_drained``, the loop keeps taking the messages already waiting
+    (while ``want_more()`` says so) and then calls ``on_drained()``: how a
+    server handles messages in batches.
     """
 
-    def __init__(self, transport, name, queues, on_message, prefetch=None, on_stop=None, on_connect=None):
+    def __init__(self, transport, name, queues, on_message, prefetch=None, on_stop=None, on_connect=None,
+                 on_drained=None, want_more=None):
         self.transport = transport
         self.name = name
         self._queues = queues
         self._on_message = on_message
+        self._on_drained = on_drained
+        self._want_more = want_more
         self._on_stop = on_stop
         self._on_connect = on_connect
         self._prefetch = prefetch
@@ -113,8 +120,12 @@ class ConsumeLoop:
         while not self.stopping.is_set():
             try:
                 conn.drain_events(timeout=TICK)
+                while self._on_drained is not None and self._want_more():
+                    conn.drain_events(timeout=0)
             except TimeoutError:
                 pass
+            if self._on_drained is not None:
+                self._on_drained()
             conn.heartbeat_check()
         # Clean stop: the in-flight message is done; hand the rest back.
         self.ready.clear()

@@ -7,6 +7,7 @@ endpoint method returned or raised. Endpoints that need long work spawn their
 own threads.
 """
 
+import contextlib
 import logging
 
 from scheduler.rpc import envelope, topology
@@ -22,12 +23,36 @@ LOG = logging.getLogger(__name__)
 START_TIMEOUT = 30
 
 
-def get_rpc_server(transport, target, endpoints):
-    return RPCServer(transport, target, endpoints)
+def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None):
+    return RPCServer(transport, target, endpoints, batch_size, unit_of_work)
+
+
+class _NoWork:
+    """The unit of work of a server without one: each message stands alone."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @contextlib.contextmanager
+    def step(self):
+        yield
 
 
 class RPCServer:
-    def __init__(self, transport, target, endpoints):
+    """Consume a target's queues and dispatch to the endpoints.
+
+    With ``batch_size`` > 1 the server takes up to that many messages that are
+    already waiting and dispatches them inside one ``unit_of_work()`` (a
+    context manager with a ``step()`` per message, e.g. one database
+    transaction with a savepoint per message): the messages are acked, and
+    calls answered, only after it exits cleanly; if it raises, they are all
+    handed back to the broker for redelivery.
+    """
+
+    def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None):
         if target.fanout:
             raise ValueError("a server's target cannot be fanout")
         self.transport = transport
@@ -37,6 +62,9 @@ class RPCServer:
         self._fanout_exchange = topology.fanout_exchange(target.topic).name
         label = f"{target.topic}.{target.server}" if target.server else target.topic
         self.dead_letters = DeadLetters(transport, label)
+        self.batch_size = max(1, batch_size)
+        self._unit_of_work = unit_of_work or _NoWork
+        self._batch = []
         self._loop = ConsumeLoop(
             transport,
             f"rpc-server-{label}",
@@ -45,6 +73,8 @@ class RPCServer:
             prefetch=transport.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count,
             on_stop=self._delete_fanout_queue,
             on_connect=self.dead_letters.declare,
+            on_drained=self._flush,
+            want_more=lambda: len(self._batch) < self.batch_size,
         )
         self._started = False
 
@@ -92,6 +122,37 @@ class RPCServer:
             else:
                 message.requeue()  # for the next server of the topic
             return
+        self._batch.append(message)
+
+    def _flush(self):
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        requests = [(message, self._parse(message)) for message in batch]
+        requests = [(message, request) for message, request in requests if request is not None]
+        outcomes = []
+        try:
+            with self._unit_of_work() as work:
+                for message, (context, method, args) in requests:
+                    try:
+                        with work.step():
+                            outcomes.append((message, context, method, self.dispatcher.dispatch(
+                                context, method, args), None))
+                    except Exception as exc:
+                        outcomes.append((message, context, method, None, exc))
+        except Exception as exc:
+            LOG.warning("%s: a batch of %d message(s) failed (%s: %s); handing it back for redelivery",
+                        self.target.topic, len(requests), type(exc).__name__, reason_of(exc))
+            LOG.debug("Traceback of the failed batch", exc_info=True)
+            for message, _ in requests:
+                message.requeue()
+            self._loop.stopping.wait(1.0)
+            return
+        for message, context, method, result, exc in outcomes:
+            self._answer(message, context, method, result, exc)
+
+    def _parse(self, message):
+        """(context, method, args) of a message, or None once a bad one is refused and acked."""
         # Nothing of a message is trusted before it is checked here: its size
         # (before decoding), its envelope, its method and arguments (Dispatcher),
         # then what the endpoint checks itself. A call that fails gets a failure
@@ -117,7 +178,7 @@ class RPCServer:
             else:
                 self.dead_letters.send(message, exc, method=method)
             message.ack()
-            return
+            return None
         context = Context(
             values,
             user_id=message.properties.get("user_id"),
@@ -125,20 +186,19 @@ class RPCServer:
             msg_id=msg_id,
             reply_q=reply_q,
         )
-        is_call = bool(msg_id and reply_q)
-        try:
-            result = self.dispatcher.dispatch(context, method, args)
-        except Exception as exc:
+        return context, method, args
+
+    def _answer(self, message, context, method, result, exc):
+        is_call = bool(context.msg_id and context.reply_q)
+        if exc is not None:
             if is_call:
                 self._log_refusal(method, exc)
-                self._reply(msg_id, reply_q, failure=exc)
+                self._reply(context.msg_id, context.reply_q, failure=exc)
             else:
-                LOG.debug("Traceback of the failed cast of %s", method, exc_info=True)
+                LOG.debug("Traceback of the failed cast of %s", method, exc_info=exc)
                 self.dead_letters.send(message, exc, method=method)
-            message.ack()
-            return
-        if is_call:
-            self._reply(msg_id, reply_q, result=result)
+        elif is_call:
+            self._reply(context.msg_id, context.reply_q, result=result)
         message.ack()
 
     def _log_refusal(self, method, exc):

@@ -1,0 +1,48 @@
+"""Casts held back until the database transaction that decided them commits."""
+
+import contextlib
+import threading
+
+
+class Outbox:
+    """Send now, or, inside ``collecting()``, once the block ends without error.
+
+    A scheduler must not tell an agent to build an instance whose placement
+    is not committed yet: inside a unit of work its casts wait here.
+    """
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def send(self, cast, *args, **kwargs):
+        held = getattr(self._local, "held", None)
+        if held is None:
+            cast(*args, **kwargs)
+        else:
+            held.append((cast, args, kwargs))
+
+    @contextlib.contextmanager
+    def collecting(self):
+        """Hold every send of this thread; ``release()`` sends them, leaving drops them."""
+        self._local.held = []
+        try:
+            yield self
+        finally:
+            self._local.held = None
+
+    def release(self):
+        held, self._local.held = self._local.held or [], []
+        for cast, args, kwargs in held:
+            cast(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def step(self):
+        """Drop the sends of this block if it raises."""
+        held = getattr(self._local, "held", None)
+        mark = len(held) if held is not None else 0
+        try:
+            yield
+        except BaseException:
+            if held is not None:
+                del held[mark:]
+            raise

@@ -1,0 +1,105 @@
+"""Two schedulers sharing a database never both fill the same room (generation claims)."""
+
+import uuid as uuidlib
+
+import pytest
+
+from scheduler import rpc
+from scheduler.conf import opts
+from scheduler.db.api import Database
+from scheduler.manager import SchedulerManager
+from scheduler.service import UnitOfWork
+
+
+def report(host, ram):
+    return {"host": host, "memory_mb": ram, "free_ram_mb": ram, "local_gb": 100, "free_disk_gb": 100,
+            "vcpus": 8, "vcpus_used": 0, "instance_uuids": [], "running_vms": 0}
+
+
+def request(memory_mb):
+    u = str(uuidlib.uuid4())
+    return u, {"instance_uuids": [u], "num_instances": 1,
+               "instance_type": {"memory_mb": memory_mb, "root_gb": 1, "vcpus": 1}}
+
+
+class Recorder:
+    def __init__(self):
+        self.builds = []
+
+    def run_instance(self, context, instance, request_spec, filter_properties):
+        self.builds.append(instance["uuid"])
+
+    def terminate_instance(self, context, instance_uuid):
+        pass
+
+
+@pytest.fixture
+def two_schedulers(conf):
+    opts.register_plugin_opts(conf)
+    conf.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
+    transport = rpc.get_transport(conf)
+    database = Database.from_conf(conf)
+    database.sync()
+    managers = [SchedulerManager(conf, transport, database) for _ in range(2)]
+    for manager in managers:
+        manager.report_resources({}, "big", report("big", 8192))
+        manager.report_resources({}, "small", report("small", 6144))
+    yield managers, database
+    transport.cleanup()
+    database.dispose()
+
+
+def test_the_second_scheduler_sees_the_first_ones_claim_and_goes_elsewhere(two_schedulers):
+    (first, second), database = two_schedulers
+    u1, spec1 = request(6000)
+    u2, spec2 = request(6000)
+    first.run_instance(rpc.Context({}), spec1, {})
+    second.run_instance(rpc.Context({}), spec2, {})  # its view of "big" is stale
+    assert database.get_instance(u1)["host"] == "big"
+    assert database.get_instance(u2)["host"] == "small"
+    assert database.host_generations(["big", "small"]) == {"big": 1, "small": 1}
+    # The second scheduler learned the first one's placement on "big".
+    assert second.host_manager.get("big").free_ram_mb == 8192 - 6000
+
+
+def test_a_conflict_that_leaves_no_room_is_no_valid_host(two_schedulers):
+    (first, second), database = two_schedulers
+    for manager in (first, second):
+        manager.report_resources({}, "small", report("small", 100))
+    u1, spec1 = request(6000)
+    u2, spec2 = request(6000)
+    first.run_instance(rpc.Context({}), spec1, {})
+    second.run_instance(rpc.Context({}), spec2, {})
+    assert database.get_instance(u1)["state"] == "SCHEDULED"
+    record = database.get_instance(u2)
+    assert record["state"] == "ERROR" and "RamFilter removed 2" in record["fault_reason"]
+
+
+def test_builds_wait_for_the_commit_and_a_failed_batch_sends_none(conf, two_schedulers):
+    (manager, _), database = two_schedulers
+    agent = Recorder()
+    manager._compute.run_instance = lambda ctxt, host, instance, *a: agent.run_instance(ctxt, instance, *a)
+    u1, spec1 = request(1000)
+    with pytest.raises(RuntimeError), UnitOfWork(database, manager.outbox):
+        manager.run_instance(rpc.Context({}), spec1, {})
+        assert agent.builds == []  # held until the commit
+        raise RuntimeError("the batch failed before committing")
+    assert agent.builds == [] and database.get_instance(u1) is None
+    u2, spec2 = request(1000)
+    with UnitOfWork(database, manager.outbox):
+        manager.run_instance(rpc.Context({}), spec2, {})
+        assert agent.builds == []
+    assert agent.builds == [u2] and database.get_instance(u2)["state"] == "SCHEDULED"
+
+
+def test_a_redelivered_request_sends_the_build_again_but_places_nothing(two_schedulers):
+    (manager, _), database = two_schedulers
+    agent = Recorder()
+    manager._compute.run_instance = lambda ctxt, host, instance, *a: agent.run_instance(ctxt, instance, *a)
+    u1, spec = request(1000)
+    manager.run_instance(rpc.Context({}), spec, {})
+    free = manager.host_manager.get("big").free_ram_mb
+    manager.run_instance(rpc.Context({}, redelivered=True), spec, {})
+    assert agent.builds == [u1, u1]
+    assert manager.host_manager.get("big").free_ram_mb == free
+    assert database.host_generations(["big"]) == {"big": 1}
