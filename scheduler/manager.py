@@ -1,5 +1,6 @@
 """The scheduler service's RPC endpoint: every public method is an RPC method."""
 
+import dataclasses
 import datetime
 import logging
 import threading
@@ -123,19 +124,24 @@ class SchedulerManager:
         A claim is a compare-and-set on the host's generation: it fails when
         another scheduler placed on the host since this one last looked. Then
         the placements of this request are given back, what the others placed
-        there is read, and the request is placed again.
+        there is read, and the request is placed again. A host another
+        scheduler is claiming at this very moment is left out of this request.
         """
+        busy = set()
         for _ in range(CLAIM_ATTEMPTS):
+            attempt = dataclasses.replace(spec, ignore_hosts=spec.ignore_hosts + sorted(busy))
             with self.host_manager.lock:
-                chosen = self.selector.select(self.host_manager.table, spec)
+                chosen = self.selector.select(self.host_manager.table, attempt)
                 placements = [(h.host, h.nodename, dict(h.limits)) for h in chosen]
-            conflicts = self._claim([host for host, _, _ in placements])
-            if not conflicts:
+            conflicts, held = self._claim([host for host, _, _ in placements])
+            if not conflicts and not held:
                 return placements
             with self.host_manager.lock:
                 for (host, _, _), instance_uuid in zip(placements, spec.instance_uuids, strict=True):
                     self.host_manager.release(host, instance_uuid)
-            self._learn_claims_of_others(conflicts)
+            busy |= held
+            if conflicts:
+                self._learn_claims_of_others(conflicts)
         LOG.warning("Hosts kept changing under instances %s; placing them without a claim; their "
                     "agents' claims decide", ", ".join(spec.instance_uuids))
         with self.host_manager.lock:
@@ -143,24 +149,29 @@ class SchedulerManager:
                     for h in self.selector.select(self.host_manager.table, spec)]
 
     def _claim(self, hosts):
-        """Claim ``hosts`` in order (a host twice for two instances); the set that conflicted.
+        """Claim ``hosts`` in order (a host twice for two instances).
 
-        A host this scheduler never claimed counts as a conflict: what others
-        placed there is read first, and the request placed again knowing it.
+        Returns (hosts that conflicted, hosts another scheduler is claiming
+        now). A host this scheduler never claimed counts as a conflict: what
+        others placed there is read first, and the request placed again
+        knowing it.
         """
         unknown = {h for h in hosts if h not in self._generations}
         if unknown:
             self._learn_claims_of_others(unknown)
-            return unknown
-        conflicts = set()
+            return unknown, set()
+        conflicts, held = set(), set()
         for host in hosts:
-            if host in conflicts:
+            if host in conflicts or host in held:
                 continue
-            if self._db.claim_host(host, self._generations[host]):
+            claimed = self._db.claim_host(host, self._generations[host])
+            if claimed:
                 self._generations[host] += 1
+            elif claimed is None:
+                held.add(host)
             else:
                 conflicts.add(host)
-        return conflicts
+        return conflicts, held
 
     def _learn_claims_of_others(self, hosts):
         """Count, on ``hosts``, the instances other schedulers placed that the agents have not

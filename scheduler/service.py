@@ -7,6 +7,7 @@ import threading
 from scheduler import concurrency, rpc
 from scheduler.admin import AdminEndpoint
 from scheduler.client import TOPIC
+from scheduler.db import api as db_api
 from scheduler.manager import SchedulerManager
 
 LOG = logging.getLogger(__name__)
@@ -105,5 +106,10 @@ class UnitOfWork:
 
     @contextlib.contextmanager
     def step(self):
-        with self._database.step(), self._outbox.step():
-            yield
+        try:
+            with self._database.step(), self._outbox.step():
+                yield
+        except Exception as exc:
+            if db_api.is_transient(exc):
+                raise rpc.RetryLater(f"passing database failure: {exc}") from exc
+            raise

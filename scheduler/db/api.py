@@ -432,16 +432,30 @@ class Database:
 
     @_retry
     def claim_host(self, host, generation):
-        """Bump ``host``'s generation if it still is ``generation``; False on a conflict."""
+        """Bump ``host``'s generation if it still is ``generation``.
+
+        True when claimed; False when another scheduler placed on the host
+        since (a conflict); None when another scheduler's transaction holds
+        the host right now: rather than wait for it, place elsewhere.
+        """
         with self._transaction(write=True) as connection:
-            bumped = connection.execute(
-                sa.update(host_generations)
-                .where(host_generations.c.host == host, host_generations.c.generation == generation)
-                .values(generation=generation + 1)
-            ).rowcount
-            if bumped or generation != 0:
-                return bool(bumped)
-            return bool(self._insert_missing(connection, host_generations, {"host": host, "generation": 1}))
+            current = connection.execute(
+                sa.select(host_generations.c.generation)
+                .where(host_generations.c.host == host)
+                .with_for_update(skip_locked=True)
+            ).scalar()
+            if current is None:
+                if generation != 0:
+                    return None  # locked by another transaction (a missing row would be 0)
+                inserted = self._insert_missing(connection, host_generations, {"host": host, "generation": 1})
+                return True if inserted else None
+            if current != generation:
+                return False
+            connection.execute(
+                sa.update(host_generations).where(host_generations.c.host == host).values(
+                    generation=generation + 1)
+            )
+            return True
 
     def _insert_missing(self, connection, table, row):
         """Insert ``row`` unless its key exists; 1 if inserted, 0 if not (no error either way)."""

@@ -14,6 +14,7 @@ from scheduler.rpc.exceptions import (
     MessagingTimeout,
     NoSuchMethod,
     RemoteError,
+    RetryLater,
 )
 from scheduler.rpc.server import RPCServer, get_rpc_server
 from scheduler.rpc.target import Target
@@ -28,6 +29,7 @@ __all__ = [
     "RPCClient",
     "RPCServer",
     "RemoteError",
+    "RetryLater",
     "Target",
     "Transport",
     "get_rpc_server",

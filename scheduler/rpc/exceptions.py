@@ -56,3 +56,8 @@ class MessageTooLarge(MessagingException, ValueError):
     """A message body is larger than ``[oslo_messaging_rabbit] max_message_bytes``."""
 
     invalid_input = True
+
+
+class RetryLater(MessagingException):
+    """Raised by a unit of work's step: the failure is passing (a deadlock, a lost
+    database): hand the whole batch back for redelivery instead of refusing the message."""

@@ -15,7 +15,7 @@ from scheduler.rpc.consumer import ConsumeLoop
 from scheduler.rpc.context import Context
 from scheduler.rpc.deadletter import DeadLetters, log_key, reason_of
 from scheduler.rpc.dispatcher import Dispatcher
-from scheduler.rpc.exceptions import InvalidEnvelope, MessageTooLarge
+from scheduler.rpc.exceptions import InvalidEnvelope, MessageTooLarge, RetryLater
 
 LOG = logging.getLogger(__name__)
 
@@ -138,6 +138,8 @@ class RPCServer:
                         with work.step():
                             outcomes.append((message, context, method, self.dispatcher.dispatch(
                                 context, method, args), None))
+                    except RetryLater:
+                        raise
                     except Exception as exc:
                         outcomes.append((message, context, method, None, exc))
         except Exception as exc:

@@ -95,6 +95,9 @@ class Fleet:
         self.conf(["--config-file", str(self.conf_file)], project="berth-test", default_config_files=[])
         self.transport = rpc.get_transport(self.conf)
         self.client = SchedulerClient(self.transport, timeout=30)
+        # For polling: a call sent before the scheduler's queue exists is lost, and
+        # waiting out the long timeout would only slow start-up down.
+        self.probe = SchedulerClient(self.transport, timeout=2)
 
     def _spawn(self, name, module, *extra):
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 (lives as long as the process)
@@ -113,7 +116,7 @@ class Fleet:
 
     def scheduler_client(self, name):
         """An RPC client for one scheduler process alone (its scheduler.<host> queue)."""
-        return rpc.RPCClient(self.transport, rpc.Target(topic="scheduler", server=name), timeout=30)
+        return rpc.RPCClient(self.transport, rpc.Target(topic="scheduler", server=name), timeout=5)
 
     def start_agent(self, host, **options):
         conf_file = write_conf(
@@ -169,7 +172,7 @@ class Fleet:
             time.sleep(interval)
 
     def hosts(self):
-        return {h["host"]: h for h in self.client.list_hosts({})}
+        return {h["host"]: h for h in self.probe.list_hosts({})}
 
     def instances(self, uuids=None, include_deleted=True):
         found = {i["uuid"]: i for i in self.client.list_instances({}, include_deleted=include_deleted)}
