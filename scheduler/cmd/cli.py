@@ -58,7 +58,11 @@ def add_commands(subparsers):
     boot.add_argument("--flavor-vcpus", type=_positive, metavar="N")
     boot.add_argument("--count", type=_positive, default=1)
     boot.add_argument("--hint", type=_hint, action="append", default=[], metavar="KEY=VALUE",
-                      help="a scheduler hint; repeat for several")
+                      help="a scheduler hint (group=UUID, same_host=UUID, different_host=UUID, "
+                      "query=JSON, ...); repeat for several, a repeated key makes a list")
+    # dest differs from the option name, as for --host below.
+    boot.add_argument("--availability-zone", dest="boot_zone", metavar="AZ",
+                      help="only hosts of this availability zone (AvailabilityZoneFilter)")
     boot.add_argument("--project", default="admin")
     boot.add_argument("--wait", action="store_true", help="wait until every instance settles")
     boot.add_argument("--timeout", type=_positive, default=300, metavar="SECONDS")
@@ -106,16 +110,27 @@ def flavor_from_args(args):
     }
 
 
-def build_request(flavor, count, hints=(), project="admin"):
+def build_request(flavor, count, hints=(), project="admin", availability_zone=None):
+    """``hints``: (key, value) pairs or a dict; a key given more than once becomes a list."""
     uuids = [str(uuidlib.uuid4()) for _ in range(count)]
+    properties = {"project_id": project}
+    if availability_zone:
+        properties["availability_zone"] = availability_zone
     request_spec = {
         "instance_uuids": uuids,
         "num_instances": count,
         "instance_type": flavor,
-        "instance_properties": {"project_id": project},
+        "instance_properties": properties,
         "image": {"properties": {}},
     }
-    filter_properties = {"scheduler_hints": dict(hints)}
+    scheduler_hints = {}
+    for key, value in hints.items() if isinstance(hints, dict) else hints:
+        if key in scheduler_hints:
+            previous = scheduler_hints[key]
+            scheduler_hints[key] = (previous if isinstance(previous, list) else [previous]) + [value]
+        else:
+            scheduler_hints[key] = value
+    filter_properties = {"scheduler_hints": scheduler_hints}
     return request_spec, filter_properties
 
 
@@ -146,7 +161,15 @@ def wait_for(client, uuids, timeout, settled=SETTLED):
 
 def boot_command(client, args, out):
     flavor = flavor_from_args(args)
-    request_spec, filter_properties = build_request(flavor, args.count, args.hint, args.project)
+    request_spec, filter_properties = build_request(
+        flavor, args.count, args.hint, args.project, availability_zone=args.boot_zone
+    )
+    group = filter_properties["scheduler_hints"].get("group")
+    if group is not None:
+        if isinstance(group, list):
+            raise CommandError("give one --hint group=UUID")
+        # Refused here, before any instance exists, when the group does not.
+        client.admin_call({}, "show_server_group", group_uuid=group)
     client.run_instance({"project_id": args.project}, request_spec, filter_properties)
     uuids = request_spec["instance_uuids"]
     if not args.wait:
