@@ -114,6 +114,8 @@ class AggregateIndex:
         """``compute()``, cached until the aggregates or the rows change."""
         self._fresh()
         if key not in self._memo:
+            if len(self._memo) >= 4096:  # keys from requests (zones, projects) are unbounded
+                self._memo.clear()
             self._memo[key] = compute()
         return self._memo[key]
 
@@ -161,14 +163,10 @@ def min_number_vector(table, rows, key, default):
                 invalid |= mask
             else:
                 lowest[mask] = np.minimum(lowest[mask], number)
-        return lowest, invalid
+        return np.where(invalid | np.isinf(lowest), default, lowest)
 
-    found = index.memo(("min", key), compute)
-    if found is None:
-        return default
-    lowest, invalid = found
-    lowest, invalid = lowest[rows], invalid[rows]
-    return np.where(invalid | np.isinf(lowest), default, lowest)
+    found = index.memo(("min", key, default), compute)
+    return default if found is None else found[rows]
 
 
 def zones_of_row(table, row, default_zone):

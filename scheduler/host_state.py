@@ -212,6 +212,7 @@ class Categories:
     def __init__(self, unset):
         self.values = [unset]
         self._codes = {unset: 0}
+        self._answers = {}
 
     def code(self, value):
         code = self._codes.get(value)
@@ -220,9 +221,18 @@ class Categories:
             self.values.append(value)
         return code
 
-    def each(self, predicate):
-        """``predicate(value)`` for every value, as a boolean array to index with codes."""
-        return np.fromiter((predicate(v) for v in self.values), dtype=bool, count=len(self.values))
+    def each(self, predicate, key):
+        """``predicate(value)`` for every value, as a boolean array to index with codes.
+
+        Cached under ``key``, which must name the predicate, until a new value appears.
+        """
+        answer = self._answers.get(key)
+        if answer is None or len(answer) != len(self.values):
+            if len(self._answers) > 1000:
+                self._answers.clear()
+            answer = self._answers[key] = np.fromiter(
+                (predicate(v) for v in self.values), dtype=bool, count=len(self.values))
+        return answer
 
 
 def supported_instances(resources):

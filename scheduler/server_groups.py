@@ -47,7 +47,8 @@ def members_on_rows(table, rows, spec):
             counts[row] += placed
     counted = _counted_pending(spec)
     for row, pending in table.pending.items():
-        counts[row] += sum(1 for u in pending if u in counted)
+        if not counted.isdisjoint(pending):
+            counts[row] += len(counted.intersection(pending))
     return counts[rows]
 
 
@@ -57,4 +58,4 @@ def any_member_placed(table, spec):
     if any(n > 0 for n in (group.get("hosts") or {}).values()):
         return True
     counted = _counted_pending(spec)
-    return any(u in counted for pending in table.pending.values() for u in pending)
+    return any(not counted.isdisjoint(pending) for pending in table.pending.values())

@@ -51,8 +51,11 @@ class ServerGroupAntiAffinityFilter(filters.BaseHostFilter):
         return server_groups.members_on_rows(table, rows, spec) < max_per_host(spec)
 
 
-def _rows_of(table, hosts):
-    return [table.index[h] for h in hosts if h in table.index]
+def _holds(table, rows, hosts):
+    """Whether each row of ``rows`` is one of ``hosts``."""
+    mask = np.zeros(table.size, dtype=bool)
+    mask[[table.index[h] for h in hosts if h in table.index]] = True
+    return mask[rows]
 
 
 class SameHostFilter(filters.BaseHostFilter):
@@ -66,7 +69,7 @@ class SameHostFilter(filters.BaseHostFilter):
     def filter_vector(self, table, rows, spec):
         if spec.same_host_hosts is None:
             return True
-        return np.isin(table.row_numbers(rows), _rows_of(table, spec.same_host_hosts))
+        return _holds(table, rows, spec.same_host_hosts)
 
 
 class DifferentHostFilter(filters.BaseHostFilter):
@@ -80,4 +83,4 @@ class DifferentHostFilter(filters.BaseHostFilter):
     def filter_vector(self, table, rows, spec):
         if not spec.different_host_hosts:
             return True
-        return ~np.isin(table.row_numbers(rows), _rows_of(table, spec.different_host_hosts))
+        return ~_holds(table, rows, spec.different_host_hosts)

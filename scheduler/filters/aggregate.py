@@ -55,15 +55,19 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
         if not specs:
             return True
         index = table.aggregate_index
-        passed = np.ones(table.size, dtype=bool)
-        for key, req in specs:
-            matched = np.zeros(table.size, dtype=bool)
-            for aggregate in index.aggregates:
-                value = aggregate.metadata.get(key)
-                if value is not None and extra_specs_ops.match(value, req):
-                    matched |= index.mask(aggregate)
-            passed &= matched
-        return passed[rows]
+
+        def compute():
+            passed = np.ones(table.size, dtype=bool)
+            for key, req in specs:
+                matched = np.zeros(table.size, dtype=bool)
+                for aggregate in index.aggregates:
+                    value = aggregate.metadata.get(key)
+                    if value is not None and extra_specs_ops.match(value, req):
+                        matched |= index.mask(aggregate)
+                passed &= matched
+            return passed
+
+        return index.memo(("extra_specs", tuple((k, str(r)) for k, r in specs)), compute)[rows]
 
 
 def _tenants(aggregate):
@@ -89,15 +93,19 @@ class AggregateMultiTenancyIsolation(filters.BaseHostFilter):
 
     def filter_vector(self, table, rows, spec):
         index = table.aggregate_index
-        restricted = np.zeros(table.size, dtype=bool)
-        allowed = np.zeros(table.size, dtype=bool)
-        for aggregate in index.aggregates:
-            if _isolating(aggregate):
-                mask = index.mask(aggregate)
-                restricted |= mask
-                if spec.project_id in _tenants(aggregate):
-                    allowed |= mask
-        return (~restricted | allowed)[rows]
+
+        def compute():
+            restricted = np.zeros(table.size, dtype=bool)
+            allowed = np.zeros(table.size, dtype=bool)
+            for aggregate in index.aggregates:
+                if _isolating(aggregate):
+                    mask = index.mask(aggregate)
+                    restricted |= mask
+                    if spec.project_id in _tenants(aggregate):
+                        allowed |= mask
+            return ~restricted | allowed
+
+        return index.memo(("tenant", spec.project_id), compute)[rows]
 
 
 class _AggregateRatio:

@@ -120,7 +120,8 @@ def _passes(table, rows, scope, req):
         return passed
     if name in CATEGORIES and len(scope) == 1:
         attribute, of = CATEGORIES[name]
-        ok = table.categories[attribute].each(lambda value: _match_value(of(value), req))
+        ok = table.categories[attribute].each(
+            lambda value: _match_value(of(value), req), key=(name, str(req)))
         return ok[getattr(table, attribute + "_code")[rows]]
     if name == "metrics" and len(scope) == 2:
         values = table.metric(scope[1])
@@ -129,6 +130,8 @@ def _passes(table, rows, scope, req):
         passed = extra_specs_ops.match_numbers(values[rows], req)
         if passed is not None:
             return passed & ~np.isnan(values[rows])
+    if name not in ("host", "nodename", "metrics"):
+        return False  # no host has it
     numbers = table.row_numbers(rows)
     seen = {}
     passed = np.empty(len(numbers), dtype=bool)

@@ -14,7 +14,7 @@ import re
 import numpy as np
 from oslo_config import cfg
 
-from scheduler import filters
+from scheduler import filters, weighers
 
 opts = [
     cfg.StrOpt(
@@ -69,9 +69,7 @@ def _above(threshold, free_gb, total_gb):
         return np.ones(np.shape(free_gb), dtype=bool)
     if percent:
         # A host that reports no disk at all has no percentage to fall short of.
-        share = np.divide(
-            free_gb * 100.0, total_gb, out=np.full(np.shape(free_gb), np.inf), where=total_gb > 0
-        )
+        share = weighers.divide(free_gb * 100.0, total_gb, np.inf)
         return share > amount
     return free_gb * GIB > amount
 

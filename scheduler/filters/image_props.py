@@ -61,5 +61,5 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         wanted = requested(spec)
         if not any(wanted):
             return True
-        ok = table.categories["instances"].each(lambda offered: supports(offered, wanted))
+        ok = table.categories["instances"].each(lambda offered: supports(offered, wanted), key=wanted)
         return ok[table.instances_code[rows]]

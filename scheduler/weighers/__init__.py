@@ -82,6 +82,47 @@ def normalize(values, minval=None, maxval=None):
     return (values - low) / float(high - low)
 
 
+def divide(numerator, denominator, fill):
+    """``numerator / denominator`` where the denominator is positive, ``fill`` elsewhere.
+
+    The same as ``np.divide(..., where=denominator > 0)``, which is several times slower.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, numerator / denominator, fill)
+
+
+#: Rows per chunk for :func:`chunked`: a chunk's temporaries stay in the CPU cache.
+CHUNK_ROWS = 8192
+
+
+def chunked(compute, table, rows, *per_row):
+    """``compute(rows, *per_row)`` over ``rows`` a chunk at a time, concatenated.
+
+    For element-wise formulas over many columns: the same result as one call
+    over every row, several times faster on large fleets. ``per_row`` are
+    arrays with one entry per row of ``rows``, cut along with them.
+    """
+    rows = table.row_numbers(rows)
+    if len(rows) <= CHUNK_ROWS:
+        return compute(rows, *per_row)
+    return np.concatenate([
+        compute(rows[i : i + CHUNK_ROWS], *(a[i : i + CHUNK_ROWS] for a in per_row))
+        for i in range(0, len(rows), CHUNK_ROWS)
+    ])
+
+
+class Columns(dict):
+    """Columns of a HostTable by name, each read by ``read(name)`` when first asked for."""
+
+    def __init__(self, read):
+        super().__init__()
+        self._read = read
+
+    def __missing__(self, name):
+        value = self[name] = self._read(name)
+        return value
+
+
 def all_weighers():
     return plugins.discover(sys.modules[__name__], BaseHostWeigher, "berth.scheduler.weighers")
 

@@ -138,18 +138,6 @@ def list_opts():
 
 
 class BalancedWeigher(weighers.BaseHostWeigher):
-    COLUMNS = (
-        "vcpus_total",
-        "vcpus_used",
-        "total_ram_mb",
-        "free_ram_mb",
-        "num_instances",
-        "cpu_util",
-        "mem_util",
-        "util_at",
-        "util_measured",
-    )
-
     def __init__(self, conf):
         super().__init__(conf)
         o = conf.filter_scheduler
@@ -208,7 +196,7 @@ class BalancedWeigher(weighers.BaseHostWeigher):
             + w["recent_starts"]
             + np.where(measured, w["cpu_used"] + w["memory_used"], 0.0)
         )
-        mean = np.divide(total, weights, out=np.zeros(len(total)), where=weights > 0)
+        mean = weighers.divide(total, weights, 0.0)
         dominant = np.maximum(cpu_alloc, mem_alloc)
         dominant = np.where(measured, np.maximum(dominant, np.maximum(cpu_util, mem_util)), dominant)
         return (mean + w["dominant"] * dominant) / (1.0 + w["dominant"])
@@ -218,13 +206,14 @@ class BalancedWeigher(weighers.BaseHostWeigher):
         busy = (c["cpu_util"] > self.cpu_threshold) | (c["mem_util"] > self.mem_threshold)
         return np.where(measured, np.where(busy, HELD_BACK, HEALTHY), UNMEASURED).astype(np.int64)
 
-    def _columns(self, table, rows):
-        return {name: getattr(table, name)[rows] for name in self.COLUMNS}
+    @staticmethod
+    def _columns(table, rows):
+        return weighers.Columns(lambda name: getattr(table, name)[rows])
 
-    @classmethod
-    def _host_columns(cls, host_state):
+    @staticmethod
+    def _host_columns(host_state):
         table, row = host_state.table, host_state.row
-        return {name: getattr(table, "_" + name)[row : row + 1] for name in cls.COLUMNS}
+        return weighers.Columns(lambda name: getattr(table, "_" + name)[row : row + 1])
 
     # -- the plugin API --
 
@@ -236,16 +225,19 @@ class BalancedWeigher(weighers.BaseHostWeigher):
     def weigh_vector(self, table, rows, spec):
         now = table.clock()
         recent = host_load.recent_starts(table, rows, self.window, now)
-        return 1.0 - self.scores(self._columns(table, rows), recent, now)
+        return weighers.chunked(
+            lambda part, recent: 1.0 - self.scores(self._columns(table, part), recent, now),
+            table, rows, recent,
+        )
 
     def tier(self, host_state, spec):
         return int(self.tiers(self._host_columns(host_state), host_state.table.clock())[0])
 
     def tier_vector(self, table, rows, spec):
-        return self.tiers(self._columns(table, rows), table.clock())
+        now = table.clock()
+        return weighers.chunked(lambda part: self.tiers(self._columns(table, part), now), table, rows)
 
 
 def _fraction(used, capacity):
     """used / capacity clamped to [0, 1]; 0 where the host reports no capacity."""
-    out = np.divide(used, capacity, out=np.zeros(len(used)), where=capacity > 0)
-    return np.clip(out, 0.0, 1.0)
+    return np.clip(weighers.divide(used, capacity, 0.0), 0.0, 1.0)

@@ -154,15 +154,15 @@ def soft_masks(table, rows, spec):
     the ``preferred_hosts`` and ``avoid_hosts`` scheduler hints (lists, or
     comma-separated) add hosts by name.
     """
-    numbers = table.row_numbers(rows)
     hints = getattr(spec, "scheduler_hints", None) or {}
-    masks = [
-        np.isin(numbers, [table.index[h] for h in _names(hints.get(key)) if h in table.index])
-        for key in ("preferred_hosts", "avoid_hosts")
-    ]
+    masks = []
+    for key in ("preferred_hosts", "avoid_hosts"):
+        named = np.zeros(table.size, dtype=bool)
+        named[[table.index[h] for h in _names(hints.get(key)) if h in table.index]] = True
+        masks.append(named[rows])
     policy = _group(spec)[0]
     if policy in PREFER_POLICIES or policy in AVOID_POLICIES:
-        holds = _members(table, numbers, spec) > 0
+        holds = _members(table, rows, spec) > 0
         masks[0 if policy in PREFER_POLICIES else 1] |= holds
     return masks
 
@@ -192,7 +192,10 @@ class CapacityWeigher(weighers.BaseHostWeigher):
     # -- the formulas, over arrays (the per-host form passes arrays of one) --
 
     def _resources(self, c, spec):
-        """[(capacity, unreserved, burst, burst_ratio, undeployed, requirement)] per resource."""
+        """[(capacity, unreserved, burst, burst_ratio, undeployed, requirement)] per resource.
+
+        Burst and undeployed are read when first used (None for storage, which has neither).
+        """
         cpu_ratio, ram_ratio, disk_ratio = self.ratios
         cpu_cap = c["vcpus_total"] * cpu_ratio
         cpu_reserved = np.where(np.isnan(c["cpu_reserved"]), c["vcpus_used"], c["cpu_reserved"])
@@ -202,26 +205,13 @@ class CapacityWeigher(weighers.BaseHostWeigher):
         )
         disk_cap = c["total_disk_gb"] * disk_ratio
         disk_free = disk_cap - (c["total_disk_gb"] - c["free_disk_gb"])
-        nan = np.full(len(disk_cap), np.nan)
         return [
-            (
-                cpu_cap,
-                cpu_cap - cpu_reserved,
-                c["cpu_burst"],
-                self.cpu_burst_ratio,
-                c["cpu_undeployed"],
-                spec.flavor.vcpus,
-            ),
-            (
-                ram_cap,
-                ram_cap - ram_reserved,
-                c["memory_burst_mb"],
-                self.memory_burst_ratio,
-                c["memory_undeployed_mb"],
-                spec.flavor.memory_mb,
-            ),
+            (cpu_cap, cpu_cap - cpu_reserved, "cpu_burst", self.cpu_burst_ratio, "cpu_undeployed",
+             spec.flavor.vcpus),
+            (ram_cap, ram_cap - ram_reserved, "memory_burst_mb", self.memory_burst_ratio,
+             "memory_undeployed_mb", spec.flavor.memory_mb),
             # Storage: no burst, no undeployed reservation: every score is the reservation score.
-            (disk_cap, disk_free, nan, 0.0, nan, spec.flavor.disk_gb),
+            (disk_cap, disk_free, None, 0.0, None, spec.flavor.disk_gb),
         ]
 
     def _weights(self, c, spec):
@@ -230,10 +220,16 @@ class CapacityWeigher(weighers.BaseHostWeigher):
             if requirement <= 0:
                 continue
             reservation = unreserved / requirement
-            current = np.where(np.isnan(burst), reservation, (unreserved - burst * burst_ratio) / requirement)
-            future = np.where(
-                np.isnan(undeployed), reservation, (unreserved - undeployed * self.future_ratio) / requirement
-            )
+            current = future = reservation
+            if burst is not None:
+                burst = c[burst]
+                current = np.where(
+                    np.isnan(burst), reservation, (unreserved - burst * burst_ratio) / requirement
+                )
+            if undeployed is not None:
+                undeployed = c[undeployed]
+                taken = undeployed * self.future_ratio
+                future = np.where(np.isnan(undeployed), reservation, (unreserved - taken) / requirement)
             weighted = current * self.current + future * (1.0 - self.current)
             weight = np.minimum(weight, np.where(capacity > 0, weighted, np.inf))
         return np.where(np.isinf(weight), 0.0, weight)
@@ -245,9 +241,7 @@ class CapacityWeigher(weighers.BaseHostWeigher):
         for (capacity, unreserved, *_, requirement), headroom in zip(
             requirements, self.headroom, strict=True
         ):
-            left = np.divide(
-                unreserved - requirement, capacity, out=np.full(len(capacity), np.inf), where=capacity > 0
-            )
+            left = weighers.divide(unreserved - requirement, capacity, np.inf)
             short |= left <= headroom
         tier = np.full(len(short), ACCEPTABLE, dtype=np.int64)
         tier[preferred] = PREFERRED
@@ -255,28 +249,14 @@ class CapacityWeigher(weighers.BaseHostWeigher):
         tier[avoid] = AVOID
         return tier
 
-    COLUMNS = (
-        "vcpus_total",
-        "vcpus_used",
-        "cpu_reserved",
-        "cpu_burst",
-        "cpu_undeployed",
-        "total_ram_mb",
-        "free_ram_mb",
-        "memory_reserved_mb",
-        "memory_burst_mb",
-        "memory_undeployed_mb",
-        "total_disk_gb",
-        "free_disk_gb",
-    )
-
-    def _columns(self, table, rows):
-        return {name: getattr(table, name)[rows] for name in self.COLUMNS}
+    @staticmethod
+    def _columns(table, rows):
+        return weighers.Columns(lambda name: getattr(table, name)[rows])
 
     @staticmethod
     def _host_columns(host_state):
         table, row = host_state.table, host_state.row
-        return {name: getattr(table, "_" + name)[row : row + 1] for name in CapacityWeigher.COLUMNS}
+        return weighers.Columns(lambda name: getattr(table, "_" + name)[row : row + 1])
 
     # -- the plugin API --
 
@@ -284,7 +264,7 @@ class CapacityWeigher(weighers.BaseHostWeigher):
         return float(self._weights(self._host_columns(host_state), spec)[0])
 
     def weigh_vector(self, table, rows, spec):
-        return self._weights(self._columns(table, rows), spec)
+        return weighers.chunked(lambda part: self._weights(self._columns(table, part), spec), table, rows)
 
     def tier(self, host_state, spec):
         table, row = host_state.table, host_state.row
@@ -292,4 +272,7 @@ class CapacityWeigher(weighers.BaseHostWeigher):
         return int(self._tiers(self._host_columns(host_state), masks, spec)[0])
 
     def tier_vector(self, table, rows, spec):
-        return self._tiers(self._columns(table, rows), soft_masks(table, rows, spec), spec)
+        return weighers.chunked(
+            lambda part, preferred, avoid: self._tiers(self._columns(table, part), (preferred, avoid), spec),
+            table, rows, *soft_masks(table, rows, spec),
+        )

@@ -5,18 +5,42 @@ reference (``vectorized=False``) keep the same candidates, give them the
 same weights and, with the same seed, pick the same hosts.
 """
 
+import copy
+import functools
 import random
+import time
 
 import numpy as np
 import pytest
 
 from scheduler import filters, weighers
-from scheduler.bench.fleet import random_fleet, random_spec, rich_spec
+from scheduler.bench.fleet import random_fleet as build_fleet
+from scheduler.bench.fleet import random_spec, rich_spec
 from scheduler.selection import Selector
 
 VECTOR_FILTERS = sorted(n for n, cls in filters.all_filters().items() if cls.filter_vector is not None)
 VECTOR_WEIGHERS = sorted(n for n, cls in weighers.all_weighers().items() if cls.weigh_vector is not None)
 SEEDS = range(5)
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    """Weighers that work a chunk of rows at a time do so on these small fleets too."""
+    monkeypatch.setattr(weighers, "CHUNK_ROWS", 128)
+
+
+@functools.cache
+def _built(n, seed, rich):
+    return build_fleet(n, seed=seed, rich=rich), time.monotonic()
+
+
+def random_fleet(n, seed=0, rich=False):
+    """A fresh copy of the fleet of ``n`` hosts built once per seed, its reports as recent as when built."""
+    table, built = _built(n, seed, rich)
+    table = copy.deepcopy(table)
+    table._bind_columns()  # the copy's column views must share the copied arrays
+    table.updated += time.monotonic() - built
+    return table
 
 
 def pair(policy_conf, filter_names, weigher_names, subset=1, seed=0):
