@@ -4,6 +4,7 @@ import dataclasses
 import datetime
 import logging
 import threading
+import time
 
 from compute_agent.client import ComputeClient
 from scheduler import filters, lookups, states, weighers
@@ -20,6 +21,8 @@ LOG = logging.getLogger(__name__)
 
 #: Times a request is placed again after its claims conflicted with another scheduler's.
 CLAIM_ATTEMPTS = 5
+#: Seconds to let other workers finish claiming when only their hosts would do (times the attempt).
+BUSY_WAIT = 0.02
 
 
 def _now():
@@ -128,11 +131,19 @@ class SchedulerManager:
         scheduler is claiming at this very moment is left out of this request.
         """
         busy = set()
-        for _ in range(CLAIM_ATTEMPTS):
-            attempt = dataclasses.replace(spec, ignore_hosts=spec.ignore_hosts + sorted(busy))
-            with self.host_manager.lock:
-                chosen = self.selector.select(self.host_manager.table, attempt)
-                placements = [(h.host, h.nodename, dict(h.limits)) for h in chosen]
+        for attempt in range(CLAIM_ATTEMPTS):
+            try:
+                with self.host_manager.lock:
+                    chosen = self.selector.select(self.host_manager.table, dataclasses.replace(
+                        spec, ignore_hosts=spec.ignore_hosts + sorted(busy)))
+                    placements = [(h.host, h.nodename, dict(h.limits)) for h in chosen]
+            except NoValidHost:
+                if not busy:
+                    raise
+                # Only hosts other workers are claiming right now would do: let them finish.
+                busy.clear()
+                time.sleep(BUSY_WAIT * (attempt + 1))
+                continue
             conflicts, held = self._claim([host for host, _, _ in placements])
             if not conflicts and not held:
                 return placements
@@ -173,16 +184,24 @@ class SchedulerManager:
                 conflicts.add(host)
         return conflicts, held
 
-    def _learn_claims_of_others(self, hosts):
-        """Count, on ``hosts``, the instances other schedulers placed that the agents have not
-        reported yet; and their generations now."""
-        self._generations.update(self._db.host_generations(hosts))
-        for host in hosts:
-            for instance in self._db.instances_scheduled_on(host):
+    def _learn_claims_of_others(self, hosts=None):
+        """Count, on ``hosts`` (every host with None), the instances other schedulers placed
+        that the agents have not reported yet; and their generations now.
+
+        Generations are read first: a placement committed in between then shows
+        as a conflict later, never as room that is not there.
+        """
+        if hosts is None:
+            # Every known host: one never claimed is at generation 0.
+            self._generations.update(dict.fromkeys(self.host_manager.table.names, 0))
+        self._generations.update(self._db.host_generations(None if hosts is None else list(hosts)))
+        scheduled = (self._db.instances_scheduled_on() if hosts is None
+                     else [i for host in hosts for i in self._db.instances_scheduled_on(host)])
+        with self.host_manager.lock:
+            for instance in scheduled:
                 flavor = Flavor(memory_mb=instance["memory_mb"], root_gb=instance["root_gb"],
                                 ephemeral_gb=instance["ephemeral_gb"], vcpus=instance["vcpus"])
-                with self.host_manager.lock:
-                    self.host_manager.consume(host, instance["uuid"], flavor)
+                self.host_manager.consume(instance["host"], instance["uuid"], flavor)
 
     def select_destinations(self, context, request_spec, filter_properties):
         spec = RequestSpec.from_wire(request_spec, filter_properties)
@@ -318,14 +337,6 @@ class SchedulerManager:
         ):
             raise InvalidRequest("instance_update: fault must be an object whose reason is a string")
         self._auth.check(context, host, "instance_update")
-        current = self._db.get_instance(instance_uuid)
-        if current is None:
-            raise InvalidRequest(f"instance_update from {host}: no instance {instance_uuid}")
-        # Only the instance's current host speaks for it: a late word from a host
-        # it was taken from (rescheduled after build_timeout) changes nothing.
-        if current["state"] == states.DELETED or current["host"] != host:
-            LOG.debug("Stale update %s for %s from %s ignored", state, instance_uuid, host)
-            return
         values = {"state": state}
         if state == states.ACTIVE:
             values["launched_at"] = _now()
@@ -333,11 +344,15 @@ class SchedulerManager:
             values["fault_reason"] = str((fault or {}).get("reason") or "Build failed")[:4096]
         elif state == states.DELETED:
             values["deleted_at"] = _now()
+        # Only the instance's current host speaks for it: a late word from a host
+        # it was taken from (rescheduled after build_timeout) changes nothing.
         # Several schedulers share the queue: an agent's BUILDING and ACTIVE may be
         # handled in either order. A state only moves forward (and DELETING only to
         # DELETED), so the later one is not undone by the earlier.
-        if self._db.update_instance(instance_uuid, values, expected_states=_MAY_PRECEDE[state]) is None:
-            LOG.debug("Update %s for %s from %s comes too late; ignored", state, instance_uuid, host)
+        if not self._db.set_instance_state(instance_uuid, values, _MAY_PRECEDE[state], host):
+            if self._db.get_instance(instance_uuid) is None:
+                raise InvalidRequest(f"instance_update from {host}: no instance {instance_uuid}")
+            LOG.debug("Update %s for %s from %s is stale or late; ignored", state, instance_uuid, host)
             return
         if state in (states.ERROR, states.DELETED):
             self.host_manager.release(host, instance_uuid)

@@ -210,6 +210,8 @@ def candidates(table, rows, spec):
 
 
 def no_valid_host_reason(considered, removed, spec, index):
+    if not considered:
+        return "No valid host was found: every known host was ignored or excluded"
     detail = ", ".join(f"{name} removed {count}" for name, count in removed)
     which = f" for instance {index + 1} of {spec.num_instances}" if spec.num_instances > 1 else ""
     return (

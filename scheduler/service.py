@@ -29,6 +29,7 @@ class SchedulerService:
 
     def start(self):
         self.manager.host_manager.restore(self.database.list_compute_nodes())
+        self.manager._learn_claims_of_others()  # every host's generation and pending placements
         self.admin._reload()  # aggregates; reloaded by the periodic task too
         self._server.start()
         self._periodic = concurrency.spawn(self._run_periodic, name="scheduler-periodic")
@@ -104,9 +105,16 @@ class UnitOfWork:
             self._collecting.__exit__(None, None, None)
         return False
 
+    #: Methods that write nothing to the database need no savepoint of their own.
+    READ_ONLY = frozenset({"report_resources", "select_destinations", "list_hosts", "list_instances",
+                           "show_instance"})
+
     @contextlib.contextmanager
-    def step(self):
+    def step(self, method):
         try:
+            if method in self.READ_ONLY:
+                yield
+                return
             with self._database.step(), self._outbox.step():
                 yield
         except Exception as exc:

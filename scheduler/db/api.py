@@ -418,8 +418,12 @@ class Database:
     # -- claims -------------------------------------------------------------
 
     @_retry
-    def host_generations(self, hosts):
-        """{host: generation} for ``hosts`` (0 for a host never claimed)."""
+    def host_generations(self, hosts=None):
+        """{host: generation} for ``hosts`` (0 for a host never claimed), or for every host claimed."""
+        if hosts is None:
+            with self._transaction() as connection:
+                return dict(connection.execute(
+                    sa.select(host_generations.c.host, host_generations.c.generation)).all())
         found = dict.fromkeys(hosts, 0)
         with self._transaction() as connection:
             for chunk in _chunks(list(found)):
@@ -468,12 +472,14 @@ class Database:
         return connection.execute(insert).rowcount
 
     @_retry
-    def instances_scheduled_on(self, host):
-        """Instances placed on ``host`` that its agent has not claimed yet (state SCHEDULED)."""
+    def instances_scheduled_on(self, host=None):
+        """Instances placed on ``host`` (on any host with None) that its agent has not
+        claimed yet (state SCHEDULED)."""
+        query = sa.select(instances).where(instances.c.state == models.SCHEDULED)
+        if host is not None:
+            query = query.where(instances.c.host == host)
         with self._transaction() as connection:
-            rows = connection.execute(
-                sa.select(instances).where(instances.c.host == host, instances.c.state == models.SCHEDULED)
-            ).mappings().all()
+            rows = connection.execute(query).mappings().all()
         return [_row_dict(row) for row in rows]
 
     # -- instances --------------------------------------------------------
@@ -501,6 +507,16 @@ class Database:
             rows.setdefault(row["uuid"], row)
         if not rows:
             return []
+        with self._transaction(write=True) as connection:
+            dialect = connection.dialect.name
+            if dialect in ("postgresql", "sqlite"):
+                # One statement: insert what is new, learn which those were.
+                dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite_dialect.insert
+                inserted = set(connection.scalars(
+                    dialect_insert(instances).on_conflict_do_nothing(index_elements=["uuid"])
+                    .returning(instances.c.uuid), list(rows.values())
+                ))
+                return [uuid for uuid in rows if uuid in inserted]
         for attempt in range(3):
             try:
                 with self._transaction(write=True) as connection:
@@ -519,6 +535,7 @@ class Database:
                     raise
         raise AssertionError("unreachable")
 
+
     @_retry
     def get_instance(self, uuid):
         with self._transaction() as connection:
@@ -526,8 +543,10 @@ class Database:
         return _row_dict(row) if row is not None else None
 
     @staticmethod
-    def _update_one(connection, uuid, values, expected_states, expected_updated_at=None):
+    def _update_one(connection, uuid, values, expected_states, expected_updated_at=None, host=None):
         statement = sa.update(instances).where(instances.c.uuid == uuid).values(values)
+        if host is not None:
+            statement = statement.where(instances.c.host == host)
         states = _states(expected_states)
         if states is not None:
             statement = statement.where(instances.c.state.in_(states))
@@ -550,6 +569,15 @@ class Database:
                 return None
             row = connection.execute(sa.select(instances).where(instances.c.uuid == uuid)).mappings().one()
         return _row_dict(row)
+
+    @_retry
+    def set_instance_state(self, uuid, values, expected_states, host):
+        """One statement: update the instance if it is on ``host`` in one of
+        ``expected_states``; whether it was (no row is read back)."""
+        values = _instance_values(values, _INSTANCE_UPDATABLE)
+        values["updated_at"] = utcnow()
+        with self._transaction(write=True) as connection:
+            return self._update_one(connection, uuid, values, expected_states, host=host)
 
     @_retry
     def update_instances(self, updates):

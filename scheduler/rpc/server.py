@@ -37,7 +37,7 @@ class _NoWork:
         return False
 
     @contextlib.contextmanager
-    def step(self):
+    def step(self, method):
         yield
 
 
@@ -46,7 +46,7 @@ class RPCServer:
 
     With ``batch_size`` > 1 the server takes up to that many messages that are
     already waiting and dispatches them inside one ``unit_of_work()`` (a
-    context manager with a ``step()`` per message, e.g. one database
+    context manager with a ``step(method)`` per message, e.g. one database
     transaction with a savepoint per message): the messages are acked, and
     calls answered, only after it exits cleanly; if it raises, they are all
     handed back to the broker for redelivery.
@@ -135,7 +135,7 @@ class RPCServer:
             with self._unit_of_work() as work:
                 for message, (context, method, args) in requests:
                     try:
-                        with work.step():
+                        with work.step(method):
                             outcomes.append((message, context, method, self.dispatcher.dispatch(
                                 context, method, args), None))
                     except RetryLater:

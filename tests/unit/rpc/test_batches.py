@@ -32,7 +32,7 @@ class Work:
         return False
 
     @contextlib.contextmanager
-    def step(self):
+    def step(self, method):
         mark = len(self.current)
         try:
             yield
