@@ -118,12 +118,13 @@ def test_sigterm_drains_then_a_new_scheduler_finishes_the_burst(tmp_path):
 
 
 def test_a_scheduler_killed_mid_burst_loses_nothing(tmp_path):
+    """1,000 requests, three workers, one SIGKILLed midway."""
     with temporary_database() as url, temporary_vhost() as transport_url:
-        fleet = start(tmp_path, url, transport_url, schedulers=("sched-1", "sched-2"))
+        fleet = start(tmp_path, url, transport_url, schedulers=("sched-1", "sched-2", "sched-3"))
         database = Database(url)
         try:
-            uuids = burst(fleet, 200)
-            wait_placed(fleet, database, 60)
+            uuids = burst(fleet, 1000, per_request=1)
+            wait_placed(fleet, database, 300)
             code = fleet.stop("sched-1", signal.SIGKILL)
             killed_at = placed(database)
             assert code == -signal.SIGKILL
