@@ -5,10 +5,9 @@ the cast with that reason. The flavor and retry record are read with the
 scheduler's own RequestSpec rules, so both sides agree on what is valid.
 """
 
-import math
 
 from scheduler.exception import InvalidRequest
-from scheduler.request_spec import Flavor, Retry, parse_uuid
+from scheduler.request_spec import Flavor, Retry, is_bounded_number, parse_uuid
 
 LIMIT_KEYS = ("memory_mb", "disk_gb", "vcpu")
 MAX_LIMIT = 2**53
@@ -39,12 +38,7 @@ def run_instance_args(instance, request_spec, filter_properties):
             continue  # limits of resources this agent does not claim
         if value is None:
             continue
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or not 0 <= value <= MAX_LIMIT
-        ):
+        if not is_bounded_number(value, MAX_LIMIT):
             raise InvalidRequest(
                 f"run_instance: filter_properties.limits.{key} must be a number >= 0, got {value!r}"[:300]
             )

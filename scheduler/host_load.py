@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from scheduler.exception import InvalidRequest
+from scheduler.request_spec import is_bounded_number
 
 #: Report key -> HostTable column for the reservation figures (NaN when not reported).
 RESERVATION_FIELDS = {
@@ -68,12 +69,7 @@ def check_report(host, resources):
         value = resources.get(key)
         if value is None:
             continue
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or not 0 <= value <= _LIMIT
-        ):
+        if not is_bounded_number(value, _LIMIT):
             raise InvalidRequest(
                 f"report_resources from {host}: {key} must be a non-negative number, got {value!r}"[:300]
             )

@@ -112,10 +112,11 @@ class SchedulerManager:
             self._set_error(uuids, str(exc))
             return
         now = _now()
+        filter_properties = spec.to_wire()[1]
         self._db.update_instances([
             (u, {"state": states.SCHEDULED, "host": host, "node": node,
                  "attempts": spec.retry.num_attempts, "scheduled_at": now,
-                 "filter_properties": dict(spec.to_wire()[1], limits=limits)})
+                 "filter_properties": dict(filter_properties, limits=limits)})
             for u, (host, node, limits) in zip(uuids, placements, strict=True)
         ])
         for instance_uuid, (host, _node, limits) in zip(uuids, placements, strict=True):

@@ -6,6 +6,7 @@ so that filters and weighers can trust what they are given.
 """
 
 import dataclasses
+import math
 import uuid as uuidlib
 
 from scheduler.exception import InvalidRequest
@@ -17,6 +18,16 @@ MAX_DISK_GB = 1024 * 1024
 MAX_VCPUS = 4096
 MAX_LIST = 1000
 MAX_TEXT = 255
+
+
+def is_bounded_number(value, high):
+    """A finite int or float (not a bool) between 0 and ``high``."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and 0 <= value <= high
+    )
 
 
 def _int(value, where, low, high):
