@@ -5,6 +5,7 @@ publisher confirms), ``filesystem://`` to folders under ``state_path`` shared by
 the processes of one machine, ``memory://`` to queues inside this process.
 """
 
+import contextlib
 import logging
 import os
 import ssl as ssl_module
@@ -16,7 +17,7 @@ import urllib.parse
 import kombu
 from amqp.exceptions import MessageNacked
 
-from scheduler.rpc import filesystem
+from scheduler.rpc import confirms, filesystem
 from scheduler.rpc.exceptions import MessageDeliveryFailure
 
 LOG = logging.getLogger(__name__)
@@ -212,6 +213,34 @@ class Publisher:
         self._conn = None
         self._producer = None
         self._declared = set()
+        self._local = threading.local()  # .pending: this thread's batch, if any
+
+    @contextlib.contextmanager
+    def batch(self):
+        """Hold this thread's publishes until the outermost ``batch()`` ends, then
+        send them in order, waiting once for the broker to confirm them all.
+
+        A recoverable failure sends the whole batch again (so some messages may
+        arrive twice); the end of the batch raises MessageDeliveryFailure where
+        publish() would. If a block raises, the messages it published are
+        dropped. (A call() inside a batch would wait for a reply to a request
+        not sent yet.)
+        """
+        pending = getattr(self._local, "pending", None)
+        outermost = pending is None
+        if outermost:
+            pending = self._local.pending = []
+        mark = len(pending)
+        try:
+            yield
+        except BaseException:
+            del pending[mark:]
+            raise
+        finally:
+            if outermost:
+                self._local.pending = None
+        if outermost and pending:
+            self._send(pending)
 
     def publish(self, body, exchange, routing_key, expiration=None, persistent=None,
                 headers=None, content_type=None, content_encoding=None):
@@ -219,9 +248,9 @@ class Publisher:
 
         With ``content_type``, ``body`` is sent as it is (bytes or text), not
         serialized: how a message is passed on unchanged (dead-lettering).
+        Inside ``batch()``, the message waits for the end of the batch.
         """
         transport = self.transport
-        rabbit = transport.conf.oslo_messaging_rabbit
         if persistent is None:
             persistent = transport.durable
         # serializer="json" sets content_type application/json.
@@ -235,6 +264,18 @@ class Publisher:
         else:
             properties["content_type"] = content_type
             properties["content_encoding"] = content_encoding or "binary"
+        message = (body, exchange, routing_key, properties)
+        pending = getattr(self._local, "pending", None)
+        if pending is not None:
+            pending.append(message)
+        else:
+            self._send([message])
+
+    def _send(self, messages):
+        """Publish ``messages`` ([(body, exchange, routing_key, properties)]) in order;
+        several without waiting for each confirm, then for all of them."""
+        transport = self.transport
+        rabbit = transport.conf.oslo_messaging_rabbit
         waits = delays(transport.conf)
         attempt = 0
         redeclared = False
@@ -243,20 +284,24 @@ class Publisher:
                 conn = None
                 try:
                     conn = self._connect()
-                    if exchange.name and exchange.name not in self._declared:
-                        exchange(self._producer.channel).declare()
-                        self._declared.add(exchange.name)
-                    if transport.is_rabbit:
-                        properties["user_id"] = conn.userid
-                    self._producer.publish(
-                        body,
-                        exchange=exchange,
-                        routing_key=routing_key,
-                        retry=False,
-                        declare=None,
-                        confirm_timeout=transport.conf.rpc_response_timeout,
-                        **properties,
-                    )
+                    for _, exchange, _, properties in messages:
+                        if exchange.name and exchange.name not in self._declared:
+                            exchange(self._producer.channel).declare()
+                            self._declared.add(exchange.name)
+                        if transport.is_rabbit:
+                            properties["user_id"] = conn.userid
+                    batch = self._producer.batch() if len(messages) > 1 else contextlib.nullcontext()
+                    with batch:
+                        for body, exchange, routing_key, properties in messages:
+                            self._producer.publish(
+                                body,
+                                exchange=exchange,
+                                routing_key=routing_key,
+                                retry=False,
+                                declare=None,
+                                confirm_timeout=transport.conf.rpc_response_timeout,
+                                **properties,
+                            )
                     return
                 except Exception as exc:
                     recoverable = conn is None or isinstance(exc, self.transport.recoverable_errors(conn))
@@ -267,8 +312,10 @@ class Publisher:
                         redeclared = True
                         continue
                     if not recoverable:
+                        _, exchange, routing_key, _ = messages[0]
+                        what = f"a batch of {len(messages)}, the first " if len(messages) > 1 else ""
                         raise MessageDeliveryFailure(
-                            f"cannot publish to {exchange.name or '(default exchange)'} "
+                            f"cannot publish {what}to {exchange.name or '(default exchange)'} "
                             f"with routing key {routing_key}: {exc}"
                         ) from exc
                     if attempt >= rabbit.publish_retries:
@@ -294,7 +341,12 @@ class Publisher:
             conn = self.transport.connection("publisher", heartbeat=False)
             try:
                 conn.connect()
-                self._producer = kombu.Producer(conn.channel(), auto_declare=False)
+                if self.transport.is_rabbit:
+                    channel = confirms.Channel(conn.connection)
+                    channel.open()
+                else:
+                    channel = conn.channel()
+                self._producer = kombu.Producer(channel, auto_declare=False)
             except BaseException:
                 self._close(conn)
                 raise

@@ -1,0 +1,122 @@
+"""A RabbitMQ channel that can publish a batch and then wait once for all its confirms.
+
+kombu's ``Producer.batch()`` hands its messages, serialized as ``publish()``
+would, to ``channel.create_publish_batch()``; this channel sends them without
+waiting and makes the batch's ``flush()`` wait until the broker confirmed them.
+The channel is opened on the connection kombu made (not through a kombu
+transport class, which a failover to the next host would replace).
+"""
+
+import time
+
+from amqp import spec
+from amqp.exceptions import MessageNacked
+from kombu.transport import pyamqp
+
+
+class DeliveryTags:
+    """The delivery tags of a channel in confirm mode: sent, settled and nacked.
+
+    After ``confirm.select`` the broker numbers the channel's messages 1, 2, ...
+    and acks (or nacks) each number, or every number up to one (``multiple``).
+    """
+
+    def __init__(self):
+        self.sent = 0  # the tag of the last message sent
+        self.settled = 0  # every tag up to this one is acked or nacked
+        self.nacked = 0  # the highest tag nacked
+        self._singles = set()  # tags settled one by one above ``settled``
+
+    def settle(self, tag, multiple, nack=False):
+        if nack:
+            self.nacked = max(self.nacked, tag)
+        if multiple:
+            self.settled = max(self.settled, tag)
+            if self._singles:
+                self._singles = {t for t in self._singles if t > self.settled}
+        elif tag > self.settled:
+            self._singles.add(tag)
+        while self.settled + 1 in self._singles:
+            self.settled += 1
+            self._singles.remove(self.settled)
+
+
+class Channel(pyamqp.Channel):
+    """A py-amqp channel that counts its publishes (single ones with
+    ``basic_publish_confirm`` too) and the broker's confirms."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tags = DeliveryTags()
+
+    def confirm_select(self, nowait=False):
+        self.tags = DeliveryTags()
+        return super().confirm_select(nowait)
+
+    def _basic_publish(self, *args, **kwargs):
+        result = super()._basic_publish(*args, **kwargs)
+        if self._confirm_selected:
+            self.tags.sent += 1
+        return result
+
+    def _on_basic_ack(self, delivery_tag, multiple):
+        self.tags.settle(delivery_tag, multiple)
+        super()._on_basic_ack(delivery_tag, multiple)
+
+    def _on_basic_nack(self, delivery_tag, multiple):
+        self.tags.settle(delivery_tag, multiple, nack=True)
+        super()._on_basic_nack(delivery_tag, multiple)
+
+    def create_publish_batch(self, max_size):
+        return Batch(self)
+
+
+class Batch:
+    """Messages sent on ``channel`` without waiting; ``flush()`` waits for all their confirms.
+
+    Raises MessageNacked when the broker refused any of them, TimeoutError
+    when they are not all confirmed within the ``confirm_timeout`` of the
+    publishes. Nothing sent can be taken back: ``discard()`` does nothing.
+    """
+
+    def __init__(self, channel):
+        self.channel = channel
+        self.first = None
+        self.timeout = None
+
+    def publish(self, message, confirm_timeout=None, **kwargs):
+        channel = self.channel
+        if not channel._confirm_selected:
+            channel._confirm_selected = True
+            channel.confirm_select()
+        channel._basic_publish(message, **kwargs)
+        if self.first is None:
+            self.first = channel.tags.sent
+        self.timeout = confirm_timeout
+
+    def flush(self):
+        if self.first is None:
+            return
+        tags, last = self.channel.tags, self.channel.tags.sent
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while tags.settled < last:
+            left = None if deadline is None else deadline - time.monotonic()
+            try:
+                if left is not None and left <= 0:
+                    raise TimeoutError()
+                # Returns after one ack or nack, which the channel has counted.
+                self.channel.wait([spec.Basic.Ack, spec.Basic.Nack], timeout=left)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"{last - tags.settled} of {last - self.first + 1} messages "
+                    f"not confirmed within {self.timeout} s"
+                ) from None
+        if tags.nacked >= self.first:
+            raise MessageNacked(f"the broker refused messages of a batch of {last - self.first + 1}")
+        self.first = None
+
+    def discard(self):
+        pass
+
+    def close(self):
+        pass

@@ -1,0 +1,206 @@
+"""Publisher.batch(): a thread's publishes held until the batch ends, confirmed together."""
+
+import threading
+
+import pytest
+from amqp.exceptions import MessageNacked
+
+from scheduler import rpc
+from scheduler.rpc import confirms, envelope, topology
+from tests.unit.rpc.conftest import WAIT
+
+
+@pytest.fixture
+def inbox(transport, topic):
+    """take() -> the ``n`` of every cast waiting on the topic's queue, in order (consumed)."""
+    conn = transport.connection("test-inbox")
+    queue = topology.shared_queue(transport, topic)(conn.default_channel)
+    queue.declare()
+
+    def take():
+        found = []
+        while (message := queue.get(no_ack=True)) is not None:
+            found.append(envelope.unwrap(message.decode())["args"]["n"])
+        return found
+
+    yield take
+    conn.release()
+
+
+@pytest.fixture
+def client(transport, topic):
+    return rpc.RPCClient(transport, rpc.Target(topic=topic))
+
+
+@pytest.fixture
+def sends(transport, monkeypatch):
+    """The lists of messages the publisher sent, one list per send."""
+    sent = []
+    real = transport.publisher._send
+
+    def spy(messages):
+        sent.append([m[0] for m in messages])
+        real(messages)
+
+    monkeypatch.setattr(transport.publisher, "_send", spy)
+    return sent
+
+
+def test_batch_sends_its_messages_in_order_when_it_ends(transport, client, inbox, sends):
+    with transport.publisher.batch():
+        for n in range(5):
+            client.cast({}, "record", n=n)
+        assert inbox() == []
+        assert sends == []
+    assert inbox() == [0, 1, 2, 3, 4]
+    assert len(sends) == 1
+
+
+def test_block_that_raises_sends_nothing(transport, client, inbox, sends):
+    with pytest.raises(ValueError), transport.publisher.batch():
+        client.cast({}, "record", n=1)
+        raise ValueError("changed my mind")
+    assert inbox() == []
+    assert sends == []
+    client.cast({}, "record", n=2)  # the thread publishes at once again
+    assert inbox() == [2]
+
+
+def test_nested_batch_joins_the_outer_one(transport, client, inbox, sends):
+    with transport.publisher.batch():
+        client.cast({}, "record", n=1)
+        with transport.publisher.batch():
+            client.cast({}, "record", n=2)
+        assert inbox() == []
+        client.cast({}, "record", n=3)
+    assert inbox() == [1, 2, 3]
+    assert len(sends) == 1
+
+
+def test_nested_block_that_raises_drops_only_its_own_messages(transport, client, inbox):
+    with transport.publisher.batch():
+        client.cast({}, "record", n=1)
+        with pytest.raises(ValueError), transport.publisher.batch():
+            client.cast({}, "record", n=2)
+            raise ValueError("not this one")
+        client.cast({}, "record", n=3)
+    assert inbox() == [1, 3]
+
+
+def test_other_threads_publish_at_once_during_a_batch(transport, client, inbox):
+    with transport.publisher.batch():
+        client.cast({}, "record", n=1)
+        other = threading.Thread(target=client.cast, args=({}, "record"), kwargs={"n": 2})
+        other.start()
+        other.join(WAIT)
+        assert inbox() == [2]
+    assert inbox() == [1]
+
+
+def test_batch_that_cannot_be_sent_is_a_delivery_failure(conf):
+    conf.set_override("publish_retries", 1, group="oslo_messaging_rabbit")
+    conf.set_override("rabbit_retry_interval", 0.01, group="oslo_messaging_rabbit")
+    transport = rpc.get_transport(conf, "rabbit://u:p@127.0.0.1:1/")  # nothing listens there
+    client = rpc.RPCClient(transport, rpc.Target(topic="t"))
+    try:
+        with pytest.raises(rpc.MessageDeliveryFailure), transport.publisher.batch():
+            client.cast({}, "m", n=1)
+            client.cast({}, "m", n=2)  # nothing tried yet
+    finally:
+        transport.cleanup()
+
+
+# -- confirms: delivery-tag bookkeeping and waiting, on a fake channel ---------------
+
+
+class FakeChannel:
+    """Delivers one of ``frames`` ((tag, multiple, nack)) per wait(); None: nothing comes."""
+
+    def __init__(self, frames):
+        self.tags = confirms.DeliveryTags()
+        self._confirm_selected = False
+        self.frames = list(frames)
+        self.waits = 0
+
+    def confirm_select(self):
+        self.tags = confirms.DeliveryTags()
+
+    def _basic_publish(self, message, **kwargs):
+        self.tags.sent += 1
+
+    def wait(self, methods, timeout=None):
+        self.waits += 1
+        frame = self.frames.pop(0) if self.frames else None
+        if frame is None:
+            raise TimeoutError("timed out")
+        self.tags.settle(*frame)
+
+
+def publish(batch, count, timeout=5):
+    for n in range(count):
+        batch.publish(f"m{n}", exchange="x", routing_key="k", confirm_timeout=timeout)
+
+
+def test_delivery_tags_settle_singly_and_up_to_a_tag():
+    tags = confirms.DeliveryTags()
+    tags.settle(2, False)
+    tags.settle(3, False)
+    assert tags.settled == 0
+    tags.settle(1, False)
+    assert tags.settled == 3
+    tags.settle(5, False)
+    tags.settle(4, True)
+    assert tags.settled == 5
+    tags.settle(8, True)
+    tags.settle(7, False)  # late and covered already
+    assert tags.settled == 8 and tags.nacked == 0
+    tags.settle(9, False, nack=True)
+    assert tags.settled == 9 and tags.nacked == 9
+
+
+def test_batch_waits_until_every_message_is_confirmed():
+    channel = FakeChannel([(2, True, False), (4, False, False), (3, False, False), (5, True, False)])
+    batch = confirms.Batch(channel)
+    publish(batch, 5)
+    assert channel._confirm_selected
+    batch.flush()
+    assert channel.tags.settled == 5
+    assert channel.waits == 4
+
+
+def test_batch_counts_from_the_single_publishes_before_it():
+    # Two single publishes, acked, then a batch of three acked in one frame.
+    channel = FakeChannel([(5, True, False)])
+    channel._confirm_selected = True
+    channel.tags.sent = channel.tags.settled = 2
+    batch = confirms.Batch(channel)
+    publish(batch, 3)
+    assert batch.first == 3
+    batch.flush()
+    assert channel.waits == 1
+
+
+def test_confirms_that_came_while_publishing_are_not_waited_for():
+    channel = FakeChannel([])
+    batch = confirms.Batch(channel)
+    publish(batch, 2)
+    channel.tags.settle(2, True)  # read by basic_publish's look at the socket
+    batch.flush()
+    assert channel.waits == 0
+
+
+def test_a_nack_fails_the_batch():
+    channel = FakeChannel([(1, False, False), (2, False, True), (3, False, False)])
+    batch = confirms.Batch(channel)
+    publish(batch, 3)
+    with pytest.raises(MessageNacked):
+        batch.flush()
+
+
+def test_missing_confirms_time_out():
+    channel = FakeChannel([(1, True, False)])
+    batch = confirms.Batch(channel)
+    publish(batch, 3, timeout=0.5)
+    with pytest.raises(TimeoutError) as info:
+        batch.flush()
+    assert "2 of 3 messages not confirmed within 0.5 s" in str(info.value)
