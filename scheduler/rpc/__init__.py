@@ -8,6 +8,7 @@ server = rpc.get_rpc_server(transport, rpc.Target("compute", server=host), [endp
 
 from scheduler.rpc.client import RPCClient
 from scheduler.rpc.context import Context
+from scheduler.rpc.dispatcher import batch_of
 from scheduler.rpc.exceptions import (
     MessageDeliveryFailure,
     MessagingException,
@@ -32,6 +33,7 @@ __all__ = [
     "RetryLater",
     "Target",
     "Transport",
+    "batch_of",
     "get_rpc_server",
     "get_transport",
 ]

@@ -5,6 +5,23 @@ import inspect
 from scheduler.rpc.exceptions import InvalidArguments, NoSuchMethod
 
 
+def batch_of(method):
+    """Mark an endpoint function as the batch form of its RPC method ``method``.
+
+    The server calls it with ``[(context, kwargs), ...]``, one pair per message
+    of a batch naming ``method`` (their arguments already bound to the
+    method's signature), and it returns one outcome per pair, in order: what
+    the method would have returned, or the exception it would have raised.
+    It must behave as calling the method once per message would.
+    """
+
+    def mark(func):
+        func.berth_batch_of = method
+        return func
+
+    return mark
+
+
 class Dispatcher:
     """Public methods (not starting with ``_``) of the endpoints, first match wins.
 
@@ -16,6 +33,12 @@ class Dispatcher:
     def __init__(self, endpoints):
         self.endpoints = list(endpoints)
         self._signatures = {}
+        self._batch_forms = {}
+        for endpoint in reversed(self.endpoints):  # the first endpoint's form wins
+            for name in dir(type(endpoint)):
+                method = getattr(getattr(type(endpoint), name), "berth_batch_of", None)
+                if method is not None:
+                    self._batch_forms[method] = (endpoint, getattr(endpoint, name))
 
     def lookup(self, method):
         if not method.startswith("_") and method.isidentifier():
@@ -24,6 +47,13 @@ class Dispatcher:
                 if callable(func):
                     return func
         raise NoSuchMethod(method)
+
+    def batch_form(self, method):
+        """The batch form of ``method`` (see batch_of), or None."""
+        endpoint, form = self._batch_forms.get(method, (None, None))
+        if form is None or getattr(self.lookup(method), "__self__", None) is not endpoint:
+            return None
+        return form
 
     def _signature(self, method, func):
         signature = self._signatures.get(method)
@@ -35,7 +65,8 @@ class Dispatcher:
             self._signatures[method] = signature
         return signature
 
-    def dispatch(self, context, method, args):
+    def check(self, context, method, args):
+        """The endpoint method for a message; raises unless ``args`` fit its signature."""
         func = self.lookup(method)
         signature = self._signature(method, func)
         if signature:
@@ -43,4 +74,7 @@ class Dispatcher:
                 signature.bind(context, **args)
             except TypeError as exc:
                 raise InvalidArguments(f"{method}: {exc}") from None
-        return func(context, **args)
+        return func
+
+    def dispatch(self, context, method, args):
+        return self.check(context, method, args)(context, **args)

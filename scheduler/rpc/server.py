@@ -133,15 +133,8 @@ class RPCServer:
         outcomes = []
         try:
             with self._unit_of_work() as work:
-                for message, (context, method, args) in requests:
-                    try:
-                        with work.step(method):
-                            outcomes.append((message, context, method, self.dispatcher.dispatch(
-                                context, method, args), None))
-                    except RetryLater:
-                        raise
-                    except Exception as exc:
-                        outcomes.append((message, context, method, None, exc))
+                for method, group in self._groups(requests):
+                    outcomes.extend(self._run(work, method, group))
         except Exception as exc:
             LOG.warning("%s: a batch of %d message(s) failed (%s: %s); handing it back for redelivery",
                         self.target.topic, len(requests), type(exc).__name__, reason_of(exc))
@@ -150,8 +143,79 @@ class RPCServer:
                 message.requeue()
             self._loop.stopping.wait(1.0)
             return
-        for message, context, method, result, exc in outcomes:
-            self._answer(message, context, method, result, exc)
+        try:
+            with self.transport.publisher.batch():
+                for message, context, method, result, exc in outcomes:
+                    self._answer(message, context, method, result, exc)
+        except Exception as exc:
+            # What the batch decided is committed: its redelivery is answered from the database.
+            LOG.warning("%s: cannot send the answers of %d message(s) (%s); handing them back",
+                        self.target.topic, len(outcomes), reason_of(exc))
+            for message, *_ in outcomes:
+                message.requeue()
+            return
+        for message, *_ in outcomes:
+            message.ack()
+
+    def _groups(self, requests):
+        """[(method, [(message, request), ...]), ...] in the order of the batch, except that
+        the messages of a method with a batch form join its first one."""
+        groups, joined = [], {}
+        for message, request in requests:
+            method = request[1]
+            try:
+                batched = self.dispatcher.batch_form(method) is not None
+            except Exception:
+                batched = False  # no such method: its own dispatch says so
+            if batched and method in joined:
+                joined[method].append((message, request))
+                continue
+            groups.append((method, [(message, request)]))
+            if batched:
+                joined[method] = groups[-1][1]
+        return groups
+
+    def _run(self, work, method, group):
+        """Dispatch ``group`` (messages naming ``method``) inside ``work``; their outcomes.
+
+        Several messages of a method with a batch form go to it at once, inside
+        one step; should that step fail as a whole, each message is run again
+        alone, so that only the one at fault fails.
+        """
+        form = self.dispatcher.batch_form(method) if len(group) > 1 else None
+        if form is not None:
+            outcomes, calls = {}, []
+            for message, (context, _, args) in group:
+                try:
+                    self.dispatcher.check(context, method, args)
+                    calls.append((message, context, args))
+                except Exception as exc:
+                    outcomes[id(message)] = (message, context, method, None, exc)
+            try:
+                with work.step(method):
+                    results = form([(context, args) for _, context, args in calls])
+                for (message, context, _), result in zip(calls, results, strict=True):
+                    failed = isinstance(result, Exception)
+                    outcomes[id(message)] = (message, context, method, None if failed else result,
+                                             result if failed else None)
+                return [outcomes[id(message)] for message, _ in group]
+            except RetryLater:
+                raise
+            except Exception as exc:
+                LOG.warning("%s: %d %s messages failed together (%s); running them one by one",
+                            self.target.topic, len(calls), method, reason_of(exc))
+                LOG.debug("Traceback of the failed group", exc_info=True)
+        outcomes = []
+        for message, (context, _, args) in group:
+            try:
+                with work.step(method):
+                    result = self.dispatcher.dispatch(context, method, args)
+                outcomes.append((message, context, method, result, None))
+            except RetryLater:
+                raise
+            except Exception as exc:
+                outcomes.append((message, context, method, None, exc))
+        return outcomes
 
     def _parse(self, message):
         """(context, method, args) of a message, or None once a bad one is refused and acked."""
@@ -201,7 +265,6 @@ class RPCServer:
                 self.dead_letters.send(message, exc, method=method)
         elif is_call:
             self._reply(context.msg_id, context.reply_q, result=result)
-        message.ack()
 
     def _log_refusal(self, method, exc):
         """A failed call: its caller gets the failure; we log it once, without traceback
@@ -232,3 +295,4 @@ class RPCServer:
             self.transport.publisher.publish(wrapped, topology.DEFAULT_EXCHANGE, reply_q, persistent=False)
         except Exception as exc:
             LOG.error("Cannot send the reply to %s on %s: %s", msg_id, reply_q, exc)
+

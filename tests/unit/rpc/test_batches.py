@@ -104,3 +104,87 @@ def test_a_batch_that_fails_to_commit_is_delivered_again(transport, topic):
         server.wait()
     assert sorted(n for batch in work.commits for n in batch) == list(range(5))
     assert len(endpoint.received) > 5  # the first attempt's work was done and thrown away
+
+
+class Adder:
+    """``add`` has a batch form that sees every ``add`` of a batch at once."""
+
+    def __init__(self, work, fail_together=False):
+        self.work = work
+        self.fail_together = fail_together
+        self.groups = []
+        self.holding = threading.Event()
+        self.go = threading.Event()
+
+    def hold(self, context):
+        self.holding.set()
+        self.go.wait(WAIT)  # the messages behind it queue up into one batch
+
+    def add(self, context, a, b):
+        if b == 0:
+            raise ValueError("b must not be 0")
+        self.work.current.append(a + b)
+        return a + b
+
+    @rpc.batch_of("add")
+    def _add_many(self, calls):
+        self.groups.append([kwargs["a"] for _, kwargs in calls])
+        if self.fail_together:
+            raise RuntimeError("the whole group failed")
+        outcomes = []
+        for context, kwargs in calls:
+            try:
+                outcomes.append(self.add(context, **kwargs))
+            except ValueError as exc:
+                outcomes.append(exc)
+        return outcomes
+
+
+def _add_in_one_batch(transport, topic, adder, work, pairs):
+    client = rpc.RPCClient(transport, rpc.Target(topic, server="s1"))
+    server = serve(transport, topic, adder, work, batch_size=16)
+    results = []
+    try:
+        client.cast({}, "hold")
+        assert adder.holding.wait(WAIT)
+        threads = [threading.Thread(target=lambda kw=kw: results.append(_outcome(client, kw)))
+                   for kw in pairs]
+        for thread in threads:
+            thread.start()
+            threading.Event().wait(0.05)  # queued in this order
+        adder.go.set()
+        for thread in threads:
+            thread.join(WAIT)
+    finally:
+        server.stop()
+        server.wait()
+    return sorted(results, key=str)
+
+
+def _outcome(client, kwargs):
+    try:
+        return ("ok", kwargs["a"], client.call({}, "add", **kwargs))
+    except rpc.RemoteError as exc:
+        return ("failed", kwargs["a"], exc.exc_type)
+
+
+def test_messages_of_a_method_with_a_batch_form_reach_it_together_and_each_gets_its_outcome(
+        transport, topic):
+    work = Work()
+    adder = Adder(work)
+    pairs = [{"a": 1, "b": 1}, {"a": 2, "b": 0}, {"a": 3, "c": 1}, {"a": 4, "b": 4}]
+    results = _add_in_one_batch(transport, topic, adder, work, pairs)
+    assert results == [("failed", 2, "ValueError"), ("failed", 3, "InvalidArguments"),
+                       ("ok", 1, 2), ("ok", 4, 8)]
+    # The message with arguments the method does not take never reaches the batch form.
+    assert adder.groups == [[1, 2, 4]]
+
+
+def test_a_batch_form_that_fails_as_a_whole_is_replaced_by_one_message_at_a_time(transport, topic):
+    work = Work()
+    adder = Adder(work, fail_together=True)
+    results = _add_in_one_batch(transport, topic, adder, work, [{"a": 1, "b": 1}, {"a": 2, "b": 0},
+                                                                {"a": 4, "b": 4}])
+    assert results == [("failed", 2, "ValueError"), ("ok", 1, 2), ("ok", 4, 8)]
+    assert adder.groups == [[1, 2, 4]]
+    assert sorted(n for batch in work.commits for n in batch) == [2, 8]
