@@ -434,7 +434,6 @@ class Database:
                     found[host] = generation
         return found
 
-    @_retry
     def claim_host(self, host, generation):
         """Bump ``host``'s generation if it still is ``generation``.
 
@@ -442,24 +441,54 @@ class Database:
         since (a conflict); None when another scheduler's transaction holds
         the host right now: rather than wait for it, place elsewhere.
         """
+        claimed, conflicts, _held = self.claim_hosts({host: generation})
+        return True if claimed else (False if conflicts else None)
+
+    @_retry
+    def claim_hosts(self, expected):
+        """Claim every host of ``expected`` ({host: generation}) at once; what claim_host
+        does for one, in three statements whatever their number.
+
+        Returns (claimed, conflicts, held): the hosts whose generation was bumped;
+        those another scheduler placed on since; those another scheduler's
+        transaction holds right now. A claimed host stays locked until the
+        transaction ends.
+        """
+        claimed, conflicts, held = set(), set(), set()
+        if not expected:
+            return claimed, conflicts, held
         with self._transaction(write=True) as connection:
-            current = connection.execute(
-                sa.select(host_generations.c.generation)
-                .where(host_generations.c.host == host)
-                .with_for_update(skip_locked=True)
-            ).scalar()
-            if current is None:
-                if generation != 0:
-                    return None  # locked by another transaction (a missing row would be 0)
+            found = {}
+            for chunk in _chunks(sorted(expected)):  # one lock order for every scheduler
+                found.update(connection.execute(
+                    sa.select(host_generations.c.host, host_generations.c.generation)
+                    .where(host_generations.c.host.in_(chunk))
+                    .order_by(host_generations.c.host)
+                    .with_for_update(skip_locked=True)
+                ).all())
+            missing = []
+            for host, generation in expected.items():
+                current = found.get(host)
+                if current is None:
+                    # No row (never claimed), or a row locked by another transaction.
+                    if generation == 0:
+                        missing.append(host)
+                    else:
+                        held.add(host)
+                elif current == generation:
+                    claimed.add(host)
+                else:
+                    conflicts.add(host)
+            for host in missing:
                 inserted = self._insert_missing(connection, host_generations, {"host": host, "generation": 1})
-                return True if inserted else None
-            if current != generation:
-                return False
-            connection.execute(
-                sa.update(host_generations).where(host_generations.c.host == host).values(
-                    generation=generation + 1)
-            )
-            return True
+                (claimed if inserted else held).add(host)
+            bump = sorted(claimed.difference(missing))
+            for chunk in _chunks(bump):
+                connection.execute(
+                    sa.update(host_generations).where(host_generations.c.host.in_(chunk))
+                    .values(generation=host_generations.c.generation + 1)
+                )
+        return claimed, conflicts, held
 
     def _insert_missing(self, connection, table, row):
         """Insert ``row`` unless its key exists; 1 if inserted, 0 if not (no error either way)."""
@@ -472,14 +501,18 @@ class Database:
         return connection.execute(insert).rowcount
 
     @_retry
-    def instances_scheduled_on(self, host=None):
-        """Instances placed on ``host`` (on any host with None) that its agent has not
-        claimed yet (state SCHEDULED)."""
+    def instances_scheduled_on(self, host=None, hosts=None):
+        """Instances placed on ``host`` (or on any of ``hosts``; on any host with neither)
+        that the agent has not claimed yet (state SCHEDULED)."""
         query = sa.select(instances).where(instances.c.state == models.SCHEDULED)
         if host is not None:
-            query = query.where(instances.c.host == host)
+            hosts = [host]
+        rows = []
         with self._transaction() as connection:
-            rows = connection.execute(query).mappings().all()
+            if hosts is None:
+                rows = connection.execute(query).mappings().all()
+            for chunk in _chunks(sorted(set(hosts or ()))):
+                rows.extend(connection.execute(query.where(instances.c.host.in_(chunk))).mappings().all())
         return [_row_dict(row) for row in rows]
 
     # -- instances --------------------------------------------------------
@@ -542,6 +575,17 @@ class Database:
             row = connection.execute(sa.select(instances).where(instances.c.uuid == uuid)).mappings().first()
         return _row_dict(row) if row is not None else None
 
+    @_retry
+    def get_instances(self, uuids):
+        """{uuid: instance} of those of ``uuids`` that exist."""
+        found = {}
+        with self._transaction() as connection:
+            for chunk in _chunks(dict.fromkeys(uuids)):
+                query = sa.select(instances).where(instances.c.uuid.in_(chunk))
+                for row in connection.execute(query).mappings():
+                    found[row["uuid"]] = _row_dict(row)
+        return found
+
     @staticmethod
     def _update_one(connection, uuid, values, expected_states, expected_updated_at=None, host=None):
         statement = sa.update(instances).where(instances.c.uuid == uuid).values(values)
@@ -580,6 +624,45 @@ class Database:
             return self._update_one(connection, uuid, values, expected_states, host=host)
 
     @_retry
+    def set_instance_states(self, updates):
+        """set_instance_state for many: ``[(uuid, host, values, expected_states), ...]``
+        applied in order; whether each applied.
+
+        Consecutive updates writing the same values from the same states go in
+        one statement where the database can say which rows it changed.
+        """
+        now = utcnow()
+        applied = [False] * len(updates)
+        runs = []  # [(values, expected_states, [(index, uuid, host), ...])]
+        for index, (uuid, host, values, expected_states) in enumerate(updates):
+            values = dict(_instance_values(values, _INSTANCE_UPDATABLE), updated_at=now)
+            states = tuple(_states(expected_states) or ())
+            if runs and runs[-1][0] == values and runs[-1][1] == states:
+                runs[-1][2].append((index, uuid, host))
+            else:
+                runs.append((values, states, [(index, uuid, host)]))
+        with self._transaction(write=True) as connection:
+            for values, states, members in runs:
+                if len(members) == 1 or not connection.dialect.update_returning:
+                    for index, uuid, host in members:
+                        applied[index] = self._update_one(connection, uuid, values, states or None, host=host)
+                    continue
+                for chunk in _chunks(members):
+                    statement = (
+                        sa.update(instances)
+                        .where(sa.tuple_(instances.c.uuid, instances.c.host).in_(
+                            [(uuid, host) for _, uuid, host in chunk]))
+                        .values(values)
+                        .returning(instances.c.uuid, instances.c.host)
+                    )
+                    if states:
+                        statement = statement.where(instances.c.state.in_(states))
+                    changed = set(connection.execute(statement).all())
+                    for index, uuid, host in chunk:
+                        applied[index] = (uuid, host) in changed
+        return applied
+
+    @_retry
     def update_instances(self, updates):
         """Apply ``(uuid, values[, expected_states])`` updates in one transaction.
 
@@ -597,8 +680,20 @@ class Database:
             return 0
         count = 0
         with self._transaction(write=True) as connection:
+            unconditional = {}  # same columns, no expected state: one executemany per set of columns
             for uuid, values, expected_states in prepared:
-                count += self._update_one(connection, uuid, values, expected_states)
+                if expected_states is None:
+                    unconditional.setdefault(tuple(sorted(values)), []).append(
+                        {f"new_{column}": value for column, value in values.items()} | {"match_uuid": uuid})
+                else:
+                    count += self._update_one(connection, uuid, values, expected_states)
+            for columns, rows in unconditional.items():
+                statement = (
+                    sa.update(instances).where(instances.c.uuid == sa.bindparam("match_uuid"))
+                    .values({column: sa.bindparam(f"new_{column}") for column in columns})
+                )
+                result = connection.execute(statement, rows)
+                count += result.rowcount if result.rowcount >= 0 else len(rows)
         return count
 
     @_retry

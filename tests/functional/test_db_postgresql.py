@@ -194,3 +194,29 @@ def test_services(clean):
     assert services[0]["last_seen_at"] > "2024-01-01T00:00:00.000000Z"
     assert services[0]["disabled"] is False
     assert len(clean.list_services()) == 2
+
+
+def test_hosts_held_by_another_transaction_are_skipped_not_waited_for(clean, pg_url):
+    db = clean
+    assert db.claim_hosts({"h1": 0, "h2": 0}) == ({"h1", "h2"}, set(), set())
+    other = db_api.Database(pg_url, max_retries=0)
+    try:
+        with other.unit_of_work():
+            assert other.claim_hosts({"h1": 1}) == ({"h1"}, set(), set())  # h1 locked until this ends
+            assert db.claim_hosts({"h1": 1, "h2": 1, "h3": 0}) == ({"h2", "h3"}, set(), {"h1"})
+        assert db.claim_hosts({"h1": 1}) == (set(), {"h1"}, set())  # the other one moved it on
+    finally:
+        other.dispose()
+    assert db.host_generations(["h1", "h2", "h3"]) == {"h1": 2, "h2": 2, "h3": 1}
+
+
+def test_instance_states_from_many_agents_in_one_statement(clean):
+    db = clean
+    db.create_instances([{"uuid": f"u{i}", "state": models.SCHEDULED, "host": f"h{i % 3}"} for i in range(9)])
+    applied = db.set_instance_states(
+        [(f"u{i}", f"h{i % 3}", {"state": models.ACTIVE}, [models.SCHEDULED, models.BUILDING])
+         for i in range(8)]
+        + [("u8", "h0", {"state": models.ACTIVE}, [models.SCHEDULED])]  # u8 is on h2
+    )
+    assert applied == [True] * 8 + [False]
+    assert sorted(i["uuid"] for i in db.list_instances(states=[models.ACTIVE])) == [f"u{i}" for i in range(8)]

@@ -119,6 +119,25 @@ def test_update_instances_batch(database):
     assert database.update_instances([]) == 0
 
 
+def test_set_instance_states_applies_each_update_only_from_its_host_and_states(database):
+    database.create_instances([_instance(f"u{i}", state=models.SCHEDULED, host="h1") for i in range(4)])
+    applied = database.set_instance_states([
+        ("u0", "h1", {"state": models.BUILDING}, [models.SCHEDULED]),
+        ("u1", "h1", {"state": models.BUILDING}, [models.SCHEDULED]),
+        ("u2", "h2", {"state": models.BUILDING}, [models.SCHEDULED]),  # not its host
+        ("missing", "h1", {"state": models.BUILDING}, [models.SCHEDULED]),
+        ("u0", "h1", {"state": models.ACTIVE}, [models.SCHEDULED, models.BUILDING]),
+        ("u1", "h1", {"state": models.BUILDING}, [models.SCHEDULED]),  # not again
+        ("u3", "h1", {"state": models.ERROR, "fault_reason": "disk full"}, [models.SCHEDULED]),
+    ])
+    assert applied == [True, True, False, False, True, False, True]
+    found = database.get_instances(["u0", "u1", "u2", "u3", "missing"])
+    assert {u: i["state"] for u, i in found.items()} == {
+        "u0": models.ACTIVE, "u1": models.BUILDING, "u2": models.SCHEDULED, "u3": models.ERROR}
+    assert found["u3"]["fault_reason"] == "disk full"
+    assert database.set_instance_states([]) == []
+
+
 def test_update_instances_is_one_transaction(database):
     database.create_instances([_instance("u0"), _instance("u1")])
     with pytest.raises(sa_exc.IntegrityError):

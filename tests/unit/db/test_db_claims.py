@@ -47,3 +47,23 @@ def test_instances_scheduled_on_a_host_are_those_not_yet_claimed_by_its_agent(da
     database.create_instances([{"uuid": U1, "state": "SCHEDULED", "host": "h1", "memory_mb": 512},
                          {"uuid": U2, "state": "BUILDING", "host": "h1", "memory_mb": 512}])
     assert [i["uuid"] for i in database.instances_scheduled_on("h1")] == [U1]
+
+
+def test_hosts_are_claimed_together_each_on_its_own_generation(database):
+    assert database.claim_hosts({"h1": 0}) == ({"h1"}, set(), set())
+    claimed, conflicts, held = database.claim_hosts({"h1": 0, "h2": 0, "h3": 5})
+    # h1 moved on (we hold generation 1 now); h3 has no row, yet we expected 5:
+    # a row another transaction would hold is skipped, and looks the same.
+    assert (claimed, conflicts, held) == ({"h2"}, {"h1"}, {"h3"})
+    assert database.host_generations(["h1", "h2", "h3"]) == {"h1": 1, "h2": 1, "h3": 0}
+    assert database.claim_hosts({}) == (set(), set(), set())
+
+
+def test_instances_scheduled_on_several_hosts_are_read_at_once(database):
+    U3 = "33333333-3333-4333-8333-333333333333"
+    database.create_instances([{"uuid": U1, "state": "SCHEDULED", "host": "h1"},
+                               {"uuid": U2, "state": "SCHEDULED", "host": "h2"},
+                               {"uuid": U3, "state": "SCHEDULED", "host": "h3"}])
+    assert sorted(i["uuid"] for i in database.instances_scheduled_on(hosts=["h1", "h2", "h9"])) == [U1, U2]
+    assert database.instances_scheduled_on(hosts=[]) == []
+    assert len(database.instances_scheduled_on()) == 3
