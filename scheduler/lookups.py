@@ -34,6 +34,12 @@ def _uuids(value, hint):
         raise InvalidHint(f"Invalid {exc}") from None
 
 
+def reads_placements(spec):
+    """Whether prepare_spec reads where instances are placed for ``spec``."""
+    hints = spec.scheduler_hints
+    return bool(hints.get("group") or hints.get("same_host") or hints.get("different_host"))
+
+
 def prepare_spec(database, spec):
     """Fill ``spec`` with what the filters need from the database; raise InvalidHint."""
     hints = spec.scheduler_hints

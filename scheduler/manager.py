@@ -7,10 +7,10 @@ import threading
 import time
 
 from compute_agent.client import ComputeClient
-from scheduler import filters, lookups, states, weighers
+from scheduler import filters, lookups, rpc, states, weighers
 from scheduler.agent_auth import AgentAuth
 from scheduler.db.api import to_db_time
-from scheduler.exception import InstanceNotFound, InvalidRequest, NoValidHost
+from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
 from scheduler.host_manager import HostManager, check_report
 from scheduler.outbox import Outbox
 from scheduler.request_spec import Flavor, RequestSpec, Retry, parse_uuid
@@ -59,7 +59,7 @@ class SchedulerManager:
             rng,
         )
         self.reports = ReportBuffer()
-        self.outbox = Outbox()
+        self.outbox = Outbox(batch=transport.publisher.batch)
         self._auth = AgentAuth(conf)
         self._generations = {}  # host -> generation as this scheduler last claimed or read it
 
@@ -73,6 +73,23 @@ class SchedulerManager:
         names; a reschedule is accepted only from the broker user of the host
         that sent it back (the last host of its retry record).
         """
+        self._schedule([(context, self._accept(context, request_spec, filter_properties))])
+
+    @rpc.batch_of("run_instance")
+    def _run_instances(self, calls):
+        """run_instance for the requests of a batch: their rows written a few statements
+        at a time, their hosts chosen one request after the other, as run_instance would."""
+        outcomes, jobs = [], []
+        for context, kwargs in calls:
+            try:
+                jobs.append((context, self._accept(context, **kwargs)))
+                outcomes.append(None)
+            except (InvalidRequest, NotAuthorized) as exc:
+                outcomes.append(exc)
+        self._schedule(jobs)
+        return outcomes
+
+    def _accept(self, context, request_spec, filter_properties):
         try:
             spec = RequestSpec.from_wire(request_spec, filter_properties)
         except InvalidRequest as exc:
@@ -80,110 +97,148 @@ class SchedulerManager:
             raise
         if spec.retry.hosts:
             self._auth.check(context, spec.retry.hosts[-1][0], "run_instance (reschedule)")
-        self._schedule(context, spec)
+        return spec
 
-    def _schedule(self, context, spec):
-        spec.retry.num_attempts += 1
-        for host, _node in spec.retry.hosts[-1:]:
-            for instance_uuid in spec.instance_uuids:
-                self.host_manager.release(host, instance_uuid)
-        uuids, placed = self._instances_to_schedule(spec)
-        if getattr(context, "redelivered", False):
-            # This message may have been decided and committed by a worker that died
-            # before its casts were confirmed: send them again (agents build once).
-            for instance in placed:
-                self._cast_build(context, spec, instance["uuid"], instance["host"],
-                                 (instance.get("filter_properties") or {}).get("limits") or {})
-        if not uuids:
-            return
-        spec.instance_uuids = uuids
+    def _schedule(self, jobs):
+        """Place the requests of ``jobs`` ([(context, spec)]), in order.
+
+        A request whose hints read where instances are (a server group,
+        same_host, different_host) sees the placements of the requests before
+        it: those are written first.
+        """
+        segment = []
+        for job in jobs:
+            if segment and lookups.reads_placements(job[1]):
+                self._schedule_segment(segment)
+                segment = []
+            segment.append(job)
+        if segment:
+            self._schedule_segment(segment)
+
+    def _schedule_segment(self, jobs):
         max_attempts = self._conf.scheduler.max_attempts
-        if spec.retry.num_attempts > max_attempts:
-            reason = f"Exceeded maximum number of attempts ({max_attempts})"
-            if spec.retry.exc_reason:
-                reason += f"; last failure: {spec.retry.exc_reason}"
-            self._set_error(uuids, reason)
-            return
-        try:
-            lookups.prepare_spec(self._db, spec)  # zone, server group, same/different host hints
-            placements = self._place(spec)
-        except NoValidHost as exc:
-            LOG.info("Instances %s: %s", ", ".join(uuids), exc)
-            self._set_error(uuids, str(exc))
-            return
+        for _context, spec in jobs:
+            spec.retry.num_attempts += 1
+            for host, _node in spec.retry.hosts[-1:]:
+                for instance_uuid in spec.instance_uuids:
+                    self.host_manager.release(host, instance_uuid)
+        errors, placing = [], []
+        for (context, spec), (uuids, placed) in zip(jobs, self._instances_to_schedule(jobs), strict=True):
+            if getattr(context, "redelivered", False):
+                # This message may have been decided and committed by a worker that died
+                # before its casts were confirmed: send them again (agents build once).
+                for instance in placed:
+                    self._cast_build(context, spec, instance["uuid"], instance["host"],
+                                     (instance.get("filter_properties") or {}).get("limits") or {})
+            if not uuids:
+                continue
+            spec.instance_uuids = uuids
+            if spec.retry.num_attempts > max_attempts:
+                reason = f"Exceeded maximum number of attempts ({max_attempts})"
+                if spec.retry.exc_reason:
+                    reason += f"; last failure: {spec.retry.exc_reason}"
+                errors.append((uuids, reason))
+                continue
+            try:
+                lookups.prepare_spec(self._db, spec)  # zone, server group, same/different host hints
+            except NoValidHost as exc:
+                LOG.info("Instances %s: %s", ", ".join(uuids), exc)
+                errors.append((uuids, str(exc)))
+                continue
+            placing.append((context, spec))
         now = _now()
-        filter_properties = spec.to_wire()[1]
-        self._db.update_instances([
-            (u, {"state": states.SCHEDULED, "host": host, "node": node,
-                 "attempts": spec.retry.num_attempts, "scheduled_at": now,
-                 "filter_properties": dict(filter_properties, limits=limits)})
-            for u, (host, node, limits) in zip(uuids, placements, strict=True)
-        ])
-        for instance_uuid, (host, _node, limits) in zip(uuids, placements, strict=True):
-            self._cast_build(context, spec, instance_uuid, host, limits)
+        updates, casts = [], []
+        for (context, spec), placements in zip(placing, self._place(placing), strict=True):
+            if isinstance(placements, NoValidHost):
+                LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), placements)
+                errors.append((spec.instance_uuids, str(placements)))
+                continue
+            filter_properties = spec.to_wire()[1]
+            for instance_uuid, (host, node, limits) in zip(spec.instance_uuids, placements, strict=True):
+                updates.append((instance_uuid, {
+                    "state": states.SCHEDULED, "host": host, "node": node,
+                    "attempts": spec.retry.num_attempts, "scheduled_at": now,
+                    "filter_properties": dict(filter_properties, limits=limits)}))
+                casts.append((context, spec, instance_uuid, host, limits))
+        self._db.update_instances(updates)
+        self._set_error([(u, reason) for uuids, reason in errors for u in uuids])
+        for cast in casts:
+            self._cast_build(*cast)
 
-    def _place(self, spec):
-        """Select hosts for ``spec`` and claim each in the database; [(host, node, limits)].
+    def _place(self, jobs):
+        """Select hosts for the specs of ``jobs`` and claim them in the database: for each,
+        [(host, node, limits)] per instance, or the NoValidHost that says why not.
 
         A claim is a compare-and-set on the host's generation: it fails when
         another scheduler placed on the host since this one last looked. Then
-        the placements of this request are given back, what the others placed
-        there is read, and the request is placed again. A host another
-        scheduler is claiming at this very moment is left out of this request.
+        the placements of the requests on that host are given back, what the
+        others placed there is read, and those requests placed again. A host
+        another scheduler is claiming at this very moment is left out.
         """
+        outcomes = [None] * len(jobs)
+        pending = list(range(len(jobs)))
         busy = set()
         for attempt in range(CLAIM_ATTEMPTS):
-            try:
-                with self.host_manager.lock:
-                    chosen = self.selector.select(self.host_manager.table, dataclasses.replace(
-                        spec, ignore_hosts=spec.ignore_hosts + sorted(busy)))
-                    placements = [(h.host, h.nodename, dict(h.limits)) for h in chosen]
-            except NoValidHost:
-                if not busy:
-                    raise
-                # Only hosts other workers are claiming right now would do: let them finish.
-                busy.clear()
-                time.sleep(BUSY_WAIT * (attempt + 1))
-                continue
-            conflicts, held = self._claim([host for host, _, _ in placements])
-            if not conflicts and not held:
-                return placements
+            chosen, waiting = {}, []
             with self.host_manager.lock:
-                for (host, _, _), instance_uuid in zip(placements, spec.instance_uuids, strict=True):
-                    self.host_manager.release(host, instance_uuid)
-            busy |= held
+                for index in pending:
+                    spec = jobs[index][1]
+                    if busy:
+                        spec = dataclasses.replace(spec, ignore_hosts=spec.ignore_hosts + sorted(busy))
+                    try:
+                        chosen[index] = [(h.host, h.nodename, dict(h.limits))
+                                         for h in self.selector.select(self.host_manager.table, spec)]
+                    except NoValidHost as exc:
+                        if busy:
+                            waiting.append(index)  # perhaps only hosts other workers hold would do
+                        else:
+                            outcomes[index] = exc
+            conflicts, held = self._claim({host for hosts in chosen.values() for host, _, _ in hosts})
+            retry = waiting
+            with self.host_manager.lock:
+                for index, placements in chosen.items():
+                    hosts = [host for host, _, _ in placements]
+                    if conflicts.isdisjoint(hosts) and held.isdisjoint(hosts):
+                        outcomes[index] = placements
+                        continue
+                    for host, instance_uuid in zip(hosts, jobs[index][1].instance_uuids, strict=True):
+                        self.host_manager.release(host, instance_uuid)
+                    retry.append(index)
             if conflicts:
                 self._learn_claims_of_others(conflicts)
+            busy |= held
+            pending = sorted(retry)
+            if not pending:
+                return outcomes
+            if waiting:
+                # Let the other workers finish claiming the hosts only they could take.
+                busy.clear()
+                time.sleep(BUSY_WAIT * (attempt + 1))
         LOG.warning("Hosts kept changing under instances %s; placing them without a claim; their "
-                    "agents' claims decide", ", ".join(spec.instance_uuids))
+                    "agents' claims decide",
+                    ", ".join(u for index in pending for u in jobs[index][1].instance_uuids))
         with self.host_manager.lock:
-            return [(h.host, h.nodename, dict(h.limits))
-                    for h in self.selector.select(self.host_manager.table, spec)]
+            for index in pending:
+                try:
+                    outcomes[index] = [(h.host, h.nodename, dict(h.limits))
+                                       for h in self.selector.select(self.host_manager.table, jobs[index][1])]
+                except NoValidHost as exc:
+                    outcomes[index] = exc
+        return outcomes
 
     def _claim(self, hosts):
-        """Claim ``hosts`` in order (a host twice for two instances).
+        """Claim ``hosts``: returns (hosts that conflicted, hosts another scheduler is
+        claiming now).
 
-        Returns (hosts that conflicted, hosts another scheduler is claiming
-        now). A host this scheduler never claimed counts as a conflict: what
-        others placed there is read first, and the request placed again
-        knowing it.
+        A host this scheduler never claimed counts as a conflict: what others
+        placed there is read first, and its requests placed again knowing it.
         """
         unknown = {h for h in hosts if h not in self._generations}
-        if unknown:
-            self._learn_claims_of_others(unknown)
-            return unknown, set()
-        conflicts, held = set(), set()
-        for host in hosts:
-            if host in conflicts or host in held:
-                continue
-            claimed = self._db.claim_host(host, self._generations[host])
-            if claimed:
-                self._generations[host] += 1
-            elif claimed is None:
-                held.add(host)
-            else:
-                conflicts.add(host)
-        return conflicts, held
+        claimed, conflicts, held = self._db.claim_hosts(
+            {h: self._generations[h] for h in hosts if h not in unknown})
+        for host in claimed:
+            self._generations[host] += 1
+        return conflicts | unknown, held
 
     def _learn_claims_of_others(self, hosts=None):
         """Count, on ``hosts`` (every host with None), the instances other schedulers placed
@@ -196,8 +251,7 @@ class SchedulerManager:
             # Every known host: one never claimed is at generation 0.
             self._generations.update(dict.fromkeys(self.host_manager.table.names, 0))
         self._generations.update(self._db.host_generations(None if hosts is None else list(hosts)))
-        scheduled = (self._db.instances_scheduled_on() if hosts is None
-                     else [i for host in hosts for i in self._db.instances_scheduled_on(host)])
+        scheduled = self._db.instances_scheduled_on(hosts=None if hosts is None else list(hosts))
         with self.host_manager.lock:
             for instance in scheduled:
                 flavor = Flavor(memory_mb=instance["memory_mb"], root_gb=instance["root_gb"],
@@ -211,33 +265,41 @@ class SchedulerManager:
             chosen = self.selector.select(self.host_manager.table, spec)
             return [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]
 
-    def _instances_to_schedule(self, spec):
-        """(uuids this message should place, instances it placed already).
+    def _instances_to_schedule(self, jobs):
+        """For each job, (uuids its message should place, instances it placed already).
 
         A redelivered request places nothing twice: its instances that are
         SCHEDULED already are returned apart, to have their builds sent again.
+        An instance named twice in a batch is placed by the first request naming it.
         """
-        records = [_instance_record(spec, u) for u in spec.instance_uuids]
+        records = [_instance_record(spec, u) for _, spec in jobs for u in spec.instance_uuids]
         created = set(self._db.create_instances(records))
-        rescheduling = bool(spec.retry.hosts)
-        wanted, placed = [], []
-        for instance_uuid in spec.instance_uuids:
-            if instance_uuid in created:
-                wanted.append(instance_uuid)
-                continue
-            current = self._db.get_instance(instance_uuid) or {}
-            state = current.get("state")
-            if state == states.SCHEDULING or (rescheduling and state in states.RESCHEDULABLE):
-                wanted.append(instance_uuid)
-            elif state == states.DELETING:
-                self._db.update_instance(
-                    instance_uuid, {"state": states.DELETED, "deleted_at": _now()}
-                )
-            else:
-                LOG.info("Instance %s is %s already: not scheduled again", instance_uuid, state)
-                if state == states.SCHEDULED and not rescheduling:
-                    placed.append(current)
-        return wanted, placed
+        current = self._db.get_instances(
+            [u for _, spec in jobs for u in spec.instance_uuids if u not in created])
+        taken, gone, out = set(), [], []
+        for _, spec in jobs:
+            rescheduling = bool(spec.retry.hosts)
+            wanted, placed = [], []
+            for instance_uuid in spec.instance_uuids:
+                if instance_uuid in taken:
+                    LOG.info("Instance %s is named twice in a batch: placed once", instance_uuid)
+                    continue
+                state = (current.get(instance_uuid) or {}).get("state")
+                if instance_uuid in created or state == states.SCHEDULING or (
+                        rescheduling and state in states.RESCHEDULABLE):
+                    wanted.append(instance_uuid)
+                    taken.add(instance_uuid)
+                elif state == states.DELETING:
+                    gone.append(instance_uuid)
+                    taken.add(instance_uuid)
+                else:
+                    LOG.info("Instance %s is %s already: not scheduled again", instance_uuid, state)
+                    if state == states.SCHEDULED and not rescheduling:
+                        placed.append(current[instance_uuid])
+            out.append((wanted, placed))
+        now = _now()
+        self._db.update_instances([(u, {"state": states.DELETED, "deleted_at": now}) for u in gone])
+        return out
 
     def _cast_build(self, context, spec, instance_uuid, host, limits):
         request_spec, filter_properties = spec.for_instance(instance_uuid).to_wire()
@@ -251,10 +313,11 @@ class SchedulerManager:
             self._compute.run_instance, _ctxt(context), host, instance, request_spec, filter_properties
         )
 
-    def _set_error(self, uuids, reason):
+    def _set_error(self, failures):
+        """Put the instances of ``failures`` ([(uuid, reason)]) in ERROR, on no host."""
         self._db.update_instances(
             [(u, {"state": states.ERROR, "fault_reason": reason, "host": None, "node": None})
-             for u in uuids]
+             for u, reason in failures]
         )
 
     def _fail_named_instances(self, request_spec, reason):
@@ -307,11 +370,11 @@ class SchedulerManager:
         try:
             spec = RequestSpec.from_wire(instance["request_spec"], instance["filter_properties"])
         except (InvalidRequest, TypeError) as exc:
-            self._set_error([uuid], f"{reason}; cannot reschedule it: {exc}")
+            self._set_error([(uuid, f"{reason}; cannot reschedule it: {exc}")])
         else:
             hosts = [[host, instance.get("node") or host]] if host else []
             spec.retry = Retry(num_attempts=instance.get("attempts") or 1, hosts=hosts, exc_reason=reason)
-            self._schedule({}, spec)
+            self._schedule([({}, spec)])
         if host:
             # Should its agent be alive and slow after all, it must not build it too.
             self.outbox.send(self._compute.terminate_instance, {}, host, uuid)
@@ -326,6 +389,47 @@ class SchedulerManager:
         self.reports.put(host, resources)
 
     def instance_update(self, context, instance_uuid, host, state, fault=None):
+        outcome = self._instance_updates(
+            [(context, {"instance_uuid": instance_uuid, "host": host, "state": state, "fault": fault})])[0]
+        if outcome is not None:
+            raise outcome
+
+    @rpc.batch_of("instance_update")
+    def _instance_updates(self, calls):
+        """Apply agents' instance updates, a few statements for the lot.
+
+        Only the instance's current host speaks for it: a late word from a host
+        it was taken from (rescheduled after build_timeout) changes nothing.
+        Several schedulers share the queue: an agent's BUILDING and ACTIVE may be
+        handled in either order. A state only moves forward (and DELETING only to
+        DELETED), so the later one is not undone by the earlier.
+        """
+        outcomes, updates, accepted = [None] * len(calls), [], []
+        now = _now()
+        for index, (context, kwargs) in enumerate(calls):
+            try:
+                update = self._check_update(now, context, **kwargs)
+            except (InvalidRequest, NotAuthorized) as exc:
+                outcomes[index] = exc
+                continue
+            updates.append(update)
+            accepted.append(index)
+        applied = self._db.set_instance_states(
+            [(u, host, values, _MAY_PRECEDE[values["state"]]) for u, host, values in updates])
+        not_applied = [u for (u, _, _), ok in zip(updates, applied, strict=True) if not ok]
+        unknown = set(not_applied).difference(self._db.get_instances(not_applied)) if not_applied else set()
+        for index, (instance_uuid, host, values), ok in zip(accepted, updates, applied, strict=True):
+            state = values["state"]
+            if instance_uuid in unknown:
+                outcomes[index] = InvalidRequest(f"instance_update from {host}: no instance {instance_uuid}")
+            elif not ok:
+                LOG.debug("Update %s for %s from %s is stale or late; ignored", state, instance_uuid, host)
+            elif state in (states.ERROR, states.DELETED):
+                self.host_manager.release(host, instance_uuid)
+        return outcomes
+
+    def _check_update(self, now, context, instance_uuid, host, state, fault=None):
+        """(uuid, host, values to write) of a valid update; raises InvalidRequest."""
         instance_uuid = parse_uuid(instance_uuid, "instance_update: instance_uuid")
         if not isinstance(state, str) or state not in states.FROM_AGENT:
             raise InvalidRequest(
@@ -340,23 +444,12 @@ class SchedulerManager:
         self._auth.check(context, host, "instance_update")
         values = {"state": state}
         if state == states.ACTIVE:
-            values["launched_at"] = _now()
+            values["launched_at"] = now
         elif state == states.ERROR:
             values["fault_reason"] = str((fault or {}).get("reason") or "Build failed")[:4096]
         elif state == states.DELETED:
-            values["deleted_at"] = _now()
-        # Only the instance's current host speaks for it: a late word from a host
-        # it was taken from (rescheduled after build_timeout) changes nothing.
-        # Several schedulers share the queue: an agent's BUILDING and ACTIVE may be
-        # handled in either order. A state only moves forward (and DELETING only to
-        # DELETED), so the later one is not undone by the earlier.
-        if not self._db.set_instance_state(instance_uuid, values, _MAY_PRECEDE[state], host):
-            if self._db.get_instance(instance_uuid) is None:
-                raise InvalidRequest(f"instance_update from {host}: no instance {instance_uuid}")
-            LOG.debug("Update %s for %s from %s is stale or late; ignored", state, instance_uuid, host)
-            return
-        if state in (states.ERROR, states.DELETED):
-            self.host_manager.release(host, instance_uuid)
+            values["deleted_at"] = now
+        return instance_uuid, host, values
 
     # -- operator requests ------------------------------------------------
 

@@ -11,8 +11,9 @@ class Outbox:
     is not committed yet: inside a unit of work its casts wait here.
     """
 
-    def __init__(self):
+    def __init__(self, batch=contextlib.nullcontext):
         self._local = threading.local()
+        self._batch = batch  # e.g. Publisher.batch: what was held goes out, and is confirmed, together
 
     def send(self, cast, *args, **kwargs):
         held = getattr(self._local, "held", None)
@@ -32,8 +33,9 @@ class Outbox:
 
     def release(self):
         held, self._local.held = self._local.held or [], []
-        for cast, args, kwargs in held:
-            cast(*args, **kwargs)
+        with self._batch():
+            for cast, args, kwargs in held:
+                cast(*args, **kwargs)
 
     @contextlib.contextmanager
     def step(self):

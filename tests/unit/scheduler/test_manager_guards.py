@@ -7,7 +7,7 @@ import pytest
 
 from scheduler import rpc
 from scheduler.exception import InvalidRequest, NotAuthorized
-from tests.unit.scheduler.test_manager import casts, report, request, world  # noqa: F401
+from tests.unit.scheduler.manager_world import casts, report, request
 
 LATER = datetime.timedelta(seconds=3600)
 
@@ -25,13 +25,13 @@ def as_user(user):
         (("00000000-0000-4000-8000-000000000001", ["h1"], "ACTIVE"), "host must be a non-empty string"),
     ],
 )
-def test_a_bad_instance_update_is_refused(world, args, message):  # noqa: F811
+def test_a_bad_instance_update_is_refused(world, args, message):
     manager, _, _ = world
     with pytest.raises(InvalidRequest, match=message):
         manager.instance_update({}, *args)
 
 
-def test_bad_fault_delete_and_listing_arguments_are_refused(world):  # noqa: F811
+def test_bad_fault_delete_and_listing_arguments_are_refused(world):
     manager, _, _ = world
     uuid = "00000000-0000-4000-8000-000000000001"
     with pytest.raises(InvalidRequest, match="fault must be an object"):
@@ -46,7 +46,7 @@ def test_bad_fault_delete_and_listing_arguments_are_refused(world):  # noqa: F81
         manager.show_instance({}, None)
 
 
-def test_a_bad_request_naming_an_existing_instance_leaves_it_alone(world):  # noqa: F811
+def test_a_bad_request_naming_an_existing_instance_leaves_it_alone(world):
     manager, database, agents = world
     uuids, spec, props = request()
     manager.run_instance(rpc.Context({}), spec, props)
@@ -57,7 +57,7 @@ def test_a_bad_request_naming_an_existing_instance_leaves_it_alone(world):  # no
     assert database.get_instance(uuids[0])["state"] == "SCHEDULED"
 
 
-def test_reports_and_updates_only_from_the_hosts_broker_user(world, conf):  # noqa: F811
+def test_reports_and_updates_only_from_the_hosts_broker_user(world, conf):
     manager, database, agents = world
     conf.set_override("agent_users", {"h1": "agent-h1", "h2": "agent-h2"}, "scheduler")
     with pytest.raises(NotAuthorized, match="host 'h1' rejected: sent by broker user 'agent-h2'"):
@@ -81,7 +81,7 @@ def test_reports_and_updates_only_from_the_hosts_broker_user(world, conf):  # no
     assert database.get_instance(uuids[0])["state"] == "ACTIVE"
 
 
-def test_a_reschedule_is_accepted_only_from_the_host_that_sent_it_back(world, conf):  # noqa: F811
+def test_a_reschedule_is_accepted_only_from_the_host_that_sent_it_back(world, conf):
     manager, database, agents = world
     conf.set_override("agent_users", {"h2": "agent-h2"}, "scheduler")
     uuids, spec, props = request()
@@ -96,7 +96,7 @@ def test_a_reschedule_is_accepted_only_from_the_host_that_sent_it_back(world, co
     casts(agents, 2)  # memory:// queues outlive the test: leave none behind
 
 
-def test_a_build_stuck_past_build_timeout_is_rescheduled_then_failed(world, conf):  # noqa: F811
+def test_a_build_stuck_past_build_timeout_is_rescheduled_then_failed(world, conf):
     manager, database, agents = world
     conf.set_override("build_timeout", 1, "scheduler")
     conf.set_override("max_attempts", 2, "scheduler")
@@ -131,7 +131,7 @@ def test_a_build_stuck_past_build_timeout_is_rescheduled_then_failed(world, conf
     assert database.get_instance(uuids[0])["state"] == "ERROR"
 
 
-def test_updates_handled_out_of_order_by_two_schedulers_do_not_go_back(world):  # noqa: F811
+def test_updates_handled_out_of_order_by_two_schedulers_do_not_go_back(world):
     manager, database, agents = world
     uuids, spec, props = request()
     manager.run_instance(rpc.Context({}), spec, props)

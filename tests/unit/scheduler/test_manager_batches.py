@@ -1,0 +1,101 @@
+"""The scheduler's batch forms: a batch of messages behaves as the messages one by one."""
+
+import uuid as uuidlib
+
+import pytest
+
+from scheduler import rpc
+from scheduler.exception import InvalidRequest
+from tests.unit.scheduler.manager_world import casts, request
+
+
+def _calls(*requests):
+    return [(rpc.Context({}), {"request_spec": spec, "filter_properties": props}) for spec, props in requests]
+
+
+def test_a_batch_of_requests_places_each_once_and_refuses_only_the_bad_one(world):
+    manager, database, agents = world
+    one, spec_one, props_one = request()
+    two, spec_two, props_two = request(memory_mb=2048, count=2)
+    bad = dict(spec_one, instance_uuids=[str(uuidlib.uuid4())], instance_type={"memory_mb": -1})
+    outcomes = manager._run_instances(_calls((spec_one, props_one), (bad, {}), (spec_two, props_two),
+                                             (spec_one, props_one)))  # named twice: placed once
+    assert outcomes[0] is None and outcomes[2] is None and outcomes[3] is None
+    assert isinstance(outcomes[1], InvalidRequest)
+    assert database.get_instance(bad["instance_uuids"][0])["state"] == "ERROR"
+    placed = casts(agents, 3)
+    assert sorted(call[1]["uuid"] for calls in placed.values() for call in calls) == sorted(one + two)
+    records = database.get_instances(one + two)
+    assert {r["state"] for r in records.values()} == {"SCHEDULED"}
+    used = {h: s.total_usable_ram_mb - s.free_ram_mb for h, s in
+            ((h, manager.host_manager.get(h)) for h in ("h1", "h2", "h3"))}
+    assert sum(used.values()) == 1024 + 2 * 2048  # consumed once each, on the hosts cast to
+    for host, calls in placed.items():
+        assert used[host] == sum(call[1]["flavor"]["memory_mb"] for call in calls)
+
+
+@pytest.fixture
+def world_with_groups(conf, request):
+    filters = ["RamFilter", "ServerGroupAntiAffinityFilter", "DifferentHostFilter", "SameHostFilter"]
+    conf.set_override("enabled_filters", filters, group="filter_scheduler")
+    return request.getfixturevalue("world")
+
+
+def test_requests_of_an_anti_affinity_group_in_one_batch_see_each_other(world_with_groups):
+    manager, database, agents = world_with_groups
+    group = str(uuidlib.uuid4())
+    database.create_server_group(group, "spread", "anti-affinity")
+    requests = []
+    for _ in range(3):
+        _, spec, _ = request()
+        requests.append((spec, {"scheduler_hints": {"group": group}}))
+    assert manager._run_instances(_calls(*requests)) == [None, None, None]
+    placed = casts(agents, 3)
+    assert sorted(placed) == ["h1", "h2", "h3"]  # one each, though h2 has room for all
+
+
+def test_a_same_or_different_host_hint_sees_an_instance_placed_earlier_in_the_batch(world_with_groups):
+    manager, database, agents = world_with_groups
+    first, spec, props = request()
+    _, apart, _ = request()
+    _, beside, _ = request()
+    outcomes = manager._run_instances(_calls(
+        (spec, props),
+        (apart, {"scheduler_hints": {"different_host": first}}),
+        (beside, {"scheduler_hints": {"same_host": first}}),
+    ))
+    assert outcomes == [None, None, None]
+    placed = {call[1]["uuid"]: host for host, calls in casts(agents, 3).items() for call in calls}
+    assert placed[first[0]] == "h2"
+    assert placed[apart["instance_uuids"][0]] != "h2"
+    assert placed[beside["instance_uuids"][0]] == "h2"
+
+
+def test_a_batch_of_instance_updates_applies_each_and_refuses_only_the_bad_ones(world):
+    manager, database, agents = world
+    first, spec, props = request(count=2, memory_mb=4096)
+    manager.run_instance(rpc.Context({}), spec, props)
+    hosts = {u: database.get_instance(u)["host"] for u in first}
+    free_before = {h: manager.host_manager.get(h).free_ram_mb for h in set(hosts.values())}
+    missing = str(uuidlib.uuid4())
+    a, b = first
+
+    def update(instance_uuid, host, state, fault=None):
+        kwargs = {"instance_uuid": instance_uuid, "host": host, "state": state, "fault": fault}
+        return rpc.Context({}), kwargs
+
+    outcomes = manager._instance_updates([
+        update(a, hosts[a], "BUILDING"), update(a, hosts[a], "ACTIVE"),
+        update(missing, hosts[a], "ACTIVE"), update(b, hosts[b], "RUNNING"),
+        update(b, hosts[b], "ERROR", {"reason": "image gone"}),
+        update(a, hosts[a], "BUILDING"),  # late: ignored, not an error
+    ])
+    assert [type(o).__name__ if o else None for o in outcomes] == [
+        None, None, "InvalidRequest", "InvalidRequest", None, None]
+    assert f"no instance {missing}" in str(outcomes[2])
+    assert database.get_instance(a)["state"] == "ACTIVE"
+    assert database.get_instance(a)["launched_at"] is not None
+    failed = database.get_instance(b)
+    assert (failed["state"], failed["fault_reason"]) == ("ERROR", "image gone")
+    # The failed build's room is given back at once.
+    assert manager.host_manager.get(hosts[b]).free_ram_mb == free_before[hosts[b]] + 4096
