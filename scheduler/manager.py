@@ -194,7 +194,7 @@ class SchedulerManager:
                         else:
                             outcomes[index] = exc
             conflicts, held = self._claim({host for hosts in chosen.values() for host, _, _ in hosts})
-            retry = waiting
+            retry = list(waiting)
             with self.host_manager.lock:
                 for index, placements in chosen.items():
                     hosts = [host for host, _, _ in placements]

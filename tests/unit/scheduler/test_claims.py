@@ -62,6 +62,18 @@ def test_the_second_scheduler_sees_the_first_ones_claim_and_goes_elsewhere(two_s
     assert second.host_manager.get("big").free_ram_mb == 8192 - 6000
 
 
+def test_a_conflict_alone_places_again_at_once_without_waiting(two_schedulers, monkeypatch):
+    (first, second), database = two_schedulers
+    waits = []
+    monkeypatch.setattr("scheduler.manager.time.sleep", waits.append)
+    u1, spec1 = request(6000)
+    u2, spec2 = request(6000)
+    first.run_instance(rpc.Context({}), spec1, {})
+    second.run_instance(rpc.Context({}), spec2, {})  # conflicts on "big": learns, places on "small"
+    assert database.get_instance(u2)["host"] == "small"
+    assert waits == []  # waiting is for hosts another worker holds right now, not for conflicts
+
+
 def test_a_conflict_that_leaves_no_room_is_no_valid_host(two_schedulers):
     (first, second), database = two_schedulers
     for manager in (first, second):
