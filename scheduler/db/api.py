@@ -295,6 +295,9 @@ class Database:
                 self._make_sqlite_dir()
         else:
             kwargs.update(pool_pre_ping=True, pool_recycle=3600)
+            if self.url.drivername.partition("+")[2] == "psycopg2":
+                # UPDATE executemany in pages (execute_batch), not one round trip per row.
+                kwargs["executemany_mode"] = "values_plus_batch"
         try:
             self.engine = sa.create_engine(self.url, **kwargs)
         except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ImportError) as exc:
@@ -479,7 +482,7 @@ class Database:
                     claimed.add(host)
                 else:
                     conflicts.add(host)
-            for host in missing:
+            for host in sorted(missing):  # the same order for every scheduler: no deadlock
                 inserted = self._insert_missing(connection, host_generations, {"host": host, "generation": 1})
                 (claimed if inserted else held).add(host)
             bump = sorted(claimed.difference(missing))
@@ -666,35 +669,26 @@ class Database:
     def update_instances(self, updates):
         """Apply ``(uuid, values[, expected_states])`` updates in one transaction.
 
-        Returns how many instances were updated (missing ones and those in
-        an unexpected state are skipped).
+        Missing instances, and those not in their expected states, are left
+        alone. Updates without expected states that write the same columns go
+        in one executemany (pages of statements per round trip on PostgreSQL).
         """
         now = utcnow()
-        prepared = []
-        for update in updates:
-            uuid, values, *rest = update
-            values = _instance_values(values, _INSTANCE_UPDATABLE)
-            values["updated_at"] = now
-            prepared.append((uuid, values, rest[0] if rest else None))
-        if not prepared:
-            return 0
-        count = 0
+        unconditional = {}  # columns written -> rows
         with self._transaction(write=True) as connection:
-            unconditional = {}  # same columns, no expected state: one executemany per set of columns
-            for uuid, values, expected_states in prepared:
-                if expected_states is None:
-                    unconditional.setdefault(tuple(sorted(values)), []).append(
-                        {f"new_{column}": value for column, value in values.items()} | {"match_uuid": uuid})
-                else:
-                    count += self._update_one(connection, uuid, values, expected_states)
+            for uuid, values, *expected_states in updates:
+                values = dict(_instance_values(values, _INSTANCE_UPDATABLE), updated_at=now)
+                if expected_states and expected_states[0] is not None:
+                    self._update_one(connection, uuid, values, expected_states[0])
+                    continue
+                unconditional.setdefault(tuple(sorted(values)), []).append(
+                    {f"new_{column}": value for column, value in values.items()} | {"match_uuid": uuid})
             for columns, rows in unconditional.items():
-                statement = (
+                connection.execute(
                     sa.update(instances).where(instances.c.uuid == sa.bindparam("match_uuid"))
-                    .values({column: sa.bindparam(f"new_{column}") for column in columns})
+                    .values({column: sa.bindparam(f"new_{column}") for column in columns}),
+                    rows,
                 )
-                result = connection.execute(statement, rows)
-                count += result.rowcount if result.rowcount >= 0 else len(rows)
-        return count
 
     @_retry
     def list_instances(self, host=None, states=None, include_deleted=False, limit=None):

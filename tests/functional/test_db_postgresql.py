@@ -132,7 +132,12 @@ def test_instances(clean):
     assert row["state"] == models.SCHEDULED
     assert row["scheduled_at"] == "2024-01-01T00:00:00.250000Z"
     assert db.update_instance("u1", {"state": models.ERROR}, [models.SCHEDULING]) is None
-    assert db.update_instances([("u1", {"attempts": 2}), ("u3", {"host": "h1"}), ("x", {})]) == 2
+    db.update_instances([("u1", {"attempts": 2}), ("u3", {"host": "h1"}), ("x", {})])
+    assert db.get_instance("u1")["attempts"] == 2 and db.get_instance("u3")["host"] == "h1"
+    assert db.get_instance("x") is None
+    db.update_instances([(u, {"node": "n1"}) for u in ("u1", "u2", "u3", "x")])  # one executemany
+    assert {i["uuid"]: i["node"] for i in db.list_instances(include_deleted=True)} == {
+        "u1": "n1", "u2": "n1", "u3": "n1"}
 
     assert [r["uuid"] for r in db.list_instances()] == ["u3", "u1"]
     assert [r["uuid"] for r in db.list_instances(include_deleted=True)] == ["u3", "u2", "u1"]
