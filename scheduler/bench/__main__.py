@@ -37,6 +37,10 @@ def parse_args(argv):
                         "decision,reference,ingestion,memory,e2e")
     parser.add_argument("--e2e-hosts", type=int, default=1000)
     parser.add_argument("--e2e-instances", type=int, default=20_000)
+    parser.add_argument("--e2e-rate", type=float, default=0,
+                        help="run_instance casts per second offered end to end (default 0: as fast "
+                        "as one client can, which measures a burst rather than a sustained rate)")
+    parser.add_argument("--e2e-workers", type=int, default=1, help="berth-scheduler processes end to end")
     parser.add_argument("--transport-url", default=os.environ.get(
         "BERTH_BENCH_TRANSPORT_URL", "rabbit://guest:guest@127.0.0.1:5672/"),
         help="broker for the end-to-end section")
@@ -65,7 +69,8 @@ def rows(args):
     if "e2e" not in args.skip:
         from scheduler.bench import e2e
 
-        yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances)
+        yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances,
+                          workers=args.e2e_workers, rate=args.e2e_rate or None)
 
 
 def _fmt(value, digits=3):

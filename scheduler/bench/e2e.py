@@ -28,6 +28,7 @@ from scheduler.client import SchedulerClient
 
 PG_ADMIN_DSN = os.environ.get("BERTH_BENCH_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
 PG_URL = os.environ.get("BERTH_BENCH_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")
+CAST_CHUNK = 100  # run_instance casts per publisher batch
 
 
 @contextlib.contextmanager
@@ -82,6 +83,9 @@ host = bench-scheduler
 connection = {database_url}
 [scheduler]
 periodic_interval = 2
+batch_size = 256
+[oslo_messaging_rabbit]
+rabbit_qos_prefetch_count = 512
 [compute_agent]
 report_interval = 10
 fake_memory_mb = 262144
@@ -98,7 +102,10 @@ def _wait(predicate, timeout, what):
         time.sleep(0.5)
 
 
-def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600):
+def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None):
+    """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
+    as one client can) to ``workers`` schedulers and a simulated fleet of ``n_hosts``;
+    time each from its cast to ACTIVE."""
     import pathlib
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
@@ -108,9 +115,14 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600):
             conf_file = tmp / "berth.conf"
             _write_conf(conf_file, url, database_url, tmp)
             args = ["--config-file", str(conf_file)]
-            for module, extra in (("scheduler.cmd.scheduler", []),
-                                  ("scheduler.bench.fleet_sim", ["--hosts", str(n_hosts)])):
-                log = open(tmp / f"{module}.log", "ab")  # noqa: SIM115
+            commands = [("fleet_sim", "scheduler.bench.fleet_sim", ["--hosts", str(n_hosts)])]
+            for worker in range(1, workers + 1):
+                worker_conf = tmp / f"worker-{worker}.conf"
+                worker_conf.write_text(f"[DEFAULT]\nhost = bench-scheduler-{worker}\n")
+                commands.append((f"scheduler-{worker}", "scheduler.cmd.scheduler",
+                                 ["--config-file", str(worker_conf)]))
+            for name, module, extra in commands:
+                log = open(tmp / f"{name}.log", "ab")  # noqa: SIM115
                 procs.append(subprocess.Popen([sys.executable, "-m", module, *args, *extra],
                                               stdout=log, stderr=subprocess.STDOUT))
             conf = berth_conf.new_conf()
@@ -128,13 +140,20 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600):
 
                 _wait(fleet_up, 120, f"{n_hosts} simulated hosts to report")
                 cast_at = {}
+                # Paced: chunks of about 10 ms of the offered rate; else chunks of CAST_CHUNK at once.
+                chunk_size = max(1, min(CAST_CHUNK, int(rate // 100))) if rate else CAST_CHUNK
                 start = time.time()
-                for i in range(n_instances):
-                    instance_uuid = str(uuid.uuid4())
-                    flavor = FLAVORS[i % 3]
-                    cast_at[instance_uuid] = time.time()
-                    client.run_instance({}, {"instance_uuids": [instance_uuid], "num_instances": 1,
-                                             "instance_type": flavor}, {})
+                for number, chunk in enumerate(range(0, n_instances, chunk_size)):
+                    if rate:
+                        time.sleep(max(0.0, start + number * chunk_size / rate - time.time()))
+                    # One publisher batch: sent together, confirmed with one wait.
+                    with transport.publisher.batch():
+                        for i in range(chunk, min(chunk + chunk_size, n_instances)):
+                            instance_uuid = str(uuid.uuid4())
+                            flavor = FLAVORS[i % 3]
+                            cast_at[instance_uuid] = time.time()
+                            client.run_instance({}, {"instance_uuids": [instance_uuid], "num_instances": 1,
+                                                     "instance_type": flavor}, {})
                 cast_seconds = time.time() - start
             finally:
                 transport.cleanup()
@@ -180,6 +199,8 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600):
         "instances": n_instances,
         "active": len(done),
         "errors": sum(r.state == "ERROR" for r in rows),
+        "workers": workers,
+        "offered_per_s": rate,
         "cast_per_s": n_instances / cast_seconds,
         "placements_per_s": (len(done) * 0.8) / max(high - low, 1e-9),
         "overall_per_s": len(done) / max(last - first, 1e-9),

@@ -1,10 +1,12 @@
 """A simulated fleet: many fake compute agents served by one process.
 
 Every agent keeps its own ResourceTracker (the real agent's accounting),
-claims what the scheduler casts to ``compute.<host>``, reports BUILDING then
-ACTIVE as a real agent does (builds take no time) and sends its resource
+claims what the scheduler casts to ``compute.<host>``, reports it ACTIVE
+(builds take no time, so there is no BUILDING to tell) and sends its resource
 report every report_interval. One queue bound to ``compute.*`` carries the
-whole fleet's traffic, so a thousand agents cost one connection.
+whole fleet's traffic, so a thousand agents cost one connection. What waits
+on it is handled in batches: the casts a batch causes go out together in one
+publisher batch, and its messages are acked once the broker confirmed them.
 """
 
 import logging
@@ -23,6 +25,7 @@ from scheduler.rpc import envelope, topology
 
 LOG = logging.getLogger(__name__)
 PROG = "berth-fleet-sim"
+BATCH = 256  # messages handled (and prefetched) at most at a time
 
 cli_opts = [
     cfg.IntOpt("hosts", default=1000, min=1, help="How many agents to simulate."),
@@ -50,10 +53,12 @@ class FleetSimulator:
         self.scheduler = SchedulerClient(transport)
         self.stopping = threading.Event()
         self.claimed = self.refused = 0
+        self.received = []  # (body, message) not handled yet
 
     def report_all(self):
-        for host, tracker in self.trackers.items():
-            self.scheduler.report_resources({}, host, tracker.report())
+        with self.transport.publisher.batch():
+            for host, tracker in self.trackers.items():
+                self.scheduler.report_resources({}, host, tracker.report())
 
     def _reports(self):
         interval = self.conf.compute_agent.report_interval
@@ -61,6 +66,24 @@ class FleetSimulator:
             self.report_all()
 
     def on_message(self, body, message):
+        self.received.append((body, message))
+
+    def _process(self):
+        """Handle the messages received, send what they cause in one batch, then ack them."""
+        received, self.received = self.received, []
+        try:
+            with self.transport.publisher.batch():
+                for body, message in received:
+                    self._handle(body, message)
+        except rpc.MessageDeliveryFailure:
+            LOG.exception("Cannot send what %d messages caused; they come again", len(received))
+            for _, message in received:
+                message.requeue()
+            return
+        for _, message in received:
+            message.ack()
+
+    def _handle(self, body, message):
         try:
             msg = envelope.unwrap(body)
             host = message.delivery_info["routing_key"].partition(".")[2]
@@ -75,13 +98,11 @@ class FleetSimulator:
                 self.scheduler.instance_update({}, args["instance_uuid"], host, "DELETED")
         except Exception:
             LOG.exception("Simulated agent failed on a message")
-        finally:
-            message.ack()
 
     def _build(self, host, tracker, args):
         instance, props = args["instance"], args.get("filter_properties") or {}
         try:
-            tracker.claim(instance["uuid"], instance["flavor"], props.get("limits"))
+            claimed = tracker.claim(instance["uuid"], instance["flavor"], props.get("limits"))
         except ClaimFailed as exc:
             self.refused += 1
             retry = props.setdefault("retry", {"num_attempts": 1, "hosts": []})
@@ -90,9 +111,16 @@ class FleetSimulator:
             props.pop("limits", None)
             self.scheduler.run_instance({}, args["request_spec"], props)
             return
-        self.claimed += 1
-        self.scheduler.instance_update({}, instance["uuid"], host, "BUILDING")
+        self.claimed += claimed  # False: a redelivered request, told ACTIVE again
         self.scheduler.instance_update({}, instance["uuid"], host, "ACTIVE")
+
+    def _drain(self, conn):
+        """Receive what waits already, up to BATCH messages."""
+        while len(self.received) < BATCH:
+            try:
+                conn.drain_events(timeout=0)
+            except TimeoutError:
+                return
 
     def run(self):
         queue = Queue(f"{self.conf.prefix}-fleet", exchange=topology.topic_exchange(self.transport),
@@ -101,12 +129,14 @@ class FleetSimulator:
         self.report_all()
         with self.transport.connection("fleet-sim") as conn:
             with Consumer(conn, [queue], callbacks=[self.on_message], accept=["json"],
-                          prefetch_count=256):
+                          prefetch_count=BATCH):
                 while not self.stopping.is_set():
                     try:
                         conn.drain_events(timeout=0.5)
                     except TimeoutError:
                         continue
+                    self._drain(conn)
+                    self._process()
         LOG.info("Fleet stopped: %d claimed, %d refused", self.claimed, self.refused)
 
 
