@@ -153,17 +153,18 @@ class SchedulerManager:
                 LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), placements)
                 errors.append((spec.instance_uuids, str(placements)))
                 continue
-            filter_properties = spec.to_wire()[1]
             for instance_uuid, (host, node, limits) in zip(spec.instance_uuids, placements, strict=True):
+                request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
+                filter_properties["limits"] = limits
                 updates.append((instance_uuid, {
                     "state": states.SCHEDULED, "host": host, "node": node,
                     "attempts": spec.retry.num_attempts, "scheduled_at": now,
-                    "filter_properties": dict(filter_properties, limits=limits)}))
-                casts.append((context, spec, instance_uuid, host, limits))
+                    "filter_properties": filter_properties}))
+                casts.append((context, spec, instance_uuid, host, request_spec, filter_properties))
         self._db.update_instances(updates)
         self._set_error([(u, reason) for uuids, reason in errors for u in uuids])
-        for cast in casts:
-            self._cast_build(*cast)
+        for context, spec, instance_uuid, host, request_spec, filter_properties in casts:
+            self._send_build(context, spec, instance_uuid, host, request_spec, filter_properties)
 
     def _place(self, jobs):
         """Select hosts for the specs of ``jobs`` and claim them in the database: for each,
@@ -302,8 +303,11 @@ class SchedulerManager:
         return out
 
     def _cast_build(self, context, spec, instance_uuid, host, limits):
-        request_spec, filter_properties = spec.for_instance(instance_uuid).to_wire()
+        request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
         filter_properties["limits"] = limits
+        self._send_build(context, spec, instance_uuid, host, request_spec, filter_properties)
+
+    def _send_build(self, context, spec, instance_uuid, host, request_spec, filter_properties):
         instance = {
             "uuid": instance_uuid,
             "flavor": spec.flavor.to_wire(),
@@ -505,7 +509,7 @@ def _ctxt(context):
 
 
 def _instance_record(spec, instance_uuid):
-    request_spec, filter_properties = spec.for_instance(instance_uuid).to_wire()
+    request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
     return {
         "uuid": instance_uuid,
         "project_id": spec.project_id,

@@ -108,7 +108,8 @@ class Flavor:
         )
 
     def to_wire(self):
-        return dataclasses.asdict(self)
+        return {"memory_mb": self.memory_mb, "root_gb": self.root_gb, "ephemeral_gb": self.ephemeral_gb,
+                "vcpus": self.vcpus, "name": self.name, "extra_specs": dict(self.extra_specs)}
 
 
 @dataclasses.dataclass
@@ -212,10 +213,6 @@ class RequestSpec:
             image_id=_text(image.get("id"), "request_spec.image.id", optional=True),
         )
 
-    def for_instance(self, instance_uuid):
-        """The same request narrowed to one of its instances (what an agent receives)."""
-        return dataclasses.replace(self, instance_uuids=[instance_uuid])
-
     def to_wire(self):
         request_spec = {
             "instance_uuids": list(self.instance_uuids),
@@ -235,6 +232,14 @@ class RequestSpec:
             "force_hosts": list(self.force_hosts),
             "force_nodes": list(self.force_nodes),
             "ignore_hosts": list(self.ignore_hosts),
-            "retry": dataclasses.asdict(self.retry),
+            "retry": {"num_attempts": self.retry.num_attempts, "hosts": [list(p) for p in self.retry.hosts],
+                      "exc_reason": self.retry.exc_reason},
         }
+        return request_spec, filter_properties
+
+    def instance_to_wire(self, instance_uuid):
+        """The wire form of this request narrowed to one of its instances (what an agent receives)."""
+        request_spec, filter_properties = self.to_wire()
+        request_spec["instance_uuids"] = [instance_uuid]
+        request_spec["num_instances"] = 1
         return request_spec, filter_properties

@@ -154,8 +154,7 @@ class RPCServer:
             for message, *_ in outcomes:
                 message.requeue()
             return
-        for message, *_ in outcomes:
-            message.ack()
+        self._ack([message for message, *_ in outcomes])
 
     def _groups(self, requests):
         """[(method, [(message, request), ...]), ...] in the order of the batch, except that
@@ -174,6 +173,20 @@ class RPCServer:
             if batched:
                 joined[method] = groups[-1][1]
         return groups
+
+    def _ack(self, messages):
+        """Ack ``messages``; on RabbitMQ with one ack per channel, up to the last tag (every
+        message delivered before it on that channel is settled by then)."""
+        if not self.transport.is_rabbit:
+            for message in messages:
+                message.ack()
+            return
+        last = {}
+        for message in messages:
+            if message.delivery_tag > getattr(last.get(id(message.channel)), "delivery_tag", -1):
+                last[id(message.channel)] = message
+        for message in last.values():
+            message.ack(multiple=True)
 
     def _run(self, work, method, group):
         """Dispatch ``group`` (messages naming ``method``) inside ``work``; their outcomes.

@@ -33,9 +33,15 @@ def test_missing_uuids_are_generated_from_num_instances():
     assert len(set(spec.instance_uuids)) == 3
 
 
-def test_for_instance_narrows_to_one():
-    spec = parse({"instance_uuids": [U1, U2]}).for_instance(U2)
-    assert spec.instance_uuids == [U2] and spec.to_wire()[0]["num_instances"] == 1
+def test_the_wire_form_of_one_instance_names_only_it():
+    spec = parse({"instance_uuids": [U1, U2]})
+    request_spec, filter_properties = spec.instance_to_wire(U2)
+    assert (request_spec["instance_uuids"], request_spec["num_instances"]) == ([U2], 1)
+    assert spec.instance_uuids == [U1, U2]  # the request itself is left whole
+    whole = spec.to_wire()
+    assert {k: v for k, v in request_spec.items() if k not in ("instance_uuids", "num_instances")} == {
+        k: v for k, v in whole[0].items() if k not in ("instance_uuids", "num_instances")}
+    assert filter_properties == whole[1]
 
 
 @pytest.mark.parametrize(
