@@ -9,7 +9,6 @@ import time
 from compute_agent.client import ComputeClient
 from scheduler import filters, lookups, rpc, states, weighers
 from scheduler.agent_auth import AgentAuth
-from scheduler.db.api import to_db_time
 from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
 from scheduler.host_manager import HostManager, check_report
 from scheduler.outbox import Outbox
@@ -353,9 +352,9 @@ class SchedulerManager:
         timeout = self._conf.scheduler.build_timeout
         cutoff = (now or _now()) - datetime.timedelta(seconds=timeout)
         expired = 0
-        for instance in self._db.list_instances(states=[states.SCHEDULED, states.BUILDING]):
-            updated = to_db_time(instance.get("updated_at"))
-            if updated is not None and updated <= cutoff and self._expire_build(instance, timeout):
+        for instance in self._db.list_instances(states=[states.SCHEDULED, states.BUILDING],
+                                                updated_before=cutoff):
+            if self._expire_build(instance, timeout):
                 expired += 1
         return expired
 

@@ -482,9 +482,9 @@ class Database:
                     claimed.add(host)
                 else:
                     conflicts.add(host)
-            for host in sorted(missing):  # the same order for every scheduler: no deadlock
-                inserted = self._insert_missing(connection, host_generations, {"host": host, "generation": 1})
-                (claimed if inserted else held).add(host)
+            inserted = self._insert_new_hosts(connection, sorted(missing))
+            claimed.update(inserted)
+            held.update(set(missing).difference(inserted))
             bump = sorted(claimed.difference(missing))
             for chunk in _chunks(bump):
                 connection.execute(
@@ -493,15 +493,20 @@ class Database:
                 )
         return claimed, conflicts, held
 
-    def _insert_missing(self, connection, table, row):
-        """Insert ``row`` unless its key exists; 1 if inserted, 0 if not (no error either way)."""
+    @staticmethod
+    def _insert_new_hosts(connection, hosts):
+        """Insert the generation rows of those of ``hosts`` that have none, claimed once,
+        in the order given (the same for every scheduler: no deadlock); those inserted."""
+        rows = [{"host": host, "generation": 1} for host in hosts]
+        if not rows:
+            return set()
         dialect = connection.dialect.name
         if dialect in ("postgresql", "sqlite"):
             dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite_dialect.insert
-            insert = dialect_insert(table).values(row).on_conflict_do_nothing()
-        else:
-            insert = sa.insert(table).values(row).prefix_with("IGNORE")
-        return connection.execute(insert).rowcount
+            statement = dialect_insert(host_generations).on_conflict_do_nothing()
+            return set(connection.scalars(statement.returning(host_generations.c.host), rows))
+        ignore = sa.insert(host_generations).prefix_with("IGNORE")
+        return {row["host"] for row in rows if connection.execute(ignore.values(row)).rowcount}
 
     @_retry
     def instances_scheduled_on(self, host=None, hosts=None):
@@ -691,13 +696,16 @@ class Database:
                 )
 
     @_retry
-    def list_instances(self, host=None, states=None, include_deleted=False, limit=None):
+    def list_instances(self, host=None, states=None, include_deleted=False, limit=None, updated_before=None):
         """Instances, newest first.
 
         ``states`` (one or several) filters by state; without it DELETED
-        instances are left out unless ``include_deleted``.
+        instances are left out unless ``include_deleted``. ``updated_before``
+        keeps those not updated since that time.
         """
         statement = sa.select(instances).order_by(instances.c.created_at.desc(), instances.c.id.desc())
+        if updated_before is not None:
+            statement = statement.where(instances.c.updated_at <= to_db_time(updated_before))
         if host is not None:
             statement = statement.where(instances.c.host == host)
         states = _states(states)

@@ -168,6 +168,8 @@ def test_list_instances_filters(database):
     assert uuids(database.list_instances(limit=2)) == ["new", "mid"]
     assert database.list_instances(host="nowhere") == []
     assert database.list_instances()[0]["created_at"] == "2024-01-01T00:02:00.000000Z"
+    # "mid" was updated just now; the others not since they were created.
+    assert uuids(database.list_instances(updated_before=base + timedelta(minutes=5))) == ["new", "old"]
 
 
 def test_count_instances_by_state(database):
