@@ -83,9 +83,6 @@ host = bench-scheduler
 connection = {database_url}
 [scheduler]
 periodic_interval = 2
-batch_size = 256
-[oslo_messaging_rabbit]
-rabbit_qos_prefetch_count = 512
 [compute_agent]
 report_interval = 10
 fake_memory_mb = 262144

@@ -7,12 +7,13 @@ group = cfg.OptGroup("scheduler", title="Scheduler", help="The scheduler service
 opts = [
     cfg.IntOpt(
         "batch_size",
-        default=32,
+        default=128,
         min=1,
         max=1000,
         help="Messages a scheduler worker handles in one database transaction when they are "
         "already waiting: none is acknowledged, and no build is sent, before the "
-        "transaction commits. 1 commits every message on its own.",
+        "transaction commits. 1 commits every message on its own. The worker prefetches "
+        "at least twice this many (see rabbit_qos_prefetch_count).",
     ),
     cfg.IntOpt(
         "max_attempts",

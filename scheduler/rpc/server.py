@@ -70,7 +70,9 @@ class RPCServer:
             f"rpc-server-{label}",
             queues=self._queues,
             on_message=self._on_message,
-            prefetch=transport.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count,
+            # Room for a whole batch beyond the one being handled: it fills while that one commits.
+            prefetch=max(transport.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count,
+                         2 * self.batch_size if self.batch_size > 1 else 0),
             on_stop=self._delete_fanout_queue,
             on_connect=self.dead_letters.declare,
             on_drained=self._flush,
