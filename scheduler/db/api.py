@@ -437,25 +437,15 @@ class Database:
                     found[host] = generation
         return found
 
-    def claim_host(self, host, generation):
-        """Bump ``host``'s generation if it still is ``generation``.
-
-        True when claimed; False when another scheduler placed on the host
-        since (a conflict); None when another scheduler's transaction holds
-        the host right now: rather than wait for it, place elsewhere.
-        """
-        claimed, conflicts, _held = self.claim_hosts({host: generation})
-        return True if claimed else (False if conflicts else None)
-
     @_retry
     def claim_hosts(self, expected):
-        """Claim every host of ``expected`` ({host: generation}) at once; what claim_host
-        does for one, in three statements whatever their number.
+        """Bump the generation of every host of ``expected`` ({host: generation}) that
+        still is at that generation, in three statements whatever their number.
 
         Returns (claimed, conflicts, held): the hosts whose generation was bumped;
         those another scheduler placed on since; those another scheduler's
-        transaction holds right now. A claimed host stays locked until the
-        transaction ends.
+        transaction holds right now (rather than wait for them, place
+        elsewhere). A claimed host stays locked until the transaction ends.
         """
         claimed, conflicts, held = set(), set(), set()
         if not expected:
@@ -509,12 +499,10 @@ class Database:
         return {row["host"] for row in rows if connection.execute(ignore.values(row)).rowcount}
 
     @_retry
-    def instances_scheduled_on(self, host=None, hosts=None):
-        """Instances placed on ``host`` (or on any of ``hosts``; on any host with neither)
-        that the agent has not claimed yet (state SCHEDULED)."""
+    def instances_scheduled_on(self, hosts=None):
+        """Instances placed on any of ``hosts`` (on any host with None) that their agent
+        has not claimed yet (state SCHEDULED)."""
         query = sa.select(instances).where(instances.c.state == models.SCHEDULED)
-        if host is not None:
-            hosts = [host]
         rows = []
         with self._transaction() as connection:
             if hosts is None:
@@ -623,18 +611,9 @@ class Database:
         return _row_dict(row)
 
     @_retry
-    def set_instance_state(self, uuid, values, expected_states, host):
-        """One statement: update the instance if it is on ``host`` in one of
-        ``expected_states``; whether it was (no row is read back)."""
-        values = _instance_values(values, _INSTANCE_UPDATABLE)
-        values["updated_at"] = utcnow()
-        with self._transaction(write=True) as connection:
-            return self._update_one(connection, uuid, values, expected_states, host=host)
-
-    @_retry
     def set_instance_states(self, updates):
-        """set_instance_state for many: ``[(uuid, host, values, expected_states), ...]``
-        applied in order; whether each applied.
+        """Update each instance of ``[(uuid, host, values, expected_states), ...]`` if it is
+        on ``host`` in one of ``expected_states``, in order; whether each was.
 
         Consecutive updates writing the same values from the same states go in
         one statement where the database can say which rows it changed.

@@ -8,17 +8,18 @@ U2 = "22222222-2222-4222-8222-222222222222"
 
 def test_a_claim_succeeds_only_on_the_generation_last_seen(database):
     assert database.host_generations(["h1"]) == {"h1": 0}
-    assert database.claim_host("h1", 0) is True
-    assert database.claim_host("h1", 0) is False  # someone placed on h1 since generation 0
+    assert database.claim_hosts({"h1": 0}) == ({"h1"}, set(), set())
+    # Someone placed on h1 since generation 0:
+    assert database.claim_hosts({"h1": 0}) == (set(), {"h1"}, set())
     assert database.host_generations(["h1", "h2"]) == {"h1": 1, "h2": 0}
-    assert database.claim_host("h1", 1) is True
+    assert database.claim_hosts({"h1": 1}) == ({"h1"}, set(), set())
     assert database.host_generations(["h1"]) == {"h1": 2}
 
 
 def test_a_unit_of_work_commits_everything_at_the_end(database):
     with database.unit_of_work():
         database.create_instances([{"uuid": U1, "state": "SCHEDULING"}])
-        assert database.claim_host("h1", 0)
+        assert database.claim_hosts({"h1": 0})[0] == {"h1"}
     assert database.get_instance(U1)["state"] == "SCHEDULING"
     assert database.host_generations(["h1"]) == {"h1": 1}
 
@@ -26,7 +27,7 @@ def test_a_unit_of_work_commits_everything_at_the_end(database):
 def test_a_unit_of_work_that_raises_leaves_nothing(database):
     with pytest.raises(RuntimeError), database.unit_of_work():
         database.create_instances([{"uuid": U1, "state": "SCHEDULING"}])
-        database.claim_host("h1", 0)
+        database.claim_hosts({"h1": 0})
         raise RuntimeError("the broker went away")
     assert database.get_instance(U1) is None
     assert database.host_generations(["h1"]) == {"h1": 0}
@@ -46,7 +47,7 @@ def test_a_failed_step_undoes_only_itself(database):
 def test_instances_scheduled_on_a_host_are_those_not_yet_claimed_by_its_agent(database):
     database.create_instances([{"uuid": U1, "state": "SCHEDULED", "host": "h1", "memory_mb": 512},
                          {"uuid": U2, "state": "BUILDING", "host": "h1", "memory_mb": 512}])
-    assert [i["uuid"] for i in database.instances_scheduled_on("h1")] == [U1]
+    assert [i["uuid"] for i in database.instances_scheduled_on(hosts=["h1"])] == [U1]
 
 
 def test_hosts_are_claimed_together_each_on_its_own_generation(database):
