@@ -193,11 +193,12 @@ class RPCServer:
     def _run(self, work, method, group):
         """Dispatch ``group`` (messages naming ``method``) inside ``work``; their outcomes.
 
-        Several messages of a method with a batch form go to it at once, inside
-        one step; should that step fail as a whole, each message is run again
-        alone, so that only the one at fault fails.
+        The messages of a method with a batch form go to it together (a lone one
+        too, so that it behaves the same), inside one step; should that step
+        fail as a whole, each message is run again alone, so that only the one
+        at fault fails.
         """
-        form = self.dispatcher.batch_form(method) if len(group) > 1 else None
+        form = self.dispatcher.batch_form(method)
         if form is not None:
             outcomes, calls = {}, []
             for message, (context, _, args) in group:

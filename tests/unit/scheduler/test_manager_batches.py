@@ -5,7 +5,13 @@ import uuid as uuidlib
 import pytest
 
 from scheduler import rpc
+from scheduler.client import SchedulerClient
+from scheduler.conf import opts
+from scheduler.db.api import Database
 from scheduler.exception import InvalidRequest
+from scheduler.rpc import deadletter
+from scheduler.service import SchedulerService
+from tests.unit.rpc.test_bad_input import dead_letters
 from tests.unit.scheduler.manager_world import casts, request
 
 
@@ -99,3 +105,24 @@ def test_a_batch_of_instance_updates_applies_each_and_refuses_only_the_bad_ones(
     assert (failed["state"], failed["fault_reason"]) == ("ERROR", "image gone")
     # The failed build's room is given back at once.
     assert manager.host_manager.get(hosts[b]).free_ram_mb == free_before[hosts[b]] + 4096
+
+
+def test_a_lone_bad_request_is_dead_lettered_and_its_refusal_recorded(conf):
+    opts.register_plugin_opts(conf)
+    transport = rpc.get_transport(conf)
+    database = Database.from_conf(conf)
+    database.sync()
+    service = SchedulerService(conf, transport, database)
+    service.start()
+    try:
+        bad = str(uuidlib.uuid4())
+        spec = {"instance_uuids": [bad], "instance_type": {"memory_mb": -1}}
+        SchedulerClient(transport).run_instance({}, spec, {})
+        [letter] = dead_letters(transport, 1)
+        assert letter.headers[deadletter.REASON].startswith("InvalidRequest")
+        record = database.get_instance(bad)
+        assert record["state"] == "ERROR" and "memory_mb" in record["fault_reason"]
+    finally:
+        service.stop()
+        transport.cleanup()
+        database.dispose()
