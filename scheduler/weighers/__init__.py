@@ -122,6 +122,17 @@ class Columns(dict):
         value = self[name] = self._read(name)
         return value
 
+    @classmethod
+    def of_rows(cls, table, rows):
+        """The columns of ``table`` at ``rows``."""
+        return cls(lambda name: getattr(table, name)[rows])
+
+    @classmethod
+    def of_host(cls, host_state):
+        """The columns of ``host_state``'s row, as arrays of one."""
+        table, row = host_state.table, host_state.row
+        return cls(lambda name: getattr(table, "_" + name)[row : row + 1])
+
 
 def all_weighers():
     return plugins.discover(sys.modules[__name__], BaseHostWeigher, "berth.scheduler.weighers")

@@ -25,6 +25,7 @@ import numpy as np
 from oslo_config import cfg
 
 from scheduler import host_load, weighers
+from scheduler.weighers import Columns
 
 opts = [
     cfg.FloatOpt(
@@ -206,36 +207,27 @@ class BalancedWeigher(weighers.BaseHostWeigher):
         busy = (c["cpu_util"] > self.cpu_threshold) | (c["mem_util"] > self.mem_threshold)
         return np.where(measured, np.where(busy, HELD_BACK, HEALTHY), UNMEASURED).astype(np.int64)
 
-    @staticmethod
-    def _columns(table, rows):
-        return weighers.Columns(lambda name: getattr(table, name)[rows])
-
-    @staticmethod
-    def _host_columns(host_state):
-        table, row = host_state.table, host_state.row
-        return weighers.Columns(lambda name: getattr(table, "_" + name)[row : row + 1])
-
     # -- the plugin API --
 
     def weigh(self, host_state, spec):
         now = host_state.table.clock()
         recent = np.array([host_state.recent_starts(self.window, now)], dtype=np.float64)
-        return float(1.0 - self.scores(self._host_columns(host_state), recent, now)[0])
+        return float(1.0 - self.scores(Columns.of_host(host_state), recent, now)[0])
 
     def weigh_vector(self, table, rows, spec):
         now = table.clock()
         recent = host_load.recent_starts(table, rows, self.window, now)
         return weighers.chunked(
-            lambda part, recent: 1.0 - self.scores(self._columns(table, part), recent, now),
+            lambda part, recent: 1.0 - self.scores(Columns.of_rows(table, part), recent, now),
             table, rows, recent,
         )
 
     def tier(self, host_state, spec):
-        return int(self.tiers(self._host_columns(host_state), host_state.table.clock())[0])
+        return int(self.tiers(Columns.of_host(host_state), host_state.table.clock())[0])
 
     def tier_vector(self, table, rows, spec):
         now = table.clock()
-        return weighers.chunked(lambda part: self.tiers(self._columns(table, part), now), table, rows)
+        return weighers.chunked(lambda part: self.tiers(Columns.of_rows(table, part), now), table, rows)
 
 
 def _fraction(used, capacity):

@@ -28,6 +28,7 @@ import numpy as np
 from oslo_config import cfg
 
 from scheduler import weighers
+from scheduler.weighers import Columns
 
 try:  # the server groups of ``group`` hints (spec.group), where the tree has them
     from scheduler import server_groups
@@ -249,30 +250,21 @@ class CapacityWeigher(weighers.BaseHostWeigher):
         tier[avoid] = AVOID
         return tier
 
-    @staticmethod
-    def _columns(table, rows):
-        return weighers.Columns(lambda name: getattr(table, name)[rows])
-
-    @staticmethod
-    def _host_columns(host_state):
-        table, row = host_state.table, host_state.row
-        return weighers.Columns(lambda name: getattr(table, "_" + name)[row : row + 1])
-
     # -- the plugin API --
 
     def weigh(self, host_state, spec):
-        return float(self._weights(self._host_columns(host_state), spec)[0])
+        return float(self._weights(Columns.of_host(host_state), spec)[0])
 
     def weigh_vector(self, table, rows, spec):
-        return weighers.chunked(lambda part: self._weights(self._columns(table, part), spec), table, rows)
+        return weighers.chunked(lambda part: self._weights(Columns.of_rows(table, part), spec), table, rows)
 
     def tier(self, host_state, spec):
         table, row = host_state.table, host_state.row
         masks = soft_masks(table, np.array([row], dtype=np.intp), spec)
-        return int(self._tiers(self._host_columns(host_state), masks, spec)[0])
+        return int(self._tiers(Columns.of_host(host_state), masks, spec)[0])
 
     def tier_vector(self, table, rows, spec):
-        return weighers.chunked(
-            lambda part, preferred, avoid: self._tiers(self._columns(table, part), (preferred, avoid), spec),
-            table, rows, *soft_masks(table, rows, spec),
-        )
+        def tiers(part, preferred, avoid):
+            return self._tiers(Columns.of_rows(table, part), (preferred, avoid), spec)
+
+        return weighers.chunked(tiers, table, rows, *soft_masks(table, rows, spec))
