@@ -129,6 +129,10 @@ opts = [
 
 HEALTHY, UNMEASURED, HELD_BACK = range(3)
 
+#: What the score weighs, each by its option balanced_<name>_weight.
+WEIGHTS = ("cpu_allocated", "memory_allocated", "cpu_used", "memory_used", "vm_count", "recent_starts",
+           "dominant")
+
 
 def register_opts(conf):
     conf.register_opts(opts, "filter_scheduler")
@@ -142,18 +146,7 @@ class BalancedWeigher(weighers.BaseHostWeigher):
     def __init__(self, conf):
         super().__init__(conf)
         o = conf.filter_scheduler
-        self.w = {
-            name: max(0.0, getattr(o, f"balanced_{name}_weight"))
-            for name in (
-                "cpu_allocated",
-                "memory_allocated",
-                "cpu_used",
-                "memory_used",
-                "vm_count",
-                "recent_starts",
-                "dominant",
-            )
-        }
+        self.w = {name: max(0.0, getattr(o, f"balanced_{name}_weight")) for name in WEIGHTS}
         self.expected = float(o.balanced_expected_vms_per_host)
         self.window = o.balanced_recent_window
         self.cpu_threshold = o.balanced_cpu_util_threshold

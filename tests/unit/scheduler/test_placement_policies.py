@@ -484,15 +484,7 @@ def test_thresholds_are_options(balanced_conf, fleet):
 def test_negative_weights_count_as_zero(balanced_conf, fleet):
     measured_host(fleet, "busy", 0.9, 0.8)
     measured_host(fleet, "idle", 0.0, 0.0)
-    for name in (
-        "cpu_allocated",
-        "memory_allocated",
-        "cpu_used",
-        "memory_used",
-        "vm_count",
-        "recent_starts",
-        "dominant",
-    ):
+    for name in balanced.WEIGHTS:
         balanced_conf.set_override(f"balanced_{name}_weight", -5.0, "filter_scheduler")
     balanced_conf.set_override("balanced_cpu_used_weight", 1.0, "filter_scheduler")
     busy, idle = score(BalancedWeigher(balanced_conf), fleet)
@@ -502,15 +494,7 @@ def test_negative_weights_count_as_zero(balanced_conf, fleet):
 def test_all_zero_weights_score_every_host_alike(balanced_conf, fleet):
     measured_host(fleet, "busy", 0.8, 0.8)
     measured_host(fleet, "idle", 0.0, 0.0)
-    for name in (
-        "cpu_allocated",
-        "memory_allocated",
-        "cpu_used",
-        "memory_used",
-        "vm_count",
-        "recent_starts",
-        "dominant",
-    ):
+    for name in balanced.WEIGHTS:
         balanced_conf.set_override(f"balanced_{name}_weight", 0.0, "filter_scheduler")
     assert score(BalancedWeigher(balanced_conf), fleet) == [0.0, 0.0]
 
