@@ -37,7 +37,7 @@ class Dispatcher:
         for endpoint in reversed(self.endpoints):  # the first endpoint's form wins
             for name in dir(type(endpoint)):
                 method = getattr(getattr(type(endpoint), name), "berth_batch_of", None)
-                if method is not None:
+                if method is not None and callable(getattr(endpoint, method, None)):
                     self._batch_forms[method] = (endpoint, getattr(endpoint, name))
 
     def lookup(self, method):
@@ -52,7 +52,7 @@ class Dispatcher:
         """The batch form of ``method`` (see batch_of), or None."""
         endpoint, form = self._batch_forms.get(method, (None, None))
         if form is None or getattr(self.lookup(method), "__self__", None) is not endpoint:
-            return None
+            return None  # none, or the method is another endpoint's (first match wins)
         return form
 
     def _signature(self, method, func):

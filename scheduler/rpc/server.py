@@ -135,8 +135,8 @@ class RPCServer:
         outcomes = []
         try:
             with self._unit_of_work() as work:
-                for method, group in self._groups(requests):
-                    outcomes.extend(self._run(work, method, group))
+                for method, form, group in self._groups(requests):
+                    outcomes.extend(self._run(work, method, form, group))
         except Exception as exc:
             LOG.warning("%s: a batch of %d message(s) failed (%s: %s); handing it back for redelivery",
                         self.target.topic, len(requests), type(exc).__name__, reason_of(exc))
@@ -159,21 +159,18 @@ class RPCServer:
         self._ack([message for message, *_ in outcomes])
 
     def _groups(self, requests):
-        """[(method, [(message, request), ...]), ...] in the order of the batch, except that
-        the messages of a method with a batch form join its first one."""
+        """[(method, its batch form or None, [(message, request), ...]), ...] in the order of
+        the batch, except that the messages of a method with a batch form join its first one."""
         groups, joined = [], {}
         for message, request in requests:
             method = request[1]
-            try:
-                batched = self.dispatcher.batch_form(method) is not None
-            except Exception:
-                batched = False  # no such method: its own dispatch says so
-            if batched and method in joined:
+            form = self.dispatcher.batch_form(method)
+            if form is not None and method in joined:
                 joined[method].append((message, request))
                 continue
-            groups.append((method, [(message, request)]))
-            if batched:
-                joined[method] = groups[-1][1]
+            groups.append((method, form, [(message, request)]))
+            if form is not None:
+                joined[method] = groups[-1][2]
         return groups
 
     def _ack(self, messages):
@@ -190,7 +187,7 @@ class RPCServer:
         for message in last.values():
             message.ack(multiple=True)
 
-    def _run(self, work, method, group):
+    def _run(self, work, method, form, group):
         """Dispatch ``group`` (messages naming ``method``) inside ``work``; their outcomes.
 
         The messages of a method with a batch form go to it together (a lone one
@@ -198,7 +195,6 @@ class RPCServer:
         fail as a whole, each message is run again alone, so that only the one
         at fault fails.
         """
-        form = self.dispatcher.batch_form(method)
         if form is not None:
             outcomes, calls = {}, []
             for message, (context, _, args) in group:
