@@ -8,6 +8,7 @@ import argparse
 import json
 
 from scheduler import server_groups
+from scheduler.cmd.arguments import positive
 
 NONE = "-"
 
@@ -19,16 +20,6 @@ def _metadata(text):
     if not key:
         raise argparse.ArgumentTypeError(f"metadata is key=value (or key to unset it), got {text!r}")
     return key, (value if sep and value != "" else None)
-
-
-def _count(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def add_commands(subparsers):
@@ -74,7 +65,7 @@ def add_commands(subparsers):
     create = actions.add_parser("create", help="Create a server group and print its UUID.")
     create.add_argument("group_name", metavar="NAME")
     create.add_argument("--policy", required=True, choices=server_groups.POLICIES)
-    create.add_argument("--max-server-per-host", type=_count, metavar="N",
+    create.add_argument("--max-server-per-host", type=positive, metavar="N",
                         help="anti-affinity: at most N members per host (default 1)")
     create.set_defaults(func=group_create)
 

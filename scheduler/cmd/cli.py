@@ -10,6 +10,7 @@ from oslo_config import cfg
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import admin_commands
+from scheduler.cmd.arguments import positive
 
 PROG = "berth"
 SETTLED = (states.ACTIVE, states.ERROR, states.DELETED)
@@ -17,16 +18,6 @@ SETTLED = (states.ACTIVE, states.ERROR, states.DELETED)
 
 class CommandError(Exception):
     """A user-facing failure: printed as one line, exit status 1."""
-
-
-def _positive(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _non_negative(text):
@@ -53,10 +44,10 @@ def _uuid(text):
 def add_commands(subparsers):
     boot = subparsers.add_parser("boot", help="Request instances and print their UUIDs.")
     boot.add_argument("--flavor", help=f"a named flavor: {', '.join(flavors.FLAVORS)}")
-    boot.add_argument("--flavor-ram", type=_positive, metavar="MB")
+    boot.add_argument("--flavor-ram", type=positive, metavar="MB")
     boot.add_argument("--flavor-disk", type=_non_negative, metavar="GB", help="root disk")
-    boot.add_argument("--flavor-vcpus", type=_positive, metavar="N")
-    boot.add_argument("--count", type=_positive, default=1)
+    boot.add_argument("--flavor-vcpus", type=positive, metavar="N")
+    boot.add_argument("--count", type=positive, default=1)
     boot.add_argument("--hint", type=_hint, action="append", default=[], metavar="KEY=VALUE",
                       help="a scheduler hint (group=UUID, same_host=UUID, different_host=UUID, "
                       "query=JSON, ...); repeat for several, a repeated key makes a list")
@@ -65,13 +56,13 @@ def add_commands(subparsers):
                       help="only hosts of this availability zone (AvailabilityZoneFilter)")
     boot.add_argument("--project", default="admin")
     boot.add_argument("--wait", action="store_true", help="wait until every instance settles")
-    boot.add_argument("--timeout", type=_positive, default=300, metavar="SECONDS")
+    boot.add_argument("--timeout", type=positive, default=300, metavar="SECONDS")
     boot.set_defaults(func=boot_command)
 
     delete = subparsers.add_parser("delete", help="Delete instances.")
     delete.add_argument("uuids", nargs="+", type=_uuid, metavar="UUID")
     delete.add_argument("--wait", action="store_true")
-    delete.add_argument("--timeout", type=_positive, default=300, metavar="SECONDS")
+    delete.add_argument("--timeout", type=positive, default=300, metavar="SECONDS")
     delete.set_defaults(func=delete_command)
 
     hosts = subparsers.add_parser("hosts", help="Per-host RAM, disk and vCPUs, used and free.")
