@@ -2,9 +2,11 @@ import itertools
 import threading
 import time
 
+import kombu
 import pytest
 
 from scheduler import rpc
+from scheduler.rpc import topology
 
 _topics = itertools.count()
 
@@ -74,3 +76,17 @@ def start_server(transport, topic):
         srv.stop()
     for srv in servers:
         srv.wait()
+
+
+def publish_raw(transport, key, body, content_type="application/json"):
+    with transport.connection("test") as conn:
+        producer = kombu.Producer(conn.channel())
+        exchange = topology.topic_exchange(transport)
+        exchange(producer.channel).declare()
+        producer.publish(
+            body,
+            exchange=exchange,
+            routing_key=key,
+            content_type=content_type,
+            content_encoding="utf-8" if isinstance(body, str) else "binary",
+        )

@@ -5,26 +5,11 @@ import json
 import logging
 import time
 
-import kombu
 import pytest
 
 from scheduler import rpc
 from scheduler.rpc import deadletter, envelope, topology
-from tests.unit.rpc.conftest import WAIT, Recorder
-
-
-def publish_raw(transport, key, body, content_type="application/json"):
-    with transport.connection("test") as conn:
-        producer = kombu.Producer(conn.channel())
-        exchange = topology.topic_exchange(transport)
-        exchange(producer.channel).declare()
-        producer.publish(
-            body,
-            exchange=exchange,
-            routing_key=key,
-            content_type=content_type,
-            content_encoding="utf-8" if isinstance(body, str) else "binary",
-        )
+from tests.unit.rpc.conftest import WAIT, Recorder, publish_raw
 
 
 def dead_letters(transport, expected, timeout=WAIT):

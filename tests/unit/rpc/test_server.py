@@ -5,25 +5,8 @@ import logging
 import os
 import threading
 
-import kombu
-
 from scheduler import rpc
-from scheduler.rpc import topology
-from tests.unit.rpc.conftest import WAIT, Recorder
-
-
-def _publish_raw(transport, topic, body, content_type="application/json"):
-    with transport.connection("test") as conn:
-        producer = kombu.Producer(conn.channel())
-        exchange = topology.topic_exchange(transport)
-        exchange(producer.channel).declare()
-        producer.publish(
-            body,
-            exchange=exchange,
-            routing_key=topic,
-            content_type=content_type,
-            content_encoding="utf-8",
-        )
+from tests.unit.rpc.conftest import WAIT, Recorder, publish_raw
 
 
 def test_malformed_messages_are_acked_and_the_next_one_processed(transport, topic, start_server, caplog):
@@ -32,9 +15,9 @@ def test_malformed_messages_are_acked_and_the_next_one_processed(transport, topi
     client = rpc.RPCClient(transport, rpc.Target(topic=topic))
 
     with caplog.at_level(logging.WARNING, logger="scheduler.rpc"):
-        _publish_raw(transport, topic, "{not json")
-        _publish_raw(transport, topic, json.dumps({"method": "record"}))  # no envelope
-        _publish_raw(transport, topic, "plain", content_type="text/plain")
+        publish_raw(transport, topic, "{not json")
+        publish_raw(transport, topic, json.dumps({"method": "record"}))  # no envelope
+        publish_raw(transport, topic, "plain", content_type="text/plain")
         client.cast({}, "record", n=1)
         assert endpoint.wait_for(1)
 
