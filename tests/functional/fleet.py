@@ -114,6 +114,14 @@ class Fleet:
         conf_file = write_conf(self.tmp / f"{name}.conf", {"DEFAULT": {"host": name}})
         return self._spawn(name, "scheduler.cmd.scheduler", "--config-file", str(conf_file))
 
+    def start_schedulers(self, names, timeout=60):
+        """Start a scheduler process per name; return once each answers a call."""
+        for name in names:
+            self.start_scheduler(name)
+        for name in names:
+            self.wait(lambda n=name: self.scheduler_client(n).call({}, "list_hosts") is not None,
+                      timeout, f"{name} to answer")
+
     def scheduler_client(self, name):
         """An RPC client for one scheduler process alone (its scheduler.<host> queue)."""
         return rpc.RPCClient(self.transport, rpc.Target(topic="scheduler", server=name), timeout=5)

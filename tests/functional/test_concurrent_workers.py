@@ -21,11 +21,7 @@ def test_three_workers_fill_the_fleet_without_overfilling_a_host(tmp_path):
                       filter_scheduler__host_subset_size=2,
                       compute_agent__reserved_host_memory_mb=0)
         try:
-            for name in SCHEDULERS:
-                fleet.start_scheduler(name)
-            for name in SCHEDULERS:
-                fleet.wait(lambda n=name: fleet.scheduler_client(n).call({}, "list_hosts") is not None,
-                           60, f"{name} to answer")
+            fleet.start_schedulers(SCHEDULERS)
             for host in AGENTS:
                 fleet.start_agent(host, fake_memory_mb=HOST_MB, fake_local_gb=4096, fake_vcpus=64)
             for name in SCHEDULERS:

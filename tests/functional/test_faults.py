@@ -25,14 +25,7 @@ def start(
     # Instances whose build cast was lost with a killed process are rescheduled soon.
     overrides.setdefault("scheduler__build_timeout", 30)
     fleet = Fleet(tmp_path, url, transport_url, **overrides)
-    for name in schedulers:
-        fleet.start_scheduler(name)
-    for name in schedulers:
-        fleet.wait(
-            lambda n=name: fleet.scheduler_client(n).call({}, "list_hosts") is not None,
-            60,
-            f"{name} to answer",
-        )
+    fleet.start_schedulers(schedulers)
     for host in agents:
         fleet.start_agent(
             host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=64, **(agent_options or {})

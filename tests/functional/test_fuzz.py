@@ -130,14 +130,7 @@ def test_10000_malformed_messages_interleaved_with_valid_requests(tmp_path):
 
 def _run(fleet, transport_url):
     rng = random.Random(4)
-    for name in SCHEDULERS:
-        fleet.start_scheduler(name)
-    for name in SCHEDULERS:
-        fleet.wait(
-            lambda n=name: fleet.scheduler_client(n).call({}, "list_hosts") is not None,
-            60,
-            f"{name} to answer",
-        )
+    fleet.start_schedulers(SCHEDULERS)
     for host in AGENTS:
         fleet.start_agent(host, fake_memory_mb=131072, fake_local_gb=4096, fake_vcpus=64)
     for name in SCHEDULERS:
