@@ -83,6 +83,7 @@ host = bench-scheduler
 connection = {database_url}
 [scheduler]
 periodic_interval = 2
+batch_size = 128
 [compute_agent]
 report_interval = 10
 fake_memory_mb = 262144

@@ -7,7 +7,7 @@ group = cfg.OptGroup("scheduler", title="Scheduler", help="The scheduler service
 opts = [
     cfg.IntOpt(
         "batch_size",
-        default=128,
+        default=32,
         min=1,
         max=1000,
         help="Messages a scheduler worker handles in one database transaction when they are "
