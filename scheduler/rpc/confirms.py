@@ -10,8 +10,10 @@ transport class, which a failover to the next host would replace).
 import time
 
 from amqp import spec
-from amqp.exceptions import MessageNacked
+from amqp.exceptions import MessageNacked, RecoverableConnectionError
 from kombu.transport import pyamqp
+
+from scheduler.rpc import framing
 
 
 class DeliveryTags:
@@ -67,36 +69,63 @@ class Channel(pyamqp.Channel):
         self.tags.settle(delivery_tag, multiple, nack=True)
         super()._on_basic_nack(delivery_tag, multiple)
 
+    def publish_all(self, messages):
+        """Send ``messages`` ([(message, publish kwargs)]) in one write.
+
+        py-amqp's ``basic_publish`` looks at the socket before every message,
+        for a ``connection.blocked`` the broker may have sent; here it looks once.
+        """
+        if not self.connection:
+            raise RecoverableConnectionError("basic_publish: connection closed")
+        try:
+            self.connection.drain_events(timeout=0)
+        except TimeoutError:
+            pass
+        send = self.send_method
+        with framing.collected_writes(self.connection):
+            for message, kwargs in messages:
+                arguments = (0, kwargs.get("exchange", ""), kwargs.get("routing_key", ""),
+                             kwargs.get("mandatory", False), kwargs.get("immediate", False))
+                send(spec.Basic.Publish, "Bssbb", arguments, message)
+        if self._confirm_selected:
+            self.tags.sent += len(messages)
+
     def create_publish_batch(self, max_size):
         return Batch(self)
 
 
 class Batch:
-    """Messages sent on ``channel`` without waiting; ``flush()`` waits for all their confirms.
+    """Messages held until ``flush()``, which sends them on ``channel`` in one
+    write and waits for all their confirms.
 
     Raises MessageNacked when the broker refused any of them, TimeoutError
     when they are not all confirmed within the ``confirm_timeout`` of the
-    publishes. Nothing sent can be taken back: ``discard()`` does nothing.
+    publishes. ``discard()`` drops what was not flushed.
     """
 
     def __init__(self, channel):
         self.channel = channel
+        self.messages = []
         self.first = None
         self.timeout = None
 
     def publish(self, message, confirm_timeout=None, **kwargs):
+        self.messages.append((message, kwargs))
+        self.timeout = confirm_timeout
+
+    def _send(self):
         channel = self.channel
         if not channel._confirm_selected:
             channel._confirm_selected = True
             channel.confirm_select()
-        channel._basic_publish(message, **kwargs)
-        if self.first is None:
-            self.first = channel.tags.sent
-        self.timeout = confirm_timeout
+        messages, self.messages = self.messages, []
+        channel.publish_all(messages)
+        self.first = channel.tags.sent - len(messages) + 1
 
     def flush(self):
-        if self.first is None:
+        if not self.messages:
             return
+        self._send()
         tags, last = self.channel.tags, self.channel.tags.sent
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while tags.settled < last:
@@ -116,7 +145,7 @@ class Batch:
         self.first = None
 
     def discard(self):
-        pass
+        self.messages = []
 
     def close(self):
         pass

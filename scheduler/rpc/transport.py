@@ -17,7 +17,7 @@ import urllib.parse
 import kombu
 from amqp.exceptions import MessageNacked
 
-from scheduler.rpc import confirms, filesystem
+from scheduler.rpc import confirms, filesystem, framing
 from scheduler.rpc.exceptions import MessageDeliveryFailure
 
 LOG = logging.getLogger(__name__)
@@ -81,6 +81,15 @@ def _rabbit_hosts(url):
     return hosts, scheme == "amqps"
 
 
+class _Connection(kombu.Connection):
+    """A kombu connection whose py-amqp connection reads through a buffer."""
+
+    def _establish_connection(self):
+        conn = super()._establish_connection()
+        framing.buffer_reads(conn)
+        return conn
+
+
 class Transport:
     """Connections to one broker, a thread-safe publisher and the reply listener."""
 
@@ -142,7 +151,7 @@ class Transport:
         rabbit = self.conf.oslo_messaging_rabbit
         if self.is_rabbit:
             name = f"{os.path.basename(sys.argv[0]) or 'python'}:{os.getpid()}:{purpose}"
-            return kombu.Connection(
+            return _Connection(
                 self._hosts,
                 # a copy: kombu writes the host name into it
                 ssl=dict(self._ssl) if isinstance(self._ssl, dict) else self._ssl,

@@ -6,7 +6,7 @@ import pytest
 from amqp.exceptions import MessageNacked
 
 from scheduler import rpc
-from scheduler.rpc import confirms, envelope, topology
+from scheduler.rpc import confirms, envelope, framing, topology
 from tests.unit.rpc.conftest import WAIT
 
 
@@ -113,20 +113,43 @@ def test_batch_that_cannot_be_sent_is_a_delivery_failure(conf):
 # -- confirms: delivery-tag bookkeeping and waiting, on a fake channel ---------------
 
 
-class FakeChannel:
-    """Delivers one of ``frames`` ((tag, multiple, nack)) per wait(); None: nothing comes."""
+class FakeConnection:
+    """What collected_writes needs of a py-amqp connection; ``writes`` holds each write."""
 
-    def __init__(self, frames):
+    frame_max = 131072
+
+    def __init__(self):
+        self.writes = []
+        self.transport = self
+        self.frame_writer = None
+        self.bytes_sent = 0
+
+    def write(self, data):
+        self.writes.append(bytes(data))
+
+
+class FakeChannel:
+    """Delivers one of ``frames`` ((tag, multiple, nack)) per wait(); None: nothing comes.
+    ``acked_while_sending``: a tag acked (multiple) as soon as it is published."""
+
+    def __init__(self, frames, acked_while_sending=None):
         self.tags = confirms.DeliveryTags()
         self._confirm_selected = False
         self.frames = list(frames)
         self.waits = 0
+        self.connection = FakeConnection()
+        self.acked_while_sending = acked_while_sending
 
     def confirm_select(self):
         self.tags = confirms.DeliveryTags()
 
-    def _basic_publish(self, message, **kwargs):
-        self.tags.sent += 1
+    def publish_all(self, messages):
+        with framing.collected_writes(self.connection):
+            for _ in messages:
+                self.connection.frame_writer(1, 1, (60, 40), b"", None)
+                self.tags.sent += 1
+                if self.tags.sent == self.acked_while_sending:
+                    self.tags.settle(self.tags.sent, True)
 
     def wait(self, methods, timeout=None):
         self.waits += 1
@@ -162,10 +185,21 @@ def test_batch_waits_until_every_message_is_confirmed():
     channel = FakeChannel([(2, True, False), (4, False, False), (3, False, False), (5, True, False)])
     batch = confirms.Batch(channel)
     publish(batch, 5)
-    assert channel._confirm_selected
+    assert channel.tags.sent == 0 and not channel.connection.writes
     batch.flush()
+    assert channel._confirm_selected
     assert channel.tags.settled == 5
     assert channel.waits == 4
+    assert len(channel.connection.writes) == 1  # five publishes in one write
+
+
+def test_discarded_batch_sends_nothing():
+    channel = FakeChannel([])
+    batch = confirms.Batch(channel)
+    publish(batch, 3)
+    batch.discard()
+    batch.flush()
+    assert channel.tags.sent == 0 and not channel.connection.writes
 
 
 def test_batch_counts_from_the_single_publishes_before_it():
@@ -175,16 +209,14 @@ def test_batch_counts_from_the_single_publishes_before_it():
     channel.tags.sent = channel.tags.settled = 2
     batch = confirms.Batch(channel)
     publish(batch, 3)
-    assert batch.first == 3
     batch.flush()
-    assert channel.waits == 1
+    assert channel.waits == 1 and channel.tags.settled == 5
 
 
 def test_confirms_that_came_while_publishing_are_not_waited_for():
-    channel = FakeChannel([])
+    channel = FakeChannel([], acked_while_sending=2)  # read by basic_publish's look at the socket
     batch = confirms.Batch(channel)
     publish(batch, 2)
-    channel.tags.settle(2, True)  # read by basic_publish's look at the socket
     batch.flush()
     assert channel.waits == 0
 

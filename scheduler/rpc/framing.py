@@ -1,0 +1,112 @@
+"""Fewer system calls per AMQP frame on a plain TCP connection to RabbitMQ.
+
+py-amqp reads a frame with three ``recv`` calls sized to the frame's parts,
+and sets and restores the socket timeout around each one: about fifteen
+system calls for every message received. It writes each published message
+with its own ``sendall``. Here a connection reads up to READ_SIZE bytes at a
+time and takes frames from what it has; a publisher batch's frames go out
+in one write (``collected_writes``).
+"""
+
+import contextlib
+import errno
+from struct import unpack_from
+
+from amqp import method_framing
+from amqp import transport as amqp_transport
+from amqp.exceptions import UnexpectedFrame
+
+READ_SIZE = 65536
+FRAME_END = 0xCE
+
+
+class BufferedTCPTransport(amqp_transport.TCPTransport):
+    """py-amqp's TCP transport with reads that fill a buffer.
+
+    A connection's transport becomes one after the handshake
+    (``buffer_reads``); ``_read_buffer`` holds what was read but not taken.
+    """
+
+    __slots__ = ()
+
+    def read_frame(self, unpack=None):
+        while True:
+            frame = self._take_frame()
+            if frame is not None:
+                return frame
+            self._fill()
+
+    def _take_frame(self):
+        buf = self._read_buffer
+        if len(buf) < 7:
+            return None
+        frame_type, channel, size = unpack_from(">BHI", buf)
+        end = 7 + size
+        if len(buf) <= end:
+            return None
+        if buf[end] != FRAME_END:
+            raise UnexpectedFrame(f"Received frame_end {buf[end]:#04x} while expecting 0xce")
+        payload = buf[7:end]
+        self._read_buffer = buf[end + 1:]
+        return frame_type, channel, payload
+
+    def _fill(self):
+        while True:
+            try:
+                data = self.sock.recv(READ_SIZE)
+                break
+            except TimeoutError:
+                raise
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                if exc.errno == errno.EAGAIN:  # a non-blocking look found nothing
+                    raise TimeoutError() from None
+                if exc.errno not in amqp_transport._UNAVAIL:
+                    self.connected = False
+                raise
+        if not data:
+            self.connected = False
+            raise OSError("Server unexpectedly closed connection")
+        self._read_buffer += data
+
+    def having_timeout(self, timeout):
+        # A frame already read needs no socket, so no timeout set and restored.
+        if self._frame_waiting():
+            return contextlib.nullcontext(self.sock)
+        return super().having_timeout(timeout)
+
+    def _frame_waiting(self):
+        buf = self._read_buffer
+        return len(buf) >= 7 and len(buf) > 7 + unpack_from(">I", buf, 3)[0]
+
+
+def buffer_reads(connection):
+    """Make ``connection`` (a connected py-amqp connection) read through a buffer,
+    when it talks plain TCP (TLS keeps py-amqp's own reads)."""
+    transport = getattr(connection, "transport", None)
+    if type(transport) is amqp_transport.TCPTransport:
+        transport.__class__ = BufferedTCPTransport
+
+
+class _Collector:
+    def __init__(self):
+        self.chunks = []
+
+    def write(self, data):
+        self.chunks.append(bytes(data))
+
+
+@contextlib.contextmanager
+def collected_writes(connection):
+    """Hold the frames ``connection`` writes inside the block, then send them
+    in one write. Nothing else may write on the connection meanwhile."""
+    collector = _Collector()
+    real = connection.frame_writer
+    connection.frame_writer = method_framing.frame_writer(connection, collector)
+    try:
+        yield
+    finally:
+        connection.frame_writer = real
+    if collector.chunks:
+        connection.transport.write(b"".join(collector.chunks))
