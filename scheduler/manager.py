@@ -122,7 +122,8 @@ class SchedulerManager:
                 for instance_uuid in spec.instance_uuids:
                     self.host_manager.release(host, instance_uuid)
         errors, placing = [], []
-        for (context, spec), (uuids, placed) in zip(jobs, self._instances_to_schedule(jobs), strict=True):
+        to_schedule, new = self._instances_to_schedule(jobs)
+        for (context, spec), (uuids, placed) in zip(jobs, to_schedule, strict=True):
             if getattr(context, "redelivered", False):
                 # This message may have been decided and committed by a worker that died
                 # before its casts were confirmed: send them again (agents build once).
@@ -136,34 +137,60 @@ class SchedulerManager:
                 reason = f"Exceeded maximum number of attempts ({max_attempts})"
                 if spec.retry.exc_reason:
                     reason += f"; last failure: {spec.retry.exc_reason}"
-                errors.append((uuids, reason))
+                errors.append((spec, reason))
                 continue
             try:
                 lookups.prepare_spec(self._db, spec)  # zone, server group, same/different host hints
             except NoValidHost as exc:
                 LOG.info("Instances %s: %s", ", ".join(uuids), exc)
-                errors.append((uuids, str(exc)))
+                errors.append((spec, str(exc)))
                 continue
             placing.append((context, spec))
         now = _now()
-        updates, casts = [], []
+        rows, updates, casts = [], [], []
         for (context, spec), placements in zip(placing, self._place(placing), strict=True):
             if isinstance(placements, NoValidHost):
                 LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), placements)
-                errors.append((spec.instance_uuids, str(placements)))
+                errors.append((spec, str(placements)))
                 continue
             for instance_uuid, (host, node, limits) in zip(spec.instance_uuids, placements, strict=True):
                 request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
                 filter_properties["limits"] = limits
-                updates.append((instance_uuid, {
-                    "state": states.SCHEDULED, "host": host, "node": node,
-                    "attempts": spec.retry.num_attempts, "scheduled_at": now,
-                    "filter_properties": filter_properties}))
+                values = {"state": states.SCHEDULED, "host": host, "node": node,
+                          "attempts": spec.retry.num_attempts, "scheduled_at": now,
+                          "filter_properties": filter_properties}
+                if instance_uuid in new:
+                    wire = (request_spec, filter_properties)
+                    rows.append(_instance_record(spec, instance_uuid, wire, values))
+                else:
+                    updates.append((instance_uuid, values))
                 casts.append((context, spec, instance_uuid, host, request_spec, filter_properties))
+        for spec, reason in errors:
+            for instance_uuid in spec.instance_uuids:
+                values = {"state": states.ERROR, "fault_reason": reason, "host": None, "node": None}
+                if instance_uuid in new:
+                    rows.append(_instance_record(spec, instance_uuid, values=values))
+                else:
+                    updates.append((instance_uuid, values))
+        taken = self._create_placed(rows)
         self._db.update_instances(updates)
-        self._set_error([(u, reason) for uuids, reason in errors for u in uuids])
         for context, spec, instance_uuid, host, request_spec, filter_properties in casts:
-            self._send_build(context, spec, instance_uuid, host, request_spec, filter_properties)
+            if instance_uuid not in taken:
+                self._send_build(context, spec, instance_uuid, host, request_spec, filter_properties)
+
+    def _create_placed(self, rows):
+        """Insert the rows of new instances, placed or refused; the uuids another
+        worker inserted first (a request delivered twice), whose placements here are
+        given back."""
+        created = set(self._db.create_instances(rows))
+        taken = {row["uuid"]: row.get("host") for row in rows if row["uuid"] not in created}
+        if taken:
+            LOG.info("Instances %s were scheduled by another worker meanwhile", ", ".join(sorted(taken)))
+            with self.host_manager.lock:
+                for instance_uuid, host in taken.items():
+                    if host is not None:
+                        self.host_manager.release(host, instance_uuid)
+        return taken
 
     def _place(self, jobs):
         """Select hosts for the specs of ``jobs`` and claim them in the database: for each,
@@ -266,16 +293,14 @@ class SchedulerManager:
             return [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]
 
     def _instances_to_schedule(self, jobs):
-        """For each job, (uuids its message should place, instances it placed already).
+        """For each job, (uuids its message should place, instances it placed already);
+        and the set of those uuids that have no row yet.
 
         A redelivered request places nothing twice: its instances that are
         SCHEDULED already are returned apart, to have their builds sent again.
         An instance named twice in a batch is placed by the first request naming it.
         """
-        records = [_instance_record(spec, u) for _, spec in jobs for u in spec.instance_uuids]
-        created = set(self._db.create_instances(records))
-        current = self._db.get_instances(
-            [u for _, spec in jobs for u in spec.instance_uuids if u not in created])
+        current = self._db.get_instances([u for _, spec in jobs for u in spec.instance_uuids])
         taken, gone, out = set(), [], []
         for _, spec in jobs:
             rescheduling = bool(spec.retry.hosts)
@@ -285,7 +310,7 @@ class SchedulerManager:
                     LOG.info("Instance %s is named twice in a batch: placed once", instance_uuid)
                     continue
                 state = (current.get(instance_uuid) or {}).get("state")
-                if instance_uuid in created or state == states.SCHEDULING or (
+                if state is None or state == states.SCHEDULING or (
                         rescheduling and state in states.RESCHEDULABLE):
                     wanted.append(instance_uuid)
                     taken.add(instance_uuid)
@@ -299,7 +324,7 @@ class SchedulerManager:
             out.append((wanted, placed))
         now = _now()
         self._db.update_instances([(u, {"state": states.DELETED, "deleted_at": now}) for u in gone])
-        return out
+        return out, taken - set(current)
 
     def _cast_build(self, context, spec, instance_uuid, host, limits):
         request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
@@ -507,9 +532,11 @@ def _ctxt(context):
     return context.to_dict() if hasattr(context, "to_dict") else dict(context or {})
 
 
-def _instance_record(spec, instance_uuid):
-    request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
-    return {
+def _instance_record(spec, instance_uuid, wire=None, values=None):
+    """The row of a new instance of ``spec``: in SCHEDULING unless ``values`` say otherwise.
+    ``wire``: its (request_spec, filter_properties) when already built."""
+    request_spec, filter_properties = wire or spec.instance_to_wire(instance_uuid)
+    record = {
         "uuid": instance_uuid,
         "project_id": spec.project_id,
         "state": states.SCHEDULING,
@@ -522,6 +549,9 @@ def _instance_record(spec, instance_uuid):
         "filter_properties": filter_properties,
         "attempts": 0,
     }
+    if values:
+        record.update(values)
+    return record
 
 
 def _host_view(state, up):

@@ -41,6 +41,8 @@ def parse_args(argv):
                         help="run_instance casts per second offered end to end (default 0: as fast "
                         "as one client can, which measures a burst rather than a sustained rate)")
     parser.add_argument("--e2e-workers", type=int, default=1, help="berth-scheduler processes end to end")
+    parser.add_argument("--e2e-batch-size", type=int, default=None,
+                        help="[scheduler] batch_size of the schedulers end to end (default 512)")
     parser.add_argument("--transport-url", default=os.environ.get(
         "BERTH_BENCH_TRANSPORT_URL", "rabbit://guest:guest@127.0.0.1:5672/"),
         help="broker for the end-to-end section")
@@ -70,7 +72,8 @@ def rows(args):
         from scheduler.bench import e2e
 
         yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances,
-                          workers=args.e2e_workers, rate=args.e2e_rate or None)
+                          workers=args.e2e_workers, rate=args.e2e_rate or None,
+                          batch_size=args.e2e_batch_size or e2e.BATCH_SIZE)
 
 
 def _fmt(value, digits=3):

@@ -29,6 +29,7 @@ from scheduler.client import SchedulerClient
 PG_ADMIN_DSN = os.environ.get("BERTH_BENCH_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
 PG_URL = os.environ.get("BERTH_BENCH_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")
 CAST_CHUNK = 100  # run_instance casts per publisher batch
+BATCH_SIZE = 512  # the schedulers' [scheduler] batch_size
 
 
 @contextlib.contextmanager
@@ -74,7 +75,7 @@ def _database(tmp):
         admin.close()
 
 
-def _write_conf(path, transport_url, database_url, tmp):
+def _write_conf(path, transport_url, database_url, tmp, batch_size):
     path.write_text(f"""[DEFAULT]
 transport_url = {transport_url}
 state_path = {tmp}/state
@@ -83,7 +84,7 @@ host = bench-scheduler
 connection = {database_url}
 [scheduler]
 periodic_interval = 2
-batch_size = 128
+batch_size = {batch_size}
 [compute_agent]
 report_interval = 10
 fake_memory_mb = 262144
@@ -100,7 +101,8 @@ def _wait(predicate, timeout, what):
         time.sleep(0.5)
 
 
-def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None):
+def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None,
+            batch_size=BATCH_SIZE):
     """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
     as one client can) to ``workers`` schedulers and a simulated fleet of ``n_hosts``;
     time each from its cast to ACTIVE."""
@@ -111,7 +113,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
     try:
         with _vhost(transport_url) as url, _database(tmp) as database_url:
             conf_file = tmp / "berth.conf"
-            _write_conf(conf_file, url, database_url, tmp)
+            _write_conf(conf_file, url, database_url, tmp, batch_size)
             args = ["--config-file", str(conf_file)]
             commands = [("fleet_sim", "scheduler.bench.fleet_sim", ["--hosts", str(n_hosts)])]
             for worker in range(1, workers + 1):
@@ -198,6 +200,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
         "active": len(done),
         "errors": sum(r.state == "ERROR" for r in rows),
         "workers": workers,
+        "batch_size": batch_size,
         "offered_per_s": rate,
         "cast_per_s": n_instances / cast_seconds,
         "placements_per_s": (len(done) * 0.8) / max(high - low, 1e-9),

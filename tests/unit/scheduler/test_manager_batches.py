@@ -40,6 +40,23 @@ def test_a_batch_of_requests_places_each_once_and_refuses_only_the_bad_one(world
         assert used[host] == sum(call[1]["flavor"]["memory_mb"] for call in calls)
 
 
+def test_an_instance_another_worker_scheduled_meanwhile_is_left_to_it(world, monkeypatch):
+    # Both workers read the instance as new; the other one inserted it first.
+    manager, database, agents = world
+    (mine, theirs), spec, props = request(memory_mb=2048, count=2)
+    database.create_instances([{"uuid": theirs, "state": "SCHEDULED", "host": "h3", "memory_mb": 2048,
+                                "root_gb": 10, "vcpus": 2}])
+    monkeypatch.setattr(database, "get_instances", lambda uuids: {})
+    manager.run_instance(rpc.Context({}), spec, props)
+    placed = casts(agents, 1)
+    assert [call[1]["uuid"] for calls in placed.values() for call in calls] == [mine]
+    assert database.get_instance(theirs)["host"] == "h3"
+    assert database.get_instance(mine)["state"] == "SCHEDULED"
+    used = {h: manager.host_manager.get(h).total_usable_ram_mb - manager.host_manager.get(h).free_ram_mb
+            for h in ("h1", "h2", "h3")}
+    assert sum(used.values()) == 2048  # theirs consumed nowhere here
+
+
 @pytest.fixture
 def world_with_groups(conf, request):
     filters = ["RamFilter", "ServerGroupAntiAffinityFilter", "DifferentHostFilter", "SameHostFilter"]
