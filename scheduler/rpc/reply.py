@@ -46,7 +46,7 @@ class ReplyListener:
 
     def _on_message(self, message):
         try:
-            data = envelope.unwrap(message.decode())
+            data = envelope.unwrap(envelope.decode(message))
         except Exception as exc:
             LOG.warning("Dropping a malformed reply on %s: %s", self.queue_name, exc)
             message.ack()

@@ -242,7 +242,7 @@ class RPCServer:
             if size > limit:
                 raise MessageTooLarge(f"message body of {size} bytes exceeds max_message_bytes ({limit})")
             try:
-                body = message.decode()
+                body = envelope.decode(message)
             except Exception as exc:  # bad JSON or UTF-8, a content type other than JSON
                 raise InvalidEnvelope(f"cannot decode the body: {reason_of(exc)}") from None
             msg = envelope.unwrap(body)

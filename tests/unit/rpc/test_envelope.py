@@ -3,6 +3,7 @@
 import json
 import sys
 
+import pytest
 from oslo_messaging._drivers import common as oslo_common
 
 from scheduler.rpc import envelope
@@ -89,3 +90,13 @@ def test_unwrap_rejects_what_is_not_an_envelope():
     ]:
         with pytest.raises(envelope.InvalidEnvelope):
             envelope.unwrap(body)
+
+
+class Delivered:
+    def __init__(self, body, content_type="application/json", content_encoding="utf-8"):
+        self.body, self.content_type, self.content_encoding = body, content_type, content_encoding
+
+
+def test_a_body_of_another_content_type_is_refused():
+    with pytest.raises(ValueError, match="content type 'application/x-yaml' is not application/json"):
+        envelope.decode(Delivered(b"a: 1", content_type="application/x-yaml"))
