@@ -167,6 +167,21 @@ def _chunks(items, size=_IN_CHUNK):
         yield items[start : start + size]
 
 
+def _on_pairs(connection, pairs):
+    """The condition that an instance is one of ``pairs`` [(uuid, host)].
+
+    PostgreSQL joins two arrays unnested: with a list of row comparisons
+    it plans an index scan per pair, which took it twice as long for 500.
+    """
+    if connection.dialect.name != "postgresql":
+        return sa.tuple_(instances.c.uuid, instances.c.host).in_(pairs)
+    given = sa.func.unnest(
+        sa.cast([uuid for uuid, _ in pairs], postgresql.ARRAY(sa.String)),
+        sa.cast([host for _, host in pairs], postgresql.ARRAY(sa.String)),
+    ).table_valued("uuid", "host").render_derived()
+    return sa.and_(instances.c.uuid == given.c.uuid, instances.c.host == given.c.host)
+
+
 def _first_line(exc):
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).strip().splitlines()
@@ -637,8 +652,7 @@ class Database:
                 for chunk in _chunks(members):
                     statement = (
                         sa.update(instances)
-                        .where(sa.tuple_(instances.c.uuid, instances.c.host).in_(
-                            [(uuid, host) for _, uuid, host in chunk]))
+                        .where(_on_pairs(connection, [(uuid, host) for _, uuid, host in chunk]))
                         .values(values)
                         .returning(instances.c.uuid, instances.c.host)
                     )
