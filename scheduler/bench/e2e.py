@@ -93,9 +93,13 @@ fake_vcpus = 64
 """)
 
 
-def _wait(predicate, timeout, what):
+def _wait(predicate, timeout, what, procs):
+    """Wait until ``predicate()``; fail at once if one of ``procs`` ({name: Popen}) ended."""
     deadline = time.monotonic() + timeout
     while not predicate():
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with status {proc.returncode} while waiting for {what}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.5)
@@ -109,7 +113,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
     import pathlib
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
-    procs = []
+    procs = {}  # name -> Popen
     try:
         with _vhost(transport_url) as url, _database(tmp) as database_url:
             conf_file = tmp / "berth.conf"
@@ -123,8 +127,8 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                                  ["--config-file", str(worker_conf)]))
             for name, module, extra in commands:
                 log = open(tmp / f"{name}.log", "ab")  # noqa: SIM115
-                procs.append(subprocess.Popen([sys.executable, "-m", module, *args, *extra],
-                                              stdout=log, stderr=subprocess.STDOUT))
+                procs[name] = subprocess.Popen([sys.executable, "-m", module, *args, *extra],
+                                               stdout=log, stderr=subprocess.STDOUT)
             conf = berth_conf.new_conf()
             conf(args, project="berth-bench", default_config_files=[])
             transport = rpc.get_transport(conf)
@@ -138,7 +142,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                     except rpc.MessagingTimeout:
                         return False
 
-                _wait(fleet_up, 120, f"{n_hosts} simulated hosts to report")
+                _wait(fleet_up, 120, f"{n_hosts} simulated hosts to report", procs)
                 cast_at = {}
                 # Paced: chunks of about 10 ms of the offered rate; else chunks of CAST_CHUNK at once.
                 chunk_size = max(1, min(CAST_CHUNK, int(rate // 100))) if rate else CAST_CHUNK
@@ -165,7 +169,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                             "SELECT count(*) FROM instances WHERE state IN ('ACTIVE', 'ERROR')"
                         )).scalar() >= n_instances
 
-                _wait(settled, timeout, f"{n_instances} instances to settle")
+                _wait(settled, timeout, f"{n_instances} instances to settle", procs)
                 with engine.connect() as db:
                     rows = db.execute(sa.text("SELECT uuid, state, launched_at FROM instances")).all()
             finally:
@@ -176,9 +180,9 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
             print("".join(log.read_text(errors="replace").splitlines(True)[-15:]), file=sys.stderr)
         raise
     finally:
-        for proc in procs:
+        for proc in procs.values():
             proc.terminate()
-        for proc in procs:
+        for proc in procs.values():
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
