@@ -8,7 +8,9 @@ itself a JSON string of ``{class, module, message, tb, args, kwargs}``.
 
 import datetime
 import decimal
+import itertools
 import json
+import os
 import traceback as tb_module
 import uuid
 
@@ -38,8 +40,19 @@ def dumps(value):
     return json.dumps(value, default=_to_primitive)
 
 
+def _new_id_source():
+    global _ID_PREFIX, _ID_COUNTER
+    _ID_PREFIX, _ID_COUNTER = os.urandom(8).hex(), itertools.count(1)
+
+
+_new_id_source()
+os.register_at_fork(after_in_child=_new_id_source)
+
+
 def new_id():
-    return uuid.uuid4().hex
+    """32 hex digits, as ``uuid4().hex``, unique without a system call each:
+    a random prefix per process, then a counter."""
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
 def wrap(msg):

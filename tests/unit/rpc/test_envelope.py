@@ -1,6 +1,7 @@
 """Our envelope is oslo.messaging's: same bytes out, and we read what it writes."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -100,3 +101,19 @@ class Delivered:
 def test_a_body_of_another_content_type_is_refused():
     with pytest.raises(ValueError, match="content type 'application/x-yaml' is not application/json"):
         envelope.decode(Delivered(b"a: 1", content_type="application/x-yaml"))
+
+
+def test_message_ids_are_unique_in_a_process_and_in_its_forks():
+    ids = [envelope.new_id() for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write_end, envelope.new_id().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read_end, 64).decode()
+    os.close(read_end)
+    os.close(write_end)
+    assert child[:16] != envelope.new_id()[:16]  # a prefix of its own, not a copy of the counter
