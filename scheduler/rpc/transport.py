@@ -17,7 +17,7 @@ import urllib.parse
 import kombu
 from amqp.exceptions import MessageNacked
 
-from scheduler.rpc import confirms, filesystem, framing
+from scheduler.rpc import confirms, envelope, filesystem, framing
 from scheduler.rpc.exceptions import MessageDeliveryFailure
 
 LOG = logging.getLogger(__name__)
@@ -262,14 +262,16 @@ class Publisher:
         transport = self.transport
         if persistent is None:
             persistent = transport.durable
-        # serializer="json" sets content_type application/json.
         properties = {"delivery_mode": 2 if persistent else 1}
         if expiration is not None and transport.is_rabbit:
             properties["expiration"] = expiration
         if headers:
             properties["headers"] = headers
         if content_type is None:
-            properties["serializer"] = "json"
+            # Serialized here: kombu's serializer makes a JSON encoder per message.
+            body = envelope.dumps(body)
+            properties["content_type"] = "application/json"
+            properties["content_encoding"] = "utf-8"
         else:
             properties["content_type"] = content_type
             properties["content_encoding"] = content_encoding or "binary"
