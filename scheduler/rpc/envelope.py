@@ -70,8 +70,13 @@ def decode(message):
         raise ValueError(f"content type {message.content_type!r} is not application/json")
     body = message.body
     if not isinstance(body, str):
-        body = bytes(body).decode(message.content_encoding or "utf-8")
-    return json.loads(body)
+        body = bytes(body)
+        if message.content_encoding not in _RAW_ENCODINGS:
+            body = body.decode(message.content_encoding)
+    return json.loads(body)  # bytes: UTF-8, -16 or -32, as JSON allows
+
+
+_RAW_ENCODINGS = (None, "", "binary", "ascii-8bit")  # kombu leaves these bytes as they are
 
 
 def unwrap(body):

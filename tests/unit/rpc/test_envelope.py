@@ -98,6 +98,13 @@ class Delivered:
         self.body, self.content_type, self.content_encoding = body, content_type, content_encoding
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "binary", None])
+def test_a_json_body_is_read_whatever_encoding_its_publisher_named(encoding):
+    body = json.dumps({"oslo.version": "2.0", "oslo.message": json.dumps({"method": "m", "args": {"x": "é"}})})
+    msg = envelope.unwrap(envelope.decode(Delivered(body.encode(), content_encoding=encoding)))
+    assert msg["args"] == {"x": "é"}
+
+
 def test_a_body_of_another_content_type_is_refused():
     with pytest.raises(ValueError, match="content type 'application/x-yaml' is not application/json"):
         envelope.decode(Delivered(b"a: 1", content_type="application/x-yaml"))
