@@ -32,7 +32,7 @@ class RPCClient:
             return self.transport.conf.rpc_response_timeout
         return self.timeout
 
-    def _publish(self, msg, expiration=None):
+    def _publish(self, msg, expiration=None, now=False):
         target = self.target
         if target.fanout:
             exchange = topology.fanout_exchange(target.topic)
@@ -40,7 +40,7 @@ class RPCClient:
         else:
             exchange = topology.topic_exchange(self.transport)
             key = topology.routing_key(target)
-        self.transport.publisher.publish(envelope.wrap(msg), exchange, key, expiration=expiration)
+        self.transport.publisher.publish(envelope.wrap(msg), exchange, key, expiration=expiration, now=now)
         return key
 
     def cast(self, ctxt, method, **kwargs):
@@ -68,7 +68,7 @@ class RPCClient:
         msg = envelope.request(method, kwargs, ctxt, msg_id=msg_id, reply_q=listener.queue_name, timeout=None)
         replies = listener.register(msg_id)
         try:
-            key = self._publish(msg, expiration=timeout)
+            key = self._publish(msg, expiration=timeout, now=True)
             LOG.debug("CALL %s to %s (msg_id %s)", method, key, msg_id)
             result = None
             while True:

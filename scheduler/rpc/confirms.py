@@ -50,6 +50,7 @@ class Channel(pyamqp.Channel):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.tags = DeliveryTags()
+        self.deferred = None  # a list: batches flushed append their Pending here instead of waiting
 
     def confirm_select(self, nowait=False):
         self.tags = DeliveryTags()
@@ -96,7 +97,8 @@ class Channel(pyamqp.Channel):
 
 class Batch:
     """Messages held until ``flush()``, which sends them on ``channel`` in one
-    write and waits for all their confirms.
+    write and waits for all their confirms; or, when the channel defers its
+    confirms, appends their Pending to ``channel.deferred``.
 
     Raises MessageNacked when the broker refused any of them, TimeoutError
     when they are not all confirmed within the ``confirm_timeout`` of the
@@ -106,27 +108,43 @@ class Batch:
     def __init__(self, channel):
         self.channel = channel
         self.messages = []
-        self.first = None
         self.timeout = None
 
     def publish(self, message, confirm_timeout=None, **kwargs):
         self.messages.append((message, kwargs))
         self.timeout = confirm_timeout
 
-    def _send(self):
+    def flush(self):
+        if not self.messages:
+            return
         channel = self.channel
         if not channel._confirm_selected:
             channel._confirm_selected = True
             channel.confirm_select()
         messages, self.messages = self.messages, []
         channel.publish_all(messages)
-        self.first = channel.tags.sent - len(messages) + 1
+        pending = Pending(channel, channel.tags.sent - len(messages) + 1, channel.tags.sent, self.timeout)
+        if channel.deferred is not None:
+            channel.deferred.append(pending)
+        else:
+            pending.wait()
 
-    def flush(self):
-        if not self.messages:
-            return
-        self._send()
-        tags, last = self.channel.tags, self.channel.tags.sent
+    def discard(self):
+        self.messages = []
+
+    def close(self):
+        pass
+
+
+class Pending:
+    """The confirms of messages ``first`` to ``last`` sent on ``channel``, to wait for."""
+
+    def __init__(self, channel, first, last, timeout):
+        self.channel, self.first, self.last, self.timeout = channel, first, last, timeout
+
+    def wait(self):
+        """Return once all are confirmed; raise MessageNacked or TimeoutError."""
+        tags, first, last = self.channel.tags, self.first, self.last
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while tags.settled < last:
             left = None if deadline is None else deadline - time.monotonic()
@@ -137,15 +155,8 @@ class Batch:
                 self.channel.wait([spec.Basic.Ack, spec.Basic.Nack], timeout=left)
             except TimeoutError:
                 raise TimeoutError(
-                    f"{last - tags.settled} of {last - self.first + 1} messages "
+                    f"{last - tags.settled} of {last - first + 1} messages "
                     f"not confirmed within {self.timeout} s"
                 ) from None
-        if tags.nacked >= self.first:
-            raise MessageNacked(f"the broker refused messages of a batch of {last - self.first + 1}")
-        self.first = None
-
-    def discard(self):
-        self.messages = []
-
-    def close(self):
-        pass
+        if tags.nacked >= first:
+            raise MessageNacked(f"the broker refused messages of a batch of {last - first + 1}")

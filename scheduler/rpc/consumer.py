@@ -127,6 +127,8 @@ class ConsumeLoop:
             if self._on_drained is not None:
                 self._on_drained()
             conn.heartbeat_check()
+        if self._on_drained is not None:
+            self._on_drained()  # with nothing new: settles what is done
         # Clean stop: the in-flight message is done; hand the rest back.
         self.ready.clear()
         try:

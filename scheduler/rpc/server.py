@@ -65,14 +65,16 @@ class RPCServer:
         self.batch_size = max(1, batch_size)
         self._unit_of_work = unit_of_work or _NoWork
         self._batch = []
+        self._unsettled = None  # (Sent, messages) of the last batch, until its confirms came
         self._loop = ConsumeLoop(
             transport,
             f"rpc-server-{label}",
             queues=self._queues,
             on_message=self._on_message,
-            # Room for a whole batch beyond the one being handled: it fills while that one commits.
+            # Room beyond the batch being handled for the one waiting to be acked
+            # (see _flush) and for the next one, which fills meanwhile.
             prefetch=max(transport.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count,
-                         2 * self.batch_size if self.batch_size > 1 else 0),
+                         3 * self.batch_size if self.batch_size > 1 else 0),
             on_stop=self._delete_fanout_queue,
             on_connect=self.dead_letters.declare,
             on_drained=self._flush,
@@ -127,36 +129,71 @@ class RPCServer:
         self._batch.append(message)
 
     def _flush(self):
+        """Handle the batch received, then settle the one before it.
+
+        What a batch sends (builds, answers) goes out at its end, but the
+        broker's confirms are waited for only after the next batch is handled:
+        the broker works through one batch while this server works on the next.
+        Each batch's messages are acked once what it sent is confirmed.
+        """
         batch, self._batch = self._batch, []
         if not batch:
+            self._settle()
             return
         requests = [(message, self._parse(message)) for message in batch]
         requests = [(message, request) for message, request in requests if request is not None]
         outcomes = []
+        committed = False
         try:
-            with self._unit_of_work() as work:
-                for method, form, group in self._groups(requests):
-                    outcomes.extend(self._run(work, method, form, group))
-        except Exception as exc:
-            LOG.warning("%s: a batch of %d message(s) failed (%s: %s); handing it back for redelivery",
-                        self.target.topic, len(requests), type(exc).__name__, reason_of(exc))
-            LOG.debug("Traceback of the failed batch", exc_info=True)
-            for message, _ in requests:
-                message.requeue()
-            self._loop.stopping.wait(1.0)
-            return
-        try:
-            with self.transport.publisher.batch():
+            with self.transport.publisher.batch(confirm=False) as sent:
+                with self._unit_of_work() as work:
+                    for method, form, group in self._groups(requests):
+                        outcomes.extend(self._run(work, method, form, group))
+                committed = True
                 for message, context, method, result, exc in outcomes:
                     self._answer(message, context, method, result, exc)
         except Exception as exc:
-            # What the batch decided is committed: its redelivery is answered from the database.
-            LOG.warning("%s: cannot send the answers of %d message(s) (%s); handing them back",
-                        self.target.topic, len(outcomes), reason_of(exc))
-            for message, *_ in outcomes:
-                message.requeue()
+            if committed:
+                # What the batch decided is committed: its redelivery is answered from the database.
+                LOG.warning("%s: cannot send the answers of %d message(s) (%s); handing them back",
+                            self.target.topic, len(outcomes), reason_of(exc))
+                self._requeue([message for message, *_ in outcomes])
+                return
+            LOG.warning("%s: a batch of %d message(s) failed (%s: %s); handing it back for redelivery",
+                        self.target.topic, len(requests), type(exc).__name__, reason_of(exc))
+            LOG.debug("Traceback of the failed batch", exc_info=True)
+            self._requeue([message for message, _ in requests])
+            self._loop.stopping.wait(1.0)
             return
-        self._ack([message for message, *_ in outcomes])
+        self._settle()
+        self._unsettled = (sent, [message for message, *_ in outcomes])
+
+    def _settle(self):
+        """Wait for the confirms of what the last batch sent, then ack its messages
+        (or hand them back when it could not be sent)."""
+        unsettled, self._unsettled = self._unsettled, None
+        if unsettled is None:
+            return
+        sent, messages = unsettled
+        try:
+            sent.confirm()
+        except Exception as exc:
+            LOG.warning("%s: cannot send what %d message(s) caused (%s); handing them back",
+                        self.target.topic, len(messages), reason_of(exc))
+            self._requeue(messages)
+            return
+        try:
+            self._ack(messages)
+        except Exception as exc:  # the connection they came on is gone: they come again
+            LOG.debug("%s: cannot ack %d message(s): %s", self.target.topic, len(messages), exc)
+
+    @staticmethod
+    def _requeue(messages):
+        for message in messages:
+            try:
+                message.requeue()
+            except Exception as exc:  # the connection they came on is gone: they come again
+                LOG.debug("Cannot hand back a message: %s", exc)
 
     def _groups(self, requests):
         """[(method, its batch form or None, [(message, request), ...]), ...] in the order of

@@ -208,6 +208,22 @@ class Transport:
         self.publisher.close()
 
 
+class Sent:
+    """What a ``Publisher.batch(confirm=False)`` sent: ``confirm()`` waits for the
+    broker's confirms, and sends the messages again if they do not come."""
+
+    def __init__(self, publisher):
+        self._publisher = publisher
+        self.messages = []
+        self.ticket = None
+
+    def confirm(self):
+        """Raises MessageDeliveryFailure when the messages cannot be sent again."""
+        if self.messages:
+            self._publisher._confirm(self.ticket, self.messages)
+            self.messages, self.ticket = [], None
+
+
 class Publisher:
     """One connection shared by every sender of a transport, used under a lock.
 
@@ -225,23 +241,27 @@ class Publisher:
         self._local = threading.local()  # .pending: this thread's batch, if any
 
     @contextlib.contextmanager
-    def batch(self):
+    def batch(self, confirm=True):
         """Hold this thread's publishes until the outermost ``batch()`` ends, then
         send them in order, waiting once for the broker to confirm them all.
 
         A recoverable failure sends the whole batch again (so some messages may
         arrive twice); the end of the batch raises MessageDeliveryFailure where
         publish() would. If a block raises, the messages it published are
-        dropped. (A call() inside a batch would wait for a reply to a request
-        not sent yet.)
+        dropped. A call() inside a batch sends its request at once.
+
+        With ``confirm=False`` the outermost batch is sent at its end without
+        waiting for the confirms: ``confirm()`` on the Sent it yields waits for
+        them later (and sends the batch again if they do not come).
         """
         pending = getattr(self._local, "pending", None)
         outermost = pending is None
         if outermost:
             pending = self._local.pending = []
+        sent = Sent(self)
         mark = len(pending)
         try:
-            yield
+            yield sent
         except BaseException:
             del pending[mark:]
             raise
@@ -249,15 +269,20 @@ class Publisher:
             if outermost:
                 self._local.pending = None
         if outermost and pending:
-            self._send(pending)
+            if confirm:
+                self._send(pending)
+            else:
+                sent.messages = pending
+                sent.ticket = self._send(pending, wait=False)
 
     def publish(self, body, exchange, routing_key, expiration=None, persistent=None,
-                headers=None, content_type=None, content_encoding=None):
+                headers=None, content_type=None, content_encoding=None, now=False):
         """Publish the dict ``body`` as JSON to ``exchange`` (a kombu Exchange).
 
         With ``content_type``, ``body`` is sent as it is (bytes or text), not
         serialized: how a message is passed on unchanged (dead-lettering).
-        Inside ``batch()``, the message waits for the end of the batch.
+        Inside ``batch()``, the message waits for the end of the batch, unless
+        ``now`` (a call's request: its reply is awaited inside the batch).
         """
         transport = self.transport
         if persistent is None:
@@ -277,14 +302,17 @@ class Publisher:
             properties["content_encoding"] = content_encoding or "binary"
         message = (body, exchange, routing_key, properties)
         pending = getattr(self._local, "pending", None)
-        if pending is not None:
+        if pending is not None and not now:
             pending.append(message)
         else:
             self._send([message])
 
-    def _send(self, messages):
+    def _send(self, messages, wait=True):
         """Publish ``messages`` ([(body, exchange, routing_key, properties)]) in order;
-        several without waiting for each confirm, then for all of them."""
+        several without waiting for each confirm, then for all of them.
+
+        With ``wait=False`` the confirms are not waited for: returns
+        (connection, [confirms.Pending]) to wait for them on, if any."""
         transport = self.transport
         rabbit = transport.conf.oslo_messaging_rabbit
         waits = delays(transport.conf)
@@ -301,19 +329,29 @@ class Publisher:
                             self._declared.add(exchange.name)
                         if transport.is_rabbit:
                             properties["user_id"] = conn.userid
-                    batch = self._producer.batch() if len(messages) > 1 else contextlib.nullcontext()
-                    with batch:
-                        for body, exchange, routing_key, properties in messages:
-                            self._producer.publish(
-                                body,
-                                exchange=exchange,
-                                routing_key=routing_key,
-                                retry=False,
-                                declare=None,
-                                confirm_timeout=transport.conf.rpc_response_timeout,
-                                **properties,
-                            )
-                    return
+                    channel = self._producer.channel
+                    deferring = not wait and isinstance(channel, confirms.Channel)
+                    if deferring:
+                        channel.deferred = []
+                    several = len(messages) > 1 or deferring
+                    batch = self._producer.batch() if several else contextlib.nullcontext()
+                    try:
+                        with batch:
+                            for body, exchange, routing_key, properties in messages:
+                                self._producer.publish(
+                                    body,
+                                    exchange=exchange,
+                                    routing_key=routing_key,
+                                    retry=False,
+                                    declare=None,
+                                    confirm_timeout=transport.conf.rpc_response_timeout,
+                                    **properties,
+                                )
+                    finally:
+                        deferred = channel.deferred if deferring else None
+                        if deferring:
+                            channel.deferred = None
+                    return (conn, deferred) if deferred else None
                 except Exception as exc:
                     recoverable = conn is None or isinstance(exc, self.transport.recoverable_errors(conn))
                     self._reset()
@@ -344,6 +382,25 @@ class Publisher:
                         rabbit.publish_retries,
                     )
                     time.sleep(delay)
+
+    def _confirm(self, ticket, messages):
+        """Wait for the confirms of ``ticket`` (from ``_send(wait=False)``); if they
+        do not come, or the connection they were sent on is gone, send
+        ``messages`` again, waiting."""
+        if ticket is None:
+            return
+        conn, pending = ticket
+        with self._lock:
+            if conn is self._conn:
+                try:
+                    for each in pending:
+                        each.wait()
+                    return
+                except Exception as exc:
+                    LOG.warning("%d published message(s) were not confirmed (%s); sending them again",
+                                len(messages), exc)
+                    self._reset()
+        self._send(messages)
 
     def _connect(self):
         if self._conn is None:

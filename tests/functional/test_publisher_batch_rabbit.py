@@ -105,3 +105,31 @@ def test_batch_is_sent_again_after_the_connection_died_under_it(transport, trans
     # At least once, the last copy of each in order: a retry sends the whole batch again.
     assert set(got[1:]) == set(range(count))
     assert got[-count:] == list(range(count))
+
+
+def test_a_batch_confirmed_later_is_sent_at_its_end_and_confirmed_on_demand(transport, transport_url):
+    client = rpc.RPCClient(transport, rpc.Target(topic=TOPIC))
+    with transport.publisher.batch(confirm=False) as sent:
+        for n in range(300):
+            client.cast({}, "record", n=n)
+    channel = transport.publisher._producer.channel
+    assert channel.tags.sent == 300
+    sent.confirm()
+    assert channel.tags.settled == 300
+    assert [n_of(m) for m in take_all(transport_url, transport)] == list(range(300))
+
+
+@pytest.mark.parametrize("kill", [_broker_closes, _socket_dies], ids=["broker-closes", "socket-dies"])
+def test_a_batch_sent_on_a_connection_that_died_since_is_sent_again(transport, transport_url, kill):
+    client = rpc.RPCClient(transport, rpc.Target(topic=TOPIC))
+    with transport.publisher.batch(confirm=False) as sent:
+        for n in range(300):
+            client.cast({}, "record", n=n)
+    old = transport.publisher._conn
+    kill(transport, transport_url)
+    client.cast({}, "record", n=-1)  # finds the connection dead and makes a new one
+    assert transport.publisher._conn is not old
+    sent.confirm()
+    got = [n_of(m) for m in take_all(transport_url, transport)]
+    # Whether or not the first copies got through, all come again after the single one.
+    assert got[-301:] == [-1, *range(300)]

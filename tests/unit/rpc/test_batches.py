@@ -190,11 +190,11 @@ def test_a_batch_form_that_fails_as_a_whole_is_replaced_by_one_message_at_a_time
     assert sorted(n for batch in work.commits for n in batch) == [2, 8]
 
 
-def test_a_batching_server_prefetches_room_for_the_next_batch(transport, topic):
+def test_a_batching_server_prefetches_room_for_two_batches_more(transport, topic):
     work = Work()
     batching = rpc.get_rpc_server(transport, rpc.Target(topic, server="s1"), [Adder(work)],
                                   batch_size=128, unit_of_work=work)
     single = rpc.get_rpc_server(transport, rpc.Target(topic, server="s2"), [Adder(work)])
     configured = transport.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count
-    assert batching._loop._prefetch == max(configured, 256)
+    assert batching._loop._prefetch == max(configured, 384)  # the batch being acked, this one, the next
     assert single._loop._prefetch == configured

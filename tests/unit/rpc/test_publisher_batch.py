@@ -56,6 +56,23 @@ def test_batch_sends_its_messages_in_order_when_it_ends(transport, client, inbox
     assert len(sends) == 1
 
 
+def test_a_batch_confirmed_later_is_sent_again_when_its_confirms_do_not_come(transport, client, inbox):
+    with transport.publisher.batch(confirm=False) as sent:
+        client.cast({}, "record", n=1)
+        client.cast({}, "record", n=2)
+    assert inbox() == [1, 2]  # sent at the end of the block
+
+    class Late:  # memory:// has no confirms: stands for those of the batch
+        def wait(self):
+            raise TimeoutError("2 of 2 messages not confirmed within 20 s")
+
+    sent.ticket = (transport.publisher._conn, [Late()])
+    sent.confirm()
+    assert inbox() == [1, 2]
+    sent.confirm()  # once confirmed, there is nothing left to do
+    assert inbox() == []
+
+
 def test_block_that_raises_sends_nothing(transport, client, inbox, sends):
     with pytest.raises(ValueError), transport.publisher.batch():
         client.cast({}, "record", n=1)
@@ -139,6 +156,7 @@ class FakeChannel:
         self.waits = 0
         self.connection = FakeConnection()
         self.acked_while_sending = acked_while_sending
+        self.deferred = None
 
     def confirm_select(self):
         self.tags = confirms.DeliveryTags()
@@ -236,3 +254,17 @@ def test_missing_confirms_time_out():
     with pytest.raises(TimeoutError) as info:
         batch.flush()
     assert "2 of 3 messages not confirmed within 0.5 s" in str(info.value)
+
+
+def test_a_call_inside_a_batch_sends_its_request_at_once(transport, topic, client, inbox, start_server):
+    class Echo:
+        def echo(self, context, n):
+            return n
+
+    start_server([Echo()], topic_name=f"{topic}-echo")
+    caller = rpc.RPCClient(transport, rpc.Target(topic=f"{topic}-echo"), timeout=WAIT)
+    with transport.publisher.batch():
+        client.cast({}, "record", n=1)
+        assert caller.call({}, "echo", n=7) == 7
+        assert inbox() == []  # the cast still waits for the end of the batch
+    assert inbox() == [1]
