@@ -13,7 +13,7 @@ opts = [
         help="Messages a scheduler worker handles in one database transaction when they are "
         "already waiting: none is acknowledged, and no build is sent, before the "
         "transaction commits. 1 commits every message on its own. The worker prefetches "
-        "at least twice this many (see rabbit_qos_prefetch_count).",
+        "at least three times this many (see rabbit_qos_prefetch_count).",
     ),
     cfg.IntOpt(
         "max_attempts",
