@@ -53,7 +53,7 @@ class FleetSimulator:
         self.scheduler = SchedulerClient(transport)
         self.stopping = threading.Event()
         self.claimed = self.refused = 0
-        self.received = []  # (body, message) not handled yet
+        self.received = []  # messages not handled yet
 
     def report_all(self):
         with self.transport.publisher.batch():
@@ -65,27 +65,27 @@ class FleetSimulator:
         while not self.stopping.wait(interval):
             self.report_all()
 
-    def on_message(self, body, message):
-        self.received.append((body, message))
+    def on_message(self, message):
+        self.received.append(message)
 
     def _process(self):
         """Handle the messages received, send what they cause in one batch, then ack them."""
         received, self.received = self.received, []
         try:
             with self.transport.publisher.batch():
-                for body, message in received:
-                    self._handle(body, message)
+                for message in received:
+                    self._handle(message)
         except rpc.MessageDeliveryFailure:
             LOG.exception("Cannot send what %d messages caused; they come again", len(received))
-            for _, message in received:
+            for message in received:
                 message.requeue()
             return
-        for _, message in received:
+        for message in received:
             message.ack()
 
-    def _handle(self, body, message):
+    def _handle(self, message):
         try:
-            msg = envelope.unwrap(body)
+            msg = envelope.unwrap(envelope.decode(message))
             host = message.delivery_info["routing_key"].partition(".")[2]
             tracker = self.trackers.get(host)
             args = msg.get("args", {})
@@ -128,7 +128,7 @@ class FleetSimulator:
         concurrency.spawn(self._reports, name="fleet-reports")
         self.report_all()
         with self.transport.connection("fleet-sim") as conn:
-            with Consumer(conn, [queue], callbacks=[self.on_message], accept=["json"],
+            with Consumer(conn, [queue], on_message=self.on_message, accept=["json"],
                           prefetch_count=BATCH):
                 while not self.stopping.is_set():
                     try:
