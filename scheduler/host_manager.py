@@ -152,6 +152,19 @@ class HostManager:
             if row is not None:
                 self.table.release(row, instance_uuid)
 
+    def report_times(self, hosts=None):
+        """{host: naive UTC time this scheduler received its last report}, of ``hosts``
+        (every host with None) that have reported."""
+        mono, wall = time.monotonic(), datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+        times = {}
+        with self.lock:
+            for host in self.table.names if hosts is None else hosts:
+                row = self.table.index.get(host)
+                updated = None if row is None else self.table.view(row).updated
+                if updated is not None:
+                    times[host] = wall - datetime.timedelta(seconds=mono - updated)
+        return times
+
     def is_up(self, state, now=None):
         now = time.monotonic() if now is None else now
         return (

@@ -3,6 +3,7 @@
 import dataclasses
 import datetime
 import logging
+import random
 import threading
 import time
 
@@ -19,7 +20,7 @@ LOG = logging.getLogger(__name__)
 
 
 #: Times a request is placed again after its claims conflicted with another scheduler's.
-CLAIM_ATTEMPTS = 5
+CLAIM_ATTEMPTS = 20
 #: Seconds to let other workers finish claiming when only their hosts would do (times the attempt).
 BUSY_WAIT = 0.02
 
@@ -241,6 +242,10 @@ class SchedulerManager:
                 # Let the other workers finish claiming the hosts only they could take.
                 busy.clear()
                 time.sleep(BUSY_WAIT * (attempt + 1))
+            elif attempt >= 2:
+                # Conflicting again and again: step out of the way of the workers racing
+                # for the same hosts, each for its own random while.
+                time.sleep(BUSY_WAIT * (attempt - 1) * random.random())
         LOG.warning("Hosts kept changing under instances %s; placing them without a claim; their "
                     "agents' claims decide",
                     ", ".join(u for index in pending for u in jobs[index][1].instance_uuids))
@@ -278,7 +283,9 @@ class SchedulerManager:
             # Every known host: one never claimed is at generation 0.
             self._generations.update(dict.fromkeys(self.host_manager.table.names, 0))
         self._generations.update(self._db.host_generations(None if hosts is None else list(hosts)))
-        scheduled = self._db.instances_scheduled_on(hosts=None if hosts is None else list(hosts))
+        # What the agents claimed since they last reported is not in those reports.
+        scheduled = self._db.instances_scheduled_on(hosts=None if hosts is None else list(hosts),
+                                                    reported=self.host_manager.report_times(hosts))
         with self.host_manager.lock:
             for instance in scheduled:
                 flavor = Flavor(memory_mb=instance["memory_mb"], root_gb=instance["root_gb"],

@@ -514,17 +514,29 @@ class Database:
         return {row["host"] for row in rows if connection.execute(ignore.values(row)).rowcount}
 
     @_retry
-    def instances_scheduled_on(self, hosts=None):
+    def instances_scheduled_on(self, hosts=None, reported=None):
         """Instances placed on any of ``hosts`` (on any host with None) that their agent
-        has not claimed yet (state SCHEDULED)."""
-        query = sa.select(instances).where(instances.c.state == models.SCHEDULED)
+        may not have reported yet: those it has not claimed (SCHEDULED) and, with
+        ``reported`` ({host: naive UTC time of its last report}), those BUILDING or
+        ACTIVE that were scheduled on a host after its last report."""
+        reported = reported or {}
+        condition = instances.c.state == models.SCHEDULED
+        if reported:
+            condition = sa.or_(condition, sa.and_(
+                instances.c.state.in_([models.BUILDING, models.ACTIVE]),
+                instances.c.scheduled_at >= min(reported.values())))
+        query = sa.select(instances).where(condition)
         rows = []
         with self._transaction() as connection:
             if hosts is None:
                 rows = connection.execute(query).mappings().all()
             for chunk in _chunks(sorted(set(hosts or ()))):
                 rows.extend(connection.execute(query.where(instances.c.host.in_(chunk))).mappings().all())
-        return [_row_dict(row) for row in rows]
+        return [
+            _row_dict(row) for row in rows
+            if row["state"] == models.SCHEDULED
+            or (row["host"] in reported and to_db_time(row["scheduled_at"]) >= reported[row["host"]])
+        ]
 
     # -- instances --------------------------------------------------------
 

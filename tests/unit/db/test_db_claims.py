@@ -1,5 +1,7 @@
 """Units of work and compare-and-set claims on hosts."""
 
+import datetime
+
 import pytest
 
 U1 = "11111111-1111-4111-8111-111111111111"
@@ -48,6 +50,22 @@ def test_instances_scheduled_on_a_host_are_those_not_yet_claimed_by_its_agent(da
     database.create_instances([{"uuid": U1, "state": "SCHEDULED", "host": "h1", "memory_mb": 512},
                          {"uuid": U2, "state": "BUILDING", "host": "h1", "memory_mb": 512}])
     assert [i["uuid"] for i in database.instances_scheduled_on(hosts=["h1"])] == [U1]
+
+
+def test_instances_an_agent_claimed_since_its_last_report_count_as_not_reported(database):
+    # h1 last reported at 12:00: what was scheduled there later is not in that report.
+    U3, U4 = "33333333-3333-4333-8333-333333333333", "44444444-4444-4444-8444-444444444444"
+    noon = datetime.datetime(2026, 11, 30, 12, 0, 0)
+    later, earlier = noon + datetime.timedelta(seconds=5), noon - datetime.timedelta(seconds=5)
+    database.create_instances([
+        {"uuid": U1, "state": "ACTIVE", "host": "h1", "scheduled_at": later},
+        {"uuid": U2, "state": "BUILDING", "host": "h1", "scheduled_at": later},
+        {"uuid": U3, "state": "ACTIVE", "host": "h1", "scheduled_at": earlier},  # in the report
+        {"uuid": U4, "state": "ACTIVE", "host": "h2", "scheduled_at": later},  # h2 never reported
+    ])
+    found = database.instances_scheduled_on(hosts=["h1", "h2"], reported={"h1": noon})
+    assert sorted(i["uuid"] for i in found) == [U1, U2]
+    assert database.instances_scheduled_on(hosts=["h1", "h2"]) == []
 
 
 def test_hosts_are_claimed_together_each_on_its_own_generation(database):

@@ -1,5 +1,6 @@
 """The scheduler's batch forms: a batch of messages behaves as the messages one by one."""
 
+import datetime
 import uuid as uuidlib
 
 import pytest
@@ -55,6 +56,19 @@ def test_an_instance_another_worker_scheduled_meanwhile_is_left_to_it(world, mon
     used = {h: manager.host_manager.get(h).total_usable_ram_mb - manager.host_manager.get(h).free_ram_mb
             for h in ("h1", "h2", "h3")}
     assert sum(used.values()) == 2048  # theirs consumed nowhere here
+
+
+def test_a_worker_counts_what_another_placed_since_the_hosts_last_report(world):
+    # Another worker placed two instances on h2 after h2 reported; one is ACTIVE already.
+    manager, database, _ = world
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    database.create_instances([
+        {"uuid": str(uuidlib.uuid4()), "state": state, "host": "h2", "memory_mb": 2048,
+         "scheduled_at": now + datetime.timedelta(seconds=1)}
+        for state in ("SCHEDULED", "ACTIVE")])
+    free = manager.host_manager.get("h2").free_ram_mb
+    manager._learn_claims_of_others({"h2"})
+    assert manager.host_manager.get("h2").free_ram_mb == free - 2 * 2048
 
 
 @pytest.fixture
