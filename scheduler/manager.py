@@ -284,7 +284,7 @@ class SchedulerManager:
             self._generations.update(dict.fromkeys(self.host_manager.table.names, 0))
         self._generations.update(self._db.host_generations(None if hosts is None else list(hosts)))
         # What the agents claimed since they last reported is not in those reports.
-        scheduled = self._db.instances_scheduled_on(hosts=None if hosts is None else list(hosts),
+        scheduled = self._db.instances_not_reported_on(hosts=None if hosts is None else list(hosts),
                                                     reported=self.host_manager.report_times(hosts))
         with self.host_manager.lock:
             for instance in scheduled:

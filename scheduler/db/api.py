@@ -514,7 +514,7 @@ class Database:
         return {row["host"] for row in rows if connection.execute(ignore.values(row)).rowcount}
 
     @_retry
-    def instances_scheduled_on(self, hosts=None, reported=None):
+    def instances_not_reported_on(self, hosts=None, reported=None):
         """Instances placed on any of ``hosts`` (on any host with None) that their agent
         may not have reported yet: those it has not claimed (SCHEDULED) and, with
         ``reported`` ({host: naive UTC time of its last report}), those BUILDING or

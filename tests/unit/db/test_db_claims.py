@@ -46,10 +46,10 @@ def test_a_failed_step_undoes_only_itself(database):
     assert database.get_instance(U2) is None
 
 
-def test_instances_scheduled_on_a_host_are_those_not_yet_claimed_by_its_agent(database):
+def test_instances_not_reported_on_a_host_are_those_not_yet_claimed_by_its_agent(database):
     database.create_instances([{"uuid": U1, "state": "SCHEDULED", "host": "h1", "memory_mb": 512},
                          {"uuid": U2, "state": "BUILDING", "host": "h1", "memory_mb": 512}])
-    assert [i["uuid"] for i in database.instances_scheduled_on(hosts=["h1"])] == [U1]
+    assert [i["uuid"] for i in database.instances_not_reported_on(hosts=["h1"])] == [U1]
 
 
 def test_instances_an_agent_claimed_since_its_last_report_count_as_not_reported(database):
@@ -63,9 +63,9 @@ def test_instances_an_agent_claimed_since_its_last_report_count_as_not_reported(
         {"uuid": U3, "state": "ACTIVE", "host": "h1", "scheduled_at": earlier},  # in the report
         {"uuid": U4, "state": "ACTIVE", "host": "h2", "scheduled_at": later},  # h2 never reported
     ])
-    found = database.instances_scheduled_on(hosts=["h1", "h2"], reported={"h1": noon})
+    found = database.instances_not_reported_on(hosts=["h1", "h2"], reported={"h1": noon})
     assert sorted(i["uuid"] for i in found) == [U1, U2]
-    assert database.instances_scheduled_on(hosts=["h1", "h2"]) == []
+    assert database.instances_not_reported_on(hosts=["h1", "h2"]) == []
 
 
 def test_hosts_are_claimed_together_each_on_its_own_generation(database):
@@ -78,11 +78,11 @@ def test_hosts_are_claimed_together_each_on_its_own_generation(database):
     assert database.claim_hosts({}) == (set(), set(), set())
 
 
-def test_instances_scheduled_on_several_hosts_are_read_at_once(database):
+def test_instances_not_reported_on_several_hosts_are_read_at_once(database):
     U3 = "33333333-3333-4333-8333-333333333333"
     database.create_instances([{"uuid": U1, "state": "SCHEDULED", "host": "h1"},
                                {"uuid": U2, "state": "SCHEDULED", "host": "h2"},
                                {"uuid": U3, "state": "SCHEDULED", "host": "h3"}])
-    assert sorted(i["uuid"] for i in database.instances_scheduled_on(hosts=["h1", "h2", "h9"])) == [U1, U2]
-    assert database.instances_scheduled_on(hosts=[]) == []
-    assert len(database.instances_scheduled_on()) == 3
+    assert sorted(i["uuid"] for i in database.instances_not_reported_on(hosts=["h1", "h2", "h9"])) == [U1, U2]
+    assert database.instances_not_reported_on(hosts=[]) == []
+    assert len(database.instances_not_reported_on()) == 3
