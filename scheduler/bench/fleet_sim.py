@@ -21,6 +21,7 @@ from compute_agent import conf as agent_conf
 from compute_agent.resource_tracker import ClaimFailed, ResourceTracker
 from scheduler import concurrency, config, rpc
 from scheduler.client import SchedulerClient
+from scheduler.cmd import common
 from scheduler.rpc import envelope, topology
 
 LOG = logging.getLogger(__name__)
@@ -146,6 +147,7 @@ def main(argv=None):
     config.setup_logging(conf, PROG)
     transport = rpc.get_transport(conf)
     fleet = FleetSimulator(conf, transport, host_names(conf.prefix, conf.hosts))
+    common.settle_garbage_collector()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: fleet.stopping.set())
     try:
