@@ -6,7 +6,8 @@ claims what the scheduler casts to ``compute.<host>``, reports it ACTIVE
 report every report_interval. One queue bound to ``compute.*`` carries the
 whole fleet's traffic, so a thousand agents cost one connection. What waits
 on it is handled in batches: the casts a batch causes go out together in one
-publisher batch, and its messages are acked once the broker confirmed them.
+publisher batch, and its messages are acked, with one ack, once the broker
+confirmed them.
 """
 
 import logging
@@ -80,6 +81,10 @@ class FleetSimulator:
             LOG.exception("Cannot send what %d messages caused; they come again", len(received))
             for message in received:
                 message.requeue()
+            return
+        if received and self.transport.is_rabbit:
+            # One ack settles every message delivered up to the last one on the channel.
+            max(received, key=lambda message: message.delivery_tag).ack(multiple=True)
             return
         for message in received:
             message.ack()
