@@ -161,6 +161,38 @@ def _instance_values(values, allowed):
     return out
 
 
+def _insert_new_instances_psycopg2(connection, rows):
+    """INSERT ... ON CONFLICT (uuid) DO NOTHING RETURNING uuid of ``rows`` (dicts with the
+    same keys); the uuids inserted.
+
+    psycopg2 renders each row's values in C (as its execute_values does) with
+    SQLAlchemy's own bind processing of each column (JSON), instead of
+    SQLAlchemy binding a batch of 512 rows one parameter at a time: about a
+    third less time per batch. The statement still runs through SQLAlchemy,
+    which wraps its errors.
+    """
+    from psycopg2.extensions import encodings as psycopg2_encodings
+
+    dialect = connection.dialect
+    columns = list(rows[0])
+    processors = [instances.c[name].type._cached_bind_processor(dialect) for name in columns]
+    cursor = connection.connection.dbapi_connection.cursor()
+    try:
+        template = "(" + ", ".join(["%s"] * len(columns)) + ")"
+        values = b", ".join(
+            cursor.mogrify(template, [row[name] if process is None else process(row[name])
+                                      for name, process in zip(columns, processors, strict=True)])
+            for row in rows
+        ).decode(psycopg2_encodings[cursor.connection.encoding])
+    finally:
+        cursor.close()
+    names = ", ".join(dialect.identifier_preparer.quote(name) for name in columns)
+    statement = (f"INSERT INTO instances ({names}) VALUES {values} "
+                 "ON CONFLICT (uuid) DO NOTHING RETURNING uuid")
+    # Without parameters psycopg2 leaves the percent signs of the values alone.
+    return set(connection.exec_driver_sql(statement, execution_options={"no_parameters": True}).scalars())
+
+
 def _chunks(items, size=_IN_CHUNK):
     items = list(items)
     for start in range(0, len(items), size):
@@ -565,6 +597,9 @@ class Database:
             return []
         with self._transaction(write=True) as connection:
             dialect = connection.dialect.name
+            if connection.dialect.driver == "psycopg2":
+                inserted = _insert_new_instances_psycopg2(connection, list(rows.values()))
+                return [uuid for uuid in rows if uuid in inserted]
             if dialect in ("postgresql", "sqlite"):
                 # One statement: insert what is new, learn which those were.
                 dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite_dialect.insert

@@ -112,6 +112,25 @@ def test_migrations_create_exactly_the_models(database):
         assert compare_metadata(context, models.Base.metadata) == []
 
 
+def test_new_instances_keep_every_value_as_given(clean):
+    awkward = "50% off, %s and %(name)s, 'quoted' \\ back, \u00e9t\u00e9 \u2603"
+    record = {
+        "uuid": "awkward", "project_id": awkward, "host": "h1", "node": "h1", "state": models.ERROR,
+        "flavor_name": awkward, "memory_mb": 2048, "root_gb": 20, "ephemeral_gb": 1, "vcpus": 2,
+        "request_spec": {"name": awkward, "nested": [1, None, {"x": 1.5}], "empty": {}},
+        "filter_properties": None, "attempts": 3, "fault_reason": awkward, "fault_details": "",
+        "created_at": "2024-01-01T00:00:00.25Z", "scheduled_at": "2024-01-01T00:00:01Z",
+    }
+    assert clean.create_instances([record, {"uuid": "plain"}]) == ["awkward", "plain"]
+    row = clean.get_instance("awkward")
+    assert {key: row[key] for key in record} == dict(
+        record, created_at="2024-01-01T00:00:00.250000Z", scheduled_at="2024-01-01T00:00:01.000000Z")
+    assert row["updated_at"] == row["created_at"]
+    plain = clean.get_instance("plain")
+    assert (plain["state"], plain["host"], plain["request_spec"], plain["attempts"]) == (
+        models.SCHEDULING, None, None, 0)
+
+
 def test_instances(clean):
     db = clean
     records = [
