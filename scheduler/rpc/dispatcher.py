@@ -56,20 +56,28 @@ class Dispatcher:
         return form
 
     def _signature(self, method, func):
-        signature = self._signatures.get(method)
-        if signature is None:
+        """(signature or False, (required names, accepted names) or None) of ``func``.
+
+        The names are given for a signature of plain parameters after the
+        context: the arguments fit when they lie between the two, which is
+        told without binding them.
+        """
+        found = self._signatures.get(method)
+        if found is None:
             try:
                 signature = inspect.signature(func)
             except (TypeError, ValueError):  # a builtin without one: let it check
-                signature = False
-            self._signatures[method] = signature
-        return signature
+                found = (False, None)
+            else:
+                found = (signature, _names(signature))
+            self._signatures[method] = found
+        return found
 
     def check(self, context, method, args):
         """The endpoint method for a message; raises unless ``args`` fit its signature."""
         func = self.lookup(method)
-        signature = self._signature(method, func)
-        if signature:
+        signature, names = self._signature(method, func)
+        if signature and (names is None or not names[0] <= args.keys() <= names[1]):
             try:
                 signature.bind(context, **args)
             except TypeError as exc:
@@ -78,3 +86,13 @@ class Dispatcher:
 
     def dispatch(self, context, method, args):
         return self.check(context, method, args)(context, **args)
+
+
+def _names(signature):
+    """(required, accepted) keyword names after the first parameter, or None when
+    the signature has anything but plain parameters."""
+    parameters = list(signature.parameters.values())
+    if not parameters or any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in parameters):
+        return None
+    rest = parameters[1:]
+    return (frozenset(p.name for p in rest if p.default is p.empty), frozenset(p.name for p in rest))
