@@ -28,6 +28,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import make_url
 
+from scheduler import jsonutils
 from scheduler.db import migration, models
 from scheduler.db.models import (
     aggregate_hosts,
@@ -333,7 +334,7 @@ class Database:
         self.retry_interval = retry_interval
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
         self._work = threading.local()  # the unit of work open on each thread, if any
-        kwargs = {"echo": echo}
+        kwargs = {"echo": echo, "json_serializer": jsonutils.dumps, "json_deserializer": jsonutils.loads}
         if self.is_sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT}
             if self._sqlite_in_memory():
