@@ -10,7 +10,7 @@ transport class, which a failover to the next host would replace).
 import time
 
 from amqp import spec
-from amqp.exceptions import MessageNacked, RecoverableConnectionError
+from amqp.exceptions import FrameSyntaxError, MessageNacked, RecoverableConnectionError
 from kombu.transport import pyamqp
 
 from scheduler.rpc import framing
@@ -82,12 +82,21 @@ class Channel(pyamqp.Channel):
             self.connection.drain_events(timeout=0)
         except TimeoutError:
             pass
-        send = self.send_method
-        with framing.collected_writes(self.connection):
-            for message, kwargs in messages:
-                arguments = (0, kwargs.get("exchange", ""), kwargs.get("routing_key", ""),
-                             kwargs.get("mandatory", False), kwargs.get("immediate", False))
-                send(spec.Basic.Publish, "Bssbb", arguments, message)
+        connection = self.connection
+        chunks = []
+        for message, kwargs in messages:
+            body = message.body
+            if isinstance(body, str):
+                body = body.encode(message.properties.setdefault("content_encoding", "utf-8"))
+            frames = framing.publish_frames(
+                self.channel_id, connection.frame_max, kwargs.get("exchange", ""),
+                kwargs.get("routing_key", ""), body, framing.serialized_properties(message.properties),
+                kwargs.get("mandatory", False), kwargs.get("immediate", False))
+            if frames is None:
+                raise FrameSyntaxError("Shortstring overflow: an exchange or routing key over 255 bytes")
+            chunks += frames
+        connection.transport.write(b"".join(chunks))
+        connection.bytes_sent += len(messages)
         if self._confirm_selected:
             self.tags.sent += len(messages)
 

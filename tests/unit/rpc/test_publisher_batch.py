@@ -6,7 +6,7 @@ import pytest
 from amqp.exceptions import MessageNacked
 
 from scheduler import rpc
-from scheduler.rpc import confirms, envelope, framing, topology
+from scheduler.rpc import confirms, envelope, topology
 from tests.unit.rpc.conftest import WAIT
 
 
@@ -131,7 +131,7 @@ def test_batch_that_cannot_be_sent_is_a_delivery_failure(conf):
 
 
 class FakeConnection:
-    """What collected_writes needs of a py-amqp connection; ``writes`` holds each write."""
+    """A py-amqp connection's transport; ``writes`` holds each write."""
 
     frame_max = 131072
 
@@ -162,12 +162,11 @@ class FakeChannel:
         self.tags = confirms.DeliveryTags()
 
     def publish_all(self, messages):
-        with framing.collected_writes(self.connection):
-            for _ in messages:
-                self.connection.frame_writer(1, 1, (60, 40), b"", None)
-                self.tags.sent += 1
-                if self.tags.sent == self.acked_while_sending:
-                    self.tags.settle(self.tags.sent, True)
+        for _ in messages:
+            self.tags.sent += 1
+            if self.tags.sent == self.acked_while_sending:
+                self.tags.settle(self.tags.sent, True)
+        self.connection.write(b"".join(b"frames" for _ in messages))
 
     def wait(self, methods, timeout=None):
         self.waits += 1
