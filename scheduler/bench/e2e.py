@@ -134,11 +134,13 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
             transport = rpc.get_transport(conf)
             try:
                 client = SchedulerClient(transport, timeout=30)
+                # Asked before the scheduler's queue exists, a call is lost: ask again soon.
+                probe = SchedulerClient(transport, timeout=2)
                 expected = set(host_names("sim", n_hosts))
 
                 def fleet_up():
                     try:
-                        return expected <= {h["host"] for h in client.list_hosts({}) if h["state"] == "up"}
+                        return expected <= {h["host"] for h in probe.list_hosts({}) if h["state"] == "up"}
                     except rpc.MessagingTimeout:
                         return False
 
