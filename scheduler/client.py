@@ -37,9 +37,11 @@ class SchedulerClient:
     def list_hosts(self, ctxt):
         return self._client.call(ctxt, "list_hosts")
 
-    def list_instances(self, ctxt, host=None, state=None, include_deleted=False):
+    def list_instances(self, ctxt, host=None, state=None, include_deleted=False, uuids=None):
+        # uuids only when given: a scheduler that predates it still answers the rest.
+        extra = {} if uuids is None else {"uuids": list(uuids)}
         return self._client.call(
-            ctxt, "list_instances", host=host, state=state, include_deleted=include_deleted
+            ctxt, "list_instances", host=host, state=state, include_deleted=include_deleted, **extra
         )
 
     def show_instance(self, ctxt, instance_uuid):

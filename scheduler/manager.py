@@ -13,7 +13,7 @@ from scheduler.agent_auth import AgentAuth
 from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
 from scheduler.host_manager import HostManager, check_report
 from scheduler.outbox import Outbox
-from scheduler.request_spec import Flavor, RequestSpec, Retry, parse_uuid
+from scheduler.request_spec import MAX_LIST, Flavor, RequestSpec, Retry, parse_uuid
 from scheduler.selection import Selector
 
 LOG = logging.getLogger(__name__)
@@ -506,7 +506,12 @@ class SchedulerManager:
             hosts = sorted(self.host_manager.get_all_host_states(), key=lambda h: h.host)
             return [_host_view(h, self.host_manager.is_up(h)) for h in hosts]
 
-    def list_instances(self, context, host=None, state=None, include_deleted=False):
+    def list_instances(self, context, host=None, state=None, include_deleted=False, uuids=None):
+        """Instances, newest first; with ``uuids`` (at most MAX_LIST), only those."""
+        if uuids is not None:
+            if not isinstance(uuids, list) or len(uuids) > MAX_LIST:
+                raise InvalidRequest(f"uuids must be a list of at most {MAX_LIST} instance UUIDs")
+            uuids = [parse_uuid(u, "list_instances: uuids") for u in uuids]
         if state is not None and (not isinstance(state, str) or state not in states.ALL):
             raise InvalidRequest(f"state must be one of {', '.join(states.ALL)}, got {state!r}"[:300])
         if host is not None and (not isinstance(host, str) or not host or len(host) > 255):
@@ -514,7 +519,7 @@ class SchedulerManager:
         if not isinstance(include_deleted, bool):
             raise InvalidRequest(f"include_deleted must be true or false, got {include_deleted!r}"[:300])
         return self._db.list_instances(
-            host=host, states=[state] if state else None, include_deleted=bool(include_deleted)
+            host=host, states=[state] if state else None, include_deleted=bool(include_deleted), uuids=uuids
         )
 
     def show_instance(self, context, instance_uuid):

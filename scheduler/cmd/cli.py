@@ -11,6 +11,7 @@ from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import admin_commands
 from scheduler.cmd.arguments import positive
+from scheduler.request_spec import MAX_LIST
 
 PROG = "berth"
 SETTLED = (states.ACTIVE, states.ERROR, states.DELETED)
@@ -134,16 +135,18 @@ def wait_until(predicate, timeout, what, interval=0.2):
 
 
 def wait_for(client, uuids, timeout, settled=SETTLED):
-    """Poll until every instance is in ``settled``; returns {uuid: instance}."""
-    wanted, found = set(uuids), {}
+    """Poll until every instance is in ``settled``; returns {uuid: instance}.
+
+    Each poll asks only for the instances not settled yet, a page at a time.
+    """
+    wanted, found = list(dict.fromkeys(uuids)), {}
 
     def all_settled():
-        found.clear()
-        found.update(
-            (i["uuid"], i) for i in client.list_instances({}, include_deleted=True)
-            if i["uuid"] in wanted
-        )
-        return len(found) == len(wanted) and all(i["state"] in settled for i in found.values())
+        pending = [u for u in wanted if found.get(u, {}).get("state") not in settled]
+        for start in range(0, len(pending), MAX_LIST):
+            page = pending[start:start + MAX_LIST]
+            found.update((i["uuid"], i) for i in client.list_instances({}, include_deleted=True, uuids=page))
+        return all(found.get(u, {}).get("state") in settled for u in wanted)
 
     pending = len(wanted)
     wait_until(all_settled, timeout, f"{pending} instance(s) to reach {'/'.join(settled)}")

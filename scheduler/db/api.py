@@ -737,14 +737,17 @@ class Database:
                 )
 
     @_retry
-    def list_instances(self, host=None, states=None, include_deleted=False, limit=None, updated_before=None):
+    def list_instances(self, host=None, states=None, include_deleted=False, limit=None, updated_before=None,
+                       uuids=None):
         """Instances, newest first.
 
         ``states`` (one or several) filters by state; without it DELETED
         instances are left out unless ``include_deleted``. ``updated_before``
-        keeps those not updated since that time.
+        keeps those not updated since that time; ``uuids`` those it names.
         """
         statement = sa.select(instances).order_by(instances.c.created_at.desc(), instances.c.id.desc())
+        if uuids is not None:
+            statement = statement.where(instances.c.uuid.in_(list(uuids)))
         if updated_before is not None:
             statement = statement.where(instances.c.updated_at <= to_db_time(updated_before))
         if host is not None:

@@ -46,6 +46,23 @@ def test_bad_fault_delete_and_listing_arguments_are_refused(world):
         manager.show_instance({}, None)
 
 
+def test_instances_are_listed_by_uuid_and_bad_uuid_lists_are_refused(world):
+    manager, _, agents = world
+    uuids, spec, props = request(count=3)
+    manager.run_instance(rpc.Context({}), spec, props)
+    casts(agents, 3)
+    absent = "00000000-0000-4000-8000-00000000000f"
+    listed = manager.list_instances({}, uuids=[uuids[2], uuids[0].upper(), absent])
+    assert sorted(i["uuid"] for i in listed) == sorted([uuids[0], uuids[2]])
+    assert manager.list_instances({}, uuids=[]) == []
+    assert len(manager.list_instances({})) == 3
+    for bad, message in [("not-a-list", "uuids must be a list of at most 1000"),
+                         ([absent] * 1001, "uuids must be a list of at most 1000"),
+                         ([absent, "nope"], "list_instances: uuids: must be a UUID, got 'nope'")]:
+        with pytest.raises(InvalidRequest, match=message):
+            manager.list_instances({}, uuids=bad)
+
+
 def test_a_bad_request_naming_an_existing_instance_leaves_it_alone(world):
     manager, database, agents = world
     uuids, spec, props = request()
