@@ -7,6 +7,7 @@ backoff and starts over (re-declaring the queues) -- for ever, until stopped.
 
 import logging
 import threading
+import time
 
 import kombu
 
@@ -30,17 +31,19 @@ class ConsumeLoop:
 
     With ``on_drained``, the loop keeps taking the messages already waiting
     (while ``want_more()`` says so) and then calls ``on_drained()``: how a
-    server handles messages in batches.
+    server handles messages in batches. ``on_lost()`` runs when the connection
+    is lost: what was received on it will come again, on the next one.
     """
 
     def __init__(self, transport, name, queues, on_message, prefetch=None, on_stop=None, on_connect=None,
-                 on_drained=None, want_more=None):
+                 on_drained=None, want_more=None, on_lost=None):
         self.transport = transport
         self.name = name
         self._queues = queues
         self._on_message = on_message
         self._on_drained = on_drained
         self._want_more = want_more
+        self._on_lost = on_lost
         self._on_stop = on_stop
         self._on_connect = on_connect
         self._prefetch = prefetch
@@ -66,17 +69,22 @@ class ConsumeLoop:
 
     def _run(self):
         waits = None
+        lost_at = None
         while not self.stopping.is_set():
             conn = self.transport.connection(self.name)
             try:
-                self._consume(conn)
+                self._consume(conn, lost_at)
                 waits = None
             except Exception as exc:
                 if self.stopping.is_set():
                     break
                 if waits is None or self.ready.is_set():  # back off afresh after a good run
                     waits = transport_mod.delays(self.transport.conf)
+                if self.ready.is_set() or lost_at is None:
+                    lost_at = time.monotonic()
                 self.ready.clear()
+                if self._on_lost is not None:
+                    self._on_lost()
                 delay = next(waits)
                 LOG.warning(
                     "%s: lost %s (%s: %s); reconnecting in %.1f s",
@@ -96,8 +104,12 @@ class ConsumeLoop:
             if waits is not None:
                 self.stopping.wait(delay)
 
-    def _consume(self, conn):
+    def _consume(self, conn, lost_at):
         conn.connect()
+        # The transport's own connection, held from here on: kombu's
+        # ``Connection.connection`` would open a bare new one, without our
+        # queues and consumers, once this one is dead.
+        link = Link(conn)
         channel = conn.channel()
         queues = [queue(channel) for queue in self._queues()]
         for queue in queues:
@@ -114,19 +126,27 @@ class ConsumeLoop:
             prefetch_count=self._prefetch,
         )
         consumer.consume()
+        link.check(channel)
         self.ready.set()
         self.first_attempt.set()
-        LOG.debug("%s: consuming %s", self.name, ", ".join(q.name for q in queues))
+        names = ", ".join(q.name for q in queues)
+        if lost_at is not None:
+            LOG.warning("%s: reconnected to %s after %.1f s; consuming %s again",
+                        self.name, self.transport.safe_url, time.monotonic() - lost_at, names)
+        else:
+            LOG.debug("%s: consuming %s", self.name, names)
         while not self.stopping.is_set():
             try:
-                conn.drain_events(timeout=TICK)
+                link.drain(TICK)
                 while self._on_drained is not None and self._want_more():
-                    conn.drain_events(timeout=0)
+                    link.drain(0)
             except TimeoutError:
                 pass
+            link.check(channel)
             if self._on_drained is not None:
                 self._on_drained()
-            conn.heartbeat_check()
+                link.check(channel)
+            link.heartbeat()
         if self._on_drained is not None:
             self._on_drained()  # with nothing new: settles what is done
         # Clean stop: the in-flight message is done; hand the rest back.
@@ -140,3 +160,34 @@ class ConsumeLoop:
                 channel.close()
         except Exception:
             LOG.warning("%s: error while cleaning up on stop", self.name, exc_info=True)
+
+
+class ConnectionLost(ConnectionError):
+    """The connection or the consuming channel died, whatever first noticed it."""
+
+
+class Link:
+    """The broker connection a consume loop was established on, and nothing else.
+
+    Every read and heartbeat goes to that connection through kombu's transport;
+    ``check`` raises ConnectionLost once it or the consuming channel is closed
+    (an ack or a requeue may be the first to meet a dead socket, and swallow it).
+    """
+
+    def __init__(self, conn):
+        self._transport = conn.transport
+        self._raw = conn.connection
+        self._rabbit = hasattr(self._raw, "heartbeat_tick")
+
+    def drain(self, timeout):
+        self._transport.drain_events(self._raw, timeout=timeout)
+
+    def heartbeat(self):
+        if self._rabbit:
+            self._transport.heartbeat_check(self._raw, rate=2)
+
+    def check(self, channel):
+        if not self._transport.verify_connection(self._raw):
+            raise ConnectionLost("the connection to the broker is closed")
+        if self._rabbit and not getattr(channel, "is_open", True):
+            raise ConnectionLost("the broker closed the consuming channel")

@@ -79,6 +79,7 @@ class RPCServer:
             on_connect=self.dead_letters.declare,
             on_drained=self._flush,
             want_more=lambda: len(self._batch) < self.batch_size,
+            on_lost=self._forget,
         )
         self._started = False
 
@@ -118,6 +119,11 @@ class RPCServer:
         fanout.delete()
         # The memory transport keeps a deleted queue in the exchange's table.
         fanout.unbind_from(fanout.exchange, fanout.routing_key)
+
+    def _forget(self):
+        """The connection is gone: what it delivered and was not acked comes again."""
+        self._batch = []
+        self._unsettled = None
 
     def _on_message(self, message):
         if self._loop.stopping.is_set():
