@@ -44,10 +44,35 @@ def loads(text):
 
     What orjson refuses but the json module reads (bytes in UTF-16 or -32,
     NaN and Infinity, deeper nesting) is read by the json module, whose
-    result or error stands. An integer beyond 64 bits is read as the nearest
-    float, as RFC 8259 allows.
+    result or error stands, except that a string holding a lone surrogate
+    (``"\\ud800"``, which orjson refuses too) raises ValueError: it is not
+    text, and no queue name, log line or database column can hold it. An
+    integer beyond 64 bits is read as the nearest float, as RFC 8259 allows.
     """
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return json.loads(text)
+        value = json.loads(text)
+    _refuse_surrogates(value)
+    return value
+
+
+def _refuse_surrogates(value):
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"a string holds a lone surrogate: {_escaped(item)}") from None
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _escaped(text, limit=80):
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return repr(text if len(text) <= limit else text[:limit] + "...")

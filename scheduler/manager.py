@@ -8,7 +8,7 @@ import threading
 import time
 
 from compute_agent.client import ComputeClient
-from scheduler import filters, lookups, rpc, states, weighers
+from scheduler import filters, host_names, lookups, rpc, states, weighers
 from scheduler.agent_auth import AgentAuth
 from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
 from scheduler.host_manager import HostManager, check_report
@@ -470,8 +470,7 @@ class SchedulerManager:
             raise InvalidRequest(
                 f"instance_update: state must be one of {', '.join(states.FROM_AGENT)}, got {state!r}"[:300]
             )
-        if not isinstance(host, str) or not host or len(host) > 255:
-            raise InvalidRequest("instance_update: host must be a non-empty string of at most 255 characters")
+        host_names.check(host, "instance_update: host")
         if fault is not None and not (
             isinstance(fault, dict) and isinstance(fault.get("reason", ""), str | type(None))
         ):
@@ -514,8 +513,8 @@ class SchedulerManager:
             uuids = [parse_uuid(u, "list_instances: uuids") for u in uuids]
         if state is not None and (not isinstance(state, str) or state not in states.ALL):
             raise InvalidRequest(f"state must be one of {', '.join(states.ALL)}, got {state!r}"[:300])
-        if host is not None and (not isinstance(host, str) or not host or len(host) > 255):
-            raise InvalidRequest("host must be a non-empty string of at most 255 characters")
+        if host is not None:
+            host_names.check(host, "list_instances: host")
         if not isinstance(include_deleted, bool):
             raise InvalidRequest(f"include_deleted must be true or false, got {include_deleted!r}"[:300])
         return self._db.list_instances(

@@ -1,7 +1,12 @@
 """Casts held back until the database transaction that decided them commits."""
 
 import contextlib
+import logging
 import threading
+
+from scheduler.rpc.exceptions import InvalidName
+
+LOG = logging.getLogger(__name__)
 
 
 class Outbox:
@@ -32,10 +37,15 @@ class Outbox:
             self._local.held = None
 
     def release(self):
+        """Send what was held. A cast to a name AMQP cannot carry is logged and
+        dropped, never retried: what it would have told is committed already."""
         held, self._local.held = self._local.held or [], []
         with self._batch():
             for cast, args, kwargs in held:
-                cast(*args, **kwargs)
+                try:
+                    cast(*args, **kwargs)
+                except InvalidName as exc:
+                    LOG.error("Dropped %s: %s", getattr(cast, "__name__", cast), exc)
 
     @contextlib.contextmanager
     def step(self):

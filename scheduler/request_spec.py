@@ -9,6 +9,7 @@ import dataclasses
 import math
 import uuid as uuidlib
 
+from scheduler import host_names
 from scheduler.exception import InvalidRequest
 
 MAX_INSTANCES_PER_REQUEST = 1000
@@ -130,7 +131,8 @@ class Retry:
         for i, pair in enumerate(hosts):
             if not isinstance(pair, list | tuple) or len(pair) != 2:
                 raise InvalidRequest(f"{where}.hosts[{i}]: must be a [host, node] pair")
-            pairs.append([_text(pair[0], f"{where}.hosts[{i}]"), _text(pair[1], f"{where}.hosts[{i}]")])
+            at = f"{where}.hosts[{i}]"
+            pairs.append([host_names.check(pair[0], at), _text(pair[1], at)])
         reason = value.get("exc_reason")
         return cls(
             num_attempts=_int(value.get("num_attempts", 0), f"{where}.num_attempts", 0, 10_000),

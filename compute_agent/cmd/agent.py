@@ -19,6 +19,7 @@ from oslo_config import cfg
 from compute_agent import conf as agent_conf  # first: the concurrency switch patches
 from compute_agent.manager import ComputeManager
 from scheduler import config, rpc
+from scheduler.cmd import common
 
 LOG = logging.getLogger(__name__)
 PROG = "berth-compute-agent"
@@ -40,6 +41,10 @@ def main(argv=None):
     conf = config.load(argv, PROG, register=[agent_conf.register_opts], cli_opts=cli_opts)
     if conf.agent_host:
         conf.set_override("host", conf.agent_host)
+    try:
+        common.check_host(conf)
+    except ValueError as exc:
+        return f"{PROG}: invalid configuration: {exc}"
     config.setup_logging(conf, PROG)
 
     stop = threading.Event()

@@ -5,8 +5,9 @@ import logging
 import signal
 import threading
 
-from scheduler import filters, weighers
+from scheduler import filters, host_names, weighers
 from scheduler.conf import opts
+from scheduler.rpc import names
 
 LOG = logging.getLogger(__name__)
 
@@ -17,7 +18,14 @@ def check_plugins(conf):
     weighers.enabled_weighers(conf)
 
 
-SCHEDULER_SETUP = {"register": [opts.register_plugin_opts], "validators": [check_plugins]}
+def check_host(conf):
+    """Fail start-up on a [DEFAULT] host that cannot name this service's queues."""
+    why = host_names.problem(conf.host)
+    if why is not None:
+        raise ValueError(f"[DEFAULT] host: {names.printable(conf.host)[:60]!r} {why}")
+
+
+SCHEDULER_SETUP = {"register": [opts.register_plugin_opts], "validators": [check_plugins, check_host]}
 
 
 # A young-generation collection every 700 allocations is the interpreter's

@@ -10,18 +10,21 @@ from scheduler.rpc.client import RPCClient
 from scheduler.rpc.context import Context
 from scheduler.rpc.dispatcher import batch_of
 from scheduler.rpc.exceptions import (
+    InvalidName,
     MessageDeliveryFailure,
     MessagingException,
     MessagingTimeout,
     NoSuchMethod,
     RemoteError,
     RetryLater,
+    WorkBroken,
 )
 from scheduler.rpc.server import RPCServer, get_rpc_server
 from scheduler.rpc.target import Target
 from scheduler.rpc.transport import Transport, get_transport
 
 __all__ = [
+    "InvalidName",
     "Context",
     "MessageDeliveryFailure",
     "MessagingException",
@@ -32,6 +35,7 @@ __all__ = [
     "RemoteError",
     "RetryLater",
     "Target",
+    "WorkBroken",
     "Transport",
     "batch_of",
     "get_rpc_server",

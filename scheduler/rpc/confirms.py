@@ -10,10 +10,11 @@ transport class, which a failover to the next host would replace).
 import time
 
 from amqp import spec
-from amqp.exceptions import FrameSyntaxError, MessageNacked, RecoverableConnectionError
+from amqp.exceptions import MessageNacked, RecoverableConnectionError
 from kombu.transport import pyamqp
 
 from scheduler.rpc import framing
+from scheduler.rpc.exceptions import InvalidName
 
 
 class DeliveryTags:
@@ -93,7 +94,7 @@ class Channel(pyamqp.Channel):
                 kwargs.get("routing_key", ""), body, framing.serialized_properties(message.properties),
                 kwargs.get("mandatory", False), kwargs.get("immediate", False))
             if frames is None:
-                raise FrameSyntaxError("Shortstring overflow: an exchange or routing key over 255 bytes")
+                raise InvalidName("an exchange or routing key over 255 bytes")
             chunks += frames
         connection.transport.write(b"".join(chunks))
         connection.bytes_sent += len(messages)

@@ -8,15 +8,18 @@ class Context:
     publishing connection's user, so it can be trusted on rabbit:// (it is None on
     the other transports and when the publisher did not set it). ``redelivered``
     tells that the broker delivered the message before without an ack. A call
-    also carries ``msg_id`` and ``reply_q``; both are None for a cast.
+    also carries ``msg_id`` and ``reply_q``; both are None for a cast, and for a
+    call whose reply cannot be sent, which says why in ``unanswerable``.
     """
 
-    def __init__(self, values=None, user_id=None, redelivered=False, msg_id=None, reply_q=None):
+    def __init__(self, values=None, user_id=None, redelivered=False, msg_id=None, reply_q=None,
+                 unanswerable=None):
         self.values = dict(values or {})
         self.user_id = user_id
         self.redelivered = bool(redelivered)
         self.msg_id = msg_id
         self.reply_q = reply_q
+        self.unanswerable = unanswerable
 
     def to_dict(self):
         """The caller's context values, as a ``ctxt`` to pass on to another call."""

@@ -23,7 +23,7 @@ import re
 import threading
 import time
 
-from scheduler.rpc import topology
+from scheduler.rpc import names, topology
 
 LOG = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ MAX_REASON = 1000
 
 
 def reason_of(exc):
-    """``Class: message`` of ``exc``, on one line, bounded."""
-    text = " ".join(str(exc).split())
+    """``Class: message`` of ``exc``, on one line, bounded, valid text whatever it quotes."""
+    text = " ".join(names.printable(exc).split())
     reason = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
 
@@ -112,9 +112,10 @@ class DeadLetters:
         body = message.body
         headers = {
             REASON: reason,
-            METHOD: method or "",
-            EXCHANGE: str(delivery.get("exchange") or ""),
-            ROUTING_KEY: str(delivery.get("routing_key") or ""),
+            METHOD: names.printable(method or ""),
+            # As the broker gave them: not necessarily valid names, so escaped.
+            EXCHANGE: names.printable(delivery.get("exchange") or ""),
+            ROUTING_KEY: names.printable(delivery.get("routing_key") or ""),
             QUEUE: self.label,
         }
         if body is not None and len(body) > self.transport.conf.oslo_messaging_rabbit.max_message_bytes:
@@ -125,10 +126,10 @@ class DeadLetters:
         self.transport.publisher.publish(
             body if body is not None else b"",
             topology.dead_letter_exchange(self.transport),
-            headers[ROUTING_KEY] or self.label,
+            self.label,  # a fanout exchange: the key only has to be a valid name
             headers=headers,
-            content_type=message.content_type or "application/octet-stream",
-            content_encoding=message.content_encoding or "binary",
+            content_type=names.bounded(message.content_type or "application/octet-stream"),
+            content_encoding=names.bounded(message.content_encoding or "binary"),
         )
         self.count += 1
         level = logging.WARNING if getattr(exc, "invalid_input", False) else logging.ERROR

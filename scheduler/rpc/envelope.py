@@ -12,6 +12,7 @@ import os
 import traceback as tb_module
 
 from scheduler.jsonutils import dumps, loads  # noqa: F401 (this module's too)
+from scheduler.rpc import names
 from scheduler.rpc.exceptions import InvalidEnvelope, RemoteError
 
 VERSION_KEY = "oslo.version"
@@ -125,23 +126,34 @@ MAX_NAME = 255
 def reply_address(msg):
     """(msg_id, reply_q) of a call whose reply can be sent, else (None, None)."""
     msg_id, reply_q = msg.get("_msg_id"), msg.get("_reply_q")
-    if (
-        isinstance(msg_id, str)
-        and isinstance(reply_q, str)
-        and 0 < len(msg_id) <= MAX_NAME
-        and 0 < len(reply_q) <= MAX_NAME
-        and reply_q.startswith(REPLY_QUEUE_PREFIX)
-    ):
+    if unanswerable(msg) is None and reply_q is not None:
         return msg_id, reply_q
     return None, None
+
+
+def unanswerable(msg):
+    """Why the call ``msg`` asks for a reply that cannot be sent; None when it can be
+    sent, or no reply is asked for (a cast)."""
+    msg_id, reply_q = msg.get("_msg_id"), msg.get("_reply_q")
+    if reply_q is None:
+        return None  # a cast (an old-style _msg_id alone asks for no reply we can send)
+    if not isinstance(msg_id, str) or not 0 < len(msg_id) <= MAX_NAME:
+        return f"its _msg_id {_preview(msg_id, 60)} is not a string of 1 to {MAX_NAME} characters"
+    if not isinstance(reply_q, str) or not reply_q.startswith(REPLY_QUEUE_PREFIX):
+        return f"its _reply_q {_preview(reply_q, 60)} is not a reply queue ({REPLY_QUEUE_PREFIX}...)"
+    why = names.problem(reply_q)
+    if why is not None:
+        return f"its _reply_q {_preview(names.printable(reply_q), 60)} is {why}"
+    return None
 
 
 def parse_request(msg):
     """Split an inner request into (method, args, context values, msg_id, reply_q).
 
     Raises InvalidEnvelope unless ``method`` is a name (whether a server has
-    it is the Dispatcher's to say), ``args`` an object whose keys are argument
-    names, and the reply address, if any, usable.
+    it is the Dispatcher's to say) and ``args`` an object whose keys are
+    argument names. ``msg_id`` and ``reply_q`` are None for a cast, and for a
+    call whose reply cannot be sent (see unanswerable).
     """
     method = msg.get("method")
     if not isinstance(method, str) or not method:
@@ -156,11 +168,11 @@ def parse_request(msg):
     for key in args:
         if not key.isidentifier():
             raise InvalidEnvelope(f"message args: {_preview(key, 60)} is not an argument name")
-    msg_id, reply_q = msg.get("_msg_id"), msg.get("_reply_q")
-    if reply_q is not None and reply_address(msg) == (None, None):
-        raise InvalidEnvelope("message has an unusable _msg_id or _reply_q")
-    if msg_id is not None and not isinstance(msg_id, str):
-        raise InvalidEnvelope("message _msg_id is not a string")
+    msg_id, reply_q = reply_address(msg)
+    if msg.get("_reply_q") is None:
+        msg_id = msg.get("_msg_id")
+        if msg_id is not None and not isinstance(msg_id, str):
+            raise InvalidEnvelope("message _msg_id is not a string")
     values = {
         key[len(CONTEXT_PREFIX) :]: value for key, value in msg.items() if key.startswith(CONTEXT_PREFIX)
     }

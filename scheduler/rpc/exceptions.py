@@ -13,6 +13,11 @@ class MessageDeliveryFailure(MessagingException):
     """A message could not be handed to the broker (after the allowed retries)."""
 
 
+class InvalidName(MessageDeliveryFailure, ValueError):
+    """An exchange or routing key that AMQP cannot carry (see scheduler.rpc.names):
+    the message is refused before anything is sent, and sending it again cannot help."""
+
+
 class RemoteError(MessagingException):
     """The remote endpoint of a call raised; carries its class, message and traceback."""
 
@@ -61,3 +66,9 @@ class MessageTooLarge(MessagingException, ValueError):
 class RetryLater(MessagingException):
     """Raised by a unit of work's step: the failure is passing (a deadlock, a lost
     database): hand the whole batch back for redelivery instead of refusing the message."""
+
+
+class WorkBroken(MessagingException):
+    """Raised by a unit of work's step: the unit of work cannot go on (a database
+    error outside a savepoint aborted its transaction). The batch is rolled back
+    and its messages handled again one by one."""

@@ -11,11 +11,12 @@ import contextlib
 import logging
 
 from scheduler.rpc import envelope, topology
+from scheduler.rpc import transport as transport_mod
 from scheduler.rpc.consumer import ConsumeLoop
 from scheduler.rpc.context import Context
 from scheduler.rpc.deadletter import DeadLetters, log_key, reason_of
 from scheduler.rpc.dispatcher import Dispatcher
-from scheduler.rpc.exceptions import InvalidEnvelope, MessageTooLarge, RetryLater
+from scheduler.rpc.exceptions import InvalidEnvelope, MessageTooLarge, RetryLater, WorkBroken
 
 LOG = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class RPCServer:
         self._unit_of_work = unit_of_work or _NoWork
         self._batch = []
         self._unsettled = None  # (Sent, messages) of the last batch, until its confirms came
+        self._retry_delays = transport_mod.delays(transport.conf)
         self._loop = ConsumeLoop(
             transport,
             f"rpc-server-{label}",
@@ -146,8 +148,46 @@ class RPCServer:
         if not batch:
             self._settle()
             return
-        requests = [(message, self._parse(message)) for message in batch]
-        requests = [(message, request) for message, request in requests if request is not None]
+        requests = [(message, request) for message in batch if (request := self._parse(message)) is not None]
+        if requests:
+            self._handle(requests)
+
+    def _handle(self, requests):
+        """Handle ``requests`` ([(message, (context, method, args))]) in one unit of work.
+
+        Should the unit of work fail as a whole, for a passing reason
+        (RetryLater: the database is away) the messages are handed back to be
+        delivered again; for any other, each is handled again alone, and one
+        that fails alone is refused: dead-lettered, or answered with the failure.
+        Nothing is handed back for ever for what one message does.
+        """
+        try:
+            done = self._attempt(requests)
+        except RetryLater as exc:
+            delay = next(self._retry_delays)
+            LOG.warning("%s: %d message(s) met a passing failure (%s); handing them back for redelivery "
+                        "in %.1f s", self.target.topic, len(requests), reason_of(exc), delay)
+            self._loop.stopping.wait(delay)
+            self._requeue([message for message, _ in requests])
+            return
+        except Exception as exc:
+            LOG.debug("Traceback of the failed unit of work", exc_info=True)
+            if len(requests) > 1:
+                LOG.warning("%s: a batch of %d message(s) failed together (%s); handling each alone",
+                            self.target.topic, len(requests), reason_of(exc))
+                for request in requests:
+                    self._handle([request])
+                return
+            done = self._refuse(requests[0], exc)
+        self._retry_delays = transport_mod.delays(self.transport.conf)
+        if done is not None:
+            self._settle()
+            self._unsettled = done
+
+    def _attempt(self, requests):
+        """Run ``requests`` in one unit of work and send their answers: (Sent, messages)
+        to settle, or None when the answers could not be sent (the messages are handed
+        back: what they decided is committed, and their redelivery is answered from it)."""
         outcomes = []
         committed = False
         try:
@@ -159,20 +199,20 @@ class RPCServer:
                 for message, context, method, result, exc in outcomes:
                     self._answer(message, context, method, result, exc)
         except Exception as exc:
-            if committed:
-                # What the batch decided is committed: its redelivery is answered from the database.
-                LOG.warning("%s: cannot send the answers of %d message(s) (%s); handing them back",
-                            self.target.topic, len(outcomes), reason_of(exc))
-                self._requeue([message for message, *_ in outcomes])
-                return
-            LOG.warning("%s: a batch of %d message(s) failed (%s: %s); handing it back for redelivery",
-                        self.target.topic, len(requests), type(exc).__name__, reason_of(exc))
-            LOG.debug("Traceback of the failed batch", exc_info=True)
-            self._requeue([message for message, _ in requests])
-            self._loop.stopping.wait(1.0)
-            return
-        self._settle()
-        self._unsettled = (sent, [message for message, *_ in outcomes])
+            if not committed:
+                raise
+            LOG.warning("%s: cannot send the answers of %d message(s) (%s); handing them back",
+                        self.target.topic, len(outcomes), reason_of(exc))
+            self._requeue([message for message, *_ in outcomes])
+            return None
+        return sent, [message for message, *_ in outcomes]
+
+    def _refuse(self, request, exc):
+        """Refuse a message that failed alone: (Sent, [message]) to settle, as _attempt."""
+        message, (context, method, _) = request
+        with self.transport.publisher.batch(confirm=False) as sent:
+            self._answer(message, context, method, None, exc)
+        return sent, [message]
 
     def _settle(self):
         """Wait for the confirms of what the last batch sent, then ack its messages
@@ -254,7 +294,7 @@ class RPCServer:
                     outcomes[id(message)] = (message, context, method, None if failed else result,
                                              result if failed else None)
                 return [outcomes[id(message)] for message, _ in group]
-            except RetryLater:
+            except (RetryLater, WorkBroken):
                 raise
             except Exception as exc:
                 LOG.warning("%s: %d %s messages failed together (%s); running them one by one",
@@ -266,7 +306,7 @@ class RPCServer:
                 with work.step(method):
                     result = self.dispatcher.dispatch(context, method, args)
                 outcomes.append((message, context, method, result, None))
-            except RetryLater:
+            except (RetryLater, WorkBroken):
                 raise
             except Exception as exc:
                 outcomes.append((message, context, method, None, exc))
@@ -292,6 +332,7 @@ class RPCServer:
             msg_id, reply_q = envelope.reply_address(msg)
             method = msg.get("method") if isinstance(msg.get("method"), str) else None
             method, args, values, msg_id, reply_q = envelope.parse_request(msg)
+            unanswerable = envelope.unanswerable(msg)
         except Exception as exc:
             if msg_id and reply_q:
                 self._log_refusal(method, exc)
@@ -306,10 +347,19 @@ class RPCServer:
             redelivered=message.delivery_info.get("redelivered", False),
             msg_id=msg_id,
             reply_q=reply_q,
+            unanswerable=unanswerable,
         )
         return context, method, args
 
     def _answer(self, message, context, method, result, exc):
+        if context.unanswerable is not None:
+            outcome = "it failed: " + reason_of(exc) if exc is not None else "it was done"
+            self.dead_letters.logs.log(
+                (method, "unanswerable", exc is None), logging.WARNING,
+                "Call of %s on %s cannot be answered: %s; %s, and nothing is sent back",
+                method, self.target.topic, context.unanswerable, outcome,
+            )
+            return
         is_call = bool(context.msg_id and context.reply_q)
         if exc is not None:
             if is_call:

@@ -17,8 +17,8 @@ import urllib.parse
 import kombu
 from amqp.exceptions import MessageNacked
 
-from scheduler.rpc import confirms, envelope, filesystem, framing
-from scheduler.rpc.exceptions import MessageDeliveryFailure
+from scheduler.rpc import confirms, envelope, filesystem, framing, names
+from scheduler.rpc.exceptions import InvalidName, MessageDeliveryFailure
 
 LOG = logging.getLogger(__name__)
 
@@ -283,7 +283,13 @@ class Publisher:
         serialized: how a message is passed on unchanged (dead-lettering).
         Inside ``batch()``, the message waits for the end of the batch, unless
         ``now`` (a call's request: its reply is awaited inside the batch).
+        Raises InvalidName at once, whether in a batch or not, for an exchange
+        or routing key AMQP cannot carry.
         """
+        for what, name in (("exchange", exchange.name), ("routing key", routing_key)):
+            why = names.problem(name)
+            if why is not None:
+                raise InvalidName(f"cannot publish: the {what} {names.printable(name)[:300]!r} is {why}")
         transport = self.transport
         if persistent is None:
             persistent = transport.durable

@@ -61,3 +61,14 @@ def test_loads_refuses_what_is_not_json():
     for text in (b"{", b"\xff\xfe\x00", b'{"a": 1} trailing'):
         with pytest.raises(ValueError):
             jsonutils.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text", ['"\\ud800"', '{"a": ["x\\udfff"]}', '{"\\ud800": 1}', b'["\\\\", "\\ud83d"]'])
+def test_loads_refuses_a_lone_surrogate_anywhere(text):
+    with pytest.raises(ValueError, match="lone surrogate"):
+        jsonutils.loads(text)
+
+
+def test_loads_reads_a_surrogate_pair_as_its_character():
+    assert jsonutils.loads('"\\ud83d\\ude00"') == "\U0001f600"

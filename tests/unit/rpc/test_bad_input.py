@@ -157,3 +157,44 @@ def test_log_once_counts_what_it_suppressed():
     for _ in range(5):
         limiter.log("k", logging.WARNING, "again")
     assert records[2:] == ["again"]
+
+
+def _call_with_reply_queue(reply_q, method="place", **args):
+    msg = envelope.request(method, args, {}, msg_id="m1", reply_q=reply_q)
+    return json.dumps(envelope.wrap(msg))
+
+
+def test_a_call_whose_answer_cannot_be_sent_is_done_acked_and_logged_once(transport, topic, server, caplog):
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic))
+    with caplog.at_level(logging.WARNING, logger="scheduler.rpc"):
+        publish_raw(transport, topic, _call_with_reply_queue("reply_" + "é" * 200, host="h1"))
+        publish_raw(transport, topic, _call_with_reply_queue("reply_" + "é" * 200, host="h2"))
+        publish_raw(transport, topic, _call_with_reply_queue("compute.h1", host="h3"))
+        assert client.call({}, "place", host="h4") == "h4"
+    assert [kwargs["host"] for _, kwargs in server.received] == ["h1", "h2", "h3", "h4"]
+    lines = [r.getMessage() for r in caplog.records if "cannot be answered" in r.getMessage()]
+    assert len(lines) == 1  # unanswerable calls of a method: one line a minute, then a count
+    assert "406 bytes in UTF-8, over AMQP's 255" in lines[0]
+    assert dead_letters(transport, 1, timeout=0.5) == []
+
+
+def test_a_message_that_is_not_text_is_dead_lettered(transport, topic, server):
+    publish_raw(transport, topic, _call_with_reply_queue("reply_\ud800", host="h1"))
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic))
+    assert client.call({}, "place", host="h2") == "h2"
+    [letter] = dead_letters(transport, 1)
+    assert "lone surrogate" in letter.headers[deadletter.REASON]
+    assert [kwargs["host"] for _, kwargs in server.received] == ["h2"]
+
+
+def test_a_dead_letter_keeps_a_routing_key_no_name_can_hold_as_its_escape(transport, topic, server):
+    message = type("Message", (), {})()
+    message.delivery_info = {"exchange": "scheduler_fanout", "routing_key": "scheduler\ud800"}
+    message.body = b"{}"
+    message.content_type = "application/json\ud800"
+    message.content_encoding = "utf-8"
+    letters = deadletter.DeadLetters(transport, topic)
+    letters.send(message, ValueError("bad \ud800 value"))
+    [letter] = dead_letters(transport, 1)
+    assert letter.headers[deadletter.ROUTING_KEY] == "scheduler\\ud800"
+    assert letter.headers[deadletter.REASON] == "ValueError: bad \\ud800 value"

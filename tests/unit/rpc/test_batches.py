@@ -198,3 +198,83 @@ def test_a_batching_server_prefetches_room_for_two_batches_more(transport, topic
     configured = transport.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count
     assert batching._loop._prefetch == max(configured, 384)  # the batch being acked, this one, the next
     assert single._loop._prefetch == configured
+
+
+class Poisoned(Work):
+    """A unit of work whose commit fails whenever it holds ``poison``, as a
+    constraint the database checks only at commit would."""
+
+    def __init__(self, poison):
+        super().__init__()
+        self.poison = poison
+        self.attempts = 0
+
+    def __exit__(self, exc_type, exc, tb):
+        with self.lock:
+            self.attempts += 1
+            if exc_type is None and self.poison in self.current:
+                raise RuntimeError(f"{self.poison} breaks the commit")
+            if exc_type is None:
+                self.commits.append(self.current)
+        return False
+
+
+def test_a_batch_that_fails_as_a_whole_is_run_message_by_message_and_the_culprit_dead_lettered(
+        transport, topic, caplog):
+    work = Poisoned(poison=3)
+    endpoint = Endpoint(work)
+    client = rpc.RPCClient(transport, rpc.Target(topic))
+    server = serve(transport, topic, endpoint, work, batch_size=8)
+    for n in range(8):
+        client.cast({}, "record", n=n)
+    endpoint.go.set()
+    try:
+        deadline = threading.Event()
+        for _ in range(int(WAIT / 0.05)):
+            if sorted(n for batch in work.commits for n in batch) == [0, 1, 2, 4, 5, 6, 7] \
+                    and server.dead_letters.count == 1:
+                break
+            deadline.wait(0.05)
+        attempts = work.attempts
+        deadline.wait(0.5)  # a message handed back for ever would be tried again by now
+    finally:
+        server.stop()
+        server.wait()
+    assert sorted(n for batch in work.commits for n in batch) == [0, 1, 2, 4, 5, 6, 7]
+    assert server.dead_letters.count == 1
+    assert work.attempts == attempts
+    assert any("failed together" in r.getMessage() for r in caplog.records)
+
+
+class Transient(Work):
+    """A unit of work whose first commits meet a passing failure."""
+
+    def __exit__(self, exc_type, exc, tb):
+        with self.lock:
+            if exc_type is None and self.failures:
+                self.failures -= 1
+                raise rpc.RetryLater("the database is restarting")
+            if exc_type is None:
+                self.commits.append(self.current)
+        return False
+
+
+def test_a_batch_that_meets_a_passing_failure_is_handed_back_whole(transport, topic, conf):
+    conf.set_override("rabbit_retry_interval", 0.1, group="oslo_messaging_rabbit")
+    work = Transient(failures=2)
+    endpoint = Endpoint(work)
+    client = rpc.RPCClient(transport, rpc.Target(topic))
+    server = serve(transport, topic, endpoint, work, batch_size=8)
+    for n in range(5):
+        client.cast({}, "record", n=n)
+    endpoint.go.set()
+    try:
+        for _ in range(int(WAIT / 0.05)):
+            if sorted(n for batch in work.commits for n in batch) == list(range(5)):
+                break
+            threading.Event().wait(0.05)
+    finally:
+        server.stop()
+        server.wait()
+    assert sorted(n for batch in work.commits for n in batch) == list(range(5))
+    assert server.dead_letters.count == 0

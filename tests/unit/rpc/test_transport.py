@@ -5,6 +5,7 @@ import os
 import pytest
 
 from scheduler import rpc
+from scheduler.rpc import topology
 from scheduler.rpc import transport as transport_mod
 
 
@@ -77,3 +78,17 @@ def test_backoff_grows_and_is_capped(conf):
     conf.set_override("rabbit_interval_max", 6, group="oslo_messaging_rabbit")
     waits = transport_mod.delays(conf)
     assert [next(waits) for _ in range(5)] == [1, 3, 5, 6, 6]
+
+
+@pytest.mark.parametrize("key, why", [("reply_" + "é" * 200, "406 bytes in UTF-8, over AMQP's 255"),
+                                      ("compute.\ud800", "lone surrogate")])
+def test_a_routing_key_amqp_cannot_carry_is_refused_at_once_without_retries(conf, key, why, caplog):
+    conf.set_override("publish_retries", 5, group="oslo_messaging_rabbit")
+    transport = rpc.get_transport(conf, "rabbit://u:p@127.0.0.1:1/")  # never reached
+    client = rpc.RPCClient(transport, rpc.Target(topic="t"))
+    with pytest.raises(rpc.InvalidName, match=why):
+        with transport.publisher.batch():
+            client.cast({}, "first")
+            transport.publisher.publish({}, topology.DEFAULT_EXCHANGE, key)
+    assert "retrying" not in caplog.text
+    transport.cleanup()

@@ -1,0 +1,121 @@
+"""One message must never stall or poison the others.
+
+Each poison below once wedged a scheduler or dead-lettered every valid request
+behind it. Here each is published in the middle of 300 valid requests, to two
+schedulers and three agents on the real RabbitMQ and PostgreSQL: the valid
+requests all end ACTIVE within seconds of the time the same requests take
+without the poison, the poison ends as one dead letter (a call whose answer
+cannot be sent: with nothing, logged once), and the schedulers go on.
+"""
+
+import json
+import time
+
+import pytest
+
+from scheduler import flavors
+from scheduler.cmd.cli import build_request
+from scheduler.db.api import Database
+from scheduler.rpc import envelope
+from tests.functional import wire
+from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
+
+SCHEDULERS = ("poison-s1", "poison-s2")
+AGENTS = ("poison-a", "poison-b", "poison-c")
+VALID = 300
+SLACK_SECONDS = 10
+
+
+def call_body(method, reply_q, **args):
+    msg = envelope.request(method, args, {}, msg_id="m1", reply_q=reply_q)
+    return json.dumps(envelope.wrap(msg)).encode()
+
+
+def report_body(host):
+    resources = {"host": host, "memory_mb": 10**6, "free_ram_mb": 10**6, "local_gb": 10**5,
+                 "free_disk_gb": 10**5, "vcpus": 10**3, "vcpus_used": 0, "instance_uuids": []}
+    return wire.cast_body("report_resources", host=host, resources=resources)
+
+
+# Each poison, and the dead letters it leaves: none for a call (it is run, and nothing is
+# sent back), one per scheduler for a fanout cast (each refuses its own copy).
+POISONS = {
+    # A reply queue of 206 characters but 406 bytes: AMQP names are at most 255 bytes.
+    "reply-queue-over-255-bytes": (0, lambda pub: pub.publish(
+        call_body("list_hosts", "reply_" + "é" * 200), "scheduler")),
+    "reply-queue-with-a-lone-surrogate": (1, lambda pub: pub.publish(
+        call_body("list_hosts", "reply_\ud800"), "scheduler")),
+    # A host name no queue can be named after: compute.<250 characters> is over 255 bytes.
+    "report-for-a-250-character-host": (2, lambda pub: pub.publish(
+        report_body("h" * 250), "scheduler", fanout="scheduler")),
+    # A host name the database cannot store.
+    "report-for-a-host-with-a-lone-surrogate": (2, lambda pub: pub.publish(
+        report_body("ghost\ud800"), "scheduler", fanout="scheduler")),
+    # A routing key no dead letter can reuse.
+    "fanout-routing-key-with-a-lone-surrogate": (2, lambda pub: pub.publish(
+        wire.cast_body("no_such_method"), "scheduler\ud800", fanout="scheduler")),
+}
+
+
+def cast_valid(fleet, count):
+    uuids = []
+    for _ in range(count):
+        spec, props = build_request(flavors.get("m1.tiny"), 1)
+        fleet.client.run_instance({}, spec, props)
+        uuids += spec["instance_uuids"]
+    return uuids
+
+
+def active(database, uuids):
+    return sum(1 for i in database.get_instances(uuids).values() if i["state"] == "ACTIVE")
+
+
+def timed_run(fleet, database, poison=None):
+    """Seconds until ``VALID`` requests, a poison (if any) cast in their middle, are all ACTIVE."""
+    publisher = wire.RawPublisher(fleet)
+    try:
+        began = time.monotonic()
+        uuids = cast_valid(fleet, VALID // 2)
+        if poison is not None:
+            poison(publisher)
+        uuids += cast_valid(fleet, VALID - VALID // 2)
+        fleet.wait(lambda: active(database, uuids) == len(uuids), 120,
+                   f"{len(uuids)} valid requests to be ACTIVE", interval=0.1)
+        return time.monotonic() - began
+    finally:
+        publisher.close()
+
+
+@pytest.mark.parametrize("name", sorted(POISONS))
+def test_a_poison_among_300_valid_requests_stalls_nothing(tmp_path, name):
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false")
+        database = Database(url)
+        try:
+            fleet.start_schedulers(SCHEDULERS)
+            for host in AGENTS:
+                fleet.start_agent(host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=64)
+            fleet.wait_hosts_up(AGENTS)
+            expected, poison = POISONS[name]
+            clean = timed_run(fleet, database)
+            poisoned = timed_run(fleet, database, poison)
+            again = timed_run(fleet, database)
+            fleet.check_alive()
+            fleet.wait(lambda: wire.dead_letter_count(fleet) >= expected, 30, "the poison's dead letters")
+            time.sleep(2)  # a poison that loops would have left more by now
+            dead = wire.dead_letters(fleet, 10)
+            hosts = set(fleet.hosts())
+            logs = "".join(fleet.log(s) for s in SCHEDULERS)
+        finally:
+            database.dispose()
+            fleet.close()
+        print(f"\n{name}: {VALID} valid requests ACTIVE in {clean:.1f} s without it, "
+              f"{poisoned:.1f} s with it, {again:.1f} s without it again; {len(dead)} dead letter(s): "
+              f"{dead[0].headers.get('x-berth-reason') if dead else None}")
+        if not expected:
+            assert "cannot be answered" in logs
+        assert poisoned <= max(clean, again) + SLACK_SECONDS
+        assert len(dead) == expected
+        assert hosts == set(AGENTS)  # no forged host was ever taken in
+        assert "Traceback" not in logs
+        assert "cannot send the answers" not in logs and "failed together" not in logs
