@@ -5,54 +5,101 @@ import math
 import threading
 import time
 
-from scheduler import host_load
+from scheduler import host_load, host_names
 from scheduler.exception import InvalidRequest
 from scheduler.host_state import HostTable
+from scheduler.request_spec import parse_uuid
 
-_NUMBERS = (
-    "memory_mb", "free_ram_mb", "local_gb", "free_disk_gb", "vcpus", "vcpus_used",
-)
-_LIMIT = 2**53
 MAX_INSTANCES_PER_HOST = 100_000
+MAX_METRICS = 200
+MAX_SUPPORTED = 100
+#: The integer columns of compute_nodes are 32-bit everywhere.
+_INT32 = 2**31 - 1
+_LIMIT = 2**53
+_MAX_TIME_TEXT = 64
+
+# (key, integral, lowest, highest): the figures every report carries, with the
+# bounds the database and the arithmetic can hold. "Used" figures include the
+# host's reserves; "free" ones go negative on an overcommitted host.
+_FIGURES = (
+    ("memory_mb", True, 0, _INT32),
+    ("free_ram_mb", True, -_INT32, _INT32),
+    ("local_gb", True, 0, _INT32),
+    ("free_disk_gb", False, -_LIMIT, _LIMIT),
+    ("vcpus", True, 0, _INT32),
+    ("vcpus_used", False, 0, _LIMIT),
+)
+_OPTIONAL_FIGURES = (
+    ("memory_mb_used", True, 0, _INT32),
+    ("local_gb_used", False, 0, _LIMIT),
+    ("running_vms", True, 0, MAX_INSTANCES_PER_HOST),
+    ("reserved_host_memory_mb", False, 0, _INT32),
+    ("reserved_host_disk_mb", False, 0, _LIMIT),
+    ("reserved_host_cpus", False, 0, _INT32),
+)
 
 
 def check_report(host, resources):
-    """Raise InvalidRequest unless ``resources`` is a usable report for ``host``."""
-    if not isinstance(host, str) or not host or len(host) > 255:
-        raise InvalidRequest("report_resources: host must be a non-empty string")
+    """Raise InvalidRequest unless ``resources`` is a usable report for ``host``.
+
+    Every field the scheduler reads or stores is checked, against the bounds
+    of the column that keeps it: a report that passes can be saved, and one
+    that does not is refused whole, naming the field.
+    """
+    host_names.check(host, "report_resources: host")
+    where = f"report_resources from {host}"
     if not isinstance(resources, dict):
-        raise InvalidRequest(f"report_resources from {host}: resources must be an object")
+        raise InvalidRequest(f"{where}: resources must be an object")
     if resources.get("host", host) != host:
-        raise InvalidRequest(
-            f"report_resources from {host}: resources are for host {resources.get('host')!r}"
-        )
-    for key in _NUMBERS:
+        raise InvalidRequest(f"{where}: resources are for host {_shown(resources.get('host'))}")
+    for key, integral, low, high in _FIGURES:
+        _check_figure(where, key, resources.get(key), integral, low, high)
+    for key, integral, low, high in _OPTIONAL_FIGURES:
+        if resources.get(key) is not None:
+            _check_figure(where, key, resources[key], integral, low, high)
+    for key in ("nodename", "hypervisor_type"):
         value = resources.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InvalidRequest(f"report_resources from {host}: {key} must be a number, got {value!r}")
-        if abs(value) > _LIMIT:
-            raise InvalidRequest(f"report_resources from {host}: {key} is out of range")
-    for key in ("memory_mb", "local_gb", "vcpus"):
-        if resources[key] < 0:
-            raise InvalidRequest(f"report_resources from {host}: {key} must not be negative")
+        if value is not None and not _short_text(value):
+            raise InvalidRequest(f"{where}: {key} must be text of 1 to 255 characters, got {_shown(value)}")
+    for key in ("reported_at", "started_at"):
+        value = resources.get(key)
+        if value is not None and not _is_time(value):
+            raise InvalidRequest(f"{where}: {key} must be an ISO-8601 time, got {_shown(value)}")
     uuids = resources.get("instance_uuids", [])
     if not isinstance(uuids, list) or len(uuids) > MAX_INSTANCES_PER_HOST:
-        raise InvalidRequest(f"report_resources from {host}: instance_uuids must be a list")
-    if not all(isinstance(u, str) for u in uuids):
-        raise InvalidRequest(f"report_resources from {host}: instance_uuids must be strings")
-    running = resources.get("running_vms", len(uuids))
-    if isinstance(running, bool) or not isinstance(running, int) or running < 0:
-        raise InvalidRequest(f"report_resources from {host}: running_vms must be a count")
+        raise InvalidRequest(f"{where}: instance_uuids must be a list of at most {MAX_INSTANCES_PER_HOST}")
+    for i, value in enumerate(uuids):
+        parse_uuid(value, f"{where}: instance_uuids[{i}]")
     _check_placement_facts(host, resources)
     host_load.check_report(host, resources)
 
 
-MAX_METRICS = 200
-MAX_SUPPORTED = 100
+def _shown(value):
+    return repr(value)[:60]
+
+
+def _check_figure(where, key, value, integral, low, high):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidRequest(f"{where}: {key} must be a number, got {_shown(value)}")
+    if integral and not float(value).is_integer():
+        raise InvalidRequest(f"{where}: {key} must be a whole number, got {_shown(value)}")
+    if not low <= value <= high:
+        raise InvalidRequest(f"{where}: {key} must be between {low} and {high}, got {_shown(value)}")
+
+
+def _is_time(value):
+    if not isinstance(value, str) or len(value) > _MAX_TIME_TEXT:
+        return False
+    text = value[:-1] + "+00:00" if value[-1:] in ("Z", "z") else value
+    try:
+        datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _short_text(value):
-    return isinstance(value, str) and 0 < len(value) <= 255
+    return isinstance(value, str) and 0 < len(value) <= 255 and not any(ord(c) < 32 for c in value)
 
 
 def _check_placement_facts(host, resources):

@@ -66,7 +66,7 @@ def test_the_fake_agents_report_carries_the_figures_and_the_scheduler_takes_them
     conf.set_override("fake_reservation_fraction", 0.5, "compute_agent")
     driver = drivers.load_driver(conf)
     tracker = ResourceTracker.from_conf(conf, "h1", "h1", driver)
-    tracker.claim("u1", VM)
+    tracker.claim("00000000-0000-4000-8000-0000000000a1", VM)
     report = tracker.report()
     assert report["cpu_utilization"] == (4 + 4) / 16
     assert report["cpu_reserved"] == 2 and report["cpu_burst"] == 2

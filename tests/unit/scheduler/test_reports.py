@@ -1,0 +1,62 @@
+"""What a compute agent's report must hold: every field the scheduler reads or
+saves is checked at the edge, against the bounds of the column that keeps it."""
+
+import pytest
+
+from compute_agent.resource_tracker import ResourceTracker
+from scheduler import host_names
+from scheduler.exception import InvalidRequest
+from scheduler.host_manager import check_report
+
+UUID = "00000000-0000-4000-8000-0000000000a1"
+
+
+def report(**changes):
+    tracker = ResourceTracker("h1", {"memory_mb": 4096, "local_gb": 100, "vcpus": 8})
+    tracker.claim(UUID, {"memory_mb": 512, "root_gb": 1, "vcpus": 1})
+    return dict(tracker.report(), **changes)
+
+
+def test_an_agents_own_report_passes():
+    check_report("h1", report())
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"memory_mb": 2**31}, "memory_mb must be between 0 and 2147483647"),
+    ({"memory_mb": 1.5}, "memory_mb must be a whole number"),
+    ({"running_vms": 2**40}, "running_vms must be between 0 and 100000"),
+    ({"memory_mb_used": "lots"}, "memory_mb_used must be a number, got 'lots'"),
+    ({"memory_mb_used": -5}, "memory_mb_used must be between 0"),
+    ({"vcpus_used": -1}, "vcpus_used must be between 0"),
+    ({"local_gb_used": float("nan")}, "local_gb_used must be a number"),
+    ({"free_ram_mb": -(2**31) - 5}, "free_ram_mb must be between"),
+    ({"reported_at": "yesterday"}, "reported_at must be an ISO-8601 time, got 'yesterday'"),
+    ({"started_at": 17}, "started_at must be an ISO-8601 time"),
+    ({"nodename": "n" * 300}, "nodename must be text of 1 to 255 characters"),
+    ({"nodename": "a\nb"}, "nodename must be text"),
+    ({"instance_uuids": ["u1"]}, r"instance_uuids\[0\]: must be a UUID"),
+    ({"reserved_host_memory_mb": -1}, "reserved_host_memory_mb must be between 0"),
+    ({"host": "h2"}, "resources are for host 'h2'"),
+])
+def test_a_bad_field_refuses_the_whole_report_naming_it(changes, message):
+    with pytest.raises(InvalidRequest, match=message):
+        check_report("h1", report(**changes))
+
+
+@pytest.mark.parametrize("host, message", [
+    ("h" * 201, "201 bytes in UTF-8, over 200"),
+    ("é" * 101, "202 bytes in UTF-8, over 200"),
+    ("ghost\ud800", "lone surrogate"),
+    ("tab\there", "control characters"),
+    ("", "must be a non-empty string"),
+    (["h1"], "must be a non-empty string"),
+])
+def test_a_host_name_no_queue_or_row_can_hold_is_refused(host, message):
+    with pytest.raises(InvalidRequest, match=message):
+        check_report(host, report(host=host))
+    with pytest.raises(InvalidRequest, match=message):
+        host_names.check(host, "host")
+
+
+def test_a_host_name_of_200_bytes_is_fine():
+    assert host_names.check("é" * 100, "host") == "é" * 100
