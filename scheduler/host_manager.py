@@ -166,9 +166,11 @@ class HostManager:
                 pending_ttl=self.conf.scheduler.service_down_time,
             )
 
-    def restore(self, compute_nodes):
-        """Start from the reports saved by an earlier run, aged by when they were saved."""
-        now, wall = time.monotonic(), datetime.datetime.now(datetime.UTC)
+    def restore(self, compute_nodes, wall=None):
+        """Start from the reports saved by an earlier run, aged by when they were saved
+        (``wall``: naive UTC now, by the clock that timed them; default this machine's)."""
+        now = time.monotonic()
+        wall = datetime.datetime.now(datetime.UTC) if wall is None else wall.replace(tzinfo=datetime.UTC)
         for node in compute_nodes:
             report = dict(node.get("stats") or {}, **{k: v for k, v in node.items() if k != "stats"})
             saved = _parse_time(node.get("updated_at"))
@@ -199,10 +201,13 @@ class HostManager:
             if row is not None:
                 self.table.release(row, instance_uuid)
 
-    def report_times(self, hosts=None):
+    def report_times(self, hosts=None, wall=None):
         """{host: naive UTC time this scheduler received its last report}, of ``hosts``
-        (every host with None) that have reported."""
-        mono, wall = time.monotonic(), datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+        (every host with None) that have reported; ``wall`` is the time now, by the
+        clock those times are to be compared with (default this machine's)."""
+        mono = time.monotonic()
+        if wall is None:
+            wall = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
         times = {}
         with self.lock:
             for host in self.table.names if hosts is None else hosts:

@@ -25,10 +25,6 @@ CLAIM_ATTEMPTS = 20
 BUSY_WAIT = 0.02
 
 
-def _now():
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
-
-
 class ReportBuffer:
     """The newest report of each host, until the service saves them to the database."""
 
@@ -123,7 +119,7 @@ class SchedulerManager:
                 for instance_uuid in spec.instance_uuids:
                     self.host_manager.release(host, instance_uuid)
         errors, placing = [], []
-        to_schedule, new = self._instances_to_schedule(jobs)
+        to_schedule, new, expected = self._instances_to_schedule(jobs)
         for (context, spec), (uuids, placed) in zip(jobs, to_schedule, strict=True):
             if getattr(context, "redelivered", False):
                 # This message may have been decided and committed by a worker that died
@@ -147,7 +143,7 @@ class SchedulerManager:
                 errors.append((spec, str(exc)))
                 continue
             placing.append((context, spec))
-        now = _now()
+        now = self._db.now()
         rows, updates, casts = [], [], []
         for (context, spec), placements in zip(placing, self._place(placing), strict=True):
             if isinstance(placements, NoValidHost):
@@ -164,7 +160,7 @@ class SchedulerManager:
                     wire = (request_spec, filter_properties)
                     rows.append(_instance_record(spec, instance_uuid, wire, values))
                 else:
-                    updates.append((instance_uuid, values))
+                    updates.append((instance_uuid, values, expected[instance_uuid]))
                 casts.append((context, spec, instance_uuid, host, request_spec, filter_properties))
         for spec, reason in errors:
             for instance_uuid in spec.instance_uuids:
@@ -172,12 +168,29 @@ class SchedulerManager:
                 if instance_uuid in new:
                     rows.append(_instance_record(spec, instance_uuid, values=values))
                 else:
-                    updates.append((instance_uuid, values))
+                    updates.append((instance_uuid, values, expected[instance_uuid]))
         taken = self._create_placed(rows)
-        self._db.update_instances(updates)
+        taken.update(self._update_placed(updates))
         for context, spec, instance_uuid, host, request_spec, filter_properties in casts:
             if instance_uuid not in taken:
                 self._send_build(context, spec, instance_uuid, host, request_spec, filter_properties)
+
+    def _update_placed(self, updates):
+        """Write the new placements (or refusals) of instances that have a row, each only
+        if the row is still as read: the uuids another worker changed meanwhile (a
+        reschedule delivered twice), whose placements here are given back."""
+        if not updates:
+            return {}
+        done = self._db.update_instances_if(updates)
+        taken = {uuid: values.get("host") for uuid, values, _ in updates if uuid not in done}
+        if taken:
+            LOG.info("Instances %s were changed by another worker meanwhile; left as it left them",
+                     ", ".join(sorted(taken)))
+            with self.host_manager.lock:
+                for instance_uuid, host in taken.items():
+                    if host is not None:
+                        self.host_manager.release(host, instance_uuid)
+        return taken
 
     def _create_placed(self, rows):
         """Insert the rows of new instances, placed or refused; the uuids another
@@ -285,7 +298,8 @@ class SchedulerManager:
         self._generations.update(self._db.host_generations(None if hosts is None else list(hosts)))
         # What the agents claimed since they last reported is not in those reports.
         scheduled = self._db.instances_not_reported_on(hosts=None if hosts is None else list(hosts),
-                                                    reported=self.host_manager.report_times(hosts))
+                                                    reported=self.host_manager.report_times(
+                                                        hosts, wall=self._db.now()))
         with self.host_manager.lock:
             for instance in scheduled:
                 flavor = Flavor(memory_mb=instance["memory_mb"], root_gb=instance["root_gb"],
@@ -301,37 +315,55 @@ class SchedulerManager:
 
     def _instances_to_schedule(self, jobs):
         """For each job, (uuids its message should place, instances it placed already);
-        and the set of those uuids that have no row yet.
+        the set of those uuids that have no row yet; and, for those that have one, what
+        the row must still hold when it is written ({column: expected}).
 
         A redelivered request places nothing twice: its instances that are
         SCHEDULED already are returned apart, to have their builds sent again.
+        A reschedule applies only while the instance is still on the host that
+        sent it back, at the attempt that host was given: a reschedule delivered
+        twice, or sent back late by a host the instance has left, changes nothing.
         An instance named twice in a batch is placed by the first request naming it.
         """
         current = self._db.get_instances([u for _, spec in jobs for u in spec.instance_uuids])
-        taken, gone, out = set(), [], []
+        taken, gone, out, expected = set(), [], [], {}
         for _, spec in jobs:
-            rescheduling = bool(spec.retry.hosts)
+            sender = spec.retry.hosts[-1][0] if spec.retry.hosts else None
             wanted, placed = [], []
             for instance_uuid in spec.instance_uuids:
                 if instance_uuid in taken:
                     LOG.info("Instance %s is named twice in a batch: placed once", instance_uuid)
                     continue
-                state = (current.get(instance_uuid) or {}).get("state")
-                if state is None or state == states.SCHEDULING or (
-                        rescheduling and state in states.RESCHEDULABLE):
+                row = current.get(instance_uuid)
+                state = (row or {}).get("state")
+                if sender is not None and row is not None and state in states.RESCHEDULABLE:
+                    attempt = spec.retry.num_attempts - 1
+                    if (row["host"], row["attempts"]) != (sender, attempt):
+                        LOG.info("Instance %s: reschedule sent back by %s (attempt %d) ignored: the "
+                                 "instance is on %s (attempt %s) now", instance_uuid, sender, attempt,
+                                 row["host"] or "no host", row["attempts"])
+                        continue
                     wanted.append(instance_uuid)
                     taken.add(instance_uuid)
+                    expected[instance_uuid] = {"state": states.RESCHEDULABLE, "host": sender,
+                                               "attempts": attempt}
+                elif state is None or state == states.SCHEDULING:
+                    wanted.append(instance_uuid)
+                    taken.add(instance_uuid)
+                    if row is not None:
+                        expected[instance_uuid] = {"state": (states.SCHEDULING,), "host": row["host"],
+                                                   "attempts": row["attempts"]}
                 elif state == states.DELETING:
                     gone.append(instance_uuid)
                     taken.add(instance_uuid)
                 else:
                     LOG.info("Instance %s is %s already: not scheduled again", instance_uuid, state)
-                    if state == states.SCHEDULED and not rescheduling:
-                        placed.append(current[instance_uuid])
+                    if state == states.SCHEDULED and sender is None:
+                        placed.append(row)
             out.append((wanted, placed))
-        now = _now()
+        now = self._db.now()
         self._db.update_instances([(u, {"state": states.DELETED, "deleted_at": now}) for u in gone])
-        return out, taken - set(current)
+        return out, taken - set(current), expected
 
     def _cast_build(self, context, spec, instance_uuid, host, limits):
         request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
@@ -382,7 +414,7 @@ class SchedulerManager:
         update makes exactly one of them act.
         """
         timeout = self._conf.scheduler.build_timeout
-        cutoff = (now or _now()) - datetime.timedelta(seconds=timeout)
+        cutoff = (now or self._db.now()) - datetime.timedelta(seconds=timeout)
         expired = 0
         for instance in self._db.list_instances(states=[states.SCHEDULED, states.BUILDING],
                                                 updated_before=cutoff):
@@ -440,7 +472,7 @@ class SchedulerManager:
         DELETED), so the later one is not undone by the earlier.
         """
         outcomes, updates, accepted = [None] * len(calls), [], []
-        now = _now()
+        now = self._db.now()
         for index, (context, kwargs) in enumerate(calls):
             try:
                 update = self._check_update(now, context, **kwargs)
@@ -497,7 +529,7 @@ class SchedulerManager:
             self.outbox.send(self._compute.terminate_instance, _ctxt(context), current["host"], instance_uuid)
         else:
             self._db.update_instance(
-                instance_uuid, {"state": states.DELETED, "deleted_at": _now()}
+                instance_uuid, {"state": states.DELETED, "deleted_at": self._db.now()}
             )
 
     def list_hosts(self, context):

@@ -3,6 +3,7 @@
 import contextlib
 import logging
 import threading
+import time
 
 from scheduler import concurrency, rpc
 from scheduler.admin import AdminEndpoint
@@ -12,6 +13,9 @@ from scheduler.manager import SchedulerManager
 
 LOG = logging.getLogger(__name__)
 BINARY = "berth-scheduler"
+#: Seconds between measures of the database's clock, and the gap worth a warning.
+CLOCK_CHECK_INTERVAL = 300
+CLOCK_WARNING = 2.0
 
 
 class SchedulerService:
@@ -28,7 +32,8 @@ class SchedulerService:
         self._periodic = None
 
     def start(self):
-        self.manager.host_manager.restore(self.database.list_compute_nodes())
+        self.check_clock()
+        self.manager.host_manager.restore(self.database.list_compute_nodes(), wall=self.database.now())
         self.manager._learn_claims_of_others()  # every host's generation and pending placements
         self.admin._reload()  # aggregates; reloaded by the periodic task too
         self._server.start()
@@ -54,22 +59,68 @@ class SchedulerService:
         return UnitOfWork(self.database, self.manager.outbox)
 
     def save_reports(self):
+        """Save the newest report of each host; should they fail together for a reason
+        other than a passing one, each is saved alone and one that fails is left out."""
         reports = self.manager.reports.drain()
         if not reports:
             return
         # compute_nodes.updated_at doubles as each agent's last-seen time.
-        self.database.save_compute_nodes([dict(r, host=h) for h, r in reports.items()])
+        rows = [dict(r, host=h) for h, r in reports.items()]
+        try:
+            self.database.save_compute_nodes(rows)
+            return
+        except db_api.DatabaseUnavailable:
+            raise
+        except Exception as exc:
+            if len(rows) == 1:
+                raise
+            LOG.warning("Saving %d host reports together failed (%s); saving each alone", len(rows),
+                        db_api.mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+        for row in rows:
+            try:
+                self.database.save_compute_nodes([row])
+            except db_api.DatabaseUnavailable:
+                raise
+            except Exception as exc:
+                LOG.error("Cannot save the report of host %s, left out: %s", row["host"],
+                          str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    def check_clock(self):
+        """Time records by the database's clock; say so when this machine's is off."""
+        offset = self.database.sync_clock()
+        if abs(offset) > CLOCK_WARNING:
+            LOG.warning("This machine's clock is %.1f s %s the database's; Berth times its records "
+                        "by the database's clock", abs(offset), "behind" if offset > 0 else "ahead of")
+
+    def _periodic_tasks(self):
+        return (
+            ("saving host reports", self.save_reports),
+            ("heartbeat", lambda: self.database.service_heartbeat(self.conf.host, BINARY, TOPIC)),
+            ("build expiry", self.manager._expire_builds),  # not an RPC method: underscored
+            ("aggregates reload", self.admin._reload),  # changed through another scheduler
+        )
+
+    def run_periodic_tasks(self, check_clock=False):
+        """Run each periodic task on its own: one that fails is logged and tried
+        again next time, and the others run regardless."""
+        tasks = self._periodic_tasks()
+        if check_clock:
+            tasks = (("clock check", self.check_clock), *tasks)
+        for name, task in tasks:
+            try:
+                task()
+            except Exception:
+                LOG.exception("Periodic task %s failed; trying again in %s s", name,
+                              self.conf.scheduler.periodic_interval)
 
     def _run_periodic(self):
         interval = self.conf.scheduler.periodic_interval
+        next_clock_check = time.monotonic() + CLOCK_CHECK_INTERVAL
         while not self._stopping.wait(interval):
-            try:
-                self.save_reports()
-                self.database.service_heartbeat(self.conf.host, BINARY, TOPIC)
-                self.manager._expire_builds()  # not an RPC method: underscored
-                self.admin._reload()  # aggregates changed through another scheduler
-            except Exception:
-                LOG.exception("Periodic task failed; retrying in %s s", interval)
+            check_clock = time.monotonic() >= next_clock_check
+            if check_clock:
+                next_clock_check = time.monotonic() + CLOCK_CHECK_INTERVAL
+            self.run_periodic_tasks(check_clock)
 
 
 class UnitOfWork:

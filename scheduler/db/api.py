@@ -19,7 +19,7 @@ import re
 import sqlite3
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -85,6 +85,7 @@ def mask_url(url):
 
 
 def utcnow():
+    """This machine's clock, naive UTC (Database.now() is the one to time records by)."""
     return datetime.now(UTC).replace(tzinfo=None)
 
 
@@ -333,6 +334,7 @@ class Database:
         self.max_retries = max_retries
         self.retry_interval = retry_interval
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
+        self._clock_offset = timedelta(0)
         self._work = threading.local()  # the unit of work open on each thread, if any
         kwargs = {"echo": echo, "json_serializer": jsonutils.dumps, "json_deserializer": jsonutils.loads}
         if self.is_sqlite:
@@ -401,6 +403,37 @@ class Database:
             # readers that both want to write, and the busy timeout applies.
             immediate = connection.get_execution_options().get("berth_write")
             connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    # -- the clock ----------------------------------------------------------
+
+    def now(self):
+        """The database's time, naive UTC: what every record is timed by, so that
+        processes on machines whose clocks disagree compare the same times."""
+        return utcnow() + self._clock_offset
+
+    @property
+    def clock_offset(self):
+        """Seconds the database's clock is ahead of this machine's (as last measured)."""
+        return self._clock_offset.total_seconds()
+
+    @_retry
+    def sync_clock(self):
+        """Measure how far the database's clock is from this machine's; returns the
+        offset in seconds. SQLite runs in this process: its clock is ours."""
+        if self.is_sqlite:
+            return 0.0
+        dialect = self.engine.dialect.name
+        if dialect == "postgresql":
+            query = "SELECT EXTRACT(EPOCH FROM clock_timestamp())"
+        else:
+            query = "SELECT UNIX_TIMESTAMP(NOW(6))"
+        with self.engine.connect() as connection:
+            before = time.time()
+            remote = float(connection.exec_driver_sql(query).scalar())
+            after = time.time()
+        offset = remote - (before + after) / 2
+        self._clock_offset = timedelta(seconds=offset)
+        return offset
 
     def scrub(self, text):
         """``text`` with the database password, if it appears, replaced by ***."""
@@ -589,7 +622,7 @@ class Database:
 
         Rows already there are left alone, so a redelivered request is harmless.
         """
-        now = utcnow()
+        now = self.now()
         rows = {}
         for record in records:
             row = self._new_instance_row(record, now)
@@ -666,7 +699,7 @@ class Database:
         another state. ``updated_at`` is set to now.
         """
         values = _instance_values(values, _INSTANCE_UPDATABLE)
-        values["updated_at"] = utcnow()
+        values["updated_at"] = self.now()
         with self._transaction(write=True) as connection:
             if not self._update_one(connection, uuid, values, expected_states, expected_updated_at):
                 return None
@@ -681,7 +714,7 @@ class Database:
         Consecutive updates writing the same values from the same states go in
         one statement where the database can say which rows it changed.
         """
-        now = utcnow()
+        now = self.now()
         applied = [False] * len(updates)
         runs = []  # [(values, expected_states, [(index, uuid, host), ...])]
         for index, (uuid, host, values, expected_states) in enumerate(updates):
@@ -712,6 +745,30 @@ class Database:
         return applied
 
     @_retry
+    def update_instances_if(self, updates):
+        """Compare-and-set on several instances: apply each ``(uuid, values, expected)``
+        whose row still holds ``expected`` ({column: value, or a tuple of allowed
+        values}); the uuids updated. A row another transaction is changing is
+        waited for, and compared as that one left it."""
+        now = self.now()
+        done = set()
+        with self._transaction(write=True) as connection:
+            for uuid, values, expected in updates:
+                values = dict(_instance_values(values, _INSTANCE_UPDATABLE), updated_at=now)
+                statement = sa.update(instances).where(instances.c.uuid == uuid).values(values)
+                for column, value in expected.items():
+                    column = instances.c[column]
+                    if isinstance(value, tuple):
+                        statement = statement.where(column.in_(value))
+                    elif value is None:
+                        statement = statement.where(column.is_(None))
+                    else:
+                        statement = statement.where(column == value)
+                if connection.execute(statement).rowcount == 1:
+                    done.add(uuid)
+        return done
+
+    @_retry
     def update_instances(self, updates):
         """Apply ``(uuid, values[, expected_states])`` updates in one transaction.
 
@@ -719,7 +776,7 @@ class Database:
         alone. Updates without expected states that write the same columns go
         in one executemany (pages of statements per round trip on PostgreSQL).
         """
-        now = utcnow()
+        now = self.now()
         unconditional = {}  # columns written -> rows
         with self._transaction(write=True) as connection:
             for uuid, values, *expected_states in updates:
@@ -812,7 +869,7 @@ class Database:
         Keys that are not columns go into ``stats``, beside the entries of the
         report's own ``stats`` dict; columns the report lacks get their default.
         """
-        now = utcnow()
+        now = self.now()
         rows = {}
         for record in records:
             if not record.get("host"):
@@ -842,7 +899,7 @@ class Database:
     @_retry
     def service_heartbeat(self, host, binary, topic, at=None):
         """Record that ``binary`` on ``host`` was alive at ``at`` (default now)."""
-        now = utcnow()
+        now = self.now()
         row = {
             "host": host,
             "binary": binary,
@@ -902,7 +959,7 @@ class Database:
 
     @_retry
     def create_aggregate(self, name, availability_zone=None, metadata=None):
-        now = utcnow()
+        now = self.now()
         try:
             with self._transaction(write=True) as connection:
                 connection.execute(aggregates.insert(), [{
@@ -929,7 +986,7 @@ class Database:
                 aggregate_id = self._aggregate_id(connection, name)
                 connection.execute(aggregate_hosts.insert(), [{"aggregate_id": aggregate_id, "host": host}])
                 connection.execute(
-                    sa.update(aggregates).where(aggregates.c.id == aggregate_id).values(updated_at=utcnow())
+                    sa.update(aggregates).where(aggregates.c.id == aggregate_id).values(updated_at=self.now())
                 )
         except sa_exc.IntegrityError:
             raise Conflict(f"host {host!r} is in aggregate {name!r} already") from None
@@ -947,7 +1004,7 @@ class Database:
             if not removed:
                 raise NotFound(f"host {host!r} is not in aggregate {name!r}")
             connection.execute(
-                sa.update(aggregates).where(aggregates.c.id == aggregate_id).values(updated_at=utcnow())
+                sa.update(aggregates).where(aggregates.c.id == aggregate_id).values(updated_at=self.now())
             )
         return self.get_aggregate(name)
 
@@ -966,7 +1023,7 @@ class Database:
                     merged.pop(key, None)
                 else:
                     merged[key] = value
-            values = {"metadata": merged, "updated_at": utcnow()}
+            values = {"metadata": merged, "updated_at": self.now()}
             if set_zone:
                 values["availability_zone"] = availability_zone
             connection.execute(sa.update(aggregates).where(aggregates.c.id == row["id"]).values(values))
@@ -979,7 +1036,7 @@ class Database:
         with self._transaction(write=True) as connection:
             connection.execute(server_groups.insert(), [{
                 "uuid": uuid, "name": name, "policy": policy, "rules": dict(rules or {}),
-                "project_id": project_id, "created_at": utcnow(),
+                "project_id": project_id, "created_at": self.now(),
             }])
         return self.get_server_group(uuid)
 

@@ -99,25 +99,26 @@ class Fleet:
         # waiting out the long timeout would only slow start-up down.
         self.probe = SchedulerClient(self.transport, timeout=2)
 
-    def _spawn(self, name, module, *extra):
+    def _spawn(self, name, module, *extra, env=None):
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 (lives as long as the process)
         proc = subprocess.Popen(
             [sys.executable, "-m", module, "--config-file", str(self.conf_file), *extra],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=self.tmp,
+            env=None if env is None else dict(os.environ, **env),
         )
         self.processes[name] = proc
         return proc
 
-    def start_scheduler(self, name="scheduler"):
+    def start_scheduler(self, name="scheduler", env=None, module="scheduler.cmd.scheduler"):
         conf_file = write_conf(self.tmp / f"{name}.conf", {"DEFAULT": {"host": name}})
-        return self._spawn(name, "scheduler.cmd.scheduler", "--config-file", str(conf_file))
+        return self._spawn(name, module, "--config-file", str(conf_file), env=env)
 
-    def start_schedulers(self, names, timeout=60):
+    def start_schedulers(self, names, timeout=60, env=None, module="scheduler.cmd.scheduler"):
         """Start a scheduler process per name; return once each answers a call."""
         for name in names:
-            self.start_scheduler(name)
+            self.start_scheduler(name, env=env, module=module)
         for name in names:
             self.wait(lambda n=name: self.scheduler_client(n).call({}, "list_hosts") is not None,
                       timeout, f"{name} to answer")

@@ -60,6 +60,7 @@ def test_past_max_attempts_the_instance_is_error_with_the_last_failure(world):
     uuids, spec, props = request()
     manager.run_instance(rpc.Context({}), spec, props)
     casts(agents, 1)
+    database.update_instance(uuids[0], {"host": "h3", "attempts": 3})  # its third host sends it back
     retry = {"num_attempts": 3, "hosts": [["h2", "h2"], ["h1", "h1"], ["h3", "h3"]],
              "exc_reason": "h3: Insufficient memory: requested 1024 MB"}
     manager.run_instance(rpc.Context({}), spec, {"retry": retry})

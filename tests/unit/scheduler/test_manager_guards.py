@@ -158,3 +158,52 @@ def test_updates_handled_out_of_order_by_two_schedulers_do_not_go_back(world):
     assert database.get_instance(uuids[0])["state"] == "ACTIVE"
     with pytest.raises(InvalidRequest, match="no instance"):
         manager.instance_update({}, "00000000-0000-4000-8000-00000000000f", host, "ACTIVE")
+
+
+def _send_back(manager, uuids, spec, host, attempt, redelivered=False):
+    """The send-back an agent casts when it cannot build: its host last in the retry record."""
+    retry = {"num_attempts": attempt, "hosts": [[host, host]], "exc_reason": f"{host}: refused"}
+    manager.run_instance(rpc.Context({}, redelivered=redelivered), spec, {"retry": retry})
+
+
+def test_a_reschedule_delivered_twice_places_the_instance_once(world):
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    [first] = casts(agents, 1)
+    _send_back(manager, uuids, spec, first, 1)
+    placed = casts(agents, 2)
+    second = database.get_instance(uuids[0])["host"]
+    assert second != first
+    _send_back(manager, uuids, spec, first, 1, redelivered=True)  # the same message again
+    after = casts(agents, 2)
+    record = database.get_instance(uuids[0])
+    assert (record["host"], record["attempts"], record["state"]) == (second, 2, "SCHEDULED")
+    assert after == placed  # no third build anywhere
+
+
+def test_a_late_send_back_from_a_host_the_instance_left_changes_nothing(world):
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    [first] = casts(agents, 1)
+    _send_back(manager, uuids, spec, first, 1)
+    casts(agents, 2)
+    second = database.get_instance(uuids[0])["host"]
+    manager.instance_update({}, uuids[0], second, "ACTIVE")
+    _send_back(manager, uuids, spec, second, 1)  # from the right host, but an older attempt
+    casts(agents, 2)
+    record = database.get_instance(uuids[0])
+    assert (record["host"], record["attempts"], record["state"]) == (second, 2, "ACTIVE")
+
+
+def test_a_placement_is_written_only_over_the_row_as_it_was_read(world):
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    [first] = casts(agents, 1)
+    read = {"state": ("SCHEDULED", "BUILDING"), "host": first, "attempts": 1}
+    assert database.update_instances_if([(uuids[0], {"host": "h9", "attempts": 2}, read)]) == {uuids[0]}
+    # Another worker read the same row before: its write finds it changed and does nothing.
+    assert database.update_instances_if([(uuids[0], {"host": "h8", "attempts": 2}, read)]) == set()
+    assert database.get_instance(uuids[0])["host"] == "h9"

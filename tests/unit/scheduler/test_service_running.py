@@ -48,3 +48,59 @@ def test_cycles_made_after_start_up_are_still_collected(restored_gc):
     del first, second
     gc.collect()
     assert gone() is None
+
+
+def test_a_failing_periodic_task_keeps_none_of_the_others_from_running(conf, caplog):
+    from scheduler import rpc
+    from scheduler.conf import opts
+    from scheduler.db.api import Database
+    from scheduler.service import SchedulerService
+
+    opts.register_plugin_opts(conf)
+    transport = rpc.get_transport(conf)
+    database = Database.from_conf(conf)
+    database.sync()
+    service = SchedulerService(conf, transport, database)
+    ran = []
+
+    def broken():
+        raise RuntimeError("saving reports is broken")
+
+    service.save_reports = broken
+    service.manager._expire_builds = lambda: ran.append("build expiry")
+    service.admin._reload = lambda: ran.append("aggregates reload")
+    try:
+        service.run_periodic_tasks()
+        service.run_periodic_tasks()
+        heartbeats = database.list_services()
+    finally:
+        transport.cleanup()
+        database.dispose()
+    assert ran == ["build expiry", "aggregates reload"] * 2
+    assert [(s["host"], s["binary"]) for s in heartbeats] == [(conf.host, "berth-scheduler")]
+    assert caplog.text.count("Periodic task saving host reports failed") == 2
+
+
+def test_one_report_the_database_refuses_leaves_the_others_saved(conf, caplog):
+    from scheduler import rpc
+    from scheduler.conf import opts
+    from scheduler.db.api import Database
+    from scheduler.service import SchedulerService
+    from tests.unit.scheduler.manager_world import report
+
+    opts.register_plugin_opts(conf)
+    transport = rpc.get_transport(conf)
+    database = Database.from_conf(conf)
+    database.sync()
+    service = SchedulerService(conf, transport, database)
+    try:
+        service.manager.reports.put("h1", report("h1", 1024))
+        service.manager.reports.put("h2", dict(report("h2", 1024), reported_at="yesterday"))
+        service.manager.reports.put("h3", report("h3", 1024))
+        service.save_reports()
+        saved = [node["host"] for node in database.list_compute_nodes()]
+    finally:
+        transport.cleanup()
+        database.dispose()
+    assert saved == ["h1", "h3"]
+    assert "Cannot save the report of host h2, left out" in caplog.text
