@@ -12,7 +12,7 @@ import logging
 import re
 import uuid as uuidlib
 
-from scheduler import server_groups
+from scheduler import rpc, server_groups
 from scheduler.aggregates import AZ_KEY
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
@@ -94,9 +94,11 @@ class AdminEndpoint:
 
     # -- host aggregates ----------------------------------------------------
 
+    @rpc.read_only
     def list_aggregates(self, context):
         return self._db.list_aggregates()
 
+    @rpc.read_only
     def show_aggregate(self, context, name):
         try:
             return self._db.get_aggregate(_name(name, "aggregate name"))
@@ -164,9 +166,11 @@ class AdminEndpoint:
         project = values.get("project_id")
         return self._db.create_server_group(str(uuidlib.uuid4()), name, policy, rules, project)
 
+    @rpc.read_only
     def list_server_groups(self, context):
         return self._db.list_server_groups()
 
+    @rpc.read_only
     def show_server_group(self, context, group_uuid):
         try:
             return self._db.get_server_group(parse_uuid(group_uuid, "server group"))

@@ -40,14 +40,16 @@ def reads_placements(spec):
     return bool(hints.get("group") or hints.get("same_host") or hints.get("different_host"))
 
 
-def prepare_spec(database, spec):
-    """Fill ``spec`` with what the filters need from the database; raise InvalidHint."""
+def prepare_spec(database, spec, add_members=True):
+    """Fill ``spec`` with what the filters need from the database; raise InvalidHint.
+    With ``add_members`` the request's instances join the server group of a
+    ``group`` hint; without it nothing is written."""
     hints = spec.scheduler_hints
     zone = hints.get("availability_zone")
     if not spec.availability_zone and isinstance(zone, str) and zone:
         spec.availability_zone = zone
     if hints.get("group"):
-        spec.group = resolve_group(database, hints["group"], spec.instance_uuids)
+        spec.group = resolve_group(database, hints["group"], spec.instance_uuids, add_members)
     for hint, field in (("same_host", "same_host_hosts"), ("different_host", "different_host_hosts")):
         if hints.get(hint):
             hosts = database.hosts_of_instances(_uuids(hints[hint], hint))
@@ -55,8 +57,9 @@ def prepare_spec(database, spec):
     return spec
 
 
-def resolve_group(database, reference, instance_uuids):
-    """The group of a ``group`` hint, the request's instances added to its members."""
+def resolve_group(database, reference, instance_uuids, add_members=True):
+    """The group of a ``group`` hint, the request's instances added to its members
+    (with ``add_members``)."""
     if isinstance(reference, list) and len(reference) == 1:
         reference = reference[0]
     if not isinstance(reference, str):
@@ -66,7 +69,8 @@ def resolve_group(database, reference, instance_uuids):
         group = database.get_server_group(uuid)
     except NotFound:
         raise InvalidHint(f"Server group {uuid} does not exist (scheduler hint group)") from None
-    database.add_server_group_members(uuid, instance_uuids)
+    if add_members:
+        database.add_server_group_members(uuid, instance_uuids)
     others = [m for m in group["members"] if m not in set(instance_uuids)]
     placed = database.hosts_of_instances(others)
     return {

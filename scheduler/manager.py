@@ -306,9 +306,14 @@ class SchedulerManager:
                                 ephemeral_gb=instance["ephemeral_gb"], vcpus=instance["vcpus"])
                 self.host_manager.consume(instance["host"], instance["uuid"], flavor)
 
+    @rpc.read_only
     def select_destinations(self, context, request_spec, filter_properties):
+        """Where the instances of a request go, for a caller that builds them itself:
+        the chosen hosts' resources are consumed (as Nova's select_destinations does),
+        and nothing is written to the database (no instance, no server group member:
+        a group's placements are read from the instances the scheduler records)."""
         spec = RequestSpec.from_wire(request_spec, filter_properties)
-        lookups.prepare_spec(self._db, spec)  # zone, server group, same/different host hints
+        lookups.prepare_spec(self._db, spec, add_members=False)  # zone, server group, host hints
         with self.host_manager.lock:
             chosen = self.selector.select(self.host_manager.table, spec)
             return [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]
@@ -449,6 +454,7 @@ class SchedulerManager:
 
     # -- what the agents tell us ------------------------------------------
 
+    @rpc.read_only
     def report_resources(self, context, host, resources):
         check_report(host, resources)
         self._auth.check(context, host, "report_resources")
@@ -532,11 +538,13 @@ class SchedulerManager:
                 instance_uuid, {"state": states.DELETED, "deleted_at": self._db.now()}
             )
 
+    @rpc.read_only
     def list_hosts(self, context):
         with self.host_manager.lock:
             hosts = sorted(self.host_manager.get_all_host_states(), key=lambda h: h.host)
             return [_host_view(h, self.host_manager.is_up(h)) for h in hosts]
 
+    @rpc.read_only
     def list_instances(self, context, host=None, state=None, include_deleted=False, uuids=None):
         """Instances, newest first; with ``uuids`` (at most MAX_LIST), only those."""
         if uuids is not None:
@@ -553,6 +561,7 @@ class SchedulerManager:
             host=host, states=[state] if state else None, include_deleted=bool(include_deleted), uuids=uuids
         )
 
+    @rpc.read_only
     def show_instance(self, context, instance_uuid):
         instance_uuid = parse_uuid(instance_uuid, "instance_uuid")
         instance = self._db.get_instance(instance_uuid)

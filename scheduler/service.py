@@ -5,6 +5,8 @@ import logging
 import threading
 import time
 
+from sqlalchemy import exc as sa_exc
+
 from scheduler import concurrency, rpc
 from scheduler.admin import AdminEndpoint
 from scheduler.client import TOPIC
@@ -156,19 +158,25 @@ class UnitOfWork:
             self._collecting.__exit__(None, None, None)
         return False
 
-    #: Methods that write nothing to the database need no savepoint of their own.
-    READ_ONLY = frozenset({"report_resources", "select_destinations", "list_hosts", "list_instances",
-                           "show_instance"})
-
     @contextlib.contextmanager
-    def step(self, method):
+    def step(self, method, read_only=False):
+        """One message: its writes and casts undone alone if it fails. A method marked
+        read-only gets no savepoint; should it meet a database error all the same,
+        the transaction can no longer commit and the batch is run again message by
+        message (WorkBroken)."""
         try:
-            if method in self.READ_ONLY:
-                yield
+            if read_only:
+                try:
+                    yield
+                except sa_exc.SQLAlchemyError as exc:
+                    if db_api.is_transient(exc):
+                        raise
+                    raise rpc.WorkBroken(f"{method} met a database error without a savepoint: "
+                                         f"{db_api.mask_url(str(exc).splitlines()[0])}") from exc
                 return
             with self._database.step(), self._outbox.step():
                 yield
-        except Exception as exc:
+        except sa_exc.SQLAlchemyError as exc:
             if db_api.is_transient(exc):
                 raise rpc.RetryLater(f"passing database failure: {exc}") from exc
             raise

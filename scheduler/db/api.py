@@ -1082,20 +1082,21 @@ class Database:
 
     @_retry
     def add_server_group_members(self, uuid, instance_uuids):
-        """Add instances to the group (those already in it are left alone)."""
+        """Add instances to the group; those already in it are left alone, whoever
+        added them, even in a transaction not yet committed (no unique violation)."""
         with self._transaction(write=True) as connection:
             found = connection.execute(_group_id(uuid)).first()
             if found is None:
                 raise NotFound(f"no server group {uuid}")
-            existing = set(connection.scalars(
-                sa.select(server_group_members.c.instance_uuid)
-                .where(server_group_members.c.group_id == found[0])
-            ))
-            new = [u for u in dict.fromkeys(instance_uuids) if u not in existing]
-            if new:
-                connection.execute(
-                    server_group_members.insert(), [{"group_id": found[0], "instance_uuid": u} for u in new]
-                )
+            rows = [{"group_id": found[0], "instance_uuid": u} for u in dict.fromkeys(instance_uuids)]
+            if not rows:
+                return
+            dialect = connection.dialect.name
+            if dialect in ("postgresql", "sqlite"):
+                dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite_dialect.insert
+                connection.execute(dialect_insert(server_group_members).on_conflict_do_nothing(), rows)
+            else:
+                connection.execute(sa.insert(server_group_members).prefix_with("IGNORE"), rows)
 
     @_retry
     def hosts_of_instances(self, uuids):

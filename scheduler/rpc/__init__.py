@@ -8,7 +8,7 @@ server = rpc.get_rpc_server(transport, rpc.Target("compute", server=host), [endp
 
 from scheduler.rpc.client import RPCClient
 from scheduler.rpc.context import Context
-from scheduler.rpc.dispatcher import batch_of
+from scheduler.rpc.dispatcher import batch_of, read_only
 from scheduler.rpc.exceptions import (
     InvalidName,
     MessageDeliveryFailure,
@@ -40,4 +40,5 @@ __all__ = [
     "batch_of",
     "get_rpc_server",
     "get_transport",
+    "read_only",
 ]

@@ -22,6 +22,13 @@ def batch_of(method):
     return mark
 
 
+def read_only(func):
+    """Mark an endpoint method as one that writes nothing to the database: a unit of
+    work runs it without a savepoint of its own (see RPCServer)."""
+    func.berth_read_only = True
+    return func
+
+
 class Dispatcher:
     """Public methods (not starting with ``_``) of the endpoints, first match wins.
 
@@ -54,6 +61,13 @@ class Dispatcher:
         if form is None or getattr(self.lookup(method), "__self__", None) is not endpoint:
             return None  # none, or the method is another endpoint's (first match wins)
         return form
+
+    def is_read_only(self, method):
+        """Whether the endpoint method ``method`` is marked read_only (False if unknown)."""
+        try:
+            return getattr(self.lookup(method), "berth_read_only", False)
+        except NoSuchMethod:
+            return False
 
     def _signature(self, method, func):
         """(signature or False, (required names, accepted names) or None) of ``func``.

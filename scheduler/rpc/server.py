@@ -38,7 +38,7 @@ class _NoWork:
         return False
 
     @contextlib.contextmanager
-    def step(self, method):
+    def step(self, method, read_only=False):
         yield
 
 
@@ -47,10 +47,11 @@ class RPCServer:
 
     With ``batch_size`` > 1 the server takes up to that many messages that are
     already waiting and dispatches them inside one ``unit_of_work()`` (a
-    context manager with a ``step(method)`` per message, e.g. one database
-    transaction with a savepoint per message): the messages are acked, and
-    calls answered, only after it exits cleanly; if it raises, they are all
-    handed back to the broker for redelivery.
+    context manager with a ``step(method, read_only)`` per message, e.g. one
+    database transaction with a savepoint per message, none for a method
+    marked ``rpc.read_only``): the messages are acked, and calls answered,
+    only after it exits cleanly. If it raises, the messages are handled again
+    one by one (see _handle).
     """
 
     def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None):
@@ -287,7 +288,7 @@ class RPCServer:
                 except Exception as exc:
                     outcomes[id(message)] = (message, context, method, None, exc)
             try:
-                with work.step(method):
+                with work.step(method, read_only=self.dispatcher.is_read_only(method)):
                     results = form([(context, args) for _, context, args in calls])
                 for (message, context, _), result in zip(calls, results, strict=True):
                     failed = isinstance(result, Exception)
@@ -303,7 +304,7 @@ class RPCServer:
         outcomes = []
         for message, (context, _, args) in group:
             try:
-                with work.step(method):
+                with work.step(method, read_only=self.dispatcher.is_read_only(method)):
                     result = self.dispatcher.dispatch(context, method, args)
                 outcomes.append((message, context, method, result, None))
             except (RetryLater, WorkBroken):

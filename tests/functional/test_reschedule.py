@@ -60,3 +60,48 @@ def test_past_max_attempts_the_instance_is_error_with_the_reason(tmp_path):
             assert "big: Insufficient memory" in reason
         finally:
             fleet.close()
+
+
+def test_a_send_back_delivered_twice_or_from_a_host_the_instance_left_changes_nothing(tmp_path):
+    """Redelivery is the crash model: a send-back may come twice, or late from a
+    host that no longer holds the instance. Neither may build it a second time."""
+    from scheduler import flavors
+    from tests.functional import wire
+    from tests.functional.test_faults import outcome
+
+    agents = ("twice-a", "twice-b", "twice-c")
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false")
+        publisher = None
+        try:
+            fleet.start_schedulers(["sched-1", "sched-2"])
+            for host in agents:
+                fleet.start_agent(host, fake_memory_mb=65536, fake_build_time=4)
+            fleet.wait_hosts_up(agents)
+            uuids = []
+            for _ in range(6):
+                request_spec, filter_properties = build_request(flavors.get("m1.tiny"), 1)
+                fleet.client.run_instance({}, request_spec, filter_properties)
+                uuids += request_spec["instance_uuids"]
+            building = fleet.wait_states(uuids, ("BUILDING",), timeout=60)
+            publisher = wire.RawPublisher(fleet)
+            for uuid, instance in building.items():
+                elsewhere = next(h for h in agents if h != instance["host"])
+                request_spec, filter_properties = build_request(flavors.get("m1.tiny"), 1)
+                request_spec["instance_uuids"] = [uuid]
+                filter_properties["retry"] = {"num_attempts": 1, "hosts": [[elsewhere, elsewhere]],
+                                              "exc_reason": f"{elsewhere}: refused"}
+                body = wire.cast_body("run_instance", request_spec=request_spec,
+                                      filter_properties=filter_properties)
+                publisher.publish(body, "scheduler")
+                publisher.publish(body, "scheduler")  # and once more, as a redelivery would
+            instances, errors = outcome(fleet, uuids, agents)
+            logs = fleet.log("sched-1") + fleet.log("sched-2")
+        finally:
+            if publisher is not None:
+                publisher.close()
+            fleet.close()
+        assert errors == {}
+        assert {u: (i["host"], i["attempts"]) for u, i in instances.items()} == {
+            u: (i["host"], 1) for u, i in building.items()}
+        assert logs.count("reschedule sent back by") == 12

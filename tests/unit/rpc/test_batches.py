@@ -32,7 +32,7 @@ class Work:
         return False
 
     @contextlib.contextmanager
-    def step(self, method):
+    def step(self, method, read_only=False):
         mark = len(self.current)
         try:
             yield

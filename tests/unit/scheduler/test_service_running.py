@@ -104,3 +104,52 @@ def test_one_report_the_database_refuses_leaves_the_others_saved(conf, caplog):
         database.dispose()
     assert saved == ["h1", "h3"]
     assert "Cannot save the report of host h2, left out" in caplog.text
+
+
+def test_a_read_only_method_that_meets_a_database_error_breaks_the_batch_not_the_others(conf):
+    import threading
+
+    from scheduler import rpc
+    from scheduler.db.api import Database
+    from scheduler.outbox import Outbox
+    from scheduler.service import UnitOfWork
+
+    database = Database.from_conf(conf)
+    database.sync()
+    transport = rpc.get_transport(conf)
+    go, done = threading.Event(), []
+
+    class Endpoint:
+        def hold(self, context):
+            go.wait(10)
+
+        def create(self, context, uuid):
+            database.create_server_group(uuid, "g", "affinity")
+            done.append(uuid)
+
+        @rpc.read_only
+        def peek(self, context, uuid):  # says it writes nothing, and writes
+            database.create_server_group(uuid, "g", "affinity")
+
+    server = rpc.get_rpc_server(transport, rpc.Target("t", server="s"), [Endpoint()], batch_size=8,
+                                unit_of_work=lambda: UnitOfWork(database, Outbox()))
+    server.start()
+    client = rpc.RPCClient(transport, rpc.Target("t"))
+    try:
+        client.cast({}, "hold")
+        client.cast({}, "create", uuid="00000000-0000-4000-8000-000000000001")
+        client.cast({}, "peek", uuid="00000000-0000-4000-8000-000000000001")  # a duplicate: refused
+        client.cast({}, "create", uuid="00000000-0000-4000-8000-000000000002")
+        go.set()
+        for _ in range(200):
+            if len(database.list_server_groups()) == 2 and server.dead_letters.count == 1:
+                break
+            threading.Event().wait(0.05)
+        groups = sorted(g["uuid"] for g in database.list_server_groups())
+    finally:
+        server.stop()
+        server.wait()
+        transport.cleanup()
+        database.dispose()
+    assert groups == ["00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"]
+    assert server.dead_letters.count == 1
