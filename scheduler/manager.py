@@ -15,6 +15,7 @@ from scheduler.host_manager import HostManager, check_report
 from scheduler.outbox import Outbox
 from scheduler.request_spec import MAX_LIST, Flavor, RequestSpec, Retry, parse_uuid
 from scheduler.selection import Selector
+from scheduler.undo import UndoLog
 
 LOG = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class SchedulerManager:
         )
         self.reports = ReportBuffer()
         self.outbox = Outbox(batch=transport.publisher.batch)
+        self.undo = UndoLog()
         self._auth = AgentAuth(conf)
         self._generations = {}  # host -> generation as this scheduler last claimed or read it
 
@@ -227,8 +229,7 @@ class SchedulerManager:
                     if busy:
                         spec = dataclasses.replace(spec, ignore_hosts=spec.ignore_hosts + sorted(busy))
                     try:
-                        chosen[index] = [(h.host, h.nodename, dict(h.limits))
-                                         for h in self.selector.select(self.host_manager.table, spec)]
+                        chosen[index] = self._select(spec)
                     except NoValidHost as exc:
                         if busy:
                             waiting.append(index)  # perhaps only hosts other workers hold would do
@@ -265,11 +266,20 @@ class SchedulerManager:
         with self.host_manager.lock:
             for index in pending:
                 try:
-                    outcomes[index] = [(h.host, h.nodename, dict(h.limits))
-                                       for h in self.selector.select(self.host_manager.table, jobs[index][1])]
+                    outcomes[index] = self._select(jobs[index][1])
                 except NoValidHost as exc:
                     outcomes[index] = exc
         return outcomes
+
+    def _select(self, spec):
+        """[(host, node, limits)] for the instances of ``spec``, consumed in memory, and
+        given back should the transaction that records them roll back."""
+        placements = []
+        for host, instance_uuid in zip(self.selector.select(self.host_manager.table, spec),
+                                       spec.instance_uuids, strict=True):
+            self.undo.add(self.host_manager.release, host.host, instance_uuid)
+            placements.append((host.host, host.nodename, dict(host.limits)))
+        return placements
 
     def _claim(self, hosts):
         """Claim ``hosts``: returns (hosts that conflicted, hosts another scheduler is

@@ -44,6 +44,9 @@ def _text(value, where, optional=False):
         return None
     if not isinstance(value, str) or not value or len(value) > MAX_TEXT:
         raise InvalidRequest(f"{where}: must be a non-empty string of at most {MAX_TEXT} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        # A NUL, for one, is refused by PostgreSQL in any text column.
+        raise InvalidRequest(f"{where}: must not hold control characters, got {value[:60]!r}")
     return value
 
 

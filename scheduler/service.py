@@ -12,6 +12,7 @@ from scheduler.admin import AdminEndpoint
 from scheduler.client import TOPIC
 from scheduler.db import api as db_api
 from scheduler.manager import SchedulerManager
+from scheduler.undo import UndoLog
 
 LOG = logging.getLogger(__name__)
 BINARY = "berth-scheduler"
@@ -58,7 +59,7 @@ class SchedulerService:
         LOG.info("Scheduler %s stopped", self.conf.host)
 
     def _unit_of_work(self):
-        return UnitOfWork(self.database, self.manager.outbox)
+        return UnitOfWork(self.database, self.manager.outbox, self.manager.undo)
 
     def save_reports(self):
         """Save the newest report of each host; should they fail together for a reason
@@ -126,7 +127,8 @@ class SchedulerService:
 
 
 class UnitOfWork:
-    """A batch of messages: one database transaction; the casts it decided go out after it commits.
+    """A batch of messages: one database transaction; the casts it decided go out after it
+    commits, and what it changed in memory is undone if it rolls back.
 
     Nothing of a batch is acknowledged before this exits cleanly (see
     RPCServer), so a worker that dies at any point loses nothing: its
@@ -134,28 +136,37 @@ class UnitOfWork:
     what was committed again instead of placing it twice.
     """
 
-    def __init__(self, database, outbox):
+    def __init__(self, database, outbox, undo=None):
         self._database = database
         self._outbox = outbox
+        self._undo = undo or UndoLog()
 
     def __enter__(self):
-        self._collecting = self._outbox.collecting()
-        self._collecting.__enter__()
-        self._transaction = self._database.unit_of_work()
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(self._outbox.collecting())
+        self._stack.enter_context(self._undo.collecting())
         try:
+            self._transaction = self._database.unit_of_work()
             self._transaction.__enter__()
         except BaseException:
-            self._collecting.__exit__(None, None, None)
+            self._stack.close()
             raise
         return self
 
     def __exit__(self, exc_type, exc, tb):
         try:
-            self._transaction.__exit__(exc_type, exc, tb)
-            if exc_type is None:
-                self._outbox.release()
+            try:
+                self._transaction.__exit__(exc_type, exc, tb)
+            except BaseException:
+                self._undo.rollback()
+                raise
+            if exc_type is not None:
+                self._undo.rollback()
+                return False
+            self._undo.commit()
+            self._outbox.release()
         finally:
-            self._collecting.__exit__(None, None, None)
+            self._stack.close()
         return False
 
     @contextlib.contextmanager
@@ -174,7 +185,7 @@ class UnitOfWork:
                     raise rpc.WorkBroken(f"{method} met a database error without a savepoint: "
                                          f"{db_api.mask_url(str(exc).splitlines()[0])}") from exc
                 return
-            with self._database.step(), self._outbox.step():
+            with self._database.step(), self._outbox.step(), self._undo.step():
                 yield
         except sa_exc.SQLAlchemyError as exc:
             if db_api.is_transient(exc):

@@ -276,9 +276,10 @@ class RPCServer:
 
         The messages of a method with a batch form go to it together (a lone one
         too, so that it behaves the same), inside one step; should that step
-        fail as a whole, each message is run again alone, so that only the one
-        at fault fails.
+        fail as a whole, each message is run again alone (through the batch form,
+        one message at a time), so that only the one at fault fails.
         """
+        read_only = self.dispatcher.is_read_only(method)
         if form is not None:
             outcomes, calls = {}, []
             for message, (context, _, args) in group:
@@ -288,7 +289,7 @@ class RPCServer:
                 except Exception as exc:
                     outcomes[id(message)] = (message, context, method, None, exc)
             try:
-                with work.step(method, read_only=self.dispatcher.is_read_only(method)):
+                with work.step(method, read_only=read_only):
                     results = form([(context, args) for _, context, args in calls])
                 for (message, context, _), result in zip(calls, results, strict=True):
                     failed = isinstance(result, Exception)
@@ -304,9 +305,17 @@ class RPCServer:
         outcomes = []
         for message, (context, _, args) in group:
             try:
-                with work.step(method, read_only=self.dispatcher.is_read_only(method)):
-                    result = self.dispatcher.dispatch(context, method, args)
-                outcomes.append((message, context, method, result, None))
+                with work.step(method, read_only=read_only):
+                    if form is None:
+                        result = self.dispatcher.dispatch(context, method, args)
+                    else:
+                        # Refusals come back as outcomes: what the form wrote about them stays.
+                        self.dispatcher.check(context, method, args)
+                        [result] = form([(context, args)])
+                if isinstance(result, Exception) and form is not None:
+                    outcomes.append((message, context, method, None, result))
+                else:
+                    outcomes.append((message, context, method, result, None))
             except (RetryLater, WorkBroken):
                 raise
             except Exception as exc:

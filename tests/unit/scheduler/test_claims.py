@@ -92,13 +92,15 @@ def test_builds_wait_for_the_commit_and_a_failed_batch_sends_none(conf, two_sche
     agent = Recorder()
     manager._compute.run_instance = lambda ctxt, host, instance, *a: agent.run_instance(ctxt, instance, *a)
     u1, spec1 = request(1000)
-    with pytest.raises(RuntimeError), UnitOfWork(database, manager.outbox):
+    with pytest.raises(RuntimeError), UnitOfWork(database, manager.outbox, manager.undo):
         manager.run_instance(rpc.Context({}), spec1, {})
         assert agent.builds == []  # held until the commit
+        assert manager.host_manager.get("big").free_ram_mb == 8192 - 1000
         raise RuntimeError("the batch failed before committing")
     assert agent.builds == [] and database.get_instance(u1) is None
+    assert manager.host_manager.get("big").free_ram_mb == 8192  # given back at once
     u2, spec2 = request(1000)
-    with UnitOfWork(database, manager.outbox):
+    with UnitOfWork(database, manager.outbox, manager.undo):
         manager.run_instance(rpc.Context({}), spec2, {})
         assert agent.builds == []
     assert agent.builds == [u2] and database.get_instance(u2)["state"] == "SCHEDULED"
@@ -115,3 +117,41 @@ def test_a_redelivered_request_sends_the_build_again_but_places_nothing(two_sche
     assert agent.builds == [u1, u1]
     assert manager.host_manager.get("big").free_ram_mb == free
     assert database.host_generations(["big"]) == {"big": 1}
+
+
+def test_a_request_whose_step_rolls_back_gives_its_room_back_at_once(conf, two_schedulers, monkeypatch):
+    """Rows of a batch are written together; one that the database refuses fails the
+    batch form, each request is run again alone, and the culprit's placement,
+    undone with its step, leaves nothing consumed behind; an invalid request keeps
+    the ERROR row that says why."""
+    from sqlalchemy import exc as sa_exc
+
+    (manager, _), database = two_schedulers
+    create = database.create_instances
+
+    def refuse_the_poison(records):
+        if any(r.get("project_id") == "poison" for r in records):
+            raise sa_exc.DataError("INSERT", {}, ValueError("the database refuses this row"))
+        return create(records)
+
+    monkeypatch.setattr(database, "create_instances", refuse_the_poison)
+    poison_uuid, poison = request(6000)
+    poison["instance_properties"] = {"project_id": "poison"}
+    good = [request(1000) for _ in range(2)]
+    bad_uuid, bad = request(1000)
+    bad["instance_type"]["memory_mb"] = "lots"
+    server = rpc.get_rpc_server(manager._compute._client.transport, rpc.Target("scheduler", server="s"),
+                                [manager], batch_size=8)
+    batch = [(object(), (rpc.Context({}), "run_instance", {"request_spec": spec, "filter_properties": {}}))
+             for spec in (good[0][1], poison, bad, good[1][1])]
+    with UnitOfWork(database, manager.outbox, manager.undo) as work:  # as the server runs a batch
+        outcomes = server._run(work, "run_instance", server.dispatcher.batch_form("run_instance"), batch)
+    assert [type(exc).__name__ if exc else None for *_, exc in outcomes] == [
+        None, "DataError", "InvalidRequest", None]
+    assert database.get_instance(poison_uuid) is None
+    # A refused request's ERROR row, written by its step, stays: the step did not fail.
+    refused = database.get_instance(bad_uuid)
+    assert refused["state"] == "ERROR" and "memory_mb: must be an integer" in refused["fault_reason"]
+    placed = sum(1 for u, _ in good if database.get_instance(u)["state"] == "SCHEDULED")
+    room = manager.host_manager.get("big").free_ram_mb + manager.host_manager.get("small").free_ram_mb
+    assert (placed, room) == (2, 8192 + 6144 - 2000)
