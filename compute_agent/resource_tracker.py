@@ -16,6 +16,7 @@ the request is larger than ``free``. A missing or None limit is unlimited.
 """
 
 import datetime
+import itertools
 import threading
 
 FLAVOR_KEYS = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
@@ -88,6 +89,8 @@ class ResourceTracker:
         self.io_workload = 0
         self._lock = threading.Lock()
         self._instances = {}  # uuid -> normalized flavor
+        # Numbers this process's reports, so that a scheduler can tell an old one from a new one.
+        self._report_numbers = itertools.count(1)
         self.set_totals(totals)
 
     @classmethod
@@ -225,6 +228,7 @@ class ResourceTracker:
                 "metrics": self._metrics(memory, vcpus),
                 "reported_at": isotime(now),
                 "started_at": self.started_at,
+                "report_seq": next(self._report_numbers),
             }
         if self.measure is not None:
             report.update(self.measure(instances, now))

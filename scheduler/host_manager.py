@@ -33,6 +33,7 @@ _OPTIONAL_FIGURES = (
     ("memory_mb_used", True, 0, _INT32),
     ("local_gb_used", False, 0, _LIMIT),
     ("running_vms", True, 0, MAX_INSTANCES_PER_HOST),
+    ("report_seq", True, 1, _LIMIT),
     ("reserved_host_memory_mb", False, 0, _INT32),
     ("reserved_host_disk_mb", False, 0, _LIMIT),
     ("reserved_host_cpus", False, 0, _INT32),
@@ -149,6 +150,7 @@ class HostManager:
         self.conf = conf
         self.lock = threading.RLock()
         self.table = HostTable()
+        self._report_order = {}  # host -> (started_at, report_seq) of the report taken last
         # The moving average of measured load ([filter_scheduler] load_*, BalancedWeigher).
         self.table.load_half_life = getattr(
             conf.filter_scheduler, "load_half_life", host_load.DEFAULT_HALF_LIFE)
@@ -156,8 +158,18 @@ class HostManager:
             conf.filter_scheduler, "load_stale_after", host_load.DEFAULT_STALE_AFTER)
 
     def update_from_report(self, host, resources, now=None):
+        """Take a report as the host's new base; True, or False when it is older than the
+        one taken last (the same agent process numbers its reports: ``started_at`` and
+        ``report_seq``). A report delivered again after newer ones, as a batch handed
+        back for redelivery would, must not give back room the newer ones took."""
         check_report(host, resources)
         with self.lock:
+            order = (resources.get("started_at"), resources.get("report_seq"))
+            last = self._report_order.get(host)
+            if last is not None and last[0] == order[0] and None not in (order[1], last[1]) \
+                    and order[1] <= last[1]:
+                return False
+            self._report_order[host] = order
             row = self.table.add(host, resources.get("nodename"))
             self.table.update_from_report(
                 row,
@@ -165,6 +177,7 @@ class HostManager:
                 time.monotonic() if now is None else now,
                 pending_ttl=self.conf.scheduler.service_down_time,
             )
+        return True
 
     def restore(self, compute_nodes, wall=None):
         """Start from the reports saved by an earlier run, aged by when they were saved
@@ -189,10 +202,11 @@ class HostManager:
         return None if row is None else self.table.view(row)
 
     def consume(self, host, instance_uuid, flavor):
-        """Count a placement on ``host`` that its report does not show yet."""
+        """Count a placement on ``host`` that its report does not show yet; one the
+        host's last report lists is counted there already, and left alone."""
         with self.lock:
             row = self.table.index.get(host)
-            if row is not None:
+            if row is not None and not self.table.has_reported(row, instance_uuid):
                 self.table.consume(row, instance_uuid, flavor)
 
     def release(self, host, instance_uuid):
@@ -200,22 +214,6 @@ class HostManager:
             row = self.table.index.get(host)
             if row is not None:
                 self.table.release(row, instance_uuid)
-
-    def report_times(self, hosts=None, wall=None):
-        """{host: naive UTC time this scheduler received its last report}, of ``hosts``
-        (every host with None) that have reported; ``wall`` is the time now, by the
-        clock those times are to be compared with (default this machine's)."""
-        mono = time.monotonic()
-        if wall is None:
-            wall = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
-        times = {}
-        with self.lock:
-            for host in self.table.names if hosts is None else hosts:
-                row = self.table.index.get(host)
-                updated = None if row is None else self.table.view(row).updated
-                if updated is not None:
-                    times[host] = wall - datetime.timedelta(seconds=mono - updated)
-        return times
 
     def is_up(self, state, now=None):
         now = time.monotonic() if now is None else now

@@ -51,6 +51,8 @@ class HostTable:
         self.index = {}
         # Sparse per-row state: most rows have none of it.
         self.pending = {}  # row -> {uuid: (Flavor, monotonic time)}
+        # row -> sorted hashes of the instance uuids its last report listed (none: no entry)
+        self.reported = {}
         self.extra = {}  # row -> {"reported_at", "metrics"}
         # Distinct values of the string-valued attributes, coded per row in ``<name>_code``.
         self.categories = {"hypervisor": Categories(None), "instances": Categories(())}
@@ -144,6 +146,10 @@ class HostTable:
         self._vcpus_total[row] = resources["vcpus"]
         self._vcpus_used[row] = resources["vcpus_used"]
         uuids = resources.get("instance_uuids") or ()
+        if uuids:
+            self.reported[row] = np.sort(np.fromiter(map(hash, uuids), dtype=np.int64, count=len(uuids)))
+        else:
+            self.reported.pop(row, None)
         self._num_instances[row] = resources.get("running_vms", len(uuids))
         self._updated[row] = now
         self._num_io_ops[row] = resources.get("io_workload", 0)
@@ -175,6 +181,16 @@ class HostTable:
                     self._take(row, flavor, +1)
             else:
                 del self.pending[row]
+
+    def has_reported(self, row, instance_uuid):
+        """Whether the last report of ``row`` lists ``instance_uuid`` (its resources are
+        in that report's figures already)."""
+        hashes = self.reported.get(row)
+        if hashes is None:
+            return False
+        key = hash(instance_uuid)
+        at = np.searchsorted(hashes, key)
+        return bool(at < len(hashes) and hashes[at] == key)
 
     def consume(self, row, instance_uuid, flavor, now=None):
         """Reserve ``flavor`` on ``row`` for ``instance_uuid`` until the agent reports it."""

@@ -24,6 +24,8 @@ LOG = logging.getLogger(__name__)
 CLAIM_ATTEMPTS = 20
 #: Seconds to let other workers finish claiming when only their hosts would do (times the attempt).
 BUSY_WAIT = 0.02
+#: Claims skip the hosts other workers hold for this many attempts, then wait for them.
+WAIT_AFTER = 4
 
 
 class ReportBuffer:
@@ -235,7 +237,10 @@ class SchedulerManager:
                             waiting.append(index)  # perhaps only hosts other workers hold would do
                         else:
                             outcomes[index] = exc
-            conflicts, held = self._claim({host for hosts in chosen.values() for host, _, _ in hosts})
+            # After a few tries that skip what others hold, wait for them instead: each wait
+            # ends with their placements committed and ours next in line.
+            conflicts, held = self._claim({host for hosts in chosen.values() for host, _, _ in hosts},
+                                          wait=attempt >= WAIT_AFTER)
             retry = list(waiting)
             with self.host_manager.lock:
                 for index, placements in chosen.items():
@@ -256,7 +261,7 @@ class SchedulerManager:
                 # Let the other workers finish claiming the hosts only they could take.
                 busy.clear()
                 time.sleep(BUSY_WAIT * (attempt + 1))
-            elif attempt >= 2:
+            elif 2 <= attempt < WAIT_AFTER:
                 # Conflicting again and again: step out of the way of the workers racing
                 # for the same hosts, each for its own random while.
                 time.sleep(BUSY_WAIT * (attempt - 1) * random.random())
@@ -281,16 +286,16 @@ class SchedulerManager:
             placements.append((host.host, host.nodename, dict(host.limits)))
         return placements
 
-    def _claim(self, hosts):
+    def _claim(self, hosts, wait=False):
         """Claim ``hosts``: returns (hosts that conflicted, hosts another scheduler is
-        claiming now).
+        claiming now, skipped; none when told to ``wait`` for them).
 
         A host this scheduler never claimed counts as a conflict: what others
         placed there is read first, and its requests placed again knowing it.
         """
         unknown = {h for h in hosts if h not in self._generations}
         claimed, conflicts, held = self._db.claim_hosts(
-            {h: self._generations[h] for h in hosts if h not in unknown})
+            {h: self._generations[h] for h in hosts if h not in unknown}, wait=wait)
         for host in claimed:
             self._generations[host] += 1
         return conflicts | unknown, held
@@ -300,16 +305,18 @@ class SchedulerManager:
         that the agents have not reported yet; and their generations now.
 
         Generations are read first: a placement committed in between then shows
-        as a conflict later, never as room that is not there.
+        as a conflict later, never as room that is not there. An instance the
+        host's last report lists is counted there already (HostManager.consume
+        leaves it alone); one claimed after that report was made is not, however
+        long before it was scheduled. Placements older than service_down_time
+        would be dropped by the next report anyway (pending_ttl): not read.
         """
         if hosts is None:
             # Every known host: one never claimed is at generation 0.
             self._generations.update(dict.fromkeys(self.host_manager.table.names, 0))
         self._generations.update(self._db.host_generations(None if hosts is None else list(hosts)))
-        # What the agents claimed since they last reported is not in those reports.
-        scheduled = self._db.instances_not_reported_on(hosts=None if hosts is None else list(hosts),
-                                                    reported=self.host_manager.report_times(
-                                                        hosts, wall=self._db.now()))
+        since = self._db.now() - datetime.timedelta(seconds=self._conf.scheduler.service_down_time)
+        scheduled = self._db.instances_placed_since(None if hosts is None else list(hosts), since)
         with self.host_manager.lock:
             for instance in scheduled:
                 flavor = Flavor(memory_mb=instance["memory_mb"], root_gb=instance["root_gb"],
@@ -468,8 +475,11 @@ class SchedulerManager:
     def report_resources(self, context, host, resources):
         check_report(host, resources)
         self._auth.check(context, host, "report_resources")
-        self.host_manager.update_from_report(host, resources)
-        self.reports.put(host, resources)
+        if self.host_manager.update_from_report(host, resources):
+            self.reports.put(host, resources)
+        else:
+            LOG.debug("Report %s of %s is older than the one taken already; ignored",
+                      resources.get("report_seq"), host)
 
     def instance_update(self, context, instance_uuid, host, state, fault=None):
         outcome = self._instance_updates(

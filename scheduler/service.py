@@ -189,5 +189,6 @@ class UnitOfWork:
                 yield
         except sa_exc.SQLAlchemyError as exc:
             if db_api.is_transient(exc):
-                raise rpc.RetryLater(f"passing database failure: {exc}") from exc
+                raise rpc.RetryLater(f"passing database failure: {exc}",
+                                     soon=db_api.is_conflict(exc)) from exc
             raise

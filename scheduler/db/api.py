@@ -222,6 +222,19 @@ def _first_line(exc):
     return f"{type(orig).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def is_conflict(exc):
+    """Whether ``exc`` is a deadlock or a serialization failure: the transaction lost a
+    race and can be run again at once (a transient failure that needs no waiting)."""
+    if not isinstance(exc, sa_exc.DBAPIError):
+        return False
+    orig = exc.orig
+    sqlstate = getattr(orig, "pgcode", None) or getattr(orig, "sqlstate", None)
+    if sqlstate:
+        return sqlstate in ("40001", "40P01")
+    args = getattr(orig, "args", ())
+    return bool(args) and args[0] in (1213, 1205)  # MySQL deadlock, lock wait timeout
+
+
 def is_transient(exc):
     """Whether ``exc`` is worth another attempt."""
     if isinstance(exc, sa_exc.DisconnectionError):
@@ -519,14 +532,15 @@ class Database:
         return found
 
     @_retry
-    def claim_hosts(self, expected):
+    def claim_hosts(self, expected, wait=False):
         """Bump the generation of every host of ``expected`` ({host: generation}) that
         still is at that generation, in three statements whatever their number.
 
         Returns (claimed, conflicts, held): the hosts whose generation was bumped;
         those another scheduler placed on since; those another scheduler's
         transaction holds right now (rather than wait for them, place
-        elsewhere). A claimed host stays locked until the transaction ends.
+        elsewhere; with ``wait``, none: their rows are waited for, in host order).
+        A claimed host stays locked until the transaction ends.
         """
         claimed, conflicts, held = set(), set(), set()
         if not expected:
@@ -538,7 +552,7 @@ class Database:
                     sa.select(host_generations.c.host, host_generations.c.generation)
                     .where(host_generations.c.host.in_(chunk))
                     .order_by(host_generations.c.host)
-                    .with_for_update(skip_locked=True)
+                    .with_for_update(skip_locked=not wait)
                 ).all())
             missing = []
             for host, generation in expected.items():
@@ -580,17 +594,16 @@ class Database:
         return {row["host"] for row in rows if connection.execute(ignore.values(row)).rowcount}
 
     @_retry
-    def instances_not_reported_on(self, hosts=None, reported=None):
-        """Instances placed on any of ``hosts`` (on any host with None) that their agent
-        may not have reported yet: those it has not claimed (SCHEDULED) and, with
-        ``reported`` ({host: naive UTC time of its last report}), those BUILDING or
-        ACTIVE that were scheduled on a host after its last report."""
-        reported = reported or {}
+    def instances_placed_since(self, hosts=None, since=None):
+        """Instances placed on any of ``hosts`` (on any host with None) that their agents
+        may not have reported yet: those not claimed yet (SCHEDULED) and, with
+        ``since`` (naive UTC, the database's clock), those BUILDING or ACTIVE updated
+        at or after it. Which of them a host's last report lists is the caller's to tell."""
         condition = instances.c.state == models.SCHEDULED
-        if reported:
+        if since is not None:
             condition = sa.or_(condition, sa.and_(
                 instances.c.state.in_([models.BUILDING, models.ACTIVE]),
-                instances.c.scheduled_at >= min(reported.values())))
+                instances.c.updated_at >= to_db_time(since)))
         query = sa.select(instances).where(condition)
         rows = []
         with self._transaction() as connection:
@@ -598,11 +611,7 @@ class Database:
                 rows = connection.execute(query).mappings().all()
             for chunk in _chunks(sorted(set(hosts or ()))):
                 rows.extend(connection.execute(query.where(instances.c.host.in_(chunk))).mappings().all())
-        return [
-            _row_dict(row) for row in rows
-            if row["state"] == models.SCHEDULED
-            or (row["host"] in reported and to_db_time(row["scheduled_at"]) >= reported[row["host"]])
-        ]
+        return [_row_dict(row) for row in rows]
 
     # -- instances --------------------------------------------------------
 
@@ -712,7 +721,11 @@ class Database:
         on ``host`` in one of ``expected_states``, in order; whether each was.
 
         Consecutive updates writing the same values from the same states go in
-        one statement where the database can say which rows it changed.
+        one statement where the database can say which rows it changed. Where
+        rows are locked one by one, they are all locked first, in uuid order, as
+        every scheduler does: two schedulers with the same instances in their
+        batches (one's BUILDING, the other's ACTIVE) wait for each other instead
+        of deadlocking.
         """
         now = self.now()
         applied = [False] * len(updates)
@@ -725,6 +738,10 @@ class Database:
             else:
                 runs.append((values, states, [(index, uuid, host)]))
         with self._transaction(write=True) as connection:
+            if len(updates) > 1 and connection.dialect.name != "sqlite":
+                for chunk in _chunks(sorted({uuid for uuid, *_ in updates})):
+                    connection.execute(sa.select(instances.c.id).where(instances.c.uuid.in_(chunk))
+                                       .order_by(instances.c.uuid).with_for_update()).all()
             for values, states, members in runs:
                 if len(members) == 1 or not connection.dialect.update_returning:
                     for index, uuid, host in members:
@@ -888,7 +905,8 @@ class Database:
         if not rows:
             return
         with self._transaction(write=True) as connection:
-            self._upsert(connection, compute_nodes, list(rows.values()), ("host",))
+            # In host order, as every scheduler saves them: no deadlock between two savers.
+            self._upsert(connection, compute_nodes, [rows[h] for h in sorted(rows)], ("host",))
 
     @_retry
     def list_compute_nodes(self):

@@ -65,7 +65,12 @@ class MessageTooLarge(MessagingException, ValueError):
 
 class RetryLater(MessagingException):
     """Raised by a unit of work's step: the failure is passing (a deadlock, a lost
-    database): hand the whole batch back for redelivery instead of refusing the message."""
+    database): hand the whole batch back for redelivery instead of refusing the message.
+    ``soon``: it lost a race (a deadlock) and may be run again without waiting."""
+
+    def __init__(self, message, soon=False):
+        super().__init__(message)
+        self.soon = soon
 
 
 class WorkBroken(MessagingException):

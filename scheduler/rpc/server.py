@@ -9,6 +9,7 @@ own threads.
 
 import contextlib
 import logging
+import random
 
 from scheduler.rpc import envelope, topology
 from scheduler.rpc import transport as transport_mod
@@ -22,6 +23,8 @@ LOG = logging.getLogger(__name__)
 
 # How long start() waits for the first connection attempt (success or failure).
 START_TIMEOUT = 30
+# Seconds at most before a batch that lost a race (a deadlock) is handed back.
+SOON = 0.2
 
 
 def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None):
@@ -165,7 +168,9 @@ class RPCServer:
         try:
             done = self._attempt(requests)
         except RetryLater as exc:
-            delay = next(self._retry_delays)
+            # A lost race is run again at once (after a random moment, out of step with the
+            # winner); a database that is away is waited for, longer each time.
+            delay = random.uniform(0, SOON) if exc.soon else next(self._retry_delays)
             LOG.warning("%s: %d message(s) met a passing failure (%s); handing them back for redelivery "
                         "in %.1f s", self.target.topic, len(requests), reason_of(exc), delay)
             self._loop.stopping.wait(delay)

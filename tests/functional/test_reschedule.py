@@ -1,12 +1,16 @@
 """A claim refused by an agent is rescheduled to another host, up to max_attempts.
 
 The agent's claim is the authority. Schedulers claim hosts among themselves in
-the database, but what an agent holds they learn from its reports: a scheduler
-that starts while an agent's last report predates its newest instance sees
-room that is not there, and the agent refuses; the request goes back to be
-rescheduled.
+the database, but what an agent holds they learn from its reports and from the
+instances they placed: an instance built on a host behind the scheduler's back
+(cast straight to its agent) after the host's last report is known to neither,
+so the scheduler sees room that is not there, and the agent refuses; the
+request goes back to be rescheduled.
 """
 
+import uuid as uuidlib
+
+from compute_agent.client import ComputeClient
 from scheduler.cmd.cli import build_request
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
@@ -16,25 +20,16 @@ FLAVOR = {"memory_mb": 6000, "root_gb": 10, "vcpus": 1}
 def boot_through_a_scheduler_with_a_stale_view(tmp_path, url, transport_url, **overrides):
     fleet = Fleet(tmp_path, url, transport_url, filter_scheduler__ram_allocation_ratio=1.0,
                   compute_agent__reserved_host_memory_mb=0, **overrides)
-    fleet.start_scheduler("sched-1")
-    fleet.wait(lambda: fleet.scheduler_client("sched-1").call({}, "list_hosts") == [], 60,
-               "sched-1 to answer")
+    fleet.start_schedulers(["sched-1"])
     # Room for one such instance on "big", and no report after its first one.
     fleet.start_agent("big", fake_memory_mb=8192, report_interval=3600, report_on_change=False)
     fleet.start_agent("small", fake_memory_mb=6144)
     fleet.wait_hosts_up(["big", "small"])
+    hidden = str(uuidlib.uuid4())
+    ComputeClient(fleet.transport).run_instance({}, "big", {"uuid": hidden, "flavor": FLAVOR}, {}, {})
+    fleet.wait(lambda: f"Claimed {hidden} on big" in fleet.log("big"), 30, "big to build it")
     request_spec, filter_properties = build_request(FLAVOR, 1)
     fleet.client.run_instance({}, request_spec, filter_properties)
-    first = request_spec["instance_uuids"]
-    assert fleet.wait_states(first, ("ACTIVE",))[first[0]]["host"] == "big"
-    # A new scheduler knows "big" only from its report of before that instance.
-    fleet.stop("sched-1")
-    fleet.start_scheduler("sched-2")
-    fleet.wait(lambda: {h["host"] for h in fleet.scheduler_client("sched-2").call({}, "list_hosts")}
-               == {"big", "small"}, 60, "sched-2 to know both agents")
-    request_spec, filter_properties = build_request(FLAVOR, 1)
-    fleet.scheduler_client("sched-2").cast({}, "run_instance", request_spec=request_spec,
-                                           filter_properties=filter_properties)
     [second] = request_spec["instance_uuids"]
     return fleet, fleet.wait_states([second], ("ACTIVE", "ERROR"))[second]
 

@@ -10,7 +10,7 @@ RECORD_KEYS = {
     "host", "nodename", "hypervisor_type", "memory_mb", "memory_mb_used", "free_ram_mb",
     "local_gb", "local_gb_used", "free_disk_gb", "vcpus", "vcpus_used", "running_vms",
     "instance_uuids", "reserved_host_memory_mb", "reserved_host_disk_mb",
-    "reserved_host_cpus", "reported_at", "started_at",
+    "reserved_host_cpus", "reported_at", "started_at", "report_seq",
     # for the placement filters and weighers (issue 3)
     "cpu_arch", "vm_modes", "io_workload", "failed_builds", "metrics",
 }  # fmt: skip
@@ -166,3 +166,8 @@ def test_set_totals():
     report = rt.report()
     assert report["free_ram_mb"] == 512
     assert report["free_disk_gb"] == 8
+
+
+def test_reports_are_numbered_so_that_an_old_one_can_be_told_from_a_new_one():
+    rt = tracker()
+    assert [rt.report()["report_seq"] for _ in range(3)] == [1, 2, 3]

@@ -46,26 +46,27 @@ def test_a_failed_step_undoes_only_itself(database):
     assert database.get_instance(U2) is None
 
 
-def test_instances_not_reported_on_a_host_are_those_not_yet_claimed_by_its_agent(database):
+def test_instances_placed_on_a_host_and_not_claimed_yet_are_found(database):
     database.create_instances([{"uuid": U1, "state": "SCHEDULED", "host": "h1", "memory_mb": 512},
                          {"uuid": U2, "state": "BUILDING", "host": "h1", "memory_mb": 512}])
-    assert [i["uuid"] for i in database.instances_not_reported_on(hosts=["h1"])] == [U1]
+    assert [i["uuid"] for i in database.instances_placed_since(hosts=["h1"])] == [U1]
 
 
-def test_instances_an_agent_claimed_since_its_last_report_count_as_not_reported(database):
-    # h1 last reported at 12:00: what was scheduled there later is not in that report.
+def test_instances_claimed_recently_are_found_too(database):
     U3, U4 = "33333333-3333-4333-8333-333333333333", "44444444-4444-4444-8444-444444444444"
     noon = datetime.datetime(2026, 11, 30, 12, 0, 0)
     later, earlier = noon + datetime.timedelta(seconds=5), noon - datetime.timedelta(seconds=5)
     database.create_instances([
-        {"uuid": U1, "state": "ACTIVE", "host": "h1", "scheduled_at": later},
-        {"uuid": U2, "state": "BUILDING", "host": "h1", "scheduled_at": later},
-        {"uuid": U3, "state": "ACTIVE", "host": "h1", "scheduled_at": earlier},  # in the report
-        {"uuid": U4, "state": "ACTIVE", "host": "h2", "scheduled_at": later},  # h2 never reported
+        {"uuid": U1, "state": "ACTIVE", "host": "h1", "updated_at": later},
+        {"uuid": U2, "state": "BUILDING", "host": "h1", "updated_at": later},
+        {"uuid": U3, "state": "ACTIVE", "host": "h1", "updated_at": earlier},  # long settled
+        {"uuid": U4, "state": "ACTIVE", "host": "h2", "updated_at": later},
+        {"uuid": "55555555-5555-4555-8555-555555555555", "state": "DELETED", "host": "h1",
+         "updated_at": later},
     ])
-    found = database.instances_not_reported_on(hosts=["h1", "h2"], reported={"h1": noon})
-    assert sorted(i["uuid"] for i in found) == [U1, U2]
-    assert database.instances_not_reported_on(hosts=["h1", "h2"]) == []
+    found = database.instances_placed_since(hosts=["h1", "h2"], since=noon)
+    assert sorted(i["uuid"] for i in found) == [U1, U2, U4]
+    assert database.instances_placed_since(hosts=["h1", "h2"]) == []
 
 
 def test_hosts_are_claimed_together_each_on_its_own_generation(database):
@@ -78,11 +79,11 @@ def test_hosts_are_claimed_together_each_on_its_own_generation(database):
     assert database.claim_hosts({}) == (set(), set(), set())
 
 
-def test_instances_not_reported_on_several_hosts_are_read_at_once(database):
+def test_instances_placed_on_several_hosts_are_read_at_once(database):
     U3 = "33333333-3333-4333-8333-333333333333"
     database.create_instances([{"uuid": U1, "state": "SCHEDULED", "host": "h1"},
                                {"uuid": U2, "state": "SCHEDULED", "host": "h2"},
                                {"uuid": U3, "state": "SCHEDULED", "host": "h3"}])
-    assert sorted(i["uuid"] for i in database.instances_not_reported_on(hosts=["h1", "h2", "h9"])) == [U1, U2]
-    assert database.instances_not_reported_on(hosts=[]) == []
-    assert len(database.instances_not_reported_on()) == 3
+    assert sorted(i["uuid"] for i in database.instances_placed_since(hosts=["h1", "h2", "h9"])) == [U1, U2]
+    assert database.instances_placed_since(hosts=[]) == []
+    assert len(database.instances_placed_since()) == 3

@@ -155,3 +155,18 @@ def test_a_request_whose_step_rolls_back_gives_its_room_back_at_once(conf, two_s
     placed = sum(1 for u, _ in good if database.get_instance(u)["state"] == "SCHEDULED")
     room = manager.host_manager.get("big").free_ram_mb + manager.host_manager.get("small").free_ram_mb
     assert (placed, room) == (2, 8192 + 6144 - 2000)
+
+
+def test_an_instance_its_host_reported_already_is_not_counted_twice(two_schedulers):
+    (first, second), database = two_schedulers
+    u1, spec1 = request(6000)
+    first.run_instance(rpc.Context({}), spec1, {})
+    assert database.get_instance(u1)["state"] == "SCHEDULED"  # the agent's update is still queued...
+    claimed = dict(report("big", 8192), free_ram_mb=8192 - 6000, instance_uuids=[u1], running_vms=1)
+    for manager in (first, second):  # ...but its report, listing the instance, arrived
+        manager.report_resources({}, "big", claimed)
+        manager.report_resources({}, "small", dict(report("small", 6144), free_ram_mb=1000))
+    u2, spec2 = request(2000)
+    second.run_instance(rpc.Context({}), spec2, {})  # conflicts on "big" and learns u1
+    assert database.get_instance(u2)["host"] == "big"
+    assert second.host_manager.get("big").free_ram_mb == 8192 - 6000 - 2000

@@ -60,3 +60,21 @@ def test_a_host_name_no_queue_or_row_can_hold_is_refused(host, message):
 
 def test_a_host_name_of_200_bytes_is_fine():
     assert host_names.check("é" * 100, "host") == "é" * 100
+
+
+def test_a_report_delivered_again_after_a_newer_one_is_not_taken(conf):
+    from scheduler.host_manager import HostManager
+
+    hosts = HostManager(conf)
+    tracker = ResourceTracker("h1", {"memory_mb": 4096, "local_gb": 100, "vcpus": 8})
+    old = tracker.report()
+    tracker.claim(UUID, {"memory_mb": 1024, "root_gb": 1, "vcpus": 1})
+    new = tracker.report()
+    assert hosts.update_from_report("h1", new)
+    assert not hosts.update_from_report("h1", old)  # handed back, delivered after the new one
+    assert not hosts.update_from_report("h1", new)  # the same one twice changes nothing either
+    assert hosts.get("h1").free_ram_mb == 4096 - 1024
+    restarted = ResourceTracker("h1", {"memory_mb": 4096, "local_gb": 100, "vcpus": 8},
+                                started_at="2099-01-01T00:00:00.000000Z")
+    assert hosts.update_from_report("h1", restarted.report())  # a new agent process counts anew
+    assert hosts.get("h1").free_ram_mb == 4096
