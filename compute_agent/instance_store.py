@@ -8,9 +8,11 @@ file, never a torn one.
 """
 
 import copy
+import fcntl
 import json
 import logging
 import os
+import socket
 import tempfile
 import threading
 
@@ -24,6 +26,10 @@ class InstanceStoreError(Exception):
     pass
 
 
+class HostTaken(InstanceStoreError):
+    """Another agent process holds this host's instance records."""
+
+
 def store_path(state_path, host):
     safe = host.replace(os.sep, "_").replace("\0", "_") or "_"
     return os.path.join(state_path, "compute", safe, "instances.json")
@@ -31,9 +37,38 @@ def store_path(state_path, host):
 
 class InstanceStore:
     def __init__(self, state_path, host):
+        self.host = host
         self.path = store_path(state_path, host)
         self._lock = threading.Lock()
         self._records = {}
+        self._owner = None  # the open lock file while this process serves the host
+
+    def acquire(self):
+        """Take the host's records for this process, or raise HostTaken naming the
+        process that has them: two agents for one host would each hold half of its
+        instances. The lock goes when the process does (or ``release()``)."""
+        directory = os.path.dirname(self.path)
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, "agent.lock")
+        owner = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held as long as we serve)
+        try:
+            fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner.seek(0)
+            holder = owner.read().strip() or "another process"
+            owner.close()
+            raise HostTaken(f"host {self.host} is served already by {holder}, which holds {path}; "
+                            "stop that agent, or give this one another [DEFAULT] host") from None
+        owner.seek(0)
+        owner.truncate()
+        owner.write(f"the agent with pid {os.getpid()} on {socket.gethostname()}")
+        owner.flush()
+        self._owner = owner
+
+    def release(self):
+        if self._owner is not None:
+            self._owner.close()  # closing the last descriptor drops the lock
+            self._owner = None
 
     def load(self):
         """Read the file (missing = no instances); returns a copy of the records."""

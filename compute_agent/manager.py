@@ -13,6 +13,7 @@ Several managers can live in one process (all-in-one), each with its own
 host name, driver and instance file.
 """
 
+import collections
 import copy
 import logging
 import threading
@@ -79,11 +80,25 @@ class ComputeManager:
         self._server = None
         self._reporter = None
         self._builds = {}
+        self._unsent = collections.deque()  # (method, args, kwargs) not sent yet, oldest first
+        self._unsent_lock = threading.RLock()
 
     # -- service -------------------------------------------------------------
 
     def start(self):
-        """Load the instances, consume compute.<host>, report, resume builds."""
+        """Take the host (no other agent may serve it), load its instances, consume
+        compute.<host> alone, report, resume builds.
+
+        Raises HostTaken or rpc.QueueInUse when another agent serves the host.
+        """
+        self.store.acquire()
+        try:
+            self._start()
+        except BaseException:
+            self.store.release()
+            raise
+
+    def _start(self):
         resume = []
         for uuid, record in sorted(self.store.load().items()):
             instance = record.get("instance") or {}
@@ -99,9 +114,13 @@ class ComputeManager:
             len(resume),
         )
         self._server = rpc.get_rpc_server(
-            self.transport, rpc.Target(topic=TOPIC, server=self.host), [ComputeEndpoint(self)]
+            self.transport, rpc.Target(topic=TOPIC, server=self.host), [ComputeEndpoint(self)], exclusive=True
         )
-        self._server.start()
+        try:
+            self._server.start()
+        except rpc.QueueInUse as exc:
+            raise rpc.QueueInUse(f"another agent serves host {self.host}: {exc}; stop it, or give "
+                                 "this one another [DEFAULT] host") from None
         self._reporter = concurrency.spawn(self._report_loop, name=f"report-{self.host}")
         for uuid in resume:
             LOG.info("Resuming the build of %s", uuid)
@@ -123,6 +142,7 @@ class ComputeManager:
             thread.join(JOIN_TIMEOUT)
             if thread.is_alive():
                 LOG.warning("%s did not stop within %.0f s", thread.name, JOIN_TIMEOUT)
+        self.store.release()
         LOG.info("Compute agent %s stopped", self.host)
 
     # -- RPC endpoint ----------------------------------------------------------
@@ -171,6 +191,8 @@ class ComputeManager:
         self._start_build(ctxt, uuid)
 
     def terminate_instance(self, context, instance_uuid):
+        """Destroy the instance and forget it; DELETED is reported only once its record
+        is gone, so that what this agent holds after a restart is what it said."""
         ctxt = _context_values(context)
         record = self.store.get(instance_uuid)
         if record is not None:
@@ -179,14 +201,19 @@ class ComputeManager:
             except Exception:
                 LOG.exception("Destroying %s failed; releasing its resources anyway", instance_uuid)
         with self._lock:
-            freed = self.tracker.free(instance_uuid)
             try:
                 self.store.delete(instance_uuid)
-            except Exception:
-                LOG.exception("Cannot remove %s from the instance records", instance_uuid)
+            except Exception as exc:
+                # Still in the records, so still held: it would come back at the next start.
+                LOG.error("Cannot remove %s from the instance records (%s); it stays held on %s, and "
+                          "DELETING, until a terminate finds the records writable again",
+                          instance_uuid, exc, self.host)
+                return
+            freed = self.tracker.free(instance_uuid)
             self._instance_update(ctxt, instance_uuid, DELETED)
         if record is None and not freed:
-            LOG.info("Terminate of %s, unknown on %s: reported DELETED", instance_uuid, self.host)
+            LOG.warning("Terminate of %s, which %s does not hold: reported DELETED, as nothing of it "
+                        "is here", instance_uuid, self.host)
         else:
             LOG.info("Terminated %s", instance_uuid)
             self._report_changed()
@@ -269,7 +296,7 @@ class ComputeManager:
         retry.setdefault("num_attempts", 1)
         retry.setdefault("hosts", []).append([self.host, self.nodename])
         retry["exc_reason"] = f"{self.host}: {reason}"
-        self._cast(self.scheduler.run_instance, ctxt, spec, props)
+        self._tell(self.scheduler.run_instance, ctxt, spec, props)
 
     # -- messages to the scheduler ----------------------------------------------
 
@@ -281,8 +308,29 @@ class ComputeManager:
             LOG.exception("Cannot send %s to the scheduler", getattr(method, "__name__", method))
             return False
 
+    def _tell(self, method, *args, **kwargs):
+        """Send what the scheduler must not miss (an instance's new state, a send-back):
+        what cannot be sent now is kept, in order, and sent again before each report
+        until it goes through; what follows waits behind it."""
+        with self._unsent_lock:
+            self._unsent.append((method, args, kwargs))
+        self._send_unsent()
+
+    def _send_unsent(self):
+        with self._unsent_lock:
+            while self._unsent:
+                method, args, kwargs = self._unsent[0]
+                try:
+                    method(*args, **kwargs)
+                except Exception as exc:
+                    LOG.warning("Cannot send %s to the scheduler now (%s); %d message(s) kept to send "
+                                "again", getattr(method, "__name__", method), exc, len(self._unsent))
+                    return False
+                self._unsent.popleft()
+            return True
+
     def _instance_update(self, ctxt, uuid, state, fault=None):
-        self._cast(self.scheduler.instance_update, ctxt, uuid, self.host, state, fault=fault)
+        self._tell(self.scheduler.instance_update, ctxt, uuid, self.host, state, fault=fault)
 
     def send_report(self):
         """Fan this host's compute-node record out to the schedulers now."""
@@ -291,6 +339,7 @@ class ComputeManager:
         except Exception:
             LOG.exception("Cannot read the host's totals; reporting the previous ones")
         self.tracker.io_workload = len(self._builds)  # IoOpsFilter: builds in progress
+        self._send_unsent()
         resources = self.tracker.report()
         self._cast(self.scheduler.report_resources, {}, self.host, resources)
         return resources

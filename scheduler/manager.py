@@ -8,12 +8,13 @@ import threading
 import time
 
 from compute_agent.client import ComputeClient
-from scheduler import filters, host_names, lookups, rpc, states, weighers
+from scheduler import filters, host_names, lookups, reconcile, rpc, states, weighers
 from scheduler.agent_auth import AgentAuth
 from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
 from scheduler.host_manager import HostManager, check_report
 from scheduler.outbox import Outbox
 from scheduler.request_spec import MAX_LIST, Flavor, RequestSpec, Retry, parse_uuid
+from scheduler.rpc.deadletter import LogOnce
 from scheduler.selection import Selector
 from scheduler.undo import UndoLog
 
@@ -26,6 +27,9 @@ CLAIM_ATTEMPTS = 20
 BUSY_WAIT = 0.02
 #: Claims skip the hosts other workers hold for this many attempts, then wait for them.
 WAIT_AFTER = 4
+#: Seconds between two reconciliations of a host whose instances did not change.
+RECONCILE_EVERY = 60
+RECONCILE_KEEP = 10_000
 
 
 class ReportBuffer:
@@ -62,6 +66,9 @@ class SchedulerManager:
         self.undo = UndoLog()
         self._auth = AgentAuth(conf)
         self._generations = {}  # host -> generation as this scheduler last claimed or read it
+        self._reconciled = {}  # host -> (hash of what it held, monotonic time) when last reconciled
+        self._reaped = {}  # instance uuid -> monotonic time its terminate was last sent by _reconcile
+        self._differences = LogOnce(LOG, interval=3600)
 
     # -- placement -------------------------------------------------------
 
@@ -468,6 +475,46 @@ class SchedulerManager:
             # Should its agent be alive and slow after all, it must not build it too.
             self.outbox.send(self._compute.terminate_instance, {}, host, uuid)
         return True
+
+    # -- what the agents hold ----------------------------------------------
+
+    def _reconcile(self, reports, now=None):
+        """Set what each agent of ``reports`` ({host: report}) holds against the database,
+        say what differs, and tell agents to terminate what they must not hold (see
+        scheduler.reconcile). A host is looked at when what it holds changed, and at
+        least every RECONCILE_EVERY seconds; a terminate is sent again at most every
+        service_down_time. Not an RPC method: the periodic task calls it."""
+        now = time.monotonic() if now is None else now
+        due = {}
+        for host, report in reports.items():
+            held = frozenset(report.get("instance_uuids") or ())
+            last = self._reconciled.get(host)
+            if last is None or last[0] != hash(held) or now - last[1] >= RECONCILE_EVERY:
+                due[host] = held
+        if not due:
+            return []
+        recorded = self._db.instances_to_reconcile(list(due), [u for held in due.values() for u in held])
+        grace = self._conf.scheduler.service_down_time
+        settled_before = self._db.now() - datetime.timedelta(seconds=grace)
+        found = []
+        for host, held in due.items():
+            self._reconciled[host] = (hash(held), now)
+            mine = {u: r for u, r in recorded.items() if u in held or r["host"] == host}
+            for difference in reconcile.differences(host, held, mine, settled_before):
+                found.append(difference)
+                if difference.action != "terminate":
+                    self._differences.log(("note", difference.instance_uuid), logging.WARNING,
+                                          "%s", difference.why)
+                    continue
+                sent = self._reaped.get(difference.instance_uuid)
+                if sent is not None and now - sent < grace:
+                    continue
+                self._reaped[difference.instance_uuid] = now
+                LOG.warning("%s: telling %s to terminate it", difference.why, host)
+                self.outbox.send(self._compute.terminate_instance, {}, host, difference.instance_uuid)
+        if len(self._reaped) > 10 * RECONCILE_KEEP:
+            self._reaped = {u: t for u, t in self._reaped.items() if now - t < grace}
+        return found
 
     # -- what the agents tell us ------------------------------------------
 

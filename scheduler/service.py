@@ -71,6 +71,7 @@ class SchedulerService:
         rows = [dict(r, host=h) for h, r in reports.items()]
         try:
             self.database.save_compute_nodes(rows)
+            self.manager._reconcile(reports)
             return
         except db_api.DatabaseUnavailable:
             raise
@@ -87,6 +88,8 @@ class SchedulerService:
             except Exception as exc:
                 LOG.error("Cannot save the report of host %s, left out: %s", row["host"],
                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                reports.pop(row["host"])
+        self.manager._reconcile(reports)
 
     def check_clock(self):
         """Time records by the database's clock; say so when this machine's is off."""

@@ -17,6 +17,7 @@ import threading
 from oslo_config import cfg
 
 from compute_agent import conf as agent_conf  # first: the concurrency switch patches
+from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
 from scheduler import config, rpc
 from scheduler.cmd import common
@@ -60,6 +61,10 @@ def main(argv=None):
     manager = ComputeManager(conf, transport)
     try:
         manager.start()
+    except (InstanceStoreError, rpc.QueueInUse) as exc:  # said in full: no traceback
+        LOG.error("Compute agent %s cannot start: %s", conf.host, exc)
+        transport.cleanup()
+        return f"{PROG}: cannot start: {exc}"
     except Exception as exc:
         LOG.exception("Compute agent %s failed to start", conf.host)
         transport.cleanup()

@@ -1117,6 +1117,24 @@ class Database:
                 connection.execute(sa.insert(server_group_members).prefix_with("IGNORE"), rows)
 
     @_retry
+    def instances_to_reconcile(self, hosts, uuids):
+        """{uuid: {state, host, updated_at}} of the instances named in ``uuids`` and of those
+        ACTIVE or DELETING on any of ``hosts``; updated_at a naive UTC datetime."""
+        columns = (instances.c.uuid, instances.c.state, instances.c.host, instances.c.updated_at)
+        found = {}
+        with self._transaction() as connection:
+            for chunk in _chunks(sorted(set(uuids))):
+                query = sa.select(*columns).where(instances.c.uuid.in_(chunk))
+                for row in connection.execute(query).mappings():
+                    found[row["uuid"]] = dict(row)
+            for chunk in _chunks(sorted(set(hosts))):
+                query = sa.select(*columns).where(instances.c.host.in_(chunk),
+                                                  instances.c.state.in_([models.ACTIVE, models.DELETING]))
+                for row in connection.execute(query).mappings():
+                    found[row["uuid"]] = dict(row)
+        return found
+
+    @_retry
     def hosts_of_instances(self, uuids):
         """{uuid: host} of the instances of ``uuids`` that are on a host and not deleted or failed."""
         found = {}

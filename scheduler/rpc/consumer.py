@@ -50,6 +50,7 @@ class ConsumeLoop:
         self.stopping = threading.Event()
         self.ready = threading.Event()
         self.first_attempt = threading.Event()
+        self.first_error = None  # what made the first attempt fail, if it did
         self._thread = None
 
     def start(self):
@@ -76,6 +77,8 @@ class ConsumeLoop:
                 self._consume(conn, lost_at)
                 waits = None
             except Exception as exc:
+                if not self.first_attempt.is_set():
+                    self.first_error = exc
                 if self.stopping.is_set():
                     break
                 if waits is None or self.ready.is_set():  # back off afresh after a good run

@@ -77,3 +77,7 @@ class WorkBroken(MessagingException):
     """Raised by a unit of work's step: the unit of work cannot go on (a database
     error outside a savepoint aborted its transaction). The batch is rolled back
     and its messages handled again one by one."""
+
+
+class QueueInUse(MessagingException):
+    """An exclusive server's own queue is consumed by another process already."""

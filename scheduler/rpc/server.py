@@ -17,18 +17,20 @@ from scheduler.rpc.consumer import ConsumeLoop
 from scheduler.rpc.context import Context
 from scheduler.rpc.deadletter import DeadLetters, log_key, reason_of
 from scheduler.rpc.dispatcher import Dispatcher
-from scheduler.rpc.exceptions import InvalidEnvelope, MessageTooLarge, RetryLater, WorkBroken
+from scheduler.rpc.exceptions import InvalidEnvelope, MessageTooLarge, QueueInUse, RetryLater, WorkBroken
 
 LOG = logging.getLogger(__name__)
 
 # How long start() waits for the first connection attempt (success or failure).
 START_TIMEOUT = 30
+# The AMQP reply code with which RabbitMQ refuses a second exclusive consumer.
+ACCESS_REFUSED = 403
 # Seconds at most before a batch that lost a race (a deadlock) is handed back.
 SOON = 0.2
 
 
-def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None):
-    return RPCServer(transport, target, endpoints, batch_size, unit_of_work)
+def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False):
+    return RPCServer(transport, target, endpoints, batch_size, unit_of_work, exclusive)
 
 
 class _NoWork:
@@ -57,9 +59,12 @@ class RPCServer:
     one by one (see _handle).
     """
 
-    def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None):
+    def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False):
         if target.fanout:
             raise ValueError("a server's target cannot be fanout")
+        if exclusive and not target.server:
+            raise ValueError("only a server's own queue (<topic>.<server>) can be consumed exclusively")
+        self.exclusive = exclusive
         self.transport = transport
         self.target = target
         self.dispatcher = Dispatcher(endpoints)
@@ -92,19 +97,30 @@ class RPCServer:
     def _queues(self):
         queues = [topology.shared_queue(self.transport, self.target.topic)]
         if self.target.server:
-            queues.append(topology.shared_queue(self.transport, topology.routing_key(self.target)))
+            queues.append(topology.shared_queue(self.transport, topology.routing_key(self.target),
+                                                exclusive=self.exclusive))
         queues.append(topology.fanout_queue(self.transport, self.target.topic, self.fanout_queue_name))
         return queues
 
     def start(self):
         """Start consuming. Returns once the queues are declared (or the first
-        connection attempt failed; the server then keeps reconnecting)."""
+        connection attempt failed; the server then keeps reconnecting).
+
+        An exclusive server whose own queue another process consumes raises
+        QueueInUse instead, and stops: it must not run beside that one.
+        """
         if self._started:
             return
         self._started = True
         self.transport._add_server(self)
         self._loop.start()
         self._loop.first_attempt.wait(START_TIMEOUT)
+        error = self._loop.first_error
+        if self.exclusive and getattr(error, "code", None) == ACCESS_REFUSED:
+            self.stop()
+            self.wait()
+            raise QueueInUse(f"{topology.routing_key(self.target)} is consumed by another process "
+                             f"already ({reason_of(error)})")
 
     def stop(self):
         """Stop consuming; the message being dispatched is finished and acked."""

@@ -29,14 +29,15 @@ def routing_key(target):
     return f"{target.topic}.{target.server}" if target.server else target.topic
 
 
-def shared_queue(transport, key):
-    """The queue ``<topic>`` or ``<topic>.<server>``, bound with its own name as key."""
+def shared_queue(transport, key, exclusive=False):
+    """The queue ``<topic>`` or ``<topic>.<server>``, bound with its own name as key;
+    with ``exclusive``, consumed by one process only (ExclusivelyConsumed)."""
     rabbit = transport.conf.oslo_messaging_rabbit
     arguments = {}
     if transport.is_rabbit and rabbit.rabbit_quorum_queue:
         arguments["x-queue-type"] = "quorum"
         arguments["x-dead-letter-exchange"] = dead_letter_exchange(transport).name
-    return Queue(
+    return (ExclusivelyConsumed if exclusive else Queue)(
         key,
         exchange=topic_exchange(transport),
         routing_key=key,
@@ -44,6 +45,25 @@ def shared_queue(transport, key):
         auto_delete=rabbit.amqp_auto_delete,
         queue_arguments=arguments or None,
     )
+
+
+class ExclusivelyConsumed(Queue):
+    """A queue whose consumer asks the broker to be its only one (basic.consume with
+    exclusive): while it consumes, RabbitMQ refuses any other with ACCESS_REFUSED.
+    The queue itself is declared as usual. Virtual transports ignore the flag."""
+
+    def consume(self, consumer_tag="", callback=None, no_ack=None, nowait=False, on_cancel=None):
+        # Waits for the broker's answer (nowait=False): a refusal is raised here, not later.
+        return self.channel.basic_consume(
+            queue=self.name,
+            no_ack=self.no_ack if no_ack is None else no_ack,
+            consumer_tag=consumer_tag or "",
+            callback=callback,
+            nowait=False,
+            arguments=self.consumer_arguments,
+            on_cancel=on_cancel,
+            exclusive=True,
+        )
 
 
 def _transient_arguments(transport):

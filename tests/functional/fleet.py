@@ -127,11 +127,14 @@ class Fleet:
         """An RPC client for one scheduler process alone (its scheduler.<host> queue)."""
         return rpc.RPCClient(self.transport, rpc.Target(topic="scheduler", server=name), timeout=5)
 
-    def start_agent(self, host, **options):
-        conf_file = write_conf(
-            self.tmp / f"{host}.conf", {"DEFAULT": {"host": host}, "compute_agent": options}
-        )
-        return self._spawn(host, "compute_agent.cmd.agent", "--config-file", str(conf_file))
+    def start_agent(self, host, name=None, module="compute_agent.cmd.agent", env=None, default=None,
+                    **options):
+        """An agent process for ``host`` (named ``name`` among the fleet's processes, the host
+        by default); ``default``: more [DEFAULT] options, e.g. its own state_path."""
+        name = name or host
+        sections = {"DEFAULT": {"host": host, **(default or {})}, "compute_agent": options}
+        conf_file = write_conf(self.tmp / f"{name}.conf", sections)
+        return self._spawn(name, module, "--config-file", str(conf_file), env=env)
 
     def stop(self, name, sig=signal.SIGTERM, timeout=30):
         proc = self.processes.pop(name)

@@ -357,3 +357,61 @@ def test_reports_are_coalesced(conf, scheduler, agents):
     elapsed = time.monotonic() - began
     # Change-triggered reports are at least report_min_interval apart.
     assert scheduler.report_count() - before <= 1 + elapsed / 0.5
+
+
+def test_a_second_agent_for_the_same_host_does_not_start_and_says_who_serves_it(conf, transport, agents):
+    from compute_agent.instance_store import HostTaken
+
+    first = agents()
+    twin = ComputeManager(conf, transport, host=HOST)
+    with pytest.raises(HostTaken, match=rf"host {HOST} is served already by the agent with pid \d+ on"):
+        twin.start()
+    first.stop()
+    again = ComputeManager(conf, transport, host=HOST)  # once the first is gone, it may
+    again.start()
+    again.stop()
+
+
+def test_an_instance_whose_record_cannot_be_removed_stays_held_and_is_not_reported_deleted(
+        conf, transport, scheduler, agents, monkeypatch):
+    conf.set_override("report_interval", 3600, "compute_agent")
+    manager = agents(driver=CountingDriver(conf))
+    client = ComputeClient(transport)
+    instance = make_instance(memory_mb=2048)
+    uuid = instance["uuid"]
+    client.run_instance({}, HOST, instance, *request_for(instance))
+    wait_for(lambda: "ACTIVE" in scheduler.states(uuid), "ACTIVE")
+
+    def read_only(*args):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(manager.store, "_write", read_only)
+    client.terminate_instance({}, HOST, uuid)
+    wait_for(lambda: manager.driver.destroyed == [uuid], "the destroy")
+    time.sleep(0.2)
+    assert "DELETED" not in scheduler.states(uuid)
+    assert uuid in manager.tracker and manager.store.get(uuid) is not None
+    monkeypatch.undo()  # writable again: the next terminate goes through
+    client.terminate_instance({}, HOST, uuid)
+    wait_for(lambda: "DELETED" in scheduler.states(uuid), "DELETED")
+    assert uuid not in manager.tracker
+
+
+def test_updates_that_cannot_be_sent_are_kept_and_sent_in_order_before_the_next_report(
+        conf, transport, scheduler, agents, monkeypatch):
+    conf.set_override("report_interval", 3600, "compute_agent")
+    manager = agents()
+    sent, broken = [], [True]
+
+    def instance_update(ctxt, uuid, host, state, fault=None):
+        if broken[0]:
+            raise rpc.MessageDeliveryFailure("the broker is away")
+        sent.append(state)
+
+    monkeypatch.setattr(manager.scheduler, "instance_update", instance_update)
+    manager._instance_update({}, "u1", "BUILDING")
+    manager._instance_update({}, "u1", "ACTIVE")
+    assert sent == []
+    broken[0] = False
+    manager.send_report()
+    assert sent == ["BUILDING", "ACTIVE"]

@@ -207,3 +207,19 @@ def test_a_placement_is_written_only_over_the_row_as_it_was_read(world):
     # Another worker read the same row before: its write finds it changed and does nothing.
     assert database.update_instances_if([(uuids[0], {"host": "h8", "attempts": 2}, read)]) == set()
     assert database.get_instance(uuids[0])["host"] == "h9"
+
+
+def test_an_agent_holding_a_deleted_instance_is_told_to_terminate_it_once_a_while(world, caplog):
+    manager, database, agents = world
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    [host] = casts(agents, 1)
+    manager.instance_update({}, uuids[0], host, "ACTIVE")
+    database.update_instance(uuids[0], {"state": "DELETED"})  # its terminate was lost
+    held = dict(report(host, 8192, uuids=uuids))
+    assert [d.action for d in manager._reconcile({host: held}, now=100.0)] == ["terminate"]
+    assert casts(agents, 2)[host][-1] == ("terminate_instance", uuids[0])
+    assert manager._reconcile({host: held}, now=101.0) == []  # unchanged, looked at a second ago
+    assert [d.action for d in manager._reconcile({host: held}, now=161.0)] == ["terminate"]
+    casts(agents, 3)  # sent again a minute later: it is still there
+    assert f"{host} holds {uuids[0]}, which was deleted: telling {host} to terminate it" in caplog.text
