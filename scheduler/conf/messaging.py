@@ -32,6 +32,19 @@ opts = [
         "same arguments, or RabbitMQ refuses the declaration.",
     ),
     cfg.IntOpt(
+        "delivery_limit",
+        default=5,
+        min=0,
+        help="How many times a message may take down the worker handling it before it is "
+        "dead-lettered instead of handled again (0: no limit). A redelivered message is "
+        "handled alone, and each worker counts, under state_path, the messages it was "
+        "handling alone when it stopped. With rabbit_quorum_queue, RabbitMQ counts too: the "
+        "shared queues get x-delivery-limit = 2 * delivery_limit + 1, a backstop (RabbitMQ "
+        "counts every message that was in flight when a worker stopped, not only the one it "
+        "was handling). A quorum queue declared before with another value must be deleted, "
+        "or given the value by a policy.",
+    ),
+    cfg.IntOpt(
         "rabbit_qos_prefetch_count",
         default=64,
         min=1,

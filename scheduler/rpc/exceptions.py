@@ -81,3 +81,7 @@ class WorkBroken(MessagingException):
 
 class QueueInUse(MessagingException):
     """An exclusive server's own queue is consumed by another process already."""
+
+
+class DeliveryLimitExceeded(MessagingException):
+    """A message took down the worker handling it ``delivery_limit`` times: dead-lettered."""

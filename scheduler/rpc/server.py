@@ -9,15 +9,23 @@ own threads.
 
 import contextlib
 import logging
+import os
 import random
 
-from scheduler.rpc import envelope, topology
+from scheduler.rpc import deliveries, envelope, topology
 from scheduler.rpc import transport as transport_mod
 from scheduler.rpc.consumer import ConsumeLoop
 from scheduler.rpc.context import Context
 from scheduler.rpc.deadletter import DeadLetters, log_key, reason_of
 from scheduler.rpc.dispatcher import Dispatcher
-from scheduler.rpc.exceptions import InvalidEnvelope, MessageTooLarge, QueueInUse, RetryLater, WorkBroken
+from scheduler.rpc.exceptions import (
+    DeliveryLimitExceeded,
+    InvalidEnvelope,
+    MessageTooLarge,
+    QueueInUse,
+    RetryLater,
+    WorkBroken,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -72,6 +80,8 @@ class RPCServer:
         self._fanout_exchange = topology.fanout_exchange(target.topic).name
         label = f"{target.topic}.{target.server}" if target.server else target.topic
         self.dead_letters = DeadLetters(transport, label)
+        self._deliveries = deliveries.DeliveryLog(
+            os.path.join(transport.conf.state_path, "deliveries", label.replace(os.sep, "_") + ".json"))
         self.batch_size = max(1, batch_size)
         self._unit_of_work = unit_of_work or _NoWork
         self._batch = []
@@ -168,9 +178,41 @@ class RPCServer:
         if not batch:
             self._settle()
             return
-        requests = [(message, request) for message in batch if (request := self._parse(message)) is not None]
+        # In the order delivered: a channel's messages are acked up to a tag (see _ack).
+        run = []
+        for message in batch:
+            if message.delivery_info.get("redelivered"):
+                self._handle_run(run)
+                run = []
+                self._handle_redelivered(message)
+            else:
+                run.append(message)
+        self._handle_run(run)
+
+    def _handle_run(self, messages):
+        parsed = [(message, self._parse(message)) for message in messages]
+        requests = [(message, request) for message, request in parsed if request is not None]
         if requests:
             self._handle(requests)
+
+    def _handle_redelivered(self, message):
+        """Handle a message delivered before (see scheduler.rpc.deliveries) alone, and
+        settle it before anything else; or dead-letter it when workers stopped
+        handling it delivery_limit times already."""
+        limit = self.transport.conf.oslo_messaging_rabbit.delivery_limit
+        key = deliveries.fingerprint(message)
+        stopped = self._deliveries.begin(key)
+        if limit and stopped >= limit:
+            exc = DeliveryLimitExceeded(f"the worker handling it stopped {stopped} times; "
+                                        f"delivery_limit is {limit}")
+            self.dead_letters.send(message, exc)
+            message.ack()
+        else:
+            request = self._parse(message)
+            if request is not None:
+                self._handle([(message, request)])
+            self._settle()
+        self._deliveries.end(key)
 
     def _handle(self, requests):
         """Handle ``requests`` ([(message, (context, method, args))]) in one unit of work.

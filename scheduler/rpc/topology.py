@@ -37,6 +37,10 @@ def shared_queue(transport, key, exclusive=False):
     if transport.is_rabbit and rabbit.rabbit_quorum_queue:
         arguments["x-queue-type"] = "quorum"
         arguments["x-dead-letter-exchange"] = dead_letter_exchange(transport).name
+        if rabbit.delivery_limit:
+            # A backstop: RabbitMQ counts every message in flight when a worker stops, not
+            # only the one it was handling, which the workers' own count ends first.
+            arguments["x-delivery-limit"] = 2 * rabbit.delivery_limit + 1
     return (ExclusivelyConsumed if exclusive else Queue)(
         key,
         exchange=topic_exchange(transport),

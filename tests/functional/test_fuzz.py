@@ -149,6 +149,7 @@ def _run(fleet, transport_url):
         f'x-dead-letter-exchange",<<"{fleet.exchange}.dlx' in listed.stdout.replace("{", "").replace("}", "")
         or f"{fleet.exchange}.dlx" in listed.stdout
     ), listed.stdout
+    assert '{"x-delivery-limit",11}' in listed.stdout  # 2 * delivery_limit + 1, a backstop
 
     # Warm up (the first requests load code and fill caches), then take the baseline.
     warm, _ = build_request(flavors.get("m1.tiny"), 10)
