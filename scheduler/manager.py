@@ -27,9 +27,8 @@ CLAIM_ATTEMPTS = 20
 BUSY_WAIT = 0.02
 #: Claims skip the hosts other workers hold for this many attempts, then wait for them.
 WAIT_AFTER = 4
-#: Seconds between two reconciliations of a host whose instances did not change.
-RECONCILE_EVERY = 60
-RECONCILE_KEEP = 10_000
+#: Terminates sent by reconciliation remembered before the old ones are forgotten.
+RECONCILE_KEEP = 100_000
 
 
 class ReportBuffer:
@@ -481,24 +480,26 @@ class SchedulerManager:
     def _reconcile(self, reports, now=None):
         """Set what each agent of ``reports`` ({host: report}) holds against the database,
         say what differs, and tell agents to terminate what they must not hold (see
-        scheduler.reconcile). A host is looked at when what it holds changed, and at
-        least every RECONCILE_EVERY seconds; a terminate is sent again at most every
-        service_down_time. Not an RPC method: the periodic task calls it."""
+        scheduler.reconcile). A host is looked at when what it holds changed or its
+        agent started again, and at least every service_down_time (the while after
+        which a difference is taken as settled); a terminate is sent again at most
+        as often. Not an RPC method: the periodic task calls it."""
         now = time.monotonic() if now is None else now
-        due = {}
+        grace = self._conf.scheduler.service_down_time
+        due, seen = {}, {}
         for host, report in reports.items():
             held = frozenset(report.get("instance_uuids") or ())
+            seen[host] = hash((held, report.get("started_at")))
             last = self._reconciled.get(host)
-            if last is None or last[0] != hash(held) or now - last[1] >= RECONCILE_EVERY:
+            if last is None or last[0] != seen[host] or now - last[1] >= grace:
                 due[host] = held
         if not due:
             return []
         recorded = self._db.instances_to_reconcile(list(due), [u for held in due.values() for u in held])
-        grace = self._conf.scheduler.service_down_time
         settled_before = self._db.now() - datetime.timedelta(seconds=grace)
         found = []
         for host, held in due.items():
-            self._reconciled[host] = (hash(held), now)
+            self._reconciled[host] = (seen[host], now)
             mine = {u: r for u, r in recorded.items() if u in held or r["host"] == host}
             for difference in reconcile.differences(host, held, mine, settled_before):
                 found.append(difference)
@@ -512,7 +513,7 @@ class SchedulerManager:
                 self._reaped[difference.instance_uuid] = now
                 LOG.warning("%s: telling %s to terminate it", difference.why, host)
                 self.outbox.send(self._compute.terminate_instance, {}, host, difference.instance_uuid)
-        if len(self._reaped) > 10 * RECONCILE_KEEP:
+        if len(self._reaped) > RECONCILE_KEEP:
             self._reaped = {u: t for u, t in self._reaped.items() if now - t < grace}
         return found
 

@@ -13,12 +13,11 @@ import time
 
 import pytest
 
-from scheduler import flavors
-from scheduler.cmd.cli import build_request
 from scheduler.db.api import Database
 from scheduler.rpc import envelope
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
+from tests.functional.test_faults import burst
 
 SCHEDULERS = ("poison-s1", "poison-s2")
 AGENTS = ("poison-a", "poison-b", "poison-c")
@@ -57,15 +56,6 @@ POISONS = {
 }
 
 
-def cast_valid(fleet, count):
-    uuids = []
-    for _ in range(count):
-        spec, props = build_request(flavors.get("m1.tiny"), 1)
-        fleet.client.run_instance({}, spec, props)
-        uuids += spec["instance_uuids"]
-    return uuids
-
-
 def active(database, uuids):
     return sum(1 for i in database.get_instances(uuids).values() if i["state"] == "ACTIVE")
 
@@ -75,10 +65,10 @@ def timed_run(fleet, database, poison=None):
     publisher = wire.RawPublisher(fleet)
     try:
         began = time.monotonic()
-        uuids = cast_valid(fleet, VALID // 2)
+        uuids = burst(fleet, VALID // 2, per_request=1)
         if poison is not None:
             poison(publisher)
-        uuids += cast_valid(fleet, VALID - VALID // 2)
+        uuids += burst(fleet, VALID - VALID // 2, per_request=1)
         fleet.wait(lambda: active(database, uuids) == len(uuids), 120,
                    f"{len(uuids)} valid requests to be ACTIVE", interval=0.1)
         return time.monotonic() - began

@@ -1,11 +1,18 @@
 import gc
 import os
 import signal
+import threading
 import weakref
 
 import pytest
 
+from scheduler import rpc
 from scheduler.cmd import common
+from scheduler.conf import opts
+from scheduler.db.api import Database
+from scheduler.outbox import Outbox
+from scheduler.service import SchedulerService, UnitOfWork
+from tests.unit.scheduler.manager_world import report
 
 
 @pytest.fixture
@@ -50,17 +57,19 @@ def test_cycles_made_after_start_up_are_still_collected(restored_gc):
     assert gone() is None
 
 
-def test_a_failing_periodic_task_keeps_none_of_the_others_from_running(conf, caplog):
-    from scheduler import rpc
-    from scheduler.conf import opts
-    from scheduler.db.api import Database
-    from scheduler.service import SchedulerService
-
+@pytest.fixture
+def service(conf):
+    """A SchedulerService on memory:// and SQLite, not started."""
     opts.register_plugin_opts(conf)
     transport = rpc.get_transport(conf)
     database = Database.from_conf(conf)
     database.sync()
-    service = SchedulerService(conf, transport, database)
+    yield SchedulerService(conf, transport, database)
+    transport.cleanup()
+    database.dispose()
+
+
+def test_a_failing_periodic_task_keeps_none_of_the_others_from_running(conf, service, caplog):
     ran = []
 
     def broken():
@@ -69,51 +78,24 @@ def test_a_failing_periodic_task_keeps_none_of_the_others_from_running(conf, cap
     service.save_reports = broken
     service.manager._expire_builds = lambda: ran.append("build expiry")
     service.admin._reload = lambda: ran.append("aggregates reload")
-    try:
-        service.run_periodic_tasks()
-        service.run_periodic_tasks()
-        heartbeats = database.list_services()
-    finally:
-        transport.cleanup()
-        database.dispose()
+    service.run_periodic_tasks()
+    service.run_periodic_tasks()
     assert ran == ["build expiry", "aggregates reload"] * 2
+    heartbeats = service.database.list_services()
     assert [(s["host"], s["binary"]) for s in heartbeats] == [(conf.host, "berth-scheduler")]
     assert caplog.text.count("Periodic task saving host reports failed") == 2
 
 
-def test_one_report_the_database_refuses_leaves_the_others_saved(conf, caplog):
-    from scheduler import rpc
-    from scheduler.conf import opts
-    from scheduler.db.api import Database
-    from scheduler.service import SchedulerService
-    from tests.unit.scheduler.manager_world import report
-
-    opts.register_plugin_opts(conf)
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
-    service = SchedulerService(conf, transport, database)
-    try:
-        service.manager.reports.put("h1", report("h1", 1024))
-        service.manager.reports.put("h2", dict(report("h2", 1024), reported_at="yesterday"))
-        service.manager.reports.put("h3", report("h3", 1024))
-        service.save_reports()
-        saved = [node["host"] for node in database.list_compute_nodes()]
-    finally:
-        transport.cleanup()
-        database.dispose()
-    assert saved == ["h1", "h3"]
+def test_one_report_the_database_refuses_leaves_the_others_saved(service, caplog):
+    service.manager.reports.put("h1", report("h1", 1024))
+    service.manager.reports.put("h2", dict(report("h2", 1024), reported_at="yesterday"))
+    service.manager.reports.put("h3", report("h3", 1024))
+    service.save_reports()
+    assert [node["host"] for node in service.database.list_compute_nodes()] == ["h1", "h3"]
     assert "Cannot save the report of host h2, left out" in caplog.text
 
 
 def test_a_read_only_method_that_meets_a_database_error_breaks_the_batch_not_the_others(conf):
-    import threading
-
-    from scheduler import rpc
-    from scheduler.db.api import Database
-    from scheduler.outbox import Outbox
-    from scheduler.service import UnitOfWork
-
     database = Database.from_conf(conf)
     database.sync()
     transport = rpc.get_transport(conf)
