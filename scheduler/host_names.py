@@ -20,7 +20,7 @@ def problem(value):
     if size > MAX_BYTES:
         return (f"is {size} bytes in UTF-8, over {MAX_BYTES}: the host's queues are named after it, "
                 f"and AMQP names are at most {names.MAX_BYTES} bytes")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if names.CONTROL.search(value):
         return "holds control characters"
     return None
 

@@ -53,7 +53,7 @@ class HostTable:
         self.pending = {}  # row -> {uuid: (Flavor, monotonic time)}
         # row -> sorted hashes of the instance uuids its last report listed (none: no entry)
         self.reported = {}
-        self.extra = {}  # row -> {"reported_at", "metrics"}
+        self.extra = {}  # row -> {"reported_at", "metrics", "order": (started_at, report_seq)}
         # Distinct values of the string-valued attributes, coded per row in ``<name>_code``.
         self.categories = {"hypervisor": Categories(None), "instances": Categories(())}
         self._metrics = {}  # metric name -> column (NaN: not reported), made on first sight
@@ -165,7 +165,9 @@ class HostTable:
             if column is None:
                 column = self._metrics[name] = np.full(self._capacity, np.nan)
             column[row] = value
-        self.extra[row] = {"reported_at": resources.get("reported_at"), "metrics": metrics}
+        extra = self.extra[row] = {"reported_at": resources.get("reported_at"), "metrics": metrics}
+        if resources.get("report_seq") is not None:  # which report of which agent process this is
+            extra["order"] = (resources.get("started_at"), resources["report_seq"])
         host_load.read_report(self, row, resources, now)
         pending = self.pending.get(row)
         if pending:

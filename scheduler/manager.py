@@ -65,7 +65,7 @@ class SchedulerManager:
         self.undo = UndoLog()
         self._auth = AgentAuth(conf)
         self._generations = {}  # host -> generation as this scheduler last claimed or read it
-        self._reconciled = {}  # host -> (hash of what it held, monotonic time) when last reconciled
+        self._reconciled = {}  # host -> (its agent's started_at, monotonic time it is due again)
         self._reaped = {}  # instance uuid -> monotonic time its terminate was last sent by _reconcile
         self._differences = LogOnce(LOG, interval=3600)
 
@@ -480,26 +480,26 @@ class SchedulerManager:
     def _reconcile(self, reports, now=None):
         """Set what each agent of ``reports`` ({host: report}) holds against the database,
         say what differs, and tell agents to terminate what they must not hold (see
-        scheduler.reconcile). A host is looked at when what it holds changed or its
-        agent started again, and at least every service_down_time (the while after
-        which a difference is taken as settled); a terminate is sent again at most
-        as often. Not an RPC method: the periodic task calls it."""
+        scheduler.reconcile). A host is looked at when first seen, when its agent
+        started again, and then about every service_down_time (the while after which
+        a difference counts as settled; spread out, so that hosts do not all come due
+        at once); a terminate is sent again at most as often. Not an RPC method: the
+        periodic task calls it."""
         now = time.monotonic() if now is None else now
         grace = self._conf.scheduler.service_down_time
-        due, seen = {}, {}
+        due = {}
         for host, report in reports.items():
-            held = frozenset(report.get("instance_uuids") or ())
-            seen[host] = hash((held, report.get("started_at")))
+            started = report.get("started_at")
             last = self._reconciled.get(host)
-            if last is None or last[0] != seen[host] or now - last[1] >= grace:
-                due[host] = held
+            if last is None or last[0] != started or now >= last[1]:
+                due[host] = frozenset(report.get("instance_uuids") or ())
+                self._reconciled[host] = (started, now + grace * random.uniform(0.75, 1.25))
         if not due:
             return []
         recorded = self._db.instances_to_reconcile(list(due), [u for held in due.values() for u in held])
         settled_before = self._db.now() - datetime.timedelta(seconds=grace)
         found = []
         for host, held in due.items():
-            self._reconciled[host] = (seen[host], now)
             mine = {u: r for u, r in recorded.items() if u in held or r["host"] == host}
             for difference in reconcile.differences(host, held, mine, settled_before):
                 found.append(difference)

@@ -11,6 +11,7 @@ import uuid as uuidlib
 
 from scheduler import host_names
 from scheduler.exception import InvalidRequest
+from scheduler.rpc import names
 
 MAX_INSTANCES_PER_REQUEST = 1000
 # 16 TiB of RAM, 1 PiB of disk, 4096 vCPUs: beyond any host, so surely a typo.
@@ -44,7 +45,7 @@ def _text(value, where, optional=False):
         return None
     if not isinstance(value, str) or not value or len(value) > MAX_TEXT:
         raise InvalidRequest(f"{where}: must be a non-empty string of at most {MAX_TEXT} characters")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if names.CONTROL.search(value):
         # A NUL, for one, is refused by PostgreSQL in any text column.
         raise InvalidRequest(f"{where}: must not hold control characters, got {value[:60]!r}")
     return value

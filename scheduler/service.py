@@ -73,9 +73,8 @@ class SchedulerService:
             self.database.save_compute_nodes(rows)
             self.manager._reconcile(reports)
             return
-        except db_api.DatabaseUnavailable:
-            raise
-        except Exception as exc:
+        except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
+            # What one row holds, not the database being away: worth saving each alone.
             if len(rows) == 1:
                 raise
             LOG.warning("Saving %d host reports together failed (%s); saving each alone", len(rows),
@@ -83,9 +82,7 @@ class SchedulerService:
         for row in rows:
             try:
                 self.database.save_compute_nodes([row])
-            except db_api.DatabaseUnavailable:
-                raise
-            except Exception as exc:
+            except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
                 LOG.error("Cannot save the report of host %s, left out: %s", row["host"],
                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
                 reports.pop(row["host"])

@@ -43,6 +43,8 @@ def parse_args(argv):
     parser.add_argument("--e2e-workers", type=int, default=1, help="berth-scheduler processes end to end")
     parser.add_argument("--e2e-batch-size", type=int, default=None,
                         help="[scheduler] batch_size of the schedulers end to end (default 512)")
+    parser.add_argument("--e2e-logs", default=None, metavar="DIR",
+                        help="keep the end-to-end processes' logs in DIR (default: thrown away)")
     parser.add_argument("--transport-url", default=os.environ.get(
         "BERTH_BENCH_TRANSPORT_URL", "rabbit://guest:guest@127.0.0.1:5672/"),
         help="broker for the end-to-end section")
@@ -73,7 +75,7 @@ def rows(args):
 
         yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances,
                           workers=args.e2e_workers, rate=args.e2e_rate or None,
-                          batch_size=args.e2e_batch_size or e2e.BATCH_SIZE)
+                          batch_size=args.e2e_batch_size or e2e.BATCH_SIZE, logs=args.e2e_logs)
 
 
 def _fmt(value, digits=3):

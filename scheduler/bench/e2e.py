@@ -106,10 +106,10 @@ def _wait(predicate, timeout, what, procs):
 
 
 def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None,
-            batch_size=BATCH_SIZE):
+            batch_size=BATCH_SIZE, logs=None):
     """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
     as one client can) to ``workers`` schedulers and a simulated fleet of ``n_hosts``;
-    time each from its cast to ACTIVE."""
+    time each from its cast to ACTIVE. With ``logs``, the processes' logs are kept there."""
     import pathlib
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
@@ -189,6 +189,10 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if logs:
+            os.makedirs(logs, exist_ok=True)
+            for log in tmp.glob("*.log"):
+                shutil.copy(log, logs)
         shutil.rmtree(tmp, ignore_errors=True)
 
     done = sorted(

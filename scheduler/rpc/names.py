@@ -5,7 +5,11 @@ characters but 400 bytes, too long for an AMQP short string. A lone
 surrogate cannot be encoded at all.
 """
 
+import re
+
 MAX_BYTES = 255
+#: ASCII control characters: no name, log line or text column should hold one (NUL, for one).
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def problem(name):

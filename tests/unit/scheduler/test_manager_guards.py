@@ -219,8 +219,8 @@ def test_an_agent_holding_a_deleted_instance_is_told_to_terminate_it_once_a_whil
     held = dict(report(host, 8192, uuids=uuids))
     assert [d.action for d in manager._reconcile({host: held}, now=100.0)] == ["terminate"]
     assert casts(agents, 2)[host][-1] == ("terminate_instance", uuids[0])
-    assert manager._reconcile({host: held}, now=101.0) == []  # unchanged, looked at a second ago
-    # service_down_time (60 s) later, it is looked at again, and the terminate sent again.
-    assert [d.action for d in manager._reconcile({host: held}, now=161.0)] == ["terminate"]
+    assert manager._reconcile({host: held}, now=101.0) == []  # looked at a second ago
+    # About service_down_time (60 s) later, it is looked at again, and the terminate sent again.
+    assert [d.action for d in manager._reconcile({host: held}, now=176.0)] == ["terminate"]
     casts(agents, 3)
     assert f"{host} holds {uuids[0]}, which was deleted: telling {host} to terminate it" in caplog.text
