@@ -26,6 +26,15 @@ def _check_every_value(conf):
                     raise _BadOption(f"[{name}] {opt_name}", exc) from exc
 
 
+def _check_transport_url(conf):
+    from scheduler.rpc import transport
+
+    try:
+        transport.check_url(conf.transport_url)
+    except ValueError as exc:  # names transport_url, the URL in it masked
+        raise ValueError(str(exc)) from None
+
+
 class _BadOption(Exception):
     def __init__(self, where, exc):
         super().__init__(where)
@@ -54,6 +63,7 @@ def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
     try:
         conf(argv, project="berth", prog=prog)
         _check_every_value(conf)
+        _check_transport_url(conf)
         for validate in validators:
             validate(conf)
     except _BadOption as exc:

@@ -10,7 +10,6 @@ from compute_agent.manager import ComputeManager
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import cli, common
-from scheduler.db.api import Database
 from scheduler.service import SchedulerService
 
 PROG = "berth-all-in-one"
@@ -45,9 +44,10 @@ def main(argv=None, out=None):
         cli_opts=cli_opts,
     )
     config.setup_logging(conf, PROG)
-    database = Database.from_conf(conf)
-    if conf.database.auto_migrate:
-        database.sync()
+    try:
+        database = common.open_database(conf)
+    except ValueError as exc:  # one line (the URL in it is masked), no traceback
+        return f"{PROG}: cannot start: {exc}"
     transport = rpc.get_transport(conf)
     services = [SchedulerService(conf, transport, database)] + [
         ComputeManager(conf, transport, host=host) for host in agent_hosts(conf)

@@ -1,6 +1,7 @@
 """berth: the operator's command line, over the same transport as the services."""
 
 import argparse
+import os
 import sys
 import time
 import uuid as uuidlib
@@ -11,7 +12,7 @@ from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import admin_commands
 from scheduler.cmd.arguments import positive
-from scheduler.request_spec import MAX_LIST
+from scheduler.request_spec import MAX_INSTANCES_PER_REQUEST, MAX_LIST
 
 PROG = "berth"
 SETTLED = (states.ACTIVE, states.ERROR, states.DELETED)
@@ -25,6 +26,14 @@ def _non_negative(text):
     value = int(text) if text.lstrip("-").isdigit() else None
     if value is None or value < 0:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
+def _count(text):
+    value = positive(text)
+    if value > MAX_INSTANCES_PER_REQUEST:
+        raise argparse.ArgumentTypeError(f"at most {MAX_INSTANCES_PER_REQUEST} instances a request "
+                                         f"(the scheduler refuses more), got {value}")
     return value
 
 
@@ -48,7 +57,8 @@ def add_commands(subparsers):
     boot.add_argument("--flavor-ram", type=positive, metavar="MB")
     boot.add_argument("--flavor-disk", type=_non_negative, metavar="GB", help="root disk")
     boot.add_argument("--flavor-vcpus", type=positive, metavar="N")
-    boot.add_argument("--count", type=positive, default=1)
+    boot.add_argument("--count", type=_count, default=1,
+                      help=f"how many instances, 1 to {MAX_INSTANCES_PER_REQUEST} (placed all or none)")
     boot.add_argument("--hint", type=_hint, action="append", default=[], metavar="KEY=VALUE",
                       help="a scheduler hint (group=UUID, same_host=UUID, different_host=UUID, "
                       "query=JSON, ...); repeat for several, a repeated key makes a list")
@@ -176,14 +186,26 @@ def boot_command(client, args, out):
 
 
 def delete_command(client, args, out):
+    """Delete the instances named; none at all when one of them does not exist."""
+    known = {}
+    for start in range(0, len(args.uuids), MAX_LIST):
+        page = args.uuids[start:start + MAX_LIST]
+        known.update((i["uuid"], i) for i in client.list_instances({}, include_deleted=True, uuids=page))
+    missing = [u for u in dict.fromkeys(args.uuids) if u not in known]
+    if missing:
+        raise CommandError(f"No instance {', '.join(missing)}; nothing deleted")
     for u in args.uuids:
+        if known[u]["state"] == states.DELETED:
+            print(f"{u} deleted already", file=out)
+            continue
         client.delete_instance({}, u)
     if args.wait:
         found = wait_for(client, args.uuids, args.timeout, settled=(states.DELETED,))
         print_instances(found.values(), out)
     else:
         for u in args.uuids:
-            print(f"{u} deleting", file=out)
+            if known[u]["state"] != states.DELETED:
+                print(f"{u} deleting", file=out)
     return 0
 
 
@@ -261,6 +283,9 @@ def main(argv=None, out=None):
     client = SchedulerClient(transport)
     try:
         return conf.command.func(client, conf.command, out)
+    except BrokenPipeError:  # e.g. `berth instances | head -3`: the reader has all it wanted
+        _quiet_stdout()
+        return 0
     except CommandError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
@@ -279,6 +304,16 @@ def main(argv=None, out=None):
         return 1
     finally:
         transport.cleanup()
+
+
+def _quiet_stdout():
+    """After a broken pipe, point stdout at /dev/null so that the interpreter's last
+    flush finds nothing to complain about."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

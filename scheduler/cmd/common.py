@@ -7,6 +7,7 @@ import threading
 
 from scheduler import filters, host_names, weighers
 from scheduler.conf import opts
+from scheduler.db.api import Database
 from scheduler.rpc import names
 
 LOG = logging.getLogger(__name__)
@@ -42,6 +43,19 @@ def settle_garbage_collector():
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_COLLECTION_EVERY, older, oldest)
+
+
+def open_database(conf):
+    """The Database of ``[database] connection``, migrated if auto_migrate; raises
+    ValueError with one line (the URL masked) when it cannot be opened."""
+    database = Database.from_conf(conf)
+    if conf.database.auto_migrate:
+        try:
+            database.sync()
+        except Exception as exc:
+            database.dispose()
+            raise ValueError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    return database
 
 
 def run_until_signalled(services):

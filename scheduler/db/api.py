@@ -306,6 +306,10 @@ _FALLBACK_DRIVERS = {
 }
 
 
+#: The setup.cfg extra that installs a driver.
+_EXTRAS = {"postgresql+psycopg2": "postgresql", "mysql+pymysql": "mysql", "mariadb+pymysql": "mysql"}
+
+
 def _installed_driver(url):
     choices = _FALLBACK_DRIVERS.get(url.drivername)
     if not choices:
@@ -363,7 +367,12 @@ class Database:
                 kwargs["executemany_mode"] = "values_plus_batch"
         try:
             self.engine = sa.create_engine(self.url, **kwargs)
-        except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ImportError) as exc:
+        except ImportError as exc:
+            extra = _EXTRAS.get(self.url.drivername)
+            hint = f"; install it with: pip install 'berth[{extra}]'" if extra else ""
+            raise ValueError(f"database URL {self.masked_url!r} needs the {self.url.get_driver_name()} "
+                             f"driver, which is not installed ({exc}){hint}") from None
+        except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError) as exc:
             raise ValueError(f"invalid database URL {self.masked_url!r}: {exc}") from None
         if self.is_sqlite:
             self._setup_sqlite()

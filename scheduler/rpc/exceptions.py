@@ -57,8 +57,9 @@ class InvalidArguments(MessagingException, TypeError):
     invalid_input = True
 
 
-class MessageTooLarge(MessagingException, ValueError):
-    """A message body is larger than ``[oslo_messaging_rabbit] max_message_bytes``."""
+class MessageTooLarge(MessageDeliveryFailure, ValueError):
+    """A message body is larger than ``[oslo_messaging_rabbit] max_message_bytes``: refused by
+    a server that receives it, and not sent by a Berth client."""
 
     invalid_input = True
 

@@ -18,12 +18,24 @@ import kombu
 from amqp.exceptions import MessageNacked
 
 from scheduler.rpc import confirms, envelope, filesystem, framing, names
-from scheduler.rpc.exceptions import InvalidName, MessageDeliveryFailure
+from scheduler.rpc.exceptions import InvalidName, MessageDeliveryFailure, MessageTooLarge
 
 LOG = logging.getLogger(__name__)
 
 RABBIT_SCHEMES = ("rabbit", "amqp", "amqps")
 SCHEMES = RABBIT_SCHEMES + ("filesystem", "memory")
+
+
+def check_url(url):
+    """Raise ValueError (the URL masked) unless ``url`` names a transport Berth has."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in SCHEMES:
+        raise ValueError(
+            f"transport_url {mask_url(url)!r} is not supported; use one of "
+            + ", ".join(f"{s}://" for s in SCHEMES)
+        )
+    if scheme in RABBIT_SCHEMES:
+        _rabbit_hosts(url)
 
 
 def get_transport(conf, url=None):
@@ -97,12 +109,8 @@ class Transport:
         self.conf = conf
         self.url = url
         self.safe_url = mask_url(url)
-        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-        if scheme not in SCHEMES:
-            raise ValueError(
-                f"transport_url {self.safe_url!r} is not supported; use one of "
-                + ", ".join(f"{s}://" for s in SCHEMES)
-            )
+        check_url(url)
+        scheme = url.split("://", 1)[0].lower()
         rabbit = conf.oslo_messaging_rabbit
         self.kind = "rabbit" if scheme in RABBIT_SCHEMES else scheme
         self.is_rabbit = self.kind == "rabbit"
@@ -301,6 +309,10 @@ class Publisher:
         if content_type is None:
             # Serialized here: kombu's serializer makes a JSON encoder per message.
             body = envelope.dumps(body)
+            limit = transport.conf.oslo_messaging_rabbit.max_message_bytes
+            if len(body) > limit // 4 and len(body.encode("utf-8")) > limit:  # refused at the other end
+                raise MessageTooLarge(f"cannot publish a message of {len(body.encode('utf-8'))} bytes: "
+                                      f"a Berth server refuses bodies over max_message_bytes ({limit})")
             properties["content_type"] = "application/json"
             properties["content_encoding"] = "utf-8"
         else:

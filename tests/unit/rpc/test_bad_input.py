@@ -84,7 +84,9 @@ def test_bad_casts_are_dead_lettered_with_the_reason_and_valid_ones_flow(transpo
 def test_an_oversized_body_is_refused_undecoded_and_kept_truncated(conf, transport, topic, server):
     conf.set_override("max_message_bytes", 2048, group="oslo_messaging_rabbit")
     client = rpc.RPCClient(transport, rpc.Target(topic=topic))
-    client.cast({}, "place", host="x" * 100_000)
+    # From a client that does not look (Berth's own refuses to send it: see below).
+    oversized = envelope.wrap(envelope.request("place", {"host": "x" * 100_000}))
+    publish_raw(transport, topic, json.dumps(oversized))
     client.cast({}, "place", host="ok")
     assert server.wait_for(1)
     [letter] = dead_letters(transport, 1)
@@ -92,6 +94,16 @@ def test_an_oversized_body_is_refused_undecoded_and_kept_truncated(conf, transpo
     assert letter.headers[deadletter.TRUNCATED] > 100_000
     assert len(letter.body) == deadletter.KEEP_BYTES
     assert server.received[0][1]["host"] == "ok"
+
+
+def test_a_message_a_server_would_refuse_for_its_size_is_not_sent(conf, transport, topic, server):
+    conf.set_override("max_message_bytes", 2048, group="oslo_messaging_rabbit")
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic))
+    with pytest.raises(rpc.MessageDeliveryFailure, match=r"a message of \d+ bytes: a Berth server refuses"):
+        client.cast({}, "place", host="é" * 1500)  # 1,500 characters, over 3,000 bytes
+    client.cast({}, "place", host="ok")
+    assert server.wait_for(1)
+    assert dead_letters(transport, 1, timeout=0.5) == []
 
 
 @pytest.mark.parametrize(

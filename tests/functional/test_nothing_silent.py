@@ -1,0 +1,96 @@
+"""Nothing silent: what Berth will not do as asked, it refuses, in one line that says why.
+
+A scheduler and two agents as real processes on RabbitMQ and PostgreSQL, and the
+`berth` command line as an operator types it.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.functional.fleet import Fleet, temporary_database, temporary_vhost, write_conf
+
+AGENTS = ("quiet-a", "quiet-b")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("silent")
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        fleet = Fleet(tmp, url, transport_url, DEFAULT__debug="false")
+        try:
+            fleet.start_schedulers(["quiet"])
+            for host in AGENTS:
+                fleet.start_agent(host, fake_memory_mb=65536, fake_local_gb=4000, fake_vcpus=64)
+            fleet.wait_hosts_up(AGENTS)
+            yield fleet
+        finally:
+            fleet.close()
+
+
+def test_a_boot_larger_than_a_request_can_be_is_refused_before_anything_is_sent(fleet):
+    before = fleet.instances()
+    result = fleet.cli("boot", "--flavor", "m1.small", "--count", "100000")
+    assert result.returncode == 2
+    assert "at most 1000 instances a request (the scheduler refuses more), got 100000" in result.stderr
+    assert result.stdout == ""  # no UUID printed: nothing was booted
+    assert fleet.instances() == before
+
+
+def test_deleting_an_instance_that_does_not_exist_says_so_and_deletes_nothing(fleet):
+    booted = fleet.cli("boot", "--flavor", "m1.tiny", "--wait")
+    [uuid] = [line.split()[0] for line in booted.stdout.splitlines()[1:]]
+    unknown = "00000000-0000-4000-8000-000000000000"
+    for wait in ([], ["--wait"]):
+        result = fleet.cli("delete", uuid, unknown, *wait, timeout=30)
+        assert result.returncode == 1
+        assert result.stderr.strip() == f"berth: No instance {unknown}; nothing deleted"
+    assert fleet.instances([uuid])[uuid]["state"] == "ACTIVE"
+    assert fleet.cli("delete", uuid, "--wait").returncode == 0
+    again = fleet.cli("delete", uuid)
+    assert (again.returncode, again.stdout.strip()) == (0, f"{uuid} deleted already")
+
+
+def test_a_listing_cut_short_by_its_reader_ends_quietly(fleet):
+    fleet.cli("boot", "--flavor", "m1.tiny", "--count", "50", "--wait")
+    command = [sys.executable, "-m", "scheduler.cmd.cli", "--config-file", str(fleet.conf_file), "instances"]
+    listing = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=fleet.tmp)
+    first = listing.stdout.readline()
+    listing.stdout.close()  # as `| head -1` does
+    errors = listing.stderr.read().decode()
+    assert listing.wait(30) == 0
+    assert first.startswith(b"UUID")
+    assert errors == ""
+
+
+@pytest.mark.parametrize("program", ["scheduler.cmd.scheduler", "compute_agent.cmd.agent",
+                                     "scheduler.cmd.all_in_one", "scheduler.cmd.cli"])
+def test_an_unknown_transport_is_one_line(tmp_path, program):
+    conf = write_conf(tmp_path / "bad.conf", {"DEFAULT": {"transport_url": "amqp2://u:secret@x",
+                                                          "state_path": tmp_path}})
+    extra = ["hosts"] if program.endswith("cli") else []
+    result = subprocess.run([sys.executable, "-m", program, "--config-file", str(conf), *extra],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode != 0
+    [line] = result.stderr.strip().splitlines()
+    assert line.endswith("invalid configuration: transport_url 'amqp2://u:***@x' is not supported; "
+                         "use one of rabbit://, amqp://, amqps://, filesystem://, memory://")
+
+
+def test_a_postgresql_url_without_its_driver_says_which_extra_to_install(tmp_path):
+    stub = tmp_path / "no-driver"
+    stub.mkdir()
+    (stub / "psycopg2.py").write_text("raise ImportError('No module named psycopg2')\n")
+    conf = write_conf(tmp_path / "pg.conf", {
+        "DEFAULT": {"transport_url": "memory://", "state_path": tmp_path},
+        "database": {"connection": "postgresql+psycopg2://berth:secret@127.0.0.1/berth"}})
+    result = subprocess.run([sys.executable, "-m", "scheduler.cmd.scheduler", "--config-file", str(conf)],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                            env={"PYTHONPATH": str(stub), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line == ("berth-scheduler: cannot start: database URL "
+                    "'postgresql+psycopg2://berth:***@127.0.0.1/berth' needs the psycopg2 driver, which is "
+                    "not installed (No module named psycopg2); "
+                    "install it with: pip install 'berth[postgresql]'")
