@@ -1,6 +1,7 @@
 """Command-line start-up shared by every Berth command: parse, validate, log."""
 
 import logging
+import logging.handlers
 import re
 import sys
 
@@ -78,7 +79,8 @@ def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
 
 
 def setup_logging(conf, prog):
-    handler = logging.FileHandler(conf.log_file) if conf.log_file else logging.StreamHandler()
+    # A watched file is opened again when logrotate moves it away.
+    handler = logging.handlers.WatchedFileHandler(conf.log_file) if conf.log_file else logging.StreamHandler()
     handler.setFormatter(
         logging.Formatter(f"%(asctime)s %(process)d %(levelname)s {prog} %(name)s: %(message)s")
     )
@@ -87,3 +89,10 @@ def setup_logging(conf, prog):
     root.setLevel(logging.DEBUG if conf.debug else logging.INFO)
     for noisy in ("amqp", "kombu", "alembic", "sqlalchemy"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def reopen_logs():
+    """Open the log file again if it was moved or removed (what SIGHUP asks of a daemon)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.handlers.WatchedFileHandler):
+            handler.reopenIfNeeded()

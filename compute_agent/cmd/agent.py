@@ -10,9 +10,7 @@ exits 0.
 """
 
 import logging
-import signal
 import sys
-import threading
 
 from oslo_config import cfg
 
@@ -47,33 +45,16 @@ def main(argv=None):
     except ValueError as exc:
         return f"{PROG}: invalid configuration: {exc}"
     config.setup_logging(conf, PROG)
-
-    stop = threading.Event()
-
-    def _on_signal(signum, frame):
-        LOG.info("Received %s; stopping", signal.Signals(signum).name)
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _on_signal)
-
     transport = rpc.get_transport(conf)
-    manager = ComputeManager(conf, transport)
     try:
-        manager.start()
+        common.run_until_signalled([ComputeManager(conf, transport)])
     except (InstanceStoreError, rpc.QueueInUse) as exc:  # said in full: no traceback
         LOG.error("Compute agent %s cannot start: %s", conf.host, exc)
-        transport.cleanup()
         return f"{PROG}: cannot start: {exc}"
     except Exception as exc:
         LOG.exception("Compute agent %s failed to start", conf.host)
-        transport.cleanup()
         return f"{PROG}: cannot start: {exc}"
-    try:
-        while not stop.wait(1.0):
-            pass
     finally:
-        manager.stop()
         transport.cleanup()
     return 0
 

@@ -1,11 +1,13 @@
 """berth-all-in-one: the scheduler and N fake compute agents in one process."""
 
 import collections
+import signal
 import sys
 
 from oslo_config import cfg
 
 from compute_agent import conf as agent_conf
+from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
@@ -56,29 +58,95 @@ def main(argv=None, out=None):
         if not conf.demo:
             common.run_until_signalled(services)
             return 0
-        for service in services:
-            service.start()
-        try:
-            return run_demo(conf, SchedulerClient(transport), out)
-        finally:
-            for service in reversed(services):
-                service.stop()
+        return demo(conf, services, SchedulerClient(transport), out)
+    except (InstanceStoreError, rpc.QueueInUse) as exc:  # said in full: no traceback
+        return f"{PROG}: cannot start: {exc}"
     finally:
         transport.cleanup()
         database.dispose()
 
 
-def run_demo(conf, client, out, timeout=120):
+class Output:
+    """The demo's output; once its reader is gone (``| head -3``), the rest goes nowhere
+    and the demo still finishes, deleting what it booted."""
+
+    def __init__(self, out):
+        self.out = out
+        self.gone = False
+
+    def write(self, text):
+        if not self.gone:
+            try:
+                self.out.write(text)
+                self.out.flush()
+            except BrokenPipeError:
+                self.gone = True
+                cli.quiet_stdout()
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def demo(conf, services, client, out):
+    """Run the demo; Ctrl-C (or SIGTERM) stops it at once, deletes what it booted and
+    stops the services; a second one only says that this is under way."""
+    running = [True]  # until interrupted or done: then a signal only says what is under way
+
+    def on_signal(signum, frame):
+        if not running[0]:
+            print(f"{PROG}: stopping already", file=sys.stderr)
+            return
+        running[0] = False
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    booted, out = [], Output(out)
+    started = []
+    try:
+        for service in services:
+            service.start()
+            started.append(service)
+        return run_demo(conf, client, out, booted)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted: deleting the {len(booted)} instance(s) the demo booted, then "
+              "stopping", file=sys.stderr)
+        delete_all(client, booted, timeout=30)
+        return 130
+    finally:
+        running[0] = False
+        for service in reversed(started):
+            service.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def delete_all(client, uuids, timeout):
+    for u in uuids:
+        client.delete_instance({}, u)
+    if uuids:
+        cli.wait_for(client, uuids, timeout, settled=(states.DELETED,))
+
+
+def run_demo(conf, client, out, booted, timeout=120):
+    """Boot the workload (its uuids appended to ``booted`` before it is cast), show where it
+    went, delete it. Instances an earlier run left on the demo's hosts are deleted first."""
     hosts = set(agent_hosts(conf))
     cli.wait_until(lambda: hosts <= {h["host"] for h in client.list_hosts({}) if h["state"] == "up"},
                    timeout, "the agents to report")
+    left = [i["uuid"] for i in client.list_instances({}) if i.get("host") in hosts]
+    if left:
+        print(f"Deleting {len(left)} instance(s) an earlier run left on these hosts first.\n", file=out)
+        delete_all(client, left, timeout)
     uuids, flavor_of = [], {}
     for name, count in DEMO_WORKLOAD:
         request_spec, filter_properties = cli.build_request(flavors.get(name), count)
+        booted += request_spec["instance_uuids"]
         client.run_instance({}, request_spec, filter_properties)
         uuids += request_spec["instance_uuids"]
         flavor_of.update(dict.fromkeys(request_spec["instance_uuids"], name))
     request_spec, filter_properties = cli.build_request(DEMO_TOO_BIG, 1)
+    booted += request_spec["instance_uuids"]
     client.run_instance({}, request_spec, filter_properties)
     too_big = request_spec["instance_uuids"][0]
     flavor_of[too_big] = DEMO_TOO_BIG["name"]
@@ -98,9 +166,7 @@ def run_demo(conf, client, out, timeout=120):
     cli.hosts_command(client, None, out)
 
     active = [u for u in uuids if found[u]["state"] == states.ACTIVE]
-    for u in uuids + [too_big]:
-        client.delete_instance({}, u)
-    cli.wait_for(client, uuids + [too_big], timeout, settled=(states.DELETED,))
+    delete_all(client, uuids + [too_big], timeout)
     print(f"\n{len(active)} of {len(uuids)} ACTIVE; all deleted again.", file=out)
     return 0 if len(active) == len(uuids) and found[too_big]["state"] == states.ERROR else 1
 

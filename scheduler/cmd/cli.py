@@ -284,7 +284,7 @@ def main(argv=None, out=None):
     try:
         return conf.command.func(client, conf.command, out)
     except BrokenPipeError:  # e.g. `berth instances | head -3`: the reader has all it wanted
-        _quiet_stdout()
+        quiet_stdout()
         return 0
     except CommandError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -306,7 +306,7 @@ def main(argv=None, out=None):
         transport.cleanup()
 
 
-def _quiet_stdout():
+def quiet_stdout():
     """After a broken pipe, point stdout at /dev/null so that the interpreter's last
     flush finds nothing to complain about."""
     try:

@@ -5,7 +5,7 @@ import logging
 import signal
 import threading
 
-from scheduler import filters, host_names, weighers
+from scheduler import config, filters, host_names, weighers
 from scheduler.conf import opts
 from scheduler.db.api import Database
 from scheduler.rpc import names
@@ -58,15 +58,27 @@ def open_database(conf):
     return database
 
 
+def on_hangup(signum, frame):
+    """SIGHUP: open the log file again (after logrotate); options are read at start only."""
+    config.reopen_logs()
+    LOG.info("Received SIGHUP: log file opened again; other options are read at start only, "
+             "restart to change them")
+
+
 def run_until_signalled(services):
-    """Start ``services`` in order, wait for SIGTERM or SIGINT, stop them in reverse."""
+    """Start ``services`` in order, wait for SIGTERM or SIGINT, stop them in reverse;
+    SIGHUP opens the log file again. A second SIGTERM or SIGINT is only logged."""
     stop = threading.Event()
 
     def handler(signum, frame):
+        if stop.is_set():
+            LOG.info("Received %s again: already draining and stopping", signal.Signals(signum).name)
+            return
         LOG.info("Received %s: draining and stopping", signal.Signals(signum).name)
         stop.set()
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
     started = []
     try:
         for service in services:

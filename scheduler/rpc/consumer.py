@@ -141,7 +141,9 @@ class ConsumeLoop:
         while not self.stopping.is_set():
             try:
                 link.drain(TICK)
-                while self._on_drained is not None and self._want_more():
+                # On a stop, what arrives is handed back at once (and a virtual transport may
+                # hand it to us again at once): no more draining then.
+                while self._on_drained is not None and self._want_more() and not self.stopping.is_set():
                     link.drain(0)
             except TimeoutError:
                 pass

@@ -4,8 +4,11 @@ A scheduler and two agents as real processes on RabbitMQ and PostgreSQL, and the
 `berth` command line as an operator types it.
 """
 
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -94,3 +97,75 @@ def test_a_postgresql_url_without_its_driver_says_which_extra_to_install(tmp_pat
                     "'postgresql+psycopg2://berth:***@127.0.0.1/berth' needs the psycopg2 driver, which is "
                     "not installed (No module named psycopg2); "
                     "install it with: pip install 'berth[postgresql]'")
+
+
+def _demo(tmp_path, slow=False):
+    """berth-all-in-one --demo on its defaults, with its state in tmp_path (builds of 5 s if slow)."""
+    conf = write_conf(tmp_path / "slow.conf", {"compute_agent": {"fake_build_time": 5}})
+    return subprocess.Popen(
+        [sys.executable, "-m", "scheduler.cmd.all_in_one", "--demo", *(["--config-file", str(conf)] * slow)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg")})
+
+
+def test_one_ctrl_c_stops_the_demo_cleanly_and_the_next_demo_starts_clean(tmp_path):
+    """On the embedded default (filesystem:// and SQLite), as a newcomer runs it."""
+    database = tmp_path / "xdg" / "berth" / "berth.sqlite"
+    demo = _demo(tmp_path, slow=True)
+    deadline = time.monotonic() + 60
+    while not (database.exists() and _count(database, "SELECT count(*) FROM instances") >= 28):
+        assert time.monotonic() < deadline and demo.poll() is None, demo.communicate()
+        time.sleep(0.2)
+    demo.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    demo.send_signal(signal.SIGINT)  # impatient: a second Ctrl-C
+    out, err = demo.communicate(timeout=90)
+    assert demo.returncode == 130
+    assert "interrupted: deleting the 29 instance(s) the demo booted, then stopping" in err
+    assert "Traceback" not in err
+    assert _count(database, "SELECT count(*) FROM instances WHERE state != 'DELETED'") == 0
+
+    again = _demo(tmp_path)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err[-2000:]
+    assert "28 of 28 ACTIVE; all deleted again." in out
+
+    cut = _demo(tmp_path)  # as `berth-all-in-one --demo | head -3`
+    first = [cut.stdout.readline() for _ in range(3)]
+    cut.stdout.close()
+    err = cut.stderr.read()
+    assert cut.wait(120) == 0
+    assert first[0].startswith("Booted 29 instances")
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+    assert _count(database, "SELECT count(*) FROM instances WHERE state != 'DELETED'") == 0
+
+
+def _count(path, query):
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        try:
+            return db.execute(query).fetchone()[0]
+        except sqlite3.OperationalError:  # not created yet
+            return 0
+
+
+def test_sighup_opens_the_log_file_again_and_stops_nothing(fleet, tmp_path):
+    logs = {name: tmp_path / f"{name}.log" for name in ("hup-sched", "hup-agent")}
+    conf = write_conf(tmp_path / "hup-sched.conf",
+                      {"DEFAULT": {"host": "hup-sched", "log_file": logs["hup-sched"]}})
+    fleet._spawn("hup-sched", "scheduler.cmd.scheduler", "--config-file", str(conf))
+    fleet.start_agent("hup-agent", default={"log_file": logs["hup-agent"]}, fake_memory_mb=4096)
+
+    def logged(text):
+        return all(log.exists() and text in log.read_text() for log in logs.values())
+
+    fleet.wait(lambda: logged("start"), 60, "both to start")  # "started", "starting"
+    for name, log in logs.items():
+        log.rename(log.with_suffix(".log.1"))  # what logrotate does
+        fleet.processes[name].send_signal(signal.SIGHUP)
+    fleet.wait(lambda: logged("Received SIGHUP: log file opened again"), 30, "both to log into new files")
+    fleet.check_alive()
+    booted = fleet.cli("boot", "--flavor", "m1.tiny", "--wait")
+    assert booted.returncode == 0, booted.stderr
+    assert fleet.stop("hup-sched") == 0 and fleet.stop("hup-agent") == 0
