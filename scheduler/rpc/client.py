@@ -40,7 +40,10 @@ class RPCClient:
         else:
             exchange = topology.topic_exchange(self.transport)
             key = topology.routing_key(target)
-        self.transport.publisher.publish(envelope.wrap(msg), exchange, key, expiration=expiration, now=now)
+        # Replies have no such limit: only a server refuses what it reads.
+        limit = self.transport.conf.oslo_messaging_rabbit.max_message_bytes
+        self.transport.publisher.publish(envelope.wrap(msg), exchange, key, expiration=expiration, now=now,
+                                         max_bytes=limit)
         return key
 
     def cast(self, ctxt, method, **kwargs):

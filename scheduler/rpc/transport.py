@@ -284,7 +284,7 @@ class Publisher:
                 sent.ticket = self._send(pending, wait=False)
 
     def publish(self, body, exchange, routing_key, expiration=None, persistent=None,
-                headers=None, content_type=None, content_encoding=None, now=False):
+                headers=None, content_type=None, content_encoding=None, now=False, max_bytes=None):
         """Publish the dict ``body`` as JSON to ``exchange`` (a kombu Exchange).
 
         With ``content_type``, ``body`` is sent as it is (bytes or text), not
@@ -292,7 +292,8 @@ class Publisher:
         Inside ``batch()``, the message waits for the end of the batch, unless
         ``now`` (a call's request: its reply is awaited inside the batch).
         Raises InvalidName at once, whether in a batch or not, for an exchange
-        or routing key AMQP cannot carry.
+        or routing key AMQP cannot carry, and MessageTooLarge for a body over
+        ``max_bytes`` (what a Berth server would refuse to read).
         """
         for what, name in (("exchange", exchange.name), ("routing key", routing_key)):
             why = names.problem(name)
@@ -309,10 +310,9 @@ class Publisher:
         if content_type is None:
             # Serialized here: kombu's serializer makes a JSON encoder per message.
             body = envelope.dumps(body)
-            limit = transport.conf.oslo_messaging_rabbit.max_message_bytes
-            if len(body) > limit // 4 and len(body.encode("utf-8")) > limit:  # refused at the other end
+            if max_bytes is not None and len(body) > max_bytes // 4 and len(body.encode("utf-8")) > max_bytes:
                 raise MessageTooLarge(f"cannot publish a message of {len(body.encode('utf-8'))} bytes: "
-                                      f"a Berth server refuses bodies over max_message_bytes ({limit})")
+                                      f"a Berth server refuses bodies over max_message_bytes ({max_bytes})")
             properties["content_type"] = "application/json"
             properties["content_encoding"] = "utf-8"
         else:

@@ -36,6 +36,9 @@ class Strict(Recorder):
     def explode(self, context):
         raise RuntimeError("endpoint bug")
 
+    def listing(self, context, size):
+        return ["x" * 100] * size
+
 
 @pytest.fixture
 def server(start_server):
@@ -104,6 +107,13 @@ def test_a_message_a_server_would_refuse_for_its_size_is_not_sent(conf, transpor
     client.cast({}, "place", host="ok")
     assert server.wait_for(1)
     assert dead_letters(transport, 1, timeout=0.5) == []
+
+
+def test_a_reply_larger_than_max_message_bytes_still_reaches_the_caller(conf, transport, topic, server):
+    # The limit guards what a server reads; a listing of many instances is a large reply.
+    conf.set_override("max_message_bytes", 2048, group="oslo_messaging_rabbit")
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=WAIT)
+    assert client.call({}, "listing", size=100) == ["x" * 100] * 100  # over 10,000 bytes
 
 
 @pytest.mark.parametrize(
