@@ -57,6 +57,12 @@ def prepare_spec(database, spec, add_members=True):
     return spec
 
 
+def add_members(database, spec):
+    """Make the request's instances members of the server group of its ``group`` hint."""
+    if spec.group is not None:
+        database.add_server_group_members(spec.group["uuid"], spec.instance_uuids)
+
+
 def resolve_group(database, reference, instance_uuids, add_members=True):
     """The group of a ``group`` hint, the request's instances added to its members
     (with ``add_members``)."""

@@ -8,7 +8,7 @@ import threading
 import time
 
 from compute_agent.client import ComputeClient
-from scheduler import filters, host_names, lookups, reconcile, rpc, states, weighers
+from scheduler import filters, hints, host_names, lookups, reconcile, rpc, states, weighers
 from scheduler.agent_auth import AgentAuth
 from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
 from scheduler.host_manager import HostManager, check_report
@@ -60,6 +60,8 @@ class SchedulerManager:
             conf.filter_scheduler.host_subset_size,
             rng,
         )
+        self._installed_filters = filters.all_filters()
+        self._installed_weighers = weighers.all_weighers()
         self.reports = ReportBuffer()
         self.outbox = Outbox(batch=transport.publisher.batch)
         self.undo = UndoLog()
@@ -147,7 +149,10 @@ class SchedulerManager:
                 errors.append((spec, reason))
                 continue
             try:
-                lookups.prepare_spec(self._db, spec)  # zone, server group, same/different host hints
+                # zone, server group, same/different host hints; then whether they can be honoured
+                lookups.prepare_spec(self._db, spec, add_members=False)
+                self._check_honoured(spec)
+                lookups.add_members(self._db, spec)
             except NoValidHost as exc:
                 LOG.info("Instances %s: %s", ", ".join(uuids), exc)
                 errors.append((spec, str(exc)))
@@ -282,6 +287,14 @@ class SchedulerManager:
                     outcomes[index] = exc
         return outcomes
 
+    def _check_honoured(self, spec):
+        """Raise InvalidHint when no enabled plugin honours a hint, the zone or the group
+        policy the request asks for (scheduler.hints)."""
+        why = hints.unhonoured(spec, self.selector.filters + self.selector.weighers,
+                               self._installed_filters, self._installed_weighers)
+        if why is not None:
+            raise lookups.InvalidHint(f"Request refused: {why}")
+
     def _select(self, spec):
         """[(host, node, limits)] for the instances of ``spec``, consumed in memory, and
         given back should the transaction that records them roll back."""
@@ -337,6 +350,7 @@ class SchedulerManager:
         a group's placements are read from the instances the scheduler records)."""
         spec = RequestSpec.from_wire(request_spec, filter_properties)
         lookups.prepare_spec(self._db, spec, add_members=False)  # zone, server group, host hints
+        self._check_honoured(spec)
         with self.host_manager.lock:
             chosen = self.selector.select(self.host_manager.table, spec)
             return [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]

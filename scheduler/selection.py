@@ -75,8 +75,10 @@ class Selector:
             mask = np.ones(len(rows), dtype=bool)
             masks = []
             for host_filter in vector:
-                masks.append(host_filter.filter_vector(table, where, spec))
-                mask &= masks[-1]
+                passed = host_filter.filter_vector(table, where, spec)
+                masks.append(passed)
+                if passed is not True:  # a filter with nothing to check for this request
+                    mask &= passed
             rows = np.flatnonzero(mask) if whole else rows[mask]
             if not len(rows):
                 removed = _removed_by_each(vector, masks, considered)
@@ -99,6 +101,8 @@ class Selector:
         for weigher in self.weighers:
             if self.vectorized and weigher.weigh_vector is not None:
                 raw = weigher.weigh_vector(table, rows, spec)
+                if raw is None:
+                    continue
                 multipliers = weigher.multipliers(table, rows)
             else:
                 views = views or table.views(rows)

@@ -11,15 +11,21 @@ group = cfg.OptGroup(
 opts = [
     cfg.ListOpt(
         "enabled_filters",
-        default=["ComputeFilter", "RetryFilter", "RamFilter", "DiskFilter", "CoreFilter"],
+        default=["AvailabilityZoneFilter", "ComputeFilter", "RetryFilter", "RamFilter", "DiskFilter",
+                 "CoreFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
+                 "ServerGroupAffinityFilter", "SameHostFilter", "DifferentHostFilter", "JsonFilter"],
         help="Filters run, in this order, on every candidate host; a host must pass "
-        "all of them. Names are the filter classes ('berth hosts' lists the ones installed).",
+        "all of them. Names are the filter classes. The default honours every hint and "
+        "policy berth boot accepts; a request asking for one no enabled filter or weigher "
+        "honours is refused, naming the plugin to enable.",
     ),
     cfg.ListOpt(
         "weighers",
-        default=["RAMWeigher"],
+        default=["RAMWeigher", "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher"],
         help="Weighers that rank the hosts that passed the filters. Each weight is "
-        "normalized to [0, 1] over the candidates and multiplied by the weigher's multiplier.",
+        "normalized to [0, 1] over the candidates and multiplied by the weigher's multiplier. "
+        "The default spreads by free RAM, as Nova's did for years, and honours soft "
+        "(anti-)affinity server groups.",
     ),
     cfg.IntOpt(
         "host_subset_size",

@@ -23,6 +23,10 @@ class BaseHostFilter:
 
     abstract = True
     run_filter_once_per_request = False
+    #: The scheduler hints this filter reads, and the server group policies it enforces
+    #: (scheduler.hints refuses a request asking for one that no enabled plugin honours).
+    reads_hints = ()
+    group_policies = ()
     filter_vector = None
     #: Optional ``tier(host_state, spec) -> int`` / ``tier_vector(table, rows, spec)``:
     #: hosts that pass but should be used only when no better tier (0 best) has any.

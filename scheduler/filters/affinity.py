@@ -19,6 +19,7 @@ from scheduler import filters, server_groups
 
 
 class ServerGroupAffinityFilter(filters.BaseHostFilter):
+    group_policies = (server_groups.AFFINITY,)
     def host_passes(self, host_state, spec):
         if server_groups.policy(spec) != server_groups.AFFINITY:
             return True
@@ -40,6 +41,7 @@ def max_per_host(spec):
 
 
 class ServerGroupAntiAffinityFilter(filters.BaseHostFilter):
+    group_policies = (server_groups.ANTI_AFFINITY,)
     def host_passes(self, host_state, spec):
         if server_groups.policy(spec) != server_groups.ANTI_AFFINITY:
             return True
@@ -60,6 +62,7 @@ def _holds(table, rows, hosts):
 
 class SameHostFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
+    reads_hints = ("same_host",)
 
     def host_passes(self, host_state, spec):
         if spec.same_host_hosts is None:
@@ -74,6 +77,7 @@ class SameHostFilter(filters.BaseHostFilter):
 
 class DifferentHostFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
+    reads_hints = ("different_host",)
 
     def host_passes(self, host_state, spec):
         if not spec.different_host_hosts:

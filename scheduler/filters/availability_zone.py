@@ -34,6 +34,7 @@ def requested_zone(spec):
 
 class AvailabilityZoneFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
+    reads_hints = ("availability_zone",)
 
     def __init__(self, conf):
         super().__init__(conf)

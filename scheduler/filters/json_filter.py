@@ -95,6 +95,14 @@ def parse(text):
 
 class JsonFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
+    reads_hints = ("query",)
+
+    def check_hints(self, spec):
+        """Refuse a query hint that is not a JSON list (ValueError says why)."""
+        try:
+            self._query(spec)
+        except InvalidQuery as exc:
+            raise ValueError(f"scheduler hint query: {exc}") from None
 
     @staticmethod
     def _query(spec):

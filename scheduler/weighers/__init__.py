@@ -6,7 +6,9 @@ them up, each times the weigher's multiplier. Higher is better.
 
 ``weigh(host_state, spec)`` weighs one host; a weigher may also provide
 ``weigh_vector(table, rows, spec)``, the same weights for many rows of the
-HostTable at once as a numpy array.
+HostTable at once as a numpy array, or None when it weighs nothing for this
+request (every host the same, which normalizes to 0 anyway): the pipeline
+then skips it.
 """
 
 import sys
@@ -18,6 +20,9 @@ from scheduler import aggregates, plugins
 
 class BaseHostWeigher:
     abstract = True
+    #: The scheduler hints this weigher reads, and the server group policies it enforces.
+    reads_hints = ()
+    group_policies = ()
     #: Fixed bounds for normalization; None means the candidates' own min or max.
     minval = None
     maxval = None

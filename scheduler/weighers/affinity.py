@@ -6,7 +6,6 @@ holds (resp. minus that number): members gather where they can (resp.
 spread) without the hard filters' refusal when they cannot.
 """
 
-import numpy as np
 from oslo_config import cfg
 
 from scheduler import server_groups, weighers
@@ -49,16 +48,18 @@ class _SoftAffinityWeigher(weighers.BaseHostWeigher):
 
     def weigh_vector(self, table, rows, spec):
         if server_groups.policy(spec) != self.policy:
-            return np.zeros(len(table.row_numbers(rows)))
+            return None
         return self.sign * server_groups.members_on_rows(table, rows, spec)
 
 
 class ServerGroupSoftAffinityWeigher(_SoftAffinityWeigher):
     policy = server_groups.SOFT_AFFINITY
+    group_policies = (policy,)
     multiplier_option = "soft_affinity_weight_multiplier"
 
 
 class ServerGroupSoftAntiAffinityWeigher(_SoftAffinityWeigher):
     policy = server_groups.SOFT_ANTI_AFFINITY
+    group_policies = (policy,)
     sign = -1
     multiplier_option = "soft_anti_affinity_weight_multiplier"

@@ -173,6 +173,7 @@ AVOID_POLICIES = ("anti-affinity", "soft-anti-affinity")
 
 
 class CapacityWeigher(weighers.BaseHostWeigher):
+    reads_hints = ("preferred_hosts", "avoid_hosts")
     def __init__(self, conf):
         super().__init__(conf)
         opts = conf.filter_scheduler

@@ -169,3 +169,32 @@ def test_sighup_opens_the_log_file_again_and_stops_nothing(fleet, tmp_path):
     booted = fleet.cli("boot", "--flavor", "m1.tiny", "--wait")
     assert booted.returncode == 0, booted.stderr
     assert fleet.stop("hup-sched") == 0 and fleet.stop("hup-agent") == 0
+
+
+def _boot(fleet, *args):
+    result = fleet.cli("boot", "--flavor", "m1.tiny", "--wait", "--timeout", "60", *args)
+    rows = [line.split(None, 6) for line in result.stdout.splitlines()[1:]]
+    return result, [(row[1], row[2], row[6] if len(row) > 6 else "") for row in rows]
+
+
+def test_at_the_defaults_every_hint_and_policy_the_cli_accepts_is_honoured(fleet):
+    made = fleet.cli("server-group", "create", "--policy", "anti-affinity", "web")
+    group = made.stdout.strip().split()[0]
+    spread, rows = _boot(fleet, "--count", "2", "--hint", f"group={group}")
+    assert spread.returncode == 0 and sorted(host for _, host, _ in rows) == sorted(AGENTS)
+    one_more, rows = _boot(fleet, "--hint", f"group={group}")  # two hosts, both taken
+    assert one_more.returncode == 1
+    assert rows[0][0] == "ERROR" and "ServerGroupAntiAffinityFilter removed 2" in rows[0][2]
+
+    cases = {
+        ("--availability-zone", "nosuchaz"): "AvailabilityZoneFilter removed 2",
+        ("--hint", "same_host=00000000-0000-4000-8000-000000000000"): "SameHostFilter removed 2",
+        ("--hint", 'query=[">=", "$free_ram_mb"'): "Request refused: JsonFilter: scheduler hint query: "
+                                                   "query is not JSON",
+        ("--hint", "colour=blue"): "Request refused: no installed filter or weigher reads scheduler hint "
+                                   "colour; leave it out",
+    }
+    for args, reason in cases.items():
+        result, rows = _boot(fleet, *args)
+        assert result.returncode == 1, (args, result.stdout, result.stderr)
+        assert rows[0][0] == "ERROR" and reason in rows[0][2], (args, rows)
