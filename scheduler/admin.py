@@ -4,16 +4,18 @@ Registered beside the SchedulerManager; every public method is an RPC
 method (the ``berth aggregate ...`` and ``berth server-group ...`` commands).
 Arguments are checked before anything changes, and every refusal is an
 InvalidRequest whose message says what is wrong. The scheduler that handles
-a change reloads its aggregates at once; the others pick it up in their
-periodic task (:meth:`AdminEndpoint._reload`).
+a change reloads its aggregates at once and, once the change has committed,
+tells the others (a fanout cast of ``aggregates_changed``, sent before the
+caller's reply), so that a request sent after the reply finds the change on
+every scheduler. Their periodic task reloads too, should a cast be lost.
 """
 
 import logging
 import re
 import uuid as uuidlib
 
-from scheduler import rpc, server_groups
-from scheduler.aggregates import AZ_KEY
+from scheduler import filters, rpc, server_groups, weighers
+from scheduler.aggregates import AZ_KEY, as_number
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
 from scheduler.request_spec import parse_uuid
@@ -44,7 +46,31 @@ def check_metadata(metadata):
                 f"metadata {key}: the value must be a string of at most {MAX_TEXT} characters"
             )
         checked[key] = value
+    _check_numbers(checked)
     return checked
+
+
+def numeric_metadata():
+    """{key: (the value it must exceed or None, [plugins reading it])} over every installed plugin."""
+    found = {}
+    for name, cls in sorted({**filters.all_filters(), **weighers.all_weighers()}.items()):
+        for key, low in cls.aggregate_numbers.items():
+            found.setdefault(key, (low, []))[1].append(name)
+    return found
+
+
+def _check_numbers(metadata):
+    """Refuse a value a plugin would read as a number and could not (it would fall back, unsaid)."""
+    numeric = numeric_metadata()
+    for key, value in metadata.items():
+        if value is None or key not in numeric:
+            continue
+        low, readers = numeric[key]
+        number = as_number(value)
+        if number is None or (low is not None and number <= low):
+            bound = "a number" if low is None else f"a number greater than {low:g}"
+            raise InvalidRequest(f"metadata {key}={value[:50]!r}: {', '.join(readers)} reads it as a "
+                                 f"number; give {bound}, e.g. {key}=1.5")
 
 
 def check_rules(policy, rules):
@@ -67,10 +93,11 @@ def check_rules(policy, rules):
 
 
 class AdminEndpoint:
-    def __init__(self, conf, database, host_manager):
+    def __init__(self, conf, database, host_manager, announce=None):
         self._conf = conf
         self._db = database
         self._hosts = host_manager
+        self._announce = announce  # announce(): tell the other schedulers, after the commit
 
     def _reload(self):
         """Load every aggregate from the database into the host table."""
@@ -88,9 +115,20 @@ class AdminEndpoint:
             return host
         raise InvalidRequest(f"unknown host {host!r}: no compute agent of that name has reported")
 
-    def _changed(self, result):
+    def _changed(self, result=None):
         self._reload()
+        if self._announce is not None:
+            self._announce()
         return result
+
+    @rpc.read_only
+    def aggregates_changed(self, context, by):
+        """Another scheduler changed the aggregates: reload them now."""
+        if by == self._conf.host:
+            return  # reloaded when it made the change
+        found = self._reload()
+        LOG.info("Aggregates changed through scheduler %s: reloaded %d aggregate(s)",
+                 str(by)[:200], len(found))
 
     # -- host aggregates ----------------------------------------------------
 
@@ -116,11 +154,12 @@ class AdminEndpoint:
             raise InvalidRequest(str(exc)) from None
 
     def delete_aggregate(self, context, name):
+        """Delete an aggregate that holds no host (as Nova does: remove its hosts first)."""
         try:
             self._db.delete_aggregate(_name(name, "aggregate name"))
-        except NotFound as exc:
+        except (NotFound, Conflict) as exc:
             raise InvalidRequest(str(exc)) from None
-        self._reload()
+        self._changed()
 
     def aggregate_add_host(self, context, name, host):
         name = _name(name, "aggregate name")
@@ -146,12 +185,32 @@ class AdminEndpoint:
         zone = metadata.get(AZ_KEY)
         if zone_given and zone is not None:
             zone = _name(zone, "availability zone")
+        if zone_given:
+            self._check_zone_change(name, zone)
         try:
             return self._changed(
                 self._db.update_aggregate(name, metadata, availability_zone=zone, set_zone=zone_given)
             )
         except NotFound as exc:
             raise InvalidRequest(str(exc)) from None
+
+    def _check_zone_change(self, name, zone):
+        """Refuse to move hosts that hold instances to another zone (Nova refuses it too):
+        those instances were placed in the zone they asked for."""
+        try:
+            aggregate = self._db.get_aggregate(name)
+        except NotFound as exc:
+            raise InvalidRequest(str(exc)) from None
+        if aggregate["availability_zone"] == zone or not aggregate["hosts"]:
+            return
+        holding = self._db.count_instances_on_hosts(aggregate["hosts"])
+        if holding:
+            listed = ", ".join(f"{host} ({count})" for host, count in sorted(holding.items())[:10])
+            raise InvalidRequest(
+                f"cannot change the availability zone of aggregate {name!r} from "
+                f"{aggregate['availability_zone'] or 'none'} to {zone or 'none'}: its hosts hold "
+                f"{sum(holding.values())} instance(s) placed in the old zone: {listed}"
+            )
 
     # -- server groups ------------------------------------------------------
 

@@ -125,7 +125,7 @@ def metadata_values(aggregates, key):
     return {a.metadata[key] for a in aggregates if key in a.metadata}
 
 
-def _as_number(text):
+def as_number(text):
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -137,7 +137,7 @@ def min_number(values, default):
     """The smallest of ``values`` as floats; ``default`` when none, or when one is not a number."""
     if not values:
         return default
-    numbers = [_as_number(v) for v in values]
+    numbers = [as_number(v) for v in values]
     if any(n is None for n in numbers):
         return default
     return min(numbers)
@@ -158,7 +158,7 @@ def min_number_vector(table, rows, key, default):
         invalid = np.zeros(table.size, dtype=bool)
         for aggregate in with_key:
             mask = index.mask(aggregate)
-            number = _as_number(aggregate.metadata[key])
+            number = as_number(aggregate.metadata[key])
             if number is None:
                 invalid |= mask
             else:

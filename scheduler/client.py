@@ -26,6 +26,10 @@ class SchedulerClient:
     def report_resources(self, ctxt, host, resources):
         self._fanout.cast(ctxt, "report_resources", host=host, resources=resources)
 
+    def aggregates_changed(self, ctxt, by):
+        """Tell every scheduler to reload the aggregates (``by``: the scheduler that changed them)."""
+        self._fanout.cast(ctxt, "aggregates_changed", by=by)
+
     def instance_update(self, ctxt, instance_uuid, host, state, fault=None):
         self._client.cast(
             ctxt, "instance_update", instance_uuid=instance_uuid, host=host, state=state, fault=fault

@@ -624,7 +624,8 @@ class SchedulerManager:
     def list_hosts(self, context):
         with self.host_manager.lock:
             hosts = sorted(self.host_manager.get_all_host_states(), key=lambda h: h.host)
-            return [_host_view(h, self.host_manager.is_up(h)) for h in hosts]
+            zone = self._conf.filter_scheduler.default_availability_zone
+            return [_host_view(h, self.host_manager.is_up(h), zone) for h in hosts]
 
     @rpc.read_only
     def list_instances(self, context, host=None, state=None, include_deleted=False, uuids=None):
@@ -688,7 +689,9 @@ def _instance_record(spec, instance_uuid, wire=None, values=None):
     return record
 
 
-def _host_view(state, up):
+def _host_view(state, up, default_zone):
+    aggregates = state.aggregates
+    zones = sorted({a.availability_zone for a in aggregates if a.availability_zone}) or [default_zone]
     return {
         "host": state.host,
         "nodename": state.nodename,
@@ -704,4 +707,6 @@ def _host_view(state, up):
         "running_vms": state.num_instances,
         "pending": len(state.pending),
         "reported_at": state.reported_at,
+        "aggregates": sorted(a.name for a in aggregates),
+        "availability_zone": ",".join(zones),
     }

@@ -9,7 +9,7 @@ from sqlalchemy import exc as sa_exc
 
 from scheduler import concurrency, rpc
 from scheduler.admin import AdminEndpoint
-from scheduler.client import TOPIC
+from scheduler.client import TOPIC, SchedulerClient
 from scheduler.db import api as db_api
 from scheduler.manager import SchedulerManager
 from scheduler.undo import UndoLog
@@ -26,7 +26,9 @@ class SchedulerService:
         self.conf = conf
         self.database = database
         self.manager = SchedulerManager(conf, transport, database, rng=rng)
-        self.admin = AdminEndpoint(conf, database, self.manager.host_manager)
+        self.admin = AdminEndpoint(conf, database, self.manager.host_manager,
+                                   announce=self._announce_aggregates)
+        self._peers = SchedulerClient(transport)
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host), [self.manager, self.admin],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
@@ -57,6 +59,10 @@ class SchedulerService:
             self._periodic.join()
         self.save_reports()
         LOG.info("Scheduler %s stopped", self.conf.host)
+
+    def _announce_aggregates(self):
+        # Through the outbox: out once the change commits, and before the caller's reply.
+        self.manager.outbox.send(self._peers.aggregates_changed, {}, self.conf.host)
 
     def _unit_of_work(self):
         return UnitOfWork(self.database, self.manager.outbox, self.manager.undo)

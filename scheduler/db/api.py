@@ -846,6 +846,17 @@ class Database:
             return [_row_dict(row) for row in connection.execute(statement).mappings()]
 
     @_retry
+    def count_instances_on_hosts(self, hosts):
+        """``{host: instances not DELETED}`` for those of ``hosts`` that hold any."""
+        statement = (
+            sa.select(instances.c.host, sa.func.count())
+            .where(instances.c.host.in_(list(hosts)), instances.c.state != models.DELETED)
+            .group_by(instances.c.host)
+        )
+        with self._transaction() as connection:
+            return {host: count for host, count in connection.execute(statement)}
+
+    @_retry
     def count_instances_by_state(self):
         """``{state: count}`` over every known state (zero included)."""
         statement = sa.select(instances.c.state, sa.func.count()).group_by(instances.c.state)
@@ -999,11 +1010,17 @@ class Database:
 
     @_retry
     def delete_aggregate(self, name):
+        """Delete an aggregate holding no host; Conflict names the hosts it still holds."""
         with self._transaction(write=True) as connection:
             aggregate_id = self._aggregate_id(connection, name)
-            connection.execute(
-                sa.delete(aggregate_hosts).where(aggregate_hosts.c.aggregate_id == aggregate_id)
-            )
+            hosts = connection.execute(
+                sa.select(aggregate_hosts.c.host).where(aggregate_hosts.c.aggregate_id == aggregate_id)
+                .order_by(aggregate_hosts.c.host)
+            ).scalars().all()
+            if hosts:
+                shown = ", ".join(hosts[:10]) + (f" and {len(hosts) - 10} more" if len(hosts) > 10 else "")
+                raise Conflict(f"aggregate {name!r} still holds host(s) {shown}: remove them first "
+                               f"(berth aggregate remove-host {name} HOST)")
             connection.execute(sa.delete(aggregates).where(aggregates.c.id == aggregate_id))
 
     @_retry

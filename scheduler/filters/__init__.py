@@ -27,6 +27,9 @@ class BaseHostFilter:
     #: (scheduler.hints refuses a request asking for one that no enabled plugin honours).
     reads_hints = ()
     group_policies = ()
+    #: Aggregate metadata this filter reads as a number: {key: the value it must exceed,
+    #: or None} (berth aggregate set-metadata refuses any other value).
+    aggregate_numbers = {}
     filter_vector = None
     #: Optional ``tier(host_state, spec) -> int`` / ``tier_vector(table, rows, spec)``:
     #: hosts that pass but should be used only when no better tier (0 best) has any.

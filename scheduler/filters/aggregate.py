@@ -113,6 +113,10 @@ class _AggregateRatio:
 
     key = None
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.aggregate_numbers = {cls.key: 0.0}
+
     def ratio(self, host_state):
         values = aggregates.metadata_values(host_state.aggregates, self.key)
         return aggregates.min_number(values, getattr(self.conf.filter_scheduler, self.key))

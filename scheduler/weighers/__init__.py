@@ -46,6 +46,13 @@ class BaseHostWeigher:
     multiplier_option = None
     multiplier_group = "filter_scheduler"
     aggregate_key = None
+    #: Aggregate metadata read as a number (see BaseHostFilter.aggregate_numbers): the multiplier.
+    aggregate_numbers = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        key = cls.aggregate_key or cls.multiplier_option
+        cls.aggregate_numbers = {key: None} if key else {}
 
     def default_multiplier(self):
         if self.multiplier_option is None:

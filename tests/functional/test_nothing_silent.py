@@ -198,3 +198,35 @@ def test_at_the_defaults_every_hint_and_policy_the_cli_accepts_is_honoured(fleet
         result, rows = _boot(fleet, *args)
         assert result.returncode == 1, (args, result.stdout, result.stderr)
         assert rows[0][0] == "ERROR" and reason in rows[0][2], (args, rows)
+
+
+def test_an_aggregate_change_reaches_every_scheduler_before_the_reply(tmp_path):
+    # Two schedulers whose periodic reload would come only after the test: what they know of
+    # a change made through the other one, they know from its announcement.
+    hosts = ("zoned-a", "zoned-b")
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false", scheduler__periodic_interval=3600)
+        try:
+            fleet.start_schedulers(["zs1", "zs2"])
+            for host in hosts:
+                fleet.start_agent(host, fake_memory_mb=65536, fake_local_gb=4000, fake_vcpus=64)
+            fleet.wait_hosts_up(hosts)
+            peers = {name: fleet.scheduler_client(name) for name in ("zs1", "zs2")}
+            for round_, host in enumerate(hosts * 4):
+                zone, aggregate = f"az-{round_}", f"agg-{round_}"
+                changer = ("zs1", "zs2")[round_ % 2]
+                peers[changer].call({}, "create_aggregate", name=aggregate, availability_zone=zone)
+                peers[changer].call({}, "aggregate_add_host", name=aggregate, host=host)
+                # At once, on both: the host's zone as each scheduler's filters see it.
+                for name, peer in peers.items():
+                    seen = {h["host"]: h["availability_zone"] for h in peer.call({}, "list_hosts")}
+                    assert seen[host] == zone, (round_, name, seen)
+                booted, rows = _boot(fleet, "--availability-zone", zone)
+                assert booted.returncode == 0 and rows[0][:2] == ("ACTIVE", host), (round_, booted.stdout)
+                fleet.cli("delete", "--wait", booted.stdout.splitlines()[1].split()[0])
+                peers[changer].call({}, "aggregate_remove_host", name=aggregate, host=host)
+                peers[changer].call({}, "delete_aggregate", name=aggregate)
+            for name in ("zs1", "zs2"):
+                assert "Aggregates changed through scheduler" in fleet.log(name)
+        finally:
+            fleet.close()

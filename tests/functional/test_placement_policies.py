@@ -68,6 +68,13 @@ def create_group(fleet, policy, *extra):
     return str(uuidlib.UUID(out.strip()))  # a uuid and nothing else
 
 
+def drop_aggregate(fleet, name):
+    """Remove the aggregate's hosts, then the aggregate (one holding hosts is not deleted)."""
+    for host in fleet.client.admin_call({}, "show_aggregate", name=name)["hosts"]:
+        ok(fleet.cli("aggregate", "remove-host", name, host))
+    ok(fleet.cli("aggregate", "delete", name))
+
+
 def fault(fleet, instance_uuid):
     return fleet.instances([instance_uuid])[instance_uuid]["fault_reason"]
 
@@ -149,7 +156,7 @@ def test_an_availability_zone_lands_only_on_its_hosts(fleet):
         assert "3 hosts considered; AvailabilityZoneFilter removed 3" in fault(fleet, nowhere)
         delete(fleet, [*in_az1, *by_hint, *in_nova])
     finally:
-        ok(fleet.cli("aggregate", "delete", "az1agg"))
+        drop_aggregate(fleet, "az1agg")
 
 
 def test_no_valid_host_names_each_filter_that_removed_hosts(fleet):
@@ -168,7 +175,26 @@ def test_no_valid_host_names_each_filter_that_removed_hosts(fleet):
         shown = ok(fleet.cli("show", row[0]))
         assert "AvailabilityZoneFilter removed 1, RamFilter removed 2" in shown
     finally:
-        ok(fleet.cli("aggregate", "delete", "small-zone"))
+        drop_aggregate(fleet, "small-zone")
+
+
+def test_the_zone_of_hosts_holding_instances_is_not_changed(fleet):
+    ok(fleet.cli("aggregate", "create", "held", "--zone", "az5"))
+    ok(fleet.cli("aggregate", "add-host", "held", AGENTS[1]))
+    try:
+        placed = boot(fleet, "--availability-zone", "az5")
+        result = fleet.cli("aggregate", "set-metadata", "held", "availability_zone=az6")
+        assert result.returncode == 1
+        assert result.stderr.strip() == (
+            "berth: cannot change the availability zone of aggregate 'held' from az5 to az6: its hosts "
+            f"hold 1 instance(s) placed in the old zone: {AGENTS[1]} (1)"
+        )
+        assert fleet.client.admin_call({}, "show_aggregate", name="held")["availability_zone"] == "az5"
+        delete(fleet, list(placed))
+        out = ok(fleet.cli("aggregate", "set-metadata", "held", "availability_zone=az6"))
+        assert "az6" in out
+    finally:
+        drop_aggregate(fleet, "held")
 
 
 def test_aggregate_metadata_and_host_changes_show_in_the_listing(fleet):
@@ -218,6 +244,13 @@ BAD_INPUT = [
     (["aggregate", "set-metadata", "existing", "=v"], 2, "metadata is key=value"),
     (["aggregate", "set-metadata", "existing", "bad key=v"], 1, "metadata key 'bad key'"),
     (["aggregate", "delete", "nosuch"], 1, "no aggregate named 'nosuch'"),
+    (["aggregate", "delete", "existing"], 1, f"aggregate 'existing' still holds host(s) {AGENTS[0]}: remove"),
+    (
+        ["aggregate", "set-metadata", "existing", "ram_allocation_ratio=abc"],
+        1,
+        "metadata ram_allocation_ratio='abc': AggregateRamFilter reads it as a number; give a number "
+        "greater than 0, e.g. ram_allocation_ratio=1.5",
+    ),
     (["aggregate", "show", "nosuch"], 1, "no aggregate named 'nosuch'"),
     (["aggregate", "create", "existing"], 1, "an aggregate named 'existing' exists already"),
     (["aggregate", "create", "z", "--zone", " "], 1, "availability zone must be a non-empty string"),
@@ -232,7 +265,7 @@ def existing_aggregate(fleet):
     ok(fleet.cli("aggregate", "create", "existing"))
     ok(fleet.cli("aggregate", "add-host", "existing", AGENTS[0]))
     yield "existing"
-    ok(fleet.cli("aggregate", "delete", "existing"))
+    drop_aggregate(fleet, "existing")
 
 
 @pytest.mark.parametrize(("args", "status", "message"), BAD_INPUT, ids=lambda v: None)

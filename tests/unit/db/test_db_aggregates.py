@@ -73,12 +73,17 @@ def test_add_and_remove_hosts(database):
         database.remove_aggregate_host("a", "h1")
 
 
-def test_deleting_an_aggregate_drops_its_hosts(database):
+def test_an_aggregate_holding_hosts_is_not_deleted(database):
     database.create_aggregate("a")
+    database.add_aggregate_host("a", "h2")
     database.add_aggregate_host("a", "h1")
+    with pytest.raises(Conflict, match=r"aggregate 'a' still holds host\(s\) h1, h2: remove them first"):
+        database.delete_aggregate("a")
+    assert database.get_aggregate("a")["hosts"] == ["h1", "h2"]
+    database.remove_aggregate_host("a", "h1")
+    database.remove_aggregate_host("a", "h2")
     database.delete_aggregate("a")
-    database.create_aggregate("a")
-    assert database.get_aggregate("a")["hosts"] == []
+    assert database.list_aggregates() == []
 
 
 @pytest.mark.parametrize(

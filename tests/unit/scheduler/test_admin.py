@@ -110,6 +110,7 @@ def test_host_membership_metadata_and_delete_follow_in_the_host_table(world):
     assert admin.aggregate_remove_host({}, "ssd", "h2")["hosts"] == ["h3"]
     assert table_aggregates(manager)["ssd"].hosts == frozenset({"h3"})
     assert [a["name"] for a in admin.list_aggregates({})] == ["ssd"]
+    admin.aggregate_remove_host({}, "ssd", "h3")
     assert admin.delete_aggregate({}, "ssd") is None
     assert table_aggregates(manager) == {}
     assert admin.list_aggregates({}) == []
@@ -133,6 +134,34 @@ def test_reload_picks_up_changes_made_by_another_scheduler(world):
     found = admin._reload()
     assert [a["name"] for a in found] == ["elsewhere"]
     assert table_aggregates(manager)["elsewhere"].hosts == frozenset({"h3"})
+
+
+def test_each_change_is_announced_to_the_other_schedulers_and_a_refusal_is_not(world):
+    admin, database, manager = world
+    announced = []
+    admin._announce = lambda: announced.append(len(database.list_aggregates()))
+    admin.create_aggregate({}, "a", availability_zone="az1")
+    admin.aggregate_add_host({}, "a", "h1")
+    admin.aggregate_set_metadata({}, "a", {"ssd": "true"})
+    with pytest.raises(InvalidRequest):
+        admin.aggregate_add_host({}, "a", "h1")
+    with pytest.raises(InvalidRequest):
+        admin.delete_aggregate({}, "a")
+    admin.aggregate_remove_host({}, "a", "h1")
+    admin.delete_aggregate({}, "a")
+    assert announced == [1, 1, 1, 1, 0]
+
+
+def test_an_announced_change_is_reloaded_unless_this_scheduler_made_it(world, conf):
+    admin, database, manager = world
+    database.create_aggregate("elsewhere", "az2", {"availability_zone": "az2"})
+    database.add_aggregate_host("elsewhere", "h3")
+    admin.aggregates_changed({}, by=conf.host)
+    assert "elsewhere" not in table_aggregates(manager)
+    admin.aggregates_changed({}, by="sched-2")
+    assert table_aggregates(manager)["elsewhere"].hosts == frozenset({"h3"})
+    zones = {h["host"]: (h["availability_zone"], h["aggregates"]) for h in manager.list_hosts({})}
+    assert zones == {"h1": ("nova", []), "h2": ("nova", []), "h3": ("az2", ["elsewhere"])}
 
 
 @pytest.fixture
@@ -180,7 +209,58 @@ BAD_AGGREGATE_CALLS = [
         {"name": "existing", "metadata": {"availability_zone": " "}},
         "availability zone must be",
     ),
+    (
+        "aggregate_set_metadata",
+        {"name": "existing", "metadata": {"ram_allocation_ratio": "abc"}},
+        "metadata ram_allocation_ratio='abc': AggregateRamFilter reads it as a number; "
+        "give a number greater than 0, e.g. ram_allocation_ratio=1.5",
+    ),
+    (
+        "aggregate_set_metadata",
+        {"name": "existing", "metadata": {"ok": "1", "cpu_allocation_ratio": "0"}},
+        "metadata cpu_allocation_ratio='0': AggregateCoreFilter reads it as a number; give a number greater",
+    ),
+    (
+        "aggregate_set_metadata",
+        {"name": "existing", "metadata": {"disk_allocation_ratio": "nan"}},
+        "AggregateDiskFilter reads it as a number",
+    ),
+    (
+        "aggregate_set_metadata",
+        {"name": "existing", "metadata": {"ram_weight_multiplier": "heavy"}},
+        "metadata ram_weight_multiplier='heavy': RAMWeigher reads it as a number; give a number, e.g.",
+    ),
+    ("delete_aggregate", {"name": "existing"}, "aggregate 'existing' still holds host(s) h1: remove them"),
 ]
+
+
+def test_numeric_metadata_within_bounds_is_taken(existing):
+    admin, _, manager = existing
+    metadata = {"ram_allocation_ratio": "1.0", "ram_weight_multiplier": "-2", "io_ops_weight_multiplier": "0"}
+    assert admin.aggregate_set_metadata({}, "existing", metadata)["metadata"] == {
+        "availability_zone": "az1", **metadata,
+    }
+    assert admin.aggregate_set_metadata({}, "existing", {"ram_allocation_ratio": None})
+
+
+def test_the_zone_of_hosts_holding_instances_does_not_change(existing):
+    admin, database, manager = existing
+    [uuid] = placed_instances(database, ["h1"])
+    with pytest.raises(InvalidRequest) as raised:
+        admin.aggregate_set_metadata({}, "existing", {"availability_zone": "az2"})
+    assert str(raised.value) == (
+        "cannot change the availability zone of aggregate 'existing' from az1 to az2: its hosts hold "
+        "1 instance(s) placed in the old zone: h1 (1)"
+    )
+    with pytest.raises(InvalidRequest, match="from az1 to none"):
+        admin.aggregate_set_metadata({}, "existing", {"availability_zone": None})
+    assert table_aggregates(manager)["existing"].availability_zone == "az1"
+    # The same zone again, other metadata, or once the instance is gone: taken.
+    admin.aggregate_set_metadata({}, "existing", {"availability_zone": "az1", "ssd": "true"})
+    database.update_instance(uuid, {"state": "DELETED"})
+    moved = admin.aggregate_set_metadata({}, "existing", {"availability_zone": "az2"})
+    assert moved["availability_zone"] == "az2"
+    assert table_aggregates(manager)["existing"].availability_zone == "az2"
 
 
 @pytest.mark.parametrize(("method", "kwargs", "message"), BAD_AGGREGATE_CALLS)
