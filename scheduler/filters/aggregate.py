@@ -131,13 +131,13 @@ class AggregateRamFilter(_AggregateRatio, filters.BaseHostFilter):
     key = "ram_allocation_ratio"
 
     def host_passes(self, host_state, spec):
-        usable = host_state.total_usable_ram_mb * self.ratio(host_state) - host_state.ram_used_mb
-        return usable >= spec.flavor.memory_mb
+        total, wanted = host_state.total_usable_ram_mb, spec.flavor.memory_mb
+        return wanted <= total and total * self.ratio(host_state) - host_state.ram_used_mb >= wanted
 
     def filter_vector(self, table, rows, spec):
-        total = table.total_ram_mb[rows]
+        total, wanted = table.total_ram_mb[rows], spec.flavor.memory_mb
         usable = total * self.ratios(table, rows) - (total - table.free_ram_mb[rows])
-        return usable >= spec.flavor.memory_mb
+        return (wanted <= total) & (usable >= wanted)
 
     def limits(self, host_state):
         return {"memory_mb": host_state.total_usable_ram_mb * self.ratio(host_state)}
@@ -147,13 +147,13 @@ class AggregateDiskFilter(_AggregateRatio, filters.BaseHostFilter):
     key = "disk_allocation_ratio"
 
     def host_passes(self, host_state, spec):
-        usable = host_state.total_usable_disk_gb * self.ratio(host_state) - host_state.disk_used_gb
-        return usable >= spec.flavor.disk_gb
+        total, wanted = host_state.total_usable_disk_gb, spec.flavor.disk_gb
+        return wanted <= total and total * self.ratio(host_state) - host_state.disk_used_gb >= wanted
 
     def filter_vector(self, table, rows, spec):
-        total = table.total_disk_gb[rows]
+        total, wanted = table.total_disk_gb[rows], spec.flavor.disk_gb
         usable = total * self.ratios(table, rows) - (total - table.free_disk_gb[rows])
-        return usable >= spec.flavor.disk_gb
+        return (wanted <= total) & (usable >= wanted)
 
     def limits(self, host_state):
         return {"disk_gb": host_state.total_usable_disk_gb * self.ratio(host_state)}

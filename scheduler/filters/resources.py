@@ -3,6 +3,10 @@
 Each filter gives the limit it applied through ``limits()``; the agent
 claims against the same limit, so the scheduler and the agent agree on
 what "full" means even though the agent never reads these options.
+
+As in Nova, an instance is overcommitted against other instances, never
+against itself: one larger than the host's whole usable RAM, disk or vCPUs
+does not fit there, whatever the ratio.
 """
 
 from scheduler import filters
@@ -14,13 +18,12 @@ class RamFilter(filters.BaseHostFilter):
         self.ratio = conf.filter_scheduler.ram_allocation_ratio
 
     def host_passes(self, host_state, spec):
-        usable = host_state.total_usable_ram_mb * self.ratio - host_state.ram_used_mb
-        return usable >= spec.flavor.memory_mb
+        total, wanted = host_state.total_usable_ram_mb, spec.flavor.memory_mb
+        return wanted <= total and total * self.ratio - host_state.ram_used_mb >= wanted
 
     def filter_vector(self, table, rows, spec):
-        total = table.total_ram_mb[rows]
-        usable = total * self.ratio - (total - table.free_ram_mb[rows])
-        return usable >= spec.flavor.memory_mb
+        total, wanted = table.total_ram_mb[rows], spec.flavor.memory_mb
+        return (wanted <= total) & (total * self.ratio - (total - table.free_ram_mb[rows]) >= wanted)
 
     def limits(self, host_state):
         return {"memory_mb": host_state.total_usable_ram_mb * self.ratio}
@@ -32,13 +35,12 @@ class DiskFilter(filters.BaseHostFilter):
         self.ratio = conf.filter_scheduler.disk_allocation_ratio
 
     def host_passes(self, host_state, spec):
-        usable = host_state.total_usable_disk_gb * self.ratio - host_state.disk_used_gb
-        return usable >= spec.flavor.disk_gb
+        total, wanted = host_state.total_usable_disk_gb, spec.flavor.disk_gb
+        return wanted <= total and total * self.ratio - host_state.disk_used_gb >= wanted
 
     def filter_vector(self, table, rows, spec):
-        total = table.total_disk_gb[rows]
-        usable = total * self.ratio - (total - table.free_disk_gb[rows])
-        return usable >= spec.flavor.disk_gb
+        total, wanted = table.total_disk_gb[rows], spec.flavor.disk_gb
+        return (wanted <= total) & (total * self.ratio - (total - table.free_disk_gb[rows]) >= wanted)
 
     def limits(self, host_state):
         return {"disk_gb": host_state.total_usable_disk_gb * self.ratio}

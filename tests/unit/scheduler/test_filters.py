@@ -9,8 +9,11 @@ from tests.unit.scheduler.conftest import make_host, make_spec
 @pytest.mark.parametrize(
     ("total", "free", "requested", "passes"),
     [
-        (8192, 8192, 12288, True),  # 1.5 x 8192 = 12288 usable on an empty host
-        (8192, 8192, 12289, False),
+        (8192, 8192, 8192, True),
+        # 1.5 x 8192 = 12288 usable, but an instance never overcommits against itself (Nova):
+        (8192, 8192, 10240, False),
+        (8192, 0, 4096, True),  # 8192 used of a 12288 limit: 4096 left
+        (8192, 0, 4097, False),
         (1000, -200, 300, True),  # overcommitted: used 1200 of a 1500 limit
         (1000, -200, 301, False),
     ],
@@ -33,6 +36,15 @@ def test_disk_filter(policy_conf, free, root_gb, passes):
     host = make_host("h", disk=100, free_disk=free)
     assert DiskFilter(policy_conf).host_passes(host, make_spec(root_gb=root_gb)) is passes
     assert DiskFilter(policy_conf).limits(host) == {"disk_gb": 100}
+
+
+def test_disk_filter_never_overcommits_an_instance_against_itself(policy_conf):
+    policy_conf.set_override("disk_allocation_ratio", 2.0, "filter_scheduler")
+    empty = make_host("h", disk=100, free_disk=100)
+    assert DiskFilter(policy_conf).host_passes(empty, make_spec(root_gb=100))
+    assert not DiskFilter(policy_conf).host_passes(empty, make_spec(root_gb=101))  # 200 under the ratio
+    half = make_host("h", disk=100, free_disk=50)
+    assert DiskFilter(policy_conf).host_passes(half, make_spec(root_gb=100))  # 50 used of 200
 
 
 def test_disk_filter_counts_ephemeral_disk(policy_conf):

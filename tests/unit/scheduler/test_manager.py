@@ -123,14 +123,15 @@ def test_deleting_an_instance_without_host_needs_no_agent(world):
 def test_select_destinations_returns_hosts_and_consumes(world):
     manager, database, agents = world
     chosen = []
-    for _ in range(3):
-        _, spec, props = request(memory_mb=12288)
+    for _ in range(4):
+        _, spec, props = request(memory_mb=8192)
         [destination] = manager.select_destinations({}, spec, props)
         chosen.append(destination["host"])
-    # h2 (16384 MB, limit 24576) first; then h1 has more free RAM; then only h2 has room.
-    assert chosen == ["h2", "h1", "h2"]
+    # h2 (16384 MB free, limit 24576) first; then h1 and h2 tie at 8192 free, and the earlier
+    # host wins; then h2, twice, to its limit (h1 has 4096 left under its 12288; h3 is too small).
+    assert chosen == ["h2", "h1", "h2", "h2"]
     assert destination["limits"]["memory_mb"] == 16384 * 1.5
-    _, spec, props = request(memory_mb=12288)
+    _, spec, props = request(memory_mb=4097)
     with pytest.raises(NoValidHost):
         manager.select_destinations({}, spec, props)
     assert casts(agents, 0) == {}

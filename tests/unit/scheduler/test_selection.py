@@ -68,7 +68,7 @@ def test_no_valid_host_says_what_each_filter_removed(selector, policy_conf, tabl
 def test_a_request_that_does_not_fit_whole_consumes_nothing(selector, table):
     hosts = [make_host("a", table=table, ram=4096), make_host("b", table=table, ram=4096)]
     with pytest.raises(NoValidHost, match="instance 3 of 3"):
-        selector.select(hosts, make_spec(memory_mb=6144, count=3))
+        selector.select(hosts, make_spec(memory_mb=4096, count=3))  # each host's limit is 6144
     assert [h.free_ram_mb for h in hosts] == [4096, 4096]
     assert [h.num_instances for h in hosts] == [0, 0]
 
