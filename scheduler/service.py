@@ -25,6 +25,7 @@ class SchedulerService:
     def __init__(self, conf, transport, database, rng=None):
         self.conf = conf
         self.database = database
+        self.transport = transport
         self.manager = SchedulerManager(conf, transport, database, rng=rng)
         self.admin = AdminEndpoint(conf, database, self.manager.host_manager,
                                    announce=self._announce_aggregates)
@@ -44,8 +45,11 @@ class SchedulerService:
         self._server.start()
         self._periodic = concurrency.spawn(self._run_periodic, name="scheduler-periodic")
         LOG.info(
-            "Scheduler %s started: filters %s, weighers %s",
+            "Scheduler %s started on %s, exchange %s%s: filters %s, weighers %s",
             self.conf.host,
+            self.transport.safe_url,
+            self.conf.control_exchange,
+            durability(self.transport),
             ", ".join(f.name for f in self.manager.selector.filters),
             ", ".join(w.name for w in self.manager.selector.weighers),
         )
@@ -130,6 +134,15 @@ class SchedulerService:
             if check_clock:
                 next_clock_check = time.monotonic() + CLOCK_CHECK_INTERVAL
             self.run_periodic_tasks(check_clock)
+
+
+def durability(transport):
+    """What the start-up line says of the exchange: what an oslo.messaging client must match."""
+    if not transport.is_rabbit:
+        return ""
+    if transport.durable:
+        return " (durable: clients must set [oslo_messaging_rabbit] amqp_durable_queues = true)"
+    return " (not durable)"
 
 
 class UnitOfWork:
