@@ -2,7 +2,8 @@
 
 - AggregateInstanceExtraSpecsFilter: every flavor extra_spec that is
   unscoped or scoped ``aggregate_instance_extra_specs:`` must be matched
-  (extra_specs_ops) by the value of the same key in one of the host's aggregates.
+  (extra_specs_ops) by one of the values of the same key in the host's
+  aggregates, each value split on commas (``gpu=2,4`` offers 2 and 4), as Nova does.
 - AggregateMultiTenancyIsolation: a host in an aggregate with
   ``filter_tenant_id`` metadata (comma-separated project ids; also any key
   starting with ``filter_tenant_id``) takes only those projects' instances.
@@ -45,7 +46,8 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
             return True
         host_aggregates = host_state.aggregates
         for key, req in specs:
-            values = aggregates.metadata_values(host_aggregates, key)
+            values = {piece for value in aggregates.metadata_values(host_aggregates, key)
+                      for piece in _pieces(value)}
             if not values or not any(extra_specs_ops.match(v, req) for v in values):
                 return False
         return True
@@ -62,12 +64,16 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
                 matched = np.zeros(table.size, dtype=bool)
                 for aggregate in index.aggregates:
                     value = aggregate.metadata.get(key)
-                    if value is not None and extra_specs_ops.match(value, req):
+                    if value is not None and any(extra_specs_ops.match(v, req) for v in _pieces(value)):
                         matched |= index.mask(aggregate)
                 passed &= matched
             return passed
 
         return index.memo(("extra_specs", tuple((k, str(r)) for k, r in specs)), compute)[rows]
+
+
+def _pieces(value):
+    return [piece.strip() for piece in value.split(",")]
 
 
 def _tenants(aggregate):

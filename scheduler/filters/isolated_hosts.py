@@ -1,7 +1,8 @@
 """IsolatedHostsFilter: isolated images run only on isolated hosts (and, optionally, vice versa).
 
-The image is named by the request's ``image.id``. Nothing is filtered unless
-both isolated_hosts and isolated_images are set.
+The image is named by the request's ``image.id``. As in Nova, with no
+isolated_images the isolated_hosts take nothing when restricted, everything
+otherwise; with no isolated_hosts, isolated images run nowhere.
 """
 
 import numpy as np
@@ -52,12 +53,10 @@ class IsolatedHostsFilter(filters.BaseHostFilter):
         return (not image_isolated) | host_isolated
 
     def host_passes(self, host_state, spec):
-        if not self.hosts or not self.images:
-            return True
         return self._passes(spec.image_id in self.images, host_state.host in self.hosts)
 
     def filter_vector(self, table, rows, spec):
-        if not self.hosts or not self.images:
+        if not self.hosts and not self.images:
             return True
         isolated_rows = [table.index[h] for h in self.hosts if h in table.index]
         host_isolated = np.isin(table.row_numbers(rows), isolated_rows)

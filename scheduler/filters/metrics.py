@@ -1,4 +1,8 @@
-"""MetricsFilter: with ``[metrics] required``, hosts must report every metric of weight_setting."""
+"""MetricsFilter: hosts must report every metric named in ``[metrics] weight_setting`` (as Nova's).
+
+Whatever ``[metrics] required`` says: that option tells MetricsWeigher what to do
+with a host missing a metric; this filter is how an operator keeps such hosts out.
+"""
 
 import numpy as np
 
@@ -12,13 +16,12 @@ class MetricsFilter(filters.BaseHostFilter):
     def __init__(self, conf):
         super().__init__(conf)
         self.names = {name for name, _ratio in parse_setting(conf.metrics.weight_setting)}
-        self.required = conf.metrics.required
 
     def host_passes(self, host_state, spec):
-        return not self.required or self.names <= set(host_state.metrics)
+        return self.names <= set(host_state.metrics)
 
     def filter_vector(self, table, rows, spec):
-        if not self.required or not self.names:
+        if not self.names:
             return True
         passed = True
         for name in self.names:

@@ -136,3 +136,74 @@ def test_json_filter(policy_conf):
     assert f.host_passes(host, make_spec(scheduler_hints={"query": '[">=", "$free_ram_mb", 1024]'}))
     assert not f.host_passes(host, make_spec(scheduler_hints={"query": '["<", "$free_ram_mb", 1024]'}))
     assert not f.host_passes(host, make_spec(scheduler_hints={"query": "not json"}))
+
+
+def passing(f, table, spec):
+    """The hosts ``f`` passes, per host and as a vector (asserting the two agree)."""
+    import numpy as np
+
+    per_host = [view.host for view in table.views() if f.host_passes(view, spec)]
+    mask = np.broadcast_to(f.filter_vector(table, np.arange(len(table)), spec), (len(table),))
+    assert [view.host for view, ok in zip(table.views(), mask, strict=True) if ok] == per_host
+    return per_host
+
+
+def spec_of(image_id=None, extra_specs=None):
+    from scheduler.request_spec import RequestSpec
+
+    return RequestSpec.from_wire({
+        "instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 1, "extra_specs": extra_specs or {}},
+        "image": {"id": image_id, "properties": {}} if image_id else {"properties": {}},
+    }, {})
+
+
+@pytest.mark.parametrize(("hosts", "images", "restrict", "image", "expected"), [
+    # Nova's matrix with both lists set.
+    (["iso"], ["img-i"], True, "img-i", ["iso"]),
+    (["iso"], ["img-i"], True, "img-o", ["plain"]),
+    (["iso"], ["img-i"], False, "img-o", ["iso", "plain"]),
+    # Only isolated_hosts: when restricted, they take nothing (Nova); else everything.
+    (["iso"], [], True, "img-o", ["plain"]),
+    (["iso"], [], False, "img-o", ["iso", "plain"]),
+    # Only isolated_images: an isolated image has no host to run on.
+    ([], ["img-i"], True, "img-i", []),
+    ([], ["img-i"], False, "img-i", []),
+    ([], ["img-i"], True, "img-o", ["iso", "plain"]),
+    ([], [], True, "img-i", ["iso", "plain"]),
+])
+def test_isolated_hosts_filter_as_nova_with_either_list_alone(policy_conf, hosts, images, restrict, image,
+                                                               expected):
+    policy_conf.set_override("isolated_hosts", hosts, "filter_scheduler")
+    policy_conf.set_override("isolated_images", images, "filter_scheduler")
+    policy_conf.set_override("restrict_isolated_hosts_to_isolated_images", restrict, "filter_scheduler")
+    table = HostTable()
+    make_host("iso", table=table), make_host("plain", table=table)
+    f = plugin(policy_conf, "filter", "IsolatedHostsFilter")
+    assert passing(f, table, spec_of(image_id=image)) == expected
+
+
+@pytest.mark.parametrize("required", [True, False])
+def test_metrics_filter_wants_every_weighed_metric_whatever_required_says(policy_conf, required):
+    policy_conf.set_override("weight_setting", ["cpu.percent=-1.0", "io=1"], "metrics")
+    policy_conf.set_override("required", required, "metrics")
+    table = HostTable()
+    both, one, _none = (make_host(h, table=table) for h in ("both", "one", "none"))
+    table.extra[both.row]["metrics"] = {"cpu.percent": 30.0, "io": 1.0}
+    table.extra[one.row]["metrics"] = {"cpu.percent": 30.0}
+    f = plugin(policy_conf, "filter", "MetricsFilter")
+    assert [v.host for v in table.views() if f.host_passes(v, make_spec())] == ["both"]
+
+
+def test_aggregate_extra_specs_values_are_split_on_commas(policy_conf):
+    table = HostTable()
+    for host in ("h24", "h8", "plain"):
+        make_host(host, table=table)
+    table.set_aggregates([
+        {"name": "gpus", "hosts": ["h24"], "metadata": {"gpu": "2, 4"}},
+        {"name": "big", "hosts": ["h8"], "metadata": {"gpu": "8"}},
+    ])
+    f = plugin(policy_conf, "filter", "AggregateInstanceExtraSpecsFilter")
+    assert passing(f, table, spec_of(extra_specs={"gpu": "4"})) == ["h24"]
+    scoped = spec_of(extra_specs={"aggregate_instance_extra_specs:gpu": ">= 3"})
+    assert passing(f, table, scoped) == ["h24", "h8"]
+    assert passing(f, table, spec_of(extra_specs={"gpu": "2,4"})) == []  # a piece is matched, not the whole
