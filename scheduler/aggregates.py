@@ -39,6 +39,13 @@ class Aggregate:
             availability_zone=zone,
         )
 
+    @property
+    def zones(self):
+        """The zones its hosts are in: its zone split on commas (``az1,az2`` is both, as in Nova)."""
+        if not self.availability_zone:
+            return ()
+        return tuple(piece.strip() for piece in self.availability_zone.split(","))
+
     def to_dict(self):
         return {
             "name": self.name,
@@ -171,7 +178,7 @@ def min_number_vector(table, rows, key, default):
 
 def zones_of_row(table, row, default_zone):
     """The availability zones of row ``row``: its aggregates' zones, or the default zone."""
-    zones = {a.availability_zone for a in table.aggregate_index.of_row(row) if a.availability_zone}
+    zones = {zone for a in table.aggregate_index.of_row(row) for zone in a.zones}
     return zones or {default_zone}
 
 
@@ -183,10 +190,10 @@ def zone_mask(table, rows, zone, default_zone):
         in_zone = np.zeros(table.size, dtype=bool)
         zoned = np.zeros(table.size, dtype=bool)
         for aggregate in index.aggregates:
-            if aggregate.availability_zone:
+            if aggregate.zones:
                 mask = index.mask(aggregate)
                 zoned |= mask
-                if aggregate.availability_zone == zone:
+                if zone in aggregate.zones:
                     in_zone |= mask
         if zone == default_zone:
             in_zone |= ~zoned

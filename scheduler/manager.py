@@ -691,7 +691,7 @@ def _instance_record(spec, instance_uuid, wire=None, values=None):
 
 def _host_view(state, up, default_zone):
     aggregates = state.aggregates
-    zones = sorted({a.availability_zone for a in aggregates if a.availability_zone}) or [default_zone]
+    zones = sorted({zone for a in aggregates for zone in a.zones}) or [default_zone]
     return {
         "host": state.host,
         "nodename": state.nodename,

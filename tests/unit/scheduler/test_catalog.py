@@ -207,3 +207,60 @@ def test_aggregate_extra_specs_values_are_split_on_commas(policy_conf):
     scoped = spec_of(extra_specs={"aggregate_instance_extra_specs:gpu": ">= 3"})
     assert passing(f, table, scoped) == ["h24", "h8"]
     assert passing(f, table, spec_of(extra_specs={"gpu": "2,4"})) == []  # a piece is matched, not the whole
+
+
+def image_spec(**properties):
+    from scheduler.request_spec import RequestSpec
+
+    return RequestSpec.from_wire({"instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 1},
+                                  "image": {"properties": properties}}, {})
+
+
+@pytest.mark.parametrize(("properties", "expected"), [
+    ({}, ["kvm", "xen", "none"]),
+    ({"hw_architecture": "x86_64"}, ["kvm", "xen"]),
+    ({"hw_architecture": "AMD64"}, ["kvm", "xen"]),  # canonicalized, as Nova's Architecture does
+    ({"architecture": "i386"}, ["xen"]),
+    ({"img_hv_type": "xapi"}, ["xen"]),  # Nova's HVType: xapi is xen
+    ({"hw_vm_mode": "pv"}, ["xen"]),  # Nova's VMMode: pv is xen
+    ({"hw_vm_mode": "hv", "img_hv_type": "kvm"}, ["kvm"]),
+    # Nova looks for each wanted value anywhere in a host triple, not at its position.
+    ({"hw_architecture": "hvm"}, ["kvm"]),
+    ({"img_hv_type": "x86_64"}, ["kvm", "xen"]),
+])
+def test_image_properties_filter_matches_as_nova(policy_conf, properties, expected):
+    table = HostTable()
+    for name, triples in (("kvm", [["x86_64", "kvm", "hvm"]]),
+                          ("xen", [["x86_64", "xen", "xen"], ["i686", "xen", "xen"]]),
+                          ("none", [])):
+        host = make_host(name, table=table)
+        host.update_from_report({"host": name, "memory_mb": 8192, "free_ram_mb": 8192, "local_gb": 100,
+                                 "free_disk_gb": 100, "vcpus": 8, "vcpus_used": 0, "instance_uuids": [],
+                                 "running_vms": 0, "supported_instances": triples})
+    f = plugin(policy_conf, "filter", "ImagePropertiesFilter")
+    assert passing(f, table, image_spec(**properties)) == expected
+
+
+def test_an_image_without_architecture_takes_the_default_one(policy_conf):
+    policy_conf.set_override("image_properties_default_architecture", "i686", "filter_scheduler")
+    table = HostTable()
+    for name, arch in (("a64", "x86_64"), ("a32", "i686")):
+        make_host(name, table=table).update_from_report({
+            "host": name, "memory_mb": 8192, "free_ram_mb": 8192, "local_gb": 100, "free_disk_gb": 100,
+            "vcpus": 8, "vcpus_used": 0, "instance_uuids": [], "running_vms": 0,
+            "supported_instances": [[arch, "kvm", "hvm"]]})
+    f = plugin(policy_conf, "filter", "ImagePropertiesFilter")
+    assert passing(f, table, image_spec()) == ["a32"]
+    assert passing(f, table, image_spec(hw_architecture="x86_64")) == ["a64"]
+
+
+def test_an_aggregate_zone_with_commas_puts_its_hosts_in_each_zone(policy_conf):
+    table = HostTable()
+    for host in ("both", "one", "default"):
+        make_host(host, table=table)
+    table.set_aggregates([{"name": "a", "hosts": ["both"], "availability_zone": "az1, az2"},
+                          {"name": "b", "hosts": ["one"], "availability_zone": "az2"}])
+    f = plugin(policy_conf, "filter", "AvailabilityZoneFilter")
+    for zone, expected in (("az1", ["both"]), ("az2", ["both", "one"]), ("nova", ["default"]),
+                           ("az1, az2", [])):
+        assert passing(f, table, make_spec(scheduler_hints={"availability_zone": zone})) == expected
