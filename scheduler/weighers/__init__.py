@@ -83,10 +83,16 @@ class BaseHostWeigher:
 
 
 def normalize(values, minval=None, maxval=None):
-    """Min-max scale to [0, 1]; all-equal weights carry no information and become 0."""
+    """Min-max scale to [0, 1]; all-equal weights carry no information and become 0.
+
+    A weigher's fixed ``minval`` / ``maxval`` bound its weights first (a weight
+    below ``minval`` counts as ``minval``), as Nova's weigh_objects does.
+    """
     values = np.asarray(values, dtype=np.float64)
     if not len(values):
         return values
+    if minval is not None or maxval is not None:
+        values = np.clip(values, minval, maxval)
     low = values.min() if minval is None else minval
     high = values.max() if maxval is None else maxval
     if high == low:

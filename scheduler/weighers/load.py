@@ -45,6 +45,7 @@ def list_opts():
 
 class IoOpsWeigher(weighers.BaseHostWeigher):
     multiplier_option = "io_ops_weight_multiplier"
+    minval = 0
 
     def weigh(self, host_state, spec):
         return host_state.num_io_ops
@@ -64,10 +65,19 @@ class NumInstancesWeigher(weighers.BaseHostWeigher):
 
 
 class BuildFailureWeigher(weighers.BaseHostWeigher):
+    """Weighs the recent failed builds, times the multiplier negated (Nova's form: with an
+    aggregate's multiplier of 0 on some hosts, negating the weight instead would differ)."""
+
     multiplier_option = "build_failure_weight_multiplier"
 
     def weigh(self, host_state, spec):
-        return -host_state.failed_builds
+        return host_state.failed_builds
 
     def weigh_vector(self, table, rows, spec):
-        return -table.failed_builds[rows]
+        return table.failed_builds[rows]
+
+    def weight_multiplier(self, host_state):
+        return -super().weight_multiplier(host_state)
+
+    def multipliers(self, table, rows):
+        return -super().multipliers(table, rows)

@@ -35,6 +35,7 @@ def list_opts():
 
 class DiskWeigher(weighers.BaseHostWeigher):
     multiplier_option = "disk_weight_multiplier"
+    minval = 0  # as Nova: scaled from 0, not from the least free host
 
     def weigh(self, host_state, spec):
         return host_state.free_disk_gb
@@ -45,6 +46,7 @@ class DiskWeigher(weighers.BaseHostWeigher):
 
 class CPUWeigher(weighers.BaseHostWeigher):
     multiplier_option = "cpu_weight_multiplier"
+    minval = 0
 
     def weigh(self, host_state, spec):
         ratio = self.conf.filter_scheduler.cpu_allocation_ratio

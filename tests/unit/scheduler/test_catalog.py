@@ -264,3 +264,51 @@ def test_an_aggregate_zone_with_commas_puts_its_hosts_in_each_zone(policy_conf):
     for zone, expected in (("az1", ["both"]), ("az2", ["both", "one"]), ("nova", ["default"]),
                            ("az1, az2", [])):
         assert passing(f, table, make_spec(scheduler_hints={"availability_zone": zone})) == expected
+
+
+def weighed_order(policy_conf, table, weigher_names, vectorized):
+    """Host names, heaviest first, as the Selector weighs every host of ``table``."""
+    import numpy as np
+
+    policy_conf.set_override("weighers", weigher_names, "filter_scheduler")
+    selector = Selector([], weighers.enabled_weighers(policy_conf), vectorized=vectorized)
+    rows = np.arange(len(table))
+    weights = selector.weigh(table, rows, make_spec())
+    return [table.view(int(r)).host for r in np.argsort(-weights, kind="stable")], weights
+
+
+@pytest.mark.parametrize("vectorized", [True, False])
+def test_resource_weighers_scale_from_zero_as_nova(policy_conf, vectorized):
+    # RAMWeigher and DiskWeigher: A 100 GB RAM / 500 GB disk free, B 60 / 1000, C 59 / 0.
+    # From 0: A 100/100 + 500/1000 = 1.5, B 60/100 + 1000/1000 = 1.6, C 0.59 + 0: Nova picks B.
+    # (From the least free host, A 1 + 0.5 = 1.5 would beat B 1/41 + 1 = 1.02.)
+    table = HostTable()
+    for name, ram_gb, disk_gb in (("A", 100, 500), ("B", 60, 1000), ("C", 59, 0)):
+        make_host(name, ram=ram_gb * 1024, disk=max(disk_gb, 1), free_disk=disk_gb, table=table)
+    order, weights = weighed_order(policy_conf, table, ["RAMWeigher", "DiskWeigher"], vectorized)
+    assert order == ["B", "A", "C"]
+    assert list(weights) == pytest.approx([1.5, 1.6, 0.59])
+
+
+@pytest.mark.parametrize("vectorized", [True, False])
+def test_a_weight_below_minval_counts_as_minval(policy_conf, vectorized):
+    table = HostTable()
+    make_host("over", ram=1000, free_ram=-500, table=table)  # overcommitted
+    make_host("half", ram=1000, free_ram=500, table=table)
+    _, weights = weighed_order(policy_conf, table, ["RAMWeigher"], vectorized)
+    assert list(weights) == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("vectorized", [True, False])
+def test_build_failures_weigh_with_the_multiplier_negated_as_nova(policy_conf, vectorized):
+    # X: 4 failed builds, but its aggregate sets build_failure_weight_multiplier=0; Y none; Z 2.
+    # Nova: failures normalized X 1, Y 0, Z 0.5, times -0, -1e6, -1e6: X 0, Y 0, Z -5e5; then
+    # RAM breaks the tie for X. Negating the weight instead gives Y 1e6, Z 5e5, X 0.
+    table = HostTable()
+    for name, failed, ram in (("X", 4, 16384), ("Y", 0, 8192), ("Z", 2, 32768)):
+        host = make_host(name, ram=ram, table=table)
+        table.failed_builds[host.row] = failed
+    table.set_aggregates([{"name": "lenient", "hosts": ["X"],
+                           "metadata": {"build_failure_weight_multiplier": "0"}}])
+    order, _ = weighed_order(policy_conf, table, ["BuildFailureWeigher", "RAMWeigher"], vectorized)
+    assert order == ["X", "Y", "Z"]
