@@ -1,4 +1,4 @@
-"""The compute agent's resource accounting (ALGORITHMS.md section 2).
+"""The compute agent's resource accounting: what its instances use of the host, minus reserves.
 
 Pure accounting: no I/O, no messaging. Usage is recomputed from the flavors
 of the instances the agent holds a claim for, never read from the

@@ -2,7 +2,7 @@
 
 Two placement policies read more than allocation:
 
-* VMware Cloud Director's capacity ranking (ALGORITHMS.md section 3) reads
+* VMware Cloud Director's capacity ranking reads
   per host the reserved, burst and undeployed-reservation figures of CPU
   and memory. A figure the agent does not report is NaN in the HostTable;
   the CapacityWeigher then falls back to the reservation score.

@@ -1,6 +1,6 @@
 """A churning, overcommitted fleet where part of the load is invisible to allocation.
 
-The simulation of CloudStack's balanced weighting (ALGORITHMS.md section 4):
+The simulation from CloudStack's balanced weighting proposal:
 9 hosts of 192 cores and 1,132,000 MB, overcommitted 10 times on CPU and 4
 times on memory; 300 batches of 8 VMs of 4 cores / 8 GB, 35% of them busy;
 60 cores busy with hidden load on every third host; each VM leaves after 10
@@ -15,7 +15,7 @@ included) ends up spread: max / mean across hosts, averaged over the
 batches after the first lifetimes have run out. Lower is better.
 
 Pure: a HostTable, a Selector and a simulated clock; no I/O. The workload is
-drawn from the seed before any policy runs, so every policy sees the same
+drawn from the random seed before any policy runs, so every policy sees the same
 VMs. ``python -m scheduler.bench.simulation`` prints the figures.
 """
 

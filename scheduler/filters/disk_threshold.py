@@ -1,4 +1,4 @@
-"""Red and yellow thresholds on free disk (VMware Cloud Director, seed 000).
+"""Red and yellow thresholds on free disk (VMware Cloud Director's datastore thresholds).
 
 A host passes a threshold when its free disk is strictly above it, whatever
 the instance's own size (as Cloud Director's datastore thresholds do). Below

@@ -1,4 +1,4 @@
-"""CloudStack's balanced weighting (ALGORITHMS.md section 4, seed 002).
+"""CloudStack's balanced weighting (its ``balancedweighted`` allocator proposal).
 
 Each host gets a score in [0, 1], lower is better; every term is clamped to
 [0, 1]::

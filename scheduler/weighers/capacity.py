@@ -1,4 +1,4 @@
-"""VMware Cloud Director's capacity ranking (ALGORITHMS.md section 3, seed 000).
+"""VMware Cloud Director's capacity ranking, as its placement engine documents it.
 
 For CPU, memory and storage, with ``unreserved = total * allocation_ratio -
 reserved`` (reserved: the agent's ``*_reserved`` figure, else what is
@@ -15,7 +15,7 @@ weight of a host is its most constrained resource, the minimum of the three
 weighted scores (a resource the host does not report, or the flavor does
 not ask for, is left out). Higher is less constrained, hence first.
 
-The tiers (``tier``, 0 best) are the seed's four lists:
+The tiers (``tier``, 0 best) are Cloud Director's four lists:
 ``preferred + acceptable + noHeadRoom + avoid``. A host is *avoid* when soft
 anti-affinity (or a scheduler hint) says so; otherwise *noHeadRoom* when any
 resource would keep no more than its headroom share free once the instance

@@ -87,7 +87,7 @@ def both_tiers(plugin, table, spec):
     return per_host
 
 
-# -- CapacityWeigher (seed 000) ------------------------------------------------
+# -- CapacityWeigher (Cloud Director) ------------------------------------------------
 
 
 @pytest.fixture
@@ -300,7 +300,7 @@ def both_passes(host_filter, table, spec):
 
 
 def test_red_threshold_in_bytes_needs_free_space_strictly_above_it(policy_conf, fleet):
-    # The seed's example: 5 GB free, red threshold 4 GB: a 2 GB subject still goes there.
+    # Cloud Director's example: 5 GB free, red threshold 4 GB: a 2 GB subject still goes there.
     add_host(fleet, "five", free_disk=5)
     add_host(fleet, "four", free_disk=4)
     add_host(fleet, "three", free_disk=3)
@@ -350,7 +350,7 @@ def test_yellow_hosts_pass_but_rank_last(policy_conf, fleet):
         pick.select(fleet, spec)
 
 
-# -- BalancedWeigher (seed 002) ------------------------------------------------------------
+# -- BalancedWeigher (CloudStack) ------------------------------------------------------------
 
 
 @pytest.fixture

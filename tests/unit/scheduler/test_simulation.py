@@ -1,4 +1,4 @@
-"""The balanced policy on the seed's churning, overcommitted fleet (scheduler.bench.simulation)."""
+"""The balanced policy on CloudStack's churning, overcommitted fleet (scheduler.bench.simulation)."""
 
 import pytest
 
