@@ -147,6 +147,18 @@ opts = [
         default="x86_64",
         help="CPU architecture the fake driver reports (ImagePropertiesFilter's hw_architecture).",
     ),
+    cfg.ListOpt(
+        "fake_cpu_features",
+        default=["sse", "sse2", "sse4_2", "aes", "avx", "avx2"],
+        help="CPU features the fake driver reports in cpu_info (what a flavor's "
+        "'capabilities:cpu_info:features' extra spec matches).",
+    ),
+    cfg.IntOpt(
+        "fake_hypervisor_version",
+        default=1000,
+        min=0,
+        help="Hypervisor version the fake driver reports, as Nova counts it (1.2.3 is 1002003).",
+    ),
     cfg.StrOpt(
         "fake_hypervisor_type",
         default="fake",
@@ -156,6 +168,11 @@ opts = [
         "fake_vm_modes",
         default=["hvm"],
         help="VM modes the fake driver reports (ImagePropertiesFilter's hw_vm_mode).",
+    ),
+    cfg.StrOpt(
+        "host_ip",
+        help="The address of this host the agent reports (SimpleCIDRAffinityFilter, JsonFilter's "
+        "$host_ip). Default: the address this machine routes outside traffic from.",
     ),
     cfg.StrOpt(
         "nodename",

@@ -70,6 +70,7 @@ class ResourceTracker:
         measure=None,
         cpu_arch=None,
         vm_modes=(),
+        facts=None,
     ):
         self.host = host
         self.nodename = nodename or host
@@ -83,6 +84,8 @@ class ResourceTracker:
         self.measure = measure
         self.cpu_arch = cpu_arch
         self.vm_modes = list(vm_modes or ())
+        #: cpu_info, hypervisor_version, host_ip (ComputeCapabilitiesFilter, JsonFilter...).
+        self.facts = dict(facts or {})
         #: Builds failed in a row (BuildFailureWeigher); a successful build resets it.
         self.failed_builds = 0
         #: Builds and deletes in progress (IoOpsFilter), set by the agent before each report.
@@ -109,6 +112,7 @@ class ResourceTracker:
             reserved_host_cpus=opts.reserved_host_cpus,
             started_at=started_at,
             measure=getattr(driver, "measure", None),
+            facts=driver.get_facts(),
         )
 
     def set_totals(self, totals):
@@ -229,6 +233,7 @@ class ResourceTracker:
                 "reported_at": isotime(now),
                 "started_at": self.started_at,
                 "report_seq": next(self._report_numbers),
+                **self.facts,
             }
         if self.measure is not None:
             report.update(self.measure(instances, now))

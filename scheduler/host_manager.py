@@ -1,6 +1,7 @@
 """Keeps one HostState per compute host, current with its agent's reports."""
 
 import datetime
+import ipaddress
 import math
 import re
 import threading
@@ -15,6 +16,8 @@ from scheduler.rpc import names
 MAX_INSTANCES_PER_HOST = 100_000
 MAX_METRICS = 200
 MAX_SUPPORTED = 100
+#: cpu_info: at most this many features, each short text (a real x86 CPU lists about 150).
+MAX_CPU_FEATURES = 1000
 #: The integer columns of compute_nodes are 32-bit everywhere.
 _INT32 = 2**31 - 1
 _LIMIT = 2**53
@@ -40,6 +43,7 @@ _OPTIONAL_FIGURES = (
     ("reserved_host_memory_mb", False, 0, _INT32),
     ("reserved_host_disk_mb", False, 0, _LIMIT),
     ("reserved_host_cpus", False, 0, _INT32),
+    ("hypervisor_version", True, 0, _LIMIT),
 )
 
 
@@ -136,6 +140,15 @@ def _check_placement_facts(host, resources):
         raise InvalidRequest(
             f"{where}: supported_instances must be a list of [architecture, hypervisor_type, vm_mode]"
         )
+    host_ip = resources.get("host_ip")
+    if host_ip is not None:
+        try:
+            ipaddress.ip_address(host_ip if isinstance(host_ip, str) else None)
+        except ValueError:
+            raise InvalidRequest(f"{where}: host_ip must be an IP address, got {_shown(host_ip)}") from None
+    cpu_info = resources.get("cpu_info")
+    if cpu_info is not None:
+        _check_cpu_info(where, cpu_info)
     metrics = resources.get("metrics")
     if metrics is not None:
         if not isinstance(metrics, dict) or len(metrics) > MAX_METRICS:
@@ -144,6 +157,31 @@ def _check_placement_facts(host, resources):
             if not _short_text(name) or isinstance(value, bool) or not isinstance(value, int | float) \
                     or not math.isfinite(value):
                 raise InvalidRequest(f"{where}: metrics[{str(name)[:50]!r}] must be a finite number")
+
+
+def _check_cpu_info(where, cpu_info):
+    """``{arch, model, vendor: text; topology: {name: count}; features: [text];
+    maxphysaddr: {mode, bits}}`` (the shape of Nova's libvirt driver), each optional."""
+    if not isinstance(cpu_info, dict):
+        raise InvalidRequest(f"{where}: cpu_info must be an object")
+    for key, value in cpu_info.items():
+        if key in ("arch", "model", "vendor"):
+            ok = value is None or _short_text(value)
+        elif key == "topology":
+            ok = isinstance(value, dict) and len(value) <= 10 and all(
+                _short_text(k) and type(v) is int and 0 <= v <= _INT32 for k, v in value.items())
+        elif key == "features":
+            ok = isinstance(value, list) and len(value) <= MAX_CPU_FEATURES and all(map(_short_text, value))
+        elif key == "maxphysaddr":
+            ok = isinstance(value, dict) and set(value) <= {"mode", "bits"} and (
+                type(value.get("bits", 0)) is int and 0 <= value.get("bits", 0) <= 1024
+                and (value.get("mode") is None or _short_text(value["mode"])))
+        else:
+            ok = False
+        if not ok:
+            raise InvalidRequest(f"{where}: cpu_info[{str(key)[:50]!r}] is not what a cpu_info holds "
+                                 f"(arch, model, vendor: text; topology: counts; features: a list of text; "
+                                 f"maxphysaddr: mode and bits)")
 
 
 class HostManager:

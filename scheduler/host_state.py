@@ -12,6 +12,7 @@ yet stay consumed on top of it until a report includes them, so an old
 report never gives back room the scheduler has promised.
 """
 
+import json
 import math
 import time
 
@@ -40,6 +41,8 @@ class HostTable:
         # Codes into ``categories`` (0: not reported).
         "hypervisor_code": np.int32,
         "instances_code": np.int32,
+        "cpu_info_code": np.int32,
+        "hypervisor_version": np.float64,  # NaN: not reported
         # Reservation figures and measured load (scheduler.host_load).
         **host_load.COLUMNS,
     }
@@ -55,7 +58,8 @@ class HostTable:
         self.reported = {}
         self.extra = {}  # row -> {"reported_at", "metrics", "order": (started_at, report_seq)}
         # Distinct values of the string-valued attributes, coded per row in ``<name>_code``.
-        self.categories = {"hypervisor": Categories(None), "instances": Categories(())}
+        self.categories = {"hypervisor": Categories(None), "instances": Categories(()),
+                           "cpu_info": Categories(None)}  # cpu_info as Nova keeps it: JSON text
         self._metrics = {}  # metric name -> column (NaN: not reported), made on first sight
         self._views = {}
         self.aggregate_index = AggregateIndex(self)
@@ -74,6 +78,8 @@ class HostTable:
             fresh = np.zeros(capacity, dtype=dtype)
             if name == "updated":
                 fresh[:] = -np.inf
+            elif name == "hypervisor_version":
+                fresh[:] = np.nan
             elif name in host_load.FILL:
                 fresh[:] = host_load.FILL[name]
             if self._capacity:
@@ -156,6 +162,10 @@ class HostTable:
         self._failed_builds[row] = resources.get("failed_builds", 0)
         self._hypervisor_code[row] = self.categories["hypervisor"].code(resources.get("hypervisor_type"))
         self._instances_code[row] = self.categories["instances"].code(supported_instances(resources))
+        cpu_info = resources.get("cpu_info")
+        self._cpu_info_code[row] = self.categories["cpu_info"].code(
+            None if cpu_info is None else json.dumps(cpu_info, sort_keys=True))
+        self._hypervisor_version[row] = resources.get("hypervisor_version", np.nan)
         metrics = dict(resources.get("metrics") or {})
         for name in self.extra.get(row, {}).get("metrics", ()):
             if name in self._metrics:
@@ -166,6 +176,8 @@ class HostTable:
                 column = self._metrics[name] = np.full(self._capacity, np.nan)
             column[row] = value
         extra = self.extra[row] = {"reported_at": resources.get("reported_at"), "metrics": metrics}
+        if resources.get("host_ip"):
+            extra["host_ip"] = resources["host_ip"]
         if resources.get("report_seq") is not None:  # which report of which agent process this is
             extra["order"] = (resources.get("started_at"), resources["report_seq"])
         host_load.read_report(self, row, resources, now)
@@ -350,6 +362,34 @@ class HostState:
     @property
     def supported_instances(self):
         return self._table.category("instances", self._row)
+
+    # Nova's HostState attributes that Berth keeps under another name or shape.
+
+    @property
+    def hypervisor_hostname(self):
+        return self.nodename
+
+    @property
+    def free_disk_mb(self):
+        return _int_or_float(self._table._free_disk_gb[self._row] * 1024)
+
+    @property
+    def disk_mb_used(self):
+        return _int_or_float(self.disk_used_gb * 1024)
+
+    @property
+    def hypervisor_version(self):
+        value = float(self._table._hypervisor_version[self._row])
+        return None if math.isnan(value) else int(value)
+
+    @property
+    def cpu_info(self):
+        """JSON text, as in Nova (its ComputeCapabilitiesFilter reads into it); None if not reported."""
+        return self._table.category("cpu_info", self._row)
+
+    @property
+    def host_ip(self):
+        return self._table.extra.get(self._row, {}).get("host_ip")
 
     @property
     def metrics(self):

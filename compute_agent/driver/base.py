@@ -25,6 +25,11 @@ class ComputeDriver:
         """``{"memory_mb", "local_gb", "vcpus"}`` of the whole host."""
         raise NotImplementedError
 
+    def get_facts(self):
+        """What the host is, as Nova's compute node says it: ``{"cpu_info" (a dict),
+        "hypervisor_version" (an int, 1.2.3 as 1002003), "host_ip"}``; any may be missing."""
+        return {}
+
     def spawn(self, instance):
         raise NotImplementedError
 

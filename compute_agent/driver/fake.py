@@ -1,7 +1,7 @@
 """A simulated host of configurable size ([compute_agent] fake_*)."""
 
 from compute_agent import load_model
-from compute_agent.driver import base
+from compute_agent.driver import base, host_facts
 
 
 class FakeDriver(base.ComputeDriver):
@@ -13,6 +13,14 @@ class FakeDriver(base.ComputeDriver):
             "memory_mb": opts.fake_memory_mb,
             "local_gb": opts.fake_local_gb,
             "vcpus": opts.fake_vcpus,
+        }
+
+    def get_facts(self):
+        opts = self.conf.compute_agent
+        return {
+            "cpu_info": host_facts.fake_cpu_info(opts.fake_cpu_arch, opts.fake_cpu_features, opts.fake_vcpus),
+            "hypervisor_version": opts.fake_hypervisor_version,
+            "host_ip": host_facts.host_ip(opts.host_ip),
         }
 
     def spawn(self, instance):

@@ -4,7 +4,7 @@ import os
 
 import psutil
 
-from compute_agent.driver import base
+from compute_agent.driver import base, host_facts
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -30,6 +30,14 @@ class HostDriver(base.ComputeDriver):
             "memory_mb": psutil.virtual_memory().total // MIB,
             "local_gb": fs.f_blocks * fs.f_frsize // GIB,
             "vcpus": os.cpu_count() or 1,
+        }
+
+    def get_facts(self):
+        """Read from the machine: /proc/cpuinfo, the kernel's version, the outward address."""
+        return {
+            "cpu_info": host_facts.cpu_info(),
+            "hypervisor_version": host_facts.kernel_version(),
+            "host_ip": host_facts.host_ip(self.conf.compute_agent.host_ip),
         }
 
     def spawn(self, instance):

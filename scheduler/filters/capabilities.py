@@ -1,96 +1,86 @@
-"""ComputeCapabilitiesFilter: flavor extra_specs against what the host reports.
+"""ComputeCapabilitiesFilter: flavor extra_specs against what the host reports, as Nova's.
 
-Every extra_spec that is unscoped or scoped ``capabilities:`` names a host
-capability, nested with ``:`` (``capabilities:metrics:cpu.percent``), and a
-requirement matched by extra_specs_ops (``>= 4096``, ``s== x86_64``,
-``<in> avx``...). A host lacking the capability fails. Capabilities:
-free_ram_mb, free_disk_gb, total_usable_ram_mb, total_usable_disk_gb,
-vcpus_total, vcpus_used, num_instances, num_io_ops, failed_builds, host,
-nodename, hypervisor_type, cpu_arch, metrics.
+A key scoped ``capabilities:`` names a host attribute of Nova's HostState
+(scheduler.host_attributes), nested with ``:`` into dicts and into JSON text
+(``capabilities:cpu_info:features``); an unscoped key is read the same way
+when Nova's HostState has an attribute of that name, and ignored otherwise
+(``ssd=true`` is for AggregateInstanceExtraSpecsFilter); other scopes are
+ignored. The value, as text, must satisfy the requirement (extra_specs_ops:
+``>= 4096``, ``s== x86_64``, ``<in> avx2``...); a host without it fails.
+``hw:maxphysaddr_bits`` asks for ``capabilities:cpu_info:maxphysaddr:bits``
+of at least that many bits. Beyond Nova: ``capabilities:metrics:<name>``
+reads a metric the agent reports.
 """
 
 import numpy as np
 
-from scheduler import filters
+from scheduler import filters, host_attributes
 from scheduler.filters import extra_specs_ops
 from scheduler.host_state import _int_or_float
 
 SCOPE = "capabilities"
 
-#: capability -> (HostTable column, how HostState casts it)
+#: capability -> (HostTable column, its unit in Nova / Berth's, how HostState casts it)
 COLUMNS = {
-    "free_ram_mb": ("free_ram_mb", _int_or_float),
-    "free_disk_gb": ("free_disk_gb", _int_or_float),
-    "total_usable_ram_mb": ("total_ram_mb", _int_or_float),
-    "total_usable_disk_gb": ("total_disk_gb", _int_or_float),
-    "vcpus_total": ("vcpus_total", _int_or_float),
-    "vcpus_used": ("vcpus_used", _int_or_float),
-    "num_instances": ("num_instances", int),
-    "num_io_ops": ("num_io_ops", int),
-    "failed_builds": ("failed_builds", int),
+    "free_ram_mb": ("free_ram_mb", 1, _int_or_float),
+    "free_disk_mb": ("free_disk_gb", 1024, _int_or_float),
+    "total_usable_ram_mb": ("total_ram_mb", 1, _int_or_float),
+    "total_usable_disk_gb": ("total_disk_gb", 1, _int_or_float),
+    "vcpus_total": ("vcpus_total", 1, _int_or_float),
+    "vcpus_used": ("vcpus_used", 1, _int_or_float),
+    "num_instances": ("num_instances", 1, int),
+    "num_io_ops": ("num_io_ops", 1, int),
+    "failed_builds": ("failed_builds", 1, int),
 }
+#: capability -> the categorical attribute of the HostTable that holds it
+CATEGORIES = {"cpu_info": "cpu_info", "hypervisor_type": "hypervisor", "supported_instances": "instances"}
 
 
-#: capability -> (categorical attribute of the HostTable, the capability of its value)
-CATEGORIES = {
-    "hypervisor_type": ("hypervisor", lambda value: value),
-    "cpu_arch": ("instances", lambda triples: triples[0][0] if triples else None),
-}
-
-
-def _requirements(extra_specs):
+def requirements(extra_specs):
+    """[(path into the host's attributes, requirement)] of the extra specs this filter reads."""
+    specs = dict(extra_specs)
+    bits = specs.pop("hw:maxphysaddr_bits", None)
+    if bits is not None:
+        specs["capabilities:cpu_info:maxphysaddr:bits"] = ">= " + str(bits)
     wanted = []
-    for key, req in extra_specs.items():
+    for key, req in specs.items():
         scope = key.split(":")
-        if len(scope) > 1:
-            if scope[0] != SCOPE:
+        if len(scope) == 1:
+            if key not in host_attributes.NOVA:
                 continue
+        elif scope[0] != SCOPE:
+            continue
+        else:
             scope = scope[1:]
         wanted.append((scope, req))
     return wanted
 
 
-def _other_capability(table, row, scope):
-    """A capability that is not a numeric column, as a string; None when the host lacks it."""
-    name, rest = scope[0], scope[1:]
-    if name == "host":
-        value = table.names[row]
-    elif name == "nodename":
-        value = table.nodenames[row]
-    elif name in CATEGORIES:
-        attribute, of = CATEGORIES[name]
-        value = of(table.category(attribute, row))
-    elif name == "metrics":
-        value = table.extra.get(int(row), {}).get("metrics") or {}
-    else:
-        return None
-    for part in rest:
-        value = value.get(part) if isinstance(value, dict) else None
-    if value is None or isinstance(value, dict):
-        return None
+def _matches(value, req):
+    return value is not None and extra_specs_ops.match(_text(value), req)
+
+
+def _text(value):
+    # Nova compares str() of the value; Berth's floats that are whole read as Nova's ints.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     return str(value)
 
 
-def capability(table, row, scope):
-    column = COLUMNS.get(scope[0]) if len(scope) == 1 else None
-    if column is not None:
-        name, cast = column
-        return str(cast(getattr(table, "_" + name)[row]))
-    return _other_capability(table, row, scope)
+def capability(host_state, scope):
+    """The host's value at ``scope`` (a path of names), None when it has none."""
+    return host_attributes.walk(host_attributes.lookup(host_state, scope[0]), scope[1:])
 
 
 class ComputeCapabilitiesFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
 
     def host_passes(self, host_state, spec):
-        for scope, req in _requirements(spec.flavor.extra_specs):
-            value = capability(host_state.table, host_state.row, scope)
-            if value is None or not extra_specs_ops.match(value, req):
-                return False
-        return True
+        return all(_matches(capability(host_state, scope), req)
+                   for scope, req in requirements(spec.flavor.extra_specs))
 
     def filter_vector(self, table, rows, spec):
-        wanted = _requirements(spec.flavor.extra_specs)
+        wanted = requirements(spec.flavor.extra_specs)
         if not wanted:
             return True
         passed = True
@@ -99,45 +89,31 @@ class ComputeCapabilitiesFilter(filters.BaseHostFilter):
         return passed
 
 
-def _match_value(value, req):
-    return value is not None and extra_specs_ops.match(str(value), req)
-
-
 def _passes(table, rows, scope, req):
     """Whether each row of ``rows`` has capability ``scope`` and it satisfies ``req``."""
     name = scope[0]
     if name in COLUMNS and len(scope) == 1:
-        column, cast = COLUMNS[name]
-        values = getattr(table, column)[rows]
-        if cast is int:
-            values = np.trunc(values)
+        column, unit, cast = COLUMNS[name]
+        raw = getattr(table, column)[rows] * unit
+        values = np.trunc(raw) if cast is int else raw
         passed = extra_specs_ops.match_numbers(values, req)
         if passed is None or (cast is int and not np.isfinite(values).all()):
-            # Match each distinct value once.
-            distinct, inverse = np.unique(getattr(table, column)[rows], return_inverse=True)
-            ok = np.array([extra_specs_ops.match(str(cast(v)), req) for v in distinct], dtype=bool)
+            distinct, inverse = np.unique(raw, return_inverse=True)
+            ok = np.array([_matches(cast(v), req) for v in distinct], dtype=bool)
             passed = ok[inverse]
         return passed
-    if name in CATEGORIES and len(scope) == 1:
-        attribute, of = CATEGORIES[name]
+    if name in CATEGORIES:
+        attribute = CATEGORIES[name]
         ok = table.categories[attribute].each(
-            lambda value: _match_value(of(value), req), key=(name, str(req)))
+            lambda value: _matches(host_attributes.walk(value, scope[1:]), req), key=(tuple(scope), str(req)))
         return ok[getattr(table, attribute + "_code")[rows]]
-    if name == "metrics" and len(scope) == 2:
-        values = table.metric(scope[1])
-        if values is None:
-            return False
-        passed = extra_specs_ops.match_numbers(values[rows], req)
-        if passed is not None:
-            return passed & ~np.isnan(values[rows])
-    if name not in ("host", "nodename", "metrics"):
-        return False  # no host has it
+    if name == "hypervisor_version" and len(scope) == 1:
+        values = table.hypervisor_version[rows]
+        distinct, inverse = np.unique(values, return_inverse=True)
+        ok = np.array([not np.isnan(v) and _matches(int(v), req) for v in distinct], dtype=bool)
+        return ok[inverse]
+    if name not in host_attributes.NOVA:
+        return False
     numbers = table.row_numbers(rows)
-    seen = {}
-    passed = np.empty(len(numbers), dtype=bool)
-    for i, row in enumerate(numbers):
-        value = _other_capability(table, row, scope)
-        if value not in seen:
-            seen[value] = value is not None and extra_specs_ops.match(value, req)
-        passed[i] = seen[value]
-    return passed
+    return np.fromiter((_matches(capability(view, scope), req) for view in table.views(numbers)),
+                       dtype=bool, count=len(numbers))

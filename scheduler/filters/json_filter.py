@@ -2,9 +2,12 @@
 
 ``["and", [">=", "$free_ram_mb", 1024], ["in", "$hypervisor_type", "fake", "kvm"]]``:
 the operators are ``=``, ``<``, ``>``, ``<=``, ``>=``, ``in``, ``not``,
-``or`` and ``and``; ``$name`` reads a host attribute (``$metrics.cpu.percent``
-walks into a dict). A query that is not valid JSON, or uses an unknown
-operator, lets no host through.
+``or`` and ``and``; ``$name`` reads an attribute of Nova's HostState
+(scheduler.host_attributes: ``$free_disk_mb``, ``$hypervisor_version``,
+``$hypervisor_hostname``...), and ``$name.key`` walks into a dict
+(``$metrics.cpu.percent``). An attribute the host lacks drops out of the
+arguments, as in Nova. A query that is not valid JSON, or uses an unknown
+operator, is refused before anything is placed.
 
 Per host only: the query is a program, not a column expression.
 """
@@ -15,13 +18,7 @@ import operator
 
 import numpy as np
 
-from scheduler import filters
-
-ATTRIBUTES = (
-    "host", "nodename", "hypervisor_type", "free_ram_mb", "free_disk_gb", "total_usable_ram_mb",
-    "total_usable_disk_gb", "vcpus_total", "vcpus_used", "num_instances", "num_io_ops",
-    "failed_builds", "ram_used_mb", "disk_used_gb", "metrics",
-)
+from scheduler import filters, host_attributes
 
 
 class InvalidQuery(ValueError):
@@ -56,13 +53,11 @@ def _variable(text, host_state):
     if not text.startswith("$"):
         return text
     path = text[1:].split(".")
-    if path[0] not in ATTRIBUTES:
-        return None
-    value = getattr(host_state, path[0], None)
-    # Metric names contain dots themselves: try the longest key first.
-    rest = ".".join(path[1:])
-    if rest:
-        value = value.get(rest) if isinstance(value, dict) else None
+    value = host_attributes.lookup(host_state, path[0])
+    if path[0] == "metrics" and len(path) > 1:  # metric names hold dots themselves
+        return value.get(".".join(path[1:])) if isinstance(value, dict) else None
+    for item in path[1:]:
+        value = value.get(item) if isinstance(value, dict) else None
     return value
 
 

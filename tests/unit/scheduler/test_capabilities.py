@@ -1,0 +1,111 @@
+"""What hosts are (cpu_info, hypervisor version, address), and the filters that read it as Nova's do."""
+
+import json
+
+import pytest
+
+from compute_agent.driver import host_facts
+from scheduler.exception import InvalidRequest
+from scheduler.host_manager import check_report
+from scheduler.host_state import HostTable
+from tests.unit.scheduler.test_catalog import passing, plugin, spec_of
+
+
+def report(host, **facts):
+    return {"host": host, "nodename": host + ".node", "memory_mb": 8192, "free_ram_mb": 8192,
+            "local_gb": 100, "free_disk_gb": 40, "vcpus": 8, "vcpus_used": 0, "instance_uuids": [],
+            "running_vms": 0, **facts}
+
+
+@pytest.fixture
+def fleet():
+    table = HostTable()
+    hosts = {
+        "new": report("new", cpu_info={"arch": "x86_64", "features": ["avx", "avx2", "sse2"],
+                                       "maxphysaddr": {"bits": 46}},
+                      hypervisor_version=6001000, host_ip="10.0.1.5"),
+        "old": report("old", cpu_info={"arch": "x86_64", "features": ["sse2"]}, hypervisor_version=4019000,
+                      host_ip="10.0.2.7", free_disk_gb=5),
+        "arm": report("arm", cpu_info={"arch": "aarch64", "features": ["neon"]}),
+        "bare": report("bare"),
+    }
+    for name, resources in hosts.items():
+        check_report(name, resources)
+        table.update_from_report(table.add(name), resources, now=0.0)
+    return table
+
+
+@pytest.mark.parametrize(("extra_specs", "expected"), [
+    ({"capabilities:cpu_info:features": "<in> avx2"}, ["new"]),
+    ({"capabilities:cpu_info:arch": "s== x86_64"}, ["new", "old"]),
+    ({"capabilities:hypervisor_version": ">= 5000000"}, ["new"]),
+    ({"capabilities:free_disk_mb": ">= 10240"}, ["new", "arm", "bare"]),  # 40 GB = 40960 MB; 5 GB is not
+    ({"capabilities:hypervisor_hostname": "s== arm.node"}, ["arm"]),
+    ({"capabilities:host_ip": "s== 10.0.2.7"}, ["old"]),
+    ({"hw:maxphysaddr_bits": "40"}, ["new"]),  # capabilities:cpu_info:maxphysaddr:bits >= 40
+    # Unscoped: read when Nova's HostState has the attribute, ignored when not.
+    ({"free_ram_mb": ">= 4096"}, ["new", "old", "arm", "bare"]),
+    ({"free_ram_mb": ">= 9000"}, []),
+    ({"ssd": "true"}, ["new", "old", "arm", "bare"]),
+    # Other scopes are for other filters; unknown attributes and Berth's own names read as nothing.
+    ({"aggregate_instance_extra_specs:ssd": "true", "hw:cpu_policy": "dedicated"},
+     ["new", "old", "arm", "bare"]),
+    ({"capabilities:free_disk_gb": ">= 1"}, []),
+    ({"capabilities:_table": "x"}, []),
+    ({"capabilities:cpu_info:features:x": "1"}, []),
+])
+def test_compute_capabilities_filter_reads_hosts_as_nova(policy_conf, fleet, extra_specs, expected):
+    f = plugin(policy_conf, "filter", "ComputeCapabilitiesFilter")
+    assert passing(f, fleet, spec_of(extra_specs=extra_specs)) == expected
+
+
+def query_spec(query):
+    from scheduler.request_spec import RequestSpec
+
+    return RequestSpec.from_wire({"instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 1}},
+                                 {"scheduler_hints": {"query": json.dumps(query)}})
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ([">=", "$free_disk_mb", 10240], ["new", "arm", "bare"]),
+    (["=", "$hypervisor_hostname", "old.node"], ["old"]),
+    ([">", "$hypervisor_version", 5000000], ["new"]),
+    (["=", "$host_ip", "10.0.1.5"], ["new"]),
+    # Not Nova's attributes: dropped from the arguments, so the comparison has one and fails.
+    ([">=", "$free_disk_gb", 1], []),
+    (["=", "$_table", None], []),
+])
+def test_json_filter_reads_any_of_novas_host_attributes_and_nothing_else(policy_conf, fleet, query, expected):
+    f = plugin(policy_conf, "filter", "JsonFilter")
+    assert [v.host for v in fleet.views() if f.host_passes(v, query_spec(query))] == expected
+
+
+@pytest.mark.parametrize(("facts", "message"), [
+    ({"host_ip": "10.0.0.300"}, "host_ip must be an IP address"),
+    ({"host_ip": 5}, "host_ip must be an IP address"),
+    ({"cpu_info": "x86_64"}, "cpu_info must be an object"),
+    ({"cpu_info": {"features": "avx"}}, "cpu_info['features'] is not what a cpu_info holds"),
+    ({"cpu_info": {"flags": []}}, "cpu_info['flags']"),
+    ({"hypervisor_version": -1}, "hypervisor_version must be between"),
+    ({"hypervisor_version": "6.1"}, "hypervisor_version must be a number"),
+])
+def test_a_report_with_facts_that_are_not_what_nova_keeps_is_refused(facts, message):
+    with pytest.raises(InvalidRequest, match=message.replace("[", r"\[").replace("]", r"\]")):
+        check_report("h", report("h", **facts))
+
+
+def test_versions_are_counted_as_nova_counts_them():
+    assert host_facts.version_to_int("6.1.0-28-amd64") == 6_001_000
+    assert host_facts.version_to_int("4.19") == 4_019_000
+    assert host_facts.version_to_int("10.2.3.4") == 10_002_003
+
+
+def test_the_host_driver_reads_the_cpu_from_the_machine(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon\n"
+                       "flags\t\t: fpu sse2 avx2\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    info = host_facts.cpu_info(arch="x86_64", cpuinfo_path=cpuinfo)
+    assert info["arch"] == "x86_64" and info["vendor"] == "GenuineIntel" and info["model"] == "Xeon"
+    assert info["features"] == ["avx2", "fpu", "sse2"]
+    check_report("h", report("h", cpu_info=info))
+    assert host_facts.host_ip("192.0.2.10") == "192.0.2.10"
