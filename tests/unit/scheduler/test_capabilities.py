@@ -109,3 +109,39 @@ def test_the_host_driver_reads_the_cpu_from_the_machine(tmp_path):
     assert info["features"] == ["avx2", "fpu", "sse2"]
     check_report("h", report("h", cpu_info=info))
     assert host_facts.host_ip("192.0.2.10") == "192.0.2.10"
+
+
+def hints_spec(**hints):
+    from scheduler.request_spec import RequestSpec
+
+    return RequestSpec.from_wire({"instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 1}},
+                                 {"scheduler_hints": hints})
+
+
+@pytest.mark.parametrize(("hints", "expected"), [
+    ({}, ["new", "old", "arm", "bare"]),
+    ({"build_near_host_ip": "10.0.1.200"}, ["new"]),  # 10.0.1.0/24
+    ({"build_near_host_ip": "10.0.1.200", "cidr": "/16"}, ["new", "old"]),  # the two that report one
+    ({"cidr": "/8"}, ["new", "old", "arm", "bare"]),  # no address to be near: no filtering (Nova)
+])
+def test_simple_cidr_affinity_keeps_hosts_near_the_address(policy_conf, fleet, hints, expected):
+    f = plugin(policy_conf, "filter", "SimpleCIDRAffinityFilter")
+    assert passing(f, fleet, hints_spec(**hints)) == expected
+
+
+def test_a_cidr_hint_that_is_no_network_is_refused(policy_conf):
+    f = plugin(policy_conf, "filter", "SimpleCIDRAffinityFilter")
+    with pytest.raises(ValueError, match="build_near_host_ip and cidr"):
+        f.check_hints(hints_spec(build_near_host_ip="10.0.1.5", cidr="/33"))
+
+
+@pytest.mark.parametrize("vectorized", [True, False])
+def test_newer_hypervisors_weigh_more(policy_conf, fleet, vectorized):
+    import numpy as np
+
+    from scheduler.selection import Selector
+
+    w = plugin(policy_conf, "weigher", "HypervisorVersionWeigher")
+    weights = Selector([], [w], vectorized=vectorized).weigh(fleet, np.arange(len(fleet)), hints_spec())
+    # Versions 6001000, 4019000, none, none; scaled from the smallest (Nova's weigher has no minval).
+    assert list(weights) == pytest.approx([1.0, 4019000 / 6001000, 0.0, 0.0])

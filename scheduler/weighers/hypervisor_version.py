@@ -1,0 +1,37 @@
+"""HypervisorVersionWeigher: newer hypervisors first (Nova's, on in Nova by default).
+
+The weight is the reported ``hypervisor_version`` (0 when none), so that
+upgraded hosts take new instances first; a negative multiplier prefers older.
+"""
+
+import numpy as np
+from oslo_config import cfg
+
+from scheduler import weighers
+
+opts = [
+    cfg.FloatOpt(
+        "hypervisor_version_weight_multiplier",
+        default=1.0,
+        help="HypervisorVersionWeigher: how strongly newer hypervisors are preferred "
+        "(negative: older ones).",
+    ),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(opts, "filter_scheduler")
+
+
+def list_opts():
+    return [("filter_scheduler", opts)]
+
+
+class HypervisorVersionWeigher(weighers.BaseHostWeigher):
+    multiplier_option = "hypervisor_version_weight_multiplier"
+
+    def weigh(self, host_state, spec):
+        return host_state.hypervisor_version or 0
+
+    def weigh_vector(self, table, rows, spec):
+        return np.nan_to_num(table.hypervisor_version[rows], nan=0.0)
