@@ -10,6 +10,8 @@ import importlib
 import pkgutil
 from importlib.metadata import entry_points
 
+from scheduler import nova_names
+
 
 def discover(package, base, group):
     """{class name: class} for every concrete subclass of ``base`` in ``package`` and ``group``."""
@@ -36,7 +38,12 @@ def modules(package):
 
 
 def load(names, available, kind, option):
-    """Instantiate nothing; return the classes for ``names`` or raise ValueError naming the option."""
+    """Instantiate nothing; return the classes for ``names`` (Berth's class names, or Nova's
+    names and paths: scheduler.nova_names) or raise ValueError naming the option."""
+    try:
+        names = nova_names.translate(names, available, kind)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from None
     unknown = [n for n in names if n not in available]
     if unknown:
         raise ValueError(

@@ -17,7 +17,8 @@ opts = [
         help="Filters run, in this order, on every candidate host; a host must pass "
         "all of them. Names are the filter classes. The default honours every hint and "
         "policy berth boot accepts; a request asking for one no enabled filter or weigher "
-        "honours is refused, naming the plugin to enable.",
+        "honours is refused, naming the plugin to enable. Nova's class paths "
+        "(nova.scheduler.filters.ram_filter.RamFilter) name the same filters.",
     ),
     cfg.ListOpt(
         "weighers",
@@ -25,7 +26,17 @@ opts = [
         help="Weighers that rank the hosts that passed the filters. Each weight is "
         "normalized to [0, 1] over the candidates and multiplied by the weigher's multiplier. "
         "The default spreads by free RAM, as Nova's did for years, and honours soft "
-        "(anti-)affinity server groups.",
+        "(anti-)affinity server groups. Nova's names are understood: "
+        "nova.scheduler.weights.all_weighers is Nova's set, and a dotted path the class "
+        "it ends with.",
+        deprecated_opts=[cfg.DeprecatedOpt("weight_classes", group="filter_scheduler")],
+    ),
+    cfg.MultiStrOpt(
+        "available_filters",
+        default=["nova.scheduler.filters.all_filters"],
+        help="Filters that enabled_filters may name, as in Nova: "
+        "nova.scheduler.filters.all_filters (every filter installed, Berth's and those of "
+        "the berth.scheduler.filters entry point), or class names and paths, one a line.",
     ),
     cfg.IntOpt(
         "host_subset_size",
@@ -38,19 +49,22 @@ opts = [
         "cpu_allocation_ratio",
         default=16.0,
         min=0.0,
-        help="Virtual CPUs per physical CPU (CoreFilter).",
+        help="Virtual CPUs per physical CPU (CoreFilter) Nova keeps it in [DEFAULT], read there too.",
+        deprecated_opts=[cfg.DeprecatedOpt("cpu_allocation_ratio", group="DEFAULT")],
     ),
     cfg.FloatOpt(
         "ram_allocation_ratio",
         default=1.5,
         min=0.0,
-        help="Virtual RAM per physical RAM (RamFilter).",
+        help="Virtual RAM per physical RAM (RamFilter) Nova keeps it in [DEFAULT], read there too.",
+        deprecated_opts=[cfg.DeprecatedOpt("ram_allocation_ratio", group="DEFAULT")],
     ),
     cfg.FloatOpt(
         "disk_allocation_ratio",
         default=1.0,
         min=0.0,
-        help="Virtual disk per physical disk (DiskFilter).",
+        help="Virtual disk per physical disk (DiskFilter) Nova keeps it in [DEFAULT], read there too.",
+        deprecated_opts=[cfg.DeprecatedOpt("disk_allocation_ratio", group="DEFAULT")],
     ),
 ]
 

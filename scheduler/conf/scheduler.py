@@ -27,7 +27,8 @@ opts = [
         default=60,
         min=1,
         help="Seconds without a report after which a compute host is considered down "
-        "and receives no new instances.",
+        "and receives no new instances (Nova keeps it in [DEFAULT], read there too).",
+        deprecated_opts=[cfg.DeprecatedOpt("service_down_time", group="DEFAULT")],
     ),
     cfg.IntOpt(
         "periodic_interval",

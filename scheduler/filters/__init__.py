@@ -57,10 +57,18 @@ def all_filters():
     return plugins.discover(sys.modules[__name__], BaseHostFilter, "berth.scheduler.filters")
 
 
+def available_filters(conf):
+    """{name: class} of the filters ``[filter_scheduler] available_filters`` lets enabled_filters name."""
+    installed = all_filters()
+    allowed = plugins.load(conf.filter_scheduler.available_filters, installed, "filter",
+                           "[filter_scheduler] available_filters")
+    return {cls.__name__: cls for cls in allowed} if len(allowed) < len(installed) else installed
+
+
 def enabled_filters(conf):
     classes = plugins.load(
         conf.filter_scheduler.enabled_filters,
-        all_filters(),
+        available_filters(conf),
         "filter",
         "[filter_scheduler] enabled_filters",
     )
