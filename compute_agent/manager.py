@@ -102,7 +102,7 @@ class ComputeManager:
         resume = []
         for uuid, record in sorted(self.store.load().items()):
             instance = record.get("instance") or {}
-            self.tracker.claim(uuid, instance.get("flavor"))
+            self.tracker.claim(uuid, instance.get("flavor"), image_properties=_image_properties(record))
             if record.get("state") == BUILDING:
                 resume.append(uuid)
         LOG.info(
@@ -161,7 +161,8 @@ class ComputeManager:
                 LOG.info("Instance %s is already on %s; repeated build request ignored", uuid, self.host)
                 return
             try:
-                self.tracker.claim(uuid, instance.get("flavor"), filter_properties.get("limits"))
+                self.tracker.claim(uuid, instance.get("flavor"), filter_properties.get("limits"),
+                                   image_properties=_image_properties({"request_spec": request_spec}))
             except ClaimFailed as exc:
                 reason = str(exc)
             except Exception as exc:  # a malformed flavor or limits
@@ -375,3 +376,10 @@ class ComputeManager:
                 LOG.exception("Resource report failed")
             last = time.monotonic()
             next_periodic = last + opts.report_interval
+
+
+def _image_properties(record):
+    """The image properties of an instance record's request, {} when it has none."""
+    image = (record.get("request_spec") or {}).get("image")
+    properties = image.get("properties") if isinstance(image, dict) else None
+    return properties if isinstance(properties, dict) else {}

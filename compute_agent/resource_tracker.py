@@ -92,6 +92,7 @@ class ResourceTracker:
         self.io_workload = 0
         self._lock = threading.Lock()
         self._instances = {}  # uuid -> normalized flavor
+        self._image_properties = {}  # uuid -> {(property, value as text)} of its image, if any
         # Numbers this process's reports, so that a scheduler can tell an old one from a new one.
         self._report_numbers = itertools.count(1)
         self.set_totals(totals)
@@ -146,8 +147,9 @@ class ResourceTracker:
 
     # -- claims ------------------------------------------------------------
 
-    def claim(self, uuid, flavor, limits=None):
-        """Hold ``flavor``'s resources for ``uuid`` if they fit within ``limits``.
+    def claim(self, uuid, flavor, limits=None, image_properties=None):
+        """Hold ``flavor``'s resources for ``uuid`` if they fit within ``limits``
+        (``image_properties``: its image's, counted in reports for ImagePropertiesWeigher).
 
         Returns True when claimed, False when ``uuid`` was already held (a
         redelivered request: nothing changes). Raises ClaimFailed otherwise.
@@ -175,6 +177,8 @@ class ResourceTracker:
                         f"free {_fmt(free)} {unit} of limit {_fmt(limit)} {unit}",
                     )
             self._instances[uuid] = wanted
+            if isinstance(image_properties, dict) and image_properties:
+                self._image_properties[uuid] = {(str(k), str(v)) for k, v in image_properties.items()}
             return True
 
     def build_finished(self, succeeded):
@@ -185,9 +189,19 @@ class ResourceTracker:
     def free(self, uuid):
         """Release ``uuid``'s claim; True if it was held."""
         with self._lock:
+            self._image_properties.pop(uuid, None)
             return self._instances.pop(uuid, None) is not None
 
     # -- the compute node record --------------------------------------------
+
+    def _image_property_counts(self):
+        """{property: {value: how many of the instances held have an image with it}}."""
+        counts = {}
+        for pairs in self._image_properties.values():
+            for key, value in pairs:
+                per_value = counts.setdefault(key, {})
+                per_value[value] = per_value.get(value, 0) + 1
+        return counts
 
     def _metrics(self, memory_used, vcpus_used):
         """Allocation-based metrics (MetricsWeigher's weight_setting names these)."""
@@ -233,6 +247,7 @@ class ResourceTracker:
                 "reported_at": isotime(now),
                 "started_at": self.started_at,
                 "report_seq": next(self._report_numbers),
+                "image_properties": self._image_property_counts(),
                 **self.facts,
             }
         if self.measure is not None:

@@ -149,6 +149,15 @@ def _check_placement_facts(host, resources):
     cpu_info = resources.get("cpu_info")
     if cpu_info is not None:
         _check_cpu_info(where, cpu_info)
+    image_properties = resources.get("image_properties")
+    if image_properties is not None and not (
+        isinstance(image_properties, dict) and len(image_properties) <= MAX_METRICS
+        and all(_short_text(k) and isinstance(v, dict) and len(v) <= MAX_INSTANCES_PER_HOST
+                and all(isinstance(value, str) and len(value) <= 255 and type(n) is int
+                        and 0 < n <= MAX_INSTANCES_PER_HOST for value, n in v.items())
+                for k, v in image_properties.items())):
+        raise InvalidRequest(f"{where}: image_properties must map each image property to "
+                             f"{{value: how many instances}}")
     metrics = resources.get("metrics")
     if metrics is not None:
         if not isinstance(metrics, dict) or len(metrics) > MAX_METRICS:

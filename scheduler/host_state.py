@@ -178,6 +178,8 @@ class HostTable:
         extra = self.extra[row] = {"reported_at": resources.get("reported_at"), "metrics": metrics}
         if resources.get("host_ip"):
             extra["host_ip"] = resources["host_ip"]
+        if resources.get("image_properties"):
+            extra["image_properties"] = resources["image_properties"]
         if resources.get("report_seq") is not None:  # which report of which agent process this is
             extra["order"] = (resources.get("started_at"), resources["report_seq"])
         host_load.read_report(self, row, resources, now)
@@ -386,6 +388,11 @@ class HostState:
     def cpu_info(self):
         """JSON text, as in Nova (its ComputeCapabilitiesFilter reads into it); None if not reported."""
         return self._table.category("cpu_info", self._row)
+
+    @property
+    def image_properties(self):
+        """{property: {value: count}} of the images of the instances the host holds."""
+        return self._table.extra.get(self._row, {}).get("image_properties", {})
 
     @property
     def host_ip(self):

@@ -14,7 +14,7 @@ ALL_WEIGHERS = "nova.scheduler.weights.all_weighers"
 NOVA_WEIGHERS = (
     "RAMWeigher", "DiskWeigher", "CPUWeigher", "IoOpsWeigher", "MetricsWeigher",
     "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher", "BuildFailureWeigher",
-    "HypervisorVersionWeigher", "NumInstancesWeigher",
+    "HypervisorVersionWeigher", "NumInstancesWeigher", "ImagePropertiesWeigher",
 )
 #: Nova's weighers left out of all_weighers here: each weighs every host alike in a Berth cloud.
 SILENT_IN_BERTH = {
@@ -27,7 +27,6 @@ MISSING = {
     "PciPassthroughFilter": "Berth has no PCI devices: leave it out",
     "PCIWeigher": "Berth has no PCI devices: leave it out",
     "CrossCellWeigher": "Berth has no cells: leave it out",
-    "ImagePropertiesWeigher": "Berth does not have it yet: leave it out (Nova's multiplier is 0 by default)",
     "TypeAffinityFilter": "Nova removed it; use AggregateTypeAffinityFilter",
 }
 

@@ -1,6 +1,7 @@
 """What hosts are (cpu_info, hypervisor version, address), and the filters that read it as Nova's do."""
 
 import json
+import uuid
 
 import pytest
 
@@ -145,3 +146,55 @@ def test_newer_hypervisors_weigh_more(policy_conf, fleet, vectorized):
     weights = Selector([], [w], vectorized=vectorized).weigh(fleet, np.arange(len(fleet)), hints_spec())
     # Versions 6001000, 4019000, none, none; scaled from the smallest (Nova's weigher has no minval).
     assert list(weights) == pytest.approx([1.0, 4019000 / 6001000, 0.0, 0.0])
+
+
+def image_request(**properties):
+    from scheduler.request_spec import RequestSpec
+
+    return RequestSpec.from_wire({"instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 1},
+                                  "image": {"properties": properties}}, {})
+
+
+@pytest.mark.parametrize(("setting", "expected"), [
+    # Request os_distro=ubuntu, hw_machine_type=q35. "pack": 3 ubuntu + 1 q35 = 4; "mixed": 1 + 0 = 1.
+    ([], [4.0, 1.0, 0.0]),
+    # os_distro=1, hw_machine_type=-1: pack 3 * 1 + 1 * -1 = 2; mixed 1 * 1 = 1; unnamed properties weigh 0.
+    (["os_distro=1", "hw_machine_type=-1"], [2.0, 1.0, 0.0]),
+    (["hw_machine_type=2"], [2.0, 0.0, 0.0]),
+])
+def test_image_properties_weigher_counts_alike_instances_as_nova(policy_conf, setting, expected):
+    policy_conf.set_override("image_props_weight_multiplier", 1.0, "filter_scheduler")
+    policy_conf.set_override("image_props_weight_setting", setting, "filter_scheduler")
+    table = HostTable()
+    counts = {
+        "pack": {"os_distro": {"ubuntu": 3, "debian": 2}, "hw_machine_type": {"q35": 1}},
+        "mixed": {"os_distro": {"ubuntu": 1}, "hw_machine_type": {"pc": 4}},
+        "empty": {},
+    }
+    for name, image_properties in counts.items():
+        resources = report(name, image_properties=image_properties)
+        check_report(name, resources)
+        table.update_from_report(table.add(name), resources, now=0.0)
+    w = plugin(policy_conf, "weigher", "ImagePropertiesWeigher")
+    spec = image_request(os_distro="ubuntu", hw_machine_type="q35")
+    import numpy as np
+
+    assert [w.weigh(v, spec) for v in table.views()] == expected
+    assert list(w.weigh_vector(table, np.arange(3), spec)) == expected
+    policy_conf.set_override("image_props_weight_multiplier", 0.0, "filter_scheduler")
+    assert w.weigh(table.view(0), spec) == 0.0 and w.weigh_vector(table, np.arange(3), spec) is None
+
+
+def test_agents_count_the_image_properties_of_the_instances_they_hold():
+    from compute_agent.resource_tracker import ResourceTracker
+
+    tracker = ResourceTracker("h", {"memory_mb": 8192, "local_gb": 100, "vcpus": 8})
+    flavor = {"memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "vcpus": 1}
+    a, b, c = (str(uuid.UUID(int=i)) for i in (1, 2, 3))
+    tracker.claim(a, flavor, image_properties={"os_distro": "ubuntu", "hw_machine_type": "q35"})
+    tracker.claim(b, flavor, image_properties={"os_distro": "ubuntu"})
+    tracker.claim(c, flavor)
+    assert tracker.report()["image_properties"] == {"os_distro": {"ubuntu": 2}, "hw_machine_type": {"q35": 1}}
+    tracker.free(a)
+    assert tracker.report()["image_properties"] == {"os_distro": {"ubuntu": 1}}
+    check_report("h", tracker.report())

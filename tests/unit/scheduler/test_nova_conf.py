@@ -45,7 +45,7 @@ def test_a_nova_conf_places_with_novas_plugins_ratios_and_timings(tmp_path):
     assert [w.name for w in weighers.enabled_weighers(conf)] == [
         "RAMWeigher", "DiskWeigher", "CPUWeigher", "IoOpsWeigher", "MetricsWeigher",
         "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher", "BuildFailureWeigher",
-        "HypervisorVersionWeigher", "NumInstancesWeigher"]
+        "HypervisorVersionWeigher", "NumInstancesWeigher", "ImagePropertiesWeigher"]
     fs = conf.filter_scheduler
     assert (fs.cpu_allocation_ratio, fs.ram_allocation_ratio, fs.disk_allocation_ratio) == (4.0, 1.0, 2.0)
     assert (fs.ram_weight_multiplier, fs.host_subset_size) == (2.0, 3)
