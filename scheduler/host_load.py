@@ -15,9 +15,12 @@ Two placement policies read more than allocation:
 
   A reading identical to the previous one (same values, same sample
   stamp) is not folded twice, and a host whose last folded sample is older
-  than ``stale_after`` counts as unmeasured (and its next sample starts the
-  average afresh). It also counts the placements the scheduler made on
-  each host recently.
+  than ``stale_after`` counts as unmeasured until its next sample, which is
+  folded in like any other: weighted by the time elapsed since the last
+  one, it all but replaces an average that old (after 600 s with a
+  half-life of 300 s the old average keeps a quarter of its weight). Only
+  the very first sample is taken as is. It also counts the placements the
+  scheduler made on each host recently.
 
 Everything here is pure: times are passed in (the HostTable's clock).
 """
@@ -103,7 +106,7 @@ def read_report(table, row, resources, now):
     table.readings[row] = reading
     mem = in_use / memory
     last = table._util_at[row]
-    if not table._util_measured[row] or now - last > table.load_stale_after:
+    if not table._util_measured[row]:
         table._cpu_util[row], table._mem_util[row] = cpu, mem
     else:
         dt, half_life = now - last, table.load_half_life

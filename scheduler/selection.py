@@ -31,6 +31,8 @@ class Selector:
         self._filter_order = by_vector + [f for f in self.filters if f not in by_vector]
         self._tierers = [p for p in self.filters + self.weighers
                          if p.tier is not None or p.tier_vector is not None]
+        # A weigher may confine the random pick to rows it names (``spread_rows``).
+        self._spreader = next((w for w in self.weighers if getattr(w, "spread_rows", None)), None)
 
     def select(self, hosts, spec):
         """Choose and consume a host for each instance of ``spec``, all or none.
@@ -42,12 +44,16 @@ class Selector:
         """
         table, rows = _table_and_rows(hosts)
         rows, forced = candidates(table, rows, spec)
+        scope = rows if forced or self._spreader is None else self.scope(table, rows, spec)
         chosen = []
         try:
             for index, instance_uuid in enumerate(spec.instance_uuids):
                 if not forced:
                     rows = self.filter(table, rows, spec, index)
-                row = self.pick(rows, self.weigh(table, rows, spec), self.tiers(table, rows, spec))
+                window = None
+                if self._spreader is not None:
+                    window = self._spreader.spread_rows(table, scope, spec, self.host_subset_size)
+                row = self.pick(rows, self.weigh(table, rows, spec), self.tiers(table, rows, spec), window)
                 table.consume(row, instance_uuid, spec.flavor)
                 chosen.append(row)
         except NoValidHost:
@@ -94,6 +100,20 @@ class Selector:
                 raise NoValidHost(no_valid_host_reason(considered, removed, spec, index))
         return rows
 
+    def scope(self, table, rows, spec):
+        """The rows that pass the filters run once per request: the hosts the request may use at all."""
+        for host_filter in self._filter_order:
+            if not host_filter.run_filter_once_per_request:
+                continue
+            if self.vectorized and host_filter.filter_vector is not None:
+                passed = np.asarray(host_filter.filter_vector(table, rows, spec), dtype=bool)
+                rows = rows[np.broadcast_to(passed, (len(rows),))]
+            else:
+                rows = np.fromiter(
+                    (r for r in rows if host_filter.host_passes(table.view(int(r)), spec)), dtype=np.intp
+                )
+        return rows
+
     def weigh(self, table, rows, spec):
         """The total weight of each row of ``rows``."""
         totals = np.zeros(len(rows))
@@ -127,17 +147,27 @@ class Selector:
             combined = tier if combined is None else combined * TIER_BASE + tier
         return combined
 
-    def pick(self, rows, weights, tiers=None):
+    def pick(self, rows, weights, tiers=None, window=None):
         """A row at random among the ``host_subset_size`` heaviest of the best tier.
 
-        Ties in weight go to the earlier rows, as a stable sort would.
+        With a ``window`` (rows a weigher names, see ``spread_rows``), at
+        random among the best tier's rows in the window, or the heaviest of
+        the best tier when none is. Ties in weight go to the earlier rows, as
+        a stable sort would.
         """
         if not len(rows):
             raise NoValidHost("No valid host was found: no candidate hosts")
         if tiers is not None and len(rows) > 1:
             in_best = tiers == tiers.min()
             rows, weights = rows[in_best], weights[in_best]
-        best = rows[top(weights, self.host_subset_size)]
+        size = self.host_subset_size
+        if window is not None:
+            inside = np.isin(rows, window)
+            if inside.any():
+                rows, weights = rows[inside], weights[inside]
+            else:
+                size = 1
+        best = rows[top(weights, size)]
         return int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
 
     def limits(self, host):

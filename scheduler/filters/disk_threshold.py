@@ -7,6 +7,14 @@ it passes but ranks in a later tier, used only when no host above the yellow
 threshold is left. A threshold is in bytes (``50GB``, ``512MiB``, ``1T``,
 ``1073741824``; K/M/G/T are powers of 1024, like the GiB the agents report)
 or in percent of the host's total disk (``10%``); ``0`` disables it.
+
+Berth's reading, not Cloud Director's letter, on two points. Cloud Director
+applies the yellow threshold to its background job that copies templates
+for fast provisioning, and also says that yellow clusters get lower
+preference; Berth has no such job and takes the second reading for every
+placement. And a threshold of 0 is off here, where "free space above 0"
+would still drop a host with no free disk (DiskFilter decides whether the
+instance fits).
 """
 
 import re

@@ -7,6 +7,11 @@ what "full" means even though the agent never reads these options.
 As in Nova, an instance is overcommitted against other instances, never
 against itself: one larger than the host's whole usable RAM, disk or vCPUs
 does not fit there, whatever the ratio.
+
+Where Berth knowingly differs from Nova: CoreFilter refuses a host that
+reports no vCPUs, where Nova's passed it ("fail safe"). Such a host would
+otherwise take instances it has no CPUs for, and, looking roomy to the
+weighers, draw them all.
 """
 
 from scheduler import filters
@@ -53,8 +58,8 @@ class CoreFilter(filters.BaseHostFilter):
 
     def host_passes(self, host_state, spec):
         total = host_state.vcpus_total
-        if not total:
-            return True  # the agent does not report CPUs: nothing to check against
+        if not total > 0:
+            return False  # the agent reports no CPUs: none to give (Nova passed it)
         # An instance may be overcommitted against other instances, never against itself.
         if spec.flavor.vcpus > total:
             return False
@@ -64,7 +69,7 @@ class CoreFilter(filters.BaseHostFilter):
         total = table.vcpus_total[rows]
         wanted = spec.flavor.vcpus
         fits = (wanted <= total) & (total * self.ratio - table.vcpus_used[rows] >= wanted)
-        return (total == 0) | fits
+        return (total > 0) & fits
 
     def limits(self, host_state):
         if not host_state.vcpus_total:

@@ -13,18 +13,31 @@ Each host gets a score in [0, 1], lower is better; every term is clamped to
     score    = (mean + w_dom * dominant) / (1 + w_dom)
 
 A host without a usable (fresh) sample leaves both ``used`` terms out of the
-mean and the dominant term. The weight is ``1 - score``.
+mean and the dominant term. A host that reports no CPUs (or no memory)
+counts as fully allocated on it, ``alloc = 1``, the worst the term can be:
+left at 0 it would look idle and draw every placement. The weight is
+``1 - score``.
 
 Tiers: healthy 0, unmeasured 1, held back 2 (measured with cpu_util above
 its threshold or mem_util above its threshold): the selector uses a tier
-only when no better one has a host. ``subset_size`` (selection_spread)
-makes the selector pick at random among the best few of the best tier.
+only when no better one has a host.
+
+Selection, as CloudStack's: the first N healthy hosts in score order are
+shuffled, every other host follows in order (healthy, then unmeasured, then
+held back), and the first that fits is taken. ``spread_rows`` names those N
+(N: the selector's host_subset_size, at least ``balanced_selection_spread``)
+among the hosts the request may use at all (the selector passes the hosts
+that pass the filters run once per request, such as ComputeFilter and
+AvailabilityZoneFilter); the selector picks at random among those of them
+that pass every filter, and takes the best host when none does. So the
+pick is random only among the best healthy hosts: when the two best do not
+fit, the third is taken, and among unmeasured or held-back hosts the best.
 """
 
 import numpy as np
 from oslo_config import cfg
 
-from scheduler import host_load, weighers
+from scheduler import host_load, selection, weighers
 from scheduler.weighers import Columns
 
 opts = [
@@ -107,9 +120,10 @@ opts = [
         "balanced_selection_spread",
         default=3,
         min=1,
-        help="BalancedWeigher: the instance goes to a host chosen at random among this many "
-        "best healthy hosts (the selector uses the larger of this and host_subset_size), so "
-        "that concurrent requests do not all pick the same host.",
+        help="BalancedWeigher: the instance goes to a host chosen at random among those of "
+        "this many best healthy hosts that fit (the selector uses the larger of this and "
+        "host_subset_size), so that concurrent requests do not all pick the same host. When "
+        "none of them fits, the best host that fits is taken.",
     ),
     cfg.FloatOpt(
         "load_half_life",
@@ -154,7 +168,7 @@ class BalancedWeigher(weighers.BaseHostWeigher):
         self.stale_after = o.load_stale_after
         self.cpu_ratio = o.cpu_allocation_ratio
         self.ram_ratio = o.ram_allocation_ratio
-        #: The selector picks at random among this many of the best tier's heaviest hosts.
+        #: The selector's host_subset_size is at least this: the size of ``spread_rows``.
         self.subset_size = o.balanced_selection_spread
 
     def weight_multiplier(self, host_state):
@@ -222,7 +236,28 @@ class BalancedWeigher(weighers.BaseHostWeigher):
         now = table.clock()
         return weighers.chunked(lambda part: self.tiers(Columns.of_rows(table, part), now), table, rows)
 
+    def spread_rows(self, table, rows, spec, size):
+        """The first ``size`` healthy rows of ``rows`` in score order: those CloudStack shuffles.
+
+        The selector picks at random among those of them that pass its
+        filters, and takes the heaviest host when none does. Ties keep the
+        earlier rows.
+        """
+        now = table.clock()
+        rows = table.row_numbers(rows)
+        multiplier = self.conf.filter_scheduler.balanced_weight_multiplier
+
+        def ranked(part, recent):  # the weight times the multiplier; -inf for hosts not healthy
+            c = Columns.of_rows(table, part)
+            weight = multiplier * (1.0 - self.scores(c, recent, now))
+            return np.where(self.tiers(c, now) == HEALTHY, weight, -np.inf)
+
+        recent = host_load.recent_starts(table, rows, self.window, now)
+        order = weighers.chunked(ranked, table, rows, recent)
+        first = selection.top(order, min(size, len(rows))) if len(rows) else np.empty(0, dtype=np.intp)
+        return rows[first[order[first] > -np.inf]]
+
 
 def _fraction(used, capacity):
-    """used / capacity clamped to [0, 1]; 0 where the host reports no capacity."""
-    return np.clip(weighers.divide(used, capacity, 0.0), 0.0, 1.0)
+    """used / capacity clamped to [0, 1]; 1 (full) where the host reports no capacity."""
+    return np.clip(weighers.divide(used, capacity, 1.0), 0.0, 1.0)

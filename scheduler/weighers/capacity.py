@@ -12,16 +12,24 @@ allocated) and ``requirement`` the flavor's size::
 
 Storage has no burst: all three are ``usable free disk / requirement``. The
 weight of a host is its most constrained resource, the minimum of the three
-weighted scores (a resource the host does not report, or the flavor does
-not ask for, is left out). Higher is less constrained, hence first.
+weighted scores (a resource the flavor does not ask for is left out). Higher
+is less constrained, hence first.
+
+A host that reports none of a resource the flavor asks for (0 vCPUs, say)
+has no room at all on it: its ``unreserved`` there counts as at most 0, so
+that resource scores at most 0 and the host ranks behind every host with
+room left, and it lacks headroom. It is not left out of the comparison,
+where it would rank on its other resources alone and draw every placement.
 
 The tiers (``tier``, 0 best) are Cloud Director's four lists:
 ``preferred + acceptable + noHeadRoom + avoid``. A host is *avoid* when soft
 anti-affinity (or a scheduler hint) says so; otherwise *noHeadRoom* when any
-resource would keep no more than its headroom share free once the instance
-is placed, ``(unreserved - requirement) / (total * ratio) <= headroom``;
-otherwise *preferred* when soft affinity or a hint prefers it; otherwise
-*acceptable*.
+resource has no more than its headroom share available now, as Cloud
+Director tests it (headroom is ok when ``total * headroom < available``,
+available being the unreserved CPU and memory and the free storage, before
+this placement); with ``capacity_headroom_after_placement`` the test is on
+what the placement would leave, ``available - requirement``; otherwise
+*preferred* when soft affinity or a hint prefers it; otherwise *acceptable*.
 """
 
 import numpy as np
@@ -79,24 +87,30 @@ opts = [
         default=0.2,
         min=0.0,
         max=1.0,
-        help="CapacityWeigher: share of CPU capacity that must stay unreserved after "
-        "the placement; hosts left with less rank in the noHeadRoom tier (cpuHeadRoom).",
+        help="CapacityWeigher: share of CPU capacity (vcpus * cpu_allocation_ratio) that "
+        "must be unreserved; hosts with no more rank in the noHeadRoom tier (cpuHeadRoom).",
     ),
     cfg.FloatOpt(
         "capacity_memory_headroom",
         default=0.2,
         min=0.0,
         max=1.0,
-        help="CapacityWeigher: share of memory capacity that must stay unreserved after "
-        "the placement (memoryHeadRoom).",
+        help="CapacityWeigher: share of memory capacity that must be unreserved "
+        "(memoryHeadRoom).",
     ),
     cfg.FloatOpt(
         "capacity_storage_headroom",
         default=0.2,
         min=0.0,
         max=1.0,
-        help="CapacityWeigher: share of disk capacity that must stay free after the "
-        "placement (storageHeadRoom).",
+        help="CapacityWeigher: share of disk capacity that must be free (storageHeadRoom).",
+    ),
+    cfg.BoolOpt(
+        "capacity_headroom_after_placement",
+        default=False,
+        help="CapacityWeigher: test the headroom on what the placement would leave "
+        "(available - the flavor's size) instead of, as VMware Cloud Director does, on what "
+        "is available now. Stricter: a large flavor cannot take a host's last headroom.",
     ),
 ]
 
@@ -186,6 +200,7 @@ class CapacityWeigher(weighers.BaseHostWeigher):
             opts.capacity_memory_headroom,
             opts.capacity_storage_headroom,
         )
+        self.after_placement = opts.capacity_headroom_after_placement
         self.ratios = (opts.cpu_allocation_ratio, opts.ram_allocation_ratio, opts.disk_allocation_ratio)
 
     def weight_multiplier(self, host_state):
@@ -221,6 +236,8 @@ class CapacityWeigher(weighers.BaseHostWeigher):
         for capacity, unreserved, burst, burst_ratio, undeployed, requirement in self._resources(c, spec):
             if requirement <= 0:
                 continue
+            # None of the resource (or an unknown amount): no room at all, not left out.
+            unreserved = np.where(capacity > 0, unreserved, np.fmin(unreserved, 0.0))
             reservation = unreserved / requirement
             current = future = reservation
             if burst is not None:
@@ -233,7 +250,7 @@ class CapacityWeigher(weighers.BaseHostWeigher):
                 taken = undeployed * self.future_ratio
                 future = np.where(np.isnan(undeployed), reservation, (unreserved - taken) / requirement)
             weighted = current * self.current + future * (1.0 - self.current)
-            weight = np.minimum(weight, np.where(capacity > 0, weighted, np.inf))
+            weight = np.minimum(weight, weighted)
         return np.where(np.isinf(weight), 0.0, weight)
 
     def _tiers(self, c, names_mask, spec):
@@ -243,8 +260,11 @@ class CapacityWeigher(weighers.BaseHostWeigher):
         for (capacity, unreserved, *_, requirement), headroom in zip(
             requirements, self.headroom, strict=True
         ):
-            left = weighers.divide(unreserved - requirement, capacity, np.inf)
-            short |= left <= headroom
+            available = unreserved - requirement if self.after_placement else unreserved
+            # Cloud Director: headroom is ok when total * headroom < available. A host with
+            # none of a resource the flavor asks for has none; one the flavor does not ask
+            # for and the host does not have (no local disk, say) does not count.
+            short |= np.where(capacity > 0, available <= capacity * headroom, requirement > 0)
         tier = np.full(len(short), ACCEPTABLE, dtype=np.int64)
         tier[preferred] = PREFERRED
         tier[short] = NO_HEADROOM

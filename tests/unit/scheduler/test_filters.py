@@ -65,9 +65,10 @@ def test_core_filter_overcommits_against_others_only(policy_conf):
     assert not core.host_passes(make_host("h", vcpus=8, vcpus_used=124), make_spec(vcpus=5))
 
 
-def test_core_filter_passes_hosts_that_report_no_cpus(policy_conf):
+def test_core_filter_refuses_hosts_that_report_no_cpus(policy_conf):
+    # Nova's CoreFilter passed them ("fail safe"); Berth knowingly refuses them.
     host = make_host("h", vcpus=0)
-    assert CoreFilter(policy_conf).host_passes(host, make_spec(vcpus=64))
+    assert not CoreFilter(policy_conf).host_passes(host, make_spec(vcpus=1))
     assert CoreFilter(policy_conf).limits(host) == {}
 
 

@@ -94,10 +94,12 @@ def test_a_host_repeating_one_reading_goes_stale(load_table):
     assert not measured[0]
 
 
-def test_a_sample_after_staleness_starts_afresh(load_table):
+def test_a_sample_after_staleness_is_folded_in(load_table):
     load_table.update_from_report(0, report(0.9, 0, "t0"), now=0.0)
     load_table.update_from_report(0, report(0.1, 0, "t1"), now=5000.0)
-    assert load_table.cpu_util[0] == 0.1
+    # The old average keeps 2 ** (-5000 / 300) of its weight: folded in, not dropped.
+    assert load_table.cpu_util[0] == pytest.approx(0.1 + 0.8 * 2 ** (-5000 / 300), rel=0, abs=1e-12)
+    assert load_table.cpu_util[0] != 0.1
 
 
 def test_missing_metrics_leave_the_host_unmeasured(load_table):

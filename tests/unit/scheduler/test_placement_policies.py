@@ -164,18 +164,22 @@ def test_capacity_equal_weights_keep_the_first_host(capacity_conf, fleet):
     assert selector(capacity_conf, [], ["CapacityWeigher"]).select(fleet, spec)[0].host == "a"
 
 
-def test_hosts_without_totals_are_left_out_of_each_resource(capacity_conf, fleet):
+def test_hosts_without_totals_have_no_room_on_what_the_flavor_asks_for(capacity_conf, fleet):
     add_host(fleet, "blank", ram=0, free_ram=0, disk=0, free_disk=0, vcpus=0)
+    add_host(fleet, "diskless", disk=0, free_disk=0)
     spec = make_spec(memory_mb=1000, root_gb=0, vcpus=1)
-    assert both_weights(CapacityWeigher(capacity_conf), fleet, spec) == [0.0]
-    assert both_tiers(CapacityWeigher(capacity_conf), fleet, spec) == [capacity.ACCEPTABLE]
+    # blank: CPU (0 - 0) / 1 = 0, memory (0 - 0) / 1000 = 0; diskless: min(10 / 1, 10000 / 1000).
+    assert both_weights(CapacityWeigher(capacity_conf), fleet, spec) == [0.0, 10.0]
+    # No disk is asked for: the diskless host keeps its headroom; the blank one has none on CPU.
+    assert both_tiers(CapacityWeigher(capacity_conf), fleet, spec) == [capacity.NO_HEADROOM,
+                                                                       capacity.ACCEPTABLE]
 
 
 def test_tiers_are_preferred_acceptable_no_headroom_avoid(capacity_conf, fleet):
     add_host(fleet, "pref")
     add_host(fleet, "ok")
-    add_host(fleet, "tight", free_ram=2500)  # 1500 MB left of 10000 after the placement: < 20%
-    add_host(fleet, "pref-tight", free_ram=2500)
+    add_host(fleet, "tight", free_ram=1500)  # 1500 MB available of 10000: not above 20%
+    add_host(fleet, "pref-tight", free_ram=1500)
     add_host(fleet, "avoid")
     add_host(fleet, "avoid-pref")
     spec = make_spec(
@@ -201,9 +205,10 @@ def test_tiers_are_preferred_acceptable_no_headroom_avoid(capacity_conf, fleet):
 @pytest.mark.parametrize(
     ("resource", "kwargs"),
     [
+        # Available now, of 10 vCPUs, 10000 MB, 100 GB: 2, 2000, 20, each not above 20%.
         ("capacity_cpu_headroom", {"vcpus_used": 8}),
-        ("capacity_memory_headroom", {"free_ram": 2500}),
-        ("capacity_storage_headroom", {"free_disk": 25}),
+        ("capacity_memory_headroom", {"free_ram": 2000}),
+        ("capacity_storage_headroom", {"free_disk": 20}),
     ],
 )
 def test_headroom_is_per_resource(capacity_conf, fleet, resource, kwargs):
