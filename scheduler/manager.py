@@ -59,6 +59,7 @@ class SchedulerManager:
             weighers.enabled_weighers(conf),
             conf.filter_scheduler.host_subset_size,
             rng,
+            shuffle_best_same_weighed_hosts=conf.filter_scheduler.shuffle_best_same_weighed_hosts,
         )
         self._installed_filters = filters.all_filters()
         self._installed_weighers = weighers.all_weighers()

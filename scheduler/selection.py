@@ -18,7 +18,8 @@ from scheduler.exception import NoValidHost
 
 
 class Selector:
-    def __init__(self, filters, weighers, host_subset_size=1, rng=None, vectorized=True):
+    def __init__(self, filters, weighers, host_subset_size=1, rng=None, vectorized=True,
+                 shuffle_best_same_weighed_hosts=False):
         self.filters = list(filters)
         self.weighers = list(weighers)
         # A weigher may ask for a wider random pick (``subset_size``): the largest request wins.
@@ -26,6 +27,7 @@ class Selector:
                                     + [getattr(w, "subset_size", None) or 1 for w in self.weighers])
         self.rng = rng or random.Random()
         self.vectorized = vectorized
+        self.shuffle_best = shuffle_best_same_weighed_hosts
         by_vector = [f for f in self.filters if vectorized and f.filter_vector is not None]
         # Vector filters first, over the whole fleet; per-host ones on their survivors.
         self._filter_order = by_vector + [f for f in self.filters if f not in by_vector]
@@ -153,7 +155,9 @@ class Selector:
         With a ``window`` (rows a weigher names, see ``spread_rows``), at
         random among the best tier's rows in the window, or the heaviest of
         the best tier when none is. Ties in weight go to the earlier rows, as
-        a stable sort would.
+        a stable sort would; with ``shuffle_best_same_weighed_hosts``, when
+        more hosts share the best weight than the subset holds, at random
+        among all of them (as Nova shuffles them before taking the subset).
         """
         if not len(rows):
             raise NoValidHost("No valid host was found: no candidate hosts")
@@ -167,6 +171,10 @@ class Selector:
                 rows, weights = rows[inside], weights[inside]
             else:
                 size = 1
+        if self.shuffle_best and len(rows) > size:
+            tied = np.flatnonzero(weights == weights.max())
+            if len(tied) > size:
+                return int(rows[tied[self.rng.randrange(len(tied))]])
         best = rows[top(weights, size)]
         return int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
 

@@ -45,6 +45,14 @@ opts = [
         help="The instance goes to a host chosen at random among this many best-weighed "
         "hosts. Larger values spread concurrent requests and schedulers apart.",
     ),
+    cfg.BoolOpt(
+        "shuffle_best_same_weighed_hosts",
+        default=False,
+        help="Pick at random among every host that shares the best weight, however many "
+        "they are (otherwise the earliest of them fill the host_subset_size subset). "
+        "Spreads a fleet of identical hosts, as with host_subset_size 1 and many equal "
+        "hosts; packs less densely.",
+    ),
     cfg.FloatOpt(
         "cpu_allocation_ratio",
         default=16.0,
