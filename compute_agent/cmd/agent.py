@@ -47,8 +47,8 @@ def main(argv=None):
     config.setup_logging(conf, PROG)
     transport = rpc.get_transport(conf)
     try:
-        common.run_until_signalled([ComputeManager(conf, transport)])
-    except (InstanceStoreError, rpc.QueueInUse) as exc:  # said in full: no traceback
+        common.run_until_signalled([ComputeManager(conf, transport)], transport)
+    except (InstanceStoreError, rpc.QueueInUse, rpc.LoginRefused) as exc:  # said in full: no traceback
         LOG.error("Compute agent %s cannot start: %s", conf.host, exc)
         return f"{PROG}: cannot start: {exc}"
     except Exception as exc:

@@ -30,6 +30,8 @@ cli_opts = [
 DEMO_WORKLOAD = [("m1.tiny", 8), ("m1.small", 8), ("m1.medium", 6), ("m1.large", 4), ("m1.xlarge", 2)]
 DEMO_TOO_BIG = {"name": "too-big", "memory_mb": 1024 * 1024, "root_gb": 10, "ephemeral_gb": 0,
                 "vcpus": 4}
+#: Seconds the demo keeps trying to reach a rabbit:// broker before giving up, as `berth` does.
+DEMO_CONNECT_TIMEOUT = 5.0
 
 
 def agent_hosts(conf):
@@ -56,10 +58,11 @@ def main(argv=None, out=None):
     ]
     try:
         if not conf.demo:
-            common.run_until_signalled(services)
+            common.run_until_signalled(services, transport)
             return 0
+        transport.reach(DEMO_CONNECT_TIMEOUT)
         return demo(conf, services, SchedulerClient(transport), out)
-    except (InstanceStoreError, rpc.QueueInUse) as exc:  # said in full: no traceback
+    except (InstanceStoreError, rpc.QueueInUse, rpc.BrokerUnreachable) as exc:  # said in full: no traceback
         return f"{PROG}: cannot start: {exc}"
     finally:
         transport.cleanup()

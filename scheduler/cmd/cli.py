@@ -268,12 +268,24 @@ def _blank(value):
     return "-" if value in (None, "") else value
 
 
+cli_opts = [
+    cfg.FloatOpt(
+        "connect-timeout",
+        default=5.0,
+        min=0.0,
+        metavar="SECONDS",
+        help="Seconds to keep trying to reach the message broker before giving up; "
+        "nothing is sent before it answers.",
+    ),
+]
+
+
 def main(argv=None, out=None):
     out = out or sys.stdout
     conf = config.load(
         sys.argv[1:] if argv is None else argv,
         PROG,
-        cli_opts=[cfg.SubCommandOpt("command", title="commands", handler=add_commands)],
+        cli_opts=cli_opts + [cfg.SubCommandOpt("command", title="commands", handler=add_commands)],
     )
     try:
         transport = rpc.get_transport(conf)
@@ -282,6 +294,7 @@ def main(argv=None, out=None):
         return 1
     client = SchedulerClient(transport)
     try:
+        transport.reach(conf.connect_timeout)
         return conf.command.func(client, conf.command, out)
     except BrokenPipeError:  # e.g. `berth instances | head -3`: the reader has all it wanted
         quiet_stdout()
@@ -299,7 +312,7 @@ def main(argv=None, out=None):
     except rpc.RemoteError as exc:
         print(f"{PROG}: {exc.value}", file=sys.stderr)
         return 1
-    except rpc.MessageDeliveryFailure as exc:  # the URL in it is masked
+    except (rpc.BrokerUnreachable, rpc.MessageDeliveryFailure) as exc:  # the URL in it is masked
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -65,9 +65,12 @@ def on_hangup(signum, frame):
              "restart to change them")
 
 
-def run_until_signalled(services):
+def run_until_signalled(services, transport=None):
     """Start ``services`` in order, wait for SIGTERM or SIGINT, stop them in reverse;
-    SIGHUP opens the log file again. A second SIGTERM or SIGINT is only logged."""
+    SIGHUP opens the log file again. A second SIGTERM or SIGINT is only logged.
+
+    With ``transport``, wait for its broker first, for as long as it takes or until
+    signalled; raises rpc.LoginRefused should the broker refuse the login."""
     stop = threading.Event()
 
     def handler(signum, frame):
@@ -81,6 +84,8 @@ def run_until_signalled(services):
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
     started = []
     try:
+        if transport is not None and not transport.wait_for_broker(stop):
+            return
         for service in services:
             service.start()
             started.append(service)

@@ -18,7 +18,9 @@ def main(argv=None):
         return f"{PROG}: cannot start: {exc}"
     transport = rpc.get_transport(conf)
     try:
-        common.run_until_signalled([SchedulerService(conf, transport, database)])
+        common.run_until_signalled([SchedulerService(conf, transport, database)], transport)
+    except rpc.LoginRefused as exc:  # the URL in it is masked
+        return f"{PROG}: cannot start: {exc}"
     finally:
         transport.cleanup()
         database.dispose()

@@ -10,7 +10,9 @@ from scheduler.rpc.client import RPCClient
 from scheduler.rpc.context import Context
 from scheduler.rpc.dispatcher import batch_of, read_only
 from scheduler.rpc.exceptions import (
+    BrokerUnreachable,
     InvalidName,
+    LoginRefused,
     MessageDeliveryFailure,
     MessagingException,
     MessagingTimeout,
@@ -25,7 +27,9 @@ from scheduler.rpc.target import Target
 from scheduler.rpc.transport import Transport, get_transport
 
 __all__ = [
+    "BrokerUnreachable",
     "InvalidName",
+    "LoginRefused",
     "Context",
     "MessageDeliveryFailure",
     "MessagingException",

@@ -13,6 +13,15 @@ class MessageDeliveryFailure(MessagingException):
     """A message could not be handed to the broker (after the allowed retries)."""
 
 
+class BrokerUnreachable(MessagingException):
+    """The message broker could not be reached, or refused the connection: one line
+    that says which, naming the broker's URL with the password masked."""
+
+
+class LoginRefused(BrokerUnreachable):
+    """The message broker refused the login: trying again with the same credentials cannot help."""
+
+
 class InvalidName(MessageDeliveryFailure, ValueError):
     """An exchange or routing key that AMQP cannot carry (see scheduler.rpc.names):
     the message is refused before anything is sent, and sending it again cannot help."""

@@ -6,6 +6,7 @@ the processes of one machine, ``memory://`` to queues inside this process.
 """
 
 import contextlib
+import errno
 import logging
 import os
 import ssl as ssl_module
@@ -15,15 +16,28 @@ import time
 import urllib.parse
 
 import kombu
+from amqp import exceptions as amqp_exceptions
 from amqp.exceptions import MessageNacked
 
 from scheduler.rpc import confirms, envelope, filesystem, framing, names
-from scheduler.rpc.exceptions import InvalidName, MessageDeliveryFailure, MessageTooLarge
+from scheduler.rpc.exceptions import (
+    BrokerUnreachable,
+    InvalidName,
+    LoginRefused,
+    MessageDeliveryFailure,
+    MessageTooLarge,
+)
 
 LOG = logging.getLogger(__name__)
 
 RABBIT_SCHEMES = ("rabbit", "amqp", "amqps")
 SCHEMES = RABBIT_SCHEMES + ("filesystem", "memory")
+
+# Seconds one attempt of a daemon waiting for the broker may take: bounds how late a
+# SIGTERM is heeded then.
+ATTEMPT_TIMEOUT = 5.0
+# Seconds between two warnings of a daemon still waiting for the broker for the same reason.
+WAITING_REPEAT = 60.0
 
 
 def check_url(url):
@@ -93,6 +107,24 @@ def _rabbit_hosts(url):
     return hosts, scheme == "amqps"
 
 
+def _refused(exc):
+    """Whether ``exc`` is the broker's answer (a login, a vhost refused), not a lost connection."""
+    return isinstance(exc, amqp_exceptions.AMQPError) and not isinstance(
+        exc, (amqp_exceptions.RecoverableConnectionError, amqp_exceptions.RecoverableChannelError)
+    )
+
+
+def _reason(exc, timeout):
+    """What made an attempt to connect within ``timeout`` seconds fail, in one line."""
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    if isinstance(exc, OSError) and exc.errno and exc.strerror == errno.errorcode.get(exc.errno):
+        # eventlet's sockets name the error (ECONNREFUSED) where the system describes it
+        return f"[Errno {exc.errno}] {os.strerror(exc.errno)}"
+    text = getattr(exc, "reply_text", None) or str(exc) or type(exc).__name__
+    return text.splitlines()[0]
+
+
 class _Connection(kombu.Connection):
     """A kombu connection whose py-amqp connection reads through a buffer."""
 
@@ -154,9 +186,11 @@ class Transport:
             options["server_hostname"] = None
         return options or True
 
-    def connection(self, purpose, heartbeat=True):
+    def connection(self, purpose, heartbeat=True, connect_timeout=None):
         """A new, not yet connected kombu connection. ``purpose`` names it on the broker."""
         rabbit = self.conf.oslo_messaging_rabbit
+        if connect_timeout is None:
+            connect_timeout = max(rabbit.rabbit_interval_max, 5)
         if self.is_rabbit:
             name = f"{os.path.basename(sys.argv[0]) or 'python'}:{os.getpid()}:{purpose}"
             return _Connection(
@@ -165,7 +199,7 @@ class Transport:
                 ssl=dict(self._ssl) if isinstance(self._ssl, dict) else self._ssl,
                 heartbeat=rabbit.heartbeat_timeout_threshold if heartbeat else 0,
                 failover_strategy="round-robin",
-                connect_timeout=max(rabbit.rabbit_interval_max, 5),
+                connect_timeout=connect_timeout,
                 transport_options={
                     "confirm_publish": True,
                     "client_properties": {"connection_name": name},
@@ -176,6 +210,63 @@ class Transport:
             options.update(self._folders)
             return kombu.Connection(transport=filesystem.Transport, transport_options=options)
         return kombu.Connection("memory://", transport_options=options)
+
+    def reach(self, timeout):
+        """Connect within about ``timeout`` seconds, trying again with the reconnect
+        backoff while the broker cannot be reached: what a command does before it
+        sends anything. Raises BrokerUnreachable, at once if the broker refused."""
+        if not self.is_rabbit:
+            return
+        deadline = time.monotonic() + timeout
+        waits = delays(self.conf)
+        while True:
+            attempt = max(deadline - time.monotonic(), 1.0)
+            try:
+                self.publisher.connect(attempt)
+                return
+            except Exception as exc:
+                left = deadline - time.monotonic()
+                if _refused(exc) or left <= 0:
+                    raise self._failure(exc, attempt) from None
+            time.sleep(min(next(waits), left))
+
+    def wait_for_broker(self, stop):
+        """Connect, trying again with the reconnect backoff for as long as it takes:
+        what a daemon does before it starts. Says that it waits (again every
+        WAITING_REPEAT seconds, or when the reason changes) and when it connected.
+        Returns False if ``stop`` was set first; raises LoginRefused."""
+        if not self.is_rabbit:
+            return True
+        waits = delays(self.conf)
+        said, said_at = None, 0.0
+        while not stop.is_set():
+            try:
+                self.publisher.connect(ATTEMPT_TIMEOUT)
+            except Exception as exc:
+                if isinstance(exc, amqp_exceptions.AccessRefused):
+                    raise self._failure(exc, ATTEMPT_TIMEOUT) from None
+                why = _reason(exc, ATTEMPT_TIMEOUT)
+                LOG.debug("Cannot connect to the message broker at %s: %r", self.safe_url, exc)
+                if stop.is_set():
+                    break
+                if why != said or time.monotonic() - said_at >= WAITING_REPEAT:
+                    LOG.warning("Waiting for the message broker at %s: %s; retrying", self.safe_url, why)
+                    said, said_at = why, time.monotonic()
+                stop.wait(next(waits))
+                continue
+            LOG.info("Connected to the message broker at %s", self.safe_url)
+            return True
+        LOG.info("Stopped waiting for the message broker at %s", self.safe_url)
+        return False
+
+    def _failure(self, exc, timeout):
+        """The BrokerUnreachable that says why connecting failed."""
+        why = _reason(exc, timeout)
+        if isinstance(exc, amqp_exceptions.AccessRefused):
+            return LoginRefused(f"the message broker at {self.safe_url} refused the login: {why}")
+        if _refused(exc):
+            return BrokerUnreachable(f"the message broker at {self.safe_url} refused the connection: {why}")
+        return BrokerUnreachable(f"cannot reach the message broker at {self.safe_url}: {why}")
 
     @staticmethod
     def recoverable_errors(conn):
@@ -420,13 +511,23 @@ class Publisher:
                     self._reset()
         self._send(messages)
 
-    def _connect(self):
+    def connect(self, timeout):
+        """Connect now if not connected: one attempt per broker host, each within
+        ``timeout`` seconds. Raises what the last attempt raised."""
+        with self._lock:
+            self._connect(timeout)
+
+    def _connect(self, timeout=None):
         if self._conn is None:
             # No heartbeat on the publisher: it idles between sends, and a dead
             # connection shows as an error (or an unconfirmed publish) on the next send.
-            conn = self.transport.connection("publisher", heartbeat=False)
+            conn = self.transport.connection("publisher", heartbeat=False, connect_timeout=timeout)
             try:
-                conn.connect()
+                if timeout is None:
+                    conn.connect()
+                else:  # each host once, without kombu's pause between tries
+                    conn.ensure_connection(max_retries=max(len(conn.alt), 1) - 1,
+                                           reraise_as_library_errors=False)
                 if self.transport.is_rabbit:
                     channel = confirms.Channel(conn.connection)
                     channel.open()

@@ -13,6 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BROKER_PW = "Br0kerPassw0rd"
 DB_PW = "DbPassw0rd"
 GUARD = 60  # against hangs only
+WAITING = "Waiting for the message broker"
 
 
 def write_conf(tmp_path, database):
@@ -62,9 +63,9 @@ def assert_no_secret(text):
 
 def test_scheduler_start_up_and_reconnect_logs(tmp_path):
     conf = write_conf(tmp_path, f"sqlite:///{tmp_path}/berth.sqlite")
-    out = run_until(["scheduler.cmd.scheduler", "--config-file", conf], "reconnecting in", tmp_path)
+    out = run_until(["scheduler.cmd.scheduler", "--config-file", conf], WAITING, tmp_path)
     assert "berth:***@127.0.0.1:1" in out  # the URL is shown, masked
-    assert "started" in out
+    assert "Stopped waiting for the message broker" in out  # never started without it
     assert_no_secret(out)
 
 
@@ -80,9 +81,9 @@ def test_scheduler_that_cannot_reach_its_database_says_so_in_one_line(tmp_path):
 def test_agent_start_up_and_reconnect_logs(tmp_path):
     conf = write_conf(tmp_path, f"postgresql://berth:{DB_PW}@db/berth")
     out = run_until(
-        ["compute_agent.cmd.agent", "--config-file", conf, "--host", "c1"], "reconnecting in", tmp_path
+        ["compute_agent.cmd.agent", "--config-file", conf, "--host", "c1"], WAITING, tmp_path
     )
-    assert "Compute agent c1" in out
+    assert f"{WAITING} at rabbit://berth:***@127.0.0.1:1,berth:***@127.0.0.2:1/berth" in out
     assert_no_secret(out)
 
 
