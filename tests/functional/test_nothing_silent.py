@@ -150,25 +150,32 @@ def _count(path, query):
             return 0
 
 
-def test_sighup_opens_the_log_file_again_and_stops_nothing(fleet, tmp_path):
-    logs = {name: tmp_path / f"{name}.log" for name in ("hup-sched", "hup-agent")}
-    conf = write_conf(tmp_path / "hup-sched.conf",
-                      {"DEFAULT": {"host": "hup-sched", "log_file": logs["hup-sched"]}})
-    fleet._spawn("hup-sched", "scheduler.cmd.scheduler", "--config-file", str(conf))
-    fleet.start_agent("hup-agent", default={"log_file": logs["hup-agent"]}, fake_memory_mb=4096)
+def test_sighup_opens_the_log_file_again_and_stops_nothing(tmp_path):
+    # A fleet of its own: the stopped agent would stay "up" for service_down_time in another's.
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false")
+        try:
+            logs = {name: tmp_path / f"{name}.log" for name in ("hup-sched", "hup-agent")}
+            conf = write_conf(tmp_path / "hup-sched.conf",
+                              {"DEFAULT": {"host": "hup-sched", "log_file": logs["hup-sched"]}})
+            fleet._spawn("hup-sched", "scheduler.cmd.scheduler", "--config-file", str(conf))
+            fleet.start_agent("hup-agent", default={"log_file": logs["hup-agent"]}, fake_memory_mb=4096)
 
-    def logged(text):
-        return all(log.exists() and text in log.read_text() for log in logs.values())
+            def logged(text):
+                return all(log.exists() and text in log.read_text() for log in logs.values())
 
-    fleet.wait(lambda: logged("start"), 60, "both to start")  # "started", "starting"
-    for name, log in logs.items():
-        log.rename(log.with_suffix(".log.1"))  # what logrotate does
-        fleet.processes[name].send_signal(signal.SIGHUP)
-    fleet.wait(lambda: logged("Received SIGHUP: log file opened again"), 30, "both to log into new files")
-    fleet.check_alive()
-    booted = fleet.cli("boot", "--flavor", "m1.tiny", "--wait")
-    assert booted.returncode == 0, booted.stderr
-    assert fleet.stop("hup-sched") == 0 and fleet.stop("hup-agent") == 0
+            fleet.wait(lambda: logged("start"), 60, "both to start")  # "started", "starting"
+            for name, log in logs.items():
+                log.rename(log.with_suffix(".log.1"))  # what logrotate does
+                fleet.processes[name].send_signal(signal.SIGHUP)
+            fleet.wait(lambda: logged("Received SIGHUP: log file opened again"), 30,
+                       "both to log into new files")
+            fleet.wait_hosts_up(["hup-agent"])
+            booted = fleet.cli("boot", "--flavor", "m1.tiny", "--wait")
+            assert booted.returncode == 0, booted.stderr
+            assert fleet.stop("hup-sched") == 0 and fleet.stop("hup-agent") == 0
+        finally:
+            fleet.close()
 
 
 def _boot(fleet, *args):
