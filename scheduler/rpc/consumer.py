@@ -89,12 +89,14 @@ class ConsumeLoop:
                 if self._on_lost is not None:
                     self._on_lost()
                 delay = next(waits)
-                LOG.warning(
-                    "%s: lost %s (%s: %s); reconnecting in %.1f s",
+                LOG.log(
+                    logging.ERROR if _declared_otherwise(exc) else logging.WARNING,
+                    "%s: lost %s (%s: %s)%s; reconnecting in %.1f s",
                     self.name,
                     self.transport.safe_url,
                     type(exc).__name__,
                     exc,
+                    _hint(exc, self.transport.durable),
                     delay,
                 )
                 LOG.debug("%s: consumer error", self.name, exc_info=True)
@@ -196,3 +198,17 @@ class Link:
             raise ConnectionLost("the connection to the broker is closed")
         if self._rabbit and not getattr(channel, "is_open", True):
             raise ConnectionLost("the broker closed the consuming channel")
+
+
+def _declared_otherwise(exc):
+    return "inequivalent arg" in str(exc)
+
+
+def _hint(exc, durable):
+    """What to do when the broker holds an exchange or queue declared with other arguments."""
+    if not _declared_otherwise(exc):
+        return ""
+    return (f": it was declared otherwise before, e.g. by an oslo.messaging client whose "
+            f"[oslo_messaging_rabbit] amqp_durable_queues is not {str(durable).lower()} like this "
+            f"service's; make the settings agree, then delete it (rabbitmqadmin delete exchange "
+            f"name=... or delete queue name=...) so that it is declared again")

@@ -101,3 +101,22 @@ def test_a_scheduler_made_not_durable_says_so_and_the_example_still_boots(tmp_pa
                 assert result.stdout.split()[1:] == ["ACTIVE", AGENTS[0]]
         finally:
             fleet.close()
+
+
+def test_a_scheduler_meeting_an_exchange_a_client_declared_otherwise_says_what_to_do(tmp_path):
+    import kombu
+
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        # What an oslo.messaging client at its defaults leaves behind when it runs first.
+        with kombu.Connection(transport_url.replace("rabbit://", "amqp://", 1)) as conn:
+            kombu.Exchange("berth", type="topic", durable=False)(conn.channel()).declare()
+        fleet = Fleet(tmp_path, url, transport_url, DEFAULT__control_exchange="berth", DEFAULT__debug="false")
+        try:
+            fleet.start_scheduler("stuck-sched")
+            fleet.wait(lambda: "inequivalent arg 'durable'" in fleet.log("stuck-sched"), 60, "the refusal")
+            line = next(line for line in fleet.log("stuck-sched").splitlines() if "inequivalent arg" in line)
+            assert " ERROR " in line
+            assert "amqp_durable_queues is not true like this service's; make the settings agree, " \
+                   "then delete it" in line
+        finally:
+            fleet.close()
