@@ -15,7 +15,7 @@ import re
 import uuid as uuidlib
 
 from scheduler import filters, rpc, server_groups, weighers
-from scheduler.aggregates import AZ_KEY, as_number
+from scheduler.aggregates import AZ_KEY, Aggregate, as_number
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
 from scheduler.request_spec import parse_uuid
@@ -164,16 +164,17 @@ class AdminEndpoint:
     def aggregate_add_host(self, context, name, host):
         name = _name(name, "aggregate name")
         host = self._known_host(host)
+        self._check_host_keeps_its_zone(name, host, adding=True)
         try:
             return self._changed(self._db.add_aggregate_host(name, host))
         except (NotFound, Conflict) as exc:
             raise InvalidRequest(str(exc)) from None
 
     def aggregate_remove_host(self, context, name, host):
+        name, host = _name(name, "aggregate name"), _name(host, "host")
+        self._check_host_keeps_its_zone(name, host, adding=False)
         try:
-            return self._changed(
-                self._db.remove_aggregate_host(_name(name, "aggregate name"), _name(host, "host"))
-            )
+            return self._changed(self._db.remove_aggregate_host(name, host))
         except NotFound as exc:
             raise InvalidRequest(str(exc)) from None
 
@@ -193,6 +194,29 @@ class AdminEndpoint:
             )
         except NotFound as exc:
             raise InvalidRequest(str(exc)) from None
+
+    def _zones(self, host, aggregates):
+        zones = {z for a in aggregates if host in a["hosts"] for z in Aggregate.from_dict(a).zones}
+        return zones or {self._conf.filter_scheduler.default_availability_zone}
+
+    def _check_host_keeps_its_zone(self, name, host, adding):
+        """Refuse to move a host that holds instances to other zones by joining or leaving
+        ``name``: its instances were placed in the zones they asked for."""
+        aggregates = self._db.list_aggregates()
+        if not any(a["name"] == name for a in aggregates):
+            return  # the database says so, in its own words
+        changed = [dict(a, hosts=(sorted(set(a["hosts"]) | {host}) if adding
+                                  else [h for h in a["hosts"] if h != host]))
+                   if a["name"] == name else a for a in aggregates]
+        before, after = self._zones(host, aggregates), self._zones(host, changed)
+        if before == after:
+            return
+        held = self._db.count_instances_on_hosts([host]).get(host, 0)
+        if held:
+            raise InvalidRequest(
+                f"cannot {'add' if adding else 'remove'} host {host!r} {'to' if adding else 'from'} "
+                f"aggregate {name!r}: it holds {held} instance(s) placed in availability zone "
+                f"{','.join(sorted(before))}, which would then be in {','.join(sorted(after))}")
 
     def _check_zone_change(self, name, zone):
         """Refuse to move hosts that hold instances to another zone (Nova refuses it too):

@@ -52,7 +52,12 @@ def prepare_spec(database, spec, add_members=True):
         spec.group = resolve_group(database, hints["group"], spec.instance_uuids, add_members)
     for hint, field in (("same_host", "same_host_hosts"), ("different_host", "different_host_hosts")):
         if hints.get(hint):
-            hosts = database.hosts_of_instances(_uuids(hints[hint], hint))
+            uuids = _uuids(hints[hint], hint)
+            known = database.get_instances(uuids)
+            missing = [u for u in uuids if u not in known]
+            if missing:
+                raise InvalidHint(f"Instance {missing[0]} does not exist (scheduler hint {hint})")
+            hosts = database.hosts_of_instances(uuids)
             setattr(spec, field, sorted(set(hosts.values())))
     return spec
 

@@ -85,7 +85,19 @@ def parse(text):
         raise InvalidQuery(f"query is not JSON: {exc}") from None
     if query and not isinstance(query, list):
         raise InvalidQuery("query must be a JSON list")
+    _check_operators(query)
     return json.dumps(query)
+
+
+def _check_operators(query):
+    """Refuse an operator Nova's JsonFilter does not know, anywhere in the query."""
+    if not query:
+        return
+    if not isinstance(query[0], str) or query[0] not in _COMMANDS:
+        raise InvalidQuery(f"unknown operator {json.dumps(query[0])[:50]}: use one of {' '.join(_COMMANDS)}")
+    for arg in query[1:]:
+        if isinstance(arg, list):
+            _check_operators(arg)
 
 
 class JsonFilter(filters.BaseHostFilter):

@@ -195,7 +195,12 @@ def test_at_the_defaults_every_hint_and_policy_the_cli_accepts_is_honoured(fleet
 
     cases = {
         ("--availability-zone", "nosuchaz"): "AvailabilityZoneFilter removed 2",
-        ("--hint", "same_host=00000000-0000-4000-8000-000000000000"): "SameHostFilter removed 2",
+        ("--hint", "same_host=00000000-0000-4000-8000-000000000000"):
+            "Instance 00000000-0000-4000-8000-000000000000 does not exist (scheduler hint same_host)",
+        ("--hint", "different_host=00000000-0000-4000-8000-000000000000"):
+            "Instance 00000000-0000-4000-8000-000000000000 does not exist (scheduler hint different_host)",
+        ("--hint", 'query=["frobnicate", "$free_ram_mb", 1]'): "Request refused: JsonFilter: scheduler hint "
+                                                              "query: unknown operator",
         ("--hint", 'query=[">=", "$free_ram_mb"'): "Request refused: JsonFilter: scheduler hint query: "
                                                    "query is not JSON",
         ("--hint", "colour=blue"): "Request refused: no installed filter or weigher reads scheduler hint "

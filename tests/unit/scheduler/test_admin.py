@@ -502,6 +502,16 @@ def test_same_host_and_different_host_name_the_hosts_of_those_instances(world):
     assert spec.same_host_hosts == []
 
 
+@pytest.mark.parametrize("hint", ["same_host", "different_host"])
+def test_an_instance_hint_naming_no_instance_is_refused_not_ignored(world, hint):
+    _, database, _ = world
+    [known] = placed_instances(database, ["h1"])
+    unknown = "00000000-0000-4000-8000-00000000abcd"
+    with pytest.raises(lookups.InvalidHint) as raised:
+        lookups.prepare_spec(database, spec_with({hint: [known, unknown]}))
+    assert str(raised.value) == f"Instance {unknown} does not exist (scheduler hint {hint})"
+
+
 @pytest.mark.parametrize(
     ("hints", "message"),
     [
@@ -529,3 +539,24 @@ def test_a_request_naming_a_missing_group_ends_in_error_with_the_reason(world):
     record = database.get_instance(spec.instance_uuids[0])
     assert record["state"] == "ERROR" and record["host"] is None
     assert f"Server group {missing} does not exist" in record["fault_reason"]
+
+
+def test_a_host_holding_instances_does_not_change_zone_by_joining_or_leaving(existing):
+    admin, database, manager = existing  # "existing" (zone az1) holds h1
+    admin.create_aggregate({}, "az2agg", availability_zone="az2")
+    placed_instances(database, ["h1", "h2"])
+    with pytest.raises(InvalidRequest) as raised:
+        admin.aggregate_add_host({}, "az2agg", "h1")
+    assert str(raised.value) == ("cannot add host 'h1' to aggregate 'az2agg': it holds 1 instance(s) placed "
+                                 "in availability zone az1, which would then be in az1,az2")
+    with pytest.raises(InvalidRequest) as raised:
+        admin.aggregate_remove_host({}, "existing", "h1")
+    assert str(raised.value).endswith("it holds 1 instance(s) placed in availability zone az1, which would "
+                                      "then be in nova")
+    with pytest.raises(InvalidRequest, match="cannot add host 'h2' to aggregate 'az2agg'.* zone nova, "):
+        admin.aggregate_add_host({}, "az2agg", "h2")
+    # Hosts without instances move freely, and an aggregate without a zone moves no host.
+    assert admin.aggregate_add_host({}, "az2agg", "h3")["hosts"] == ["h3"]
+    admin.create_aggregate({}, "plain")
+    assert admin.aggregate_add_host({}, "plain", "h1")["hosts"] == ["h1"]
+    assert admin.aggregate_remove_host({}, "plain", "h1")["hosts"] == []

@@ -198,3 +198,11 @@ def test_agents_count_the_image_properties_of_the_instances_they_hold():
     tracker.free(a)
     assert tracker.report()["image_properties"] == {"os_distro": {"ubuntu": 1}}
     check_report("h", tracker.report())
+
+
+@pytest.mark.parametrize("query", [["frobnicate", "$free_ram_mb", 1],
+                                   ["and", [">=", "$free_ram_mb", 1], ["~", 1]]])
+def test_a_query_with_an_operator_nova_does_not_know_is_refused(policy_conf, query):
+    f = plugin(policy_conf, "filter", "JsonFilter")
+    with pytest.raises(ValueError, match="scheduler hint query: unknown operator"):
+        f.check_hints(query_spec(query))
