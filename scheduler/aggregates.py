@@ -140,17 +140,21 @@ def as_number(text):
     return value if math.isfinite(value) else None
 
 
-def min_number(values, default):
-    """The smallest of ``values`` as floats; ``default`` when none, or when one is not a number."""
+def min_number(values, default, parse=as_number):
+    """The smallest of ``values`` read by ``parse``; ``default`` when none, or when one is not a number."""
     if not values:
         return default
-    numbers = [as_number(v) for v in values]
+    numbers = [parse(v) for v in values]
     if any(n is None for n in numbers):
         return default
     return min(numbers)
 
 
-def min_number_vector(table, rows, key, default):
+#: Bound of what min_number_vector keeps of a number: float() of a larger int overflows.
+_CLIP = 10**300
+
+
+def min_number_vector(table, rows, key, default, parse=as_number):
     """:func:`min_number` of ``key`` over each row's aggregates, for ``rows`` at once.
 
     A scalar when no aggregate sets ``key`` (the common case).
@@ -165,14 +169,14 @@ def min_number_vector(table, rows, key, default):
         invalid = np.zeros(table.size, dtype=bool)
         for aggregate in with_key:
             mask = index.mask(aggregate)
-            number = as_number(aggregate.metadata[key])
+            number = parse(aggregate.metadata[key])
             if number is None:
                 invalid |= mask
             else:
-                lowest[mask] = np.minimum(lowest[mask], number)
-        return np.where(invalid | np.isinf(lowest), default, lowest)
+                lowest[mask] = np.minimum(lowest[mask], float(max(-_CLIP, min(number, _CLIP))))
+        return np.where(invalid | np.isinf(lowest), float(default), lowest)
 
-    found = index.memo(("min", key, default), compute)
+    found = index.memo(("min", key, default, parse.__name__), compute)
     return default if found is None else found[rows]
 
 

@@ -9,11 +9,8 @@ any one of them is not a whole number (``2.5``, ``abc``), the option is used.
 A host passes while its count is below the maximum.
 """
 
-import numpy as np
 
 from scheduler import aggregates, filters
-
-_CLIP = 10**300
 
 
 def as_int(text):
@@ -22,40 +19,6 @@ def as_int(text):
         return int(text)
     except (TypeError, ValueError):
         return None
-
-
-def min_int(values, default):
-    """The smallest of ``values`` read as ints; ``default`` when none, or when one is not an int."""
-    if not values:
-        return default
-    numbers = [as_int(v) for v in values]
-    if any(n is None for n in numbers):
-        return default
-    return min(numbers)
-
-
-def min_int_vector(table, rows, key, default):
-    """:func:`min_int` of ``key`` over each row's aggregates, for ``rows``; a scalar when none sets it."""
-    index = table.aggregate_index
-
-    def compute():
-        with_key = [a for a in index.aggregates if key in a.metadata]
-        if not with_key:
-            return None
-        lowest = np.full(table.size, np.inf)
-        invalid = np.zeros(table.size, dtype=bool)
-        for aggregate in with_key:
-            mask = index.mask(aggregate)
-            number = as_int(aggregate.metadata[key])
-            if number is None:
-                invalid |= mask
-            else:
-                # Clipped (the counts compared are far smaller): float() of a larger int overflows.
-                lowest[mask] = np.minimum(lowest[mask], float(max(-_CLIP, min(number, _CLIP))))
-        return np.where(invalid | np.isinf(lowest), float(default), lowest)
-
-    found = index.memo(("min_int", key, default), compute)
-    return default if found is None else found[rows]
 
 
 class _AggregateMaximum(filters.BaseHostFilter):
@@ -72,14 +35,15 @@ class _AggregateMaximum(filters.BaseHostFilter):
 
     def maximum(self, host_state):
         values = aggregates.metadata_values(host_state.aggregates, self.key)
-        return min_int(values, getattr(self.conf.filter_scheduler, self.key))
+        return aggregates.min_number(values, getattr(self.conf.filter_scheduler, self.key), parse=as_int)
 
     def host_passes(self, host_state, spec):
         return getattr(host_state, self.column) < self.maximum(host_state)
 
     def filter_vector(self, table, rows, spec):
         default = getattr(self.conf.filter_scheduler, self.key)
-        return getattr(table, self.column)[rows] < min_int_vector(table, rows, self.key, default)
+        maximum = aggregates.min_number_vector(table, rows, self.key, default, parse=as_int)
+        return getattr(table, self.column)[rows] < maximum
 
 
 class AggregateIoOpsFilter(_AggregateMaximum):
