@@ -50,6 +50,8 @@ _COMMANDS = {
 
 
 def _variable(text, host_state):
+    if not text:
+        return None  # dropped from the arguments, as Nova drops it
     if not text.startswith("$"):
         return text
     path = text[1:].split(".")

@@ -206,3 +206,8 @@ def test_a_query_with_an_operator_nova_does_not_know_is_refused(policy_conf, que
     f = plugin(policy_conf, "filter", "JsonFilter")
     with pytest.raises(ValueError, match="scheduler hint query: unknown operator"):
         f.check_hints(query_spec(query))
+
+
+def test_an_empty_string_in_a_query_is_dropped_as_nova_drops_it(policy_conf, fleet):
+    f = plugin(policy_conf, "filter", "JsonFilter")
+    assert [v.host for v in fleet.views() if f.host_passes(v, query_spec(["=", "", ""]))] == []
