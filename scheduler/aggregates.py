@@ -44,7 +44,7 @@ class Aggregate:
         """The zones its hosts are in: its zone split on commas (``az1,az2`` is both, as in Nova)."""
         if not self.availability_zone:
             return ()
-        return tuple(piece.strip() for piece in self.availability_zone.split(","))
+        return tuple(pieces(self.availability_zone))
 
     def to_dict(self):
         return {
@@ -125,6 +125,11 @@ class AggregateIndex:
                 self._memo.clear()
             self._memo[key] = compute()
         return self._memo[key]
+
+
+def pieces(value):
+    """A metadata value as Nova reads it: split on commas, each piece stripped."""
+    return [piece.strip() for piece in value.split(",")]
 
 
 def metadata_values(aggregates, key):

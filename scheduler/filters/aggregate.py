@@ -47,7 +47,7 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
         host_aggregates = host_state.aggregates
         for key, req in specs:
             values = {piece for value in aggregates.metadata_values(host_aggregates, key)
-                      for piece in _pieces(value)}
+                      for piece in aggregates.pieces(value)}
             if not values or not any(extra_specs_ops.match(v, req) for v in values):
                 return False
         return True
@@ -64,7 +64,8 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
                 matched = np.zeros(table.size, dtype=bool)
                 for aggregate in index.aggregates:
                     value = aggregate.metadata.get(key)
-                    if value is not None and any(extra_specs_ops.match(v, req) for v in _pieces(value)):
+                    if value is not None and any(extra_specs_ops.match(v, req)
+                                                 for v in aggregates.pieces(value)):
                         matched |= index.mask(aggregate)
                 passed &= matched
             return passed
@@ -72,15 +73,11 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
         return index.memo(("extra_specs", tuple((k, str(r)) for k, r in specs)), compute)[rows]
 
 
-def _pieces(value):
-    return [piece.strip() for piece in value.split(",")]
-
-
 def _tenants(aggregate):
     found = set()
     for key, value in aggregate.metadata.items():
         if key.startswith(TENANT_KEY):
-            found.update(t.strip() for t in value.split(","))
+            found.update(aggregates.pieces(value))
     return found
 
 

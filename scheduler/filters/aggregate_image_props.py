@@ -19,7 +19,7 @@ and skips any other key.
 import numpy as np
 from oslo_config import cfg
 
-from scheduler import filters
+from scheduler import aggregates, filters
 
 opts = [
     cfg.StrOpt(
@@ -45,10 +45,6 @@ def list_opts():
     return [("filter_scheduler", opts)]
 
 
-def _pieces(value):
-    return {piece.strip() for piece in value.split(",")}
-
-
 class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
     run_filter_once_per_request = True
 
@@ -66,7 +62,7 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
         offered = {}
         for aggregate in host_state.aggregates:
             for key, value in aggregate.metadata.items():
-                offered.setdefault(key, set()).update(_pieces(value))
+                offered.setdefault(key, set()).update(aggregates.pieces(value))
         props = spec.image_properties
         for key, options in offered.items():
             if not self._checked(key):
@@ -93,7 +89,7 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
                     if value is not None:
                         mask = index.mask(aggregate)
                         keyed |= mask
-                        if prop in _pieces(value):
+                        if prop in aggregates.pieces(value):
                             matched |= mask
                 passed &= ~keyed | matched
             return passed

@@ -15,10 +15,6 @@ from scheduler import aggregates, filters
 KEY = "instance_type"
 
 
-def _names(value):
-    return [piece.strip() for piece in value.split(",")]
-
-
 class AggregateTypeAffinityFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
 
@@ -26,7 +22,7 @@ class AggregateTypeAffinityFilter(filters.BaseHostFilter):
         values = aggregates.metadata_values(host_state.aggregates, KEY)
         if not values:
             return True
-        return any(spec.flavor.name in _names(value) for value in values)
+        return any(spec.flavor.name in aggregates.pieces(value) for value in values)
 
     def filter_vector(self, table, rows, spec):
         index = table.aggregate_index
@@ -41,7 +37,7 @@ class AggregateTypeAffinityFilter(filters.BaseHostFilter):
             for aggregate in named:
                 mask = index.mask(aggregate)
                 restricted |= mask
-                if name in _names(aggregate.metadata[KEY]):
+                if name in aggregates.pieces(aggregate.metadata[KEY]):
                     allowed |= mask
             return ~restricted | allowed
 
