@@ -53,28 +53,36 @@ opts = [
         "Spreads a fleet of identical hosts, as with host_subset_size 1 and many equal "
         "hosts; packs less densely.",
     ),
-    cfg.FloatOpt(
-        "cpu_allocation_ratio",
-        default=16.0,
-        min=0.0,
-        help="Virtual CPUs per physical CPU (CoreFilter) Nova keeps it in [DEFAULT], read there too.",
-        deprecated_opts=[cfg.DeprecatedOpt("cpu_allocation_ratio", group="DEFAULT")],
-    ),
-    cfg.FloatOpt(
-        "ram_allocation_ratio",
-        default=1.5,
-        min=0.0,
-        help="Virtual RAM per physical RAM (RamFilter) Nova keeps it in [DEFAULT], read there too.",
-        deprecated_opts=[cfg.DeprecatedOpt("ram_allocation_ratio", group="DEFAULT")],
-    ),
-    cfg.FloatOpt(
-        "disk_allocation_ratio",
-        default=1.0,
-        min=0.0,
-        help="Virtual disk per physical disk (DiskFilter) Nova keeps it in [DEFAULT], read there too.",
-        deprecated_opts=[cfg.DeprecatedOpt("disk_allocation_ratio", group="DEFAULT")],
-    ),
+    *(opt for resource, (unit, plugin, initial) in {
+        "cpu": ("Virtual CPUs per physical CPU", "CoreFilter, CPUWeigher", 4.0),
+        "ram": ("Virtual RAM per physical RAM", "RamFilter", 1.0),
+        "disk": ("Virtual disk per physical disk", "DiskFilter", 1.0),
+    }.items() for opt in (
+        cfg.FloatOpt(
+            f"{resource}_allocation_ratio",
+            min=0.0,
+            help=f"{unit} ({plugin}). Unset or 0.0: initial_{resource}_allocation_ratio, as Nova "
+            "reads it. Nova keeps it in [DEFAULT], read there too.",
+            deprecated_opts=[cfg.DeprecatedOpt(f"{resource}_allocation_ratio", group="DEFAULT")],
+        ),
+        cfg.FloatOpt(
+            f"initial_{resource}_allocation_ratio",
+            default=initial,
+            min=0.0,
+            help=f"{unit} when {resource}_allocation_ratio is unset (Nova's default for a new "
+            "compute node). Nova keeps it in [DEFAULT], read there too.",
+            deprecated_opts=[cfg.DeprecatedOpt(f"initial_{resource}_allocation_ratio", group="DEFAULT")],
+        ),
+    )),
 ]
+
+
+def allocation_ratio(conf, resource):
+    """The overcommit ratio of ``resource`` ("cpu", "ram" or "disk") as Nova sets it on a compute
+    node: ``<resource>_allocation_ratio`` unless unset or 0.0, else the initial one."""
+    group = conf.filter_scheduler
+    ratio = group[f"{resource}_allocation_ratio"]
+    return group[f"initial_{resource}_allocation_ratio"] if ratio in (None, 0.0) else ratio
 
 
 def register_opts(conf):

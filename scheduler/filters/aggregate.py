@@ -18,6 +18,7 @@
 import numpy as np
 
 from scheduler import aggregates, filters
+from scheduler.conf import filter_scheduler
 from scheduler.filters import extra_specs_ops
 
 EXTRA_SPECS_SCOPE = "aggregate_instance_extra_specs"
@@ -39,6 +40,13 @@ def _scoped_specs(extra_specs, scope):
 
 class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
+
+    def check_hints(self, spec):
+        for key, req in _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE):
+            try:
+                extra_specs_ops.check(req)
+            except ValueError as exc:
+                raise ValueError(f"flavor extra spec {key[:60]}: {exc}") from None
 
     def host_passes(self, host_state, spec):
         specs = _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE)
@@ -120,14 +128,15 @@ class _AggregateRatio:
         super().__init_subclass__(**kwargs)
         cls.aggregate_numbers = {cls.key: 0.0}
 
+    def default_ratio(self):
+        return filter_scheduler.allocation_ratio(self.conf, self.key.split("_")[0])
+
     def ratio(self, host_state):
         values = aggregates.metadata_values(host_state.aggregates, self.key)
-        return aggregates.min_number(values, getattr(self.conf.filter_scheduler, self.key))
+        return aggregates.min_number(values, self.default_ratio())
 
     def ratios(self, table, rows):
-        return aggregates.min_number_vector(
-            table, rows, self.key, getattr(self.conf.filter_scheduler, self.key)
-        )
+        return aggregates.min_number_vector(table, rows, self.key, self.default_ratio())
 
 
 class AggregateRamFilter(_AggregateRatio, filters.BaseHostFilter):

@@ -15,12 +15,13 @@ weighers, draw them all.
 """
 
 from scheduler import filters
+from scheduler.conf import filter_scheduler
 
 
 class RamFilter(filters.BaseHostFilter):
     def __init__(self, conf):
         super().__init__(conf)
-        self.ratio = conf.filter_scheduler.ram_allocation_ratio
+        self.ratio = filter_scheduler.allocation_ratio(conf, "ram")
 
     def host_passes(self, host_state, spec):
         total, wanted = host_state.total_usable_ram_mb, spec.flavor.memory_mb
@@ -37,7 +38,7 @@ class RamFilter(filters.BaseHostFilter):
 class DiskFilter(filters.BaseHostFilter):
     def __init__(self, conf):
         super().__init__(conf)
-        self.ratio = conf.filter_scheduler.disk_allocation_ratio
+        self.ratio = filter_scheduler.allocation_ratio(conf, "disk")
 
     def host_passes(self, host_state, spec):
         total, wanted = host_state.total_usable_disk_gb, spec.flavor.disk_gb
@@ -54,7 +55,7 @@ class DiskFilter(filters.BaseHostFilter):
 class CoreFilter(filters.BaseHostFilter):
     def __init__(self, conf):
         super().__init__(conf)
-        self.ratio = conf.filter_scheduler.cpu_allocation_ratio
+        self.ratio = filter_scheduler.allocation_ratio(conf, "cpu")
 
     def host_passes(self, host_state, spec):
         total = host_state.vcpus_total

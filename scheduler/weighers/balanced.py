@@ -38,6 +38,7 @@ import numpy as np
 from oslo_config import cfg
 
 from scheduler import host_load, selection, weighers
+from scheduler.conf import filter_scheduler
 from scheduler.weighers import Columns
 
 opts = [
@@ -166,8 +167,8 @@ class BalancedWeigher(weighers.BaseHostWeigher):
         self.cpu_threshold = o.balanced_cpu_util_threshold
         self.mem_threshold = o.balanced_memory_util_threshold
         self.stale_after = o.load_stale_after
-        self.cpu_ratio = o.cpu_allocation_ratio
-        self.ram_ratio = o.ram_allocation_ratio
+        self.cpu_ratio = filter_scheduler.allocation_ratio(conf, "cpu")
+        self.ram_ratio = filter_scheduler.allocation_ratio(conf, "ram")
         #: The selector's host_subset_size is at least this: the size of ``spread_rows``.
         self.subset_size = o.balanced_selection_spread
 

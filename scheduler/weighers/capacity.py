@@ -36,6 +36,7 @@ import numpy as np
 from oslo_config import cfg
 
 from scheduler import weighers
+from scheduler.conf import filter_scheduler
 from scheduler.weighers import Columns
 
 try:  # the server groups of ``group`` hints (spec.group), where the tree has them
@@ -201,7 +202,7 @@ class CapacityWeigher(weighers.BaseHostWeigher):
             opts.capacity_storage_headroom,
         )
         self.after_placement = opts.capacity_headroom_after_placement
-        self.ratios = (opts.cpu_allocation_ratio, opts.ram_allocation_ratio, opts.disk_allocation_ratio)
+        self.ratios = tuple(filter_scheduler.allocation_ratio(conf, r) for r in ("cpu", "ram", "disk"))
 
     def weight_multiplier(self, host_state):
         return self.conf.filter_scheduler.capacity_weight_multiplier

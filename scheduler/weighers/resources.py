@@ -8,6 +8,7 @@ room, negative ones stack them onto the fullest. Free vCPUs are
 from oslo_config import cfg
 
 from scheduler import weighers
+from scheduler.conf import filter_scheduler
 
 opts = [
     cfg.FloatOpt(
@@ -49,9 +50,9 @@ class CPUWeigher(weighers.BaseHostWeigher):
     minval = 0
 
     def weigh(self, host_state, spec):
-        ratio = self.conf.filter_scheduler.cpu_allocation_ratio
+        ratio = filter_scheduler.allocation_ratio(self.conf, "cpu")
         return host_state.vcpus_total * ratio - host_state.vcpus_used
 
     def weigh_vector(self, table, rows, spec):
-        ratio = self.conf.filter_scheduler.cpu_allocation_ratio
+        ratio = filter_scheduler.allocation_ratio(self.conf, "cpu")
         return table.vcpus_total[rows] * ratio - table.vcpus_used[rows]

@@ -90,9 +90,9 @@ def test_200_mixed_instances_become_active_and_are_accounted_for(fleet):
         assert h["memory_mb_used"] == RESERVED_MB + sum(f["memory_mb"] for f in mine)
         assert h["local_gb_used"] == sum(f["root_gb"] + f["ephemeral_gb"] for f in mine)
         assert h["vcpus_used"] == sum(f["vcpus"] for f in mine)
-        assert h["memory_mb_used"] <= h["memory_mb"] * 1.5
+        assert h["memory_mb_used"] <= h["memory_mb"] * 1.0  # the default ratios: Nova 34's
         assert h["local_gb_used"] <= h["local_gb"] * 1.0
-        assert h["vcpus_used"] <= h["vcpus"] * 16.0
+        assert h["vcpus_used"] <= h["vcpus"] * 4.0
     # RAMWeigher spreads: every agent got work.
     assert len(per_host) == len(AGENTS)
 

@@ -24,5 +24,5 @@ def test_sample_config_documents_every_group():
     for group in ("[DEFAULT]", "[database]", "[scheduler]", "[filter_scheduler]",
                   "[compute_agent]", "[oslo_messaging_rabbit]"):
         assert group in text
-    assert "#ram_allocation_ratio = 1.5" in text
+    assert "#initial_ram_allocation_ratio = 1.0" in text
     assert "#reserved_host_memory_mb = 512" in text

@@ -19,9 +19,40 @@ from tests.unit.scheduler.conftest import make_host, make_spec
     ],
 )
 def test_ram_filter_applies_the_allocation_ratio(policy_conf, total, free, requested, passes):
+    policy_conf.set_override("ram_allocation_ratio", 1.5, "filter_scheduler")
     host = make_host("h", ram=total, free_ram=free)
     assert RamFilter(policy_conf).host_passes(host, make_spec(memory_mb=requested)) is passes
     assert RamFilter(policy_conf).limits(host) == {"memory_mb": total * 1.5}
+
+
+@pytest.mark.parametrize(("options", "limits"), [
+    ({}, {"memory_mb": 8192, "disk_gb": 100, "vcpu": 32}),  # Nova 34's initial ratios: 1.0, 1.0, 4.0
+    ({"initial_ram_allocation_ratio": 1.5, "initial_cpu_allocation_ratio": 16.0},
+     {"memory_mb": 12288, "disk_gb": 100, "vcpu": 128}),
+    ({"ram_allocation_ratio": 2.0, "initial_ram_allocation_ratio": 1.5, "cpu_allocation_ratio": 0.0},
+     {"memory_mb": 16384, "disk_gb": 100, "vcpu": 32}),  # 0.0 is unset, as in Nova
+])
+def test_the_allocation_ratios_are_read_as_nova_sets_them_on_a_compute_node(policy_conf, options, limits):
+    for name, value in options.items():
+        policy_conf.set_override(name, value, "filter_scheduler")
+    host = make_host("h", ram=8192, vcpus=8)
+    got = {}
+    for f in (RamFilter(policy_conf), DiskFilter(policy_conf), CoreFilter(policy_conf)):
+        got.update(f.limits(host))
+    assert got == limits
+
+
+def test_a_nova_conf_sets_the_ratios_in_default(tmp_path):
+    from oslo_config import cfg
+
+    from scheduler.conf import filter_scheduler
+
+    nova_conf = tmp_path / "nova.conf"
+    nova_conf.write_text("[DEFAULT]\ninitial_cpu_allocation_ratio = 16.0\nram_allocation_ratio = 1.5\n")
+    conf = cfg.ConfigOpts()
+    filter_scheduler.register_opts(conf)
+    conf(["--config-file", str(nova_conf)])
+    assert [filter_scheduler.allocation_ratio(conf, r) for r in ("cpu", "ram", "disk")] == [16.0, 1.5, 1.0]
 
 
 def test_ram_filter_reads_its_ratio(policy_conf):
@@ -57,6 +88,7 @@ def test_disk_filter_counts_ephemeral_disk(policy_conf):
 
 
 def test_core_filter_overcommits_against_others_only(policy_conf):
+    policy_conf.set_override("cpu_allocation_ratio", 16.0, "filter_scheduler")
     host = make_host("h", vcpus=4, vcpus_used=60)  # limit 4 * 16 = 64
     core = CoreFilter(policy_conf)
     assert core.host_passes(host, make_spec(vcpus=4))

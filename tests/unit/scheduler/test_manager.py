@@ -14,7 +14,8 @@ def test_run_instance_places_on_the_best_host_and_casts_the_build_there(world):
     [(method, instance, request_spec, filter_properties)] = casts(agents, 1)["h2"]
     assert method == "run_instance"
     assert instance["uuid"] == uuids[0] and instance["flavor"]["memory_mb"] == 1024
-    assert filter_properties["limits"] == {"memory_mb": 16384 * 1.5, "disk_gb": 100.0, "vcpu": 128.0}
+    # Nova's initial allocation ratios: RAM 1.0, disk 1.0, CPU 4.0 (8 physical CPUs)
+    assert filter_properties["limits"] == {"memory_mb": 16384.0, "disk_gb": 100.0, "vcpu": 32.0}
     assert filter_properties["retry"]["num_attempts"] == 1
     assert request_spec["instance_uuids"] == uuids
     record = database.get_instance(uuids[0])
@@ -124,14 +125,14 @@ def test_select_destinations_returns_hosts_and_consumes(world):
     manager, database, agents = world
     chosen = []
     for _ in range(4):
-        _, spec, props = request(memory_mb=8192)
+        _, spec, props = request(memory_mb=4096)
         [destination] = manager.select_destinations({}, spec, props)
         chosen.append(destination["host"])
-    # h2 (16384 MB free, limit 24576) first; then h1 and h2 tie at 8192 free, and the earlier
-    # host wins; then h2, twice, to its limit (h1 has 4096 left under its 12288; h3 is too small).
-    assert chosen == ["h2", "h1", "h2", "h2"]
-    assert destination["limits"]["memory_mb"] == 16384 * 1.5
-    _, spec, props = request(memory_mb=4097)
+    # h2 (16384 MB free) twice; then h1 and h2 tie at 8192 free, and the earlier host wins;
+    # then h2 (8192 against h1's 4096).
+    assert chosen == ["h2", "h2", "h1", "h2"]
+    assert destination["limits"]["memory_mb"] == 16384  # ram_allocation_ratio 1.0, as Nova's
+    _, spec, props = request(memory_mb=4097)  # 4096 left on each
     with pytest.raises(NoValidHost):
         manager.select_destinations({}, spec, props)
     assert casts(agents, 0) == {}

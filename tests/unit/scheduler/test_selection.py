@@ -32,7 +32,7 @@ def test_instances_of_one_request_see_each_others_consumption(selector, table):
 
 def test_chosen_host_carries_the_limits_for_the_claim(selector, table):
     [chosen] = selector.select([make_host("a", table=table, ram=4096, disk=50, vcpus=2)], make_spec())
-    assert chosen.limits == {"memory_mb": 6144.0, "disk_gb": 50.0, "vcpu": 32.0}
+    assert chosen.limits == {"memory_mb": 4096.0, "disk_gb": 50.0, "vcpu": 8.0}  # ratios 1.0, 1.0, 4.0
 
 
 def test_random_choice_among_the_best_subset(policy_conf, rng):
