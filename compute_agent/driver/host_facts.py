@@ -1,7 +1,7 @@
 """What a compute host is, as Nova's compute nodes report it: cpu_info, hypervisor version, address.
 
 ``cpu_info`` is a dict in the shape Nova's libvirt driver reports (``arch``,
-``model``, ``vendor``, ``topology``, ``features``); a flavor matches it with
+``model``, ``vendor``, ``topology``, ``features``, ``maxphysaddr``); a flavor matches it with
 ``capabilities:cpu_info:features <in> avx2``. Versions are counted as Nova
 counts them: major * 1,000,000 + minor * 1,000 + micro.
 """
@@ -34,13 +34,17 @@ def cpu_info(arch=None, features=(), cpuinfo_path=CPUINFO):
         pass
     flags = fields.get("flags") or fields.get("Features") or ""
     threads = os.cpu_count() or 1
-    return {
+    info = {
         "arch": arch or platform.machine().lower() or None,
         "model": fields.get("model name") or fields.get("cpu model") or None,
         "vendor": fields.get("vendor_id") or fields.get("CPU implementer") or None,
         "topology": {"sockets": 1, "cores": threads, "threads": 1},
         "features": sorted(set(flags.split()) | set(features)),
     }
+    bits = re.match(r"(\d+) bits physical", fields.get("address sizes", ""))
+    if bits:  # as Nova's libvirt driver reports it; an image's hw_maxphysaddr_bits is matched to it
+        info["maxphysaddr"] = {"mode": "passthrough", "bits": int(bits.group(1))}
+    return info
 
 
 def fake_cpu_info(arch, features, vcpus):

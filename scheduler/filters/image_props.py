@@ -10,10 +10,21 @@ nothing.
 
 As Nova's: names are canonicalized (``amd64`` is ``x86_64``, ``xapi`` is
 ``xen``, ``pv`` is ``xen``...), and each value the image asks for may be
-found anywhere in one of the host's triples.
+found anywhere in one of the host's triples. Once the image asks for one of
+them, ``img_hv_requested_version`` (``>=6.0``, ``>=5.4,<7``) must hold for
+the host's hypervisor version, and the host's CPU must address at least
+``hw_maxphysaddr_bits`` bits; a host that reports no version (or no address
+width) passes that check. A malformed version predicate or bit count
+refuses the request (Nova raises on the first, and Nova 34 raises on every
+``hw_maxphysaddr_bits``, reading its cpu_info text as a dict).
 """
 
+import json
+import math
+
+import numpy as np
 from oslo_config import cfg
+from oslo_utils import versionutils
 
 from scheduler import filters
 
@@ -75,6 +86,50 @@ def supports(supported_instances, wanted):
     return False
 
 
+def version_predicate(spec):
+    """The image's ``img_hv_requested_version`` as a predicate, None if it asks none."""
+    text = spec.image_properties.get("img_hv_requested_version")
+    if text in (None, ""):
+        return None
+    try:
+        return versionutils.VersionPredicate(str(text))
+    except ValueError:
+        raise ValueError(f"image property img_hv_requested_version {str(text)[:60]!r} is not a version "
+                         "predicate such as '>=6.0' or '>=5.4,<7'") from None
+
+
+def maxphysaddr_bits(spec):
+    """The image's ``hw_maxphysaddr_bits``, None if it asks none."""
+    value = spec.image_properties.get("hw_maxphysaddr_bits")
+    if value in (None, ""):
+        return None
+    try:
+        bits = int(str(value))
+    except ValueError:
+        bits = 0
+    if not 1 <= bits <= 128:
+        raise ValueError(f"image property hw_maxphysaddr_bits {str(value)[:60]!r} is not a number of "
+                         "bits between 1 and 128")
+    return bits
+
+
+def version_ok(predicate, hypervisor_version):
+    if predicate is None or not hypervisor_version:
+        return True
+    return predicate.satisfied_by(versionutils.convert_version_to_str(int(hypervisor_version)))
+
+
+def bits_ok(bits, cpu_info):
+    """Whether ``cpu_info`` (JSON text, as HostState holds it) addresses ``bits`` bits."""
+    if bits is None or not cpu_info:
+        return True
+    try:
+        reported = (json.loads(cpu_info).get("maxphysaddr") or {}).get("bits")
+    except (ValueError, AttributeError):
+        return True
+    return not reported or reported >= bits
+
+
 class ImagePropertiesFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
 
@@ -82,15 +137,34 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         super().__init__(conf)
         self.default_architecture = conf.filter_scheduler.image_properties_default_architecture
 
+    def check_hints(self, spec):
+        version_predicate(spec)
+        maxphysaddr_bits(spec)
+
     def host_passes(self, host_state, spec):
         wanted = requested(spec, self.default_architecture)
         if not any(wanted):
             return True
-        return supports(host_state.supported_instances, wanted)
+        return (supports(host_state.supported_instances, wanted)
+                and version_ok(version_predicate(spec), host_state.hypervisor_version)
+                and bits_ok(maxphysaddr_bits(spec), host_state.cpu_info))
 
     def filter_vector(self, table, rows, spec):
         wanted = requested(spec, self.default_architecture)
         if not any(wanted):
             return True
         ok = table.categories["instances"].each(lambda offered: supports(offered, wanted), key=wanted)
-        return ok[table.instances_code[rows]]
+        ok = ok[table.instances_code[rows]]
+        predicate = version_predicate(spec)
+        if predicate is not None:
+            versions = table.hypervisor_version[rows]
+            distinct, where = np.unique(versions, return_inverse=True)
+            answers = np.fromiter((math.isnan(v) or version_ok(predicate, v) for v in distinct),
+                                  dtype=bool, count=len(distinct))
+            ok = ok & answers[where]
+        bits = maxphysaddr_bits(spec)
+        if bits is not None:
+            wide = table.categories["cpu_info"].each(lambda info: bits_ok(bits, info),
+                                                     key=("maxphysaddr", bits))
+            ok = ok & wide[table.cpu_info_code[rows]]
+        return ok
