@@ -102,7 +102,8 @@ class ComputeManager:
         resume = []
         for uuid, record in sorted(self.store.load().items()):
             instance = record.get("instance") or {}
-            self.tracker.claim(uuid, instance.get("flavor"), image_properties=_image_properties(record))
+            self.tracker.claim(uuid, instance.get("flavor"), image_properties=_image_properties(record),
+                               project_id=instance.get("project_id"))
             if record.get("state") == BUILDING:
                 resume.append(uuid)
         LOG.info(
@@ -162,7 +163,8 @@ class ComputeManager:
                 return
             try:
                 self.tracker.claim(uuid, instance.get("flavor"), filter_properties.get("limits"),
-                                   image_properties=_image_properties({"request_spec": request_spec}))
+                                   image_properties=_image_properties({"request_spec": request_spec}),
+                                   project_id=instance.get("project_id"))
             except ClaimFailed as exc:
                 reason = str(exc)
             except Exception as exc:  # a malformed flavor or limits

@@ -17,9 +17,13 @@ the request is larger than ``free``. A missing or None limit is unlimited.
 
 import datetime
 import itertools
+import re
 import threading
 
 FLAVOR_KEYS = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
+#: The scheduler takes at most this many stats, each name short printable text.
+MAX_STATS = 200
+_STAT_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,255}")
 
 
 class ClaimFailed(Exception):
@@ -93,6 +97,7 @@ class ResourceTracker:
         self._lock = threading.Lock()
         self._instances = {}  # uuid -> normalized flavor
         self._image_properties = {}  # uuid -> {(property, value as text)} of its image, if any
+        self._owners = {}  # uuid -> (project_id, the image's os_type), either None
         # Numbers this process's reports, so that a scheduler can tell an old one from a new one.
         self._report_numbers = itertools.count(1)
         self.set_totals(totals)
@@ -147,9 +152,10 @@ class ResourceTracker:
 
     # -- claims ------------------------------------------------------------
 
-    def claim(self, uuid, flavor, limits=None, image_properties=None):
+    def claim(self, uuid, flavor, limits=None, image_properties=None, project_id=None):
         """Hold ``flavor``'s resources for ``uuid`` if they fit within ``limits``
-        (``image_properties``: its image's, counted in reports for ImagePropertiesWeigher).
+        (``image_properties``: its image's, counted in reports for ImagePropertiesWeigher;
+        ``project_id`` and the image's ``os_type`` are counted in the report's stats).
 
         Returns True when claimed, False when ``uuid`` was already held (a
         redelivered request: nothing changes). Raises ClaimFailed otherwise.
@@ -179,6 +185,9 @@ class ResourceTracker:
             self._instances[uuid] = wanted
             if isinstance(image_properties, dict) and image_properties:
                 self._image_properties[uuid] = {(str(k), str(v)) for k, v in image_properties.items()}
+            os_type = image_properties.get("os_type") if isinstance(image_properties, dict) else None
+            self._owners[uuid] = (project_id if isinstance(project_id, str) else None,
+                                  os_type if isinstance(os_type, str) else None)
             return True
 
     def build_finished(self, succeeded):
@@ -190,6 +199,7 @@ class ResourceTracker:
         """Release ``uuid``'s claim; True if it was held."""
         with self._lock:
             self._image_properties.pop(uuid, None)
+            self._owners.pop(uuid, None)
             return self._instances.pop(uuid, None) is not None
 
     # -- the compute node record --------------------------------------------
@@ -202,6 +212,23 @@ class ResourceTracker:
                 per_value = counts.setdefault(key, {})
                 per_value[value] = per_value.get(value, 0) + 1
         return counts
+
+    def _stats(self):
+        """Nova's compute node stats: instances, builds and I/O in progress, instances per
+        project and per OS type (ComputeCapabilitiesFilter and JsonFilter read them)."""
+        building = min(int(self.io_workload), len(self._instances))
+        stats = {"num_instances": len(self._instances), "io_workload": int(self.io_workload),
+                 "failed_builds": self.failed_builds, "num_vm_active": len(self._instances) - building}
+        if building:
+            stats["num_vm_building"] = stats["num_task_spawning"] = building
+        for project, os_type in self._owners.values():
+            for key in (f"num_proj_{project}" if project else "",
+                        f"num_os_type_{os_type}" if os_type else ""):
+                if _STAT_NAME.fullmatch(key):
+                    stats[key] = stats.get(key, 0) + 1
+        if len(stats) > MAX_STATS:  # past the scheduler's bound: the per-project counts give way
+            stats = {k: v for k, v in stats.items() if not k.startswith("num_proj_")}
+        return dict(list(stats.items())[:MAX_STATS])
 
     def _metrics(self, memory_used, vcpus_used):
         """Allocation-based metrics (MetricsWeigher's weight_setting names these)."""
@@ -248,6 +275,7 @@ class ResourceTracker:
                 "started_at": self.started_at,
                 "report_seq": next(self._report_numbers),
                 "image_properties": self._image_property_counts(),
+                "stats": self._stats(),
                 **self.facts,
             }
         if self.measure is not None:

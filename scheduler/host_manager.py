@@ -158,6 +158,13 @@ def _check_placement_facts(host, resources):
                 for k, v in image_properties.items())):
         raise InvalidRequest(f"{where}: image_properties must map each image property to "
                              f"{{value: how many instances}}")
+    stats = resources.get("stats")
+    if stats is not None and not (
+        isinstance(stats, dict) and len(stats) <= MAX_METRICS
+        and all(_short_text(k) and not isinstance(v, bool) and (
+            isinstance(v, int) or isinstance(v, str) and len(v) <= 255) for k, v in stats.items())):
+        raise InvalidRequest(f"{where}: stats must map at most {MAX_METRICS} names to a number or "
+                             "text (Nova's compute node stats: num_instances, num_proj_<project>...)")
     metrics = resources.get("metrics")
     if metrics is not None:
         if not isinstance(metrics, dict) or len(metrics) > MAX_METRICS:

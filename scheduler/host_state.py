@@ -180,6 +180,8 @@ class HostTable:
             extra["host_ip"] = resources["host_ip"]
         if resources.get("image_properties"):
             extra["image_properties"] = resources["image_properties"]
+        if resources.get("stats"):
+            extra["stats"] = {name: str(value) for name, value in resources["stats"].items()}
         if resources.get("report_seq") is not None:  # which report of which agent process this is
             extra["order"] = (resources.get("started_at"), resources["report_seq"])
         host_load.read_report(self, row, resources, now)
@@ -393,6 +395,11 @@ class HostState:
     def image_properties(self):
         """{property: {value: count}} of the images of the instances the host holds."""
         return self._table.extra.get(self._row, {}).get("image_properties", {})
+
+    @property
+    def stats(self):
+        """Nova's compute node stats, as text: num_instances, io_workload, num_proj_<project>..."""
+        return self._table.extra.get(self._row, {}).get("stats", {})
 
     @property
     def host_ip(self):

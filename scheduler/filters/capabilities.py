@@ -2,11 +2,14 @@
 
 A key scoped ``capabilities:`` names a host attribute of Nova's HostState
 (scheduler.host_attributes), nested with ``:`` into dicts and into JSON text
-(``capabilities:cpu_info:features``); an unscoped key is read the same way
-when Nova's HostState has an attribute of that name, and ignored otherwise
-(``ssd=true`` is for AggregateInstanceExtraSpecsFilter); other scopes are
-ignored. The value, as text, must satisfy the requirement (extra_specs_ops:
-``>= 4096``, ``s== x86_64``, ``<in> avx2``...); a host without it fails.
+(``capabilities:cpu_info:features``); a name that is no attribute, or one
+the host has no value for, is looked up in the host's compute node ``stats``
+(``capabilities:num_proj_<project>``, ``capabilities:io_workload``). An
+unscoped key is read the same way when the host has an attribute or stat of
+that name, and ignored otherwise (``ssd=true`` is for
+AggregateInstanceExtraSpecsFilter); other scopes are ignored. The value,
+as text, must satisfy the requirement (extra_specs_ops: ``>= 4096``,
+``s== x86_64``, ``<in> avx2``...); a host without it fails.
 ``hw:maxphysaddr_bits`` asks for ``capabilities:cpu_info:maxphysaddr:bits``
 of at least that many bits. Beyond Nova: ``capabilities:metrics:<name>``
 reads a metric the agent reports.
@@ -37,7 +40,8 @@ CATEGORIES = {"cpu_info": "cpu_info", "hypervisor_type": "hypervisor", "supporte
 
 
 def requirements(extra_specs):
-    """[(path into the host's attributes, requirement)] of the extra specs this filter reads."""
+    """[(path into the host's attributes, requirement, whether unscoped)] of the extra specs this
+    filter reads (an unscoped one only on a host that has the attribute or stat)."""
     specs = dict(extra_specs)
     bits = specs.pop("hw:maxphysaddr_bits", None)
     if bits is not None:
@@ -45,14 +49,11 @@ def requirements(extra_specs):
     wanted = []
     for key, req in specs.items():
         scope = key.split(":")
-        if len(scope) == 1:
-            if key not in host_attributes.NOVA:
+        if len(scope) > 1:
+            if scope[0] != SCOPE:
                 continue
-        elif scope[0] != SCOPE:
-            continue
-        else:
             scope = scope[1:]
-        wanted.append((scope, req))
+        wanted.append((scope, req, len(scope) == 1 and key == scope[0]))
     return wanted
 
 
@@ -69,29 +70,52 @@ def _text(value):
 
 def capability(host_state, scope):
     """The host's value at ``scope`` (a path of names), None when it has none."""
-    return host_attributes.walk(host_attributes.lookup(host_state, scope[0]), scope[1:])
+    value = host_attributes.lookup(host_state, scope[0])
+    if value is None:
+        value = host_state.stats.get(scope[0])
+    return host_attributes.walk(value, scope[1:])
+
+
+def _requirement_met(host_state, scope, req, unscoped):
+    if unscoped and scope[0] not in host_attributes.NOVA and scope[0] not in host_state.stats:
+        return True
+    return _matches(capability(host_state, scope), req)
 
 
 class ComputeCapabilitiesFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
 
+    def check_hints(self, spec):
+        for scope, req, unscoped in requirements(spec.flavor.extra_specs):
+            if unscoped and scope[0] not in host_attributes.NOVA:
+                continue  # read only on a host with such a stat; ignored elsewhere, as Nova does
+            try:
+                extra_specs_ops.check(req)
+            except ValueError as exc:
+                name = scope[0] if unscoped else ":".join([SCOPE, *scope])
+                raise ValueError(f"flavor extra spec {name[:60]}: {exc}") from None
+
     def host_passes(self, host_state, spec):
-        return all(_matches(capability(host_state, scope), req)
-                   for scope, req in requirements(spec.flavor.extra_specs))
+        return all(_requirement_met(host_state, scope, req, unscoped)
+                   for scope, req, unscoped in requirements(spec.flavor.extra_specs))
 
     def filter_vector(self, table, rows, spec):
         wanted = requirements(spec.flavor.extra_specs)
         if not wanted:
             return True
         passed = True
-        for scope, req in wanted:
-            passed = passed & _passes(table, rows, scope, req)
+        for scope, req, unscoped in wanted:
+            passed = passed & _passes(table, rows, scope, req, unscoped)
         return passed
 
 
-def _passes(table, rows, scope, req):
+def _passes(table, rows, scope, req, unscoped):
     """Whether each row of ``rows`` has capability ``scope`` and it satisfies ``req``."""
     name = scope[0]
+    if name not in host_attributes.NOVA or name in ("stats", "uuid", "instances", "cell_uuid"):
+        numbers = table.row_numbers(rows)
+        return np.fromiter((_requirement_met(view, scope, req, unscoped) for view in table.views(numbers)),
+                           dtype=bool, count=len(numbers))
     if name in COLUMNS and len(scope) == 1:
         column, unit, cast = COLUMNS[name]
         raw = getattr(table, column)[rows] * unit
@@ -112,8 +136,6 @@ def _passes(table, rows, scope, req):
         distinct, inverse = np.unique(values, return_inverse=True)
         ok = np.array([not np.isnan(v) and _matches(int(v), req) for v in distinct], dtype=bool)
         return ok[inverse]
-    if name not in host_attributes.NOVA:
-        return False
     numbers = table.row_numbers(rows)
-    return np.fromiter((_matches(capability(view, scope), req) for view in table.views(numbers)),
+    return np.fromiter((_requirement_met(view, scope, req, unscoped) for view in table.views(numbers)),
                        dtype=bool, count=len(numbers))

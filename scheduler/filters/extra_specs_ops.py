@@ -11,7 +11,9 @@ followed by its operands::
     "<or> a <or> b"   value equals one of the alternatives
 
 A value that is not a number fails a numeric operator; a missing value (None)
-fails every operator.
+fails every operator. A requirement that can match nothing (``<or>`` with no
+alternative, a numeric operator on an operand that is no number) is refused
+by :func:`check` before any host is tried (Nova raises on it).
 """
 
 import operator
@@ -39,6 +41,22 @@ _OPS = {
     "<all-in>": lambda x, y: all(v in x for v in y),
 }
 OPERATORS = tuple(_OPS) + ("<or>",)
+
+
+def check(req):
+    """Raise ValueError naming what is wrong if ``req`` is malformed."""
+    words = str(req).split()
+    if not words:
+        return
+    op = words[0]
+    if op == "<or>" and len(words) < 2:
+        raise ValueError(f"{str(req)[:60]!r}: <or> needs at least one alternative, e.g. '<or> a <or> b'")
+    if op in _NUMERIC and len(words) > 1:
+        try:
+            float(words[1])
+        except ValueError:
+            raise ValueError(f"{str(req)[:60]!r}: {op} compares numbers and {words[1][:40]!r} is not one; "
+                             f"use s== to compare text") from None
 
 
 def match(value, req):

@@ -24,9 +24,10 @@ def fleet():
     hosts = {
         "new": report("new", cpu_info={"arch": "x86_64", "features": ["avx", "avx2", "sse2"],
                                        "maxphysaddr": {"bits": 46}},
-                      hypervisor_version=6001000, host_ip="10.0.1.5"),
+                      hypervisor_version=6001000, host_ip="10.0.1.5",
+                      stats={"num_proj_p1": 2, "io_workload": 1}),
         "old": report("old", cpu_info={"arch": "x86_64", "features": ["sse2"]}, hypervisor_version=4019000,
-                      host_ip="10.0.2.7", free_disk_gb=5),
+                      host_ip="10.0.2.7", free_disk_gb=5, stats={"num_proj_p1": "1", "io_workload": 0}),
         "arm": report("arm", cpu_info={"arch": "aarch64", "features": ["neon"]}),
         "bare": report("bare"),
     }
@@ -52,6 +53,12 @@ def fleet():
     ({"aggregate_instance_extra_specs:ssd": "true", "hw:cpu_policy": "dedicated"},
      ["new", "old", "arm", "bare"]),
     ({"capabilities:free_disk_gb": ">= 1"}, []),
+    # A name that is no attribute reads the compute node's stats (Nova's fallback); unscoped, only a
+    # host that has the stat is checked.
+    ({"capabilities:num_proj_p1": ">= 2"}, ["new"]),
+    ({"capabilities:stats:num_proj_p1": "1"}, ["old"]),
+    ({"num_proj_p1": "== 1"}, ["old", "arm", "bare"]),
+    ({"capabilities:io_workload": "0"}, ["old"]),
     ({"capabilities:_table": "x"}, []),
     ({"capabilities:cpu_info:features:x": "1"}, []),
 ])
@@ -104,10 +111,12 @@ def test_versions_are_counted_as_nova_counts_them():
 def test_the_host_driver_reads_the_cpu_from_the_machine(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon\n"
-                       "flags\t\t: fpu sse2 avx2\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+                       "flags\t\t: fpu sse2 avx2\naddress sizes\t: 46 bits physical, 48 bits virtual\n\n"
+                       "processor\t: 1\nflags\t\t: fpu\n")
     info = host_facts.cpu_info(arch="x86_64", cpuinfo_path=cpuinfo)
     assert info["arch"] == "x86_64" and info["vendor"] == "GenuineIntel" and info["model"] == "Xeon"
     assert info["features"] == ["avx2", "fpu", "sse2"]
+    assert info["maxphysaddr"] == {"mode": "passthrough", "bits": 46}
     check_report("h", report("h", cpu_info=info))
     assert host_facts.host_ip("192.0.2.10") == "192.0.2.10"
 
@@ -198,6 +207,31 @@ def test_agents_count_the_image_properties_of_the_instances_they_hold():
     tracker.free(a)
     assert tracker.report()["image_properties"] == {"os_distro": {"ubuntu": 1}}
     check_report("h", tracker.report())
+
+
+def test_agents_report_nova_compute_node_stats():
+    from compute_agent.resource_tracker import ResourceTracker
+
+    tracker = ResourceTracker("h", {"memory_mb": 8192, "local_gb": 100, "vcpus": 8})
+    flavor = {"memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "vcpus": 1}
+    a, b, c = (str(uuid.UUID(int=i)) for i in (1, 2, 3))
+    tracker.claim(a, flavor, image_properties={"os_type": "linux"}, project_id="p1")
+    tracker.claim(b, flavor, image_properties={"os_type": "windows"}, project_id="p1")
+    tracker.claim(c, flavor, project_id="p2\n")  # not a name the scheduler takes: left out, not sent
+    tracker.io_workload = 1
+    assert tracker.report()["stats"] == {
+        "num_instances": 3, "io_workload": 1, "failed_builds": 0, "num_vm_active": 2, "num_vm_building": 1,
+        "num_task_spawning": 1, "num_proj_p1": 2, "num_os_type_linux": 1, "num_os_type_windows": 1}
+    check_report("h", tracker.report())
+    tracker.free(b)
+    stats = tracker.report()["stats"]
+    assert stats["num_proj_p1"] == 1 and "num_os_type_windows" not in stats
+
+
+@pytest.mark.parametrize("stats", [[1], {"n": True}, {"n": 1.5}, {"": 1}, {"n": "x" * 256}])
+def test_a_report_with_malformed_stats_is_refused(stats):
+    with pytest.raises(InvalidRequest, match="stats must map"):
+        check_report("h", report("h", stats=stats))
 
 
 @pytest.mark.parametrize("query", [["frobnicate", "$free_ram_mb", 1],

@@ -30,6 +30,40 @@ def test_extra_specs_operators(value, req, expected):
     assert extra_specs_ops.match(value, req) is expected
 
 
+@pytest.mark.parametrize(("name", "extra_specs", "why"), [
+    ("ComputeCapabilitiesFilter", {"capabilities:free_ram_mb": ">= lots"},
+     "flavor extra spec capabilities:free_ram_mb: '>= lots': >= compares numbers and 'lots' is not one; "
+     "use s== to compare text"),
+    ("ComputeCapabilitiesFilter", {"capabilities:hypervisor_type": "<or>"},
+     "flavor extra spec capabilities:hypervisor_type: '<or>': <or> needs at least one alternative"),
+    ("ComputeCapabilitiesFilter", {"vcpus_total": "= x"}, "flavor extra spec vcpus_total: '= x'"),
+    ("AggregateInstanceExtraSpecsFilter", {"aggregate_instance_extra_specs:gpu": "== two"},
+     "flavor extra spec gpu: '== two': == compares numbers"),
+    ("AggregateInstanceExtraSpecsFilter", {"ssd": "<or>"}, "flavor extra spec ssd: '<or>'"),
+])
+def test_a_requirement_that_can_match_nothing_refuses_the_request(policy_conf, name, extra_specs, why):
+    from scheduler import hints
+    from tests.unit.scheduler.test_catalog_additions import flavor_spec
+
+    spec = flavor_spec()
+    spec.flavor.extra_specs.update(extra_specs)
+    assert hints.unhonoured(spec, [plugin(policy_conf, "filter", name)], {}, {}).startswith(f"{name}: {why}")
+
+
+@pytest.mark.parametrize("extra_specs", [
+    {"ssd": ">= lots"},  # unscoped and no attribute: ComputeCapabilitiesFilter ignores it, as Nova does
+    {"capabilities:free_ram_mb": ">= 1024", "capabilities:cpu_info:arch": "s== x86_64", "x": "<or> a"},
+])
+def test_well_formed_or_ignored_requirements_are_not_refused(policy_conf, extra_specs):
+    from scheduler import hints
+    from tests.unit.scheduler.test_catalog_additions import flavor_spec
+
+    spec = flavor_spec()
+    spec.flavor.extra_specs.update(extra_specs)
+    capabilities = plugin(policy_conf, "filter", "ComputeCapabilitiesFilter")
+    assert hints.unhonoured(spec, [capabilities], {}, {}) is None
+
+
 def test_aggregate_ram_filter_uses_the_smallest_aggregate_ratio_and_reports_it(policy_conf):
     table = HostTable()
     host = make_host("h1", ram=1000, free_ram=0, table=table)
@@ -38,6 +72,7 @@ def test_aggregate_ram_filter_uses_the_smallest_aggregate_ratio_and_reports_it(p
         {"name": "a", "hosts": ["h1"], "metadata": {"ram_allocation_ratio": "3.0"}},
         {"name": "b", "hosts": ["h1"], "metadata": {"ram_allocation_ratio": "2.0"}},
     ])
+    policy_conf.set_override("ram_allocation_ratio", 1.5, "filter_scheduler")
     f = plugin(policy_conf, "filter", "AggregateRamFilter")
     spec = make_spec(memory_mb=900)
     assert f.host_passes(host, spec) and f.limits(host) == {"memory_mb": 2000.0}
@@ -113,6 +148,7 @@ def test_aggregate_overrides_a_weigher_multiplier(policy_conf):
 def test_equal_weights_and_negative_free_cpu(policy_conf):
     table = HostTable()
     h1 = make_host("h1", vcpus=4, vcpus_used=100, table=table)
+    policy_conf.set_override("cpu_allocation_ratio", 16.0, "filter_scheduler")
     w = plugin(policy_conf, "weigher", "CPUWeigher")
     assert w.weigh(h1, make_spec()) == 4 * 16.0 - 100
     assert list(weighers.normalize([3.0, 3.0])) == [0.0, 0.0]
@@ -239,6 +275,44 @@ def test_image_properties_filter_matches_as_nova(policy_conf, properties, expect
                                  "running_vms": 0, "supported_instances": triples})
     f = plugin(policy_conf, "filter", "ImagePropertiesFilter")
     assert passing(f, table, image_spec(**properties)) == expected
+
+
+@pytest.mark.parametrize(("properties", "expected"), [
+    ({"hw_architecture": "x86_64", "img_hv_requested_version": ">=5.0"}, ["v6", "none"]),
+    ({"hw_architecture": "x86_64", "img_hv_requested_version": ">=4.19,<6"}, ["v4", "none"]),
+    ({"hw_architecture": "x86_64", "img_hv_requested_version": "==6.1.0"}, ["v6", "none"]),
+    ({"img_hv_requested_version": ">=9"}, ["v6", "v4", "none"]),  # asks no architecture: not checked (Nova)
+    ({"hw_architecture": "x86_64", "hw_maxphysaddr_bits": "40"}, ["v6", "none"]),  # v4 has 39 bits
+    ({"hw_architecture": "x86_64", "hw_maxphysaddr_bits": 39}, ["v6", "v4", "none"]),
+])
+def test_image_properties_filter_checks_the_hypervisor_version_and_address_bits(policy_conf, properties,
+                                                                                 expected):
+    table = HostTable()
+    for name, version, bits in (("v6", 6001000, 46), ("v4", 4019000, 39), ("none", None, None)):
+        report = {"host": name, "memory_mb": 8192, "free_ram_mb": 8192, "local_gb": 100,
+                  "free_disk_gb": 100, "vcpus": 8, "vcpus_used": 0, "instance_uuids": [], "running_vms": 0,
+                  "supported_instances": [["x86_64", "kvm", "hvm"]]}
+        if version:
+            report.update(hypervisor_version=version,
+                          cpu_info={"arch": "x86_64", "maxphysaddr": {"mode": "passthrough", "bits": bits}})
+        make_host(name, table=table).update_from_report(report)
+    f = plugin(policy_conf, "filter", "ImagePropertiesFilter")
+    assert passing(f, table, image_spec(**properties)) == expected
+
+
+@pytest.mark.parametrize(("properties", "why"), [
+    ({"img_hv_requested_version": "6.0"}, "image property img_hv_requested_version '6.0' is not a version "
+                                          "predicate such as '>=6.0' or '>=5.4,<7'"),
+    ({"img_hv_requested_version": ">=six"}, "image property img_hv_requested_version '>=six'"),
+    ({"hw_maxphysaddr_bits": "many"}, "image property hw_maxphysaddr_bits 'many' is not a number of bits"),
+    ({"hw_maxphysaddr_bits": "0"}, "image property hw_maxphysaddr_bits '0' is not a number of bits"),
+])
+def test_a_malformed_version_or_bit_count_refuses_the_request(policy_conf, properties, why):
+    from scheduler import hints
+
+    f = plugin(policy_conf, "filter", "ImagePropertiesFilter")
+    refusal = hints.unhonoured(image_spec(hw_architecture="x86_64", **properties), [f], {}, {})
+    assert refusal.startswith("ImagePropertiesFilter: " + why)
 
 
 def test_an_image_without_architecture_takes_the_default_one(policy_conf):
