@@ -257,9 +257,11 @@ OTHER_KEYS = {"capabilities:no_such_thing": ["1"], "capabilities:cpu_info:no_suc
               "hw:cpu_policy": ["dedicated"], "capabilities:free_ram_mb:x": ["1"]}
 AGGREGATE_KEYS = {"ssd": ["true", "false"], "gpu": ["2", "4", "8"], "tier": ["gold", "bronze"],
                   "no_such_key": ["x"]}
-#: Nova's HostState attributes and stats Berth's HostState does not have (for the findings run).
-FINDING_KEYS = {"capabilities:stats:num_instances": ["1"], "capabilities:io_workload": ["0"],
-                "io_workload": ["0"], "capabilities:cpu_allocation_ratio": ["16.0"],
+#: Keys read from the compute node's stats (a name that is no HostState attribute, or stats:<name>).
+STATS_KEYS = {"capabilities:stats:num_instances": ["1", "0"], "capabilities:io_workload": ["0", "2"],
+              "io_workload": ["0"], "capabilities:stats:failed_builds": ["0"]}
+#: Nova's HostState attributes Berth's HostState does not have (for the findings run).
+FINDING_KEYS = {"capabilities:cpu_allocation_ratio": ["16.0"],
                 "capabilities:supported_instances": ["<in> kvm"], "capabilities:uuid": ["x"]}
 NUMERIC_OPS = ["=", "==", "!=", ">=", "<=", "<or>", "s==", ""]
 TEXT_OPS = ["s==", "s!=", "s<", "s<=", "s>", "s>=", "<in>", "<all-in>", "<or>", ""]
@@ -296,10 +298,13 @@ def gen_extra_specs(rng, profile):
             name = rng.choice(sorted(AGGREGATE_KEYS))
             key = rng.choice([name, f"aggregate_instance_extra_specs:{name}"])
             values, numeric = AGGREGATE_KEYS[name], name == "gpu"
-        elif kind < 0.85:
+        elif kind < 0.8:
             key = "hw:maxphysaddr_bits"
             specs[key] = str(rng.choice([39, 40, 46]))
             continue
+        elif kind < 0.85:
+            key = rng.choice(sorted(STATS_KEYS))
+            values, numeric = STATS_KEYS[key], True
         elif profile.findings and kind < 0.95:
             key = rng.choice(sorted(FINDING_KEYS))
             values, numeric = FINDING_KEYS[key], False
@@ -324,9 +329,9 @@ def gen_image(rng, profile):
         "os_distro": ["ubuntu", "centos", "windows"],
         "os_type": ["linux", "windows"],
         "hw_disk_bus": ["virtio", "scsi"],
+        "img_hv_requested_version": [">=6.0", "<5.0", ">= 4.19", ">=4.19,<6"],
     }
     if profile.findings:
-        choices["img_hv_requested_version"] = [">=6.0", "<5.0", ">= 4.19"]
         choices["hw_maxphysaddr_bits"] = ["40", "46"]
     keys = rng.sample(sorted(choices), rng.randint(0, 4))
     if profile.focus == "image_isolation":
@@ -451,6 +456,8 @@ def build_berth(case):
             "failed_builds": h["failed_builds"], "hypervisor_type": h["hypervisor_type"],
             "hypervisor_version": h["hypervisor_version"], "supported_instances": h["supported_instances"],
             "metrics": dict(h["metrics"]),
+            "stats": {"num_instances": h["running_vms"], "io_workload": h["io_workload"],
+                      "failed_builds": h["failed_builds"]},
         }
         for key in ("host_ip", "cpu_info"):
             if h[key] is not None:
