@@ -1,5 +1,6 @@
 """Command-line start-up shared by every Berth command: parse, validate, log."""
 
+import importlib.metadata
 import logging
 import logging.handlers
 import re
@@ -47,6 +48,14 @@ class _BadOption(Exception):
         self.reason = f"{why} (in {source.group(1)})" if source else why
 
 
+def version():
+    """Berth's version, as installed (``--version`` on every command prints it)."""
+    try:
+        return importlib.metadata.version("berth")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown (not installed)"
+
+
 def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
     """Parse ``argv`` into a ConfigOpts with Berth's options, or exit with one line.
 
@@ -62,7 +71,7 @@ def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
     if cli_opts:
         conf.register_cli_opts(cli_opts)
     try:
-        conf(argv, project="berth", prog=prog)
+        conf(argv, project="berth", prog=prog, version=version())
         _check_every_value(conf)
         _check_transport_url(conf)
         for validate in validators:

@@ -8,6 +8,7 @@ import argparse
 import json
 
 from scheduler import server_groups
+from scheduler.cmd import output
 from scheduler.cmd.arguments import positive
 
 NONE = "-"
@@ -52,10 +53,12 @@ def add_commands(subparsers):
     meta.set_defaults(func=aggregate_set_metadata)
 
     listing = actions.add_parser("list", help="Every aggregate: zone, hosts, metadata.")
+    output.add_options(listing)
     listing.set_defaults(func=aggregate_list)
 
     show = actions.add_parser("show", help="One aggregate.")
     show.add_argument("aggregate_name", metavar="NAME")
+    output.add_options(show)
     show.set_defaults(func=aggregate_show)
 
     group = subparsers.add_parser("server-group", help="Server groups: affinity and anti-affinity.")
@@ -64,12 +67,14 @@ def add_commands(subparsers):
 
     create = actions.add_parser("create", help="Create a server group and print its UUID.")
     create.add_argument("group_name", metavar="NAME")
-    create.add_argument("--policy", required=True, choices=server_groups.POLICIES)
+    create.add_argument("--policy", required=True, choices=server_groups.POLICIES,
+                        help="where its members go relative to each other")
     create.add_argument("--max-server-per-host", type=positive, metavar="N",
                         help="anti-affinity: at most N members per host (default 1)")
     create.set_defaults(func=group_create)
 
     listing = actions.add_parser("list", help="Every server group: policy, rules, members.")
+    output.add_options(listing)
     listing.set_defaults(func=group_list)
 
     for verb, func, text in (("show", group_show, "One server group and its members."),
@@ -79,19 +84,19 @@ def add_commands(subparsers):
         parser.set_defaults(func=func)
 
 
-def _print_table(headers, rows, out):
-    from scheduler.cmd.cli import print_table
+def _print_table(headers, rows, out, args=None):
+    from scheduler.cmd.cli import emit
 
-    print_table(headers, rows, out)
+    emit(args, headers, rows, out)
 
 
-def _print_aggregates(aggregates, out):
+def _print_aggregates(aggregates, out, args=None):
     _print_table(
         ["NAME", "ZONE", "HOSTS", "METADATA"],
-        [[a["name"], a.get("availability_zone") or NONE, ",".join(a["hosts"]) or NONE,
-          ",".join(f"{k}={v}" for k, v in sorted(a["metadata"].items())) or NONE]
+        [[a["name"], a.get("availability_zone"), ",".join(a["hosts"]),
+          ",".join(f"{k}={v}" for k, v in sorted(a["metadata"].items()))]
          for a in aggregates],
-        out,
+        out, args,
     )
 
 
@@ -126,12 +131,12 @@ def aggregate_set_metadata(client, args, out):
 
 
 def aggregate_list(client, args, out):
-    _print_aggregates(client.admin_call({}, "list_aggregates"), out)
+    _print_aggregates(client.admin_call({}, "list_aggregates"), out, args)
     return 0
 
 
 def aggregate_show(client, args, out):
-    _print_aggregates([client.admin_call({}, "show_aggregate", name=args.aggregate_name)], out)
+    _print_aggregates([client.admin_call({}, "show_aggregate", name=args.aggregate_name)], out, args)
     return 0
 
 
@@ -143,17 +148,17 @@ def group_create(client, args, out):
     return 0
 
 
-def _print_groups(groups, out):
+def _print_groups(groups, out, args=None):
     _print_table(
         ["UUID", "NAME", "POLICY", "RULES", "MEMBERS"],
-        [[g["uuid"], g["name"], g["policy"], json.dumps(g["rules"]) if g["rules"] else NONE,
+        [[g["uuid"], g["name"], g["policy"], json.dumps(g["rules"]) if g["rules"] else None,
           len(g["members"])] for g in groups],
-        out,
+        out, args,
     )
 
 
 def group_list(client, args, out):
-    _print_groups(client.admin_call({}, "list_server_groups"), out)
+    _print_groups(client.admin_call({}, "list_server_groups"), out, args)
     return 0
 
 

@@ -11,7 +11,7 @@ from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
-from scheduler.cmd import cli, common
+from scheduler.cmd import cli, common, output
 from scheduler.service import SchedulerService
 
 PROG = "berth-all-in-one"
@@ -27,7 +27,9 @@ cli_opts = [
 ]
 
 #: The demo's workload: (flavor, count). One request fits nowhere, on purpose.
-DEMO_WORKLOAD = [("m1.tiny", 8), ("m1.small", 8), ("m1.medium", 6), ("m1.large", 4), ("m1.xlarge", 2)]
+# The largest first, as an operator filling hosts without overcommit (RAM ratio 1.0) would: the
+# smaller ones then fill the gaps instead of leaving no host room for a 16 GB instance.
+DEMO_WORKLOAD = [("m1.xlarge", 2), ("m1.large", 4), ("m1.medium", 6), ("m1.small", 8), ("m1.tiny", 8)]
 DEMO_TOO_BIG = {"name": "too-big", "memory_mb": 1024 * 1024, "root_gb": 10, "ephemeral_gb": 0,
                 "vcpus": 4}
 #: Seconds the demo keeps trying to reach a rabbit:// broker before giving up, as `berth` does.
@@ -155,11 +157,12 @@ def run_demo(conf, client, out, booted, timeout=120):
     flavor_of[too_big] = DEMO_TOO_BIG["name"]
     found = cli.wait_for(client, uuids + [too_big], timeout)
 
-    print(f"Booted {len(uuids) + 1} instances on {len(hosts)} fake hosts:\n", file=out)
+    print(f"Booted {len(uuids)} instances on {len(hosts)} fake hosts, and 1 too big for any of them:\n",
+          file=out)
     per_host = collections.defaultdict(collections.Counter)
     for u in uuids:
         per_host[found[u]["host"] or "-"][flavor_of[u]] += 1
-    cli.print_table(
+    output.print_columns(
         ["HOST", "INSTANCES"],
         [[h, ", ".join(f"{n} x {f}" for f, n in sorted(c.items()))] for h, c in sorted(per_host.items())],
         out,

@@ -10,7 +10,7 @@ from oslo_config import cfg
 
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
-from scheduler.cmd import admin_commands
+from scheduler.cmd import admin_commands, output
 from scheduler.cmd.arguments import positive
 from scheduler.request_spec import MAX_INSTANCES_PER_REQUEST, MAX_LIST
 
@@ -54,9 +54,9 @@ def _uuid(text):
 def add_commands(subparsers):
     boot = subparsers.add_parser("boot", help="Request instances and print their UUIDs.")
     boot.add_argument("--flavor", help=f"a named flavor: {', '.join(flavors.FLAVORS)}")
-    boot.add_argument("--flavor-ram", type=positive, metavar="MB")
+    boot.add_argument("--flavor-ram", type=positive, metavar="MB", help="memory of an unnamed flavor")
     boot.add_argument("--flavor-disk", type=_non_negative, metavar="GB", help="root disk")
-    boot.add_argument("--flavor-vcpus", type=positive, metavar="N")
+    boot.add_argument("--flavor-vcpus", type=positive, metavar="N", help="vCPUs of an unnamed flavor")
     boot.add_argument("--count", type=_count, default=1,
                       help=f"how many instances, 1 to {MAX_INSTANCES_PER_REQUEST} (placed all or none)")
     boot.add_argument("--hint", type=_hint, action="append", default=[], metavar="KEY=VALUE",
@@ -65,25 +65,30 @@ def add_commands(subparsers):
     # dest differs from the option name, as for --host below.
     boot.add_argument("--availability-zone", dest="boot_zone", metavar="AZ",
                       help="only hosts of this availability zone (AvailabilityZoneFilter)")
-    boot.add_argument("--project", default="admin")
+    boot.add_argument("--project", default="admin", help="the project of the instances (default admin)")
     boot.add_argument("--wait", action="store_true", help="wait until every instance settles")
-    boot.add_argument("--timeout", type=positive, default=300, metavar="SECONDS")
+    boot.add_argument("--timeout", type=positive, default=300, metavar="SECONDS",
+                      help="with --wait: give up after this long (default 300)")
     boot.set_defaults(func=boot_command)
 
     delete = subparsers.add_parser("delete", help="Delete instances.")
     delete.add_argument("uuids", nargs="+", type=_uuid, metavar="UUID")
-    delete.add_argument("--wait", action="store_true")
-    delete.add_argument("--timeout", type=positive, default=300, metavar="SECONDS")
+    delete.add_argument("--wait", action="store_true", help="wait until every instance is DELETED")
+    delete.add_argument("--timeout", type=positive, default=300, metavar="SECONDS",
+                        help="with --wait: give up after this long (default 300)")
     delete.set_defaults(func=delete_command)
 
     hosts = subparsers.add_parser("hosts", help="Per-host RAM, disk and vCPUs, used and free.")
+    output.add_options(hosts)
     hosts.set_defaults(func=hosts_command)
 
     instances = subparsers.add_parser("instances", help="List instances.")
     # dest differs from the option name: oslo.config's [DEFAULT] host shadows "host".
-    instances.add_argument("--host", dest="on_host", metavar="HOST")
-    instances.add_argument("--state", choices=states.ALL)
+    instances.add_argument("--host", dest="on_host", metavar="HOST", help="only the instances on HOST")
+    instances.add_argument("--state", type=str.upper, choices=states.ALL, metavar="STATE",
+                           help=f"only the instances in STATE, any case: {', '.join(states.ALL).lower()}")
     instances.add_argument("--all", action="store_true", help="include deleted instances")
+    output.add_options(instances)
     instances.set_defaults(func=instances_command)
 
     show = subparsers.add_parser("show", help="One instance: state, host, fault reason.")
@@ -210,7 +215,7 @@ def delete_command(client, args, out):
 
 
 def hosts_command(client, args, out):
-    print_table(
+    emit(args,
         ["HOST", "STATE", "RAM USED/TOTAL MB", "FREE RAM MB", "DISK USED/TOTAL GB",
          "FREE DISK GB", "VCPUS USED/TOTAL", "INSTANCES"],
         [
@@ -226,7 +231,7 @@ def hosts_command(client, args, out):
 
 def instances_command(client, args, out):
     print_instances(
-        client.list_instances({}, host=args.on_host, state=args.state, include_deleted=args.all), out
+        client.list_instances({}, host=args.on_host, state=args.state, include_deleted=args.all), out, args
     )
     return 0
 
@@ -240,24 +245,24 @@ def show_command(client, args, out):
     return 0
 
 
-def print_instances(instances, out):
-    print_table(
+def print_instances(instances, out, args=None):
+    emit(
+        args,
         ["UUID", "STATE", "HOST", "RAM MB", "DISK GB", "VCPUS", "FAULT"],
         [
-            [i["uuid"], i["state"], _blank(i.get("host")), i["memory_mb"],
-             (i.get("root_gb") or 0) + (i.get("ephemeral_gb") or 0), i["vcpus"],
-             _blank(i.get("fault_reason"))]
+            [i["uuid"], i["state"], i.get("host"), i["memory_mb"],
+             (i.get("root_gb") or 0) + (i.get("ephemeral_gb") or 0), i["vcpus"], i.get("fault_reason")]
             for i in instances
         ],
         out,
     )
 
 
-def print_table(headers, rows, out):
-    rows = [[str(c) for c in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    for row in [headers] + rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+def emit(args, headers, rows, out):
+    try:
+        output.emit(args, headers, rows, out)
+    except output.UnknownColumn as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _num(value):

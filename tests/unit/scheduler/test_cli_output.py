@@ -1,0 +1,117 @@
+"""Listings in the openstack client's formats (-f, -c), --version, and the options' help."""
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from scheduler.cmd import cli
+from tests.unit.scheduler.test_admin_commands import AGGREGATE, conf_file, run  # noqa: F401
+
+INSTANCES = [
+    {"uuid": "u1", "state": "ACTIVE", "host": "h1", "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0,
+     "vcpus": 1, "fault_reason": None},
+    {"uuid": "u2", "state": "ERROR", "host": None, "memory_mb": 2048, "root_gb": 20, "ephemeral_gb": 0,
+     "vcpus": 2, "fault_reason": "No valid host was found"},
+]
+
+
+class Client:
+    def __init__(self):
+        self.asked = {}
+
+    def list_instances(self, ctxt, **kwargs):
+        self.asked = kwargs
+        return INSTANCES
+
+
+def instances(conf_file, *argv):  # noqa: F811
+    from tests.unit.scheduler.test_admin_commands import parse
+
+    args = parse(conf_file, "instances", *argv)
+    client, out = Client(), io.StringIO()
+    assert args.func(client, args, out) == 0
+    return out.getvalue(), client
+
+
+def test_json_parses_back_to_the_rows(conf_file):  # noqa: F811
+    out, _ = instances(conf_file, "-f", "json")
+    assert json.loads(out) == [
+        {"UUID": "u1", "STATE": "ACTIVE", "HOST": "h1", "RAM MB": 512, "DISK GB": 1, "VCPUS": 1,
+         "FAULT": None},
+        {"UUID": "u2", "STATE": "ERROR", "HOST": None, "RAM MB": 2048, "DISK GB": 20, "VCPUS": 2,
+         "FAULT": "No valid host was found"},
+    ]
+
+
+def test_columns_in_any_case_and_the_value_yaml_and_csv_formats(conf_file):  # noqa: F811
+    assert instances(conf_file, "-f", "value", "-c", "uuid", "-c", "STATE")[0] == "u1 ACTIVE\nu2 ERROR\n"
+    assert yaml.safe_load(instances(conf_file, "-f", "yaml", "-c", "ram_mb")[0]) == [{"RAM MB": 512},
+                                                                                        {"RAM MB": 2048}]
+    rows = list(csv.reader(io.StringIO(instances(conf_file, "-f", "csv", "-c", "fault")[0])))
+    assert rows == [["FAULT"], [""], ["No valid host was found"]]
+
+
+def test_the_table_format_is_the_openstack_clients(conf_file):  # noqa: F811
+    out = instances(conf_file, "-f", "table", "-c", "uuid", "-c", "host")[0]
+    assert out.splitlines()[:3] == ["+------+------+", "| UUID | HOST |", "+------+------+"]
+
+
+def test_without_a_format_the_columns_are_aligned_and_blanks_show_as_a_dash(conf_file):  # noqa: F811
+    out, _ = instances(conf_file, "-c", "uuid", "-c", "host")
+    assert out.splitlines() == ["UUID  HOST", "u1    h1", "u2    -"]
+
+
+def test_an_unknown_column_is_refused_naming_the_columns(conf_file):  # noqa: F811
+    with pytest.raises(cli.CommandError, match="no column 'colour'; this listing has uuid, state, host, "
+                                               "ram_mb, disk_gb, vcpus, fault"):
+        instances(conf_file, "-c", "uuid", "-c", "colour")
+
+
+def test_a_lower_case_state_is_read(conf_file):  # noqa: F811
+    _, client = instances(conf_file, "--state", "active")
+    assert client.asked["state"] == "ACTIVE"
+
+
+def test_aggregates_and_groups_take_the_formats(conf_file):  # noqa: F811
+    _, out, _ = run(conf_file, "aggregate", "list", "-f", "json", list_aggregates=[AGGREGATE])
+    assert json.loads(out) == [{"NAME": "az1agg", "ZONE": "az1", "HOSTS": "h1,h2",
+                                "METADATA": "availability_zone=az1,ssd=true"}]
+    group = {"uuid": "g1", "name": "web", "policy": "anti-affinity", "rules": {}, "members": ["a", "b"]}
+    _, out, _ = run(conf_file, "server-group", "list", "-f", "value", "-c", "name", "-c", "members",
+                    list_server_groups=[group])
+    assert out == "web 2\n"
+
+
+@pytest.mark.parametrize("program", ["scheduler.cmd.cli", "scheduler.cmd.scheduler", "scheduler.cmd.manage",
+                                     "compute_agent.cmd.agent", "scheduler.cmd.all_in_one"])
+def test_every_command_tells_its_version(program):
+    from scheduler import config
+
+    done = subprocess.run([sys.executable, "-m", program, "--version"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == config.version() != "", done.stderr
+
+
+def test_every_option_of_the_cli_has_help():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    subparsers = parser.add_subparsers()
+    cli.add_commands(subparsers)
+    silent = []
+
+    def walk(p, path):
+        for action in p._actions:  # noqa: SLF001 (argparse has no public listing)
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                for name, sub in action.choices.items():
+                    walk(sub, path + [name])
+            elif action.option_strings and not action.help and action.dest != "help":
+                silent.append(" ".join(path + [action.option_strings[-1]]))
+
+    walk(parser, [])
+    assert not silent, f"options without help: {silent}"
