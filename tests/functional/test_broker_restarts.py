@@ -28,7 +28,7 @@ def start(tmp_path, url, transport_url):
     )
     fleet.start_schedulers(SCHEDULERS)
     for host in AGENTS:
-        fleet.start_agent(host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=64)
+        fleet.start_agent(host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=256)
     fleet.wait_hosts_up(AGENTS)
     return fleet
 

@@ -28,7 +28,7 @@ def start(
     fleet.start_schedulers(schedulers)
     for host in agents:
         fleet.start_agent(
-            host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=64, **(agent_options or {})
+            host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=256, **(agent_options or {})
         )
     fleet.wait_hosts_up(agents)
     return fleet
@@ -192,10 +192,10 @@ def test_an_agent_killed_mid_build_and_restarted_accounts_for_its_instances(tmp_
             # The other one is stopped cleanly mid-build: it exits 0, its builds resume later.
             assert fleet.stop("fault-b", signal.SIGTERM) == 0
             fleet.start_agent(
-                "fault-b", fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=64, fake_build_time=3
+                "fault-b", fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=256, fake_build_time=3
             )
             fleet.start_agent(
-                victim, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=64, fake_build_time=3
+                victim, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=256, fake_build_time=3
             )
             instances, errors = outcome(fleet, uuids, agents)
             assert errors == {}

@@ -84,7 +84,7 @@ def test_a_poison_among_300_valid_requests_stalls_nothing(tmp_path, name):
         try:
             fleet.start_schedulers(SCHEDULERS)
             for host in AGENTS:
-                fleet.start_agent(host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=64)
+                fleet.start_agent(host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=256)
             fleet.wait_hosts_up(AGENTS)
             expected, poison = POISONS[name]
             clean = timed_run(fleet, database)

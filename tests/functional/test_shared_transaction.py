@@ -27,7 +27,7 @@ def test_boots_into_a_group_racing_with_select_destinations_all_commit(tmp_path)
         try:
             fleet.start_schedulers(SCHEDULERS)
             for host in AGENTS:
-                fleet.start_agent(host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=64)
+                fleet.start_agent(host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=256)
             fleet.wait_hosts_up(AGENTS)
             group = fleet.client.admin_call({}, "create_server_group", name="web",
                                             policy="soft-anti-affinity")["uuid"]
