@@ -53,7 +53,6 @@ opts = [
     ),
     cfg.StrOpt(
         "driver",
-        default="fake",
         choices=[
             ("fake", "Simulated host of the fake_* sizes; builds take fake_build_time."),
             (
@@ -61,7 +60,9 @@ opts = [
                 "This machine's real memory, disk (of state_path) and CPU count; instances are simulated.",
             ),
         ],
-        help="Virtualization driver: where the agent's totals come from and how it builds.",
+        help="Virtualization driver: where the agent's totals come from and how it builds. "
+        "No default: berth-compute-agent does not start until it is set, so that no host "
+        "reports simulated sizes by mistake. berth-all-in-one runs fake unless it is set.",
     ),
     cfg.IntOpt(
         "fake_memory_mb",
@@ -182,8 +183,20 @@ opts = [
 ]
 
 
+DRIVER_NOT_SET = (
+    "[compute_agent] driver is not set: set driver = host to report this machine's memory, disk "
+    "and CPUs, or driver = fake to report a simulated host of fake_memory_mb, fake_local_gb and fake_vcpus"
+)
+
+
 def register_opts(conf):
     groups.register(conf, group, opts)
+
+
+def check_driver(conf):
+    """Fail start-up when the operator has not chosen a driver."""
+    if conf.compute_agent.driver is None:
+        raise ValueError(DRIVER_NOT_SET)
 
 
 def list_opts():

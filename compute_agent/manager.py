@@ -105,7 +105,7 @@ class ComputeManager:
             self.tracker.claim(uuid, instance.get("flavor"), image_properties=_image_properties(record),
                                project_id=instance.get("project_id"))
             if record.get("state") == BUILDING:
-                resume.append(uuid)
+                resume.append((uuid, record.get("request_id")))
         LOG.info(
             "Compute agent %s (node %s, %s driver) starting with %d instance(s), %d to build",
             self.host,
@@ -123,9 +123,11 @@ class ComputeManager:
             raise rpc.QueueInUse(f"another agent serves host {self.host}: {exc}; stop it, or give "
                                  "this one another [DEFAULT] host") from None
         self._reporter = concurrency.spawn(self._report_loop, name=f"report-{self.host}")
-        for uuid in resume:
-            LOG.info("Resuming the build of %s", uuid)
-            self._start_build({}, uuid)
+        for uuid, request_id in resume:
+            ctxt = {"request_id": request_id or rpc.new_request_id()}
+            with rpc.handling(ctxt):
+                LOG.info("Resuming the build of %s", uuid)
+            self._start_build(ctxt, uuid)
 
     def stop(self):
         """Stop consuming, interrupt builds (they resume at the next start), join."""
@@ -176,6 +178,7 @@ class ComputeManager:
                     "state": BUILDING,
                     "request_spec": request_spec,
                     "filter_properties": filter_properties,
+                    "request_id": ctxt.get("request_id"),  # a build resumed after a restart keeps it
                 }
                 try:
                     self.store.put(uuid, record)
@@ -229,14 +232,15 @@ class ComputeManager:
             self._builds[uuid] = thread
 
     def _build(self, ctxt, uuid):
-        try:
-            self._do_build(ctxt, uuid)
-        except Exception:
-            LOG.exception("Unexpected error building %s", uuid)
-        finally:
-            with self._lock:
-                if self._builds.get(uuid) is threading.current_thread():
-                    del self._builds[uuid]
+        with rpc.handling(ctxt):
+            try:
+                self._do_build(ctxt, uuid)
+            except Exception:
+                LOG.exception("Unexpected error building %s", uuid)
+            finally:
+                with self._lock:
+                    if self._builds.get(uuid) is threading.current_thread():
+                        del self._builds[uuid]
 
     def _do_build(self, ctxt, uuid):
         record = self.store.get(uuid)

@@ -149,7 +149,9 @@ class AdminEndpoint:
             availability_zone = _name(availability_zone, "availability zone")
         metadata = {AZ_KEY: availability_zone} if availability_zone else {}
         try:
-            return self._changed(self._db.create_aggregate(name, availability_zone, metadata))
+            created = self._db.create_aggregate(name, availability_zone, metadata)
+            LOG.info("Created aggregate %s (availability zone %s)", name, availability_zone or "none")
+            return self._changed(created)
         except Conflict as exc:
             raise InvalidRequest(str(exc)) from None
 
@@ -159,6 +161,7 @@ class AdminEndpoint:
             self._db.delete_aggregate(_name(name, "aggregate name"))
         except (NotFound, Conflict) as exc:
             raise InvalidRequest(str(exc)) from None
+        LOG.info("Deleted aggregate %s", name.strip())
         self._changed()
 
     def aggregate_add_host(self, context, name, host):
@@ -166,7 +169,9 @@ class AdminEndpoint:
         host = self._known_host(host)
         self._check_host_keeps_its_zone(name, host, adding=True)
         try:
-            return self._changed(self._db.add_aggregate_host(name, host))
+            changed = self._db.add_aggregate_host(name, host)
+            LOG.info("Added host %s to aggregate %s", host, name)
+            return self._changed(changed)
         except (NotFound, Conflict) as exc:
             raise InvalidRequest(str(exc)) from None
 
@@ -174,7 +179,9 @@ class AdminEndpoint:
         name, host = _name(name, "aggregate name"), _name(host, "host")
         self._check_host_keeps_its_zone(name, host, adding=False)
         try:
-            return self._changed(self._db.remove_aggregate_host(name, host))
+            changed = self._db.remove_aggregate_host(name, host)
+            LOG.info("Removed host %s from aggregate %s", host, name)
+            return self._changed(changed)
         except NotFound as exc:
             raise InvalidRequest(str(exc)) from None
 
@@ -189,9 +196,10 @@ class AdminEndpoint:
         if zone_given:
             self._check_zone_change(name, zone)
         try:
-            return self._changed(
-                self._db.update_aggregate(name, metadata, availability_zone=zone, set_zone=zone_given)
-            )
+            changed = self._db.update_aggregate(name, metadata, availability_zone=zone, set_zone=zone_given)
+            LOG.info("Set the metadata of aggregate %s: %s", name, ", ".join(
+                f"{k} unset" if v is None else f"{k}={v}" for k, v in sorted(metadata.items())))
+            return self._changed(changed)
         except NotFound as exc:
             raise InvalidRequest(str(exc)) from None
 
@@ -247,16 +255,24 @@ class AdminEndpoint:
         rules = check_rules(policy, rules)
         values = context.to_dict() if hasattr(context, "to_dict") else dict(context or {})
         project = values.get("project_id")
-        return self._db.create_server_group(str(uuidlib.uuid4()), name, policy, rules, project)
+        created = self._db.create_server_group(str(uuidlib.uuid4()), name, policy, rules, project)
+        LOG.info("Created server group %s (%s, policy %s%s)", created["uuid"], name, policy,
+                 f", rules {rules}" if rules else "")
+        return created
+
+    # Members are the instances not DELETED: one in ERROR stays a member until deleted, as in Nova.
 
     @rpc.read_only
-    def list_server_groups(self, context):
-        return self._db.list_server_groups()
+    def list_server_groups(self, context, name=None):
+        """Every server group, or with ``name`` those of that name (names need not be unique)."""
+        if name is not None:
+            name = _name(name, "server group name")
+        return self._db.list_server_groups(name=name, live_members=True)
 
     @rpc.read_only
     def show_server_group(self, context, group_uuid):
         try:
-            return self._db.get_server_group(parse_uuid(group_uuid, "server group"))
+            return self._db.get_server_group(parse_uuid(group_uuid, "server group"), live_members=True)
         except NotFound as exc:
             raise InvalidRequest(str(exc)) from None
 
@@ -265,3 +281,4 @@ class AdminEndpoint:
             self._db.delete_server_group(parse_uuid(group_uuid, "server group"))
         except NotFound as exc:
             raise InvalidRequest(str(exc)) from None
+        LOG.info("Deleted server group %s", group_uuid)

@@ -30,6 +30,10 @@ class SchedulerClient:
         """Tell every scheduler to reload the aggregates (``by``: the scheduler that changed them)."""
         self._fanout.cast(ctxt, "aggregates_changed", by=by)
 
+    def hosts_changed(self, ctxt, by, deleted):
+        """Tell every scheduler to reload the disabled hosts and forget the ``deleted`` ones."""
+        self._fanout.cast(ctxt, "hosts_changed", by=by, deleted=deleted)
+
     def instance_update(self, ctxt, instance_uuid, host, state, fault=None):
         self._client.cast(
             ctxt, "instance_update", instance_uuid=instance_uuid, host=host, state=state, fault=fault
@@ -41,9 +45,11 @@ class SchedulerClient:
     def list_hosts(self, ctxt):
         return self._client.call(ctxt, "list_hosts")
 
-    def list_instances(self, ctxt, host=None, state=None, include_deleted=False, uuids=None):
-        # uuids only when given: a scheduler that predates it still answers the rest.
+    def list_instances(self, ctxt, host=None, state=None, include_deleted=False, uuids=None, name=None):
+        # uuids and name only when given: a scheduler that predates them still answers the rest.
         extra = {} if uuids is None else {"uuids": list(uuids)}
+        if name is not None:
+            extra["name"] = name
         return self._client.call(
             ctxt, "list_instances", host=host, state=state, include_deleted=include_deleted, **extra
         )

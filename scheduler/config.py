@@ -1,5 +1,6 @@
 """Command-line start-up shared by every Berth command: parse, validate, log."""
 
+import functools
 import importlib.metadata
 import logging
 import logging.handlers
@@ -7,6 +8,7 @@ import re
 import sys
 
 from oslo_config import cfg
+from oslo_log import log
 
 from scheduler import conf as berth_conf
 
@@ -48,6 +50,7 @@ class _BadOption(Exception):
         self.reason = f"{why} (in {source.group(1)})" if source else why
 
 
+@functools.cache
 def version():
     """Berth's version, as installed (``--version`` on every command prints it)."""
     try:
@@ -87,17 +90,61 @@ def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
     return conf
 
 
+#: Loggers kept at WARNING unless [DEFAULT] default_log_levels names them (oslo.log's list does not).
+QUIET_LOGGERS = ("kombu", "alembic")
+
+
+def log_destination(conf):
+    """Whether the options name where logs go, other than standard error."""
+    return bool(conf.log_config_append or conf.log_file or conf.log_dir or conf.use_journal
+                or conf.use_syslog)
+
+
+#: What oslo.log raises for a destination it cannot open: a log file's directory, the journal's
+#: Python bindings (use_journal), an unknown syslog_log_facility, a log_config_append file.
+_CANNOT_LOG = (OSError, RuntimeError, TypeError, ValueError, log.LogConfigError)
+
+
 def setup_logging(conf, prog):
-    # A watched file is opened again when logrotate moves it away.
-    handler = logging.handlers.WatchedFileHandler(conf.log_file) if conf.log_file else logging.StreamHandler()
-    handler.setFormatter(
-        logging.Formatter(f"%(asctime)s %(process)d %(levelname)s {prog} %(name)s: %(message)s")
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if conf.debug else logging.INFO)
-    for noisy in ("amqp", "kombu", "alembic", "sqlalchemy"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    """Log as oslo.log's options say: log_file or log_dir (``<log_dir>/<prog>.log``), use_journal,
+    use_syslog, use_json, debug, the format strings. With none of the destinations, to standard
+    error: a service's standard output is for what it prints (``berth-manage db version``, the
+    all-in-one demo), never for its log. A destination that cannot be opened stops the start
+    with one line."""
+    try:
+        _setup(conf, prog)
+    except _CANNOT_LOG as exc:
+        sys.exit(f"{prog}: cannot log as configured: {exc}")
+
+
+def _setup(conf, prog):
+    if not (log_destination(conf) or conf.use_stderr):
+        conf.set_override("use_stderr", True)
+    if conf.log_dir and not conf.log_file:
+        conf.set_override("log_file", f"{prog}.log")
+    log.setup(conf, prog, version=version())
+    named = {pair.partition("=")[0] for pair in conf.default_log_levels}
+    for noisy in QUIET_LOGGERS:
+        if noisy not in named:
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def setup_command_logging(conf, prog):
+    """The log of ``berth``, whose standard error is its user's: only where log_file, log_dir,
+    use_journal, use_syslog or use_stderr send it (``berth --log-file PATH ...``), at DEBUG with
+    debug; without any, only warnings and errors reach standard error, as bare lines. A
+    destination that cannot be opened is said in one line, and the command goes on."""
+    if not (log_destination(conf) or conf.use_stderr):
+        return
+    excepthook = sys.excepthook
+    try:
+        _setup(conf, prog)
+    except _CANNOT_LOG as exc:
+        logging.getLogger().handlers[:] = [logging.StreamHandler()]
+        print(f"{prog}: cannot log as configured ({exc}); logging warnings to standard error only",
+              file=sys.stderr)
+    finally:
+        sys.excepthook = excepthook  # a command's crash is for its user to see
 
 
 def reopen_logs():

@@ -2,16 +2,21 @@
 
 import datetime
 import ipaddress
+import logging
 import math
 import re
 import threading
 import time
+
+import numpy as np
 
 from scheduler import host_load, host_names
 from scheduler.exception import InvalidRequest
 from scheduler.host_state import HostTable
 from scheduler.request_spec import parse_uuid
 from scheduler.rpc import names
+
+LOG = logging.getLogger(__name__)
 
 MAX_INSTANCES_PER_HOST = 100_000
 MAX_METRICS = 200
@@ -158,6 +163,9 @@ def _check_placement_facts(host, resources):
                 for k, v in image_properties.items())):
         raise InvalidRequest(f"{where}: image_properties must map each image property to "
                              f"{{value: how many instances}}")
+    version = resources.get("version")
+    if version is not None and not (_short_text(version) and len(version) <= 64):
+        raise InvalidRequest(f"{where}: version must be text of at most 64 characters")
     stats = resources.get("stats")
     if stats is not None and not (
         isinstance(stats, dict) and len(stats) <= MAX_METRICS
@@ -216,6 +224,12 @@ class HostManager:
             conf.filter_scheduler, "load_half_life", host_load.DEFAULT_HALF_LIFE)
         self.table.load_stale_after = getattr(
             conf.filter_scheduler, "load_stale_after", host_load.DEFAULT_STALE_AFTER)
+        #: host -> why an operator disabled it (None: no reason given); such a host takes nothing.
+        self.disabled = {}
+        #: hosts an operator deleted; one that reports again is back.
+        self.deleted = set()
+        #: hosts said to be down (no report for service_down_time), until they report again.
+        self.down = set()
 
     def update_from_report(self, host, resources, now=None):
         """Take a report as the host's new base; True, or False when it is older than the
@@ -230,13 +244,23 @@ class HostManager:
                 last = self.table.extra.get(row, {}).get("order")
                 if last is not None and last[0] == resources.get("started_at") and seq <= last[1]:
                     return False
+            silent = None
+            if self.down and host in self.down:
+                self.down.discard(host)
+                silent = (time.monotonic() if now is None else now) - self.table.updated[row]
             row = self.table.add(host, resources.get("nodename"))
+            if host in self.deleted:
+                self.deleted.discard(host)
+                LOG.warning("Host %s was deleted by an operator and reports again: it is back", host)
+            self.table.disabled[row] = host in self.disabled
             self.table.update_from_report(
                 row,
                 resources,
                 time.monotonic() if now is None else now,
                 pending_ttl=self.conf.scheduler.service_down_time,
             )
+        if silent is not None:
+            LOG.info("Host %s is up: it reports again after %s without a report", host, _duration(silent))
         return True
 
     def restore(self, compute_nodes, wall=None):
@@ -254,8 +278,28 @@ class HostManager:
                 continue
 
     def get_all_host_states(self):
+        """Every host the scheduler knows, but those deleted."""
         with self.lock:
-            return self.table.views()
+            return [view for view in self.table.views() if view.host not in self.deleted]
+
+    def set_disabled(self, disabled):
+        """Take ``{host: reason}`` as the hosts operators have disabled now."""
+        with self.lock:
+            self.disabled = dict(disabled)
+            self.table.disabled[:] = False
+            for host in set(self.disabled) | self.deleted:
+                row = self.table.index.get(host)
+                if row is not None:
+                    self.table.disabled[row] = True
+
+    def forget(self, host):
+        """An operator deleted ``host``: list it no more and place nothing on it, until its agent
+        reports again."""
+        with self.lock:
+            row = self.table.index.get(host)
+            if row is not None:
+                self.deleted.add(host)
+                self.table.disabled[row] = True
 
     def get(self, host):
         row = self.table.index.get(host)
@@ -281,6 +325,25 @@ class HostManager:
             state.updated is not None
             and now - state.updated <= self.conf.scheduler.service_down_time
         )
+
+    def notice_down_hosts(self, now=None):
+        """Say once of each host that it is down (a WARNING) when its last report is older than
+        service_down_time; its next report says it is up again. Returns the hosts found down now."""
+        now = time.monotonic() if now is None else now
+        down_time = self.conf.scheduler.service_down_time
+        with self.lock:
+            ages = now - self.table.updated
+            found = [(self.table.names[row], float(ages[row])) for row in np.flatnonzero(ages > down_time)]
+            found = [(host, age) for host, age in found if host not in self.down and host not in self.deleted]
+            self.down.update(host for host, _ in found)
+        for host, age in found:
+            LOG.warning("Host %s is down: no report for %s (service_down_time is %d s)", host,
+                        _duration(age), down_time)
+        return [host for host, _ in found]
+
+
+def _duration(seconds):
+    return f"{seconds:.0f} s" if math.isfinite(seconds) else "longer than this scheduler knows of"
 
 
 def _parse_time(value):

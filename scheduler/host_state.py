@@ -182,6 +182,8 @@ class HostTable:
             extra["image_properties"] = resources["image_properties"]
         if resources.get("stats"):
             extra["stats"] = {name: str(value) for name, value in resources["stats"].items()}
+        if resources.get("version"):
+            extra["version"] = resources["version"]
         if resources.get("report_seq") is not None:  # which report of which agent process this is
             extra["order"] = (resources.get("started_at"), resources["report_seq"])
         host_load.read_report(self, row, resources, now)
@@ -400,6 +402,11 @@ class HostState:
     def stats(self):
         """Nova's compute node stats, as text: num_instances, io_workload, num_proj_<project>..."""
         return self._table.extra.get(self._row, {}).get("stats", {})
+
+    @property
+    def version(self):
+        """The Berth version of the host's agent, as its last report says."""
+        return self._table.extra.get(self._row, {}).get("version")
 
     @property
     def host_ip(self):

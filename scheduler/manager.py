@@ -13,7 +13,7 @@ from scheduler.agent_auth import AgentAuth
 from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
 from scheduler.host_manager import HostManager, check_report
 from scheduler.outbox import Outbox
-from scheduler.request_spec import MAX_LIST, Flavor, RequestSpec, Retry, parse_uuid
+from scheduler.request_spec import MAX_LIST, Flavor, RequestSpec, Retry, _text, parse_uuid
 from scheduler.rpc.deadletter import LogOnce
 from scheduler.selection import Selector
 from scheduler.undo import UndoLog
@@ -133,7 +133,8 @@ class SchedulerManager:
                     self.host_manager.release(host, instance_uuid)
         errors, placing = [], []
         to_schedule, new, expected = self._instances_to_schedule(jobs)
-        for (context, spec), (uuids, placed) in zip(jobs, to_schedule, strict=True):
+        for (context, spec), (uuids, placed) in rpc.each_request(zip(jobs, to_schedule, strict=True),
+                                                                 _job_context):
             if getattr(context, "redelivered", False):
                 # This message may have been decided and committed by a worker that died
                 # before its casts were confirmed: send them again (agents build once).
@@ -147,6 +148,7 @@ class SchedulerManager:
                 reason = f"Exceeded maximum number of attempts ({max_attempts})"
                 if spec.retry.exc_reason:
                     reason += f"; last failure: {spec.retry.exc_reason}"
+                LOG.info("Instances %s: %s", ", ".join(uuids), reason)
                 errors.append((spec, reason))
                 continue
             try:
@@ -160,8 +162,10 @@ class SchedulerManager:
                 continue
             placing.append((context, spec))
         now = self._db.now()
-        rows, updates, casts = [], [], []
-        for (context, spec), placements in zip(placing, self._place(placing), strict=True):
+        rows, updates, casts, decided = [], [], [], {}
+        outcomes = self._place(placing, decided)
+        for (context, spec), placements in rpc.each_request(zip(placing, outcomes, strict=True),
+                                                            _job_context):
             if isinstance(placements, NoValidHost):
                 LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), placements)
                 errors.append((spec, str(placements)))
@@ -187,8 +191,9 @@ class SchedulerManager:
                     updates.append((instance_uuid, values, expected[instance_uuid]))
         taken = self._create_placed(rows)
         taken.update(self._update_placed(updates))
-        for context, spec, instance_uuid, host, request_spec, filter_properties in casts:
+        for context, spec, instance_uuid, host, request_spec, filter_properties in rpc.each_request(casts):
             if instance_uuid not in taken:
+                _log_decision(instance_uuid, host, decided.get(instance_uuid), spec.retry.num_attempts)
                 self._send_build(context, spec, instance_uuid, host, request_spec, filter_properties)
 
     def _update_placed(self, updates):
@@ -222,9 +227,10 @@ class SchedulerManager:
                         self.host_manager.release(host, instance_uuid)
         return taken
 
-    def _place(self, jobs):
+    def _place(self, jobs, decided=None):
         """Select hosts for the specs of ``jobs`` and claim them in the database: for each,
-        [(host, node, limits)] per instance, or the NoValidHost that says why not.
+        [(host, node, limits)] per instance, or the NoValidHost that says why not. How each
+        instance's host was chosen goes into ``decided`` ({uuid: selection.Decision}).
 
         A claim is a compare-and-set on the host's generation: it fails when
         another scheduler placed on the host since this one last looked. Then
@@ -243,7 +249,7 @@ class SchedulerManager:
                     if busy:
                         spec = dataclasses.replace(spec, ignore_hosts=spec.ignore_hosts + sorted(busy))
                     try:
-                        chosen[index] = self._select(spec)
+                        chosen[index] = self._select(spec, decided)
                     except NoValidHost as exc:
                         if busy:
                             waiting.append(index)  # perhaps only hosts other workers hold would do
@@ -283,7 +289,7 @@ class SchedulerManager:
         with self.host_manager.lock:
             for index in pending:
                 try:
-                    outcomes[index] = self._select(jobs[index][1])
+                    outcomes[index] = self._select(jobs[index][1], decided)
                 except NoValidHost as exc:
                     outcomes[index] = exc
         return outcomes
@@ -296,12 +302,17 @@ class SchedulerManager:
         if why is not None:
             raise lookups.InvalidHint(f"Request refused: {why}")
 
-    def _select(self, spec):
+    def _select(self, spec, decided=None):
         """[(host, node, limits)] for the instances of ``spec``, consumed in memory, and
-        given back should the transaction that records them roll back."""
+        given back should the transaction that records them roll back; how each host was
+        chosen into ``decided`` ({uuid: selection.Decision})."""
         placements = []
-        for host, instance_uuid in zip(self.selector.select(self.host_manager.table, spec),
-                                       spec.instance_uuids, strict=True):
+        decisions = None if decided is None else []
+        chosen = self.selector.select(self.host_manager.table, spec, decisions,
+                                      LOG.isEnabledFor(logging.DEBUG))
+        if decisions:
+            decided.update(zip(spec.instance_uuids, decisions, strict=True))
+        for host, instance_uuid in zip(chosen, spec.instance_uuids, strict=True):
             self.undo.add(self.host_manager.release, host.host, instance_uuid)
             placements.append((host.host, host.nodename, dict(host.limits)))
         return placements
@@ -352,9 +363,14 @@ class SchedulerManager:
         spec = RequestSpec.from_wire(request_spec, filter_properties)
         lookups.prepare_spec(self._db, spec, add_members=False)  # zone, server group, host hints
         self._check_honoured(spec)
+        decisions = []
         with self.host_manager.lock:
-            chosen = self.selector.select(self.host_manager.table, spec)
-            return [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]
+            chosen = self.selector.select(self.host_manager.table, spec, decisions,
+                                          LOG.isEnabledFor(logging.DEBUG))
+            selected = [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]
+        for instance_uuid, host, decision in zip(spec.instance_uuids, selected, decisions, strict=True):
+            _log_decision(instance_uuid, host["host"], decision, verb="Selected")
+        return selected
 
     def _instances_to_schedule(self, jobs):
         """For each job, (uuids its message should place, instances it placed already);
@@ -370,7 +386,7 @@ class SchedulerManager:
         """
         current = self._db.get_instances([u for _, spec in jobs for u in spec.instance_uuids])
         taken, gone, out, expected = set(), [], [], {}
-        for _, spec in jobs:
+        for _, spec in rpc.each_request(jobs):
             sender = spec.retry.hosts[-1][0] if spec.retry.hosts else None
             wanted, placed = [], []
             for instance_uuid in spec.instance_uuids:
@@ -476,18 +492,20 @@ class SchedulerManager:
         )
         if taken is None:
             return False  # it moved on meanwhile, or another scheduler took it
-        LOG.warning("Instance %s: %s; rescheduling it if attempts remain", uuid, reason)
-        try:
-            spec = RequestSpec.from_wire(instance["request_spec"], instance["filter_properties"])
-        except (InvalidRequest, TypeError) as exc:
-            self._set_error([(uuid, f"{reason}; cannot reschedule it: {exc}")])
-        else:
-            hosts = [[host, instance.get("node") or host]] if host else []
-            spec.retry = Retry(num_attempts=instance.get("attempts") or 1, hosts=hosts, exc_reason=reason)
-            self._schedule([({}, spec)])
-        if host:
-            # Should its agent be alive and slow after all, it must not build it too.
-            self.outbox.send(self._compute.terminate_instance, {}, host, uuid)
+        ctxt = {"request_id": rpc.new_request_id()}  # of the reschedule and the terminate
+        with rpc.handling(ctxt):
+            LOG.warning("Instance %s: %s; rescheduling it if attempts remain", uuid, reason)
+            try:
+                spec = RequestSpec.from_wire(instance["request_spec"], instance["filter_properties"])
+            except (InvalidRequest, TypeError) as exc:
+                self._set_error([(uuid, f"{reason}; cannot reschedule it: {exc}")])
+            else:
+                hosts = [[host, instance.get("node") or host]] if host else []
+                spec.retry = Retry(num_attempts=instance.get("attempts") or 1, hosts=hosts, exc_reason=reason)
+                self._schedule([(ctxt, spec)])
+            if host:
+                # Should its agent be alive and slow after all, it must not build it too.
+                self.outbox.send(self._compute.terminate_instance, ctxt, host, uuid)
         return True
 
     # -- what the agents hold ----------------------------------------------
@@ -579,7 +597,9 @@ class SchedulerManager:
             if instance_uuid in unknown:
                 outcomes[index] = InvalidRequest(f"instance_update from {host}: no instance {instance_uuid}")
             elif not ok:
-                LOG.debug("Update %s for %s from %s is stale or late; ignored", state, instance_uuid, host)
+                with rpc.handling(calls[index][0]):
+                    LOG.debug("Update %s for %s from %s is stale or late; ignored", state, instance_uuid,
+                              host)
             elif state in (states.ERROR, states.DELETED):
                 self.host_manager.release(host, instance_uuid)
         return outcomes
@@ -614,6 +634,7 @@ class SchedulerManager:
         if current is None or current["state"] == states.DELETED:
             return
         if current["host"]:
+            LOG.info("Deleting instance %s on host %s", instance_uuid, current["host"])
             self._db.update_instance(instance_uuid, {"state": states.DELETING})
             self.outbox.send(self._compute.terminate_instance, _ctxt(context), current["host"], instance_uuid)
         else:
@@ -626,11 +647,13 @@ class SchedulerManager:
         with self.host_manager.lock:
             hosts = sorted(self.host_manager.get_all_host_states(), key=lambda h: h.host)
             zone = self._conf.filter_scheduler.default_availability_zone
-            return [_host_view(h, self.host_manager.is_up(h), zone) for h in hosts]
+            return [dict(_host_view(h, self.host_manager.is_up(h), zone),
+                         disabled_reason=self.host_manager.disabled.get(h.host)) for h in hosts]
 
     @rpc.read_only
-    def list_instances(self, context, host=None, state=None, include_deleted=False, uuids=None):
-        """Instances, newest first; with ``uuids`` (at most MAX_LIST), only those."""
+    def list_instances(self, context, host=None, state=None, include_deleted=False, uuids=None, name=None):
+        """Instances, newest first; with ``uuids`` (at most MAX_LIST), only those; with ``name``,
+        only those of that display name."""
         if uuids is not None:
             if not isinstance(uuids, list) or len(uuids) > MAX_LIST:
                 raise InvalidRequest(f"uuids must be a list of at most {MAX_LIST} instance UUIDs")
@@ -641,8 +664,11 @@ class SchedulerManager:
             host_names.check(host, "list_instances: host")
         if not isinstance(include_deleted, bool):
             raise InvalidRequest(f"include_deleted must be true or false, got {include_deleted!r}"[:300])
+        if name is not None:
+            name = _text(name, "list_instances: name")
         return self._db.list_instances(
-            host=host, states=[state] if state else None, include_deleted=bool(include_deleted), uuids=uuids
+            host=host, states=[state] if state else None, include_deleted=bool(include_deleted), uuids=uuids,
+            name=name,
         )
 
     @rpc.read_only
@@ -663,6 +689,33 @@ _MAY_PRECEDE = {
 }
 
 
+def _job_context(item):
+    """The context of an item ((context, spec), ...) of a loop over jobs."""
+    return item[0][0]
+
+
+def _hosts(count):
+    return f"{count} host{'s' if count != 1 else ''}"
+
+
+def _log_decision(instance_uuid, host, decision, attempt=1, verb="Placed"):
+    """One INFO line per instance: where it goes and out of how many hosts; at DEBUG, what each
+    filter left and the heaviest hosts."""
+    again = f"attempt {attempt}; " if attempt > 1 else ""
+    if decision is None:
+        LOG.info("%s instance %s on host %s", verb, instance_uuid, host)
+    elif decision.forced:
+        LOG.info("%s instance %s on host %s (%sforced: %s considered, no filter run)", verb, instance_uuid,
+                 host, again, _hosts(decision.considered))
+    else:
+        LOG.info("%s instance %s on host %s (%s%s considered, %d passed the filters)", verb, instance_uuid,
+                 host, again, _hosts(decision.considered), decision.passed)
+    if decision is not None and decision.top and LOG.isEnabledFor(logging.DEBUG):
+        LOG.debug("Instance %s: of %s, %s; heaviest: %s", instance_uuid, _hosts(decision.considered),
+                  ", ".join(f"{name} left {left}" for name, left in decision.filters) or "no filter run",
+                  ", ".join(f"{name} {weight:.3f}" for name, weight in decision.top))
+
+
 def _ctxt(context):
     """The caller's context values, to pass on with the casts this request causes."""
     return context.to_dict() if hasattr(context, "to_dict") else dict(context or {})
@@ -676,6 +729,7 @@ def _instance_record(spec, instance_uuid, wire=None, values=None):
         "uuid": instance_uuid,
         "project_id": spec.project_id,
         "state": states.SCHEDULING,
+        "display_name": spec.display_names.get(instance_uuid),
         "flavor_name": spec.flavor.name,
         "memory_mb": spec.flavor.memory_mb,
         "root_gb": spec.flavor.root_gb,

@@ -51,6 +51,38 @@ def _text(value, where, optional=False):
     return value
 
 
+def display_name(value, where, optional=False):
+    """A name as Nova takes it: printable text, not starting or ending with whitespace."""
+    value = _text(value, where, optional)
+    if value is not None and (not value.isprintable() or value != value.strip()):
+        raise InvalidRequest(f"{where}: must be printable text that does not start or end with a space, "
+                             f"got {value[:60]!r}")
+    return value
+
+
+def instance_names(template, count):
+    """The names of the ``count`` instances of a request named ``template``: each ``%d`` in it
+    becomes the instance's index from 1; without one, several instances are named as Nova
+    names them, ``template-1``, ``template-2``...; a single one ``template`` itself."""
+    if template is None:
+        return [None] * count
+    if "%d" in template:
+        return [template.replace("%d", str(index)) for index in range(1, count + 1)]
+    if count == 1:
+        return [template]
+    return [f"{template}-{index}" for index in range(1, count + 1)]
+
+
+def check_display_names(template, count, where):
+    """:func:`instance_names` of a ``template`` that :func:`display_name` accepts, each name
+    no longer than a name may be."""
+    names = instance_names(display_name(template, where, optional=True), count)
+    for name in names:
+        if name is not None and len(name) > MAX_TEXT:
+            raise InvalidRequest(f"{where}: {name[:60]!r}... is longer than {MAX_TEXT} characters")
+    return names
+
+
 def _dict(value, where):
     if value is None:
         return {}
@@ -159,6 +191,8 @@ class RequestSpec:
     retry: Retry = dataclasses.field(default_factory=Retry)
     instance_properties: dict = dataclasses.field(default_factory=dict)
     image_id: str | None = None
+    #: {instance uuid: its name, or None}: from instance_properties.display_name (instance_names)
+    display_names: dict = dataclasses.field(default_factory=dict)
     # Looked up by the scheduler before selection (scheduler.lookups), never read from the wire:
     #: the server group of a ``group`` hint: {uuid, name, policy, rules, hosts: {host: members}}
     group: dict | None = None
@@ -195,6 +229,8 @@ class RequestSpec:
                 )
         props = _dict(request_spec.get("instance_properties"), "request_spec.instance_properties")
         image = _dict(request_spec.get("image"), "request_spec.image")
+        names = check_display_names(props.get("display_name"), len(uuids),
+                                    "request_spec.instance_properties.display_name")
         return cls(
             instance_uuids=uuids,
             flavor=Flavor.from_wire(request_spec.get("instance_type")),
@@ -217,6 +253,7 @@ class RequestSpec:
             retry=Retry.from_wire(filter_properties.get("retry")),
             instance_properties=props,
             image_id=_text(image.get("id"), "request_spec.image.id", optional=True),
+            display_names=dict(zip(uuids, names, strict=True)),
         )
 
     def to_wire(self):
@@ -248,4 +285,7 @@ class RequestSpec:
         request_spec, filter_properties = self.to_wire()
         request_spec["instance_uuids"] = [instance_uuid]
         request_spec["num_instances"] = 1
+        if self.display_names.get(instance_uuid) is not None:
+            # Its own name, which a request of one instance keeps as it is (a reschedule).
+            request_spec["instance_properties"]["display_name"] = self.display_names[instance_uuid]
         return request_spec, filter_properties

@@ -10,11 +10,26 @@ vector forms are tested against.
 """
 
 import random
+from typing import NamedTuple
 
 import numpy as np
 
 from scheduler import weighers as weighers_mod
 from scheduler.exception import NoValidHost
+
+
+class Decision(NamedTuple):
+    """How the host of one instance was chosen: what the scheduler logs of it."""
+
+    considered: int  # candidates: known hosts less the disabled, the ignored, those not forced
+    passed: int  # of them, those every filter passed (all of them when forced: no filter runs)
+    forced: bool
+    filters: tuple = ()  # with detail: (filter name, hosts left after it), in the order run
+    top: tuple = ()  # with detail: (host, weight) of the heaviest hosts, heaviest first
+
+
+#: How many of the heaviest hosts a detailed Decision names.
+TOP_WEIGHTS = 3
 
 
 class Selector:
@@ -36,31 +51,44 @@ class Selector:
         # A weigher may confine the random pick to rows it names (``spread_rows``).
         self._spreader = next((w for w in self.weighers if getattr(w, "spread_rows", None)), None)
 
-    def select(self, hosts, spec):
+    def select(self, hosts, spec, decisions=None, detail=False):
         """Choose and consume a host for each instance of ``spec``, all or none.
 
         ``hosts`` is a HostTable, or HostStates of one table. Returns one
         HostState per instance uuid, in order, each with the ``limits`` its
         agent must claim against; raises NoValidHost (with nothing consumed)
-        when any instance finds no host.
+        when any instance finds no host. Given a list ``decisions``, appends
+        a Decision per instance to it (none when NoValidHost is raised); with
+        ``detail``, each says how many hosts each filter left and names the
+        heaviest hosts, which costs a little more.
         """
         table, rows = _table_and_rows(hosts)
         rows, forced = candidates(table, rows, spec)
+        considered = len(rows)
+        recorded = None if decisions is None else len(decisions)
         scope = rows if forced or self._spreader is None else self.scope(table, rows, spec)
         chosen = []
         try:
             for index, instance_uuid in enumerate(spec.instance_uuids):
+                left = [] if detail and decisions is not None else None
                 if not forced:
-                    rows = self.filter(table, rows, spec, index)
+                    rows = self.filter(table, rows, spec, index, left)
                 window = None
                 if self._spreader is not None:
                     window = self._spreader.spread_rows(table, scope, spec, self.host_subset_size)
-                row = self.pick(rows, self.weigh(table, rows, spec), self.tiers(table, rows, spec), window)
+                weights = self.weigh(table, rows, spec)
+                row = self.pick(rows, weights, self.tiers(table, rows, spec), window)
                 table.consume(row, instance_uuid, spec.flavor)
                 chosen.append(row)
+                if decisions is not None:
+                    decisions.append(Decision(
+                        considered, len(rows), forced, tuple(left or ()),
+                        _heaviest(table, rows, weights) if left is not None else ()))
         except NoValidHost:
             for row, instance_uuid in zip(chosen, spec.instance_uuids, strict=False):
                 table.release(row, instance_uuid)
+            if decisions is not None:
+                del decisions[recorded:]
             raise
         placed = []
         for row in chosen:
@@ -69,8 +97,9 @@ class Selector:
             placed.append(host)
         return placed
 
-    def filter(self, table, rows, spec, index=0):
-        """The rows that pass every filter; NoValidHost says how many each removed."""
+    def filter(self, table, rows, spec, index=0, left=None):
+        """The rows that pass every filter; NoValidHost says how many each removed. Given a
+        list ``left``, appends (filter name, rows left after it) to it for each filter run."""
         considered = len(rows)
         removed = []
         active = [f for f in self._filter_order
@@ -91,12 +120,16 @@ class Selector:
             if not len(rows):
                 removed = _removed_by_each(vector, masks, considered)
                 raise NoValidHost(no_valid_host_reason(considered, removed, spec, index))
+            if left is not None:
+                left.extend(_left_after_each(vector, masks, considered))
         for host_filter in active[len(vector):]:
             passed = np.fromiter(
                 (r for r in rows if host_filter.host_passes(table.view(int(r)), spec)), dtype=np.intp
             )
             if len(passed) != len(rows):
                 removed.append((host_filter.name, len(rows) - len(passed)))
+            if left is not None:
+                left.append((host_filter.name, len(passed)))
             rows = passed
             if not len(rows):
                 raise NoValidHost(no_valid_host_reason(considered, removed, spec, index))
@@ -189,18 +222,33 @@ class Selector:
 TIER_BASE = 16
 
 
+def _left_after_each(vector_filters, masks, considered):
+    """[(filter name, hosts left after it)] when the masks are applied in order."""
+    left = []
+    mask = np.ones(considered, dtype=bool)
+    count = considered
+    for host_filter, passed in zip(vector_filters, masks, strict=True):
+        if passed is not True:  # True: the filter had nothing to check for this request
+            mask &= passed
+            count = int(np.count_nonzero(mask))
+        left.append((host_filter.name, count))
+    return left
+
+
 def _removed_by_each(vector_filters, masks, considered):
     """[(filter name, hosts it removed)] when the masks are applied in order."""
     removed = []
-    left = np.ones(considered, dtype=bool)
     count = considered
-    for host_filter, passed in zip(vector_filters, masks, strict=True):
-        left &= passed
-        now = int(np.count_nonzero(left))
+    for name, now in _left_after_each(vector_filters, masks, considered):
         if now != count:
-            removed.append((host_filter.name, count - now))
+            removed.append((name, count - now))
         count = now
     return removed
+
+
+def _heaviest(table, rows, weights, k=TOP_WEIGHTS):
+    """((host, weight), ...) of the ``k`` heaviest of ``rows``, heaviest first."""
+    return tuple((table.names[int(rows[i])], float(weights[i])) for i in top(weights, min(k, len(rows))))
 
 
 def top(weights, k):
@@ -230,9 +278,21 @@ def _table_and_rows(hosts):
 
 
 def candidates(table, rows, spec):
-    """Apply ignore_hosts, then force_hosts / force_nodes; returns (rows, forced)."""
+    """Leave out disabled hosts, apply ignore_hosts, then force_hosts / force_nodes; returns
+    (rows, forced). A host an operator disabled takes nothing, whatever the filters."""
     if not len(rows):
         raise NoValidHost("No valid host was found: no compute host has reported to the scheduler")
+    disabled = table.disabled[rows]
+    if disabled.any():
+        forced = set(spec.force_hosts) | set(spec.force_nodes)
+        refused = sorted(forced & {table.names[r] for r in rows[disabled]})
+        if refused:
+            raise NoValidHost(f"No valid host was found: forced host {', '.join(refused)} is disabled "
+                              "(berth hosts says why)")
+        rows = rows[~disabled]
+        if not len(rows):
+            raise NoValidHost("No valid host was found: every compute host is disabled (berth hosts "
+                              "says why)")
     if spec.ignore_hosts:
         ignored = [table.index[h] for h in spec.ignore_hosts if h in table.index]
         rows = rows[~np.isin(rows, ignored)]

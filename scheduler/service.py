@@ -7,15 +7,16 @@ import time
 
 from sqlalchemy import exc as sa_exc
 
-from scheduler import concurrency, rpc
+from scheduler import concurrency, host_admin, rpc
 from scheduler.admin import AdminEndpoint
 from scheduler.client import TOPIC, SchedulerClient
 from scheduler.db import api as db_api
+from scheduler.host_admin import HostAdminEndpoint
 from scheduler.manager import SchedulerManager
 from scheduler.undo import UndoLog
 
 LOG = logging.getLogger(__name__)
-BINARY = "berth-scheduler"
+BINARY = host_admin.SCHEDULER_BINARY
 #: Seconds between measures of the database's clock, and the gap worth a warning.
 CLOCK_CHECK_INTERVAL = 300
 CLOCK_WARNING = 2.0
@@ -29,9 +30,12 @@ class SchedulerService:
         self.manager = SchedulerManager(conf, transport, database, rng=rng)
         self.admin = AdminEndpoint(conf, database, self.manager.host_manager,
                                    announce=self._announce_aggregates)
+        self.host_admin = HostAdminEndpoint(conf, database, self.manager.host_manager,
+                                            self.admin._known_host, announce=self._announce_hosts)
         self._peers = SchedulerClient(transport)
         self._server = rpc.get_rpc_server(
-            transport, rpc.Target(topic=TOPIC, server=conf.host), [self.manager, self.admin],
+            transport, rpc.Target(topic=TOPIC, server=conf.host),
+            [self.manager, self.admin, self.host_admin],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
         )
         self._stopping = threading.Event()
@@ -42,6 +46,7 @@ class SchedulerService:
         self.manager.host_manager.restore(self.database.list_compute_nodes(), wall=self.database.now())
         self.manager._learn_claims_of_others()  # every host's generation and pending placements
         self.admin._reload()  # aggregates; reloaded by the periodic task too
+        self.host_admin.reload()  # the disabled hosts; likewise
         self._server.start()
         self._periodic = concurrency.spawn(self._run_periodic, name="scheduler-periodic")
         LOG.info(
@@ -67,6 +72,9 @@ class SchedulerService:
     def _announce_aggregates(self):
         # Through the outbox: out once the change commits, and before the caller's reply.
         self.manager.outbox.send(self._peers.aggregates_changed, {}, self.conf.host)
+
+    def _announce_hosts(self, deleted):
+        self.manager.outbox.send(self._peers.hosts_changed, {}, self.conf.host, deleted)
 
     def _unit_of_work(self):
         return UnitOfWork(self.database, self.manager.outbox, self.manager.undo)
@@ -108,9 +116,11 @@ class SchedulerService:
     def _periodic_tasks(self):
         return (
             ("saving host reports", self.save_reports),
-            ("heartbeat", lambda: self.database.service_heartbeat(self.conf.host, BINARY, TOPIC)),
+            ("host liveness", self.manager.host_manager.notice_down_hosts),
+            ("heartbeat", lambda: host_admin.heartbeat(self.database, self.conf, TOPIC)),
             ("build expiry", self.manager._expire_builds),  # not an RPC method: underscored
             ("aggregates reload", self.admin._reload),  # changed through another scheduler
+            ("disabled hosts reload", self.host_admin.reload),
         )
 
     def run_periodic_tasks(self, check_clock=False):

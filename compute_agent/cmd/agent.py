@@ -4,9 +4,11 @@
 
 The host name comes from ``--host``, else ``[DEFAULT] host`` (whose default
 is this machine's hostname). The driver, reserves and report interval are in
-``[compute_agent]``. SIGTERM or SIGINT stops the agent cleanly: it stops
-consuming, interrupts builds in progress (they resume at the next start) and
-exits 0.
+``[compute_agent]``; the driver has no default (host or fake: the agent does not
+start until it is chosen) and the agent logs at start what it reports. SIGTERM
+or SIGINT stops the agent cleanly: it stops consuming, interrupts builds in
+progress (they resume at the next start) and exits 0. SIGHUP opens the log
+file again.
 """
 
 import logging
@@ -37,7 +39,8 @@ cli_opts = [
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    conf = config.load(argv, PROG, register=[agent_conf.register_opts], cli_opts=cli_opts)
+    conf = config.load(argv, PROG, register=[agent_conf.register_opts], validators=[agent_conf.check_driver],
+                       cli_opts=cli_opts)
     if conf.agent_host:
         conf.set_override("host", conf.agent_host)
     try:
@@ -47,7 +50,9 @@ def main(argv=None):
     config.setup_logging(conf, PROG)
     transport = rpc.get_transport(conf)
     try:
-        common.run_until_signalled([ComputeManager(conf, transport)], transport)
+        manager = ComputeManager(conf, transport)
+        LOG.info("Compute agent %s: %s", conf.host, manager.driver.describe())
+        common.run_until_signalled([manager], transport)
     except (InstanceStoreError, rpc.QueueInUse, rpc.LoginRefused) as exc:  # said in full: no traceback
         LOG.error("Compute agent %s cannot start: %s", conf.host, exc)
         return f"{PROG}: cannot start: {exc}"

@@ -1,5 +1,6 @@
 """Compute drivers, chosen by name with ``[compute_agent] driver``."""
 
+from compute_agent import conf as agent_conf
 from compute_agent.driver.base import BuildAborted, ComputeDriver
 from compute_agent.driver.fake import FakeDriver
 from compute_agent.driver.host import HostDriver
@@ -11,6 +12,8 @@ __all__ = ["DRIVERS", "BuildAborted", "ComputeDriver", "FakeDriver", "HostDriver
 
 def load_driver(conf, name=None):
     name = name or conf.compute_agent.driver
+    if name is None:
+        raise ValueError(agent_conf.DRIVER_NOT_SET)
     try:
         cls = DRIVERS[name]
     except KeyError:

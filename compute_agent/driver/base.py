@@ -15,6 +15,7 @@ class ComputeDriver:
     claim and reschedules) and ``BuildAborted`` when :meth:`stop` interrupts it.
     """
 
+    name = "base"
     hypervisor_type = "base"
 
     def __init__(self, conf):
@@ -24,6 +25,12 @@ class ComputeDriver:
     def get_totals(self):
         """``{"memory_mb", "local_gb", "vcpus"}`` of the whole host."""
         raise NotImplementedError
+
+    def describe(self):
+        """Which driver this is and the totals it reports, in one line for the log at start."""
+        totals = self.get_totals()
+        return (f"driver {self.name}: {totals['memory_mb']} MB memory, {totals['local_gb']} GB disk, "
+                f"{totals['vcpus']} vCPUs")
 
     def get_facts(self):
         """What the host is, as Nova's compute node says it: ``{"cpu_info" (a dict),

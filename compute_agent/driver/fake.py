@@ -5,7 +5,13 @@ from compute_agent.driver import base, host_facts
 
 
 class FakeDriver(base.ComputeDriver):
+    name = "fake"
     hypervisor_type = "fake"
+
+    def describe(self):
+        totals = self.get_totals()
+        return (f"driver fake: simulated host of {totals['memory_mb']} MB memory, {totals['local_gb']} GB "
+                f"disk, {totals['vcpus']} vCPUs ([compute_agent] fake_memory_mb, fake_local_gb, fake_vcpus)")
 
     def get_totals(self):
         opts = self.conf.compute_agent

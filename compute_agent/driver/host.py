@@ -22,7 +22,13 @@ def _existing(path):
 
 
 class HostDriver(base.ComputeDriver):
+    name = "host"
     hypervisor_type = "host"
+
+    def describe(self):
+        totals = self.get_totals()
+        return (f"driver host: this machine's {totals['memory_mb']} MB memory, {totals['local_gb']} GB disk "
+                f"(the file system of {_existing(self.conf.state_path)}), {totals['vcpus']} vCPUs")
 
     def get_totals(self):
         fs = os.statvfs(_existing(self.conf.state_path))

@@ -1,6 +1,7 @@
 """``berth aggregate ...`` and ``berth server-group ...``: host aggregates and server groups.
 
-Every command is one RPC call to the scheduler (scheduler.admin.AdminEndpoint);
+Every command is one RPC call to the scheduler (scheduler.admin.AdminEndpoint),
+after one that finds a server group named by name;
 the scheduler checks the arguments and changes nothing when one is wrong.
 """
 
@@ -80,7 +81,8 @@ def add_commands(subparsers):
     for verb, func, text in (("show", group_show, "One server group and its members."),
                              ("delete", group_delete, "Delete a server group.")):
         parser = actions.add_parser(verb, help=text)
-        parser.add_argument("group_uuid", metavar="UUID")
+        parser.add_argument("group_reference", metavar="GROUP",
+                            help="a UUID, or the name of exactly one server group")
         parser.set_defaults(func=func)
 
 
@@ -149,6 +151,7 @@ def group_create(client, args, out):
 
 
 def _print_groups(groups, out, args=None):
+    # The scheduler lists as members only the instances not DELETED.
     _print_table(
         ["UUID", "NAME", "POLICY", "RULES", "MEMBERS"],
         [[g["uuid"], g["name"], g["policy"], json.dumps(g["rules"]) if g["rules"] else None,
@@ -162,8 +165,14 @@ def group_list(client, args, out):
     return 0
 
 
+def _group_uuid(client, args):
+    from scheduler.cmd.cli import group_uuid
+
+    return group_uuid(client, args.group_reference)
+
+
 def group_show(client, args, out):
-    group = client.admin_call({}, "show_server_group", group_uuid=args.group_uuid)
+    group = client.admin_call({}, "show_server_group", group_uuid=_group_uuid(client, args))
     for key in ("uuid", "name", "policy", "project_id", "created_at"):
         print(f"{key:11} {group.get(key) or NONE}", file=out)
     print(f"{'rules':11} {json.dumps(group['rules']) if group['rules'] else NONE}", file=out)
@@ -172,6 +181,7 @@ def group_show(client, args, out):
 
 
 def group_delete(client, args, out):
-    client.admin_call({}, "delete_server_group", group_uuid=args.group_uuid)
-    print(f"server group {args.group_uuid} deleted", file=out)
+    uuid = _group_uuid(client, args)
+    client.admin_call({}, "delete_server_group", group_uuid=uuid)
+    print(f"server group {uuid} deleted", file=out)
     return 0

@@ -1,6 +1,8 @@
 """berth-all-in-one: the scheduler and N fake compute agents in one process."""
 
 import collections
+import logging
+import os
 import signal
 import sys
 
@@ -14,6 +16,7 @@ from scheduler.client import SchedulerClient
 from scheduler.cmd import cli, common, output
 from scheduler.service import SchedulerService
 
+LOG = logging.getLogger(__name__)
 PROG = "berth-all-in-one"
 
 cli_opts = [
@@ -40,35 +43,57 @@ def agent_hosts(conf):
     return [f"{conf.host}-compute-{i + 1}" for i in range(conf.agents)]
 
 
+def register_agent_opts(conf):
+    """The agents here are simulated by design: driver fake, unless the operator chose one."""
+    agent_conf.register_opts(conf)
+    conf.set_default("driver", "fake", group="compute_agent")
+
+
 def main(argv=None, out=None):
     out = out or sys.stdout
     conf = config.load(
         sys.argv[1:] if argv is None else argv,
         PROG,
-        register=common.SCHEDULER_SETUP["register"] + [agent_conf.register_opts],
+        register=common.SCHEDULER_SETUP["register"] + [register_agent_opts],
         validators=common.SCHEDULER_SETUP["validators"],
         cli_opts=cli_opts,
     )
+    demo_log = demo_log_file(conf) if conf.demo else None
     config.setup_logging(conf, PROG)
     try:
         database = common.open_database(conf)
     except ValueError as exc:  # one line (the URL in it is masked), no traceback
         return f"{PROG}: cannot start: {exc}"
     transport = rpc.get_transport(conf)
-    services = [SchedulerService(conf, transport, database)] + [
-        ComputeManager(conf, transport, host=host) for host in agent_hosts(conf)
-    ]
+    agents = [ComputeManager(conf, transport, host=host) for host in agent_hosts(conf)]
+    hosts = agents[0].host if len(agents) == 1 else f"{agents[0].host} to {agents[-1].host}"
+    LOG.info("%d compute agent(s), %s, each %s", len(agents), hosts, agents[0].driver.describe())
+    services = [SchedulerService(conf, transport, database)] + agents
     try:
         if not conf.demo:
             common.run_until_signalled(services, transport)
             return 0
         transport.reach(DEMO_CONNECT_TIMEOUT)
-        return demo(conf, services, SchedulerClient(transport), out)
+        status = demo(conf, services, SchedulerClient(transport), out)
+        if demo_log:
+            print(f"The log of this run is in {demo_log}.", file=Output(out))
+        return status
     except (InstanceStoreError, rpc.QueueInUse, rpc.BrokerUnreachable) as exc:  # said in full: no traceback
         return f"{PROG}: cannot start: {exc}"
     finally:
         transport.cleanup()
         database.dispose()
+
+
+def demo_log_file(conf):
+    """The demo prints its results; its INFO log goes to ``state_path/berth-all-in-one.log``
+    unless the options send it somewhere. Returns that file, or None."""
+    if config.log_destination(conf) or conf.use_stderr:
+        return None
+    os.makedirs(conf.state_path, exist_ok=True)
+    path = os.path.join(conf.state_path, f"{PROG}.log")
+    conf.set_override("log_file", path)
+    return path
 
 
 class Output:

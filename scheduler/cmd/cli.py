@@ -1,6 +1,7 @@
 """berth: the operator's command line, over the same transport as the services."""
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -10,12 +11,16 @@ from oslo_config import cfg
 
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
-from scheduler.cmd import admin_commands, output
+from scheduler.cmd import admin_commands, host_commands, output
 from scheduler.cmd.arguments import positive
-from scheduler.request_spec import MAX_INSTANCES_PER_REQUEST, MAX_LIST
+from scheduler.exception import InvalidRequest
+from scheduler.request_spec import MAX_INSTANCES_PER_REQUEST, MAX_LIST, check_display_names, display_name
 
 PROG = "berth"
+LOG = logging.getLogger(__name__)
 SETTLED = (states.ACTIVE, states.ERROR, states.DELETED)
+#: The UUIDs an ambiguous name's message lists at most.
+AMBIGUOUS_SHOWN = 10
 
 
 class CommandError(Exception):
@@ -44,11 +49,19 @@ def _hint(text):
     return key, value
 
 
-def _uuid(text):
+def _as_uuid(text):
+    """``text`` as a UUID, or None when it is not one (then it is a name)."""
     try:
         return str(uuidlib.UUID(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an instance UUID: {text!r}") from None
+        return None
+
+
+def _name_template(text):
+    try:
+        return display_name(text, "--name")
+    except InvalidRequest as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--name: ")) from None
 
 
 def add_commands(subparsers):
@@ -59,9 +72,13 @@ def add_commands(subparsers):
     boot.add_argument("--flavor-vcpus", type=positive, metavar="N", help="vCPUs of an unnamed flavor")
     boot.add_argument("--count", type=_count, default=1,
                       help=f"how many instances, 1 to {MAX_INSTANCES_PER_REQUEST} (placed all or none)")
+    # oslo.config keeps the dest "name" for the sub-command itself.
+    boot.add_argument("--name", dest="display_name", type=_name_template, metavar="NAME",
+                      help="the instances' name; %%d in it becomes each one's index from 1 (web-%%d: "
+                      "web-1, web-2...); without %%d several instances are NAME-1, NAME-2... as in Nova")
     boot.add_argument("--hint", type=_hint, action="append", default=[], metavar="KEY=VALUE",
-                      help="a scheduler hint (group=UUID, same_host=UUID, different_host=UUID, "
-                      "query=JSON, ...); repeat for several, a repeated key makes a list")
+                      help="a scheduler hint (group=UUID or NAME, same_host=UUID or NAME, different_host="
+                      "UUID or NAME, query=JSON, ...); repeat for several, a repeated key makes a list")
     # dest differs from the option name, as for --host below.
     boot.add_argument("--availability-zone", dest="boot_zone", metavar="AZ",
                       help="only hosts of this availability zone (AvailabilityZoneFilter)")
@@ -72,7 +89,8 @@ def add_commands(subparsers):
     boot.set_defaults(func=boot_command)
 
     delete = subparsers.add_parser("delete", help="Delete instances.")
-    delete.add_argument("uuids", nargs="+", type=_uuid, metavar="UUID")
+    delete.add_argument("references", nargs="+", metavar="INSTANCE",
+                        help="a UUID, or the name of exactly one instance not DELETED")
     delete.add_argument("--wait", action="store_true", help="wait until every instance is DELETED")
     delete.add_argument("--timeout", type=positive, default=300, metavar="SECONDS",
                         help="with --wait: give up after this long (default 300)")
@@ -91,11 +109,13 @@ def add_commands(subparsers):
     output.add_options(instances)
     instances.set_defaults(func=instances_command)
 
-    show = subparsers.add_parser("show", help="One instance: state, host, fault reason.")
-    show.add_argument("uuid", type=_uuid, metavar="UUID")
+    show = subparsers.add_parser("show", help="One instance: name, state, host, zone, fault reason.")
+    show.add_argument("reference", metavar="INSTANCE",
+                      help="a UUID, or the name of exactly one instance not DELETED")
     show.set_defaults(func=show_command)
 
     admin_commands.add_commands(subparsers)  # aggregate ..., server-group ...
+    host_commands.add_commands(subparsers)  # host ..., service list
 
 
 def flavor_from_args(args):
@@ -117,12 +137,15 @@ def flavor_from_args(args):
     }
 
 
-def build_request(flavor, count, hints=(), project="admin", availability_zone=None):
-    """``hints``: (key, value) pairs or a dict; a key given more than once becomes a list."""
+def build_request(flavor, count, hints=(), project="admin", availability_zone=None, name=None):
+    """``hints``: (key, value) pairs or a dict; a key given more than once becomes a list.
+    ``name``: the instances' display_name (the scheduler numbers them: instance_names)."""
     uuids = [str(uuidlib.uuid4()) for _ in range(count)]
     properties = {"project_id": project}
     if availability_zone:
         properties["availability_zone"] = availability_zone
+    if name is not None:
+        properties["display_name"] = name
     request_spec = {
         "instance_uuids": uuids,
         "num_instances": count,
@@ -168,19 +191,64 @@ def wait_for(client, uuids, timeout, settled=SETTLED):
     return dict(found)
 
 
+def _one_named(kind, name, found):
+    """The UUID of the only one of ``found`` (those named ``name``)."""
+    if not found:
+        raise CommandError(f"No {kind} named {name}")
+    if len(found) > 1:
+        shown = ", ".join(f["uuid"] for f in found[:AMBIGUOUS_SHOWN])
+        more = ", ..." if len(found) > AMBIGUOUS_SHOWN else ""
+        raise CommandError(f"Name {name} is ambiguous: {len(found)} {kind}s ({shown}{more}); use a UUID")
+    return found[0]["uuid"]
+
+
+def instance_uuid(client, reference):
+    """The UUID of the instance ``reference`` is, or names (one not DELETED)."""
+    return _as_uuid(reference) or _one_named("instance", reference, client.list_instances({}, name=reference))
+
+
+def group_uuid(client, reference):
+    """The UUID of the server group ``reference`` is, or names."""
+    return _as_uuid(reference) or _one_named(
+        "server group", reference, client.admin_call({}, "list_server_groups", name=reference))
+
+
+def _resolve_hints(client, hints):
+    """``hints`` ((key, value) pairs) with the instances and the server group they name by
+    name replaced by their UUIDs. A group named by UUID is looked up too: refused here,
+    before any instance exists, when it does not."""
+    if sum(1 for key, _ in hints if key == "group") > 1:
+        raise CommandError("give one --hint group=UUID or NAME")
+    resolved = []
+    for key, value in hints:
+        if key == "group":
+            uuid = _as_uuid(value)
+            if uuid is None:
+                uuid = group_uuid(client, value)  # found by its name: it exists
+            else:
+                client.admin_call({}, "show_server_group", group_uuid=uuid)
+            value = uuid
+        elif key in ("same_host", "different_host"):
+            value = instance_uuid(client, value)
+        resolved.append((key, value))
+    return resolved
+
+
 def boot_command(client, args, out):
     flavor = flavor_from_args(args)
+    try:
+        check_display_names(args.display_name, args.count, "--name")
+    except InvalidRequest as exc:
+        raise CommandError(str(exc)) from None
     request_spec, filter_properties = build_request(
-        flavor, args.count, args.hint, args.project, availability_zone=args.boot_zone
+        flavor, args.count, _resolve_hints(client, args.hint), args.project, availability_zone=args.boot_zone,
+        name=args.display_name,
     )
-    group = filter_properties["scheduler_hints"].get("group")
-    if group is not None:
-        if isinstance(group, list):
-            raise CommandError("give one --hint group=UUID")
-        # Refused here, before any instance exists, when the group does not.
-        client.admin_call({}, "show_server_group", group_uuid=group)
-    client.run_instance({"project_id": args.project}, request_spec, filter_properties)
     uuids = request_spec["instance_uuids"]
+    ctxt = {"project_id": args.project, "request_id": rpc.new_request_id()}
+    with rpc.handling(ctxt):
+        LOG.debug("Booting %s as request %s", ", ".join(uuids), ctxt["request_id"])
+        client.run_instance(ctxt, request_spec, filter_properties)
     if not args.wait:
         for u in uuids:
             print(u, file=out)
@@ -191,41 +259,49 @@ def boot_command(client, args, out):
 
 
 def delete_command(client, args, out):
-    """Delete the instances named; none at all when one of them does not exist."""
+    """Delete the instances named (by UUID or name); none at all when one of them does not exist."""
+    uuids = []
+    for reference in args.references:
+        try:
+            uuids.append(instance_uuid(client, reference))
+        except CommandError as exc:
+            raise CommandError(f"{exc}; nothing deleted") from None
+    uuids = list(dict.fromkeys(uuids))
     known = {}
-    for start in range(0, len(args.uuids), MAX_LIST):
-        page = args.uuids[start:start + MAX_LIST]
+    for start in range(0, len(uuids), MAX_LIST):
+        page = uuids[start:start + MAX_LIST]
         known.update((i["uuid"], i) for i in client.list_instances({}, include_deleted=True, uuids=page))
-    missing = [u for u in dict.fromkeys(args.uuids) if u not in known]
+    missing = [u for u in uuids if u not in known]
     if missing:
         raise CommandError(f"No instance {', '.join(missing)}; nothing deleted")
-    for u in args.uuids:
+    ctxt = {"request_id": rpc.new_request_id()}
+    for u in uuids:
         if known[u]["state"] == states.DELETED:
             print(f"{u} deleted already", file=out)
             continue
-        client.delete_instance({}, u)
+        with rpc.handling(ctxt):
+            LOG.debug("Deleting %s as request %s", u, ctxt["request_id"])
+            client.delete_instance(ctxt, u)
     if args.wait:
-        found = wait_for(client, args.uuids, args.timeout, settled=(states.DELETED,))
+        found = wait_for(client, uuids, args.timeout, settled=(states.DELETED,))
         print_instances(found.values(), out)
     else:
-        for u in args.uuids:
+        for u in uuids:
             if known[u]["state"] != states.DELETED:
                 print(f"{u} deleting", file=out)
     return 0
 
 
 def hosts_command(client, args, out):
+    hosts = client.list_hosts({})
     emit(args,
-        ["HOST", "STATE", "RAM USED/TOTAL MB", "FREE RAM MB", "DISK USED/TOTAL GB",
-         "FREE DISK GB", "VCPUS USED/TOTAL", "INSTANCES"],
-        [
-            [h["host"], h["state"], f"{h['memory_mb_used']}/{h['memory_mb']}", h["free_ram_mb"],
-             f"{_num(h['local_gb_used'])}/{h['local_gb']}", _num(h["free_disk_gb"]),
-             f"{_num(h['vcpus_used'])}/{h['vcpus']}", h["running_vms"]]
-            for h in client.list_hosts({})
-        ],
-        out,
-    )
+         ["HOST", "STATE", "RAM USED/TOTAL MB", "FREE RAM MB", "DISK USED/TOTAL GB",
+          "FREE DISK GB", "VCPUS USED/TOTAL", "INSTANCES", "DISABLED REASON"],
+         [[h["host"], h["state"], f"{h['memory_mb_used']}/{h['memory_mb']}", h["free_ram_mb"],
+           f"{_num(h['local_gb_used'])}/{h['local_gb']}", _num(h["free_disk_gb"]),
+           f"{_num(h['vcpus_used'])}/{h['vcpus']}", h["running_vms"], h.get("disabled_reason")]
+          for h in hosts],
+         out)
     return 0
 
 
@@ -237,21 +313,32 @@ def instances_command(client, args, out):
 
 
 def show_command(client, args, out):
-    instance = client.show_instance({}, args.uuid)
-    for key in ("uuid", "state", "host", "node", "flavor_name", "memory_mb", "root_gb",
+    instance = client.show_instance({}, instance_uuid(client, args.reference))
+    shown = dict(instance, name=instance.get("display_name"), zone=requested_zone(instance))
+    for key in ("uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
                 "ephemeral_gb", "vcpus", "attempts", "fault_reason", "created_at",
                 "scheduled_at", "launched_at", "deleted_at"):
-        print(f"{key:13} {_blank(instance.get(key))}", file=out)
+        print(f"{key:13} {_blank(shown.get(key))}", file=out)
     return 0
 
 
+def requested_zone(instance):
+    """The availability zone the instance's request asked for (in its stored request), or None."""
+    request_spec = instance.get("request_spec")
+    properties = request_spec.get("instance_properties") if isinstance(request_spec, dict) else None
+    return properties.get("availability_zone") if isinstance(properties, dict) else None
+
+
 def print_instances(instances, out, args=None):
+    # NAME, FLAVOR and ZONE come last: scripts read the first six columns by position, and
+    # the fault reason (free text) from the seventh on.
     emit(
         args,
-        ["UUID", "STATE", "HOST", "RAM MB", "DISK GB", "VCPUS", "FAULT"],
+        ["UUID", "STATE", "HOST", "RAM MB", "DISK GB", "VCPUS", "FAULT", "NAME", "FLAVOR", "ZONE"],
         [
             [i["uuid"], i["state"], i.get("host"), i["memory_mb"],
-             (i.get("root_gb") or 0) + (i.get("ephemeral_gb") or 0), i["vcpus"], i.get("fault_reason")]
+             (i.get("root_gb") or 0) + (i.get("ephemeral_gb") or 0), i["vcpus"], i.get("fault_reason"),
+             i.get("display_name"), i.get("flavor_name"), requested_zone(i)]
             for i in instances
         ],
         out,
@@ -292,6 +379,7 @@ def main(argv=None, out=None):
         PROG,
         cli_opts=cli_opts + [cfg.SubCommandOpt("command", title="commands", handler=add_commands)],
     )
+    config.setup_command_logging(conf, PROG)
     try:
         transport = rpc.get_transport(conf)
     except ValueError as exc:  # the URL in it is masked

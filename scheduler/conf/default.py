@@ -2,9 +2,21 @@ import os
 import socket
 
 from oslo_config import cfg
+from oslo_log import log
+
+SYSTEM_STATE_PATH = "/var/lib/berth"
+
+
+def _under_systemd():
+    """Started by systemd's system manager. A user manager sets MANAGERPID as well, and its
+    services (and the shells of a terminal run as one) keep to the user's own directory."""
+    env = os.environ
+    return bool(env.get("INVOCATION_ID") or env.get("NOTIFY_SOCKET")) and not env.get("MANAGERPID")
 
 
 def _default_state_path():
+    if _under_systemd():
+        return SYSTEM_STATE_PATH
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(base, "berth")
 
@@ -27,9 +39,12 @@ opts = [
     cfg.StrOpt(
         "state_path",
         default=_default_state_path(),
-        sample_default="$XDG_STATE_HOME/berth",
+        sample_default="<under systemd: /var/lib/berth, else: $XDG_STATE_HOME/berth>",
         help="Directory for the embedded database, the filesystem transport's queues "
-        "and the compute agents' instance records.",
+        "and the compute agents' instance records. Default: /var/lib/berth for a service "
+        "of systemd's system manager (INVOCATION_ID or NOTIFY_SOCKET set; the units in "
+        "etc/systemd create it with StateDirectory=berth), else $XDG_STATE_HOME/berth, or "
+        "~/.local/state/berth when XDG_STATE_HOME is not set.",
     ),
     cfg.StrOpt(
         "host",
@@ -44,13 +59,13 @@ opts = [
         min=1,
         help="Seconds to wait for the reply to an RPC call.",
     ),
-    cfg.BoolOpt("debug", default=False, help="Log at DEBUG instead of INFO."),
-    cfg.StrOpt("log_file", help="Log to this file instead of standard error."),
 ]
 
 
 def register_opts(conf):
     conf.register_opts(opts)
+    # debug, log_file, log_dir, use_journal, use_json... (oslo.log's, in [DEFAULT] too)
+    log.register_options(conf)
 
 
 def list_opts():

@@ -821,16 +821,19 @@ class Database:
 
     @_retry
     def list_instances(self, host=None, states=None, include_deleted=False, limit=None, updated_before=None,
-                       uuids=None):
+                       uuids=None, name=None):
         """Instances, newest first.
 
         ``states`` (one or several) filters by state; without it DELETED
         instances are left out unless ``include_deleted``. ``updated_before``
-        keeps those not updated since that time; ``uuids`` those it names.
+        keeps those not updated since that time; ``uuids`` those it names;
+        ``name`` those of that display_name.
         """
         statement = sa.select(instances).order_by(instances.c.created_at.desc(), instances.c.id.desc())
         if uuids is not None:
             statement = statement.where(instances.c.uuid.in_(list(uuids)))
+        if name is not None:
+            statement = statement.where(instances.c.display_name == name)
         if updated_before is not None:
             statement = statement.where(instances.c.updated_at <= to_db_time(updated_before))
         if host is not None:
@@ -935,8 +938,8 @@ class Database:
             return [_row_dict(row) for row in connection.execute(statement).mappings()]
 
     @_retry
-    def service_heartbeat(self, host, binary, topic, at=None):
-        """Record that ``binary`` on ``host`` was alive at ``at`` (default now)."""
+    def service_heartbeat(self, host, binary, topic, at=None, version=None):
+        """Record that ``binary`` (Berth ``version``) on ``host`` was alive at ``at`` (default now)."""
         now = self.now()
         row = {
             "host": host,
@@ -944,6 +947,7 @@ class Database:
             "topic": topic,
             "last_seen_at": to_db_time(at) or now,
             "created_at": now,
+            "version": version,
         }
         with self._transaction(write=True) as connection:
             self._upsert(connection, services, [row], ("host", "binary"))
@@ -955,6 +959,36 @@ class Database:
             statement = statement.where(services.c.binary == binary)
         with self._transaction() as connection:
             return [_row_dict(row) for row in connection.execute(statement).mappings()]
+
+    @_retry
+    def set_service_disabled(self, host, binary, topic, disabled, reason=None):
+        """Disable ``binary`` on ``host`` (with ``reason``), or enable it again."""
+        row = {"host": host, "binary": binary, "topic": topic, "disabled": bool(disabled),
+               "disabled_reason": reason if disabled else None, "created_at": self.now()}
+        with self._transaction(write=True) as connection:
+            self._upsert(connection, services, [row], ("host", "binary"))
+
+    @_retry
+    def delete_compute_host(self, host, binary):
+        """Forget compute host ``host``: its last report, the service row of its agent
+        (``binary``) and its aggregate memberships. Raises Conflict, deleting nothing, while
+        instances that are not DELETED are on it."""
+        with self._transaction(write=True) as connection:
+            # First, so that a scheduler placing on the host now either committed already (its
+            # instance is counted below) or finds the generation moved and tries again.
+            connection.execute(sa.update(host_generations).where(host_generations.c.host == host)
+                               .values(generation=host_generations.c.generation + 1))
+            live = connection.execute(
+                sa.select(sa.func.count()).select_from(instances)
+                .where(instances.c.host == host, instances.c.state != models.DELETED)).scalar()
+            if live:
+                raise Conflict(f"host {host} holds {live} instance(s) that are not DELETED: delete "
+                               "them first (berth instances --host shows them)")
+            connection.execute(sa.delete(compute_nodes).where(compute_nodes.c.host == host))
+            connection.execute(sa.delete(services).where(services.c.host == host,
+                                                         services.c.binary == binary))
+            left = connection.execute(sa.delete(aggregate_hosts).where(aggregate_hosts.c.host == host))
+            return {"aggregates_left": left.rowcount}
 
     # -- host aggregates ----------------------------------------------------
     # Callers (scheduler.admin) check names and values first; these raise
@@ -1085,33 +1119,34 @@ class Database:
         return self.get_server_group(uuid)
 
     @_retry
-    def list_server_groups(self):
-        """[{uuid, name, policy, rules, project_id, members, created_at}], oldest first."""
+    def list_server_groups(self, name=None, live_members=False):
+        """[{uuid, name, policy, rules, project_id, members, created_at}], oldest first; with
+        ``name``, the groups of that name. With ``live_members``, members whose instance is
+        DELETED are left out."""
+        statement = sa.select(server_groups).order_by(server_groups.c.created_at, server_groups.c.id)
+        if name is not None:
+            statement = statement.where(server_groups.c.name == name)
         with self._transaction() as connection:
-            rows = connection.execute(
-                sa.select(server_groups).order_by(server_groups.c.created_at, server_groups.c.id)
-            ).mappings().all()
+            rows = connection.execute(statement).mappings().all()
             members = {}
-            for group_id, instance_uuid in connection.execute(
-                sa.select(server_group_members.c.group_id, server_group_members.c.instance_uuid)
-                .order_by(server_group_members.c.id)
-            ):
+            query = _members_query(live_members)
+            if name is not None:
+                query = query.where(server_group_members.c.group_id.in_([row["id"] for row in rows]))
+            for group_id, instance_uuid in connection.execute(query):
                 members.setdefault(group_id, []).append(instance_uuid)
         return [_group_dict(row, members.get(row["id"], [])) for row in rows]
 
     @_retry
-    def get_server_group(self, uuid):
+    def get_server_group(self, uuid, live_members=False):
+        """The group of ``uuid`` (raises NotFound); ``live_members`` as for list_server_groups."""
         with self._transaction() as connection:
             row = connection.execute(
                 sa.select(server_groups).where(server_groups.c.uuid == uuid)
             ).mappings().first()
             if row is None:
                 raise NotFound(f"no server group {uuid}")
-            members = list(connection.scalars(
-                sa.select(server_group_members.c.instance_uuid)
-                .where(server_group_members.c.group_id == row["id"])
-                .order_by(server_group_members.c.id)
-            ))
+            query = _members_query(live_members).where(server_group_members.c.group_id == row["id"])
+            members = [instance_uuid for _, instance_uuid in connection.execute(query)]
         return _group_dict(row, members)
 
     @_retry
@@ -1177,6 +1212,17 @@ class Database:
 
 def _group_id(uuid):
     return sa.select(server_groups.c.id).where(server_groups.c.uuid == uuid)
+
+
+def _members_query(live):
+    """(group_id, instance_uuid) of every member, in the order they joined; with ``live``, not
+    those whose instance is DELETED (a member whose row is not written yet stays)."""
+    members = server_group_members
+    query = sa.select(members.c.group_id, members.c.instance_uuid).order_by(members.c.id)
+    if live:
+        query = query.outerjoin(instances, instances.c.uuid == members.c.instance_uuid).where(
+            sa.or_(instances.c.state.is_(None), instances.c.state != models.DELETED))
+    return query
 
 
 def _group_dict(row, members):

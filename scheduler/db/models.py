@@ -68,6 +68,8 @@ class Instance(Base):
     scheduled_at: Mapped[datetime | None] = mapped_column(Timestamp)
     launched_at: Mapped[datetime | None] = mapped_column(Timestamp)
     deleted_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # The name the operator gave (``berth boot --name``); not unique, as in Nova.
+    display_name: Mapped[str | None] = mapped_column(sa.String(255), index=True)
 
 
 class ComputeNode(Base):
@@ -111,6 +113,7 @@ class Service(Base):
     )
     disabled_reason: Mapped[str | None] = mapped_column(sa.String(255))
     last_seen_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    version: Mapped[str | None] = mapped_column(sa.String(64))  # Berth's, as the service last said
     created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
 
 
@@ -186,3 +189,18 @@ aggregates = Aggregate.__table__
 aggregate_hosts = AggregateHost.__table__
 server_groups = ServerGroup.__table__
 server_group_members = ServerGroupMember.__table__
+
+
+def _shadow(table):
+    """Where ``berth-manage db archive`` moves old rows of ``table``: its columns and key, no
+    other constraint or index (an archived row outlives the rows it referred to)."""
+    return sa.Table(
+        f"shadow_{table.name}",
+        Base.metadata,
+        *(sa.Column(c.name, c.type, nullable=c.nullable, primary_key=c.primary_key, autoincrement=False)
+          for c in table.columns),
+    )
+
+
+shadow_instances = _shadow(instances)
+shadow_server_group_members = _shadow(server_group_members)

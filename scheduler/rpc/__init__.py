@@ -7,7 +7,7 @@ server = rpc.get_rpc_server(transport, rpc.Target("compute", server=host), [endp
 """
 
 from scheduler.rpc.client import RPCClient
-from scheduler.rpc.context import Context
+from scheduler.rpc.context import Context, each_request, handling, new_request_id
 from scheduler.rpc.dispatcher import batch_of, read_only
 from scheduler.rpc.exceptions import (
     BrokerUnreachable,
@@ -44,7 +44,10 @@ __all__ = [
     "WorkBroken",
     "Transport",
     "batch_of",
+    "each_request",
     "get_rpc_server",
     "get_transport",
+    "handling",
+    "new_request_id",
     "read_only",
 ]

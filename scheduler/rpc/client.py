@@ -6,6 +6,7 @@ import queue
 import time
 
 from scheduler.rpc import envelope, topology
+from scheduler.rpc.context import REQUEST_ID
 from scheduler.rpc.exceptions import MessagingTimeout
 
 LOG = logging.getLogger(__name__)
@@ -50,7 +51,8 @@ class RPCClient:
         """Send ``method(**kwargs)`` without waiting (to every server if the target fans out)."""
         msg = envelope.request(method, kwargs, ctxt)
         key = self._publish(msg)
-        LOG.debug("CAST %s to %s (unique_id %s)", method, key, msg["_unique_id"])
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug("CAST %s to %s (unique_id %s%s)", method, key, msg["_unique_id"], _of_request(msg))
 
     def call(self, ctxt, method, **kwargs):
         """Run ``method(**kwargs)`` on one server and return its result.
@@ -72,7 +74,8 @@ class RPCClient:
         replies = listener.register(msg_id)
         try:
             key = self._publish(msg, expiration=timeout, now=True)
-            LOG.debug("CALL %s to %s (msg_id %s)", method, key, msg_id)
+            if LOG.isEnabledFor(logging.DEBUG):
+                LOG.debug("CALL %s to %s (msg_id %s%s)", method, key, msg_id, _of_request(msg))
             result = None
             while True:
                 left = deadline - time.monotonic()
@@ -92,3 +95,10 @@ class RPCClient:
                 # ending False and no result: a call-monitor heartbeat; keep waiting.
         finally:
             listener.unregister(msg_id)
+
+
+def _of_request(msg):
+    """", request <id>" of a message whose context names its request (sent after the request's
+    handling, from an outbox, its log line would not say it otherwise)."""
+    request_id = msg.get(envelope.CONTEXT_PREFIX + REQUEST_ID)
+    return f", request {request_id}" if request_id else ""

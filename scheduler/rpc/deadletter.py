@@ -11,7 +11,8 @@ exchange is also the shared queues' ``x-dead-letter-exchange``.
 Headers: ``x-berth-reason`` (class: message), ``x-berth-method`` (when the
 message could be read that far), ``x-berth-exchange`` and
 ``x-berth-routing-key`` (where it was published), ``x-berth-queue`` (the
-server that refused it) and, for a body larger than ``max_message_bytes``,
+server that refused it), ``x-berth-request-id`` (the request it came with, as
+the log line about it says) and, for a body larger than ``max_message_bytes``,
 ``x-berth-truncated`` (its full length: only the first ``KEEP_BYTES`` are kept).
 
 Each refusal is logged as one warning line, no traceback; identical reasons
@@ -24,6 +25,7 @@ import threading
 import time
 
 from scheduler.rpc import names, topology
+from scheduler.rpc.context import current_request_id
 
 LOG = logging.getLogger(__name__)
 
@@ -32,6 +34,7 @@ METHOD = "x-berth-method"
 EXCHANGE = "x-berth-exchange"
 ROUTING_KEY = "x-berth-routing-key"
 QUEUE = "x-berth-queue"
+REQUEST_ID = "x-berth-request-id"
 TRUNCATED = "x-berth-truncated"
 
 #: What is kept of a body too large to accept.
@@ -105,8 +108,8 @@ class DeadLetters:
         topology.dead_letter_queue(self.transport)(channel).declare()
 
     def send(self, message, exc, method=None):
-        """Republish ``message`` with the reason ``exc``; log it once. Raises if the
-        broker cannot take it (the caller must not ack the original then)."""
+        """Republish ``message`` with the reason ``exc`` and the current request's id; log it
+        once. Raises if the broker cannot take it (the caller must not ack the original then)."""
         reason = reason_of(exc)
         delivery = message.delivery_info or {}
         body = message.body
@@ -118,6 +121,9 @@ class DeadLetters:
             ROUTING_KEY: names.printable(delivery.get("routing_key") or ""),
             QUEUE: self.label,
         }
+        request_id = current_request_id()
+        if request_id:
+            headers[REQUEST_ID] = request_id
         if body is not None and len(body) > self.transport.conf.oslo_messaging_rabbit.max_message_bytes:
             headers[TRUNCATED] = len(body)
             body = body[:KEEP_BYTES]

@@ -15,7 +15,7 @@ import random
 from scheduler.rpc import deliveries, envelope, topology
 from scheduler.rpc import transport as transport_mod
 from scheduler.rpc.consumer import ConsumeLoop
-from scheduler.rpc.context import Context
+from scheduler.rpc.context import REQUEST_ID, Context, ensure_request_id, handling
 from scheduler.rpc.deadletter import DeadLetters, log_key, reason_of
 from scheduler.rpc.dispatcher import Dispatcher
 from scheduler.rpc.exceptions import (
@@ -368,7 +368,7 @@ class RPCServer:
         outcomes = []
         for message, (context, _, args) in group:
             try:
-                with work.step(method, read_only=read_only):
+                with work.step(method, read_only=read_only), handling(context):
                     if form is None:
                         result = self.dispatcher.dispatch(context, method, args)
                     else:
@@ -391,7 +391,7 @@ class RPCServer:
         # (before decoding), its envelope, its method and arguments (Dispatcher),
         # then what the endpoint checks itself. A call that fails gets a failure
         # reply; a cast, or a message too broken to answer, is dead-lettered.
-        method = msg_id = reply_q = None
+        method = msg_id = reply_q = msg = None
         try:
             limit = self.transport.conf.oslo_messaging_rabbit.max_message_bytes
             size = len(message.body or b"")
@@ -407,13 +407,16 @@ class RPCServer:
             method, args, values, msg_id, reply_q = envelope.parse_request(msg)
             unanswerable = envelope.unanswerable(msg)
         except Exception as exc:
-            if msg_id and reply_q:
-                self._log_refusal(method, exc)
-                self._reply(msg_id, reply_q, failure=exc)
-            else:
-                self.dead_letters.send(message, exc, method=method)
+            given = msg.get(envelope.CONTEXT_PREFIX + REQUEST_ID) if isinstance(msg, dict) else None
+            with handling({REQUEST_ID: given}):
+                if msg_id and reply_q:
+                    self._log_refusal(method, exc)
+                    self._reply(msg_id, reply_q, failure=exc)
+                else:
+                    self.dead_letters.send(message, exc, method=method)
             message.ack()
             return None
+        ensure_request_id(values)
         context = Context(
             values,
             user_id=message.properties.get("user_id"),
@@ -425,6 +428,14 @@ class RPCServer:
         return context, method, args
 
     def _answer(self, message, context, method, result, exc):
+        if exc is None and context.unanswerable is None:
+            if context.msg_id and context.reply_q:
+                self._reply(context.msg_id, context.reply_q, result=result)
+            return
+        with handling(context):  # what is logged of a refusal names its request
+            self._refuse_answer(message, context, method, exc)
+
+    def _refuse_answer(self, message, context, method, exc):
         if context.unanswerable is not None:
             outcome = "it failed: " + reason_of(exc) if exc is not None else "it was done"
             self.dead_letters.logs.log(
@@ -433,16 +444,12 @@ class RPCServer:
                 method, self.target.topic, context.unanswerable, outcome,
             )
             return
-        is_call = bool(context.msg_id and context.reply_q)
-        if exc is not None:
-            if is_call:
-                self._log_refusal(method, exc)
-                self._reply(context.msg_id, context.reply_q, failure=exc)
-            else:
-                LOG.debug("Traceback of the failed cast of %s", method, exc_info=exc)
-                self.dead_letters.send(message, exc, method=method)
-        elif is_call:
-            self._reply(context.msg_id, context.reply_q, result=result)
+        if context.msg_id and context.reply_q:
+            self._log_refusal(method, exc)
+            self._reply(context.msg_id, context.reply_q, failure=exc)
+        else:
+            LOG.debug("Traceback of the failed cast of %s", method, exc_info=exc)
+            self.dead_letters.send(message, exc, method=method)
 
     def _log_refusal(self, method, exc):
         """A failed call: its caller gets the failure; we log it once, without traceback

@@ -83,7 +83,7 @@ class Fleet:
             },
             "database": {"connection": database_url},
             "scheduler": {"periodic_interval": 1},
-            "compute_agent": {"report_interval": 2, "report_min_interval": 0.1},
+            "compute_agent": {"driver": "fake", "report_interval": 2, "report_min_interval": 0.1},
         }
         for key, value in overrides.items():
             section, _, name = key.partition("__")

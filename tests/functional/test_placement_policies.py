@@ -236,7 +236,7 @@ BAD_INPUT = [
         "must be at least 1",
     ),
     (["server-group", "show", MISSING], 1, f"no server group {MISSING}"),
-    (["server-group", "delete", "not-a-uuid"], 1, "must be a UUID"),
+    (["server-group", "delete", "not-a-uuid"], 1, "No server group named not-a-uuid"),
     (["aggregate", "add-host", "nosuch", AGENTS[0]], 1, "no aggregate named 'nosuch'"),
     (["aggregate", "add-host", "existing", "no-such-host"], 1, "unknown host 'no-such-host'"),
     (["aggregate", "remove-host", "existing", AGENTS[1]], 1, "is not in aggregate 'existing'"),
@@ -255,7 +255,7 @@ BAD_INPUT = [
     (["aggregate", "create", "existing"], 1, "an aggregate named 'existing' exists already"),
     (["aggregate", "create", "z", "--zone", " "], 1, "availability zone must be a non-empty string"),
     (["boot", "--flavor", "m1.tiny", "--hint", f"group={MISSING}"], 1, f"no server group {MISSING}"),
-    (["boot", "--flavor", "m1.tiny", "--hint", "group=web"], 1, "must be a UUID, got 'web'"),
+    (["boot", "--flavor", "m1.tiny", "--hint", "group=nosuch"], 1, "No server group named nosuch"),
     (["boot", "--flavor", "m1.tiny", "--hint", "group"], 2, "a hint is key=value"),
 ]
 

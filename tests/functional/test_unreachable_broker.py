@@ -175,10 +175,9 @@ def test_a_daemon_started_before_the_broker_waits_for_it_and_starts_once_it_answ
         try:
             fleet.start_scheduler("early-sched")
             fleet.start_agent("early-agent", fake_memory_mb=4096)
-            waiting = (f"WARNING {{}} scheduler.rpc.transport: Waiting for the message broker at "
+            waiting = (f"WARNING scheduler.rpc.transport [-] Waiting for the message broker at "
                        f"{masked(via_port)}: [Errno 111] Connection refused; retrying")
-            expected = {"early-sched": waiting.format("berth-scheduler"),
-                        "early-agent": waiting.format("berth-compute-agent")}
+            expected = {"early-sched": waiting, "early-agent": waiting}
 
             def said(name, text):
                 return text in fleet.log(name)
@@ -194,11 +193,11 @@ def test_a_daemon_started_before_the_broker_waits_for_it_and_starts_once_it_answ
 
             began = time.monotonic()
             forwarder = Listener(port, (BROKER.hostname, BROKER.port))  # the broker comes up
-            connected = "INFO {} scheduler.rpc.transport: Connected to the message broker at " \
-                        + masked(via_port)
+            connected = ("INFO scheduler.rpc.transport [-] Connected to the message broker at "
+                         f"{masked(via_port)}")
             firsts = {
-                "early-sched": (connected.format("berth-scheduler"), "Scheduler early-sched started on"),
-                "early-agent": (connected.format("berth-compute-agent"), "Compute agent early-agent (node"),
+                "early-sched": (connected, "Scheduler early-sched started on"),
+                "early-agent": (connected, "Compute agent early-agent (node"),
             }
             fleet.wait(lambda: all(said(n, s) for n, (_, s) in firsts.items()), 60, "both to start")
             took = time.monotonic() - began

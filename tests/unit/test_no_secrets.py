@@ -32,6 +32,8 @@ def write_conf(tmp_path, database):
         "rabbit_retry_interval = 0.1\n"
         "rabbit_interval_max = 0.2\n"
         "publish_retries = 1\n"
+        "[compute_agent]\n"
+        "driver = fake\n"
     )
     return str(path)
 

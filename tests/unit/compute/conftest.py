@@ -18,6 +18,7 @@ def conf(tmp_path):
     conf.set_override("transport_url", "memory://")
     conf.set_override("control_exchange", f"compute-test-{os.getpid()}-{next(_exchanges)}")
     conf.set_override("host", "agent-1")
+    conf.set_override("driver", "fake", "compute_agent")
     yield conf
     conf.reset()
     conf.clear_override("host")

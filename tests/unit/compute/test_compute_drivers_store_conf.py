@@ -17,7 +17,7 @@ def test_options_have_help_and_defaults(conf):
     c = conf.compute_agent
     assert (c.reserved_host_memory_mb, c.reserved_host_disk_mb, c.reserved_host_cpus) == (512, 0, 0)
     assert (c.report_interval, c.report_on_change, c.report_min_interval) == (10, True, 0.2)
-    assert (c.driver, c.fake_memory_mb, c.fake_local_gb, c.fake_vcpus) == ("fake", 32768, 1024, 16)
+    assert (c.fake_memory_mb, c.fake_local_gb, c.fake_vcpus) == (32768, 1024, 16)
     assert (c.fake_build_time, c.nodename) == (0.0, None)
 
 

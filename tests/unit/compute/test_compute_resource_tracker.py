@@ -10,7 +10,7 @@ RECORD_KEYS = {
     "host", "nodename", "hypervisor_type", "memory_mb", "memory_mb_used", "free_ram_mb",
     "local_gb", "local_gb_used", "free_disk_gb", "vcpus", "vcpus_used", "running_vms",
     "instance_uuids", "reserved_host_memory_mb", "reserved_host_disk_mb",
-    "reserved_host_cpus", "reported_at", "started_at", "report_seq", "image_properties", "stats",
+    "reserved_host_cpus", "reported_at", "started_at", "report_seq", "image_properties", "stats", "version",
     # for the placement filters and weighers (issue 3)
     "cpu_arch", "vm_modes", "io_workload", "failed_builds", "metrics",
 }  # fmt: skip

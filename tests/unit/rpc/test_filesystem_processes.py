@@ -56,7 +56,9 @@ def test_call_and_cast_reach_a_server_in_another_process(fs_transport, topic, ch
     result = client.prepare(server="child").call({"user": "u"}, "echo", n=1)
     client.cast({}, "record", n=2)
 
+    request_id = result["context"].pop("request_id")  # made at receipt: the caller sent none
     assert result == {"pid": child.pid, "args": {"n": 1}, "context": {"user": "u"}}
+    assert rpc.context.is_request_id(request_id)
     assert child.stdout.readline().strip() == "cast {'n': 2}"
 
 

@@ -13,12 +13,13 @@ def test_cast_reaches_the_endpoint_with_args_and_context(transport, topic, start
     start_server([endpoint], server="host1")
 
     client = rpc.RPCClient(transport, rpc.Target(topic=topic))
-    client.cast({"user": "alice", "request_id": "req-1"}, "record", a=1, b=[1, 2])
+    request_id = rpc.new_request_id()
+    client.cast({"user": "alice", "request_id": request_id}, "record", a=1, b=[1, 2])
 
     assert endpoint.wait_for(1)
     context, kwargs = endpoint.received[0]
     assert kwargs == {"a": 1, "b": [1, 2]}
-    assert context.values == {"user": "alice", "request_id": "req-1"}
+    assert context.values == {"user": "alice", "request_id": request_id}
     assert context.msg_id is None
     assert context.redelivered is False
 
@@ -29,6 +30,7 @@ def test_call_returns_the_result(transport, topic, start_server):
     client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=WAIT)
     result = client.call({"user": "bob"}, "echo", x=1)
 
+    assert rpc.context.is_request_id(result["context"].pop("request_id"))  # the caller sent none
     assert result == {"server": "s1", "args": {"x": 1}, "context": {"user": "bob"}}
 
 
@@ -198,6 +200,7 @@ def test_endpoint_can_pass_its_context_on(transport, topic, start_server):
     start_server([Recorder("back")], server="host2")
     front = rpc.RPCClient(transport, rpc.Target(topic=f"{topic}-front"), timeout=WAIT)
 
-    result = front.call({"request_id": "req-9"}, "forward")
+    request_id = rpc.new_request_id()
+    result = front.call({"request_id": request_id}, "forward")
 
-    assert result["context"] == {"request_id": "req-9"}
+    assert result["context"] == {"request_id": request_id}

@@ -191,7 +191,7 @@ def test_server_group_list_show_delete(conf_file):
             ["server-group", "create", "--policy", "anti-affinity", "--max-server-per-host", "x", "w"],
             "'x' is not a whole number",
         ),
-        (["server-group", "show"], "the following arguments are required: UUID"),
+        (["server-group", "show"], "the following arguments are required: GROUP"),
         (["boot", "--flavor", "m1.tiny", "--hint", "group"], "a hint is key=value, got 'group'"),
         (["boot", "--flavor", "m1.tiny", "--availability-zone"], "expected one argument"),
     ],
@@ -336,7 +336,7 @@ def test_commands_end_to_end_and_refusals_are_one_line(scheduler, conf_file, cap
             ["server-group", "create", "--policy", "affinity", "--max-server-per-host", "2", "g"],
             "berth: rule 'max_server_per_host' does not apply to policy affinity",
         ),
-        (["server-group", "show", "web"], "berth: server group: must be a UUID, got 'web'"),
+        (["server-group", "show", "nosuch"], "berth: No server group named nosuch"),
         (["boot", "--flavor", "m1.tiny", "--hint", f"group={GROUP}"], f"berth: no server group {GROUP}"),
     ]:
         status, out = main(conf_file, *argv)

@@ -14,9 +14,11 @@ from tests.unit.scheduler.test_admin_commands import AGGREGATE, conf_file, run  
 
 INSTANCES = [
     {"uuid": "u1", "state": "ACTIVE", "host": "h1", "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0,
-     "vcpus": 1, "fault_reason": None},
+     "vcpus": 1, "fault_reason": None, "display_name": "web-1", "flavor_name": "m1.tiny",
+     "request_spec": {"instance_properties": {"project_id": "admin", "availability_zone": "az1"}}},
     {"uuid": "u2", "state": "ERROR", "host": None, "memory_mb": 2048, "root_gb": 20, "ephemeral_gb": 0,
-     "vcpus": 2, "fault_reason": "No valid host was found"},
+     "vcpus": 2, "fault_reason": "No valid host was found", "display_name": None, "flavor_name": None,
+     "request_spec": None},
 ]
 
 
@@ -42,9 +44,9 @@ def test_json_parses_back_to_the_rows(conf_file):  # noqa: F811
     out, _ = instances(conf_file, "-f", "json")
     assert json.loads(out) == [
         {"UUID": "u1", "STATE": "ACTIVE", "HOST": "h1", "RAM MB": 512, "DISK GB": 1, "VCPUS": 1,
-         "FAULT": None},
+         "FAULT": None, "NAME": "web-1", "FLAVOR": "m1.tiny", "ZONE": "az1"},
         {"UUID": "u2", "STATE": "ERROR", "HOST": None, "RAM MB": 2048, "DISK GB": 20, "VCPUS": 2,
-         "FAULT": "No valid host was found"},
+         "FAULT": "No valid host was found", "NAME": None, "FLAVOR": None, "ZONE": None},
     ]
 
 
@@ -68,7 +70,7 @@ def test_without_a_format_the_columns_are_aligned_and_blanks_show_as_a_dash(conf
 
 def test_an_unknown_column_is_refused_naming_the_columns(conf_file):  # noqa: F811
     with pytest.raises(cli.CommandError, match="no column 'colour'; this listing has uuid, state, host, "
-                                               "ram_mb, disk_gb, vcpus, fault"):
+                                               "ram_mb, disk_gb, vcpus, fault, name, flavor, zone$"):
         instances(conf_file, "-c", "uuid", "-c", "colour")
 
 

@@ -1,3 +1,5 @@
+import uuid as uuidlib
+
 import pytest
 
 from scheduler.exception import InvalidRequest
@@ -71,3 +73,57 @@ def test_bad_requests_name_the_field(request_spec, filter_properties, message):
 def test_request_spec_must_be_an_object():
     with pytest.raises(InvalidRequest, match="request_spec: must be an object, got list"):
         RequestSpec.from_wire([1], {})
+
+
+# -- instance names ------------------------------------------------------------
+
+U3 = "6f1f5c8e-3333-4c6b-9d55-0a1b2c3d4e5f"
+
+
+@pytest.mark.parametrize(
+    ("template", "count", "names"),
+    [
+        ("web-%d", 3, ["web-1", "web-2", "web-3"]),
+        ("web-%d", 1, ["web-1"]),
+        ("%d-of-db-%d", 2, ["1-of-db-1", "2-of-db-2"]),
+        ("web", 3, ["web-1", "web-2", "web-3"]),  # as Nova names several instances
+        ("web", 1, ["web"]),
+        ("50% full", 2, ["50% full-1", "50% full-2"]),
+        (None, 2, [None, None]),
+    ],
+)
+def test_instance_names(template, count, names):
+    uuids = [U1, U2, U3][:count]
+    props = {} if template is None else {"display_name": template}
+    spec = parse({"instance_uuids": uuids, "instance_properties": props})
+    assert spec.display_names == dict(zip(uuids, names, strict=True))
+
+
+def test_each_instance_of_the_wire_form_carries_its_own_name_which_it_keeps():
+    spec = parse({"instance_uuids": [U1, U2], "instance_properties": {"display_name": "web-%d"}})
+    request_spec, filter_properties = spec.instance_to_wire(U2)
+    assert request_spec["instance_properties"]["display_name"] == "web-2"
+    assert RequestSpec.from_wire(request_spec, filter_properties).display_names == {U2: "web-2"}
+    plain = parse({"instance_uuids": [U1, U2], "instance_properties": {"display_name": "web"}})
+    request_spec, filter_properties = plain.instance_to_wire(U1)
+    assert RequestSpec.from_wire(request_spec, filter_properties).display_names == {U1: "web-1"}
+    assert RequestSpec.from_wire(*spec.to_wire()).display_names == spec.display_names
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("", "display_name: must be a non-empty string"),
+        (7, "display_name: must be a non-empty string"),
+        ("x" * 256, "display_name: must be a non-empty string of at most 255 characters"),
+        ("web\x00", "display_name: must not hold control characters"),
+        (" web", "display_name: must be printable text that does not start or end with a space"),
+        ("web ", "display_name: must be printable text that does not start or end with a space"),
+        ("we\u2028b", "display_name: must be printable text"),
+        ("x" * 254, r"display_name: 'x+'\.\.\. is longer than 255 characters"),  # x...x-1
+    ],
+)
+def test_a_bad_name_is_refused_naming_the_field(name, message):
+    uuids = [str(uuidlib.uuid4()) for _ in range(10)]
+    with pytest.raises(InvalidRequest, match=message):
+        parse({"instance_uuids": uuids, "instance_properties": {"display_name": name}})

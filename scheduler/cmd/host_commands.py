@@ -1,0 +1,66 @@
+"""``berth host disable|enable|delete`` and ``berth service list``: hosts and services.
+
+Each command is one RPC call to the scheduler (scheduler.host_admin); the
+scheduler checks the arguments and changes nothing when one is wrong.
+"""
+
+from scheduler.cmd import output
+
+
+def add_commands(subparsers):
+    host = subparsers.add_parser("host", help="Take a compute host out of service, or forget it.")
+    actions = host.add_subparsers(dest="host_action", metavar="ACTION")
+    actions.required = True
+
+    disable = actions.add_parser("disable", help="Place no new instance on a host (those on it stay).")
+    disable.add_argument("target_host", metavar="HOST")
+    disable.add_argument("--reason", metavar="TEXT", help="why, shown by berth hosts and service list")
+    disable.set_defaults(func=host_disable)
+
+    enable = actions.add_parser("enable", help="Let a disabled host take instances again.")
+    enable.add_argument("target_host", metavar="HOST")
+    enable.set_defaults(func=host_enable)
+
+    delete = actions.add_parser(
+        "delete", help="Forget a host that holds no instance: its last report, its aggregate "
+        "memberships. It comes back if its agent reports again.")
+    delete.add_argument("target_host", metavar="HOST")
+    delete.set_defaults(func=host_delete)
+
+    service = subparsers.add_parser("service", help="The schedulers and compute agents Berth knows.")
+    actions = service.add_subparsers(dest="service_action", metavar="ACTION")
+    actions.required = True
+    listing = actions.add_parser("list", help="Each service: host, status, state, last heard, version.")
+    output.add_options(listing)
+    listing.set_defaults(func=service_list)
+
+
+def host_disable(client, args, out):
+    found = client.admin_call({}, "host_disable", host=args.target_host, reason=args.reason)
+    why = f": {found['disabled_reason']}" if found.get("disabled_reason") else ""
+    print(f"host {found['host']} disabled{why}", file=out)
+    return 0
+
+
+def host_enable(client, args, out):
+    found = client.admin_call({}, "host_enable", host=args.target_host)
+    print(f"host {found['host']} enabled", file=out)
+    return 0
+
+
+def host_delete(client, args, out):
+    found = client.admin_call({}, "host_delete", host=args.target_host)
+    left = found.get("aggregates_left") or 0
+    print(f"host {found['host']} deleted" + (f", and removed from {left} aggregate(s)" if left else ""),
+          file=out)
+    return 0
+
+
+def service_list(client, args, out):
+    from scheduler.cmd.cli import emit
+
+    emit(args, ["BINARY", "HOST", "STATUS", "STATE", "UPDATED AT", "VERSION", "DISABLED REASON"],
+         [[s["binary"], s["host"], s["status"], s["state"], s.get("updated_at"), s.get("version"),
+           s.get("disabled_reason")] for s in client.admin_call({}, "list_services")],
+         out)
+    return 0
