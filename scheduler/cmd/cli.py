@@ -374,11 +374,14 @@ cli_opts = [
 
 def main(argv=None, out=None):
     out = out or sys.stdout
+    argv = sys.argv[1:] if argv is None else argv
     conf = config.load(
-        sys.argv[1:] if argv is None else argv,
+        argv,
         PROG,
         cli_opts=cli_opts + [cfg.SubCommandOpt("command", title="commands", handler=add_commands)],
     )
+    if "--debug" in argv:  # asked for on this command line, not by a shared config file: show it
+        conf.set_override("use_stderr", True)
     config.setup_command_logging(conf, PROG)
     try:
         transport = rpc.get_transport(conf)

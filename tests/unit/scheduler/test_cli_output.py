@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -117,3 +118,20 @@ def test_every_option_of_the_cli_has_help():
 
     walk(parser, [])
     assert not silent, f"options without help: {silent}"
+
+
+def test_debug_on_the_command_line_shows_the_log_and_debug_in_a_shared_file_does_not(tmp_path):
+    conf = tmp_path / "berth.conf"
+    conf.write_text(f"[DEFAULT]\ntransport_url = memory://\nstate_path = {tmp_path}\ndebug = true\n")
+
+    def boot(*extra):
+        command = [sys.executable, "-m", "scheduler.cmd.cli", "--config-file", str(conf), *extra,
+                   "boot", "--flavor", "m1.tiny"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    shown = boot("--debug")
+    assert "DEBUG" in shown and "Booting" in shown and "as request req-" in shown
+    assert boot() == ""  # the user's terminal is theirs unless they ask
