@@ -32,4 +32,6 @@ class MaxAttemptsExceeded(NoValidHost):
 
 
 class InstanceNotFound(BerthError):
-    pass
+    """The caller named an instance there is no record of: an answer, not a fault of Berth's."""
+
+    invalid_input = True

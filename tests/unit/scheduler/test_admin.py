@@ -560,3 +560,11 @@ def test_a_host_holding_instances_does_not_change_zone_by_joining_or_leaving(exi
     admin.create_aggregate({}, "plain")
     assert admin.aggregate_add_host({}, "plain", "h1")["hosts"] == ["h1"]
     assert admin.aggregate_remove_host({}, "plain", "h1")["hosts"] == []
+
+
+def test_asking_for_an_instance_there_is_no_record_of_is_an_answer_not_a_warning(client, caplog):
+    absent = "00000000-0000-4000-8000-00000000000f"
+    with caplog.at_level("INFO"), pytest.raises(rpc.RemoteError, match="InstanceNotFound"):
+        client.show_instance({}, absent)
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "show_instance" in r.getMessage()]
+    assert said and all(level == "INFO" and "refused" in text for level, text in said), said
