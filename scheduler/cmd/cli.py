@@ -12,7 +12,7 @@ from oslo_config import cfg
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import admin_commands, host_commands, output
-from scheduler.cmd.arguments import positive
+from scheduler.cmd.arguments import CommandError, positive
 from scheduler.exception import InvalidRequest
 from scheduler.request_spec import MAX_INSTANCES_PER_REQUEST, MAX_LIST, check_display_names, display_name
 
@@ -21,10 +21,6 @@ LOG = logging.getLogger(__name__)
 SETTLED = (states.ACTIVE, states.ERROR, states.DELETED)
 #: The UUIDs an ambiguous name's message lists at most.
 AMBIGUOUS_SHOWN = 10
-
-
-class CommandError(Exception):
-    """A user-facing failure: printed as one line, exit status 1."""
 
 
 def _non_negative(text):

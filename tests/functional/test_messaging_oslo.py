@@ -5,6 +5,7 @@ client calls a real oslo.messaging server.
 """
 
 import importlib
+import re
 import threading
 import uuid
 
@@ -81,6 +82,13 @@ class SchedulerEndpoint:
         ]
 
 
+def given(ctxt):
+    """The context as the caller gave it: Berth adds a request id to one that has none."""
+    ctxt = dict(ctxt)
+    assert re.fullmatch(r"req-[0-9a-f-]{36}", ctxt.pop("request_id"))
+    return ctxt
+
+
 def test_oslo_client_casts_and_calls_berth_server(berth_transport, oslo_transport_):
     # Addressed to our server's own queue (scheduler.<server>) and fanout: the
     # shared queue "scheduler" may have other consumers on this broker.
@@ -97,11 +105,11 @@ def test_oslo_client_casts_and_calls_berth_server(berth_transport, oslo_transpor
 
         client.cast(ctxt, "run_instance", request_spec=spec, filter_properties={"retry": {}})
         assert endpoint.wait_for_casts(1)
-        assert endpoint.casts == [(ctxt, spec, {"retry": {}})]
+        assert [(given(c), s, f) for c, s, f in endpoint.casts] == [(ctxt, spec, {"retry": {}})]
 
         client.prepare(fanout=True).cast(ctxt, "run_instance", request_spec=spec, filter_properties={})
         assert endpoint.wait_for_casts(2)
-        assert endpoint.casts[1] == (ctxt, spec, {})
+        assert (given(endpoint.casts[1][0]), *endpoint.casts[1][1:]) == (ctxt, spec, {})
 
         hosts = client.call(ctxt, "select_destinations", request_spec=spec, filter_properties={})
         assert hosts == [

@@ -76,9 +76,10 @@ def test_cast_call_and_fanout(transport, topic):
     servers = [_server(transport, topic, [one], "h1"), _server(transport, topic, [two], "h2")]
     client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=WAIT)
     try:
-        client.prepare(server="h2").cast({"request_id": "r1"}, "record", n=1)
+        request_id = f"req-{uuid.uuid4()}"
+        client.prepare(server="h2").cast({"request_id": request_id}, "record", n=1)
         assert two.wait_for(1)
-        assert two.received[0][0].values == {"request_id": "r1"}
+        assert two.received[0][0].values == {"request_id": request_id}
         assert two.received[0][1] == {"n": 1}
 
         result = client.prepare(server="h1").call({}, "echo", x=2)
