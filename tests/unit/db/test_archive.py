@@ -14,24 +14,9 @@ from scheduler.db.models import (
     shadow_instances,
     shadow_server_group_members,
 )
+from tests.unit.db.test_db_api import _instance
 
 GROUP = "6f0c5cf4-0a47-4a4e-9a53-6c1b1d5f0001"
-
-
-def _instance(uuid, **values):
-    record = {
-        "uuid": uuid,
-        "project_id": "p1",
-        "flavor_name": "m1.small",
-        "memory_mb": 512,
-        "root_gb": 1,
-        "ephemeral_gb": 0,
-        "vcpus": 1,
-        "request_spec": {"num_instances": 1, "image": {"id": "img"}},
-        "filter_properties": {"retry": {"num_attempts": 1, "hosts": []}},
-    }
-    record.update(values)
-    return record
 
 
 @pytest.fixture
