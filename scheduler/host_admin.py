@@ -71,10 +71,11 @@ class HostAdminEndpoint:
 
     def host_enable(self, context, host):
         host = self._known_host(host)
+        was_disabled = host in self.reload()
         self._db.set_service_disabled(host, AGENT_BINARY, AGENT_TOPIC, False)
         self._changed()
-        LOG.info("Host %s enabled", host)
-        return self._host(host)
+        LOG.info("Host %s enabled%s", host, "" if was_disabled else " (it was not disabled)")
+        return dict(self._host(host), was_disabled=was_disabled)
 
     def host_delete(self, context, host):
         host = self._known_host(host)

@@ -44,7 +44,8 @@ def host_disable(client, args, out):
 
 def host_enable(client, args, out):
     found = client.admin_call({}, "host_enable", host=args.target_host)
-    print(f"host {found['host']} enabled", file=out)
+    said = "enabled" if found.get("was_disabled", True) else "enabled already: it was not disabled"
+    print(f"host {found['host']} {said}", file=out)
     return 0
 
 

@@ -65,7 +65,8 @@ def test_a_disabled_host_takes_nothing_and_says_why(world):
     assert peers.told == [[]]
     with pytest.raises(NoValidHost, match="forced host h1 is disabled"):
         place(manager, force="h1")
-    hosts.host_enable({}, "h1")
+    assert hosts.host_enable({}, "h1")["was_disabled"] is True
+    assert hosts.host_enable({}, "h1")["was_disabled"] is False  # said, not silently done again
     assert listed(manager)["h1"] == ("up", None)
     assert "h1" in place(manager, count=10)  # RAMWeigher: the emptiest, h1, first
 
@@ -142,6 +143,9 @@ def test_the_commands_print_what_changed(conf_file):  # noqa: F811
                          host_disable={"host": "h1", "disabled": True, "disabled_reason": "disk"})
     assert client.calls == [("host_disable", {"host": "h1", "reason": "disk"})]
     assert out == "host h1 disabled: disk\n"
+    _, out, _ = run(conf_file, "host", "enable", "h1",
+                    host_enable={"host": "h1", "disabled": False, "was_disabled": False})
+    assert out == "host h1 enabled already: it was not disabled\n"
     _, out, _ = run(conf_file, "host", "delete", "h1", host_delete={"host": "h1", "aggregates_left": 2})
     assert out == "host h1 deleted, and removed from 2 aggregate(s)\n"
     services = [{"binary": "berth-compute-agent", "host": "h1", "status": "enabled", "state": "up",
