@@ -92,6 +92,25 @@ def check_rules(policy, rules):
     return dict(rules)
 
 
+def reload_aggregates(database, hosts):
+    """Load every aggregate from the database into the host table of ``hosts`` (a HostManager)."""
+    found = database.list_aggregates()
+    with hosts.lock:
+        hosts.table.set_aggregates(found)
+    return found
+
+
+def known_host(database, hosts, host):
+    """``host``, checked as a name and known to the scheduler or the database; else InvalidRequest."""
+    host = _name(host, "host")
+    with hosts.lock:
+        if host in hosts.table.index:
+            return host
+    if any(node["host"] == host for node in database.list_compute_nodes()):
+        return host
+    raise InvalidRequest(f"unknown host {host!r}: no compute agent of that name has reported")
+
+
 class AdminEndpoint:
     def __init__(self, conf, database, host_manager, announce=None):
         self._conf = conf
@@ -100,20 +119,10 @@ class AdminEndpoint:
         self._announce = announce  # announce(): tell the other schedulers, after the commit
 
     def _reload(self):
-        """Load every aggregate from the database into the host table."""
-        found = self._db.list_aggregates()
-        with self._hosts.lock:
-            self._hosts.table.set_aggregates(found)
-        return found
+        return reload_aggregates(self._db, self._hosts)
 
     def _known_host(self, host):
-        host = _name(host, "host")
-        with self._hosts.lock:
-            if host in self._hosts.table.index:
-                return host
-        if any(node["host"] == host for node in self._db.list_compute_nodes()):
-            return host
-        raise InvalidRequest(f"unknown host {host!r}: no compute agent of that name has reported")
+        return known_host(self._db, self._hosts, host)
 
     def _changed(self, result=None):
         self._reload()

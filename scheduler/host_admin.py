@@ -30,6 +30,14 @@ def _reason(value):
     return value
 
 
+def reload_disabled(database, hosts):
+    """Take the disabled hosts from the database into ``hosts`` (a HostManager); returns them."""
+    disabled = {s["host"]: s.get("disabled_reason")
+                for s in database.list_services(AGENT_BINARY) if s.get("disabled")}
+    hosts.set_disabled(disabled)
+    return disabled
+
+
 class HostAdminEndpoint:
     def __init__(self, conf, database, host_manager, known_host, announce=None):
         self._conf = conf
@@ -38,15 +46,11 @@ class HostAdminEndpoint:
         self._known_host = known_host  # known_host(name) -> name, or InvalidRequest
         self._announce = announce  # announce(deleted_hosts): tell the other schedulers, after the commit
 
-    def reload(self):
-        """Take the disabled hosts from the database."""
-        disabled = {s["host"]: s.get("disabled_reason")
-                    for s in self._db.list_services(AGENT_BINARY) if s.get("disabled")}
-        self._hosts.set_disabled(disabled)
-        return disabled
+    def _reload(self):
+        return reload_disabled(self._db, self._hosts)
 
     def _changed(self, deleted=()):
-        self.reload()
+        self._reload()
         if self._announce is not None:
             self._announce(list(deleted))
 
@@ -58,7 +62,7 @@ class HostAdminEndpoint:
         for host in deleted or ():
             if isinstance(host, str):
                 self._hosts.forget(host)
-        self.reload()
+        self._reload()
         LOG.info("Hosts changed through scheduler %s%s", str(by)[:200],
                  f": deleted {', '.join(map(str, deleted))[:500]}" if deleted else "")
 
@@ -71,7 +75,7 @@ class HostAdminEndpoint:
 
     def host_enable(self, context, host):
         host = self._known_host(host)
-        was_disabled = host in self.reload()
+        was_disabled = host in self._reload()
         self._db.set_service_disabled(host, AGENT_BINARY, AGENT_TOPIC, False)
         self._changed()
         LOG.info("Host %s enabled%s", host, "" if was_disabled else " (it was not disabled)")

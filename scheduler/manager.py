@@ -1,34 +1,23 @@
-"""The scheduler service's RPC endpoint: every public method is an RPC method."""
+"""The scheduler service's RPC endpoint: every public method is an RPC method; the claim
+protocol, build expiry and reconciliation it drives live in their own modules."""
 
-import dataclasses
-import datetime
 import logging
-import random
 import threading
-import time
 
 from compute_agent.client import ComputeClient
-from scheduler import filters, hints, host_names, lookups, reconcile, rpc, states, weighers
+from scheduler import filters, hints, host_names, lookups, rpc, states, weighers
 from scheduler.agent_auth import AgentAuth
+from scheduler.build_expiry import BuildExpiry
+from scheduler.claims import HostClaims
 from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
 from scheduler.host_manager import HostManager, check_report
 from scheduler.outbox import Outbox
-from scheduler.request_spec import MAX_LIST, Flavor, RequestSpec, Retry, _text, parse_uuid
-from scheduler.rpc.deadletter import LogOnce
+from scheduler.reconciler import Reconciler
+from scheduler.request_spec import MAX_LIST, RequestSpec, _text, parse_uuid
 from scheduler.selection import Selector
 from scheduler.undo import UndoLog
 
 LOG = logging.getLogger(__name__)
-
-
-#: Times a request is placed again after its claims conflicted with another scheduler's.
-CLAIM_ATTEMPTS = 20
-#: Seconds to let other workers finish claiming when only their hosts would do (times the attempt).
-BUSY_WAIT = 0.02
-#: Claims skip the hosts other workers hold for this many attempts, then wait for them.
-WAIT_AFTER = 4
-#: Terminates sent by reconciliation remembered before the old ones are forgotten.
-RECONCILE_KEEP = 100_000
 
 
 class ReportBuffer:
@@ -67,10 +56,10 @@ class SchedulerManager:
         self.outbox = Outbox(batch=transport.publisher.batch)
         self.undo = UndoLog()
         self._auth = AgentAuth(conf)
-        self._generations = {}  # host -> generation as this scheduler last claimed or read it
-        self._reconciled = {}  # host -> (its agent's started_at, monotonic time it is due again)
-        self._reaped = {}  # instance uuid -> monotonic time its terminate was last sent by _reconcile
-        self._differences = LogOnce(LOG, interval=3600)
+        # Collaborators the service drives: not RPC methods (an endpoint's callables are).
+        self.claims = HostClaims(database, self.host_manager, conf.scheduler.service_down_time)
+        self.build_expiry = BuildExpiry(conf, database, self._schedule, self._terminate)
+        self.reconciler = Reconciler(database, conf.scheduler.service_down_time, self._terminate)
 
     # -- placement -------------------------------------------------------
 
@@ -125,45 +114,16 @@ class SchedulerManager:
             self._schedule_segment(segment)
 
     def _schedule_segment(self, jobs):
-        max_attempts = self._conf.scheduler.max_attempts
-        for _context, spec in jobs:
-            spec.retry.num_attempts += 1
-            for host, _node in spec.retry.hosts[-1:]:
-                for instance_uuid in spec.instance_uuids:
-                    self.host_manager.release(host, instance_uuid)
-        errors, placing = [], []
+        """Place the requests of ``jobs`` in one go: their rows written together, then the
+        builds cast to the agents (through the outbox: out once the batch commits)."""
+        self._begin_attempt(jobs)
         to_schedule, new, expected = self._instances_to_schedule(jobs)
-        for (context, spec), (uuids, placed) in rpc.each_request(zip(jobs, to_schedule, strict=True),
-                                                                 _job_context):
-            if getattr(context, "redelivered", False):
-                # This message may have been decided and committed by a worker that died
-                # before its casts were confirmed: send them again (agents build once).
-                for instance in placed:
-                    self._cast_build(context, spec, instance["uuid"], instance["host"],
-                                     (instance.get("filter_properties") or {}).get("limits") or {})
-            if not uuids:
-                continue
-            spec.instance_uuids = uuids
-            if spec.retry.num_attempts > max_attempts:
-                reason = f"Exceeded maximum number of attempts ({max_attempts})"
-                if spec.retry.exc_reason:
-                    reason += f"; last failure: {spec.retry.exc_reason}"
-                LOG.info("Instances %s: %s", ", ".join(uuids), reason)
-                errors.append((spec, reason))
-                continue
-            try:
-                # zone, server group, same/different host hints; then whether they can be honoured
-                lookups.prepare_spec(self._db, spec, add_members=False)
-                self._check_honoured(spec)
-                lookups.add_members(self._db, spec)
-            except NoValidHost as exc:
-                LOG.info("Instances %s: %s", ", ".join(uuids), exc)
-                errors.append((spec, str(exc)))
-                continue
-            placing.append((context, spec))
+        placing, errors = self._ready_to_place(jobs, to_schedule)
         now = self._db.now()
-        rows, updates, casts, decided = [], [], [], {}
-        outcomes = self._place(placing, decided)
+        decided = {}
+        specs = [spec for _, spec in placing]
+        outcomes = self.claims.place(specs, lambda spec: self._select(spec, decided))
+        rows, updates, casts = [], [], []
         for (context, spec), placements in rpc.each_request(zip(placing, outcomes, strict=True),
                                                             _job_context):
             if isinstance(placements, NoValidHost):
@@ -196,6 +156,50 @@ class SchedulerManager:
                 _log_decision(instance_uuid, host, decided.get(instance_uuid), spec.retry.num_attempts)
                 self._send_build(context, spec, instance_uuid, host, request_spec, filter_properties)
 
+    def _begin_attempt(self, jobs):
+        """Count the attempt; a reschedule gives back what it held on the host that sent it back."""
+        for _context, spec in jobs:
+            spec.retry.num_attempts += 1
+            for host, _node in spec.retry.hosts[-1:]:
+                for instance_uuid in spec.instance_uuids:
+                    self.host_manager.release(host, instance_uuid)
+
+    def _ready_to_place(self, jobs, to_schedule):
+        """([(context, spec)] to place, [(spec, reason)] refused before placing): the jobs'
+        specs cut down to the instances still to place, past the attempt limit and the
+        hints' checks. A redelivered request sends the builds it decided before again."""
+        max_attempts = self._conf.scheduler.max_attempts
+        placing, errors = [], []
+        for (context, spec), (uuids, placed) in rpc.each_request(zip(jobs, to_schedule, strict=True),
+                                                                 _job_context):
+            if getattr(context, "redelivered", False):
+                # This message may have been decided and committed by a worker that died
+                # before its casts were confirmed: send them again (agents build once).
+                for instance in placed:
+                    self._cast_build(context, spec, instance["uuid"], instance["host"],
+                                     (instance.get("filter_properties") or {}).get("limits") or {})
+            if not uuids:
+                continue
+            spec.instance_uuids = uuids
+            if spec.retry.num_attempts > max_attempts:
+                reason = f"Exceeded maximum number of attempts ({max_attempts})"
+                if spec.retry.exc_reason:
+                    reason += f"; last failure: {spec.retry.exc_reason}"
+                LOG.info("Instances %s: %s", ", ".join(uuids), reason)
+                errors.append((spec, reason))
+                continue
+            try:
+                # zone, server group, same/different host hints; then whether they can be honoured
+                lookups.prepare_spec(self._db, spec, add_members=False)
+                self._check_honoured(spec)
+                lookups.add_members(self._db, spec)
+            except NoValidHost as exc:
+                LOG.info("Instances %s: %s", ", ".join(uuids), exc)
+                errors.append((spec, str(exc)))
+                continue
+            placing.append((context, spec))
+        return placing, errors
+
     def _update_placed(self, updates):
         """Write the new placements (or refusals) of instances that have a row, each only
         if the row is still as read: the uuids another worker changed meanwhile (a
@@ -227,73 +231,6 @@ class SchedulerManager:
                         self.host_manager.release(host, instance_uuid)
         return taken
 
-    def _place(self, jobs, decided=None):
-        """Select hosts for the specs of ``jobs`` and claim them in the database: for each,
-        [(host, node, limits)] per instance, or the NoValidHost that says why not. How each
-        instance's host was chosen goes into ``decided`` ({uuid: selection.Decision}).
-
-        A claim is a compare-and-set on the host's generation: it fails when
-        another scheduler placed on the host since this one last looked. Then
-        the placements of the requests on that host are given back, what the
-        others placed there is read, and those requests placed again. A host
-        another scheduler is claiming at this very moment is left out.
-        """
-        outcomes = [None] * len(jobs)
-        pending = list(range(len(jobs)))
-        busy = set()
-        for attempt in range(CLAIM_ATTEMPTS):
-            chosen, waiting = {}, []
-            with self.host_manager.lock:
-                for index in pending:
-                    spec = jobs[index][1]
-                    if busy:
-                        spec = dataclasses.replace(spec, ignore_hosts=spec.ignore_hosts + sorted(busy))
-                    try:
-                        chosen[index] = self._select(spec, decided)
-                    except NoValidHost as exc:
-                        if busy:
-                            waiting.append(index)  # perhaps only hosts other workers hold would do
-                        else:
-                            outcomes[index] = exc
-            # After a few tries that skip what others hold, wait for them instead: each wait
-            # ends with their placements committed and ours next in line.
-            conflicts, held = self._claim({host for hosts in chosen.values() for host, _, _ in hosts},
-                                          wait=attempt >= WAIT_AFTER)
-            retry = list(waiting)
-            with self.host_manager.lock:
-                for index, placements in chosen.items():
-                    hosts = [host for host, _, _ in placements]
-                    if conflicts.isdisjoint(hosts) and held.isdisjoint(hosts):
-                        outcomes[index] = placements
-                        continue
-                    for host, instance_uuid in zip(hosts, jobs[index][1].instance_uuids, strict=True):
-                        self.host_manager.release(host, instance_uuid)
-                    retry.append(index)
-            if conflicts:
-                self._learn_claims_of_others(conflicts)
-            busy |= held
-            pending = sorted(retry)
-            if not pending:
-                return outcomes
-            if waiting:
-                # Let the other workers finish claiming the hosts only they could take.
-                busy.clear()
-                time.sleep(BUSY_WAIT * (attempt + 1))
-            elif 2 <= attempt < WAIT_AFTER:
-                # Conflicting again and again: step out of the way of the workers racing
-                # for the same hosts, each for its own random while.
-                time.sleep(BUSY_WAIT * (attempt - 1) * random.random())
-        LOG.warning("Hosts kept changing under instances %s; placing them without a claim; their "
-                    "agents' claims decide",
-                    ", ".join(u for index in pending for u in jobs[index][1].instance_uuids))
-        with self.host_manager.lock:
-            for index in pending:
-                try:
-                    outcomes[index] = self._select(jobs[index][1], decided)
-                except NoValidHost as exc:
-                    outcomes[index] = exc
-        return outcomes
-
     def _check_honoured(self, spec):
         """Raise InvalidHint when no enabled plugin honours a hint, the zone or the group
         policy the request asks for (scheduler.hints)."""
@@ -316,43 +253,6 @@ class SchedulerManager:
             self.undo.add(self.host_manager.release, host.host, instance_uuid)
             placements.append((host.host, host.nodename, dict(host.limits)))
         return placements
-
-    def _claim(self, hosts, wait=False):
-        """Claim ``hosts``: returns (hosts that conflicted, hosts another scheduler is
-        claiming now, skipped; none when told to ``wait`` for them).
-
-        A host this scheduler never claimed counts as a conflict: what others
-        placed there is read first, and its requests placed again knowing it.
-        """
-        unknown = {h for h in hosts if h not in self._generations}
-        claimed, conflicts, held = self._db.claim_hosts(
-            {h: self._generations[h] for h in hosts if h not in unknown}, wait=wait)
-        for host in claimed:
-            self._generations[host] += 1
-        return conflicts | unknown, held
-
-    def _learn_claims_of_others(self, hosts=None):
-        """Count, on ``hosts`` (every host with None), the instances other schedulers placed
-        that the agents have not reported yet; and their generations now.
-
-        Generations are read first: a placement committed in between then shows
-        as a conflict later, never as room that is not there. An instance the
-        host's last report lists is counted there already (HostManager.consume
-        leaves it alone); one claimed after that report was made is not, however
-        long before it was scheduled. Placements older than service_down_time
-        would be dropped by the next report anyway (pending_ttl): not read.
-        """
-        if hosts is None:
-            # Every known host: one never claimed is at generation 0.
-            self._generations.update(dict.fromkeys(self.host_manager.table.names, 0))
-        self._generations.update(self._db.host_generations(None if hosts is None else list(hosts)))
-        since = self._db.now() - datetime.timedelta(seconds=self._conf.scheduler.service_down_time)
-        scheduled = self._db.instances_placed_since(None if hosts is None else list(hosts), since)
-        with self.host_manager.lock:
-            for instance in scheduled:
-                flavor = Flavor(memory_mb=instance["memory_mb"], root_gb=instance["root_gb"],
-                                ephemeral_gb=instance["ephemeral_gb"], vcpus=instance["vcpus"])
-                self.host_manager.consume(instance["host"], instance["uuid"], flavor)
 
     @rpc.read_only
     def select_destinations(self, context, request_spec, filter_properties):
@@ -439,13 +339,6 @@ class SchedulerManager:
             self._compute.run_instance, _ctxt(context), host, instance, request_spec, filter_properties
         )
 
-    def _set_error(self, failures):
-        """Put the instances of ``failures`` ([(uuid, reason)]) in ERROR, on no host."""
-        self._db.update_instances(
-            [(u, {"state": states.ERROR, "fault_reason": reason, "host": None, "node": None})
-             for u, reason in failures]
-        )
-
     def _fail_named_instances(self, request_spec, reason):
         """Record the refusal on the instances a bad request names, so their owner can see it."""
         uuids = request_spec.get("instance_uuids") if isinstance(request_spec, dict) else None
@@ -462,93 +355,8 @@ class SchedulerManager:
                 [{"uuid": u, "state": states.ERROR, "fault_reason": reason} for u in valid]
             )
 
-    # -- builds that never finish -----------------------------------------
-
-    def _expire_builds(self, now=None):
-        """Reschedule (or fail) the instances SCHEDULED or BUILDING for longer than
-        ``[scheduler] build_timeout`` without news from their agent. Returns how many.
-
-        The periodic task of every scheduler runs it (the leading underscore
-        keeps it off RPC); a compare-and-set on the instance's state and last
-        update makes exactly one of them act.
-        """
-        timeout = self._conf.scheduler.build_timeout
-        cutoff = (now or self._db.now()) - datetime.timedelta(seconds=timeout)
-        expired = 0
-        for instance in self._db.list_instances(states=[states.SCHEDULED, states.BUILDING],
-                                                updated_before=cutoff):
-            if self._expire_build(instance, timeout):
-                expired += 1
-        return expired
-
-    def _expire_build(self, instance, timeout):
-        uuid, host = instance["uuid"], instance["host"]
-        reason = f"{host}: build timed out ({instance['state']} for more than {timeout} s)"
-        taken = self._db.update_instance(
-            uuid,
-            {"state": states.SCHEDULING},
-            expected_states=[instance["state"]],
-            expected_updated_at=instance["updated_at"],
-        )
-        if taken is None:
-            return False  # it moved on meanwhile, or another scheduler took it
-        ctxt = {"request_id": rpc.new_request_id()}  # of the reschedule and the terminate
-        with rpc.handling(ctxt):
-            LOG.warning("Instance %s: %s; rescheduling it if attempts remain", uuid, reason)
-            try:
-                spec = RequestSpec.from_wire(instance["request_spec"], instance["filter_properties"])
-            except (InvalidRequest, TypeError) as exc:
-                self._set_error([(uuid, f"{reason}; cannot reschedule it: {exc}")])
-            else:
-                hosts = [[host, instance.get("node") or host]] if host else []
-                spec.retry = Retry(num_attempts=instance.get("attempts") or 1, hosts=hosts, exc_reason=reason)
-                self._schedule([(ctxt, spec)])
-            if host:
-                # Should its agent be alive and slow after all, it must not build it too.
-                self.outbox.send(self._compute.terminate_instance, ctxt, host, uuid)
-        return True
-
-    # -- what the agents hold ----------------------------------------------
-
-    def _reconcile(self, reports, now=None):
-        """Set what each agent of ``reports`` ({host: report}) holds against the database,
-        say what differs, and tell agents to terminate what they must not hold (see
-        scheduler.reconcile). A host is looked at when first seen, when its agent
-        started again, and then about every service_down_time (the while after which
-        a difference counts as settled; spread out, so that hosts do not all come due
-        at once); a terminate is sent again at most as often. Not an RPC method: the
-        periodic task calls it."""
-        now = time.monotonic() if now is None else now
-        grace = self._conf.scheduler.service_down_time
-        due = {}
-        for host, report in reports.items():
-            started = report.get("started_at")
-            last = self._reconciled.get(host)
-            if last is None or last[0] != started or now >= last[1]:
-                due[host] = frozenset(report.get("instance_uuids") or ())
-                self._reconciled[host] = (started, now + grace * random.uniform(0.75, 1.25))
-        if not due:
-            return []
-        recorded = self._db.instances_to_reconcile(list(due), [u for held in due.values() for u in held])
-        settled_before = self._db.now() - datetime.timedelta(seconds=grace)
-        found = []
-        for host, held in due.items():
-            mine = {u: r for u, r in recorded.items() if u in held or r["host"] == host}
-            for difference in reconcile.differences(host, held, mine, settled_before):
-                found.append(difference)
-                if difference.action != "terminate":
-                    self._differences.log(("note", difference.instance_uuid), logging.WARNING,
-                                          "%s", difference.why)
-                    continue
-                sent = self._reaped.get(difference.instance_uuid)
-                if sent is not None and now - sent < grace:
-                    continue
-                self._reaped[difference.instance_uuid] = now
-                LOG.warning("%s: telling %s to terminate it", difference.why, host)
-                self.outbox.send(self._compute.terminate_instance, {}, host, difference.instance_uuid)
-        if len(self._reaped) > RECONCILE_KEEP:
-            self._reaped = {u: t for u, t in self._reaped.items() if now - t < grace}
-        return found
+    def _terminate(self, context, host, instance_uuid):
+        self.outbox.send(self._compute.terminate_instance, context, host, instance_uuid)
 
     # -- what the agents tell us ------------------------------------------
 

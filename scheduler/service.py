@@ -1,6 +1,7 @@
 """The scheduler service: its RPC server, its periodic tasks, its start and stop."""
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -8,10 +9,10 @@ import time
 from sqlalchemy import exc as sa_exc
 
 from scheduler import concurrency, host_admin, rpc
-from scheduler.admin import AdminEndpoint
+from scheduler.admin import AdminEndpoint, known_host, reload_aggregates
 from scheduler.client import TOPIC, SchedulerClient
 from scheduler.db import api as db_api
-from scheduler.host_admin import HostAdminEndpoint
+from scheduler.host_admin import HostAdminEndpoint, reload_disabled
 from scheduler.manager import SchedulerManager
 from scheduler.undo import UndoLog
 
@@ -28,10 +29,13 @@ class SchedulerService:
         self.database = database
         self.transport = transport
         self.manager = SchedulerManager(conf, transport, database, rng=rng)
-        self.admin = AdminEndpoint(conf, database, self.manager.host_manager,
-                                   announce=self._announce_aggregates)
-        self.host_admin = HostAdminEndpoint(conf, database, self.manager.host_manager,
-                                            self.admin._known_host, announce=self._announce_hosts)
+        hosts = self.manager.host_manager
+        self.admin = AdminEndpoint(conf, database, hosts, announce=self._announce_aggregates)
+        self.host_admin = HostAdminEndpoint(conf, database, hosts,
+                                            functools.partial(known_host, database, hosts),
+                                            announce=self._announce_hosts)
+        self._reload_aggregates = functools.partial(reload_aggregates, database, hosts)
+        self._reload_disabled = functools.partial(reload_disabled, database, hosts)
         self._peers = SchedulerClient(transport)
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
@@ -44,9 +48,9 @@ class SchedulerService:
     def start(self):
         self.check_clock()
         self.manager.host_manager.restore(self.database.list_compute_nodes(), wall=self.database.now())
-        self.manager._learn_claims_of_others()  # every host's generation and pending placements
-        self.admin._reload()  # aggregates; reloaded by the periodic task too
-        self.host_admin.reload()  # the disabled hosts; likewise
+        self.manager.claims.learn()  # every host's generation and pending placements
+        self._reload_aggregates()  # reloaded by the periodic task too
+        self._reload_disabled()  # likewise
         self._server.start()
         self._periodic = concurrency.spawn(self._run_periodic, name="scheduler-periodic")
         LOG.info(
@@ -89,7 +93,7 @@ class SchedulerService:
         rows = [dict(r, host=h) for h, r in reports.items()]
         try:
             self.database.save_compute_nodes(rows)
-            self.manager._reconcile(reports)
+            self.manager.reconciler.run(reports)
             return
         except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
             # What one row holds, not the database being away: worth saving each alone.
@@ -104,7 +108,7 @@ class SchedulerService:
                 LOG.error("Cannot save the report of host %s, left out: %s", row["host"],
                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
                 reports.pop(row["host"])
-        self.manager._reconcile(reports)
+        self.manager.reconciler.run(reports)
 
     def check_clock(self):
         """Time records by the database's clock; say so when this machine's is off."""
@@ -118,9 +122,9 @@ class SchedulerService:
             ("saving host reports", self.save_reports),
             ("host liveness", self.manager.host_manager.notice_down_hosts),
             ("heartbeat", lambda: host_admin.heartbeat(self.database, self.conf, TOPIC)),
-            ("build expiry", self.manager._expire_builds),  # not an RPC method: underscored
-            ("aggregates reload", self.admin._reload),  # changed through another scheduler
-            ("disabled hosts reload", self.host_admin.reload),
+            ("build expiry", self.manager.build_expiry.expire),
+            ("aggregates reload", self._reload_aggregates),  # changed through another scheduler
+            ("disabled hosts reload", self._reload_disabled),
         )
 
     def run_periodic_tasks(self, check_clock=False):

@@ -5,7 +5,7 @@ import uuid as uuidlib
 import pytest
 
 from scheduler import lookups, rpc
-from scheduler.admin import MAX_METADATA, MAX_SERVER_PER_HOST, AdminEndpoint
+from scheduler.admin import MAX_METADATA, MAX_SERVER_PER_HOST, AdminEndpoint, reload_aggregates
 from scheduler.client import SchedulerClient
 from scheduler.conf import opts
 from scheduler.db.api import Database
@@ -131,7 +131,7 @@ def test_reload_picks_up_changes_made_by_another_scheduler(world):
     database.create_aggregate("elsewhere", "az2", {"availability_zone": "az2"})
     database.add_aggregate_host("elsewhere", "h3")
     assert "elsewhere" not in table_aggregates(manager)
-    found = admin._reload()
+    found = reload_aggregates(database, manager.host_manager)
     assert [a["name"] for a in found] == ["elsewhere"]
     assert table_aggregates(manager)["elsewhere"].hosts == frozenset({"h3"})
 

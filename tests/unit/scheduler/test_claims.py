@@ -65,7 +65,7 @@ def test_the_second_scheduler_sees_the_first_ones_claim_and_goes_elsewhere(two_s
 def test_a_conflict_alone_places_again_at_once_without_waiting(two_schedulers, monkeypatch):
     (first, second), database = two_schedulers
     waits = []
-    monkeypatch.setattr("scheduler.manager.time.sleep", waits.append)
+    monkeypatch.setattr(second.claims, "_sleep", waits.append)
     u1, spec1 = request(6000)
     u2, spec2 = request(6000)
     first.run_instance(rpc.Context({}), spec1, {})

@@ -1,13 +1,14 @@
 """berth host disable|enable|delete and berth service list: the endpoint over memory:// and SQLite,
 and the commands' output."""
 
+import functools
 import json
 import uuid as uuidlib
 
 import pytest
 
 from scheduler import rpc
-from scheduler.admin import AdminEndpoint
+from scheduler.admin import known_host
 from scheduler.db.api import Database
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.host_admin import HostAdminEndpoint, heartbeat
@@ -35,9 +36,9 @@ def world(conf):
     database = Database.from_conf(conf)
     database.sync()
     manager = SchedulerManager(conf, transport, database)
-    admin = AdminEndpoint(conf, database, manager.host_manager)
     peers = Peers()
-    hosts = HostAdminEndpoint(conf, database, manager.host_manager, admin._known_host, announce=peers)
+    known = functools.partial(known_host, database, manager.host_manager)
+    hosts = HostAdminEndpoint(conf, database, manager.host_manager, known, announce=peers)
     for host in HOSTS:
         manager.report_resources({}, host, dict(report(host), version="9.9.9"))
     yield hosts, manager, database, peers

@@ -1,5 +1,7 @@
 """The scheduler's RPC endpoint over memory:// and SQLite, agents replaced by recorders."""
 
+import uuid as uuidlib
+
 import pytest
 
 from scheduler import rpc
@@ -157,3 +159,17 @@ def test_list_hosts_shows_usage_and_liveness(world):
     assert hosts["h1"]["state"] == "up"
     manager.host_manager.get("h3").updated -= 3600
     assert manager.list_hosts({})[2]["state"] == "down"
+
+
+def test_select_destinations_writes_nothing_not_even_a_group_member(world):
+    """It is marked read-only (run without a savepoint): a group hint is read, never joined."""
+    manager, database, agents = world
+    group = str(uuidlib.uuid4())
+    database.create_server_group(group, "spread", "anti-affinity")
+    uuids, spec, props = request(memory_mb=1024)
+    props["scheduler_hints"] = {"group": group}
+    [destination] = manager.select_destinations({}, spec, props)
+    assert destination["host"] in HOSTS
+    assert database.get_server_group(group)["members"] == []
+    assert database.get_instance(uuids[0]) is None
+    assert type(manager).select_destinations.berth_read_only is True

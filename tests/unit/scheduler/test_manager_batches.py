@@ -67,7 +67,7 @@ def test_a_worker_counts_what_another_placed_since_the_hosts_last_report(world):
          "scheduled_at": now + datetime.timedelta(seconds=1)}
         for state in ("SCHEDULED", "ACTIVE")])
     free = manager.host_manager.get("h2").free_ram_mb
-    manager._learn_claims_of_others({"h2"})
+    manager.claims.learn({"h2"})
     assert manager.host_manager.get("h2").free_ram_mb == free - 2 * 2048
 
 

@@ -120,20 +120,20 @@ def test_a_build_stuck_past_build_timeout_is_rescheduled_then_failed(world, conf
     uuids, spec, props = request()
     manager.run_instance(rpc.Context({}), spec, props)
     casts(agents, 1)
-    assert manager._expire_builds() == 0  # not late yet
+    assert manager.build_expiry.expire() == 0  # not late yet
 
     now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + LATER
-    assert manager._expire_builds(now=now) == 1
+    assert manager.build_expiry.expire(now=now) == 1
     record = database.get_instance(uuids[0])
     assert (record["state"], record["host"], record["attempts"]) == ("SCHEDULED", "h1", 2)
     placed = casts(agents, 3)
     assert placed["h2"][1] == ("terminate_instance", uuids[0])  # the first host lets go
     assert placed["h1"][0][3]["retry"]["hosts"] == [["h2", "h2"]]
-    assert manager._expire_builds() == 0  # just placed again: not late
+    assert manager.build_expiry.expire() == 0  # just placed again: not late
 
     manager.instance_update({}, uuids[0], "h1", "BUILDING")
     later = now + LATER
-    assert manager._expire_builds(now=later) == 1
+    assert manager.build_expiry.expire(now=later) == 1
     record = database.get_instance(uuids[0])
     assert record["state"] == "ERROR" and record["host"] is None
     assert record["fault_reason"] == (
@@ -217,10 +217,10 @@ def test_an_agent_holding_a_deleted_instance_is_told_to_terminate_it_once_a_whil
     manager.instance_update({}, uuids[0], host, "ACTIVE")
     database.update_instance(uuids[0], {"state": "DELETED"})  # its terminate was lost
     held = dict(report(host, 8192, uuids=uuids))
-    assert [d.action for d in manager._reconcile({host: held}, now=100.0)] == ["terminate"]
+    assert [d.action for d in manager.reconciler.run({host: held}, now=100.0)] == ["terminate"]
     assert casts(agents, 2)[host][-1] == ("terminate_instance", uuids[0])
-    assert manager._reconcile({host: held}, now=101.0) == []  # looked at a second ago
+    assert manager.reconciler.run({host: held}, now=101.0) == []  # looked at a second ago
     # About service_down_time (60 s) later, it is looked at again, and the terminate sent again.
-    assert [d.action for d in manager._reconcile({host: held}, now=176.0)] == ["terminate"]
+    assert [d.action for d in manager.reconciler.run({host: held}, now=176.0)] == ["terminate"]
     casts(agents, 3)
     assert f"{host} holds {uuids[0]}, which was deleted: telling {host} to terminate it" in caplog.text

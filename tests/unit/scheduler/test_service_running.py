@@ -76,8 +76,8 @@ def test_a_failing_periodic_task_keeps_none_of_the_others_from_running(conf, ser
         raise RuntimeError("saving reports is broken")
 
     service.save_reports = broken
-    service.manager._expire_builds = lambda: ran.append("build expiry")
-    service.admin._reload = lambda: ran.append("aggregates reload")
+    service.manager.build_expiry.expire = lambda: ran.append("build expiry")
+    service._reload_aggregates = lambda: ran.append("aggregates reload")
     service.run_periodic_tasks()
     service.run_periodic_tasks()
     assert ran == ["build expiry", "aggregates reload"] * 2
