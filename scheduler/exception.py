@@ -27,10 +27,6 @@ class NoValidHost(BerthError):
     """No host passed the filters."""
 
 
-class MaxAttemptsExceeded(NoValidHost):
-    """An instance was tried on max_attempts hosts without success."""
-
-
 class InstanceNotFound(BerthError):
     """The caller named an instance there is no record of: an answer, not a fault of Berth's."""
 

@@ -10,7 +10,7 @@ from scheduler.agent_auth import AgentAuth
 from scheduler.build_expiry import BuildExpiry
 from scheduler.claims import HostClaims
 from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
-from scheduler.host_manager import HostManager, check_report
+from scheduler.host_manager import HostManager
 from scheduler.outbox import Outbox
 from scheduler.reconciler import Reconciler
 from scheduler.request_spec import MAX_LIST, RequestSpec, _text, parse_uuid
@@ -362,9 +362,9 @@ class SchedulerManager:
 
     @rpc.read_only
     def report_resources(self, context, host, resources):
-        check_report(host, resources)
+        host_names.check(host, "report_resources: host")
         self._auth.check(context, host, "report_resources")
-        if self.host_manager.update_from_report(host, resources):
+        if self.host_manager.update_from_report(host, resources):  # checks the report (check_report)
             self.reports.put(host, resources)
         else:
             LOG.debug("Report %s of %s is older than the one taken already; ignored",
