@@ -43,7 +43,7 @@ class BuildExpiry:
                 expired += 1
         return expired
 
-    def _expire(self, instance, timeout):
+    def _expire(self, instance: dict[str, Any], timeout: int) -> bool:
         uuid, host = instance["uuid"], instance["host"]
         reason = f"{host}: build timed out ({instance['state']} for more than {timeout} s)"
         taken = self._db.update_instance(

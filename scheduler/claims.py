@@ -125,10 +125,12 @@ class HostClaims:
                     outcomes[index] = exc
         return outcomes
 
-    def _select_all(self, specs, pending, select, busy, outcomes):
+    def _select_all(self, specs: Sequence[RequestSpec], pending: list[int], select: Select, busy: set[str],
+                    outcomes: list[Any]) -> tuple[dict[int, list[Placement]], list[int]]:
         """({index: placements} for the pending specs that found hosts, [indexes that found
         none while hosts others hold were left out]); the others' NoValidHost into outcomes."""
-        chosen, waiting = {}, []
+        chosen: dict[int, list[Placement]] = {}
+        waiting: list[int] = []
         with self._hosts.lock:
             for index in pending:
                 spec = specs[index]

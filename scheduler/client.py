@@ -1,21 +1,28 @@
 """The scheduler's RPC API, as an API service, an agent or the CLI calls it."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
 from scheduler import rpc
+from scheduler.rpc.client import Context
 
 TOPIC = "scheduler"
 
 
 class SchedulerClient:
-    def __init__(self, transport, timeout=None):
+    def __init__(self, transport: Any, timeout: float | None = None):
         self._client = rpc.RPCClient(transport, rpc.Target(topic=TOPIC), timeout=timeout)
         self._fanout = self._client.prepare(fanout=True)
 
-    def run_instance(self, ctxt, request_spec, filter_properties):
+    def run_instance(self, ctxt: Context, request_spec: dict, filter_properties: dict) -> None:
         self._client.cast(
             ctxt, "run_instance", request_spec=request_spec, filter_properties=filter_properties
         )
 
-    def select_destinations(self, ctxt, request_spec, filter_properties):
+    def select_destinations(self, ctxt: Context, request_spec: dict, filter_properties: dict
+                            ) -> list[dict[str, Any]]:
         return self._client.call(
             ctxt,
             "select_destinations",
@@ -23,42 +30,45 @@ class SchedulerClient:
             filter_properties=filter_properties,
         )
 
-    def report_resources(self, ctxt, host, resources):
+    def report_resources(self, ctxt: Context, host: str, resources: dict) -> None:
         self._fanout.cast(ctxt, "report_resources", host=host, resources=resources)
 
-    def aggregates_changed(self, ctxt, by):
+    def aggregates_changed(self, ctxt: Context, by: str) -> None:
         """Tell every scheduler to reload the aggregates (``by``: the scheduler that changed them)."""
         self._fanout.cast(ctxt, "aggregates_changed", by=by)
 
-    def hosts_changed(self, ctxt, by, deleted):
+    def hosts_changed(self, ctxt: Context, by: str, deleted: list[str]) -> None:
         """Tell every scheduler to reload the disabled hosts and forget the ``deleted`` ones."""
         self._fanout.cast(ctxt, "hosts_changed", by=by, deleted=deleted)
 
-    def instance_update(self, ctxt, instance_uuid, host, state, fault=None):
+    def instance_update(self, ctxt: Context, instance_uuid: str, host: str, state: str,
+                        fault: dict | None = None) -> None:
         self._client.cast(
             ctxt, "instance_update", instance_uuid=instance_uuid, host=host, state=state, fault=fault
         )
 
-    def delete_instance(self, ctxt, instance_uuid):
+    def delete_instance(self, ctxt: Context, instance_uuid: str) -> None:
         self._client.cast(ctxt, "delete_instance", instance_uuid=instance_uuid)
 
-    def list_hosts(self, ctxt):
+    def list_hosts(self, ctxt: Context) -> list[dict[str, Any]]:
         return self._client.call(ctxt, "list_hosts")
 
-    def list_instances(self, ctxt, host=None, state=None, include_deleted=False, uuids=None, name=None):
+    def list_instances(self, ctxt: Context, host: str | None = None, state: str | None = None,
+                       include_deleted: bool = False, uuids: Iterable[str] | None = None,
+                       name: str | None = None) -> list[dict[str, Any]]:
         # uuids and name only when given: a scheduler that predates them still answers the rest.
-        extra = {} if uuids is None else {"uuids": list(uuids)}
+        extra: dict[str, Any] = {} if uuids is None else {"uuids": list(uuids)}
         if name is not None:
             extra["name"] = name
         return self._client.call(
             ctxt, "list_instances", host=host, state=state, include_deleted=include_deleted, **extra
         )
 
-    def show_instance(self, ctxt, instance_uuid):
+    def show_instance(self, ctxt: Context, instance_uuid: str) -> dict[str, Any]:
         return self._client.call(ctxt, "show_instance", instance_uuid=instance_uuid)
 
     # -- operators: host aggregates and server groups (scheduler.admin) --------
 
-    def admin_call(self, ctxt, method, **kwargs):
+    def admin_call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:
         """Call one method of the scheduler's AdminEndpoint."""
         return self._client.call(ctxt, method, **kwargs)

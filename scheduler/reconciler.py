@@ -65,7 +65,7 @@ class Reconciler:
             self._sent = {u: t for u, t in self._sent.items() if now - t < grace}
         return found
 
-    def _act(self, host, difference, now):
+    def _act(self, host: str, difference: reconcile.Difference, now: float) -> None:
         if difference.action != "terminate":
             self._notes.log(("note", difference.instance_uuid), logging.WARNING, "%s", difference.why)
             return

@@ -1,26 +1,35 @@
 """RPCClient: cast and call methods of the servers of a topic."""
 
+from __future__ import annotations
+
 import dataclasses
 import logging
 import queue
 import time
+from typing import Any
 
 from scheduler.rpc import envelope, topology
 from scheduler.rpc.context import REQUEST_ID
 from scheduler.rpc.exceptions import MessagingTimeout
+from scheduler.rpc.target import Target
 
 LOG = logging.getLogger(__name__)
 
 
+#: A request context: an oslo.context-style object with ``to_dict()``, or its dict.
+Context = Any
+
+
 class RPCClient:
-    def __init__(self, transport, target, timeout=None):
+    def __init__(self, transport: Any, target: Target, timeout: float | None = None):
         self.transport = transport
         self.target = target
         self.timeout = timeout
 
-    def prepare(self, server=None, fanout=None, timeout=None):
+    def prepare(self, server: str | None = None, fanout: bool | None = None,
+                timeout: float | None = None) -> RPCClient:
         """A copy of this client with the target's server/fanout or the timeout replaced."""
-        changes = {}
+        changes: dict[str, Any] = {}
         if server is not None:
             changes["server"] = server
         if fanout is not None:
@@ -28,12 +37,12 @@ class RPCClient:
         target = dataclasses.replace(self.target, **changes) if changes else self.target
         return RPCClient(self.transport, target, self.timeout if timeout is None else timeout)
 
-    def _timeout(self):
+    def _timeout(self) -> float:
         if self.timeout is None:
-            return self.transport.conf.rpc_response_timeout
+            return float(self.transport.conf.rpc_response_timeout)
         return self.timeout
 
-    def _publish(self, msg, expiration=None, now=False):
+    def _publish(self, msg: dict[str, Any], expiration: float | None = None, now: bool = False) -> str:
         target = self.target
         if target.fanout:
             exchange = topology.fanout_exchange(target.topic)
@@ -47,14 +56,14 @@ class RPCClient:
                                          max_bytes=limit)
         return key
 
-    def cast(self, ctxt, method, **kwargs):
+    def cast(self, ctxt: Context, method: str, **kwargs: Any) -> None:
         """Send ``method(**kwargs)`` without waiting (to every server if the target fans out)."""
         msg = envelope.request(method, kwargs, ctxt)
         key = self._publish(msg)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("CAST %s to %s (unique_id %s%s)", method, key, msg["_unique_id"], _of_request(msg))
 
-    def call(self, ctxt, method, **kwargs):
+    def call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:
         """Run ``method(**kwargs)`` on one server and return its result.
 
         Raises MessagingTimeout when no reply comes within the timeout, and
@@ -97,7 +106,7 @@ class RPCClient:
             listener.unregister(msg_id)
 
 
-def _of_request(msg):
+def _of_request(msg: dict[str, Any]) -> str:
     """", request <id>" of a message whose context names its request (sent after the request's
     handling, from an outbox, its log line would not say it otherwise)."""
     request_id = msg.get(envelope.CONTEXT_PREFIX + REQUEST_ID)
