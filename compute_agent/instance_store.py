@@ -18,9 +18,6 @@ import threading
 
 LOG = logging.getLogger(__name__)
 
-BUILDING = "BUILDING"
-ACTIVE = "ACTIVE"
-
 
 class InstanceStoreError(Exception):
     pass

@@ -22,14 +22,14 @@ import time
 from compute_agent import driver as drivers
 from compute_agent import validate
 from compute_agent.client import TOPIC
-from compute_agent.instance_store import ACTIVE, BUILDING, InstanceStore
+from compute_agent.instance_store import InstanceStore
 from compute_agent.resource_tracker import ClaimFailed, ResourceTracker, isotime
 from scheduler import concurrency, rpc
 from scheduler.client import SchedulerClient
+from scheduler.states import ACTIVE, BUILDING, DELETED
 
 LOG = logging.getLogger(__name__)
 
-DELETED = "DELETED"
 JOIN_TIMEOUT = 10.0
 
 
