@@ -151,6 +151,11 @@ def _check_placement_facts(host, resources):
             ipaddress.ip_address(host_ip if isinstance(host_ip, str) else None)
         except ValueError:
             raise InvalidRequest(f"{where}: host_ip must be an IP address, got {_shown(host_ip)}") from None
+    _check_host_description(where, resources)
+
+
+def _check_host_description(where, resources):
+    """cpu_info, image_properties, version and stats: what the host says of itself."""
     cpu_info = resources.get("cpu_info")
     if cpu_info is not None:
         _check_cpu_info(where, cpu_info)
