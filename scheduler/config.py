@@ -69,11 +69,11 @@ def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
     """
     conf = conf if conf is not None else cfg.ConfigOpts()
     berth_conf.register_opts(conf)
-    for register_opts in register:
-        register_opts(conf)
     if cli_opts:
         conf.register_cli_opts(cli_opts)
     try:
+        for register_opts in register:  # the plugins' may fail: two of one name, say
+            register_opts(conf)
         conf(argv, project="berth", prog=prog, version=version())
         _check_every_value(conf)
         _check_transport_url(conf)

@@ -38,8 +38,7 @@ class Selector:
         self.filters = list(filters)
         self.weighers = list(weighers)
         # A weigher may ask for a wider random pick (``subset_size``): the largest request wins.
-        self.host_subset_size = max([1, host_subset_size]
-                                    + [getattr(w, "subset_size", None) or 1 for w in self.weighers])
+        self.host_subset_size = max([1, host_subset_size] + [w.subset_size for w in self.weighers])
         self.rng = rng or random.Random()
         self.vectorized = vectorized
         self.shuffle_best = shuffle_best_same_weighed_hosts
@@ -49,7 +48,7 @@ class Selector:
         self._tierers = [p for p in self.filters + self.weighers
                          if p.tier is not None or p.tier_vector is not None]
         # A weigher may confine the random pick to rows it names (``spread_rows``).
-        self._spreader = next((w for w in self.weighers if getattr(w, "spread_rows", None)), None)
+        self._spreader = next((w for w in self.weighers if w.spread_rows is not None), None)
 
     def select(self, hosts, spec, decisions=None, detail=False):
         """Choose and consume a host for each instance of ``spec``, all or none.

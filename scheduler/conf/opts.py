@@ -1,21 +1,42 @@
-"""Every option of the scheduler side, for oslo-config-generator and start-up."""
+"""Every option of the scheduler side, for oslo-config-generator and start-up.
+
+A filter's or weigher's options live in the module that defines its class,
+Berth's or an entry point's alike: the module's ``list_opts()`` returns
+``[(group, [opt, ...]), ...]``; Berth registers them before any plugin is
+built (with the module's ``register_opts(conf)`` when it has one, else the
+pairs of ``list_opts``), and oslo-config-generator lists them under the
+``berth.scheduler`` namespace. Options of every installed plugin are
+registered, enabled or not, so that a config file may set them all.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from oslo_config import cfg
 
 from scheduler import conf as berth_conf
 from scheduler import filters, plugins, weighers
 
 
-def plugin_modules():
-    return [m for m in plugins.modules(filters) + plugins.modules(weighers) if hasattr(m, "list_opts")]
+def plugin_modules() -> list[ModuleType]:
+    """The modules of every installed filter and weigher that declare options."""
+    return plugins.option_modules([*filters.all_filters().values(), *weighers.all_weighers().values()])
 
 
-def register_plugin_opts(conf):
+def register_plugin_opts(conf: cfg.ConfigOpts) -> None:
     for module in plugin_modules():
-        module.register_opts(conf)
+        if hasattr(module, "register_opts"):
+            module.register_opts(conf)
+        else:
+            for group, opts in module.list_opts():
+                conf.register_opts(opts, group)
 
 
-def list_opts():
+def list_opts() -> list[tuple[str | cfg.OptGroup, list[cfg.Opt]]]:
     """(group, opts) pairs, one per group: plugins add their options to shared groups."""
-    groups, merged = {}, {}
+    groups: dict[str, str | cfg.OptGroup] = {}
+    merged: dict[str, list[cfg.Opt]] = {}
     for module in list(berth_conf.AREAS) + plugin_modules():
         for group, opts in module.list_opts():
             name = getattr(group, "name", group)

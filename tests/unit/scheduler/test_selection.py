@@ -97,7 +97,7 @@ def test_no_hosts_at_all(selector, table):
         selector.select([], make_spec())
 
 
-class _Tiered:
+class _Tiered(weighers.BaseHostWeigher):
     """A weigher that sorts hosts into tiers by name, for the selection stage."""
 
     name = "Tiered"

@@ -21,7 +21,7 @@ def test_normalize_honours_fixed_bounds():
 
 def test_ram_weigher_prefers_free_ram(policy_conf):
     hosts = [make_host("a", free_ram=100), make_host("b", free_ram=-50), make_host("c", free_ram=900)]
-    assert RAMWeigher(policy_conf).weigh_all(hosts, make_spec()) == [100, -50, 900]
+    assert [RAMWeigher(policy_conf).weigh(h, make_spec()) for h in hosts] == [100, -50, 900]
 
 
 @pytest.mark.parametrize(("multiplier", "expected"), [(1.0, 1.0), (-2.0, -2.0)])
