@@ -8,8 +8,9 @@ and are collected by :mod:`scheduler.conf.opts`.
 from oslo_config import cfg
 
 from scheduler.conf import database, default, filter_scheduler, messaging, scheduler
+from scheduler.db import fastpaths as db_fastpaths
 
-AREAS = (default, database, messaging, scheduler, filter_scheduler)
+AREAS = (default, database, db_fastpaths, messaging, scheduler, filter_scheduler)
 
 
 def register_opts(conf):

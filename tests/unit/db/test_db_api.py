@@ -313,7 +313,7 @@ def test_transient_errors_are_retried(database, monkeypatch, caplog):
         return real(self, uuid)
 
     monkeypatch.setattr(db_api.Database, "get_instance", db_api._retry(flaky))
-    with caplog.at_level(logging.WARNING, "scheduler.db.api"):
+    with caplog.at_level(logging.WARNING, "scheduler.db.engine"):
         assert database.get_instance("u1") is None
     assert len(calls) == 3
     assert len([r for r in caplog.records if "retry" in r.getMessage()]) == 2
@@ -346,7 +346,7 @@ def test_unreachable_server_is_retried_without_leaking_the_password(caplog):
     database = db_api.Database(
         "postgresql://berth:s3cret@127.0.0.1:1/berth", max_retries=1, retry_interval=0.0
     )
-    with caplog.at_level(logging.WARNING, "scheduler.db.api"):
+    with caplog.at_level(logging.WARNING, "scheduler.db.engine"):
         with pytest.raises(db_api.DatabaseUnavailable) as raised:
             database.version()
     assert "s3cret" not in str(raised.value)

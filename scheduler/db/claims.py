@@ -1,0 +1,114 @@
+"""The host_generations table: the claims schedulers take on hosts before placing."""
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from scheduler.db import models
+from scheduler.db.engine import DatabaseEngine, _retry, to_db_time
+from scheduler.db.models import host_generations, instances
+from scheduler.db.rows import _chunks, _row_dict
+
+
+class ClaimQueries(DatabaseEngine):
+    """Host generations: a scheduler claims a host by bumping its generation."""
+
+    @_retry
+    def host_generations(self, hosts=None):
+        """{host: generation} for ``hosts`` (0 for a host never claimed), or for every host claimed."""
+        if hosts is None:
+            with self._transaction() as connection:
+                return dict(connection.execute(
+                    sa.select(host_generations.c.host, host_generations.c.generation)).all())
+        found = dict.fromkeys(hosts, 0)
+        with self._transaction() as connection:
+            for chunk in _chunks(list(found)):
+                for host, generation in connection.execute(
+                    sa.select(host_generations.c.host, host_generations.c.generation)
+                    .where(host_generations.c.host.in_(chunk))
+                ):
+                    found[host] = generation
+        return found
+
+    @_retry
+    def claim_hosts(self, expected, wait=False):
+        """Bump the generation of every host of ``expected`` ({host: generation}) that
+        still is at that generation, in three statements whatever their number.
+
+        Returns (claimed, conflicts, held): the hosts whose generation was bumped;
+        those another scheduler placed on since; those another scheduler's
+        transaction holds right now (rather than wait for them, place
+        elsewhere; with ``wait``, none: their rows are waited for, in host order).
+        A claimed host stays locked until the transaction ends.
+        """
+        claimed, conflicts, held = set(), set(), set()
+        if not expected:
+            return claimed, conflicts, held
+        with self._transaction(write=True) as connection:
+            found = {}
+            for chunk in _chunks(sorted(expected)):  # one lock order for every scheduler
+                found.update(connection.execute(
+                    sa.select(host_generations.c.host, host_generations.c.generation)
+                    .where(host_generations.c.host.in_(chunk))
+                    .order_by(host_generations.c.host)
+                    .with_for_update(skip_locked=not wait)
+                ).all())
+            missing = []
+            for host, generation in expected.items():
+                current = found.get(host)
+                if current is None:
+                    # No row (never claimed), or a row locked by another transaction.
+                    if generation == 0:
+                        missing.append(host)
+                    else:
+                        held.add(host)
+                elif current == generation:
+                    claimed.add(host)
+                else:
+                    conflicts.add(host)
+            inserted = self._insert_new_hosts(connection, sorted(missing))
+            claimed.update(inserted)
+            held.update(set(missing).difference(inserted))
+            bump = sorted(claimed.difference(missing))
+            for chunk in _chunks(bump):
+                connection.execute(
+                    sa.update(host_generations).where(host_generations.c.host.in_(chunk))
+                    .values(generation=host_generations.c.generation + 1)
+                )
+        return claimed, conflicts, held
+
+    @staticmethod
+    def _insert_new_hosts(connection, hosts):
+        """Insert the generation rows of those of ``hosts`` that have none, claimed once,
+        in the order given (the same for every scheduler: no deadlock); those inserted."""
+        rows = [{"host": host, "generation": 1} for host in hosts]
+        if not rows:
+            return set()
+        dialect = connection.dialect.name
+        if dialect in ("postgresql", "sqlite"):
+            dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite_dialect.insert
+            statement = dialect_insert(host_generations).on_conflict_do_nothing()
+            return set(connection.scalars(statement.returning(host_generations.c.host), rows))
+        ignore = sa.insert(host_generations).prefix_with("IGNORE")
+        return {row["host"] for row in rows if connection.execute(ignore.values(row)).rowcount}
+
+    @_retry
+    def instances_placed_since(self, hosts=None, since=None):
+        """Instances placed on any of ``hosts`` (on any host with None) that their agents
+        may not have reported yet: those not claimed yet (SCHEDULED) and, with
+        ``since`` (naive UTC, the database's clock), those BUILDING or ACTIVE updated
+        at or after it. Which of them a host's last report lists is the caller's to tell."""
+        condition = instances.c.state == models.SCHEDULED
+        if since is not None:
+            condition = sa.or_(condition, sa.and_(
+                instances.c.state.in_([models.BUILDING, models.ACTIVE]),
+                instances.c.updated_at >= to_db_time(since)))
+        query = sa.select(instances).where(condition)
+        rows = []
+        with self._transaction() as connection:
+            if hosts is None:
+                rows = connection.execute(query).mappings().all()
+            for chunk in _chunks(sorted(set(hosts or ()))):
+                rows.extend(connection.execute(query.where(instances.c.host.in_(chunk))).mappings().all())
+        return [_row_dict(row) for row in rows]
+

@@ -1,0 +1,128 @@
+"""Which statements the database takes: the fast paths of scheduler.db.fastpaths, or the
+portable ones (option off or SQLAlchemy outside the tested range)."""
+
+import configparser
+import logging
+import pathlib
+import types
+
+import pytest
+import sqlalchemy
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from scheduler import conf as berth_conf
+from scheduler.db import api as db_api
+from scheduler.db import fastpaths
+from scheduler.db.models import instances
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+# Never connected to: building a Database does not connect.
+PG_URL = "postgresql+psycopg2://berth@127.0.0.1:1/berth"
+
+
+@pytest.fixture(autouse=True)
+def fresh_verdict(monkeypatch):
+    """Each test checks the installed SQLAlchemy anew, as a new process would."""
+    monkeypatch.setattr(fastpaths, "_verdict", None)
+
+
+def _warnings(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "scheduler.db.fastpaths"]
+
+
+def _pg_database(**kwargs):
+    pytest.importorskip("psycopg2")
+    return db_api.Database(PG_URL, **kwargs)
+
+
+def _conf(**database):
+    conf = berth_conf.new_conf()
+    conf([], project="berth-test", default_config_files=[])
+    conf.set_override("connection", PG_URL, "database")
+    for name, value in database.items():
+        conf.set_override(name, value, "database")
+    return conf
+
+
+def test_the_option_is_on_by_default_and_from_conf_reads_it():
+    pytest.importorskip("psycopg2")
+    assert db_api.Database.from_conf(_conf()).fast_paths is True
+    assert db_api.Database.from_conf(_conf(sqlalchemy_fast_paths=False)).fast_paths is False
+
+
+def test_a_database_built_without_the_option_takes_its_default():
+    assert _pg_database().fast_paths is True
+    assert _pg_database(fast_paths=False).fast_paths is False
+
+
+def test_databases_without_fast_paths_never_take_them(caplog, monkeypatch):
+    monkeypatch.setattr(sqlalchemy, "__version__", "9.0.0")
+    database = db_api.Database("sqlite://", fast_paths=True)
+    assert database.fast_paths is False
+    assert _warnings(caplog) == []  # nothing to warn about where there is nothing to take
+
+
+@pytest.mark.parametrize("version", ["2.2.0", "1.4.54", "3.0.0b1", "unknown"])
+def test_sqlalchemy_outside_the_tested_range_falls_back_with_one_warning(version, caplog, monkeypatch):
+    monkeypatch.setattr(sqlalchemy, "__version__", version)
+    with caplog.at_level(logging.WARNING, "scheduler.db.fastpaths"):
+        assert _pg_database(fast_paths=True).fast_paths is False
+        assert _pg_database(fast_paths=True).fast_paths is False
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1
+    assert f"SQLAlchemy {version} is installed" in warnings[0]
+    assert "sqlalchemy_fast_paths" in warnings[0] and fastpaths.TESTED_SQLALCHEMY in warnings[0]
+
+
+@pytest.mark.parametrize("version", ["2.0.0", "2.0.58", "2.1.9"])
+def test_sqlalchemy_inside_the_tested_range_takes_the_fast_paths(version, caplog, monkeypatch):
+    monkeypatch.setattr(sqlalchemy, "__version__", version)
+    assert fastpaths.problem() == ""
+    assert _pg_database(fast_paths=True).fast_paths is True
+    assert _warnings(caplog) == []
+
+
+def test_turned_off_nothing_is_checked_and_nothing_said(caplog, monkeypatch):
+    monkeypatch.setattr(sqlalchemy, "__version__", "9.0.0")
+    with caplog.at_level(logging.WARNING, "scheduler.db.fastpaths"):
+        assert _pg_database(fast_paths=False).fast_paths is False
+    assert _warnings(caplog) == []
+
+
+def test_the_installed_sqlalchemy_is_one_the_fast_paths_were_tested_with():
+    assert fastpaths.problem() == "", "setup.cfg's SQLAlchemy pin and the installed SQLAlchemy disagree"
+
+
+def test_setup_cfg_pins_sqlalchemy_to_the_tested_range():
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    requires = [line.strip() for line in parser["options"]["install_requires"].splitlines()]
+    assert f"SQLAlchemy{fastpaths.TESTED_SQLALCHEMY}" in requires
+    low, high = fastpaths.TESTED_SQLALCHEMY.split(",")
+    assert low == ">=" + ".".join(map(str, fastpaths._LOWEST))
+    assert high == "<" + ".".join(map(str, fastpaths._ABOVE))
+
+
+def test_the_psycopg2_insert_is_taken_only_on_psycopg2_with_the_fast_paths_on():
+    psycopg2_dialect = types.SimpleNamespace(driver="psycopg2")
+    assert fastpaths.instance_inserter(psycopg2_dialect, True) is fastpaths.insert_new_instances_psycopg2
+    assert fastpaths.instance_inserter(psycopg2_dialect, False) is None
+    assert fastpaths.instance_inserter(types.SimpleNamespace(driver="psycopg"), True) is None
+    assert fastpaths.instance_inserter(sqlite_dialect.dialect(), True) is None
+
+
+@pytest.mark.parametrize("enabled, unnested", [(True, True), (False, False)])
+def test_pairs_are_matched_through_unnested_arrays_only_with_the_fast_paths_on(enabled, unnested):
+    connection = types.SimpleNamespace(dialect=postgresql.dialect())
+    condition = fastpaths.on_pairs(connection, instances, [("u1", "h1"), ("u2", "h2")], enabled)
+    sql = str(sqlalchemy.select(instances.c.id).where(condition).compile(dialect=postgresql.dialect()))
+    assert ("unnest(" in sql) is unnested
+    assert ("(instances.uuid, instances.host) IN" in sql) is not unnested
+
+
+def test_other_databases_match_pairs_portably_whatever_the_option():
+    connection = types.SimpleNamespace(dialect=sqlite_dialect.dialect())
+    condition = fastpaths.on_pairs(connection, instances, [("u1", "h1")], True)
+    assert "unnest" not in str(condition.compile(dialect=sqlite_dialect.dialect()))
+
