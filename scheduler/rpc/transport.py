@@ -3,6 +3,8 @@
 ``rabbit://``/``amqp://``/``amqps://`` go to RabbitMQ through py-amqp (with
 publisher confirms), ``filesystem://`` to folders under ``state_path`` shared by
 the processes of one machine, ``memory://`` to queues inside this process.
+RabbitMQ's hot paths go through :mod:`scheduler.rpc.amqp_fast` unless
+``[oslo_messaging_rabbit] amqp_fast_paths`` is off.
 """
 
 import contextlib
@@ -19,7 +21,8 @@ import kombu
 from amqp import exceptions as amqp_exceptions
 from amqp.exceptions import MessageNacked
 
-from scheduler.rpc import confirms, envelope, filesystem, framing, names
+from scheduler.rpc import amqp_fast, envelope, filesystem, names
+from scheduler.rpc.amqp_fast import batch_confirms, buffered_reads
 from scheduler.rpc.exceptions import (
     BrokerUnreachable,
     InvalidName,
@@ -125,13 +128,16 @@ def _reason(exc, timeout):
     return text.splitlines()[0]
 
 
-class _Connection(kombu.Connection):
-    """A kombu connection whose py-amqp connection reads through a buffer."""
-
-    def _establish_connection(self):
-        conn = super()._establish_connection()
-        framing.buffer_reads(conn)
-        return conn
+def publisher_channel(connection, fast_paths: bool):
+    """The publisher's channel on ``connection`` (a connected py-amqp connection with
+    confirm_publish): on the fast paths one that sends a batch in one write and
+    waits once for its confirms, else py-amqp's own, whose every publish waits for
+    its confirm."""
+    if fast_paths:
+        channel = batch_confirms.Channel(connection)
+        channel.open()
+        return channel
+    return connection.channel()
 
 
 class Transport:
@@ -146,6 +152,8 @@ class Transport:
         rabbit = conf.oslo_messaging_rabbit
         self.kind = "rabbit" if scheme in RABBIT_SCHEMES else scheme
         self.is_rabbit = self.kind == "rabbit"
+        # py-amqp internals for speed (scheduler.rpc.amqp_fast), or its public API only
+        self.fast_paths = self.is_rabbit and amqp_fast.usable(conf)
         self.durable = rabbit.amqp_durable_queues or rabbit.rabbit_quorum_queue
         self._lock = threading.Lock()
         self._reply_listener = None
@@ -193,7 +201,8 @@ class Transport:
             connect_timeout = max(rabbit.rabbit_interval_max, 5)
         if self.is_rabbit:
             name = f"{os.path.basename(sys.argv[0]) or 'python'}:{os.getpid()}:{purpose}"
-            return _Connection(
+            connection_class = buffered_reads.Connection if self.fast_paths else kombu.Connection
+            return connection_class(
                 self._hosts,
                 # a copy: kombu writes the host name into it
                 ssl=dict(self._ssl) if isinstance(self._ssl, dict) else self._ssl,
@@ -418,10 +427,12 @@ class Publisher:
 
     def _send(self, messages, wait=True):
         """Publish ``messages`` ([(body, exchange, routing_key, properties)]) in order;
-        several without waiting for each confirm, then for all of them.
+        several without waiting for each confirm, then for all of them (on the
+        fast paths; py-amqp's public API waits for each in turn).
 
         With ``wait=False`` the confirms are not waited for: returns
-        (connection, [confirms.Pending]) to wait for them on, if any."""
+        (connection, [batch_confirms.Pending]) to wait for them on, if any
+        (none without the fast paths: each was waited for)."""
         transport = self.transport
         rabbit = transport.conf.oslo_messaging_rabbit
         waits = delays(transport.conf)
@@ -439,7 +450,7 @@ class Publisher:
                         if transport.is_rabbit:
                             properties["user_id"] = conn.userid
                     channel = self._producer.channel
-                    deferring = not wait and isinstance(channel, confirms.Channel)
+                    deferring = not wait and isinstance(channel, batch_confirms.Channel)
                     if deferring:
                         channel.deferred = []
                     several = len(messages) > 1 or deferring
@@ -529,8 +540,7 @@ class Publisher:
                     conn.ensure_connection(max_retries=max(len(conn.alt), 1) - 1,
                                            reraise_as_library_errors=False)
                 if self.transport.is_rabbit:
-                    channel = confirms.Channel(conn.connection)
-                    channel.open()
+                    channel = publisher_channel(conn.connection, self.transport.fast_paths)
                 else:
                     channel = conn.channel()
                 self._producer = kombu.Producer(channel, auto_declare=False)

@@ -1,4 +1,5 @@
-"""Buffered frame reads on a socket pair instead of a broker, and publish frames as py-amqp writes them."""
+"""Frame reads on a socket pair instead of a broker, buffered (the fast paths) and py-amqp's own,
+and publish frames as py-amqp writes them."""
 
 import socket
 import struct
@@ -10,24 +11,26 @@ from amqp.basic_message import Message
 from amqp.exceptions import UnexpectedFrame
 from amqp.serialization import dumps
 
-from scheduler.rpc import framing
+from scheduler.rpc.amqp_fast import buffered_reads, publish_frames
 
 
 def frame(frame_type, channel, payload, end=0xCE):
     return struct.pack(">BHI", frame_type, channel, len(payload)) + payload + bytes([end])
 
 
-@pytest.fixture
-def pair():
-    """A BufferedTCPTransport reading from ``peer``, the broker's end."""
+@pytest.fixture(params=[True, False], ids=["fast", "py-amqp"])
+def pair(request):
+    """A transport reading from ``peer``, the broker's end: a BufferedTCPTransport on
+    the fast paths, else py-amqp's own TCPTransport."""
     ours, peer = socket.socketpair()
     transport = amqp_transport.TCPTransport("127.0.0.1:5672")
     transport.sock = ours
     transport._setup_transport()
     transport.connected = True
-    connection = type("Conn", (), {"transport": transport})()
-    framing.buffer_reads(connection)
-    assert type(transport) is framing.BufferedTCPTransport
+    if request.param:
+        connection = type("Conn", (), {"transport": transport})()
+        buffered_reads.buffer_reads(connection)
+        assert type(transport) is buffered_reads.BufferedTCPTransport
     yield transport, peer
     ours.close()
     peer.close()
@@ -35,7 +38,8 @@ def pair():
 
 def read(transport, timeout=1):
     with transport.having_timeout(timeout):
-        return transport.read_frame()
+        frame_type, channel, payload = transport.read_frame()
+        return frame_type, channel, bytes(payload)
 
 
 def test_frames_that_came_together_are_read_one_by_one(pair):
@@ -95,6 +99,7 @@ def test_a_closed_connection_is_an_error(pair):
     assert not transport.connected
 
 
+@pytest.mark.parametrize("pair", [True], ids=["fast"], indirect=True)  # py-amqp sets it for every frame
 def test_a_buffered_frame_is_read_without_touching_the_socket_timeout(pair):
     transport, peer = pair
     peer.sendall(frame(1, 1, b"a") + frame(1, 1, b"b"))
@@ -107,7 +112,7 @@ def test_a_buffered_frame_is_read_without_touching_the_socket_timeout(pair):
 
 def test_tls_connections_keep_py_amqp_reads():
     transport = amqp_transport.SSLTransport("127.0.0.1:5671")
-    framing.buffer_reads(type("Conn", (), {"transport": transport})())
+    buffered_reads.buffer_reads(type("Conn", (), {"transport": transport})())
     assert type(transport) is amqp_transport.SSLTransport
 
 
@@ -149,14 +154,14 @@ def test_a_publish_is_framed_byte_for_byte_as_py_amqp_frames_it(exchange, routin
                                                                flags):
     message = Message(body, **properties)
     for _ in range(2):  # the second time from the properties serialized the first
-        ours = framing.publish_frames(7, Collector.frame_max, exchange, routing_key, body,
-                                      framing.serialized_properties(dict(properties)), *flags)
+        ours = publish_frames.publish_frames(7, Collector.frame_max, exchange, routing_key, body,
+                                             publish_frames.serialized_properties(dict(properties)), *flags)
         assert b"".join(ours) == amqp_frames(7, exchange, routing_key, message, *flags)
 
 
 def test_names_too_long_for_a_short_string_are_not_framed():
-    assert framing.publish_frames(1, 4096, "x", "k" * 256, b"", b"") is None
-    assert framing.publish_frames(1, 4096, "\u00e9" * 128, "k", b"", b"") is None
+    assert publish_frames.publish_frames(1, 4096, "x", "k" * 256, b"", b"") is None
+    assert publish_frames.publish_frames(1, 4096, "\u00e9" * 128, "k", b"", b"") is None
 
 
 def test_a_look_without_waiting_finds_nothing(pair):

@@ -6,7 +6,8 @@ import pytest
 from amqp.exceptions import MessageNacked
 
 from scheduler import rpc
-from scheduler.rpc import confirms, envelope, topology
+from scheduler.rpc import envelope, topology
+from scheduler.rpc.amqp_fast import batch_confirms as confirms
 from tests.unit.rpc.conftest import WAIT
 
 

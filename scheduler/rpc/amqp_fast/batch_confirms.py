@@ -2,19 +2,30 @@
 
 kombu's ``Producer.batch()`` hands its messages, serialized as ``publish()``
 would, to ``channel.create_publish_batch()``; this channel sends them without
-waiting and makes the batch's ``flush()`` wait until the broker confirmed them.
+waiting, in one write, and makes the batch's ``flush()`` wait until the broker
+confirmed them. py-amqp's own ``basic_publish`` looks at the socket before
+every message and, in confirm mode, waits for each one's confirm.
 The channel is opened on the connection kombu made (not through a kombu
 transport class, which a failover to the next host would replace).
 """
 
 import time
 
+from amqp import Channel as AmqpChannel
 from amqp import spec
 from amqp.exceptions import MessageNacked, RecoverableConnectionError
 from kombu.transport import pyamqp
 
-from scheduler.rpc import framing
+from scheduler.rpc.amqp_fast import publish_frames
 from scheduler.rpc.exceptions import InvalidName
+
+# Not public in py-amqp; checked at start-up (scheduler.rpc.amqp_fast.usable).
+PRIVATE_NAMES = (
+    (AmqpChannel, "_basic_publish"),  # every publish, basic_publish_confirm's too: counted
+    (AmqpChannel, "_on_basic_ack"),  # the broker's confirms: counted
+    (AmqpChannel, "_on_basic_nack"),
+    (AmqpChannel, "_confirm_selected"),  # set once confirm.select was sent
+)
 
 
 class DeliveryTags:
@@ -63,6 +74,22 @@ class Channel(pyamqp.Channel):
             self.tags.sent += 1
         return result
 
+    def basic_publish_confirm(self, *args, **kwargs):
+        """Publish one message and wait for its own confirm.
+
+        py-amqp's returns after the first ack or nack to come, which may be one
+        of an earlier batch's deferred confirms: the message would count as
+        confirmed while the broker may not have it yet.
+        """
+        confirm_timeout = kwargs.pop("confirm_timeout", None)
+        if not self._confirm_selected:
+            self._confirm_selected = True
+            self.confirm_select()
+        result = self._basic_publish(*args, **kwargs)
+        tag = self.tags.sent
+        Pending(self, tag, tag, confirm_timeout or kwargs.get("timeout")).wait()
+        return result
+
     def _on_basic_ack(self, delivery_tag, multiple):
         self.tags.settle(delivery_tag, multiple)
         super()._on_basic_ack(delivery_tag, multiple)
@@ -89,9 +116,9 @@ class Channel(pyamqp.Channel):
             body = message.body
             if isinstance(body, str):
                 body = body.encode(message.properties.setdefault("content_encoding", "utf-8"))
-            frames = framing.publish_frames(
+            frames = publish_frames.publish_frames(
                 self.channel_id, connection.frame_max, kwargs.get("exchange", ""),
-                kwargs.get("routing_key", ""), body, framing.serialized_properties(message.properties),
+                kwargs.get("routing_key", ""), body, publish_frames.serialized_properties(message.properties),
                 kwargs.get("mandatory", False), kwargs.get("immediate", False))
             if frames is None:
                 raise InvalidName("an exchange or routing key over 255 bytes")
