@@ -1,6 +1,5 @@
 """Real Berth processes on the real RabbitMQ and PostgreSQL, for functional tests."""
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -8,54 +7,12 @@ import sys
 import time
 import uuid
 
-import psycopg2
-
 import scheduler  # noqa: F401
 from compute_agent import conf as agent_conf
 from scheduler import conf as berth_conf
 from scheduler import rpc
 from scheduler.client import SchedulerClient
-
-RABBIT_URL = os.environ.get("BERTH_TEST_RABBIT_URL", "rabbit://guest:guest@127.0.0.1:5672/")
-PG_ADMIN_DSN = os.environ.get("BERTH_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
-PG_URL = os.environ.get("BERTH_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")
-
-
-@contextlib.contextmanager
-def temporary_vhost():
-    """A fresh RabbitMQ virtual host for guest, deleted afterwards; yields the transport URL.
-
-    Queue names are per vhost, not per exchange: without this, two fleets would
-    share the "scheduler" queue and steal each other's messages.
-    """
-    name = f"berth-test-{uuid.uuid4().hex[:10]}"
-    subprocess.run(["rabbitmqctl", "-q", "add_vhost", name], check=True, capture_output=True)
-    try:
-        subprocess.run(["rabbitmqctl", "-q", "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
-                       check=True, capture_output=True)
-        yield RABBIT_URL.rstrip("/") + "/" + name
-    finally:
-        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True)
-
-
-@contextlib.contextmanager
-def temporary_database():
-    """A fresh PostgreSQL database, dropped afterwards; yields its SQLAlchemy URL."""
-    name = f"berth_func_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = psycopg2.connect(PG_ADMIN_DSN)
-    except psycopg2.OperationalError as exc:
-        raise AssertionError(f"PostgreSQL is not reachable ({PG_ADMIN_DSN}): {exc}") from exc
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield PG_URL.format(db=name)
-    finally:
-        with admin.cursor() as cur:
-            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.close()
+from tests.fixtures import RABBIT_URL, temporary_database, temporary_vhost  # noqa: F401 (tests import them here)
 
 
 def write_conf(path, sections):

@@ -9,8 +9,9 @@ not rescued by a timeout, its messages all went through.
 import collections
 import time
 
+from tests.fixtures import temporary_database, temporary_vhost
 from tests.functional import wire
-from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
+from tests.functional.fleet import Fleet
 from tests.functional.test_faults import burst, outcome, placed, wait_placed
 
 SCHEDULERS = ("restart-s1", "restart-s2")
@@ -52,6 +53,21 @@ def every_queue_consumed(transport_url):
     return queues
 
 
+def logged_per_instance(fleet, pattern, uuids):
+    """How many times the agents logged ``pattern`` (with {uuid}) for each instance."""
+    logs = "".join(fleet.log(a) for a in AGENTS)
+    return collections.Counter(logs.count(pattern.format(uuid=u)) for u in uuids)
+
+
+def hosts_agree(fleet, instances):
+    """The scheduler's host figures, once they count exactly the ACTIVE instances on each host."""
+    where = collections.Counter(i["host"] for i in instances.values())
+    hosts = fleet.hosts()
+    if all(hosts[a]["running_vms"] == where[a] and hosts[a]["pending"] == 0 for a in AGENTS):
+        return hosts
+    return None
+
+
 def run_through_outage(tmp_path, outage):
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet = start(tmp_path, url, transport_url)
@@ -61,6 +77,7 @@ def run_through_outage(tmp_path, outage):
         try:
             uuids = burst(fleet, REQUESTS)
             wait_placed(fleet, database, 60)
+            active_at_stop = database.count_instances_by_state()["ACTIVE"]
             began = time.monotonic()
             outage()
             down_for = time.monotonic() - began
@@ -69,12 +86,26 @@ def run_through_outage(tmp_path, outage):
                                 "every queue to be consumed again")
             instances, errors = outcome(fleet, uuids, AGENTS)
             fleet.check_alive()
-            assert errors == {}
-            assert {i["state"] for i in instances.values()} == {"ACTIVE"}
             reconnected = [n for n in (*SCHEDULERS, *AGENTS) if "reconnected to" in fleet.log(n)]
+            print(f"\n{len(uuids)} instances, broker away {down_for:.1f} s with {at_restart} placed and "
+                  f"{active_at_stop} ACTIVE: {len(instances) - len(errors)} ACTIVE, {len(errors)} ERROR; "
+                  f"{len(queues)} queues consumed again; {len(reconnected)} processes logged their reconnect")
+
+            # Every request was placed, built and made ACTIVE exactly once; nothing lost, nothing extra.
+            assert len(uuids) == 2 * REQUESTS
+            assert errors == {}
+            assert sorted(instances) == sorted(uuids)
+            assert {i["state"] for i in instances.values()} == {"ACTIVE"}
+            counts = database.count_instances_by_state()
+            assert counts["ACTIVE"] == sum(counts.values()) == len(uuids)
+            assert logged_per_instance(fleet, "Claimed {uuid} on", uuids) == {1: len(uuids)}
+            assert logged_per_instance(fleet, "Instance {uuid} is ACTIVE on", uuids) == {1: len(uuids)}
+            # The scheduler's view of the hosts (what ``berth hosts`` shows) counts each instance once.
+            hosts = fleet.wait(lambda: hosts_agree(fleet, instances), 60, "the hosts' figures to agree")
+            assert sum(hosts[a]["running_vms"] for a in AGENTS) == len(uuids)
+            # The broker went away mid-burst, and every process came back to it by itself.
+            assert 60 <= at_restart <= len(uuids) and active_at_stop < len(uuids)
             assert sorted(reconnected) == sorted((*SCHEDULERS, *AGENTS))
-            print(f"\n{len(uuids)} instances, broker away {down_for:.1f} s with {at_restart} placed: "
-                  f"all ACTIVE; {len(queues)} queues consumed again; every process logged its reconnect")
         finally:
             database.dispose()
             fleet.close()

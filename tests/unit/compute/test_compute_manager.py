@@ -81,13 +81,6 @@ class CountingDriver(drivers.FakeDriver):
 
 
 @pytest.fixture
-def transport(conf):
-    transport = rpc.get_transport(conf)
-    yield transport
-    transport.cleanup()
-
-
-@pytest.fixture
 def scheduler(transport):
     stub = StubScheduler()
     server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="sched-1"), [stub])
@@ -388,7 +381,7 @@ def test_an_instance_whose_record_cannot_be_removed_stays_held_and_is_not_report
     monkeypatch.setattr(manager.store, "_write", read_only)
     client.terminate_instance({}, HOST, uuid)
     wait_for(lambda: manager.driver.destroyed == [uuid], "the destroy")
-    time.sleep(0.2)
+    sync(scheduler, client)
     assert "DELETED" not in scheduler.states(uuid)
     assert uuid in manager.tracker and manager.store.get(uuid) is not None
     monkeypatch.undo()  # writable again: the next terminate goes through

@@ -12,7 +12,6 @@ from tests.unit.compute.test_compute_manager import (  # noqa: F401 (fixtures)
     agents,
     make_instance,
     request_for,
-    transport,
     wait_for,
 )
 from tests.unit.logs import request_ids, service_log

@@ -1,0 +1,3 @@
+"""Fixtures every test may ask for."""
+
+pytest_plugins = ["tests.fixtures"]

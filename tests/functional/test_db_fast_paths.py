@@ -1,0 +1,125 @@
+"""The dialect fast paths against a real PostgreSQL: on and off, the same rows.
+
+Each side works in a temporary database of its own (tests/fixtures.py), through
+psycopg2 as Berth's PostgreSQL extra installs it.
+"""
+
+import contextlib
+
+import pytest
+import sqlalchemy as sa
+
+from scheduler.db import api as db_api
+from scheduler.db import fastpaths, models
+from scheduler.db.models import instances
+from tests.functional.fleet import temporary_database
+
+pytestmark = pytest.mark.functional
+
+AWKWARD = "50% off, %s and %(name)s, 'quoted' \\ back, \"double\", \u00e9t\u00e9 \u2603, \t tab"
+
+RECORDS = [
+    {   # every column given
+        "uuid": "every-column", "project_id": AWKWARD, "host": "h1", "node": "h1", "state": models.ACTIVE,
+        "flavor_name": AWKWARD, "memory_mb": 2**31 - 1, "root_gb": 20, "ephemeral_gb": 1, "vcpus": 64,
+        "request_spec": {"name": AWKWARD, "nested": [1, None, {"x": 1.5, "y": -0.0}], "empty": {},
+                         "list": [], "true": True, "big": 2**53, "unicode": "\u2603"},
+        "filter_properties": {"retry": {"num_attempts": 2, "hosts": [["h0", "h0"]]}},
+        "attempts": 3, "fault_reason": AWKWARD, "fault_details": "", "display_name": AWKWARD,
+        "created_at": "2024-01-01T00:00:00.250001Z", "updated_at": "2024-01-01T01:00:00+01:00",
+        "scheduled_at": 1704067201.5, "launched_at": "2024-02-29T23:59:59.999999Z", "deleted_at": None,
+    },
+    {"uuid": "only-a-uuid"},  # every default, NULLs
+    {"uuid": "json-null-and-scalars", "request_spec": None, "filter_properties": {"s": "%%", "n": None},
+     "state": models.SCHEDULED, "created_at": "2024-01-01T00:00:00Z"},
+    *({"uuid": f"bulk-{i:04d}", "host": f"h{i % 7}", "state": models.SCHEDULED, "memory_mb": i,
+       "request_spec": {"i": i, "s": AWKWARD[: i % len(AWKWARD)]}, "created_at": "2024-01-01T00:00:00Z"}
+      for i in range(600)),  # more than one batch's worth of rows in one statement
+]
+
+
+@contextlib.contextmanager
+def _database(fast_paths):
+    with temporary_database() as url:
+        database = db_api.Database(url, max_retries=3, retry_interval=0.2, fast_paths=fast_paths)
+        try:
+            database.sync()
+            yield database
+        finally:
+            database.dispose()
+
+
+def _raw_rows(database):
+    """Every stored column of every instance but the serial id, by uuid, as the database holds it."""
+    with database.engine.connect() as connection:
+        rows = connection.execute(sa.select(instances).order_by(instances.c.uuid)).mappings().all()
+    return {row["uuid"]: {key: value for key, value in row.items() if key != "id"} for row in rows}
+
+
+@pytest.fixture
+def psycopg2_inserts(monkeypatch):
+    """The batches that went through the psycopg2 fast path."""
+    taken = []
+    real = fastpaths.insert_new_instances_psycopg2
+
+    def spy(connection, table, rows):
+        taken.append(len(rows))
+        return real(connection, table, rows)
+
+    monkeypatch.setattr(fastpaths, "insert_new_instances_psycopg2", spy)
+    return taken
+
+
+def _write_and_read(fast_paths, taken):
+    with _database(fast_paths) as database:
+        assert database.fast_paths is fast_paths
+        first = database.create_instances(RECORDS)
+        # Redelivered, with one new record: only that one is inserted.
+        again = database.create_instances(RECORDS[:2] + [{"uuid": "late", "host": "h1"}])
+        assert bool(taken) is fast_paths
+        taken.clear()
+        # A batch of state changes: some on the host named, one not, one in another state.
+        applied = database.set_instance_states(
+            [(f"bulk-{i:04d}", f"h{i % 7}", {"state": models.BUILDING}, models.SCHEDULED) for i in range(20)]
+            + [("bulk-0020", "not-its-host", {"state": models.BUILDING}, models.SCHEDULED),
+               ("every-column", "h1", {"state": models.BUILDING}, models.SCHEDULED)]
+        )
+        raw = _raw_rows(database)
+        api_rows = database.get_instances(list(raw))
+    return first, again, applied, raw, api_rows
+
+
+# Times the database's clock gave: when records came without them, and state changes.
+CLOCK_TIMED = {"only-a-uuid": ("created_at", "updated_at"), "late": ("created_at", "updated_at"),
+               **{f"bulk-{i:04d}": ("updated_at",) for i in range(20)}}
+
+
+def _without_clock_times(rows):
+    return {uuid: {key: value for key, value in row.items()
+                   if key != "id" and key not in CLOCK_TIMED.get(uuid, ())}
+            for uuid, row in rows.items()}
+
+
+def test_instances_are_stored_the_same_with_the_fast_paths_on_and_off(psycopg2_inserts):
+    fast = _write_and_read(True, psycopg2_inserts)
+    portable = _write_and_read(False, psycopg2_inserts)
+    first, again, applied, raw, api_rows = fast
+    assert first == [record["uuid"] for record in RECORDS]
+    assert again == ["late"]
+    assert applied == [True] * 20 + [False, False]
+    assert (first, again, applied) == portable[:3]
+    assert _without_clock_times(raw) == _without_clock_times(portable[3])
+    assert _without_clock_times(api_rows) == _without_clock_times(portable[4])
+    assert len(raw) == len(RECORDS) + 1
+    every = api_rows["every-column"]
+    assert {key: every[key] for key in RECORDS[0] if not key.endswith("_at")} == {
+        key: value for key, value in RECORDS[0].items() if not key.endswith("_at")}
+    assert (every["created_at"], every["updated_at"], every["scheduled_at"], every["launched_at"],
+            every["deleted_at"]) == ("2024-01-01T00:00:00.250001Z", "2024-01-01T00:00:00.000000Z",
+                                     "2024-01-01T00:00:01.500000Z", "2024-02-29T23:59:59.999999Z", None)
+    plain = api_rows["only-a-uuid"]
+    assert (plain["state"], plain["host"], plain["request_spec"], plain["attempts"],
+            plain["fault_reason"]) == (models.SCHEDULING, None, None, 0, None)
+    assert api_rows["json-null-and-scalars"]["filter_properties"] == {"s": "%%", "n": None}
+    assert api_rows["bulk-0000"]["state"] == models.BUILDING
+    assert api_rows["bulk-0020"]["state"] == models.SCHEDULED
