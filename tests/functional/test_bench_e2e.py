@@ -1,7 +1,7 @@
 """The end-to-end bench on the real RabbitMQ and PostgreSQL, small: every request ends ACTIVE."""
 
-from scheduler.bench import e2e
-from tests.functional.fleet import RABBIT_URL
+from benchmarks import e2e
+from tests.fixtures import RABBIT_URL
 
 
 def test_two_workers_place_every_paced_request_on_a_simulated_fleet():

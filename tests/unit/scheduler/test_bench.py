@@ -1,10 +1,10 @@
-"""python -m scheduler.bench prints the figures it promises."""
+"""python -m benchmarks prints the figures it promises."""
 
 import json
 
 import pytest
 
-from scheduler.bench.__main__ import main
+from benchmarks.__main__ import main
 
 
 def test_json_rows_carry_the_documented_keys(capsys):

@@ -13,8 +13,8 @@ import random
 import numpy as np
 import pytest
 
+from benchmarks.fleet import random_fleet, rich_spec
 from scheduler import admin, filters
-from scheduler.bench.fleet import random_fleet, rich_spec
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.host_state import HostTable
 from scheduler.request_spec import RequestSpec

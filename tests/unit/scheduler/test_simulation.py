@@ -1,8 +1,8 @@
-"""The balanced policy on CloudStack's churning, overcommitted fleet (scheduler.bench.simulation)."""
+"""The balanced policy on CloudStack's churning, overcommitted fleet (benchmarks.simulation)."""
 
 import pytest
 
-from scheduler.bench import simulation
+from benchmarks import simulation
 
 
 @pytest.mark.parametrize("seed", simulation.SEEDS)

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from scheduler.bench.fleet import random_fleet, random_spec
+from benchmarks.fleet import random_fleet, random_spec
 from scheduler.filters.resources import CoreFilter
 from scheduler.host_state import HostTable
 from scheduler.weighers import balanced, capacity

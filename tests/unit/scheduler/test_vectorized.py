@@ -13,9 +13,9 @@ import time
 import numpy as np
 import pytest
 
+from benchmarks.fleet import random_fleet as build_fleet
+from benchmarks.fleet import random_spec, rich_spec
 from scheduler import filters, weighers
-from scheduler.bench.fleet import random_fleet as build_fleet
-from scheduler.bench.fleet import random_spec, rich_spec
 from scheduler.selection import Selector
 
 VECTOR_FILTERS = sorted(n for n, cls in filters.all_filters().items() if cls.filter_vector is not None)

@@ -15,16 +15,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 import uuid
 
 import sqlalchemy as sa
 
+from benchmarks.fleet import FLAVORS
+from benchmarks.fleet_sim import host_names
 from scheduler import conf as berth_conf
 from scheduler import rpc
-from scheduler.bench.fleet import FLAVORS
-from scheduler.bench.fleet_sim import host_names
 from scheduler.client import SchedulerClient
+from tests.fixtures import temporary_database, temporary_vhost
 
 PG_ADMIN_DSN = os.environ.get("BERTH_BENCH_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
 PG_URL = os.environ.get("BERTH_BENCH_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")
@@ -35,44 +35,24 @@ BATCH_SIZE = 512  # the schedulers' [scheduler] batch_size
 @contextlib.contextmanager
 def _vhost(url):
     """A fresh vhost on ``url``'s broker when rabbitmqctl can make one, else ``url`` as it is."""
-    if not shutil.which("rabbitmqctl"):
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(temporary_vhost(url, prefix="berth-bench"))
+        except (OSError, subprocess.CalledProcessError):
+            pass
         yield url
-        return
-    name = f"berth-bench-{uuid.uuid4().hex[:8]}"
-    made = subprocess.run(["rabbitmqctl", "-q", "add_vhost", name], capture_output=True)
-    if made.returncode:
-        yield url
-        return
-    try:
-        parts = urllib.parse.urlsplit(url)
-        subprocess.run(["rabbitmqctl", "-q", "set_permissions", "-p", name, parts.username or "guest",
-                        ".*", ".*", ".*"], check=True, capture_output=True)
-        yield urllib.parse.urlunsplit(parts._replace(path="/" + name))
-    finally:
-        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", name], capture_output=True)
 
 
 @contextlib.contextmanager
 def _database(tmp):
     """A fresh PostgreSQL database when one is reachable, else SQLite in ``tmp``."""
-    try:
-        import psycopg2
-
-        admin = psycopg2.connect(PG_ADMIN_DSN, connect_timeout=3)
-    except Exception:
-        yield f"sqlite:///{tmp}/bench.sqlite"
-        return
-    admin.autocommit = True
-    name = f"berth_bench_{uuid.uuid4().hex[:8]}"
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield PG_URL.format(db=name)
-    finally:
-        with admin.cursor() as cur:
-            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.close()
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(temporary_database(PG_ADMIN_DSN, PG_URL, prefix="berth_bench",
+                                                         connect_timeout=3))
+        except Exception:
+            url = f"sqlite:///{tmp}/bench.sqlite"
+        yield url
 
 
 def _write_conf(path, transport_url, database_url, tmp, batch_size):
@@ -119,7 +99,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
             conf_file = tmp / "berth.conf"
             _write_conf(conf_file, url, database_url, tmp, batch_size)
             args = ["--config-file", str(conf_file)]
-            commands = [("fleet_sim", "scheduler.bench.fleet_sim", ["--hosts", str(n_hosts)])]
+            commands = [("fleet_sim", "benchmarks.fleet_sim", ["--hosts", str(n_hosts)])]
             for worker in range(1, workers + 1):
                 worker_conf = tmp / f"worker-{worker}.conf"
                 worker_conf.write_text(f"[DEFAULT]\nhost = bench-scheduler-{worker}\n")

@@ -4,9 +4,9 @@ import random
 import statistics
 import time
 
+from benchmarks.fleet import random_fleet, random_spec, rich_spec
 from scheduler import conf as berth_conf
 from scheduler import filters, weighers
-from scheduler.bench.fleet import random_fleet, random_spec, rich_spec
 from scheduler.conf import opts
 from scheduler.exception import NoValidHost
 from scheduler.selection import Selector

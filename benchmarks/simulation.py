@@ -16,7 +16,7 @@ batches after the first lifetimes have run out. Lower is better.
 
 Pure: a HostTable, a Selector and a simulated clock; no I/O. The workload is
 drawn from the random seed before any policy runs, so every policy sees the same
-VMs. ``python -m scheduler.bench.simulation`` prints the figures.
+VMs. ``python -m benchmarks.simulation`` prints the figures.
 """
 
 import dataclasses

@@ -5,8 +5,8 @@ import tracemalloc
 
 import numpy as np
 
+from benchmarks.fleet import random_report
 from scheduler import conf as berth_conf
-from scheduler.bench.fleet import random_report
 from scheduler.host_manager import HostManager
 from scheduler.manager import ReportBuffer
 

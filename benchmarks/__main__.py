@@ -1,4 +1,4 @@
-"""python -m scheduler.bench: decision latency, report ingestion, memory, end to end.
+"""python -m benchmarks: decision latency, report ingestion, memory, end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -9,7 +9,7 @@ import os
 import platform
 import sys
 
-from scheduler.bench import decisions, ingestion
+from benchmarks import decisions, ingestion
 
 
 def _hosts(text):
@@ -23,7 +23,7 @@ def _hosts(text):
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m scheduler.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--hosts", type=_hosts, default=[1000, 10_000, 100_000],
                         help="fleet sizes for decision latency (default 1000,10000,100000)")
     parser.add_argument("--policies", default=",".join(decisions.POLICIES),
@@ -71,7 +71,7 @@ def rows(args):
     if "memory" not in args.skip:
         yield ingestion.measure_memory(max(args.hosts))
     if "e2e" not in args.skip:
-        from scheduler.bench import e2e
+        from benchmarks import e2e
 
         yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances,
                           workers=args.e2e_workers, rate=args.e2e_rate or None,

@@ -1,1 +1,0 @@
-"""Benchmarks of the scheduler: ``python -m scheduler.bench --help``."""
