@@ -5,7 +5,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
@@ -14,6 +14,8 @@ BROKER_PW = "Br0kerPassw0rd"
 DB_PW = "DbPassw0rd"
 GUARD = 60  # against hangs only
 WAITING = "Waiting for the message broker"
+RETRYING = "Cannot connect to the message broker"
+RETRIES = 3  # reconnect attempts logged after WAITING, before the SIGTERM
 
 
 def write_conf(tmp_path, database):
@@ -38,24 +40,28 @@ def write_conf(tmp_path, database):
     return str(path)
 
 
-def run_until(args, marker, tmp_path):
-    """Run a command until ``marker`` is in its output (then SIGTERM it) or it exits."""
-    log = tmp_path / "out.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-        deadline = time.monotonic() + GUARD
-        while proc.poll() is None and time.monotonic() < deadline:
-            if marker in log.read_text(errors="replace"):
-                time.sleep(0.5)  # a few reconnect attempts more
-                proc.send_signal(signal.SIGTERM)
-                break
-            time.sleep(0.05)
-        try:
-            proc.wait(GUARD)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return log.read_text(errors="replace")
+def run_until(args, marker):
+    """Run a command until ``marker`` and RETRIES reconnect attempts after it are in its
+    output (then SIGTERM it), or until it exits; return its output."""
+    proc = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"), text=True, errors="replace")
+    guard = threading.Timer(GUARD, proc.kill)
+    guard.start()
+    lines, retries = [], None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if retries is None and marker in line:
+                retries = 0
+            elif retries is not None and RETRYING in line:
+                retries += 1
+                if retries == RETRIES:
+                    proc.send_signal(signal.SIGTERM)
+        proc.wait()
+    finally:
+        guard.cancel()
+        proc.stdout.close()
+    return "".join(lines)
 
 
 def assert_no_secret(text):
@@ -65,7 +71,7 @@ def assert_no_secret(text):
 
 def test_scheduler_start_up_and_reconnect_logs(tmp_path):
     conf = write_conf(tmp_path, f"sqlite:///{tmp_path}/berth.sqlite")
-    out = run_until(["scheduler.cmd.scheduler", "--config-file", conf], WAITING, tmp_path)
+    out = run_until(["scheduler.cmd.scheduler", "--config-file", conf], WAITING)
     assert "berth:***@127.0.0.1:1" in out  # the URL is shown, masked
     assert "Stopped waiting for the message broker" in out  # never started without it
     assert_no_secret(out)
@@ -74,7 +80,7 @@ def test_scheduler_start_up_and_reconnect_logs(tmp_path):
 def test_scheduler_that_cannot_reach_its_database_says_so_in_one_line(tmp_path):
     conf = write_conf(tmp_path, f"postgresql+psycopg2://berth:{DB_PW}@127.0.0.1:1/berth")
     pytest.importorskip("psycopg2")
-    out = run_until(["scheduler.cmd.scheduler", "--config-file", conf], "never", tmp_path)
+    out = run_until(["scheduler.cmd.scheduler", "--config-file", conf], "never")
     assert "berth-scheduler: cannot start: database postgresql+psycopg2://berth:***@127.0.0.1:1/berth" in out
     assert "Traceback" not in out
     assert_no_secret(out)
@@ -83,9 +89,10 @@ def test_scheduler_that_cannot_reach_its_database_says_so_in_one_line(tmp_path):
 def test_agent_start_up_and_reconnect_logs(tmp_path):
     conf = write_conf(tmp_path, f"postgresql://berth:{DB_PW}@db/berth")
     out = run_until(
-        ["compute_agent.cmd.agent", "--config-file", conf, "--host", "c1"], WAITING, tmp_path
+        ["compute_agent.cmd.agent", "--config-file", conf, "--host", "c1"], WAITING
     )
     assert f"{WAITING} at rabbit://berth:***@127.0.0.1:1,berth:***@127.0.0.2:1/berth" in out
+    assert out.count(RETRYING) > RETRIES  # its reconnect attempts are in what was checked
     assert_no_secret(out)
 
 

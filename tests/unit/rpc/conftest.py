@@ -90,3 +90,19 @@ def publish_raw(transport, key, body, content_type="application/json"):
             content_type=content_type,
             content_encoding="utf-8" if isinstance(body, str) else "binary",
         )
+
+
+def stop_and_count_waiting(transport, servers, queue_names):
+    """Stop ``servers`` (what they hold unacked goes back to its queue), then take every
+    message waiting on ``queue_names``: how many there were."""
+    for srv in servers:
+        srv.stop()
+    for srv in servers:
+        srv.wait()
+    count = 0
+    with transport.connection("test") as conn:
+        for name in queue_names:
+            queue = kombu.Queue(name, channel=conn.default_channel)
+            while queue.get(no_ack=True) is not None:
+                count += 1
+    return count

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from scheduler import rpc
-from tests.unit.rpc.conftest import WAIT, Recorder
+from tests.unit.rpc.conftest import WAIT, Recorder, stop_and_count_waiting
 
 
 def test_cast_reaches_the_endpoint_with_args_and_context(transport, topic, start_server):
@@ -128,14 +128,13 @@ def test_fanout_cast_reaches_every_server(transport, topic, start_server):
 
 def test_topic_cast_reaches_exactly_one_server(transport, topic, start_server):
     one, two = Recorder("one"), Recorder("two")
-    start_server([one], server="host1")
-    start_server([two], server="host2")
+    servers = [start_server([one], server="host1"), start_server([two], server="host2")]
 
     rpc.RPCClient(transport, rpc.Target(topic=topic)).cast({}, "record", n=1)
 
     assert one.event.wait(WAIT) or two.event.wait(WAIT)
-    time.sleep(0.3)  # give a wrongly duplicated message the time to show up
-    assert len(one.received) + len(two.received) == 1
+    waiting = stop_and_count_waiting(transport, servers, [topic, f"{topic}.host1", f"{topic}.host2"])
+    assert len(one.received) + len(two.received) + waiting == 1
 
 
 def test_prepare_server_reaches_only_that_server(transport, topic, start_server):

@@ -17,17 +17,27 @@ HOSTS = {"h1": 8192, "h2": 16384, "h3": 4096}
 class Recorder:
     """Stands in for a compute agent: remembers what the scheduler casts to it."""
 
-    def __init__(self):
+    def __init__(self, client):
         self.calls = []
-        self.event = threading.Event()
+        self._client = client  # casts to this agent's own queue, as the scheduler's do
+        self._markers = {}  # marker -> threading.Event, set when it arrived
 
     def run_instance(self, context, instance, request_spec, filter_properties):
         self.calls.append(("run_instance", instance, request_spec, filter_properties))
-        self.event.set()
 
     def terminate_instance(self, context, instance_uuid):
         self.calls.append(("terminate_instance", instance_uuid))
-        self.event.set()
+
+    def marker(self, context, marker):
+        self._markers[marker].set()
+
+    def handled_all_sent(self, timeout=10):
+        """Cast a marker after what was sent to this agent and wait for it: its queue is
+        consumed in order, so everything sent before the marker was recorded by then."""
+        marker = uuidlib.uuid4().hex
+        arrived = self._markers[marker] = threading.Event()
+        self._client.cast({}, "marker", marker=marker)
+        assert arrived.wait(timeout), "the marker cast did not arrive"
 
 
 @pytest.fixture
@@ -39,7 +49,7 @@ def world(conf):
     manager = SchedulerManager(conf, transport, database)
     agents, servers = {}, []
     for host, ram in HOSTS.items():
-        agents[host] = Recorder()
+        agents[host] = Recorder(rpc.RPCClient(transport, rpc.Target("compute", server=host)))
         server = rpc.get_rpc_server(transport, rpc.Target("compute", server=host), [agents[host]])
         server.start()
         servers.append(server)
@@ -66,9 +76,15 @@ def request(memory_mb=1024, count=1, retry=None):
 
 
 def casts(agents, expected, timeout=10):
+    """{host: calls} once exactly ``expected`` casts came to the agents in all, and
+    nothing sent before this call can still come."""
     deadline = time.monotonic() + timeout
     while sum(len(a.calls) for a in agents.values()) < expected:
         assert time.monotonic() < deadline, "the casts did not arrive"
         time.sleep(0.01)
-    time.sleep(0.05)  # and nothing more arrives
-    return {h: a.calls for h, a in agents.items() if a.calls}
+    for agent in agents.values():
+        agent.handled_all_sent(timeout)
+    received = {h: a.calls for h, a in agents.items() if a.calls}
+    assert sum(map(len, received.values())) == expected, (
+        f"{expected} casts expected, got {({h: [c[0] for c in calls] for h, calls in received.items()})}")
+    return received
