@@ -14,6 +14,7 @@ from scheduler.client import TOPIC, SchedulerClient
 from scheduler.db import api as db_api
 from scheduler.host_admin import HostAdminEndpoint, reload_disabled
 from scheduler.manager import SchedulerManager
+from scheduler.masking import mask_url
 from scheduler.undo import UndoLog
 
 LOG = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ class SchedulerService:
             if len(rows) == 1:
                 raise
             LOG.warning("Saving %d host reports together failed (%s); saving each alone", len(rows),
-                        db_api.mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+                        mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
         for row in rows:
             try:
                 self.database.save_compute_nodes([row])
@@ -216,7 +217,7 @@ class UnitOfWork:
                     if db_api.is_transient(exc):
                         raise
                     raise rpc.WorkBroken(f"{method} met a database error without a savepoint: "
-                                         f"{db_api.mask_url(str(exc).splitlines()[0])}") from exc
+                                         f"{mask_url(str(exc).splitlines()[0])}") from exc
                 return
             with self._database.step(), self._outbox.step(), self._undo.step():
                 yield

@@ -30,6 +30,7 @@ from scheduler.cmd import output
 from scheduler.cmd.arguments import positive
 from scheduler.db import api as db_api
 from scheduler.db import archive, migration
+from scheduler.masking import mask_url
 
 PROG = "berth-manage"
 MORE_LEFT = 3  # exit status of an archive that stopped at --max-rows with rows left
@@ -205,7 +206,7 @@ def main(argv=None):
         except ValueError as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 1
-    url = db_api.mask_url(conf.database.connection)
+    url = mask_url(conf.database.connection)
     database = None
     try:
         database = db_api.Database.from_conf(conf)

@@ -22,8 +22,8 @@ Times are the database's (naive UTC), as :meth:`Database.now` gives them.
 
 import sqlalchemy as sa
 
+from scheduler import states
 from scheduler.db import api as db_api
-from scheduler.db import models
 from scheduler.db.models import (
     instances,
     server_group_members,
@@ -50,8 +50,8 @@ def eligible(before):
     """The condition that a live instance may be archived or purged."""
     return sa.and_(
         sa.or_(
-            instances.c.state == models.DELETED,
-            sa.and_(instances.c.state == models.ERROR, instances.c.host.is_(None)),
+            instances.c.state == states.DELETED,
+            sa.and_(instances.c.state == states.ERROR, instances.c.host.is_(None)),
         ),
         _time(instances) < before,
     )

@@ -4,7 +4,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from scheduler.db import models
+from scheduler import states
 from scheduler.db.engine import DatabaseEngine, _retry, to_db_time
 from scheduler.db.models import host_generations, instances
 from scheduler.db.rows import _chunks, _row_dict
@@ -98,10 +98,10 @@ class ClaimQueries(DatabaseEngine):
         may not have reported yet: those not claimed yet (SCHEDULED) and, with
         ``since`` (naive UTC, the database's clock), those BUILDING or ACTIVE updated
         at or after it. Which of them a host's last report lists is the caller's to tell."""
-        condition = instances.c.state == models.SCHEDULED
+        condition = instances.c.state == states.SCHEDULED
         if since is not None:
             condition = sa.or_(condition, sa.and_(
-                instances.c.state.in_([models.BUILDING, models.ACTIVE]),
+                instances.c.state.in_([states.BUILDING, states.ACTIVE]),
                 instances.c.updated_at >= to_db_time(since)))
         query = sa.select(instances).where(condition)
         rows = []

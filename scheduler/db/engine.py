@@ -15,7 +15,6 @@ import functools
 import importlib.util
 import logging
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -28,6 +27,7 @@ from sqlalchemy.engine import make_url
 
 from scheduler import jsonutils
 from scheduler.db import fastpaths, migration
+from scheduler.masking import mask_url
 
 LOG = logging.getLogger(__name__)
 
@@ -61,14 +61,6 @@ class NotFound(LookupError):
 
 class Conflict(ValueError):
     """The name (or host membership) exists already."""
-
-
-def mask_url(url):
-    """``url`` as a string fit for a log: the password replaced by ***."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", str(url))
 
 
 def utcnow():

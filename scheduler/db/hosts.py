@@ -3,7 +3,7 @@ heartbeat, and forgetting a host."""
 
 import sqlalchemy as sa
 
-from scheduler.db import models
+from scheduler import states
 from scheduler.db.engine import Conflict, DatabaseEngine, _retry, to_db_time
 from scheduler.db.models import aggregate_hosts, compute_nodes, host_generations, instances, services
 from scheduler.db.rows import _row_dict, _time_columns
@@ -128,7 +128,7 @@ class HostQueries(DatabaseEngine):
                                .values(generation=host_generations.c.generation + 1))
             live = connection.execute(
                 sa.select(sa.func.count()).select_from(instances)
-                .where(instances.c.host == host, instances.c.state != models.DELETED)).scalar()
+                .where(instances.c.host == host, instances.c.state != states.DELETED)).scalar()
             if live:
                 raise Conflict(f"host {host} holds {live} instance(s) that are not DELETED: delete "
                                "them first (berth instances --host shows them)")

@@ -5,7 +5,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from scheduler.db import fastpaths, models
+from scheduler import states as instance_states
+from scheduler.db import fastpaths
 from scheduler.db.engine import DatabaseEngine, _retry, to_db_time
 from scheduler.db.models import instances
 from scheduler.db.rows import _chunks, _row_dict, _time_columns
@@ -26,7 +27,7 @@ def _states(states):
 
 
 def _check_state(state):
-    if state not in models.INSTANCE_STATES:
+    if state not in instance_states.ALL:
         raise ValueError(f"unknown instance state {state!r}")
 
 
@@ -261,11 +262,11 @@ class InstanceQueries(DatabaseEngine):
             statement = statement.where(instances.c.updated_at <= to_db_time(updated_before))
         if host is not None:
             statement = statement.where(instances.c.host == host)
-        states = _states(states)
-        if states is not None:
-            statement = statement.where(instances.c.state.in_(states))
+        wanted = _states(states)
+        if wanted is not None:
+            statement = statement.where(instances.c.state.in_(wanted))
         elif not include_deleted:
-            statement = statement.where(instances.c.state != models.DELETED)
+            statement = statement.where(instances.c.state != instance_states.DELETED)
         if limit is not None:
             statement = statement.limit(limit)
         with self._transaction() as connection:
@@ -276,7 +277,7 @@ class InstanceQueries(DatabaseEngine):
         """``{host: instances not DELETED}`` for those of ``hosts`` that hold any."""
         statement = (
             sa.select(instances.c.host, sa.func.count())
-            .where(instances.c.host.in_(list(hosts)), instances.c.state != models.DELETED)
+            .where(instances.c.host.in_(list(hosts)), instances.c.state != instance_states.DELETED)
             .group_by(instances.c.host)
         )
         with self._transaction() as connection:
@@ -286,7 +287,7 @@ class InstanceQueries(DatabaseEngine):
     def count_instances_by_state(self):
         """``{state: count}`` over every known state (zero included)."""
         statement = sa.select(instances.c.state, sa.func.count()).group_by(instances.c.state)
-        counts = dict.fromkeys(models.INSTANCE_STATES, 0)
+        counts = dict.fromkeys(instance_states.ALL, 0)
         with self._transaction() as connection:
             for state, count in connection.execute(statement):
                 counts[state] = count
@@ -305,8 +306,8 @@ class InstanceQueries(DatabaseEngine):
                 for row in connection.execute(query).mappings():
                     found[row["uuid"]] = dict(row)
             for chunk in _chunks(sorted(set(hosts))):
-                query = sa.select(*columns).where(instances.c.host.in_(chunk),
-                                                  instances.c.state.in_([models.ACTIVE, models.DELETING]))
+                held = instances.c.state.in_([instance_states.ACTIVE, instance_states.DELETING])
+                query = sa.select(*columns).where(instances.c.host.in_(chunk), held)
                 for row in connection.execute(query).mappings():
                     found[row["uuid"]] = dict(row)
         return found
@@ -320,7 +321,7 @@ class InstanceQueries(DatabaseEngine):
                 statement = sa.select(instances.c.uuid, instances.c.host).where(
                     instances.c.uuid.in_(chunk),
                     instances.c.host.is_not(None),
-                    instances.c.state.not_in([models.DELETED, models.ERROR]),
+                    instances.c.state.not_in([instance_states.DELETED, instance_states.ERROR]),
                 )
                 found.update(connection.execute(statement).all())
         return found

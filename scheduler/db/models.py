@@ -15,6 +15,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from scheduler import states
+
 # Stable constraint and index names on every backend, so that migrations can
 # refer to them by name.
 NAMING_CONVENTION = {
@@ -27,17 +29,6 @@ NAMING_CONVENTION = {
 
 #: MySQL's DATETIME drops the fraction of a second unless told otherwise.
 Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-
-# Instance states, in the order an instance goes through them.
-SCHEDULING = "SCHEDULING"
-SCHEDULED = "SCHEDULED"
-BUILDING = "BUILDING"
-ACTIVE = "ACTIVE"
-ERROR = "ERROR"
-DELETING = "DELETING"
-DELETED = "DELETED"
-INSTANCE_STATES = (SCHEDULING, SCHEDULED, BUILDING, ACTIVE, ERROR, DELETING, DELETED)
-
 
 class Base(DeclarativeBase):
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
@@ -52,7 +43,7 @@ class Instance(Base):
     project_id: Mapped[str | None] = mapped_column(sa.String(255))
     host: Mapped[str | None] = mapped_column(sa.String(255), index=True)
     node: Mapped[str | None] = mapped_column(sa.String(255))
-    state: Mapped[str] = mapped_column(sa.String(16), nullable=False, index=True, default=SCHEDULING)
+    state: Mapped[str] = mapped_column(sa.String(16), nullable=False, index=True, default=states.SCHEDULING)
     flavor_name: Mapped[str | None] = mapped_column(sa.String(255))
     memory_mb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
     root_gb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)

@@ -4,7 +4,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from scheduler.db import models
+from scheduler import states
 from scheduler.db.engine import DatabaseEngine, NotFound, _retry, to_iso
 from scheduler.db.models import instances, server_group_members, server_groups
 
@@ -92,7 +92,7 @@ def _members_query(live):
     query = sa.select(members.c.group_id, members.c.instance_uuid).order_by(members.c.id)
     if live:
         query = query.outerjoin(instances, instances.c.uuid == members.c.instance_uuid).where(
-            sa.or_(instances.c.state.is_(None), instances.c.state != models.DELETED))
+            sa.or_(instances.c.state.is_(None), instances.c.state != states.DELETED))
     return query
 
 

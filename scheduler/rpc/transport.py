@@ -21,6 +21,7 @@ import kombu
 from amqp import exceptions as amqp_exceptions
 from amqp.exceptions import MessageNacked
 
+from scheduler.masking import mask_url
 from scheduler.rpc import amqp_fast, envelope, filesystem, names
 from scheduler.rpc.amqp_fast import batch_confirms, buffered_reads
 from scheduler.rpc.exceptions import (
@@ -58,21 +59,6 @@ def check_url(url):
 def get_transport(conf, url=None):
     """The transport for ``url`` (default ``conf.transport_url``)."""
     return Transport(conf, conf.transport_url if url is None else url)
-
-
-def mask_url(url):
-    """``url`` with every password replaced by ``***``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    netloc, slash, path = rest.partition("/")
-    hosts = []
-    for host in netloc.split(","):
-        creds, at, location = host.rpartition("@")
-        if at and ":" in creds:
-            creds = creds.split(":", 1)[0] + ":***"
-        hosts.append(f"{creds}{at}{location}")
-    return f"{scheme}{sep}{','.join(hosts)}{slash}{path}"
 
 
 def delays(conf):

@@ -9,8 +9,9 @@ import contextlib
 import pytest
 import sqlalchemy as sa
 
+from scheduler import states
 from scheduler.db import api as db_api
-from scheduler.db import fastpaths, models
+from scheduler.db import fastpaths
 from scheduler.db.models import instances
 from tests.functional.fleet import temporary_database
 
@@ -20,7 +21,7 @@ AWKWARD = "50% off, %s and %(name)s, 'quoted' \\ back, \"double\", \u00e9t\u00e9
 
 RECORDS = [
     {   # every column given
-        "uuid": "every-column", "project_id": AWKWARD, "host": "h1", "node": "h1", "state": models.ACTIVE,
+        "uuid": "every-column", "project_id": AWKWARD, "host": "h1", "node": "h1", "state": states.ACTIVE,
         "flavor_name": AWKWARD, "memory_mb": 2**31 - 1, "root_gb": 20, "ephemeral_gb": 1, "vcpus": 64,
         "request_spec": {"name": AWKWARD, "nested": [1, None, {"x": 1.5, "y": -0.0}], "empty": {},
                          "list": [], "true": True, "big": 2**53, "unicode": "\u2603"},
@@ -31,8 +32,8 @@ RECORDS = [
     },
     {"uuid": "only-a-uuid"},  # every default, NULLs
     {"uuid": "json-null-and-scalars", "request_spec": None, "filter_properties": {"s": "%%", "n": None},
-     "state": models.SCHEDULED, "created_at": "2024-01-01T00:00:00Z"},
-    *({"uuid": f"bulk-{i:04d}", "host": f"h{i % 7}", "state": models.SCHEDULED, "memory_mb": i,
+     "state": states.SCHEDULED, "created_at": "2024-01-01T00:00:00Z"},
+    *({"uuid": f"bulk-{i:04d}", "host": f"h{i % 7}", "state": states.SCHEDULED, "memory_mb": i,
        "request_spec": {"i": i, "s": AWKWARD[: i % len(AWKWARD)]}, "created_at": "2024-01-01T00:00:00Z"}
       for i in range(600)),  # more than one batch's worth of rows in one statement
 ]
@@ -80,9 +81,9 @@ def _write_and_read(fast_paths, taken):
         taken.clear()
         # A batch of state changes: some on the host named, one not, one in another state.
         applied = database.set_instance_states(
-            [(f"bulk-{i:04d}", f"h{i % 7}", {"state": models.BUILDING}, models.SCHEDULED) for i in range(20)]
-            + [("bulk-0020", "not-its-host", {"state": models.BUILDING}, models.SCHEDULED),
-               ("every-column", "h1", {"state": models.BUILDING}, models.SCHEDULED)]
+            [(f"bulk-{i:04d}", f"h{i % 7}", {"state": states.BUILDING}, states.SCHEDULED) for i in range(20)]
+            + [("bulk-0020", "not-its-host", {"state": states.BUILDING}, states.SCHEDULED),
+               ("every-column", "h1", {"state": states.BUILDING}, states.SCHEDULED)]
         )
         raw = _raw_rows(database)
         api_rows = database.get_instances(list(raw))
@@ -119,7 +120,7 @@ def test_instances_are_stored_the_same_with_the_fast_paths_on_and_off(psycopg2_i
                                      "2024-01-01T00:00:01.500000Z", "2024-02-29T23:59:59.999999Z", None)
     plain = api_rows["only-a-uuid"]
     assert (plain["state"], plain["host"], plain["request_spec"], plain["attempts"],
-            plain["fault_reason"]) == (models.SCHEDULING, None, None, 0, None)
+            plain["fault_reason"]) == (states.SCHEDULING, None, None, 0, None)
     assert api_rows["json-null-and-scalars"]["filter_properties"] == {"s": "%%", "n": None}
-    assert api_rows["bulk-0000"]["state"] == models.BUILDING
-    assert api_rows["bulk-0020"]["state"] == models.SCHEDULED
+    assert api_rows["bulk-0000"]["state"] == states.BUILDING
+    assert api_rows["bulk-0020"]["state"] == states.SCHEDULED

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from scheduler import states
 from scheduler.db import api as db_api
 from scheduler.db import migration, models
 
@@ -115,7 +116,7 @@ def test_migrations_create_exactly_the_models(database):
 def test_new_instances_keep_every_value_as_given(clean):
     awkward = "50% off, %s and %(name)s, 'quoted' \\ back, \u00e9t\u00e9 \u2603"
     record = {
-        "uuid": "awkward", "project_id": awkward, "host": "h1", "node": "h1", "state": models.ERROR,
+        "uuid": "awkward", "project_id": awkward, "host": "h1", "node": "h1", "state": states.ERROR,
         "flavor_name": awkward, "memory_mb": 2048, "root_gb": 20, "ephemeral_gb": 1, "vcpus": 2,
         "request_spec": {"name": awkward, "nested": [1, None, {"x": 1.5}], "empty": {}},
         "filter_properties": None, "attempts": 3, "fault_reason": awkward, "fault_details": "",
@@ -128,14 +129,14 @@ def test_new_instances_keep_every_value_as_given(clean):
     assert row["updated_at"] == row["created_at"]
     plain = clean.get_instance("plain")
     assert (plain["state"], plain["host"], plain["request_spec"], plain["attempts"]) == (
-        models.SCHEDULING, None, None, 0)
+        states.SCHEDULING, None, None, 0)
 
 
 def test_instances(clean):
     db = clean
     records = [
         {"uuid": "u1", "memory_mb": 512, "vcpus": 1, "request_spec": {"a": [1, 2]}, "host": "h1"},
-        {"uuid": "u2", "state": models.DELETED},
+        {"uuid": "u2", "state": states.DELETED},
     ]
     assert db.create_instances(records) == ["u1", "u2"]
     assert db.create_instances(records + [{"uuid": "u3"}]) == ["u3"]
@@ -145,12 +146,12 @@ def test_instances(clean):
 
     row = db.update_instance(
         "u1",
-        {"state": models.SCHEDULED, "scheduled_at": "2024-01-01T00:00:00.25Z"},
-        expected_states=[models.SCHEDULING],
+        {"state": states.SCHEDULED, "scheduled_at": "2024-01-01T00:00:00.25Z"},
+        expected_states=[states.SCHEDULING],
     )
-    assert row["state"] == models.SCHEDULED
+    assert row["state"] == states.SCHEDULED
     assert row["scheduled_at"] == "2024-01-01T00:00:00.250000Z"
-    assert db.update_instance("u1", {"state": models.ERROR}, [models.SCHEDULING]) is None
+    assert db.update_instance("u1", {"state": states.ERROR}, [states.SCHEDULING]) is None
     db.update_instances([("u1", {"attempts": 2}), ("u3", {"host": "h1"}), ("x", {})])
     assert db.get_instance("u1")["attempts"] == 2 and db.get_instance("u3")["host"] == "h1"
     assert db.get_instance("x") is None
@@ -161,9 +162,9 @@ def test_instances(clean):
     assert [r["uuid"] for r in db.list_instances()] == ["u3", "u1"]
     assert [r["uuid"] for r in db.list_instances(include_deleted=True)] == ["u3", "u2", "u1"]
     assert [r["uuid"] for r in db.list_instances(host="h1", limit=1)] == ["u3"]
-    assert [r["uuid"] for r in db.list_instances(states=[models.SCHEDULED])] == ["u1"]
+    assert [r["uuid"] for r in db.list_instances(states=[states.SCHEDULED])] == ["u1"]
     counts = db.count_instances_by_state()
-    assert (counts[models.SCHEDULING], counts[models.SCHEDULED], counts[models.DELETED]) == (1, 1, 1)
+    assert (counts[states.SCHEDULING], counts[states.SCHEDULED], counts[states.DELETED]) == (1, 1, 1)
 
 
 def test_compare_and_set_has_one_winner(clean):
@@ -171,7 +172,7 @@ def test_compare_and_set_has_one_winner(clean):
     results = _in_threads(
         6,
         lambda i: clean.update_instance(
-            "race", {"state": models.SCHEDULED, "host": f"h{i}"}, [models.SCHEDULING]
+            "race", {"state": states.SCHEDULED, "host": f"h{i}"}, [states.SCHEDULING]
         ),
     )
     winners = [r for r in results if r is not None]
@@ -236,11 +237,11 @@ def test_hosts_held_by_another_transaction_are_skipped_not_waited_for(clean, pg_
 
 def test_instance_states_from_many_agents_in_one_statement(clean):
     db = clean
-    db.create_instances([{"uuid": f"u{i}", "state": models.SCHEDULED, "host": f"h{i % 3}"} for i in range(9)])
+    db.create_instances([{"uuid": f"u{i}", "state": states.SCHEDULED, "host": f"h{i % 3}"} for i in range(9)])
     applied = db.set_instance_states(
-        [(f"u{i}", f"h{i % 3}", {"state": models.ACTIVE}, [models.SCHEDULED, models.BUILDING])
+        [(f"u{i}", f"h{i % 3}", {"state": states.ACTIVE}, [states.SCHEDULED, states.BUILDING])
          for i in range(8)]
-        + [("u8", "h0", {"state": models.ACTIVE}, [models.SCHEDULED])]  # u8 is on h2
+        + [("u8", "h0", {"state": states.ACTIVE}, [states.SCHEDULED])]  # u8 is on h2
     )
     assert applied == [True] * 8 + [False]
-    assert sorted(i["uuid"] for i in db.list_instances(states=[models.ACTIVE])) == [f"u{i}" for i in range(8)]
+    assert sorted(i["uuid"] for i in db.list_instances(states=[states.ACTIVE])) == [f"u{i}" for i in range(8)]

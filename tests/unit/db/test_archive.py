@@ -6,8 +6,9 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from scheduler import states
 from scheduler.cmd import manage
-from scheduler.db import archive, models
+from scheduler.db import archive
 from scheduler.db.models import (
     instances,
     server_group_members,
@@ -30,16 +31,16 @@ def seeded(database, now):
     old, recent = now - timedelta(days=60), now - timedelta(hours=1)
     times = {"created_at": old, "updated_at": old}
     database.create_instances([
-        _instance("deleted-old", state=models.DELETED, host="h1", deleted_at=old, **times),
-        _instance("error-old", state=models.ERROR, fault_reason="No valid host was found", **times),
-        _instance("active-old", state=models.ACTIVE, host="h1", **times),
-        _instance("error-on-host-old", state=models.ERROR, host="h1", fault_reason="Build failed", **times),
-        _instance("deleting-old", state=models.DELETING, host="h1", **times),
-        _instance("deleted-recent", state=models.DELETED, host="h1", deleted_at=recent, **times),
-        _instance("error-recent", state=models.SCHEDULING, **times),
+        _instance("deleted-old", state=states.DELETED, host="h1", deleted_at=old, **times),
+        _instance("error-old", state=states.ERROR, fault_reason="No valid host was found", **times),
+        _instance("active-old", state=states.ACTIVE, host="h1", **times),
+        _instance("error-on-host-old", state=states.ERROR, host="h1", fault_reason="Build failed", **times),
+        _instance("deleting-old", state=states.DELETING, host="h1", **times),
+        _instance("deleted-recent", state=states.DELETED, host="h1", deleted_at=recent, **times),
+        _instance("error-recent", state=states.SCHEDULING, **times),
     ])
     # Created long ago, failed just now: its age is its last change.
-    database.update_instances([("error-recent", {"state": models.ERROR, "fault_reason": "No valid host"})])
+    database.update_instances([("error-recent", {"state": states.ERROR, "fault_reason": "No valid host"})])
     database.create_server_group(GROUP, "web", "anti-affinity")
     database.add_server_group_members(GROUP, [
         "deleted-old", "error-old", "active-old", "error-on-host-old", "deleting-old", "deleted-recent",
@@ -139,8 +140,8 @@ def test_many_batches(database, now, monkeypatch):
     monkeypatch.setattr(archive, "BATCH", 7)
     old = now - timedelta(days=2)
     uuids = [str(uuidlib.UUID(int=i)) for i in range(40)]
-    failed = [_instance(u, state=models.ERROR, created_at=old, updated_at=old) for u in uuids]
-    database.create_instances(failed + [_instance("live", state=models.ACTIVE, host="h1", created_at=old)])
+    failed = [_instance(u, state=states.ERROR, created_at=old, updated_at=old) for u in uuids]
+    database.create_instances(failed + [_instance("live", state=states.ACTIVE, host="h1", created_at=old)])
     database.create_server_group(GROUP, "web", "affinity")
     database.add_server_group_members(GROUP, uuids[::2] + ["live"])
     assert archive.archive(database, now - timedelta(days=1), max_rows=30) == (
@@ -160,14 +161,14 @@ def test_an_instance_changed_after_the_select_stays(database, seeded, monkeypatc
         found = select(connection, table, condition, after, limit)
         if table is instances:
             connection.execute(sa.update(instances).where(instances.c.uuid == "error-old")
-                               .values(state=models.DELETING, host="h1"))
+                               .values(state=states.DELETING, host="h1"))
         return found
 
     monkeypatch.setattr(archive, "_next", select_then_scheduler_acts)
     counts = operation(database, seeded)
     counts = counts[0] if isinstance(counts, tuple) else counts
     assert counts["instances"] == 1 and counts["server_group_members"] == 1
-    assert database.get_instance("error-old")["state"] == models.DELETING
+    assert database.get_instance("error-old")["state"] == states.DELETING
     assert "error-old" in _members(database, server_group_members)
     assert "error-old" not in _uuids(database, shadow_instances)
     assert "error-old" not in _members(database, shadow_server_group_members)
@@ -176,9 +177,9 @@ def test_an_instance_changed_after_the_select_stays(database, seeded, monkeypatc
 def test_an_id_the_shadow_table_holds_already_gets_another(database, now):
     """SQLite gives the id of a deleted last row to the next one: both archived rows are kept."""
     old = now - timedelta(days=2)
-    database.create_instances([_instance("first", state=models.DELETED, created_at=old, deleted_at=old)])
+    database.create_instances([_instance("first", state=states.DELETED, created_at=old, deleted_at=old)])
     archive.archive(database, now - timedelta(days=1))
-    database.create_instances([_instance("second", state=models.DELETED, created_at=old, deleted_at=old)])
+    database.create_instances([_instance("second", state=states.DELETED, created_at=old, deleted_at=old)])
     assert _rows(database, instances)["second"]["id"] == _rows(database, shadow_instances)["first"]["id"]
     assert archive.archive(database, now - timedelta(days=1))[0]["instances"] == 1
     shadow = _rows(database, shadow_instances)
@@ -287,7 +288,7 @@ def test_accepted_dates(database, seeded, config_file, capsys, date, going):
 
 
 def test_an_offset_is_converted_to_utc(database, now, config_file, capsys):
-    database.create_instances([_instance("gone", state=models.DELETED, deleted_at=now - timedelta(hours=3))])
+    database.create_instances([_instance("gone", state=states.DELETED, deleted_at=now - timedelta(hours=3))])
     in_paris = (now - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S") + "+01:00"  # 3h ago in UTC
     assert _manage(config_file, "purge", "--before", in_paris) == 0
     assert _table(capsys.readouterr().out)[1]["instances"] == 0

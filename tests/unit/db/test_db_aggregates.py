@@ -4,7 +4,7 @@ import uuid as uuidlib
 
 import pytest
 
-from scheduler.db import models
+from scheduler import states
 from scheduler.db.api import Conflict, NotFound
 
 
@@ -198,10 +198,10 @@ def test_deleting_a_group_drops_its_members_only(database):
 def test_hosts_of_instances_skips_unplaced_deleted_and_failed_ones(database):
     placed, scheduling, deleted, failed, active = (_uuid() for _ in range(5))
     database.create_instances([_instance(u) for u in (placed, scheduling, deleted, failed, active)])
-    database.update_instance(placed, {"state": models.SCHEDULED, "host": "h1"})
-    database.update_instance(active, {"state": models.ACTIVE, "host": "h2"})
-    database.update_instance(deleted, {"state": models.DELETED, "host": "h3"})
-    database.update_instance(failed, {"state": models.ERROR, "host": "h3"})
+    database.update_instance(placed, {"state": states.SCHEDULED, "host": "h1"})
+    database.update_instance(active, {"state": states.ACTIVE, "host": "h2"})
+    database.update_instance(deleted, {"state": states.DELETED, "host": "h3"})
+    database.update_instance(failed, {"state": states.ERROR, "host": "h3"})
     found = database.hosts_of_instances([placed, scheduling, deleted, failed, active, _uuid()])
     assert found == {placed: "h1", active: "h2"}
     assert database.hosts_of_instances([]) == {}
