@@ -85,6 +85,26 @@ def _wait(predicate, timeout, what, procs):
         time.sleep(0.5)
 
 
+def _cast(transport, client, n_instances, rate):
+    """Cast ``n_instances`` run_instance requests at ``rate`` a second (0: at once);
+    returns ({uuid: time cast}, seconds the casting took)."""
+    cast_at = {}
+    # Paced: chunks of about 10 ms of the offered rate; else chunks of CAST_CHUNK at once.
+    chunk_size = max(1, min(CAST_CHUNK, int(rate // 100))) if rate else CAST_CHUNK
+    start = time.time()
+    for number, chunk in enumerate(range(0, n_instances, chunk_size)):
+        if rate:
+            time.sleep(max(0.0, start + number * chunk_size / rate - time.time()))
+        # One publisher batch: sent together, confirmed with one wait.
+        with transport.publisher.batch():
+            for i in range(chunk, min(chunk + chunk_size, n_instances)):
+                instance_uuid = str(uuid.uuid4())
+                cast_at[instance_uuid] = time.time()
+                client.run_instance({}, {"instance_uuids": [instance_uuid], "num_instances": 1,
+                                         "instance_type": FLAVORS[i % 3]}, {})
+    return cast_at, time.time() - start
+
+
 def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None,
             batch_size=BATCH_SIZE, logs=None):
     """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
@@ -125,22 +145,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                         return False
 
                 _wait(fleet_up, 120, f"{n_hosts} simulated hosts to report", procs)
-                cast_at = {}
-                # Paced: chunks of about 10 ms of the offered rate; else chunks of CAST_CHUNK at once.
-                chunk_size = max(1, min(CAST_CHUNK, int(rate // 100))) if rate else CAST_CHUNK
-                start = time.time()
-                for number, chunk in enumerate(range(0, n_instances, chunk_size)):
-                    if rate:
-                        time.sleep(max(0.0, start + number * chunk_size / rate - time.time()))
-                    # One publisher batch: sent together, confirmed with one wait.
-                    with transport.publisher.batch():
-                        for i in range(chunk, min(chunk + chunk_size, n_instances)):
-                            instance_uuid = str(uuid.uuid4())
-                            flavor = FLAVORS[i % 3]
-                            cast_at[instance_uuid] = time.time()
-                            client.run_instance({}, {"instance_uuids": [instance_uuid], "num_instances": 1,
-                                                     "instance_type": flavor}, {})
-                cast_seconds = time.time() - start
+                cast_at, cast_seconds = _cast(transport, client, n_instances, rate)
             finally:
                 transport.cleanup()
             engine = sa.create_engine(database_url)

@@ -20,6 +20,20 @@ PG_ADMIN_DSN = os.environ.get("BERTH_TEST_PG_DSN", "host=127.0.0.1 port=5432 use
 PG_URL = os.environ.get("BERTH_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")
 
 
+def _fast_paths():
+    value = os.environ.get("BERTH_TEST_FAST_PATHS", "on")
+    if value not in ("on", "off"):
+        raise RuntimeError(f"BERTH_TEST_FAST_PATHS must be on or off, not {value!r}")
+    return value == "on"
+
+
+#: BERTH_TEST_FAST_PATHS=off runs the tests (and the daemons the functional tests start) with
+#: [oslo_messaging_rabbit] amqp_fast_paths and [database] sqlalchemy_fast_paths off.
+FAST_PATHS = _fast_paths()
+#: (group, option) of each fast path switch.
+FAST_PATH_OPTIONS = (("oslo_messaging_rabbit", "amqp_fast_paths"), ("database", "sqlalchemy_fast_paths"))
+
+
 @contextlib.contextmanager
 def temporary_vhost(url: str = RABBIT_URL, prefix: str = "berth-test"):
     """A fresh virtual host on ``url``'s broker for its user (guest by default), deleted

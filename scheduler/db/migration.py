@@ -85,7 +85,7 @@ def _sync_lock(engine):
                 connection.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": MYSQL_LOCK_NAME})
                 connection.commit()
         elif dialect == "sqlite":
-            # Take SQLite's write lock at BEGIN (see scheduler.db.api), not mid-transaction.
+            # Take SQLite's write lock at BEGIN (see scheduler.db.engine), not mid-transaction.
             connection.execution_options(berth_write=True)
             with _sqlite_file_lock(engine.url.database):
                 yield connection

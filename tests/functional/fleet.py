@@ -12,7 +12,13 @@ from compute_agent import conf as agent_conf
 from scheduler import conf as berth_conf
 from scheduler import rpc
 from scheduler.client import SchedulerClient
-from tests.fixtures import RABBIT_URL, temporary_database, temporary_vhost  # noqa: F401 (tests import them here)
+from tests.fixtures import (  # noqa: F401 (tests import them here)
+    FAST_PATH_OPTIONS,
+    FAST_PATHS,
+    RABBIT_URL,
+    temporary_database,
+    temporary_vhost,
+)
 
 
 def write_conf(path, sections):
@@ -42,6 +48,8 @@ class Fleet:
             "scheduler": {"periodic_interval": 1},
             "compute_agent": {"driver": "fake", "report_interval": 2, "report_min_interval": 0.1},
         }
+        for group, name in FAST_PATH_OPTIONS:
+            sections.setdefault(group, {})[name] = str(FAST_PATHS).lower()
         for key, value in overrides.items():
             section, _, name = key.partition("__")
             sections.setdefault(section, {})[name] = value

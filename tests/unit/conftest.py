@@ -7,6 +7,7 @@ import pytest
 
 import scheduler  # noqa: F401  (applies BERTH_CONCURRENCY before kombu & co. load)
 from scheduler import conf as berth_conf
+from tests.fixtures import FAST_PATH_OPTIONS, FAST_PATHS
 
 _exchanges = itertools.count()
 
@@ -20,5 +21,7 @@ def conf(tmp_path):
     conf.set_override("state_path", str(tmp_path / "state"))
     conf.set_override("transport_url", "memory://")
     conf.set_override("control_exchange", f"test-{os.getpid()}-{next(_exchanges)}")
+    for group, name in FAST_PATH_OPTIONS:
+        conf.set_default(name, FAST_PATHS, group=group)
     yield conf
     conf.reset()
