@@ -57,6 +57,9 @@ class HostTable:
         # row -> sorted hashes of the instance uuids its last report listed (none: no entry)
         self.reported = {}
         self.extra = {}  # row -> {"reported_at", "metrics", "order": (started_at, report_seq)}
+        #: stat name -> {row: value} of the hosts that report it (ComputeCapabilitiesFilter's
+        #: stats fallback reads the few hosts with a stat instead of every host's stats).
+        self.stats_by_name = {}
         # Distinct values of the string-valued attributes, coded per row in ``<name>_code``.
         self.categories = {"hypervisor": Categories(None), "instances": Categories(()),
                            "cpu_info": Categories(None)}  # cpu_info as Nova keeps it: JSON text
@@ -142,6 +145,15 @@ class HostTable:
     def views(self, rows=None):
         return [self.view(int(r)) for r in (range(self.size) if rows is None else rows)]
 
+    def _index_stats(self, row, old, new):
+        for name in old.keys() - new.keys():
+            holders = self.stats_by_name[name]
+            del holders[row]
+            if not holders:
+                del self.stats_by_name[name]
+        for name, value in new.items():
+            self.stats_by_name.setdefault(name, {})[row] = value
+
     def update_from_report(self, row, resources, now, pending_ttl=None):
         """Write an agent's report (validated by the caller) into ``row``."""
         self.nodenames[row] = resources.get("nodename") or self.names[row]
@@ -175,13 +187,15 @@ class HostTable:
             if column is None:
                 column = self._metrics[name] = np.full(self._capacity, np.nan)
             column[row] = value
+        stats = {name: str(value) for name, value in (resources.get("stats") or {}).items()}
+        self._index_stats(row, self.extra.get(row, {}).get("stats", {}), stats)
         extra = self.extra[row] = {"reported_at": resources.get("reported_at"), "metrics": metrics}
         if resources.get("host_ip"):
             extra["host_ip"] = resources["host_ip"]
         if resources.get("image_properties"):
             extra["image_properties"] = resources["image_properties"]
-        if resources.get("stats"):
-            extra["stats"] = {name: str(value) for name, value in resources["stats"].items()}
+        if stats:
+            extra["stats"] = stats
         if resources.get("version"):
             extra["version"] = resources["version"]
         if resources.get("report_seq") is not None:  # which report of which agent process this is

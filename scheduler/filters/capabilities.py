@@ -112,7 +112,9 @@ class ComputeCapabilitiesFilter(filters.BaseHostFilter):
 def _passes(table, rows, scope, req, unscoped):
     """Whether each row of ``rows`` has capability ``scope`` and it satisfies ``req``."""
     name = scope[0]
-    if name not in host_attributes.NOVA or name in ("stats", "uuid", "instances", "cell_uuid"):
+    if name not in host_attributes.NOVA:
+        return _stat_passes(table, rows, scope, req, unscoped)
+    if name in ("stats", "uuid", "instances", "cell_uuid"):
         numbers = table.row_numbers(rows)
         return np.fromiter((_requirement_met(view, scope, req, unscoped) for view in table.views(numbers)),
                            dtype=bool, count=len(numbers))
@@ -131,6 +133,14 @@ def _passes(table, rows, scope, req, unscoped):
         ok = table.categories[attribute].each(
             lambda value: _matches(host_attributes.walk(value, scope[1:]), req), key=(tuple(scope), str(req)))
         return ok[getattr(table, attribute + "_code")[rows]]
+    if name == "metrics" and len(scope) == 2:
+        column = table.metric(scope[1])
+        if column is None:
+            return np.zeros(len(table.row_numbers(rows)), dtype=bool)
+        values = column[rows]
+        distinct, inverse = np.unique(values, return_inverse=True)
+        ok = np.array([not np.isnan(v) and _matches(float(v), req) for v in distinct], dtype=bool)
+        return ok[inverse]
     if name == "hypervisor_version" and len(scope) == 1:
         values = table.hypervisor_version[rows]
         distinct, inverse = np.unique(values, return_inverse=True)
@@ -139,3 +149,23 @@ def _passes(table, rows, scope, req, unscoped):
     numbers = table.row_numbers(rows)
     return np.fromiter((_requirement_met(view, scope, req, unscoped) for view in table.views(numbers)),
                        dtype=bool, count=len(numbers))
+
+
+def _stat_passes(table, rows, scope, req, unscoped):
+    """_passes for a name that is no HostState attribute: read in each host's stats. A host
+    without the stat passes an unscoped requirement (not for it) and fails a scoped one."""
+    numbers = table.row_numbers(rows)
+    passed = np.full(len(numbers), unscoped, dtype=bool)
+    holders = table.stats_by_name.get(scope[0])
+    if holders:
+        held = np.fromiter(holders, dtype=np.intp, count=len(holders))
+        where = np.flatnonzero(np.isin(numbers, held))
+        verdicts = {}
+        for i in where:
+            value = holders[int(numbers[i])]
+            ok = verdicts.get(value)
+            if ok is None:
+                ok = verdicts[value] = _matches(host_attributes.walk(value, scope[1:]), req)
+            passed[i] = ok
+    return passed
+

@@ -25,9 +25,10 @@ def fleet():
         "new": report("new", cpu_info={"arch": "x86_64", "features": ["avx", "avx2", "sse2"],
                                        "maxphysaddr": {"bits": 46}},
                       hypervisor_version=6001000, host_ip="10.0.1.5",
-                      stats={"num_proj_p1": 2, "io_workload": 1}),
+                      stats={"num_proj_p1": 2, "io_workload": 1}, metrics={"cpu.percent": 30}),
         "old": report("old", cpu_info={"arch": "x86_64", "features": ["sse2"]}, hypervisor_version=4019000,
-                      host_ip="10.0.2.7", free_disk_gb=5, stats={"num_proj_p1": "1", "io_workload": 0}),
+                      host_ip="10.0.2.7", free_disk_gb=5, stats={"num_proj_p1": "1", "io_workload": 0},
+                      metrics={"cpu.percent": 72.5}),
         "arm": report("arm", cpu_info={"arch": "aarch64", "features": ["neon"]}),
         "bare": report("bare"),
     }
@@ -60,6 +61,11 @@ def fleet():
     ({"num_proj_p1": "== 1"}, ["old", "arm", "bare"]),
     ({"capabilities:io_workload": "0"}, ["old"]),
     ({"capabilities:_table": "x"}, []),
+    # Beyond Nova: a metric the agent reports; a host without it fails.
+    ({"capabilities:metrics:cpu.percent": "<= 50"}, ["new"]),
+    ({"capabilities:metrics:cpu.percent": "72.5"}, ["old"]),
+    ({"capabilities:metrics:cpu.percent": "s== 30"}, ["new"]),
+    ({"capabilities:metrics:nothing": ">= 0"}, []),
     ({"capabilities:cpu_info:features:x": "1"}, []),
 ])
 def test_compute_capabilities_filter_reads_hosts_as_nova(policy_conf, fleet, extra_specs, expected):
@@ -245,3 +251,15 @@ def test_a_query_with_an_operator_nova_does_not_know_is_refused(policy_conf, que
 def test_an_empty_string_in_a_query_is_dropped_as_nova_drops_it(policy_conf, fleet):
     f = plugin(policy_conf, "filter", "JsonFilter")
     assert [v.host for v in fleet.views() if f.host_passes(v, query_spec(["=", "", ""]))] == []
+
+
+def test_a_stat_a_host_stops_reporting_is_no_longer_read(policy_conf, fleet):
+    f = plugin(policy_conf, "filter", "ComputeCapabilitiesFilter")
+    spec = spec_of(extra_specs={"capabilities:num_proj_p1": ">= 1"})
+    assert passing(f, fleet, spec) == ["new", "old"]
+    fleet.update_from_report(fleet.index["new"], report("new", stats={"io_workload": 0}), now=1.0)
+    fleet.update_from_report(fleet.index["bare"], report("bare", stats={"num_proj_p1": 3}), now=1.0)
+    assert passing(f, fleet, spec) == ["old", "bare"]
+    fleet.update_from_report(fleet.index["old"], report("old"), now=1.0)
+    assert passing(f, fleet, spec) == ["bare"]
+    assert fleet.stats_by_name["num_proj_p1"] == {fleet.index["bare"]: "3"}
