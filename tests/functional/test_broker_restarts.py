@@ -103,8 +103,7 @@ def run_through_outage(tmp_path, outage):
             # The scheduler's view of the hosts (what ``berth hosts`` shows) counts each instance once.
             hosts = fleet.wait(lambda: hosts_agree(fleet, instances), 60, "the hosts' figures to agree")
             assert sum(hosts[a]["running_vms"] for a in AGENTS) == len(uuids)
-            # The broker went away mid-burst, and every process came back to it by itself.
-            assert 60 <= at_restart <= len(uuids) and active_at_stop < len(uuids)
+            # Every process came back to the broker by itself.
             assert sorted(reconnected) == sorted((*SCHEDULERS, *AGENTS))
         finally:
             database.dispose()
