@@ -1,5 +1,8 @@
 """The aggregates and aggregate_hosts tables: host aggregates and their members."""
 
+from collections.abc import Mapping
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
@@ -11,18 +14,18 @@ class AggregateQueries(DatabaseEngine):
     """Host aggregates. Callers (scheduler.admin) check names and values first; these
     raise NotFound / Conflict for what only the database can tell."""
 
-    def _aggregate_id(self, connection, name):
+    def _aggregate_id(self, connection: sa.Connection, name: str) -> int:
         found = connection.execute(sa.select(aggregates.c.id).where(aggregates.c.name == name)).first()
         if found is None:
             raise NotFound(f"no aggregate named {name!r}")
         return found[0]
 
     @_retry
-    def list_aggregates(self):
+    def list_aggregates(self) -> list[dict[str, Any]]:
         """[{name, availability_zone, metadata, hosts}], by name."""
         with self._transaction() as connection:
             rows = connection.execute(sa.select(aggregates).order_by(aggregates.c.name)).mappings().all()
-            hosts = {}
+            hosts: dict[int, list[str]] = {}
             for aggregate_id, host in connection.execute(
                 sa.select(aggregate_hosts.c.aggregate_id, aggregate_hosts.c.host)
                 .order_by(aggregate_hosts.c.host)
@@ -40,14 +43,15 @@ class AggregateQueries(DatabaseEngine):
             for row in rows
         ]
 
-    def get_aggregate(self, name):
+    def get_aggregate(self, name: str) -> dict[str, Any]:
         for aggregate in self.list_aggregates():
             if aggregate["name"] == name:
                 return aggregate
         raise NotFound(f"no aggregate named {name!r}")
 
     @_retry
-    def create_aggregate(self, name, availability_zone=None, metadata=None):
+    def create_aggregate(self, name: str, availability_zone: str | None = None,
+                         metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
         now = self.now()
         try:
             with self._transaction(write=True) as connection:
@@ -60,7 +64,7 @@ class AggregateQueries(DatabaseEngine):
         return self.get_aggregate(name)
 
     @_retry
-    def delete_aggregate(self, name):
+    def delete_aggregate(self, name: str) -> None:
         """Delete an aggregate holding no host; Conflict names the hosts it still holds."""
         with self._transaction(write=True) as connection:
             aggregate_id = self._aggregate_id(connection, name)
@@ -75,7 +79,7 @@ class AggregateQueries(DatabaseEngine):
             connection.execute(sa.delete(aggregates).where(aggregates.c.id == aggregate_id))
 
     @_retry
-    def add_aggregate_host(self, name, host):
+    def add_aggregate_host(self, name: str, host: str) -> dict[str, Any]:
         try:
             with self._transaction(write=True) as connection:
                 aggregate_id = self._aggregate_id(connection, name)
@@ -88,7 +92,7 @@ class AggregateQueries(DatabaseEngine):
         return self.get_aggregate(name)
 
     @_retry
-    def remove_aggregate_host(self, name, host):
+    def remove_aggregate_host(self, name: str, host: str) -> dict[str, Any]:
         with self._transaction(write=True) as connection:
             aggregate_id = self._aggregate_id(connection, name)
             removed = connection.execute(
@@ -104,7 +108,8 @@ class AggregateQueries(DatabaseEngine):
         return self.get_aggregate(name)
 
     @_retry
-    def update_aggregate(self, name, metadata=None, availability_zone=None, set_zone=False):
+    def update_aggregate(self, name: str, metadata: Mapping[str, Any] | None = None,
+                         availability_zone: str | None = None, set_zone: bool = False) -> dict[str, Any]:
         """Merge ``metadata`` into the aggregate's (a None value removes the key); set its zone."""
         with self._transaction(write=True) as connection:
             row = connection.execute(

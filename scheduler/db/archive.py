@@ -20,10 +20,15 @@ in the transaction that deletes it from the live one, and only if it is deleted.
 Times are the database's (naive UTC), as :meth:`Database.now` gives them.
 """
 
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeAlias
+
 import sqlalchemy as sa
 
 from scheduler import states
 from scheduler.db import api as db_api
+from scheduler.db.engine import DatabaseEngine, TimeValue
 from scheduler.db.models import (
     instances,
     server_group_members,
@@ -37,16 +42,20 @@ LIVE_TABLES = (instances.name, server_group_members.name)
 SHADOW_TABLES = (shadow_instances.name, shadow_server_group_members.name)
 
 
+#: (instances, memberships) a batch moved or deleted, and the last instance id it looked at.
+BatchResult: TypeAlias = tuple[int, int, int | None]
+
+
 class RowsChanged(RuntimeError):
     """A batch would have moved or deleted other rows than it selected: rolled back."""
 
 
-def _time(table):
+def _time(table: sa.Table) -> sa.ColumnElement[Any]:
     """When an instance row became what it is: deleted, or last changed (ERROR)."""
     return sa.func.coalesce(table.c.deleted_at, table.c.updated_at, table.c.created_at)
 
 
-def eligible(before):
+def eligible(before: datetime) -> sa.ColumnElement[bool]:
     """The condition that a live instance may be archived or purged."""
     return sa.and_(
         sa.or_(
@@ -57,18 +66,20 @@ def eligible(before):
     )
 
 
-def _shadow_eligible(before):
+def _shadow_eligible(before: datetime) -> sa.ColumnElement[bool]:
     return _time(shadow_instances) < before
 
 
-def _next(connection, table, condition, after, limit):
+def _next(connection: sa.Connection, table: sa.Table, condition: sa.ColumnElement[bool], after: int,
+          limit: int) -> Sequence[sa.Row]:
     """[(id, uuid)] of the next ``limit`` rows of ``table`` meeting ``condition`` past id ``after``."""
     query = (sa.select(table.c.id, table.c.uuid).where(condition, table.c.id > after)
              .order_by(table.c.id).limit(limit))
     return connection.execute(query).all()
 
 
-def _lock(connection, found, condition):
+def _lock(connection: sa.Connection, found: Sequence[sa.Row], condition: sa.ColumnElement[bool]
+          ) -> list[sa.Row]:
     """Those of ``found`` [(id, uuid)] still meeting ``condition``, locked until commit."""
     if not found:
         return []
@@ -78,14 +89,15 @@ def _lock(connection, found, condition):
     return sorted(connection.execute(query).all())
 
 
-def _count_members(connection, table, uuids):
+def _count_members(connection: sa.Connection, table: sa.Table, uuids: list[str]) -> int:
     if not uuids:
         return 0
-    return connection.scalar(sa.select(sa.func.count()).select_from(table)
-                             .where(table.c.instance_uuid.in_(uuids)))
+    return connection.execute(sa.select(sa.func.count()).select_from(table)
+                              .where(table.c.instance_uuid.in_(uuids))).scalar_one()
 
 
-def _move(connection, live, shadow, ids, condition=None):
+def _move(connection: sa.Connection, live: sa.Table, shadow: sa.Table, ids: list[int],
+          condition: sa.ColumnElement[bool] | None = None) -> int:
     """Copy the rows ``ids`` of ``live`` into ``shadow`` and delete them; how many.
 
     A row keeps its id unless the shadow table holds it already (SQLite gives
@@ -116,7 +128,8 @@ def _move(connection, live, shadow, ids, condition=None):
 
 
 @db_api._retry
-def _archive_batch(database, before, after, limit, dry_run):
+def _archive_batch(database: DatabaseEngine, before: datetime, after: int, limit: int, dry_run: bool
+                   ) -> BatchResult:
     """(instances, memberships) moved from the batch of instances past id ``after``, and the
     last id looked at (None when there were none)."""
     condition = eligible(before)
@@ -140,7 +153,8 @@ def _archive_batch(database, before, after, limit, dry_run):
 
 
 @db_api._retry
-def _purge_batch(database, before, after, limit, dry_run):
+def _purge_batch(database: DatabaseEngine, before: datetime, after: int, limit: int, dry_run: bool
+                 ) -> BatchResult:
     """As :func:`_archive_batch`, deleting the instances and their memberships."""
     condition = eligible(before)
     with database._transaction(write=not dry_run) as connection:
@@ -163,7 +177,8 @@ def _purge_batch(database, before, after, limit, dry_run):
 
 
 @db_api._retry
-def _purge_shadow_batch(database, before, after, limit, dry_run):
+def _purge_shadow_batch(database: DatabaseEngine, before: datetime, after: int, limit: int, dry_run: bool
+                        ) -> BatchResult:
     """As :func:`_purge_batch`, in the shadow tables (which only this module writes)."""
     condition = _shadow_eligible(before)
     with database._transaction(write=not dry_run) as connection:
@@ -180,7 +195,8 @@ def _purge_shadow_batch(database, before, after, limit, dry_run):
         return deleted, members, found[-1][0]
 
 
-def _run(batch, database, before, max_rows, dry_run):
+def _run(batch: Callable[[DatabaseEngine, datetime, int, int, bool], BatchResult], database: DatabaseEngine,
+         before: datetime, max_rows: int | None, dry_run: bool) -> tuple[int, int, int]:
     """Run ``batch`` until no instance is left or ``max_rows`` instances went;
     (instances, memberships, last id looked at)."""
     done = members = after = 0
@@ -194,12 +210,13 @@ def _run(batch, database, before, max_rows, dry_run):
 
 
 @db_api._retry
-def _left(database, before, after):
+def _left(database: DatabaseEngine, before: datetime, after: int) -> bool:
     with database._transaction() as connection:
         return bool(_next(connection, instances, eligible(before), after, 1))
 
 
-def archive(database, before, max_rows=None, dry_run=False):
+def archive(database: DatabaseEngine, before: TimeValue, max_rows: int | None = None, dry_run: bool = False
+            ) -> tuple[dict[str, int], bool]:
     """Move the instances that may go (see the module), oldest id first, at most ``max_rows``
     of them, and their memberships to the shadow tables.
 
@@ -212,7 +229,7 @@ def archive(database, before, max_rows=None, dry_run=False):
     return dict(zip(LIVE_TABLES, (done, members), strict=True)), left
 
 
-def purge(database, before, dry_run=False):
+def purge(database: DatabaseEngine, before: TimeValue, dry_run: bool = False) -> dict[str, int]:
     """Delete for good the instances that may go (see the module) and their memberships, and
     the shadow rows of instances whose time is before ``before``; {table: rows deleted, or that
     would be with ``dry_run``}."""

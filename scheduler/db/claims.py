@@ -1,11 +1,14 @@
 """The host_generations table: the claims schedulers take on hosts before placing."""
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from scheduler import states
-from scheduler.db.engine import DatabaseEngine, _retry, to_db_time
+from scheduler.db.engine import DatabaseEngine, TimeValue, _retry, to_db_time
 from scheduler.db.models import host_generations, instances
 from scheduler.db.rows import _chunks, _row_dict
 
@@ -14,7 +17,7 @@ class ClaimQueries(DatabaseEngine):
     """Host generations: a scheduler claims a host by bumping its generation."""
 
     @_retry
-    def host_generations(self, hosts=None):
+    def host_generations(self, hosts: Iterable[str] | None = None) -> dict[str, int]:
         """{host: generation} for ``hosts`` (0 for a host never claimed), or for every host claimed."""
         if hosts is None:
             with self._transaction() as connection:
@@ -31,7 +34,8 @@ class ClaimQueries(DatabaseEngine):
         return found
 
     @_retry
-    def claim_hosts(self, expected, wait=False):
+    def claim_hosts(self, expected: Mapping[str, int], wait: bool = False
+                    ) -> tuple[set[str], set[str], set[str]]:
         """Bump the generation of every host of ``expected`` ({host: generation}) that
         still is at that generation, in three statements whatever their number.
 
@@ -41,11 +45,13 @@ class ClaimQueries(DatabaseEngine):
         elsewhere; with ``wait``, none: their rows are waited for, in host order).
         A claimed host stays locked until the transaction ends.
         """
-        claimed, conflicts, held = set(), set(), set()
+        claimed: set[str] = set()
+        conflicts: set[str] = set()
+        held: set[str] = set()
         if not expected:
             return claimed, conflicts, held
         with self._transaction(write=True) as connection:
-            found = {}
+            found: dict[str, int] = {}
             for chunk in _chunks(sorted(expected)):  # one lock order for every scheduler
                 found.update(connection.execute(
                     sa.select(host_generations.c.host, host_generations.c.generation)
@@ -53,7 +59,7 @@ class ClaimQueries(DatabaseEngine):
                     .order_by(host_generations.c.host)
                     .with_for_update(skip_locked=not wait)
                 ).all())
-            missing = []
+            missing: list[str] = []
             for host, generation in expected.items():
                 current = found.get(host)
                 if current is None:
@@ -78,10 +84,10 @@ class ClaimQueries(DatabaseEngine):
         return claimed, conflicts, held
 
     @staticmethod
-    def _insert_new_hosts(connection, hosts):
+    def _insert_new_hosts(connection: sa.Connection, hosts: list[str]) -> set[str]:
         """Insert the generation rows of those of ``hosts`` that have none, claimed once,
         in the order given (the same for every scheduler: no deadlock); those inserted."""
-        rows = [{"host": host, "generation": 1} for host in hosts]
+        rows: list[dict[str, Any]] = [{"host": host, "generation": 1} for host in hosts]
         if not rows:
             return set()
         dialect = connection.dialect.name
@@ -93,7 +99,8 @@ class ClaimQueries(DatabaseEngine):
         return {row["host"] for row in rows if connection.execute(ignore.values(row)).rowcount}
 
     @_retry
-    def instances_placed_since(self, hosts=None, since=None):
+    def instances_placed_since(self, hosts: Iterable[str] | None = None, since: TimeValue | None = None
+                               ) -> list[dict[str, Any]]:
         """Instances placed on any of ``hosts`` (on any host with None) that their agents
         may not have reported yet: those not claimed yet (SCHEDULED) and, with
         ``since`` (naive UTC, the database's clock), those BUILDING or ACTIVE updated
@@ -104,10 +111,10 @@ class ClaimQueries(DatabaseEngine):
                 instances.c.state.in_([states.BUILDING, states.ACTIVE]),
                 instances.c.updated_at >= to_db_time(since)))
         query = sa.select(instances).where(condition)
-        rows = []
+        rows: list[sa.RowMapping] = []
         with self._transaction() as connection:
             if hosts is None:
-                rows = connection.execute(query).mappings().all()
+                rows.extend(connection.execute(query).mappings().all())
             for chunk in _chunks(sorted(set(hosts or ()))):
                 rows.extend(connection.execute(query.where(instances.c.host.in_(chunk))).mappings().all())
         return [_row_dict(row) for row in rows]

@@ -18,18 +18,28 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any, Concatenate, ParamSpec, Self, TypeAlias, TypeVar, overload
 
 import sqlalchemy as sa
+from oslo_config import cfg
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 from scheduler import jsonutils
 from scheduler.db import fastpaths, migration
 from scheduler.masking import mask_url
 
 LOG = logging.getLogger(__name__)
+
+#: What a time may be given as: a datetime (naive means UTC), an ISO-8601 string or a POSIX time.
+TimeValue: TypeAlias = datetime | str | int | float
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_E = TypeVar("_E", bound="DatabaseEngine")
 
 SQLITE_BUSY_TIMEOUT = 30.0  # seconds SQLite waits for another writer
 
@@ -63,12 +73,16 @@ class Conflict(ValueError):
     """The name (or host membership) exists already."""
 
 
-def utcnow():
+def utcnow() -> datetime:
     """This machine's clock, naive UTC (Database.now() is the one to time records by)."""
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def to_db_time(value):
+@overload
+def to_db_time(value: None) -> None: ...
+@overload
+def to_db_time(value: TimeValue) -> datetime: ...
+def to_db_time(value: TimeValue | None) -> datetime | None:
     """A naive UTC datetime from a datetime, an ISO-8601 string or a POSIX time."""
     if value is None:
         return None
@@ -89,20 +103,24 @@ def to_db_time(value):
     raise ValueError(f"not a time: {value!r}")
 
 
-def to_iso(value):
+@overload
+def to_iso(value: None) -> None: ...
+@overload
+def to_iso(value: datetime) -> str: ...
+def to_iso(value: datetime | None) -> str | None:
     """The API's form of a stored naive UTC datetime: '2024-01-02T03:04:05.000006Z'."""
     if value is None:
         return None
     return value.isoformat(timespec="microseconds") + "Z"
 
 
-def _first_line(exc):
+def _first_line(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).strip().splitlines()
     return f"{type(orig).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def is_conflict(exc):
+def is_conflict(exc: BaseException) -> bool:
     """Whether ``exc`` is a deadlock or a serialization failure: the transaction lost a
     race and can be run again at once (a transient failure that needs no waiting)."""
     if not isinstance(exc, sa_exc.DBAPIError):
@@ -111,11 +129,11 @@ def is_conflict(exc):
     sqlstate = getattr(orig, "pgcode", None) or getattr(orig, "sqlstate", None)
     if sqlstate:
         return sqlstate in ("40001", "40P01")
-    args = getattr(orig, "args", ())
+    args: tuple[Any, ...] = getattr(orig, "args", ())
     return bool(args) and args[0] in (1213, 1205)  # MySQL deadlock, lock wait timeout
 
 
-def is_transient(exc):
+def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is worth another attempt."""
     if isinstance(exc, sa_exc.DisconnectionError):
         return True
@@ -135,17 +153,17 @@ def is_transient(exc):
         # Connection failures carry no SQLSTATE: refused, timed out, reset...
         text = str(orig).lower()
         return isinstance(exc, sa_exc.OperationalError) and not any(t in text for t in _PG_PERMANENT_TEXT)
-    args = getattr(orig, "args", ())
+    args: tuple[Any, ...] = getattr(orig, "args", ())
     if args and isinstance(args[0], int):
         return args[0] in _MYSQL_TRANSIENT
     return False
 
 
-def _retry(method):
+def _retry(method: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[_E, _P], _R]:
     """Run ``method`` again on transient failures, per the Database's retry settings."""
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: _E, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         if getattr(self._work, "connection", None) is not None:
             # Inside a unit of work the transaction is the caller's: it is
             # retried whole (its messages are redelivered), not statement by statement.
@@ -190,7 +208,7 @@ _FALLBACK_DRIVERS = {
 _EXTRAS = {"postgresql+psycopg2": "postgresql", "mysql+pymysql": "mysql", "mariadb+pymysql": "mysql"}
 
 
-def _installed_driver(url):
+def _installed_driver(url: URL) -> URL:
     choices = _FALLBACK_DRIVERS.get(url.drivername)
     if not choices:
         return url
@@ -200,7 +218,7 @@ def _installed_driver(url):
     return url
 
 
-def _sqlite_wal(cursor):
+def _sqlite_wal(cursor: sqlite3.Cursor) -> None:
     """Switch to write-ahead logging, once per database file.
 
     The switch needs an exclusive lock and SQLite does not wait for it (no
@@ -228,7 +246,8 @@ class DatabaseEngine:
     where the installed SQLAlchemy has what they need.
     """
 
-    def __init__(self, url, max_retries=10, retry_interval=1.0, echo=False, fast_paths: bool | None = None):
+    def __init__(self, url: str | URL, max_retries: int = 10, retry_interval: float = 1.0, echo: bool = False,
+                 fast_paths: bool | None = None) -> None:
         try:
             self.url = make_url(url)
         except sa_exc.ArgumentError as exc:
@@ -241,7 +260,9 @@ class DatabaseEngine:
         self.fast_paths = fastpaths.usable(fast_paths, self.url.get_backend_name())
         self._clock_offset = timedelta(0)
         self._work = threading.local()  # the unit of work open on each thread, if any
-        kwargs = {"echo": echo, "json_serializer": jsonutils.dumps, "json_deserializer": jsonutils.loads}
+        kwargs: dict[str, Any] = {
+            "echo": echo, "json_serializer": jsonutils.dumps, "json_deserializer": jsonutils.loads,
+        }
         if self.is_sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT}
             if self._sqlite_in_memory():
@@ -266,7 +287,7 @@ class DatabaseEngine:
             self._setup_sqlite()
 
     @classmethod
-    def from_conf(cls, conf):
+    def from_conf(cls, conf: cfg.ConfigOpts) -> Self:
         """A Database from the ``[database]`` options of ``conf``."""
         db = conf.database
         return cls(
@@ -277,27 +298,27 @@ class DatabaseEngine:
             fast_paths=db.sqlalchemy_fast_paths,
         )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Database {self.masked_url}>"
 
     # -- plumbing ---------------------------------------------------------
 
-    def _sqlite_in_memory(self):
+    def _sqlite_in_memory(self) -> bool:
         database = self.url.database
         return not database or database == ":memory:" or "mode=memory" in str(self.url.query)
 
-    def _make_sqlite_dir(self):
+    def _make_sqlite_dir(self) -> None:
         database = self.url.database
-        if database.startswith("file:"):
+        if database is None or database.startswith("file:"):
             return
         parent = os.path.dirname(os.path.abspath(database))
         os.makedirs(parent, exist_ok=True)
 
-    def _setup_sqlite(self):
+    def _setup_sqlite(self) -> None:
         in_memory = self._sqlite_in_memory()
 
         @event.listens_for(self.engine, "connect")
-        def _on_connect(dbapi_connection, _record):
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
             # Let SQLAlchemy, not the sqlite3 module, say when transactions begin.
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
@@ -309,7 +330,7 @@ class DatabaseEngine:
             cursor.close()
 
         @event.listens_for(self.engine, "begin")
-        def _on_begin(connection):
+        def _on_begin(connection: sa.Connection) -> None:
             # A writer takes the write lock up front: no deadlock between two
             # readers that both want to write, and the busy timeout applies.
             immediate = connection.get_execution_options().get("berth_write")
@@ -317,18 +338,18 @@ class DatabaseEngine:
 
     # -- the clock ----------------------------------------------------------
 
-    def now(self):
+    def now(self) -> datetime:
         """The database's time, naive UTC: what every record is timed by, so that
         processes on machines whose clocks disagree compare the same times."""
         return utcnow() + self._clock_offset
 
     @property
-    def clock_offset(self):
+    def clock_offset(self) -> float:
         """Seconds the database's clock is ahead of this machine's (as last measured)."""
         return self._clock_offset.total_seconds()
 
     @_retry
-    def sync_clock(self):
+    def sync_clock(self) -> float:
         """Measure how far the database's clock is from this machine's; returns the
         offset in seconds. SQLite runs in this process: its clock is ours."""
         if self.is_sqlite:
@@ -340,19 +361,19 @@ class DatabaseEngine:
             query = "SELECT UNIX_TIMESTAMP(NOW(6))"
         with self.engine.connect() as connection:
             before = time.time()
-            remote = float(connection.exec_driver_sql(query).scalar())
+            remote = float(connection.exec_driver_sql(query).scalar_one())
             after = time.time()
         offset = remote - (before + after) / 2
         self._clock_offset = timedelta(seconds=offset)
         return offset
 
-    def scrub(self, text):
+    def scrub(self, text: str) -> str:
         """``text`` with the database password, if it appears, replaced by ***."""
         password = self.url.password
         return text.replace(password, "***") if password else text
 
     @contextlib.contextmanager
-    def _transaction(self, write=False):
+    def _transaction(self, write: bool = False) -> Iterator[sa.Connection]:
         current = getattr(self._work, "connection", None)
         if current is not None:
             yield current
@@ -366,7 +387,7 @@ class DatabaseEngine:
     # -- schema -----------------------------------------------------------
 
     @_retry
-    def sync(self):
+    def sync(self) -> str | None:
         """Upgrade the schema to the newest migration; return the revision reached.
 
         Safe to call at every start, and from several processes at once.
@@ -374,16 +395,16 @@ class DatabaseEngine:
         return migration.upgrade(self.engine)
 
     @_retry
-    def version(self):
+    def version(self) -> str | None:
         """The schema's alembic revision, or None for an empty database."""
         with self.engine.connect() as connection:
             return migration.current(connection)
 
-    def dispose(self):
+    def dispose(self) -> None:
         self.engine.dispose()
 
     @contextlib.contextmanager
-    def unit_of_work(self):
+    def unit_of_work(self) -> Iterator[Self]:
         """One transaction for everything this thread does with the database until exit.
 
         Commits when the block ends, rolls everything back if it raises.
@@ -401,7 +422,7 @@ class DatabaseEngine:
                     self._work.connection = None
 
     @contextlib.contextmanager
-    def step(self):
+    def step(self) -> Iterator[None]:
         """Inside a unit of work: undo only this block's writes if it raises."""
         connection = getattr(self._work, "connection", None)
         if connection is None:

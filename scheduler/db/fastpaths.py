@@ -23,9 +23,12 @@ option, and the command-line client loads that without SQLAlchemy.
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 LOG = logging.getLogger(__name__)
 
@@ -101,7 +104,8 @@ def problem(version: str | None = None) -> str:
     return ""
 
 
-def instance_inserter(dialect: Any, enabled: bool) -> Callable[[Any, Any, list[dict]], set[str]] | None:
+def instance_inserter(dialect: Any, enabled: bool
+                      ) -> Callable[["sa.Connection", "sa.Table", list[dict[str, Any]]], set[str]] | None:
     """The fast path that inserts new instances through ``dialect``, or None where the
     portable statement does (``enabled`` off, or no fast path for its driver)."""
     if enabled and dialect.driver == "psycopg2":
@@ -109,7 +113,8 @@ def instance_inserter(dialect: Any, enabled: bool) -> Callable[[Any, Any, list[d
     return None
 
 
-def insert_new_instances_psycopg2(connection: Any, table: Any, rows: list[dict]) -> set[str]:
+def insert_new_instances_psycopg2(connection: Any, table: "sa.Table", rows: list[dict[str, Any]]
+                                  ) -> set[str]:
     """INSERT ... ON CONFLICT (uuid) DO NOTHING RETURNING uuid of ``rows`` (dicts with the
     same keys) into ``table`` (instances); the uuids inserted.
 
@@ -141,7 +146,8 @@ def insert_new_instances_psycopg2(connection: Any, table: Any, rows: list[dict])
     return set(connection.exec_driver_sql(statement, execution_options={"no_parameters": True}).scalars())
 
 
-def on_pairs(connection: Any, table: Any, pairs: Iterable[tuple[str, str]], enabled: bool) -> Any:
+def on_pairs(connection: "sa.Connection", table: "sa.Table", pairs: Iterable[tuple[str, str]], enabled: bool
+             ) -> "sa.ColumnElement[bool]":
     """The condition that a row of ``table`` (instances) is one of ``pairs`` [(uuid, host)].
 
     PostgreSQL joins two arrays unnested: with a list of row comparisons

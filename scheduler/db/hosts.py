@@ -1,45 +1,44 @@
 """The compute_nodes and services tables: each host's last report and each service's
 heartbeat, and forgetting a host."""
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from scheduler import states
-from scheduler.db.engine import Conflict, DatabaseEngine, _retry, to_db_time
+from scheduler.db.engine import Conflict, DatabaseEngine, TimeValue, _retry, to_db_time
 from scheduler.db.models import aggregate_hosts, compute_nodes, host_generations, instances, services
-from scheduler.db.rows import _row_dict, _time_columns
+from scheduler.db.rows import _column_defaults, _row_dict, _time_columns
 
 _NODE_TIMES = _time_columns(compute_nodes)
 _NODE_COLUMNS = frozenset(compute_nodes.c.keys()) - {"id", "stats", "updated_at"}
-_NODE_DEFAULTS = {
-    c.name: (c.default.arg if c.default is not None and not callable(c.default.arg) else None)
-    for c in compute_nodes.columns
-}
+_NODE_DEFAULTS = _column_defaults(compute_nodes)
 
 
 class HostQueries(DatabaseEngine):
     """Compute nodes (the last report of each host) and services (heartbeats, disabling)."""
 
-    def _upsert(self, connection, table, rows, keys):
+    def _upsert(self, connection: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]],
+                keys: Sequence[str]) -> None:
         """Insert ``rows`` (same keys each) or update the row with the same ``keys``."""
         update_columns = [c for c in rows[0] if c not in keys and c not in ("id", "created_at")]
         dialect = connection.dialect.name
         if dialect in ("postgresql", "sqlite"):
-            if dialect == "postgresql":
-                from sqlalchemy.dialects.postgresql import insert
-            else:
-                from sqlalchemy.dialects.sqlite import insert
-            statement = insert(table)
+            dialect_insert = postgresql.insert if dialect == "postgresql" else sqlite_dialect.insert
+            statement = dialect_insert(table)
             statement = statement.on_conflict_do_update(
                 index_elements=list(keys),
                 set_={c: statement.excluded[c] for c in update_columns},
             )
             connection.execute(statement, rows)
         elif dialect in ("mysql", "mariadb"):
-            from sqlalchemy.dialects.mysql import insert
-
-            statement = insert(table)
-            statement = statement.on_duplicate_key_update({c: statement.inserted[c] for c in update_columns})
-            connection.execute(statement, rows)
+            mysql_statement = mysql.insert(table)
+            mysql_statement = mysql_statement.on_duplicate_key_update(
+                {c: mysql_statement.inserted[c] for c in update_columns})
+            connection.execute(mysql_statement, rows)
         else:  # any other backend: look, then update or insert
             for row in rows:
                 where = [table.c[k] == row[k] for k in keys]
@@ -51,14 +50,14 @@ class HostQueries(DatabaseEngine):
                     connection.execute(sa.update(table).where(*where).values(values))
 
     @_retry
-    def save_compute_nodes(self, records):
+    def save_compute_nodes(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Store each host's last report: one row per host, in one transaction.
 
         Keys that are not columns go into ``stats``, beside the entries of the
         report's own ``stats`` dict; columns the report lacks get their default.
         """
         now = self.now()
-        rows = {}
+        rows: dict[str, dict[str, Any]] = {}
         for record in records:
             if not record.get("host"):
                 raise ValueError("a compute node report needs a host")
@@ -80,13 +79,14 @@ class HostQueries(DatabaseEngine):
             self._upsert(connection, compute_nodes, [rows[h] for h in sorted(rows)], ("host",))
 
     @_retry
-    def list_compute_nodes(self):
+    def list_compute_nodes(self) -> list[dict[str, Any]]:
         statement = sa.select(compute_nodes).order_by(compute_nodes.c.host)
         with self._transaction() as connection:
             return [_row_dict(row) for row in connection.execute(statement).mappings()]
 
     @_retry
-    def service_heartbeat(self, host, binary, topic, at=None, version=None):
+    def service_heartbeat(self, host: str, binary: str, topic: str, at: TimeValue | None = None,
+                          version: str | None = None) -> None:
         """Record that ``binary`` (Berth ``version``) on ``host`` was alive at ``at`` (default now)."""
         now = self.now()
         row = {
@@ -101,7 +101,7 @@ class HostQueries(DatabaseEngine):
             self._upsert(connection, services, [row], ("host", "binary"))
 
     @_retry
-    def list_services(self, binary=None):
+    def list_services(self, binary: str | None = None) -> list[dict[str, Any]]:
         statement = sa.select(services).order_by(services.c.binary, services.c.host)
         if binary is not None:
             statement = statement.where(services.c.binary == binary)
@@ -109,7 +109,8 @@ class HostQueries(DatabaseEngine):
             return [_row_dict(row) for row in connection.execute(statement).mappings()]
 
     @_retry
-    def set_service_disabled(self, host, binary, topic, disabled, reason=None):
+    def set_service_disabled(self, host: str, binary: str, topic: str, disabled: bool,
+                             reason: str | None = None) -> None:
         """Disable ``binary`` on ``host`` (with ``reason``), or enable it again."""
         row = {"host": host, "binary": binary, "topic": topic, "disabled": bool(disabled),
                "disabled_reason": reason if disabled else None, "created_at": self.now()}
@@ -117,7 +118,7 @@ class HostQueries(DatabaseEngine):
             self._upsert(connection, services, [row], ("host", "binary"))
 
     @_retry
-    def delete_compute_host(self, host, binary):
+    def delete_compute_host(self, host: str, binary: str) -> dict[str, int]:
         """Forget compute host ``host``: its last report, the service row of its agent
         (``binary``) and its aggregate memberships. Raises Conflict, deleting nothing, while
         instances that are not DELETED are on it."""

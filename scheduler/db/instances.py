@@ -1,5 +1,10 @@
 """The instances table: creating, reading and updating instance records."""
 
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from datetime import datetime
+from typing import Any, TypeAlias
+
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql
@@ -7,31 +12,31 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from scheduler import states as instance_states
 from scheduler.db import fastpaths
-from scheduler.db.engine import DatabaseEngine, _retry, to_db_time
+from scheduler.db.engine import DatabaseEngine, TimeValue, _retry, to_db_time
 from scheduler.db.models import instances
-from scheduler.db.rows import _chunks, _row_dict, _time_columns
+from scheduler.db.rows import _chunks, _column_defaults, _row_dict, _time_columns
 
 _INSTANCE_TIMES = _time_columns(instances)
 _INSTANCE_WRITABLE = frozenset(instances.c.keys()) - {"id"}
 _INSTANCE_UPDATABLE = _INSTANCE_WRITABLE - {"uuid", "created_at"}
-_INSTANCE_DEFAULTS = {
-    c.name: (c.default.arg if c.default is not None and not callable(c.default.arg) else None)
-    for c in instances.columns
-}
+_INSTANCE_DEFAULTS = _column_defaults(instances)
+
+#: One state, several, or None (any state).
+StateFilter: TypeAlias = str | Iterable[str] | None
 
 
-def _states(states):
+def _states(states: StateFilter) -> list[str] | None:
     if states is None:
         return None
     return [states] if isinstance(states, str) else list(states)
 
 
-def _check_state(state):
+def _check_state(state: object) -> None:
     if state not in instance_states.ALL:
         raise ValueError(f"unknown instance state {state!r}")
 
 
-def _instance_values(values, allowed):
+def _instance_values(values: Mapping[str, Any], allowed: AbstractSet[str]) -> dict[str, Any]:
     unknown = set(values) - allowed
     if unknown:
         raise ValueError(f"not instance columns: {', '.join(sorted(unknown))}")
@@ -46,7 +51,7 @@ def _instance_values(values, allowed):
 class InstanceQueries(DatabaseEngine):
     """The instance records: one row per instance, compared-and-set by state."""
 
-    def _new_instance_row(self, record, now):
+    def _new_instance_row(self, record: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         row = _instance_values(record, _INSTANCE_WRITABLE)
         if not row.get("uuid"):
             raise ValueError("an instance needs a uuid")
@@ -57,13 +62,13 @@ class InstanceQueries(DatabaseEngine):
         return full
 
     @_retry
-    def create_instances(self, records):
+    def create_instances(self, records: Iterable[Mapping[str, Any]]) -> list[str]:
         """Insert the records whose uuid is not in the table yet; return their uuids.
 
         Rows already there are left alone, so a redelivered request is harmless.
         """
         now = self.now()
-        rows = {}
+        rows: dict[str, dict[str, Any]] = {}
         for record in records:
             row = self._new_instance_row(record, now)
             rows.setdefault(row["uuid"], row)
@@ -86,7 +91,7 @@ class InstanceQueries(DatabaseEngine):
         for attempt in range(3):
             try:
                 with self._transaction(write=True) as connection:
-                    existing = set()
+                    existing: set[str] = set()
                     for chunk in _chunks(rows):
                         existing.update(
                             connection.scalars(sa.select(instances.c.uuid).where(instances.c.uuid.in_(chunk)))
@@ -103,15 +108,15 @@ class InstanceQueries(DatabaseEngine):
 
 
     @_retry
-    def get_instance(self, uuid):
+    def get_instance(self, uuid: str) -> dict[str, Any] | None:
         with self._transaction() as connection:
             row = connection.execute(sa.select(instances).where(instances.c.uuid == uuid)).mappings().first()
         return _row_dict(row) if row is not None else None
 
     @_retry
-    def get_instances(self, uuids):
+    def get_instances(self, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """{uuid: instance} of those of ``uuids`` that exist."""
-        found = {}
+        found: dict[str, dict[str, Any]] = {}
         with self._transaction() as connection:
             for chunk in _chunks(dict.fromkeys(uuids)):
                 query = sa.select(instances).where(instances.c.uuid.in_(chunk))
@@ -120,7 +125,9 @@ class InstanceQueries(DatabaseEngine):
         return found
 
     @staticmethod
-    def _update_one(connection, uuid, values, expected_states, expected_updated_at=None, host=None):
+    def _update_one(connection: sa.Connection, uuid: str, values: Mapping[str, Any],
+                    expected_states: StateFilter, expected_updated_at: TimeValue | None = None,
+                    host: str | None = None) -> bool:
         statement = sa.update(instances).where(instances.c.uuid == uuid).values(values)
         if host is not None:
             statement = statement.where(instances.c.host == host)
@@ -132,7 +139,8 @@ class InstanceQueries(DatabaseEngine):
         return connection.execute(statement).rowcount == 1
 
     @_retry
-    def update_instance(self, uuid, values, expected_states=None, expected_updated_at=None):
+    def update_instance(self, uuid: str, values: Mapping[str, Any], expected_states: StateFilter = None,
+                        expected_updated_at: TimeValue | None = None) -> dict[str, Any] | None:
         """Compare-and-set: update the instance if its state is one of ``expected_states``
         (and, with ``expected_updated_at``, if it was not updated since that time).
 
@@ -148,7 +156,8 @@ class InstanceQueries(DatabaseEngine):
         return _row_dict(row)
 
     @_retry
-    def set_instance_states(self, updates):
+    def set_instance_states(self, updates: Sequence[tuple[str, str, Mapping[str, Any], StateFilter]]
+                            ) -> list[bool]:
         """Update each instance of ``[(uuid, host, values, expected_states), ...]`` if it is
         on ``host`` in one of ``expected_states``, in order; whether each was.
 
@@ -161,7 +170,7 @@ class InstanceQueries(DatabaseEngine):
         """
         now = self.now()
         applied = [False] * len(updates)
-        runs = []  # [(values, expected_states, [(index, uuid, host), ...])]
+        runs: list[tuple[dict[str, Any], tuple[str, ...], list[tuple[int, str, str]]]] = []
         for index, (uuid, host, values, expected_states) in enumerate(updates):
             values = dict(_instance_values(values, _INSTANCE_UPDATABLE), updated_at=now)
             states = tuple(_states(expected_states) or ())
@@ -171,8 +180,8 @@ class InstanceQueries(DatabaseEngine):
                 runs.append((values, states, [(index, uuid, host)]))
         with self._transaction(write=True) as connection:
             if len(updates) > 1 and connection.dialect.name != "sqlite":
-                for chunk in _chunks(sorted({uuid for uuid, *_ in updates})):
-                    connection.execute(sa.select(instances.c.id).where(instances.c.uuid.in_(chunk))
+                for uuid_chunk in _chunks(sorted({uuid for uuid, *_ in updates})):
+                    connection.execute(sa.select(instances.c.id).where(instances.c.uuid.in_(uuid_chunk))
                                        .order_by(instances.c.uuid).with_for_update()).all()
             for values, states, members in runs:
                 if len(members) == 1 or not connection.dialect.update_returning:
@@ -195,19 +204,20 @@ class InstanceQueries(DatabaseEngine):
         return applied
 
     @_retry
-    def update_instances_if(self, updates):
+    def update_instances_if(self, updates: Iterable[tuple[str, Mapping[str, Any], Mapping[str, Any]]]
+                            ) -> set[str]:
         """Compare-and-set on several instances: apply each ``(uuid, values, expected)``
         whose row still holds ``expected`` ({column: value, or a tuple of allowed
         values}); the uuids updated. A row another transaction is changing is
         waited for, and compared as that one left it."""
         now = self.now()
-        done = set()
+        done: set[str] = set()
         with self._transaction(write=True) as connection:
             for uuid, values, expected in updates:
                 values = dict(_instance_values(values, _INSTANCE_UPDATABLE), updated_at=now)
                 statement = sa.update(instances).where(instances.c.uuid == uuid).values(values)
-                for column, value in expected.items():
-                    column = instances.c[column]
+                for name, value in expected.items():
+                    column = instances.c[name]
                     if isinstance(value, tuple):
                         statement = statement.where(column.in_(value))
                     elif value is None:
@@ -219,7 +229,8 @@ class InstanceQueries(DatabaseEngine):
         return done
 
     @_retry
-    def update_instances(self, updates):
+    def update_instances(self, updates: Iterable[tuple[str, Mapping[str, Any]]
+                                                 | tuple[str, Mapping[str, Any], StateFilter]]) -> None:
         """Apply ``(uuid, values[, expected_states])`` updates in one transaction.
 
         Missing instances, and those not in their expected states, are left
@@ -227,7 +238,7 @@ class InstanceQueries(DatabaseEngine):
         in one executemany (pages of statements per round trip on PostgreSQL).
         """
         now = self.now()
-        unconditional = {}  # columns written -> rows
+        unconditional: dict[tuple[str, ...], list[dict[str, Any]]] = {}  # columns written -> rows
         with self._transaction(write=True) as connection:
             for uuid, values, *expected_states in updates:
                 values = dict(_instance_values(values, _INSTANCE_UPDATABLE), updated_at=now)
@@ -244,8 +255,10 @@ class InstanceQueries(DatabaseEngine):
                 )
 
     @_retry
-    def list_instances(self, host=None, states=None, include_deleted=False, limit=None, updated_before=None,
-                       uuids=None, name=None):
+    def list_instances(self, host: str | None = None, states: StateFilter = None,
+                       include_deleted: bool = False, limit: int | None = None,
+                       updated_before: TimeValue | None = None,
+                       uuids: Iterable[str] | None = None, name: str | None = None) -> list[dict[str, Any]]:
         """Instances, newest first.
 
         ``states`` (one or several) filters by state; without it DELETED
@@ -273,7 +286,7 @@ class InstanceQueries(DatabaseEngine):
             return [_row_dict(row) for row in connection.execute(statement).mappings()]
 
     @_retry
-    def count_instances_on_hosts(self, hosts):
+    def count_instances_on_hosts(self, hosts: Iterable[str]) -> dict[str, int]:
         """``{host: instances not DELETED}`` for those of ``hosts`` that hold any."""
         statement = (
             sa.select(instances.c.host, sa.func.count())
@@ -284,7 +297,7 @@ class InstanceQueries(DatabaseEngine):
             return {host: count for host, count in connection.execute(statement)}
 
     @_retry
-    def count_instances_by_state(self):
+    def count_instances_by_state(self) -> dict[str, int]:
         """``{state: count}`` over every known state (zero included)."""
         statement = sa.select(instances.c.state, sa.func.count()).group_by(instances.c.state)
         counts = dict.fromkeys(instance_states.ALL, 0)
@@ -295,11 +308,11 @@ class InstanceQueries(DatabaseEngine):
 
 
     @_retry
-    def instances_to_reconcile(self, hosts, uuids):
+    def instances_to_reconcile(self, hosts: Iterable[str], uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """{uuid: {state, host, updated_at}} of the instances named in ``uuids`` and of those
         ACTIVE or DELETING on any of ``hosts``; updated_at a naive UTC datetime."""
         columns = (instances.c.uuid, instances.c.state, instances.c.host, instances.c.updated_at)
-        found = {}
+        found: dict[str, dict[str, Any]] = {}
         with self._transaction() as connection:
             for chunk in _chunks(sorted(set(uuids))):
                 query = sa.select(*columns).where(instances.c.uuid.in_(chunk))
@@ -313,9 +326,9 @@ class InstanceQueries(DatabaseEngine):
         return found
 
     @_retry
-    def hosts_of_instances(self, uuids):
+    def hosts_of_instances(self, uuids: Iterable[str]) -> dict[str, str]:
         """{uuid: host} of the instances of ``uuids`` that are on a host and not deleted or failed."""
-        found = {}
+        found: dict[str, str] = {}
         with self._transaction() as connection:
             for chunk in _chunks(uuids):
                 statement = sa.select(instances.c.uuid, instances.c.host).where(

@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 
 import sqlalchemy as sa
 from alembic import command
@@ -29,7 +30,7 @@ LOCK_TIMEOUT = 600  # seconds to wait for another process's upgrade
 _memory_lock = threading.Lock()
 
 
-def alembic_config(connection=None):
+def alembic_config(connection: sa.Connection | None = None) -> Config:
     """An alembic Config for Berth's migrations, optionally bound to a connection."""
     config = Config()
     # ConfigParser interpolates '%': escape it in the path.
@@ -40,17 +41,17 @@ def alembic_config(connection=None):
     return config
 
 
-def head():
+def head() -> str | None:
     """The newest revision this code knows."""
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def current(connection):
+def current(connection: sa.Connection) -> str | None:
     """The revision the database is at, or None when it was never migrated."""
     return MigrationContext.configure(connection).get_current_revision()
 
 
-def upgrade(engine, revision="head"):
+def upgrade(engine: sa.Engine, revision: str = "head") -> str | None:
     """Upgrade to ``revision`` under a lock; return the revision reached."""
     with _sync_lock(engine) as connection:
         before = current(connection)
@@ -64,7 +65,7 @@ def upgrade(engine, revision="head"):
 
 
 @contextlib.contextmanager
-def _sync_lock(engine):
+def _sync_lock(engine: sa.Engine) -> Iterator[sa.Connection]:
     dialect = engine.dialect.name
     with engine.connect() as connection:
         if dialect == "postgresql":
@@ -93,7 +94,7 @@ def _sync_lock(engine):
             yield connection
 
 
-def _mysql_get_lock(connection):
+def _mysql_get_lock(connection: sa.Connection) -> None:
     deadline = time.monotonic() + LOCK_TIMEOUT
     while True:
         got = connection.execute(sa.text("SELECT GET_LOCK(:name, 10)"), {"name": MYSQL_LOCK_NAME}).scalar()
@@ -105,7 +106,7 @@ def _mysql_get_lock(connection):
 
 
 @contextlib.contextmanager
-def _sqlite_file_lock(database):
+def _sqlite_file_lock(database: str | None) -> Iterator[None]:
     if not database or database == ":memory:" or database.startswith("file:"):
         with _memory_lock:
             yield

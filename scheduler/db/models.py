@@ -9,7 +9,7 @@ Timestamps are naive UTC datetimes.
 """
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
@@ -172,17 +172,22 @@ class HostGeneration(Base):
     generation: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, default=0)
 
 
-instances = Instance.__table__
-host_generations = HostGeneration.__table__
-compute_nodes = ComputeNode.__table__
-services = Service.__table__
-aggregates = Aggregate.__table__
-aggregate_hosts = AggregateHost.__table__
-server_groups = ServerGroup.__table__
-server_group_members = ServerGroupMember.__table__
+def _table(model: type[Base]) -> sa.Table:
+    """The table of ``model`` (a Table, though DeclarativeBase declares a FromClause)."""
+    return cast(sa.Table, model.__table__)
 
 
-def _shadow(table):
+instances = _table(Instance)
+host_generations = _table(HostGeneration)
+compute_nodes = _table(ComputeNode)
+services = _table(Service)
+aggregates = _table(Aggregate)
+aggregate_hosts = _table(AggregateHost)
+server_groups = _table(ServerGroup)
+server_group_members = _table(ServerGroupMember)
+
+
+def _shadow(table: sa.Table) -> sa.Table:
     """Where ``berth-manage db archive`` moves old rows of ``table``: its columns and key, no
     other constraint or index (an archived row outlives the rows it referred to)."""
     return sa.Table(

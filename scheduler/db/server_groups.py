@@ -1,5 +1,8 @@
 """The server_groups and server_group_members tables."""
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -13,7 +16,8 @@ class ServerGroupQueries(DatabaseEngine):
     """Server groups and their members."""
 
     @_retry
-    def create_server_group(self, uuid, name, policy, rules=None, project_id=None):
+    def create_server_group(self, uuid: str, name: str, policy: str, rules: Mapping[str, Any] | None = None,
+                            project_id: str | None = None) -> dict[str, Any]:
         with self._transaction(write=True) as connection:
             connection.execute(server_groups.insert(), [{
                 "uuid": uuid, "name": name, "policy": policy, "rules": dict(rules or {}),
@@ -22,7 +26,7 @@ class ServerGroupQueries(DatabaseEngine):
         return self.get_server_group(uuid)
 
     @_retry
-    def list_server_groups(self, name=None, live_members=False):
+    def list_server_groups(self, name: str | None = None, live_members: bool = False) -> list[dict[str, Any]]:
         """[{uuid, name, policy, rules, project_id, members, created_at}], oldest first; with
         ``name``, the groups of that name. With ``live_members``, members whose instance is
         DELETED are left out."""
@@ -31,7 +35,7 @@ class ServerGroupQueries(DatabaseEngine):
             statement = statement.where(server_groups.c.name == name)
         with self._transaction() as connection:
             rows = connection.execute(statement).mappings().all()
-            members = {}
+            members: dict[int, list[str]] = {}
             query = _members_query(live_members)
             if name is not None:
                 query = query.where(server_group_members.c.group_id.in_([row["id"] for row in rows]))
@@ -40,7 +44,7 @@ class ServerGroupQueries(DatabaseEngine):
         return [_group_dict(row, members.get(row["id"], [])) for row in rows]
 
     @_retry
-    def get_server_group(self, uuid, live_members=False):
+    def get_server_group(self, uuid: str, live_members: bool = False) -> dict[str, Any]:
         """The group of ``uuid`` (raises NotFound); ``live_members`` as for list_server_groups."""
         with self._transaction() as connection:
             row = connection.execute(
@@ -53,7 +57,7 @@ class ServerGroupQueries(DatabaseEngine):
         return _group_dict(row, members)
 
     @_retry
-    def delete_server_group(self, uuid):
+    def delete_server_group(self, uuid: str) -> None:
         with self._transaction(write=True) as connection:
             found = connection.execute(_group_id(uuid)).first()
             if found is None:
@@ -63,7 +67,7 @@ class ServerGroupQueries(DatabaseEngine):
             connection.execute(sa.delete(server_groups).where(server_groups.c.id == found[0]))
 
     @_retry
-    def add_server_group_members(self, uuid, instance_uuids):
+    def add_server_group_members(self, uuid: str, instance_uuids: Iterable[str]) -> None:
         """Add instances to the group; those already in it are left alone, whoever
         added them, even in a transaction not yet committed (no unique violation)."""
         with self._transaction(write=True) as connection:
@@ -81,11 +85,11 @@ class ServerGroupQueries(DatabaseEngine):
                 connection.execute(sa.insert(server_group_members).prefix_with("IGNORE"), rows)
 
 
-def _group_id(uuid):
+def _group_id(uuid: str) -> sa.Select:
     return sa.select(server_groups.c.id).where(server_groups.c.uuid == uuid)
 
 
-def _members_query(live):
+def _members_query(live: bool) -> sa.Select:
     """(group_id, instance_uuid) of every member, in the order they joined; with ``live``, not
     those whose instance is DELETED (a member whose row is not written yet stays)."""
     members = server_group_members
@@ -96,7 +100,7 @@ def _members_query(live):
     return query
 
 
-def _group_dict(row, members):
+def _group_dict(row: sa.RowMapping, members: list[str]) -> dict[str, Any]:
     return {
         "uuid": row["uuid"],
         "name": row["name"],
