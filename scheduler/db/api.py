@@ -10,17 +10,10 @@ in its own module:
 - :mod:`scheduler.db.hosts`: compute nodes and services;
 - :mod:`scheduler.db.aggregates`: host aggregates;
 - :mod:`scheduler.db.server_groups`: server groups and their members;
-- :mod:`scheduler.db.fastpaths`: the dialect fast paths, the only code that
-  uses SQLAlchemy's private names.
+- :mod:`scheduler.db.fastpaths`: the PostgreSQL fast paths.
 
-Timestamps are stored as naive UTC datetimes and returned as ISO-8601
-strings ending in "Z" (they travel over JSON RPC); they are accepted as
-datetimes (naive means UTC), ISO-8601 strings or POSIX timestamps.
-
-Every public method is one transaction. Transient failures (connection lost
-or refused, deadlock, serialization failure, SQLite busy) are retried
-``max_retries`` times (-1: for ever) ``retry_interval`` seconds apart, and
-then raise :class:`DatabaseUnavailable`; other errors raise at once.
+Every public method is one transaction, retried on a passing failure; times
+are taken and given as scheduler.db.engine says.
 """
 
 from scheduler.db.aggregates import AggregateQueries
