@@ -314,8 +314,10 @@ def no_valid_host_reason(considered, removed, spec, index):
     if not considered:
         return "No valid host was found: every known host was ignored or excluded"
     detail = ", ".join(f"{name} removed {count}" for name, count in removed)
-    which = f" for instance {index + 1} of {spec.num_instances}" if spec.num_instances > 1 else ""
-    return (
-        f"No valid host was found{which}: {considered} host{'s' if considered != 1 else ''} "
-        f"considered; {detail}; none left"
-    )
+    hosts = f"{considered} host{'s' if considered != 1 else ''}"
+    if index == 0:
+        which = f" for instance 1 of {spec.num_instances}" if spec.num_instances > 1 else ""
+        return f"No valid host was found{which}: {hosts} considered; {detail}; none left"
+    # A later instance of the request is placed among the hosts that passed for the one before.
+    return (f"No valid host was found for instance {index + 1} of {spec.num_instances}: of the {hosts} "
+            f"that passed the filters for instance {index}, {detail}; none left")

@@ -135,3 +135,12 @@ def test_tiers_of_several_plugins_compose_in_order(policy_conf, rng, table):
     second = _Tiered({"a": 0, "b": 2, "c": 1})
     selector = Selector([], [first, second], 1, rng)
     assert selector.select(hosts, make_spec(memory_mb=1))[0].host == "c"
+
+
+
+def test_a_later_instance_says_it_chose_among_the_hosts_that_passed_for_the_one_before(selector, table):
+    hosts = [make_host("a", table=table, ram=4096), make_host("b", table=table, ram=1024)]
+    with pytest.raises(NoValidHost) as info:
+        selector.select(hosts, make_spec(memory_mb=2048, count=3))
+    assert str(info.value) == ("No valid host was found for instance 3 of 3: of the 1 host that passed "
+                               "the filters for instance 2, RamFilter removed 1; none left")
