@@ -11,7 +11,7 @@ from oslo_config import cfg
 
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
-from scheduler.cmd import admin_commands, host_commands, output
+from scheduler.cmd import admin_commands, host_commands, output, scaling_commands
 from scheduler.cmd.arguments import CommandError, positive
 from scheduler.exception import InvalidRequest
 from scheduler.request_spec import MAX_INSTANCES_PER_REQUEST, MAX_LIST, check_display_names, display_name
@@ -112,6 +112,7 @@ def add_commands(subparsers):
 
     admin_commands.add_commands(subparsers)  # aggregate ..., server-group ...
     host_commands.add_commands(subparsers)  # host ..., service list
+    scaling_commands.add_commands(subparsers)  # scaling-group what-if (local)
 
 
 def flavor_from_args(args):
@@ -379,6 +380,8 @@ def main(argv=None, out=None):
     if "--debug" in argv:  # asked for on this command line, not by a shared config file: show it
         conf.set_override("use_stderr", True)
     config.setup_command_logging(conf, PROG)
+    if getattr(conf.command, "offline", False):  # needs no broker: build no transport
+        return conf.command.func(None, conf.command, out)
     try:
         transport = rpc.get_transport(conf)
     except ValueError as exc:  # the URL in it is masked
