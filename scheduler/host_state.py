@@ -187,8 +187,13 @@ class HostTable:
             if column is None:
                 column = self._metrics[name] = np.full(self._capacity, np.nan)
             column[row] = value
-        stats = {name: str(value) for name, value in (resources.get("stats") or {}).items()}
-        self._index_stats(row, self.extra.get(row, {}).get("stats", {}), stats)
+        stats = resources.get("stats")
+        if stats:
+            stats = {name: str(value) for name, value in stats.items()}
+        old = self.extra.get(row)
+        old = old and old.get("stats")
+        if stats or old:
+            self._index_stats(row, old or {}, stats or {})
         extra = self.extra[row] = {"reported_at": resources.get("reported_at"), "metrics": metrics}
         if resources.get("host_ip"):
             extra["host_ip"] = resources["host_ip"]
