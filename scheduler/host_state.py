@@ -145,6 +145,15 @@ class HostTable:
     def views(self, rows=None):
         return [self.view(int(r)) for r in (range(self.size) if rows is None else rows)]
 
+    def _take_stats(self, row, reported):
+        """The reported stats as text, indexed by name (None when there are none)."""
+        stats = {name: str(value) for name, value in reported.items()} if reported else None
+        old = self.extra.get(row)
+        old = old and old.get("stats")
+        if stats or old:
+            self._index_stats(row, old or {}, stats or {})
+        return stats
+
     def _index_stats(self, row, old, new):
         for name in old.keys() - new.keys():
             holders = self.stats_by_name[name]
@@ -187,13 +196,7 @@ class HostTable:
             if column is None:
                 column = self._metrics[name] = np.full(self._capacity, np.nan)
             column[row] = value
-        stats = resources.get("stats")
-        if stats:
-            stats = {name: str(value) for name, value in stats.items()}
-        old = self.extra.get(row)
-        old = old and old.get("stats")
-        if stats or old:
-            self._index_stats(row, old or {}, stats or {})
+        stats = self._take_stats(row, resources.get("stats"))
         extra = self.extra[row] = {"reported_at": resources.get("reported_at"), "metrics": metrics}
         if resources.get("host_ip"):
             extra["host_ip"] = resources["host_ip"]
