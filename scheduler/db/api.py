@@ -10,6 +10,7 @@ in its own module:
 - :mod:`scheduler.db.hosts`: compute nodes and services;
 - :mod:`scheduler.db.aggregates`: host aggregates;
 - :mod:`scheduler.db.server_groups`: server groups and their members;
+- :mod:`scheduler.db.scaling_groups`: scaling groups, their history and their leases;
 - :mod:`scheduler.db.fastpaths`: the PostgreSQL fast paths.
 
 Every public method is one transaction, retried on a passing failure; times
@@ -33,6 +34,7 @@ from scheduler.db.engine import (
 )
 from scheduler.db.hosts import HostQueries
 from scheduler.db.instances import InstanceQueries
+from scheduler.db.scaling_groups import ScalingGroupQueries
 from scheduler.db.server_groups import ServerGroupQueries
 
 __all__ = [
@@ -51,5 +53,5 @@ __all__ = [
 
 
 class Database(ClaimQueries, InstanceQueries, HostQueries, AggregateQueries, ServerGroupQueries,
-               DatabaseEngine):
+               ScalingGroupQueries, DatabaseEngine):
     """The scheduler's database: an engine, the migrations and the queries."""

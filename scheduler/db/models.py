@@ -61,6 +61,9 @@ class Instance(Base):
     deleted_at: Mapped[datetime | None] = mapped_column(Timestamp)
     # The name the operator gave (``berth boot --name``); not unique, as in Nova.
     display_name: Mapped[str | None] = mapped_column(sa.String(255), index=True)
+    # The scaling group the instance is a member of (no foreign key: a member row outlives
+    # its group in the shadow tables, and a group goes only once its members are DELETED).
+    scaling_group_uuid: Mapped[str | None] = mapped_column(sa.String(36), index=True)
 
 
 class ComputeNode(Base):
@@ -172,6 +175,74 @@ class HostGeneration(Base):
     generation: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, default=0)
 
 
+class ScalingGroup(Base):
+    """A scaling group: its spec and instance template, the count the controller keeps, and
+    the lease of the controller syncing it.
+
+    ``version`` goes up with every write to the row: controllers write with a
+    compare-and-set on it, so one whose lease was taken meanwhile writes nothing.
+    """
+
+    __tablename__ = "scaling_groups"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False, unique=True, index=True)
+    name: Mapped[str] = mapped_column(sa.String(255), nullable=False, unique=True)
+    project_id: Mapped[str | None] = mapped_column(sa.String(255))
+    # As scheduler.scaling.spec.parse_spec accepts it: min, max, metrics, tolerance, behavior.
+    spec: Mapped[dict[str, Any]] = mapped_column(sa.JSON, nullable=False)
+    # What each member is booted as: flavor_name or sizes, scheduler_hints, availability_zone,
+    # server_group_uuid.
+    template: Mapped[dict[str, Any]] = mapped_column(sa.JSON, nullable=False)
+    paused: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False, server_default=sa.false())
+    desired: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    # The last sync's metrics, conditions and limit, for ``berth scaling-group show``.
+    status: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    last_synced_at: Mapped[datetime | None] = mapped_column(Timestamp)  # None: never synced
+    # Back-off for replacing ERROR members: not before replace_after, after that many failures.
+    replace_after: Mapped[datetime | None] = mapped_column(Timestamp)
+    replace_failures: Mapped[int] = mapped_column(
+        sa.Integer, nullable=False, default=0, server_default=sa.text("0"))
+    lease_owner: Mapped[str | None] = mapped_column(sa.String(255))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    version: Mapped[int] = mapped_column(
+        sa.BigInteger, nullable=False, default=0, server_default=sa.text("0"))
+    created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
+    updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # Set by a delete while members remain: the controller deletes them, then the row.
+    deleted_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class ScalingGroupRecommendation(Base):
+    """A count a sync of the group recommended (the stabilization windows read them)."""
+
+    __tablename__ = "scaling_group_recommendations"
+    __table_args__ = (sa.Index("ix_scaling_group_recommendations_group_id_recorded_at",
+                               "group_id", "recorded_at"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    group_id: Mapped[int] = mapped_column(
+        sa.Integer, sa.ForeignKey("scaling_groups.id", ondelete="CASCADE"), nullable=False
+    )
+    recorded_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False, index=True)
+    replicas: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+
+
+class ScalingGroupEvent(Base):
+    """A change of the group's desired count (the rate policies read them) and why."""
+
+    __tablename__ = "scaling_group_events"
+    __table_args__ = (sa.Index("ix_scaling_group_events_group_id_recorded_at", "group_id", "recorded_at"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    group_id: Mapped[int] = mapped_column(
+        sa.Integer, sa.ForeignKey("scaling_groups.id", ondelete="CASCADE"), nullable=False
+    )
+    recorded_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False, index=True)
+    change: Mapped[int] = mapped_column(sa.Integer, nullable=False)  # > 0 up, < 0 down
+    reason: Mapped[str | None] = mapped_column(sa.Text)
+
+
 def _table(model: type[Base]) -> sa.Table:
     """The table of ``model`` (a Table, though DeclarativeBase declares a FromClause)."""
     return cast(sa.Table, model.__table__)
@@ -185,6 +256,9 @@ aggregates = _table(Aggregate)
 aggregate_hosts = _table(AggregateHost)
 server_groups = _table(ServerGroup)
 server_group_members = _table(ServerGroupMember)
+scaling_groups = _table(ScalingGroup)
+scaling_group_recommendations = _table(ScalingGroupRecommendation)
+scaling_group_events = _table(ScalingGroupEvent)
 
 
 def _shadow(table: sa.Table) -> sa.Table:
