@@ -1,0 +1,147 @@
+"""A scaling group's members as its controller handles them: the run_instance request of a
+new member (from the group's template), a member row as the policy sees it, the members a
+scale-down deletes first, and the back-off of replacing ERROR members. No I/O."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from scheduler import flavors, states
+from scheduler.db.engine import to_db_time
+from scheduler.exception import InvalidRequest
+from scheduler.hints import GROUP
+from scheduler.request_spec import RequestSpec
+from scheduler.scaling.spec import CPU, Member
+
+TEMPLATE_KEYS = ("flavor_name", "memory_mb", "root_gb", "ephemeral_gb", "vcpus", "scheduler_hints",
+                 "availability_zone", "server_group_uuid")
+_SIZES = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
+
+#: The members a group counts: all but those being deleted (ERROR ones until replaced).
+COUNTED_STATES = (states.SCHEDULING, states.SCHEDULED, states.BUILDING, states.ACTIVE, states.ERROR)
+#: The order a scale-down deletes members in (Kubernetes' getPodsToDelete): not placed yet,
+#: failed, not ready, then ready ones.
+_DELETE_RANK = {states.SCHEDULING: 0, states.ERROR: 1, states.SCHEDULED: 2, states.BUILDING: 2,
+                states.ACTIVE: 3}
+
+
+class TemplateError(ValueError):
+    """A group's template that no run_instance request can be made of."""
+
+
+def _flavor(template: Mapping[str, Any]) -> dict[str, Any]:
+    name = template.get("flavor_name")
+    if any(key in template for key in _SIZES):
+        flavor: dict[str, Any] = {key: template.get(key, 0) for key in _SIZES}
+        if name is not None:
+            flavor["name"] = name
+        return flavor
+    if name is None:
+        raise TemplateError("template: give flavor_name or the sizes "
+                            "(memory_mb, vcpus, root_gb, ephemeral_gb)")
+    try:
+        return flavors.get(name)
+    except ValueError as exc:
+        raise TemplateError(f"template.flavor_name: {exc}") from None
+
+
+def member_request(group: Mapping[str, Any], uuid: str, name: str | None
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(request_spec, filter_properties) of run_instance for the new member ``uuid`` named
+    ``name``: the template's flavor, zone and hints, its server group as the ``group`` hint.
+    Raises TemplateError when the scheduler would refuse the request."""
+    template = group["template"]
+    unknown = sorted(set(template) - set(TEMPLATE_KEYS))
+    if unknown:
+        raise TemplateError(f"template: unknown key(s) {', '.join(unknown)} "
+                            f"(known: {', '.join(TEMPLATE_KEYS)})")
+    properties: dict[str, Any] = {"project_id": group.get("project_id")}
+    if template.get("availability_zone"):
+        properties["availability_zone"] = template["availability_zone"]
+    if name is not None:
+        properties["display_name"] = name
+    request_spec = {"instance_uuids": [uuid], "num_instances": 1, "instance_type": _flavor(template),
+                    "instance_properties": properties, "image": {"properties": {}}}
+    hints = dict(template.get("scheduler_hints") or {})
+    if template.get("server_group_uuid"):
+        hints[GROUP] = template["server_group_uuid"]
+    filter_properties = {"scheduler_hints": hints}
+    try:
+        RequestSpec.from_wire(request_spec, filter_properties)
+    except InvalidRequest as exc:
+        raise TemplateError(f"template: {exc}") from None
+    return request_spec, filter_properties
+
+
+def member_row(group: Mapping[str, Any], uuid: str, name: str) -> dict[str, Any]:
+    """The instance row of a new member, holding its request as the scheduler stores one."""
+    request_spec, filter_properties = member_request(group, uuid, name)
+    flavor = request_spec["instance_type"]
+    return {"uuid": uuid, "display_name": name, "flavor_name": flavor.get("name"),
+            "memory_mb": flavor["memory_mb"], "root_gb": flavor.get("root_gb", 0),
+            "ephemeral_gb": flavor.get("ephemeral_gb", 0), "vcpus": flavor["vcpus"],
+            "request_spec": request_spec, "filter_properties": filter_properties, "attempts": 0}
+
+
+def new_names(group_name: str, rows: Sequence[Mapping[str, Any]], count: int) -> list[str]:
+    """``count`` names ``<group>-<n>`` with the smallest numbers no listed member holds."""
+    prefix = f"{group_name}-"
+    used = set()
+    for row in rows:
+        name = row.get("display_name") or ""
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            used.add(int(name[len(prefix):]))
+    names: list[str] = []
+    number = 1
+    while len(names) < count:
+        if number not in used:
+            names.append(f"{prefix}{number}")
+        number += 1
+    return names
+
+
+def _number(value: Any) -> Decimal:
+    return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def seconds_between(earlier: Any, later: datetime) -> float | None:
+    """Seconds from ``earlier`` (a row's time, None: unknown) to ``later``, at least 0."""
+    if earlier is None:
+        return None
+    return max(0.0, (later - to_db_time(earlier)).total_seconds())
+
+
+def to_member(row: Mapping[str, Any], usage: Mapping[str, Any], now: datetime) -> Member:
+    """A member row as the policy sees it: its flavor's vCPUs and RAM as requests, its last
+    samples as usage, ready when ACTIVE, started when it was launched."""
+    return Member(
+        state=row["state"],
+        ready=row["state"] == states.ACTIVE,
+        requests={CPU: Decimal(row["vcpus"] or 0), "memory": Decimal(row["memory_mb"] or 0)},
+        usage={metric: _number(value) for metric, value in usage.items()},
+        started_s_ago=seconds_between(row.get("launched_at"), now),
+        name=row.get("display_name"),
+    )
+
+
+def victims(rows: Sequence[Mapping[str, Any]], count: int) -> list[Mapping[str, Any]]:
+    """The ``count`` members a scale-down deletes, first first: not placed yet (SCHEDULING),
+    ERROR, not ready (SCHEDULED, BUILDING), then those on the host holding the most members
+    of the group, newest first. ``rows`` oldest first, as the database lists them."""
+    per_host = Counter(row["host"] for row in rows if row.get("host"))
+
+    def rank(item: tuple[int, Mapping[str, Any]]) -> tuple[int, int, int]:
+        index, row = item
+        return (_DELETE_RANK.get(row["state"], 0), -per_host.get(row.get("host"), 0), -index)
+
+    return [row for _, row in sorted(enumerate(rows), key=rank)[:max(0, count)]]
+
+
+def replace_delay(failures: int, base_s: float, cap_s: float) -> float:
+    """Seconds before ERROR members may be replaced again after ``failures`` replacements
+    in a row: ``base_s`` doubling each time, at most ``cap_s`` (a CrashLoopBackOff)."""
+    return min(cap_s, base_s * 2 ** min(failures, 32))
