@@ -12,7 +12,7 @@ utilization in whole percent. No I/O and no clock: member ages come in the input
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
@@ -162,22 +162,27 @@ def resource_replicas(current: int, target_utilization: int, resource: str, tole
             return current, utilization
         return _ceil(ratio * grouped.ready_count), utilization
 
-    if grouped.missing:
-        if ratio < 1.0:
-            # On a scale-down a member without a sample counts as using all of its request
-            # (or the target, for targets above 100 %).
-            fallback = max(100, target_utilization)
-            for index in grouped.missing:
-                samples[index] = requests[index] * fallback // 100
-        elif ratio > 1.0:
-            for index in grouped.missing:
-                samples[index] = 0
-    if scale_up_with_unready:
-        for index in grouped.unready:
-            samples[index] = 0
+    # On a scale-down a member without a sample counts as using all of its request
+    # (or the target, for targets above 100 %).
+    fallback = max(100, target_utilization)
+    _assume_the_worst(samples, grouped, ratio, scale_up_with_unready,
+                      lambda index: requests[index] * fallback // 100)
 
     new_ratio, _, _ = resource_utilization_ratio(samples, requests, target_utilization)
     return _rebalanced(current, ratio, new_ratio, len(samples), tolerances), utilization
+
+
+def _assume_the_worst(samples: dict[int, int], grouped: Grouped, ratio: float, scale_up_with_unready: bool,
+                      when_scaling_down: Callable[[int], int]) -> None:
+    """Fill in the samples the rebalancing assumes: a missing member at
+    ``when_scaling_down(index)`` on a scale-down and at 0 on a scale-up; an unready member
+    at 0 when scaling up."""
+    if grouped.missing and ratio != 1.0:
+        for index in grouped.missing:
+            samples[index] = when_scaling_down(index) if ratio < 1.0 else 0
+    if scale_up_with_unready:
+        for index in grouped.unready:
+            samples[index] = 0
 
 
 def _rebalanced(current: int, ratio: float, new_ratio: float, counted: int, tolerances: Tolerances) -> int:
@@ -202,16 +207,7 @@ def plain_replicas(current: int, target: int, name: str, resource: str | None, t
             return current, average
         return _ceil(ratio * grouped.ready_count), average
 
-    if grouped.missing:
-        if ratio < 1.0:
-            for index in grouped.missing:
-                samples[index] = target
-        elif ratio > 1.0:
-            for index in grouped.missing:
-                samples[index] = 0
-    if scale_up_with_unready:
-        for index in grouped.unready:
-            samples[index] = 0
+    _assume_the_worst(samples, grouped, ratio, scale_up_with_unready, lambda index: target)
 
     new_ratio, _ = metric_usage_ratio(samples, target)
     return _rebalanced(current, ratio, new_ratio, len(samples), tolerances), average
