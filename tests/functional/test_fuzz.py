@@ -128,6 +128,22 @@ def test_10000_malformed_messages_interleaved_with_valid_requests(tmp_path):
             fleet.close()
 
 
+def _diagnosis(fleet, transport_url):
+    """What a stalled run leaves to read: the count reached, each queue's backlog and
+    consumers, and what the processes logged besides dead letters."""
+    listed = wire.rabbitmqctl("list_queues", "-p", wire.vhost_of(transport_url), "name", "messages_ready",
+                              "messages_unacknowledged", "consumers", check=False)
+    lines = [f"dead letters so far: {wire.dead_letter_count(fleet)}", "queues (ready, unacked, consumers):",
+             listed.stdout]
+    for name in fleet.processes:
+        odd = [line for line in fleet.log(name).splitlines()
+               if any(level in line for level in (" WARNING ", " ERROR ", " CRITICAL "))
+               and "Dead-lettered" not in line]
+        lines.append(f"{name}: {len(odd)} other warnings or errors; the last ones:")
+        lines += [line[:300] for line in odd[-15:]]
+    return "\n".join(lines)
+
+
 def _run(fleet, transport_url):
     rng = random.Random(4)
     fleet.start_schedulers(SCHEDULERS)
@@ -200,7 +216,11 @@ def _run(fleet, transport_url):
 
     # No call before the backlog is through: a call that expires in a quorum queue
     # is dead-lettered by RabbitMQ itself, and would be counted too.
-    fleet.wait(lambda: wire.dead_letter_count(fleet) >= expected_dead, 300, f"{expected_dead} dead letters")
+    try:
+        fleet.wait(lambda: wire.dead_letter_count(fleet) >= expected_dead, 300,
+                   f"{expected_dead} dead letters")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_diagnosis(fleet, transport_url)}") from None
     instances = fleet.wait_states(valid, ("ACTIVE", "ERROR"), timeout=180)
     errors = {u: i["fault_reason"] for u, i in instances.items() if i["state"] != "ACTIVE"}
     dead = wire.dead_letter_count(fleet)
