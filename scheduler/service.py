@@ -15,6 +15,8 @@ from scheduler.db import api as db_api
 from scheduler.host_admin import HostAdminEndpoint, reload_disabled
 from scheduler.manager import SchedulerManager
 from scheduler.masking import mask_url
+from scheduler.scaling_controller import ScalingController
+from scheduler.scaling_service import BrokerQueues, FleetMetrics, ScalingLoop, controller_settings
 from scheduler.undo import UndoLog
 
 LOG = logging.getLogger(__name__)
@@ -45,6 +47,18 @@ class SchedulerService:
         )
         self._stopping = threading.Event()
         self._periodic = None
+        self._queues = BrokerQueues(transport)
+        self.scaling = self._scaling_loop() if conf.scaling.enabled else None
+
+    def _scaling_loop(self):
+        casts = SchedulerClient(self.transport)
+        controller = ScalingController(
+            controller_settings(self.conf), self.database,
+            cast_run_instance=lambda spec, properties: casts.run_instance({}, spec, properties),
+            cast_delete_instance=lambda uuid: casts.delete_instance({}, uuid),
+            metrics_source=FleetMetrics(self.database, self._queues, self.conf.scaling.metric_max_age),
+        )
+        return ScalingLoop(controller, self.conf.scaling.sync_period)
 
     def start(self):
         self.check_clock()
@@ -54,6 +68,8 @@ class SchedulerService:
         self._reload_disabled()  # likewise
         self._server.start()
         self._periodic = concurrency.spawn(self._run_periodic, name="scheduler-periodic")
+        if self.scaling is not None:
+            self.scaling.start()
         LOG.info(
             "Scheduler %s started on %s, exchange %s%s: filters %s, weighers %s",
             self.conf.host,
@@ -65,7 +81,11 @@ class SchedulerService:
         )
 
     def stop(self):
-        """Stop taking messages, finish the one in hand, save what is unsaved."""
+        """Stop syncing scaling groups (their leases given up), stop taking messages,
+        finish the one in hand, save what is unsaved."""
+        if self.scaling is not None:
+            self.scaling.stop()
+        self._queues.close()
         self._server.stop()
         self._server.wait()
         self._stopping.set()

@@ -7,11 +7,11 @@ and are collected by :mod:`scheduler.conf.opts`.
 
 from oslo_config import cfg
 
-from scheduler.conf import database, default, filter_scheduler, messaging, scheduler
+from scheduler.conf import database, default, filter_scheduler, messaging, scaling, scheduler
 from scheduler.db import fastpaths as db_fastpaths
 from scheduler.rpc.amqp_fast import options as amqp_fast
 
-AREAS = (default, database, db_fastpaths, messaging, amqp_fast, scheduler, filter_scheduler)
+AREAS = (default, database, db_fastpaths, messaging, amqp_fast, scheduler, filter_scheduler, scaling)
 
 
 def register_opts(conf):
