@@ -28,3 +28,16 @@ class ComputeClient:
         self._client.prepare(server=host).cast(
             ctxt, "terminate_instance", instance_uuid=instance_uuid
         )
+
+    # -- the fake driver's load (berth fake-load): calls, answered by the agent of ``host`` --
+
+    def set_fake_load(self, ctxt: Context, host: str, cpu: float, memory: float | None = None,
+                      instance_uuids: list[str] | None = None) -> dict[str, Any]:
+        """Simulate ``cpu`` (and ``memory``), as fractions of each instance's flavor, on the
+        instances ``instance_uuids`` of ``host``, or on every one (None); the overrides in force."""
+        return self._client.prepare(server=host).call(
+            ctxt, "set_fake_load", cpu=cpu, memory=memory, instance_uuids=instance_uuids)
+
+    def clear_fake_load(self, ctxt: Context, host: str, instance_uuids: list[str] | None = None
+                        ) -> dict[str, Any]:
+        return self._client.prepare(server=host).call(ctxt, "clear_fake_load", instance_uuids=instance_uuids)

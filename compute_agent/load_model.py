@@ -8,6 +8,12 @@ same figures. Per instance of ``vcpus`` and ``memory_mb``:
 * powered on, idle: ``vcpus * idle_cpu_load`` cores, ``idle_memory_fraction`` of its memory;
 * powered off: nothing; its reservation counts as undeployed.
 
+An override (``overrides``: {uuid: :class:`Load`}, set at run time with ``berth fake-load``)
+replaces that: the instance is powered on and uses ``cpu`` of its vCPUs and ``memory`` of its
+memory (None: as busy or idle has it). Each powered-on instance's use goes in the report
+as ``instance_usage`` ({uuid: {"cpu": vCPUs used, "memory": MB used}}); the host's figures
+add them up.
+
 ``hidden_cpu_load`` cores are busy with work allocation cannot see (guests
 beyond their flavor, processes outside any instance). Every powered-on
 instance reserves ``reservation_fraction`` of its flavor and may burst into
@@ -15,8 +21,21 @@ the rest.
 """
 
 import random
+from dataclasses import dataclass
 
 from compute_agent.resource_tracker import isotime
+
+
+@dataclass(frozen=True)
+class Load:
+    """An instance's simulated load: ``cpu`` of its vCPUs busy (0 to 1), ``memory`` of its
+    memory in use (0 to 1; None: as the busy/idle model has it)."""
+
+    cpu: float
+    memory: float | None = None
+
+    def as_dict(self):
+        return {"cpu": self.cpu, "memory": self.memory}
 
 
 def busy_and_off(uuid, seed, busy_fraction, powered_off_fraction):
@@ -40,24 +59,34 @@ def simulated_load(
     powered_off_fraction=0.0,
     seed=0,
     now=None,
+    overrides=None,
 ):
     """The report keys of the measured load and reservations of ``instances`` ({uuid: flavor})."""
+    overrides = overrides or {}
     cores = float(hidden_cpu_load)
     in_use = float(reserved_memory_mb)
     reserved = {"cpu": float(reserved_cpus), "memory": float(reserved_memory_mb)}
     burst = {"cpu": 0.0, "memory": 0.0}
     undeployed = {"cpu": 0.0, "memory": 0.0}
+    usage = {}
     r = reservation_fraction
     for uuid in sorted(instances):
         flavor = instances[uuid]
         size = {"cpu": flavor.get("vcpus", 0), "memory": flavor.get("memory_mb", 0)}
         busy, off = busy_and_off(uuid, seed, busy_fraction, powered_off_fraction)
-        if off:
+        load = overrides.get(uuid)
+        if off and load is None:
             for key in size:
                 undeployed[key] += size[key] * r
             continue
-        cores += size["cpu"] * (busy_cpu_load if busy else idle_cpu_load)
-        in_use += size["memory"] * (1.0 if busy else idle_memory_fraction)
+        cpu_load, memory_load = (busy_cpu_load, 1.0) if busy else (idle_cpu_load, idle_memory_fraction)
+        if load is not None:
+            cpu_load = load.cpu
+            memory_load = memory_load if load.memory is None else load.memory
+        used = usage[uuid] = {"cpu": float(size["cpu"] * cpu_load),
+                              "memory": float(size["memory"] * memory_load)}
+        cores += used["cpu"]
+        in_use += used["memory"]
         for key in size:
             reserved[key] += size[key] * r
             burst[key] += size[key] * (1.0 - r)
@@ -71,4 +100,5 @@ def simulated_load(
         "memory_reserved_mb": reserved["memory"],
         "memory_burst_mb": burst["memory"],
         "memory_undeployed_reservation_mb": undeployed["memory"],
+        "instance_usage": usage,
     }

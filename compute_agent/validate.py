@@ -7,7 +7,7 @@ scheduler's own RequestSpec rules, so both sides agree on what is valid.
 
 
 from scheduler.exception import InvalidRequest
-from scheduler.request_spec import Flavor, Retry, is_bounded_number, parse_uuid
+from scheduler.request_spec import MAX_LIST, Flavor, Retry, is_bounded_number, parse_uuid
 
 LIMIT_KEYS = ("memory_mb", "disk_gb", "vcpu")
 MAX_LIMIT = 2**53
@@ -48,3 +48,26 @@ def run_instance_args(instance, request_spec, filter_properties):
 
 def instance_uuid(value, method):
     return parse_uuid(value, f"{method}: instance_uuid")
+
+
+def _fraction(value, where):
+    if not is_bounded_number(value, 1.0):
+        raise InvalidRequest(f"{where} must be a fraction from 0 to 1, got {value!r}"[:300])
+    return float(value)
+
+
+def instance_uuids(value, method):
+    """None (every instance), or a list of 1 to MAX_LIST instance UUIDs."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_LIST:
+        raise InvalidRequest(f"{method}: instance_uuids must be a list of 1 to {MAX_LIST} instance UUIDs, "
+                             "or null for every instance")
+    return list(dict.fromkeys(parse_uuid(u, f"{method}: instance_uuids") for u in value))
+
+
+def fake_load_args(cpu, memory, uuids):
+    """The checked ``(cpu, memory, instance_uuids)`` of a set_fake_load."""
+    return (_fraction(cpu, "set_fake_load: cpu (of the instance's vCPUs)"),
+            None if memory is None else _fraction(memory, "set_fake_load: memory (of the instance's memory)"),
+            instance_uuids(uuids, "set_fake_load"))

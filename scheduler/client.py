@@ -13,6 +13,7 @@ TOPIC = "scheduler"
 
 class SchedulerClient:
     def __init__(self, transport: Any, timeout: float | None = None):
+        self.transport = transport  # the CLI reaches the compute agents over it too
         self._client = rpc.RPCClient(transport, rpc.Target(topic=TOPIC), timeout=timeout)
         self._fanout = self._client.prepare(fanout=True)
 

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from scheduler import host_load, host_names
+from scheduler import host_load, host_names, instance_metrics
 from scheduler.exception import InvalidRequest
 from scheduler.host_state import HostTable
 from scheduler.request_spec import parse_uuid
@@ -57,7 +57,8 @@ def check_report(host, resources):
 
     Every field the scheduler reads or stores is checked, against the bounds
     of the column that keeps it: a report that passes can be saved, and one
-    that does not is refused whole, naming the field.
+    that does not is refused whole, naming the field. But ``instance_usage``: a bad
+    entry of it is dropped from ``resources``, with a warning, and the rest kept.
     """
     host_names.check(host, "report_resources: host")
     where = f"report_resources from {host}"
@@ -89,6 +90,7 @@ def check_report(host, resources):
             parse_uuid(value, f"{where}: instance_uuids[{i}]")  # says why
     _check_placement_facts(host, resources)
     host_load.check_report(host, resources)
+    instance_metrics.clean_report_usage(host, resources)  # drops bad entries, keeps the report
 
 
 def _shown(value):

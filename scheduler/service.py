@@ -13,8 +13,10 @@ from scheduler.admin import AdminEndpoint, known_host, reload_aggregates
 from scheduler.client import TOPIC, SchedulerClient
 from scheduler.db import api as db_api
 from scheduler.host_admin import HostAdminEndpoint, reload_disabled
+from scheduler.instance_metrics_api import InstanceMetricsEndpoint
 from scheduler.manager import SchedulerManager
 from scheduler.masking import mask_url
+from scheduler.scaling_api import ScalingGroupEndpoint
 from scheduler.scaling_controller import ScalingController
 from scheduler.scaling_service import BrokerQueues, FleetMetrics, ScalingLoop, controller_settings
 from scheduler.undo import UndoLog
@@ -42,7 +44,8 @@ class SchedulerService:
         self._peers = SchedulerClient(transport)
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
-            [self.manager, self.admin, self.host_admin],
+            [self.manager, self.admin, self.host_admin, ScalingGroupEndpoint(conf, database),
+             InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
         )
         self._stopping = threading.Event()
@@ -106,30 +109,41 @@ class SchedulerService:
 
     def save_reports(self):
         """Save the newest report of each host; should they fail together for a reason
-        other than a passing one, each is saved alone and one that fails is left out."""
+        other than a passing one, each is saved alone and one that fails is left out.
+        Then save the instances' usage those reports carry (instance_metrics, not in the
+        hosts' rows), and prune the samples of instances gone, at most once a minute."""
         reports = self.manager.reports.drain()
-        if not reports:
-            return
-        # compute_nodes.updated_at doubles as each agent's last-seen time.
-        rows = [dict(r, host=h) for h, r in reports.items()]
-        try:
-            self.database.save_compute_nodes(rows)
-            self.manager.reconciler.run(reports)
-            return
-        except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
-            # What one row holds, not the database being away: worth saving each alone.
-            if len(rows) == 1:
-                raise
-            LOG.warning("Saving %d host reports together failed (%s); saving each alone", len(rows),
-                        mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
-        for row in rows:
+        if reports:
+            # compute_nodes.updated_at doubles as each agent's last-seen time.
+            rows = [dict(r, host=h) for h, r in reports.items()]
+            for row in rows:
+                row.pop("instance_usage", None)
             try:
-                self.database.save_compute_nodes([row])
+                self.database.save_compute_nodes(rows)
             except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
-                LOG.error("Cannot save the report of host %s, left out: %s", row["host"],
+                # What one row holds, not the database being away: worth saving each alone.
+                if len(rows) == 1:
+                    raise
+                LOG.warning("Saving %d host reports together failed (%s); saving each alone", len(rows),
+                            mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+                for row in rows:
+                    try:
+                        self.database.save_compute_nodes([row])
+                    except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
+                        LOG.error("Cannot save the report of host %s, left out: %s", row["host"],
+                                  str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                        reports.pop(row["host"])
+            self.manager.reconciler.run(reports)
+            try:
+                self.database.save_instance_usage(reports)
+            except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
+                LOG.error("Cannot save the instances' usage of %d host report(s), left out: %s", len(reports),
                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-                reports.pop(row["host"])
-        self.manager.reconciler.run(reports)
+        now = time.monotonic()
+        pruned_at = getattr(self, "_instance_metrics_pruned_at", None)
+        if pruned_at is None or now - pruned_at >= self.database.INSTANCE_METRICS_PRUNE_INTERVAL_S:
+            self._instance_metrics_pruned_at = now
+            self.database.prune_instance_metrics(self.conf.scaling.metric_max_age)
 
     def check_clock(self):
         """Time records by the database's clock; say so when this machine's is off."""

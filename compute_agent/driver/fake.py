@@ -2,11 +2,17 @@
 
 from compute_agent import load_model
 from compute_agent.driver import base, host_facts
+from compute_agent.fake_load import LoadOverrides
 
 
 class FakeDriver(base.ComputeDriver):
     name = "fake"
     hypervisor_type = "fake"
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        #: The load set at run time (set_fake_load), over the busy/idle model of the options.
+        self.fake_load = LoadOverrides()
 
     def describe(self):
         totals = self.get_totals()
@@ -33,10 +39,11 @@ class FakeDriver(base.ComputeDriver):
         self._wait(self.conf.compute_agent.fake_build_time)
 
     def destroy(self, instance):
-        pass
+        self.fake_load.forget(instance.get("uuid"))
 
     def measure(self, instances, now=None):
-        """Measured load and reservation figures of ``instances`` (compute_agent.load_model)."""
+        """Measured load and reservation figures of ``instances`` (compute_agent.load_model),
+        each instance's use included (``instance_usage``)."""
         opts = self.conf.compute_agent
         return load_model.simulated_load(
             instances, opts.fake_vcpus, opts.fake_memory_mb,
@@ -46,4 +53,5 @@ class FakeDriver(base.ComputeDriver):
             idle_memory_fraction=opts.fake_idle_memory_fraction,
             reservation_fraction=opts.fake_reservation_fraction,
             powered_off_fraction=opts.fake_powered_off_fraction, seed=opts.fake_load_seed, now=now,
+            overrides=self.fake_load.for_instances(instances),
         )

@@ -11,7 +11,14 @@ from oslo_config import cfg
 
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
-from scheduler.cmd import admin_commands, host_commands, output, scaling_commands
+from scheduler.cmd import (
+    admin_commands,
+    fake_load_commands,
+    host_commands,
+    instance_metric_commands,
+    output,
+    scaling_commands,
+)
 from scheduler.cmd.arguments import CommandError, positive
 from scheduler.exception import InvalidRequest
 from scheduler.request_spec import MAX_INSTANCES_PER_REQUEST, MAX_LIST, check_display_names, display_name
@@ -112,7 +119,9 @@ def add_commands(subparsers):
 
     admin_commands.add_commands(subparsers)  # aggregate ..., server-group ...
     host_commands.add_commands(subparsers)  # host ..., service list
-    scaling_commands.add_commands(subparsers)  # scaling-group what-if (local)
+    scaling_commands.add_commands(subparsers)  # scaling-group create|list|show|set|...|what-if
+    instance_metric_commands.add_commands(subparsers)  # instance-metric push|show
+    fake_load_commands.add_commands(subparsers)  # fake-load set|clear (the fake agents' load)
 
 
 def flavor_from_args(args):

@@ -11,6 +11,7 @@ in its own module:
 - :mod:`scheduler.db.aggregates`: host aggregates;
 - :mod:`scheduler.db.server_groups`: server groups and their members;
 - :mod:`scheduler.db.scaling_groups`: scaling groups, their history and their leases;
+- :mod:`scheduler.db.instance_metrics`: the last sample of each instance's metrics;
 - :mod:`scheduler.db.fastpaths`: the PostgreSQL fast paths.
 
 Every public method is one transaction, retried on a passing failure; times
@@ -33,6 +34,7 @@ from scheduler.db.engine import (
     utcnow,
 )
 from scheduler.db.hosts import HostQueries
+from scheduler.db.instance_metrics import InstanceMetricQueries
 from scheduler.db.instances import InstanceQueries
 from scheduler.db.scaling_groups import ScalingGroupQueries
 from scheduler.db.server_groups import ServerGroupQueries
@@ -53,5 +55,5 @@ __all__ = [
 
 
 class Database(ClaimQueries, InstanceQueries, HostQueries, AggregateQueries, ServerGroupQueries,
-               ScalingGroupQueries, DatabaseEngine):
+               ScalingGroupQueries, InstanceMetricQueries, DatabaseEngine):
     """The scheduler's database: an engine, the migrations and the queries."""

@@ -243,6 +243,20 @@ class ScalingGroupEvent(Base):
     reason: Mapped[str | None] = mapped_column(sa.Text)
 
 
+class InstanceMetric(Base):
+    """The last sample of one metric of one instance: measured by its agent (cpu, memory) or
+    pushed (any other name). No foreign key: samples of instances DELETED or archived are
+    pruned (scheduler.db.instance_metrics)."""
+
+    __tablename__ = "instance_metrics"
+
+    instance_uuid: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    value: Mapped[float] = mapped_column(sa.Double, nullable=False)
+    sampled_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False, index=True)  # database time
+    source: Mapped[str] = mapped_column(sa.String(16), nullable=False)  # "agent" or "pushed"
+
+
 def _table(model: type[Base]) -> sa.Table:
     """The table of ``model`` (a Table, though DeclarativeBase declares a FromClause)."""
     return cast(sa.Table, model.__table__)
@@ -259,6 +273,7 @@ server_group_members = _table(ServerGroupMember)
 scaling_groups = _table(ScalingGroup)
 scaling_group_recommendations = _table(ScalingGroupRecommendation)
 scaling_group_events = _table(ScalingGroupEvent)
+instance_metrics = _table(InstanceMetric)
 
 
 def _shadow(table: sa.Table) -> sa.Table:

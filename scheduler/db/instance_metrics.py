@@ -1,0 +1,166 @@
+"""The instance_metrics table: the last sample of each metric of each instance.
+
+One row per instance and metric name, upserted: what the agents measure (``cpu``, ``memory``:
+source ``agent``) and what is pushed (any other name: source ``pushed``), each stamped with
+the database's time when it was saved. The scaling groups' controller reads the samples
+newer than its staleness limit (:meth:`InstanceMetricQueries.latest_instance_metrics`):
+an older one counts as missing.
+
+The agents' samples are saved for the members of scaling groups only (every report
+carries those of every instance; the controller reads the members'), pushed ones for any
+instance. Samples of an instance that is not in ``instances`` (never, or archived or purged
+since) or is DELETED are not saved, and are deleted by
+:meth:`~InstanceMetricQueries.prune_instance_metrics`, which the scheduler runs periodically,
+with every sample older than :data:`RETENTION_S` (or the readers' staleness limit, if
+longer): one query for every way an instance goes, and nothing for the instance paths to
+remember.
+"""
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from scheduler import states
+from scheduler.db.engine import DatabaseEngine, TimeValue, _retry, to_db_time, to_iso
+from scheduler.db.models import instance_metrics, instances
+from scheduler.db.rows import _chunks
+from scheduler.instance_metrics import MAX_NAME, SOURCES, report_rows
+
+#: Samples older than this are pruned: far older than any staleness limit a reader uses.
+RETENTION_S = 3600.0
+
+_KEY = ("instance_uuid", "name")
+_WRITTEN = ("value", "sampled_at", "source")
+
+
+def _sample_row(row: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """A checked row to write; ValueError naming what is wrong."""
+    uuid, name, value, source = (row.get(k) for k in ("instance_uuid", "name", "value", "source"))
+    if not isinstance(uuid, str) or not 0 < len(uuid) <= 36:
+        raise ValueError(f"instance metric: instance_uuid must be a UUID, got {uuid!r}")
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME:
+        raise ValueError(f"instance metric of {uuid}: name must be text of 1 to {MAX_NAME} characters")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"instance metric {name} of {uuid}: value must be a finite number, got {value!r}")
+    if source not in SOURCES:
+        raise ValueError(f"instance metric {name} of {uuid}: source must be one of {', '.join(SOURCES)}")
+    sampled_at = row.get("sampled_at")
+    return {"instance_uuid": uuid, "name": name, "value": float(value), "source": source,
+            "sampled_at": now if sampled_at is None else to_db_time(sampled_at)}
+
+
+def _upsert(connection: sa.Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows`` or overwrite the sample of the same instance and name."""
+    dialect = connection.dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        insert = (postgresql.insert if dialect == "postgresql" else sqlite_dialect.insert)(instance_metrics)
+        connection.execute(insert.on_conflict_do_update(
+            index_elements=list(_KEY), set_={c: insert.excluded[c] for c in _WRITTEN}), rows)
+    elif dialect in ("mysql", "mariadb"):
+        mysql_insert = mysql.insert(instance_metrics)
+        connection.execute(mysql_insert.on_duplicate_key_update(
+            {c: mysql_insert.inserted[c] for c in _WRITTEN}), rows)
+    else:  # any other backend: look, then update or insert
+        for row in rows:
+            where = [instance_metrics.c[k] == row[k] for k in _KEY]
+            if connection.execute(sa.select(instance_metrics.c.name).where(*where)).first() is None:
+                connection.execute(instance_metrics.insert(), [row])
+            else:
+                connection.execute(sa.update(instance_metrics).where(*where)
+                                   .values({c: row[c] for c in _WRITTEN}))
+
+
+class InstanceMetricQueries(DatabaseEngine):
+    """Per-instance metric samples: saved in bulk, read newer than a time, pruned."""
+
+    #: Seconds between two prunes by one scheduler process (SchedulerService.save_reports).
+    INSTANCE_METRICS_PRUNE_INTERVAL_S = 60.0
+
+    def _save(self, rows: Iterable[Mapping[str, Any]], members_only: bool) -> int:
+        now = self.now()
+        checked: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in rows:
+            sample = _sample_row(row, now)
+            checked[(sample["instance_uuid"], sample["name"])] = sample
+        if not checked:
+            return 0
+        live_instances = instances.c.state != states.DELETED
+        with self._transaction(write=True) as connection:
+            live: set[str] = set()
+            if members_only:  # a few members among many instances: the members, not the instances
+                live.update(connection.scalars(sa.select(instances.c.uuid).where(
+                    instances.c.scaling_group_uuid.is_not(None), live_instances)))
+            else:
+                for chunk in _chunks(sorted({uuid for uuid, _ in checked})):
+                    live.update(connection.scalars(sa.select(instances.c.uuid).where(
+                        instances.c.uuid.in_(chunk), live_instances)))
+            # In key order, as every scheduler writes them: no deadlock between two savers.
+            kept = [checked[key] for key in sorted(checked) if key[0] in live]
+            if kept:
+                _upsert(connection, kept)
+        return len(kept)
+
+    @_retry
+    def save_instance_metrics(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Upsert samples ``{instance_uuid, name, value, source ("agent" or "pushed"),
+        sampled_at (default: now, the database's time)}``, one transaction; of one instance
+        and name the last given wins. Samples of an instance unknown or DELETED are left
+        out. Returns how many were saved; ValueError (nothing saved) for a bad row."""
+        return self._save(rows, members_only=False)
+
+    @_retry
+    def save_instance_usage(self, reports: Mapping[str, Mapping[str, Any]]) -> int:
+        """Save the ``instance_usage`` samples of agents' reports (``{host: report}``, checked
+        by scheduler.host_manager.check_report), stamped now, of the instances that are
+        members of a scaling group (not DELETED): the samples' only readers, a few among the
+        fleet's instances whose every report carries them. How many were saved."""
+        return self._save(report_rows(reports), members_only=True)
+
+    @_retry
+    def latest_instance_metrics(self, uuids: Iterable[str], since: TimeValue
+                                ) -> dict[str, dict[str, float]]:
+        """``{uuid: {name: value}}`` of the samples of ``uuids`` sampled at or after ``since``
+        (an older sample counts as missing); an instance without such a sample is left out."""
+        since_at = to_db_time(since)
+        found: dict[str, dict[str, float]] = {}
+        columns = (instance_metrics.c.instance_uuid, instance_metrics.c.name, instance_metrics.c.value)
+        with self._transaction() as connection:
+            for chunk in _chunks(dict.fromkeys(uuids)):
+                query = sa.select(*columns).where(instance_metrics.c.instance_uuid.in_(chunk),
+                                                  instance_metrics.c.sampled_at >= since_at)
+                for uuid, name, value in connection.execute(query):
+                    found.setdefault(uuid, {})[name] = value
+        return found
+
+    @_retry
+    def list_instance_metrics(self, uuids: Iterable[str]) -> dict[str, dict[str, dict[str, Any]]]:
+        """``{uuid: {name: {value, sampled_at, source}}}`` of every stored sample of ``uuids``,
+        however old (for operators: ``berth instance-metric show``)."""
+        found: dict[str, dict[str, dict[str, Any]]] = {}
+        with self._transaction() as connection:
+            for chunk in _chunks(dict.fromkeys(uuids)):
+                query = (sa.select(instance_metrics).where(instance_metrics.c.instance_uuid.in_(chunk))
+                         .order_by(instance_metrics.c.instance_uuid, instance_metrics.c.name))
+                for row in connection.execute(query).mappings():
+                    found.setdefault(row["instance_uuid"], {})[row["name"]] = {
+                        "value": row["value"], "sampled_at": to_iso(row["sampled_at"]),
+                        "source": row["source"]}
+        return found
+
+    @_retry
+    def prune_instance_metrics(self, max_age_s: float = 0.0) -> int:
+        """Delete the samples of instances DELETED or not in ``instances`` (archived, purged),
+        and those older than ``max_age_s`` (the readers' staleness limit) or
+        :data:`RETENTION_S`, whichever is longer; how many."""
+        cutoff = self.now() - timedelta(seconds=max(max_age_s, RETENTION_S))
+        live = sa.select(instances.c.id).where(instances.c.uuid == instance_metrics.c.instance_uuid,
+                                               instances.c.state != states.DELETED)
+        statement = sa.delete(instance_metrics).where(
+            sa.or_(instance_metrics.c.sampled_at < cutoff, ~live.exists()))
+        with self._transaction(write=True) as connection:
+            return connection.execute(statement).rowcount

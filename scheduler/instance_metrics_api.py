@@ -1,0 +1,67 @@
+"""The scheduler's RPC endpoint for per-instance custom metrics (Kubernetes' Pods metrics).
+
+An application, its load balancer or an operator pushes the metrics of an instance
+(``berth instance-metric push``): each is saved as the instance's last sample of that name,
+stamped with the database's time, for the scaling groups whose instance metrics name it.
+``cpu`` and ``memory`` are not pushed: the agents measure them. Every refusal is an
+InvalidRequest saying what is wrong; nothing of a refused push is saved.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from scheduler import rpc, states
+from scheduler.db.engine import to_iso
+from scheduler.exception import InvalidRequest
+from scheduler.instance_metrics import MAX_PUSHED, PUSHED, check_pushed_name, check_pushed_value
+from scheduler.request_spec import MAX_LIST, parse_uuid
+
+LOG = logging.getLogger(__name__)
+
+
+class InstanceMetricsEndpoint:
+    def __init__(self, conf: Any, database: Any) -> None:
+        self._conf = conf
+        self._db = database
+
+    def _live_instance(self, uuid: str, where: str) -> dict[str, Any]:
+        instance = self._db.get_instance(uuid)
+        if instance is None:
+            raise InvalidRequest(f"{where}: no instance {uuid}")
+        if instance["state"] == states.DELETED:
+            raise InvalidRequest(f"{where}: instance {uuid} is DELETED")
+        return instance
+
+    def push_instance_metrics(self, context: Any, instance_uuid: Any, metrics: Any) -> dict[str, Any]:
+        """Save ``metrics`` ({name: number}) as the instance's newest samples; returns
+        ``{instance_uuid, metrics, sampled_at}`` as saved."""
+        where = "push_instance_metrics"
+        uuid = parse_uuid(instance_uuid, f"{where}: instance_uuid")
+        if not isinstance(metrics, dict) or not 0 < len(metrics) <= MAX_PUSHED:
+            raise InvalidRequest(f"{where}: metrics must be an object of 1 to {MAX_PUSHED} name: number "
+                                 f"entries, got {metrics!r}"[:300])
+        values = {}
+        for name, value in metrics.items():
+            checked = check_pushed_name(name, where)
+            values[checked] = check_pushed_value(checked, value, where)
+        self._live_instance(uuid, where)
+        now = self._db.now()
+        saved = self._db.save_instance_metrics(
+            [{"instance_uuid": uuid, "name": name, "value": value, "source": PUSHED, "sampled_at": now}
+             for name, value in values.items()])
+        if not saved:  # DELETED (or archived) since it was looked up
+            raise InvalidRequest(f"{where}: instance {uuid} is DELETED")
+        LOG.debug("Pushed %s of instance %s", ", ".join(f"{k}={v:g}" for k, v in values.items()), uuid)
+        return {"instance_uuid": uuid, "metrics": values, "sampled_at": to_iso(now)}
+
+    @rpc.read_only
+    def show_instance_metrics(self, context: Any, instance_uuids: Any) -> dict[str, Any]:
+        """``{uuid: {name: {value, sampled_at, source}}}``: every sample stored of the instances
+        (at most MAX_LIST), however old; an instance without any is left out."""
+        where = "show_instance_metrics"
+        if not isinstance(instance_uuids, list) or not 0 < len(instance_uuids) <= MAX_LIST:
+            raise InvalidRequest(f"{where}: instance_uuids must be a list of 1 to {MAX_LIST} instance UUIDs")
+        uuids = [parse_uuid(u, f"{where}: instance_uuids") for u in instance_uuids]
+        return self._db.list_instance_metrics(uuids)
