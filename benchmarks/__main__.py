@@ -1,4 +1,4 @@
-"""python -m benchmarks: decision latency, report ingestion, memory, end to end.
+"""python -m benchmarks: decision latency, report ingestion, memory, a scaling-group sync, end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -9,7 +9,7 @@ import os
 import platform
 import sys
 
-from benchmarks import decisions, ingestion
+from benchmarks import decisions, ingestion, scaling_sync
 
 
 def _hosts(text):
@@ -34,7 +34,8 @@ def parse_args(argv):
     parser.add_argument("--ingest-hosts", type=int, default=10_000,
                         help="fleet size for the report ingestion rate")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "decision,reference,ingestion,memory,e2e")
+                        "decision,reference,ingestion,memory,scaling,e2e")
+    scaling_sync.add_arguments(parser, prefix="scaling-")
     parser.add_argument("--e2e-hosts", type=int, default=1000)
     parser.add_argument("--e2e-instances", type=int, default=20_000)
     parser.add_argument("--e2e-rate", type=float, default=0,
@@ -70,6 +71,9 @@ def rows(args):
         yield ingestion.measure_ingestion(args.ingest_hosts)
     if "memory" not in args.skip:
         yield ingestion.measure_memory(max(args.hosts))
+    if "scaling" not in args.skip:
+        yield from scaling_sync.rows(args.scaling_backends, args.scaling_groups, args.scaling_members,
+                                     args.scaling_runs, args.scaling_share)
     if "e2e" not in args.skip:
         from benchmarks import e2e
 
@@ -100,7 +104,9 @@ def main(argv=None):
                      ("decisions_per_s", "reports_per_s", "placements_per_s") if k in row), "")
         if "bytes_per_host" in row:
             rate = f"{row['bytes_per_host']:,.0f} bytes/host"
-        print(f"{row['bench']:<10} {row['n_hosts']:>8,} {row['policy']:<32} "
+        if row["bench"] == "scaling":
+            rate = scaling_sync.describe(row)
+        print(f"{row['bench']:<10} {_fmt(row['n_hosts']):>8} {row['policy']:<32} "
               f"{_fmt(row['median_ms']):>10} {_fmt(row['p99_ms']):>10}  {rate}", flush=True)
     return 0
 

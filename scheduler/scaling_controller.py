@@ -9,6 +9,12 @@ and their builds cast after it commits; the members a scale-down removes are mar
 DELETING and their deletes cast after it commits. A controller whose lease was taken
 over writes nothing and casts nothing.
 
+The groups go by chunks of ``SYNC_CHUNK`` (see scheduler/db/scaling_syncs.py): a chunk's
+members and history are read in a few queries and its members' samples asked for at
+once; its groups' records, new members included, are written in one transaction, still a
+compare-and-set on each group's version (should that transaction fail, each group's is
+written alone); its scale-downs' members are marked DELETING in one statement.
+
 Whatever a controller that died between its commit and its casts left undone is found
 again by the next one: members SCHEDULING without a host, or DELETING, whose row has not
 changed for ``cast_grace_s`` get their cast again (the scheduler places a SCHEDULING row
@@ -19,25 +25,25 @@ No threads and no I/O of its own: the database, the casts, the metrics and the c
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid as uuidlib
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
-from scheduler import states
-from scheduler.db.engine import to_db_time
+from scheduler import jsonutils, states
+from scheduler.db.engine import DatabaseUnavailable, to_db_time, to_iso
+from scheduler.db.scaling_syncs import SCALE_EVENTS_KEPT_S, SyncRecord
 from scheduler.scaling import decide as policy
 from scheduler.scaling import members as group_members
-from scheduler.scaling.behavior import TOO_FEW_REPLICAS, TOO_MANY_REPLICAS
+from scheduler.scaling import status as group_status
 from scheduler.scaling.members import COUNTED_STATES, TemplateError
 from scheduler.scaling.spec import (
     EXTERNAL,
     GroupSpec,
-    MetricSpec,
     Readiness,
     Recommendation,
     ScaleEvent,
@@ -59,8 +65,9 @@ REMOVED = "removed"
 LOST = "lost"  # the group was written since it was claimed: nothing written, nothing cast
 FAILED = "failed"
 
-#: How many of the last scale events a group's status shows.
-EVENTS_SHOWN = 5
+#: Groups read, decided and written together.
+SYNC_CHUNK = 500
+_ANY_UUID = "00000000-0000-4000-8000-000000000000"  # a member's, to check a template with
 
 
 class MetricsSource(Protocol):
@@ -102,7 +109,7 @@ class InMemoryMetrics:
 class ControllerSettings:
     owner: str  # this controller's name in the leases: one per scheduler process
     period_s: float = 15.0  # --horizontal-pod-autoscaler-sync-period; the lease is as long
-    max_groups: int = 1000  # groups claimed per sync
+    max_groups: int = 10_000  # groups claimed per sync (10,000 of 10 members take about 1 s of CPU)
     replace_backoff_s: float = 10.0  # the first wait before ERROR members are replaced again
     replace_backoff_max_s: float = 300.0  # the wait doubles up to this
     cast_grace_s: float = 60.0  # a member unchanged this long gets its build/delete cast again
@@ -132,41 +139,74 @@ class _Plan:
     template_error: str | None = None
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+@dataclass
+class _Sync:
+    """A group's sync as decided, waiting to be written with its chunk."""
+
+    group: Mapping[str, Any]
+    members: list[dict[str, Any]]
+    plan: _Plan
+    record: SyncRecord
+    desired: int
 
 
-def _json_number(value: Decimal | int | None) -> float | int | None:
-    if value is None or isinstance(value, int):
-        return value
-    return int(value) if value == value.to_integral_value() else float(value)
+class _Readings:
+    """The metrics a chunk's decisions read: its members' samples, asked for at once, and
+    each external metric asked for once."""
+
+    def __init__(self, source: MetricsSource, uuids: Sequence[str]) -> None:
+        self._source = source
+        self.usage = source.member_usage(uuids) if uuids else {}
+        self._external: dict[str, Decimal | None] = {}
+
+    def external(self, name: str) -> Decimal | None:
+        if name not in self._external:
+            value = self._source.external(name)
+            if value is not None and not isinstance(value, Decimal):
+                value = Decimal(str(value))
+            self._external[name] = value
+        return self._external[name]
 
 
-def _target(metric: MetricSpec) -> dict[str, float | int | None]:
-    if metric.target_utilization is not None:
-        return {"utilization": metric.target_utilization}
-    if metric.target_average is not None:
-        return {"average": _json_number(metric.target_average)}
-    return {"value": _json_number(metric.target_value)}
+@functools.lru_cache(maxsize=4096)
+def _parsed_spec(text: str) -> GroupSpec | SpecError:
+    try:
+        return parse_spec(jsonutils.loads(text))
+    except SpecError as exc:
+        return exc
 
 
-def _conditions(decision: policy.Decision) -> list[dict[str, str]]:
-    return [{"type": c.type, "status": "True" if c.status else "False", "reason": c.reason,
-             "message": c.message} for c in decision.conditions]
+def _json_text(value: str | Mapping[str, Any]) -> str:
+    return value if isinstance(value, str) else jsonutils.dumps(value)
 
 
-def _event_reason(decision: policy.Decision) -> str:
-    """Why the count changed, as Kubernetes' SuccessfulRescale event says it."""
-    if not decision.metrics:  # brought back within min..max without reading a metric
-        if decision.limited_by == TOO_FEW_REPLICAS:
-            return "the desired count was below min"
-        if decision.limited_by == TOO_MANY_REPLICAS:
-            return "the desired count was above max"
-    if decision.scale_event is not None and decision.scale_event < 0:
-        return "all metrics below target"
-    above = max((r for r in decision.metrics if r.proposal is not None), key=lambda r: r.proposal or 0,
-                default=None)
-    return f"{above.spec.type} metric {above.spec.name} above target" if above else "rescale"
+def _json_object(value: str | Mapping[str, Any]) -> dict[str, Any]:
+    return jsonutils.loads(value) if isinstance(value, str) else dict(value)
+
+
+def _spec_of(group: Mapping[str, Any]) -> GroupSpec:
+    """The group's spec (its JSON text as claimed, or an object) parsed, raising SpecError;
+    once per distinct spec: most groups' specs stay the same from one sync to the next."""
+    parsed = _parsed_spec(_json_text(group["spec"]))
+    if isinstance(parsed, SpecError):
+        raise parsed
+    return parsed
+
+
+@functools.lru_cache(maxsize=4096)
+def _template_problem(template: str, project_id: str | None) -> str | None:
+    try:
+        group_members.member_request({"template": jsonutils.loads(template), "project_id": project_id},
+                                     _ANY_UUID, None)
+    except TemplateError as exc:
+        return str(exc)
+    return None
+
+
+def _template_error(group: Mapping[str, Any]) -> str | None:
+    """Why no member can be made of the group's template, None if one can; checked once
+    per distinct template."""
+    return _template_problem(_json_text(group["template"]), group.get("project_id"))
 
 
 def history_horizon_s(spec: GroupSpec) -> float:
@@ -174,6 +214,13 @@ def history_horizon_s(spec: GroupSpec) -> float:
     longest policy period; older records are pruned."""
     rules = (spec.behavior.scale_up, spec.behavior.scale_down)
     return max(r.stabilization_window_s for r in rules) + max(r.longest_period_s for r in rules)
+
+
+def _failed(group: Mapping[str, Any], exc: Exception, log: bool = True) -> SyncResult:
+    if log:
+        LOG.error("Scaling group %s (%s): sync failed: %s", group["name"], group["uuid"], exc,
+                  exc_info=(type(exc), exc, exc.__traceback__))
+    return SyncResult(group["uuid"], group["name"], FAILED, error=str(exc))
 
 
 class ScalingController:
@@ -195,14 +242,10 @@ class ScalingController:
         """Claim this owner's groups for one period and sync each; one result per group."""
         at = to_db_time(now) if now is not None else self._clock()
         groups = self._db.claim_scaling_groups(self.settings.owner, at, self.settings.period_s,
-                                               self.settings.max_groups)
+                                               self.settings.max_groups, json_text=True)
         results = []
-        for group in groups:
-            try:
-                results.append(self.sync_group(group, at))
-            except Exception as exc:  # one group's trouble must not stop the others
-                LOG.exception("Scaling group %s (%s): sync failed", group["name"], group["uuid"])
-                results.append(SyncResult(group["uuid"], group["name"], FAILED, error=str(exc)))
+        for start in range(0, len(groups), SYNC_CHUNK):
+            results.extend(self._sync_chunk(groups[start:start + SYNC_CHUNK], at))
         return results
 
     def release(self) -> int:
@@ -211,70 +254,175 @@ class ScalingController:
 
     def sync_group(self, group: Mapping[str, Any], now: datetime) -> SyncResult:
         """Sync ``group`` as claimed (its version is the one to write with) at ``now``."""
-        members = self._db.list_scaling_group_members(group["uuid"])
+        return self._sync_chunk([group], to_db_time(now))[0]
+
+    # -- a chunk of groups ---------------------------------------------------------------
+
+    def _sync_chunk(self, groups: Sequence[Mapping[str, Any]], now: datetime) -> list[SyncResult]:
+        """Sync ``groups``: read together, decided one by one, written together, then their
+        members marked and cast; one group's trouble does not stop the others."""
+        try:
+            found = self._db.read_scaling_syncs([g["uuid"] for g in groups])
+            counted = [m["uuid"] for g in groups if g["deleted_at"] is None
+                       for m in found[g["uuid"]]["members"] if m["state"] in COUNTED_STATES]
+            readings = _Readings(self._metrics, counted)
+        except Exception as exc:
+            LOG.exception("Scaling groups: reading %d group(s) to sync failed", len(groups))
+            return [_failed(group, exc, log=False) for group in groups]
+        results: dict[str, SyncResult] = {}
+        decided: list[_Sync] = []
+        for group in groups:
+            try:
+                outcome = self._sync_or_decide(group, found[group["uuid"]], readings, now)
+            except Exception as exc:
+                outcome = _failed(group, exc)
+            if isinstance(outcome, SyncResult):
+                results[group["uuid"]] = outcome
+            else:
+                decided.append(outcome)
+        written, unwritten = self._record(decided, now)
+        results.update(unwritten)
+        results.update(self._act(written, now))
+        return [results[group["uuid"]] for group in groups]
+
+    def _record(self, syncs: Sequence[_Sync], now: datetime) -> tuple[list[_Sync], dict[str, SyncResult]]:
+        """Write the decided syncs, all in one transaction; if that fails, each alone, so
+        that one group's trouble (a new member's uuid taken...) fails that group only.
+        (those written, {uuid: result} of those not written)."""
+        written: list[_Sync] = []
+        unwritten: dict[str, SyncResult] = {}
+        try:
+            done = self._db.record_scaling_syncs(now, [sync.record for sync in syncs]) if syncs else set()
+        except DatabaseUnavailable as exc:  # through every retry: one by one would wait as long each
+            LOG.error("Writing %d scaling groups' syncs failed: %s", len(syncs), exc)
+            return [], {sync.record.uuid: _failed(sync.group, exc, log=False) for sync in syncs}
+        except Exception:
+            LOG.exception("Writing %d scaling groups' syncs together failed; writing each alone", len(syncs))
+            alone = list(syncs)
+        else:
+            alone = []
+            for sync in syncs:
+                if sync.record.uuid in done:
+                    written.append(sync)
+                else:
+                    unwritten[sync.record.uuid] = self._lost(sync.group)
+        for sync in alone:
+            record = sync.record
+            try:
+                done = self._db.record_scaling_syncs(now, [record])
+            except Exception as exc:
+                unwritten[record.uuid] = _failed(sync.group, exc)
+                continue
+            if record.uuid in done:
+                written.append(sync)
+            else:
+                unwritten[record.uuid] = self._lost(sync.group)
+        return written, unwritten
+
+    @staticmethod
+    def _lost(group: Mapping[str, Any]) -> SyncResult:
+        LOG.info("Scaling group %s: written since it was claimed; nothing done", group["name"])
+        return SyncResult(group["uuid"], group["name"], LOST)
+
+    def _act(self, syncs: Sequence[_Sync], now: datetime) -> dict[str, SyncResult]:
+        """After the commit: the chosen members marked DELETING (all of the chunk's at once)
+        and their deletes cast, the new members' builds cast, stale casts sent again."""
+        victims = [m["uuid"] for sync in syncs for m in sync.plan.victims]
+        marking_error: Exception | None = None
+        marked: set[str] = set()
+        if victims:
+            try:
+                marked = self._db.set_members_state_if(victims, states.DELETING, COUNTED_STATES)
+            except Exception as exc:
+                marking_error = exc
+        results = {}
+        for sync in syncs:
+            group, plan, record = sync.group, sync.plan, sync.record
+            try:
+                if plan.victims and marking_error is not None:
+                    raise marking_error
+                if record.scale_event is not None:
+                    LOG.info("Scaling group %s: %s", group["name"], record.scale_event[1])
+                deleted = tuple(m["uuid"] for m in plan.victims if m["uuid"] in marked)
+                for uuid in deleted:
+                    self._delete_instance(uuid)
+                for row in plan.new_rows:
+                    self._run_instance(row["request_spec"], row["filter_properties"])
+                gone = {m["uuid"] for m in plan.victims}
+                recast = self._recast([m for m in sync.members if m["uuid"] not in gone], now)
+            except Exception as exc:
+                results[group["uuid"]] = _failed(group, exc)
+                continue
+            results[group["uuid"]] = SyncResult(group["uuid"], group["name"], SYNCED, sync.desired,
+                                                tuple(row["uuid"] for row in plan.new_rows), deleted, recast)
+        return results
+
+    # -- one group -----------------------------------------------------------------------
+
+    def _sync_or_decide(self, group: Mapping[str, Any], found: Mapping[str, Any],
+                        readings: _Readings, now: datetime) -> SyncResult | _Sync:
+        """A group being deleted, paused or whose spec is bad is synced here, alone (its
+        result); any other gets its decision and plan, to be written with its chunk."""
+        members = found["members"]
         if group["deleted_at"] is not None:
             return self._sync_deleting(group, members, now)
         try:
-            spec = parse_spec(group["spec"])
+            spec = _spec_of(group)
         except SpecError as exc:
-            status = {"synced_at": _iso(now), "error": str(exc)}
+            status = {"synced_at": group_status.iso(now), "error": str(exc)}
             written = self._db.update_scaling_group_if(group["uuid"], group["version"], {"status": status})
             return SyncResult(group["uuid"], group["name"], FAILED if written else LOST, error=str(exc))
         if group["paused"]:
             return self._sync_paused(group, members, now, None)
-        decision, history = self._decide(group, spec, members, now)
+        cutoff = now - timedelta(seconds=history_horizon_s(spec))
+        history = {key: [r for r in found[key] if r["recorded_at"] >= cutoff]
+                   for key in ("recommendations", "scale_events")}
+        oldest = found["oldest_recommendation"]
+        events_kept = min(cutoff, now - timedelta(seconds=SCALE_EVENTS_KEPT_S))
+        prunable = ((oldest is not None and oldest < cutoff)
+                    or any(e["recorded_at"] < events_kept for e in found["scale_events"]))
+        decision = self._decide(group, spec, members, history, readings, now)
         if group["desired"] == 0 and spec.min > 0:
             return self._sync_paused(group, members, now, decision)
         plan = self._plan(group, members, decision.desired, now)
-        status = self._status(members, decision, plan, history, now)
+        reason = None
+        if decision.scale_event is not None:
+            reason = group_status.event_reason(group["desired"], decision)
+        shown = [e for e in found["scale_events"] if e["recorded_at"] >= events_kept]
+        events = [{"at": to_iso(e["recorded_at"]), "change": e["change"], "reason": e["reason"]}
+                  for e in shown[-group_status.EVENTS_SHOWN:]]
+        status = group_status.group_status(members, decision, events, now, reason, plan.replace_failures,
+                                           plan.replace_after, plan.template_error)
         recommendations = [group["desired"]] if decision.record_initial else []
         if decision.recommendation is not None:
             recommendations.append(decision.recommendation)
-        event = None if decision.scale_event is None else (decision.scale_event, _event_reason(decision))
         values = {"desired": decision.desired, "status": status, "replace_after": plan.replace_after,
                   "replace_failures": plan.replace_failures}
-        written = self._db.record_scaling_sync(group["uuid"], group["version"], now, values, recommendations,
-                                               event, plan.new_rows)
-        if written is None:
-            LOG.info("Scaling group %s: written since it was claimed; nothing done", group["name"])
-            return SyncResult(group["uuid"], group["name"], LOST)
-        if event is not None:
-            LOG.info("Scaling group %s: %d -> %d members (%s)", group["name"], group["desired"],
-                     decision.desired, event[1])
-        deleted = self._delete(plan.victims)
-        for row in plan.new_rows:
-            self._run_instance(row["request_spec"], row["filter_properties"])
-        gone = {row["uuid"] for row in plan.victims}
-        recast = self._recast([m for m in members if m["uuid"] not in gone], now)
-        self._db.prune_scaling_history(now - timedelta(seconds=history_horizon_s(spec)), group["uuid"])
-        return SyncResult(group["uuid"], group["name"], SYNCED, decision.desired,
-                          tuple(row["uuid"] for row in plan.new_rows), deleted, recast)
-
-    # -- a sync's parts ------------------------------------------------------------------
+        record = SyncRecord(group["uuid"], group["version"], values, recommendations,
+                            None if decision.scale_event is None else (decision.scale_event, reason),
+                            plan.new_rows, cutoff if prunable else None)
+        return _Sync(group, members, plan, record, decision.desired)
 
     def _decide(self, group: Mapping[str, Any], spec: GroupSpec, members: Sequence[Mapping[str, Any]],
-                now: datetime) -> tuple[policy.Decision, list[dict[str, Any]]]:
-        """The policy's decision, and the scale events recorded within the history's horizon."""
+                history: Mapping[str, Sequence[Mapping[str, Any]]], readings: _Readings,
+                now: datetime) -> policy.Decision:
+        """The policy's decision on the group's members and its history within the horizon."""
         counted = [m for m in members if m["state"] in COUNTED_STATES]
-        usage = self._metrics.member_usage([m["uuid"] for m in counted])
-        seen = [group_members.to_member(m, usage.get(m["uuid"], {}), now) for m in counted]
+        seen = [group_members.to_member(m, readings.usage.get(m["uuid"], {}), now) for m in counted]
         external: dict[str, Decimal] = {}
         for metric in spec.metrics:
             if metric.type == EXTERNAL:
-                value = self._metrics.external(metric.name)
+                value = readings.external(metric.name)
                 if value is not None:
-                    external[metric.name] = value if isinstance(value, Decimal) else Decimal(str(value))
-        cutoff = now - timedelta(seconds=history_horizon_s(spec))
-        history = self._db.scaling_group_history(group["uuid"], since=cutoff)
+                    external[metric.name] = value
         recommendations = None
         if group["last_synced_at"] is not None:
             recommendations = [Recommendation(group_members.seconds_between(r["recorded_at"], now) or 0.0,
                                               r["replicas"]) for r in history["recommendations"]]
         events = [ScaleEvent(group_members.seconds_between(e["recorded_at"], now) or 0.0, e["change"])
                   for e in history["scale_events"]]
-        decision = policy.decide(spec, group["desired"], seen, external, recommendations, events,
-                                 self.settings.readiness)
-        return decision, history["scale_events"]
+        return policy.decide(spec, group["desired"], seen, external, recommendations, events,
+                             self.settings.readiness)
 
     def _plan(self, group: Mapping[str, Any], members: Sequence[Mapping[str, Any]], desired: int,
               now: datetime) -> _Plan:
@@ -283,10 +431,7 @@ class ScalingController:
         plan = _Plan(replace_after=to_db_time(group["replace_after"]),
                      replace_failures=group["replace_failures"])
         counted = [m for m in members if m["state"] in COUNTED_STATES]
-        try:
-            group_members.member_request(group, str(uuidlib.uuid4()), None)
-        except TemplateError as exc:
-            plan.template_error = str(exc)
+        plan.template_error = _template_error(group)
         errors = [m for m in counted if m["state"] == states.ERROR]
         replacing: list[Mapping[str, Any]] = []
         due = plan.replace_after is None or plan.replace_after <= now
@@ -299,18 +444,21 @@ class ScalingController:
         elif not errors and all(m["state"] == states.ACTIVE for m in counted):
             plan.replace_failures, plan.replace_after = 0, None
         kept = [m for m in counted if m not in replacing]
-        plan.victims = list(replacing) + group_members.victims(kept, len(kept) - desired)
+        plan.victims = list(replacing)
+        if len(kept) > desired:
+            plan.victims += group_members.victims(kept, len(kept) - desired)
         missing = desired - len(kept)
         if missing > 0 and plan.template_error is None:
             names = group_members.new_names(group["name"], [m for m in members if m not in replacing],
                                             missing)
-            plan.new_rows = [group_members.member_row(group, str(uuidlib.uuid4()), name) for name in names]
+            templated = {**group, "template": _json_object(group["template"])}
+            plan.new_rows = [group_members.member_row(templated, str(uuidlib.uuid4()), name)
+                             for name in names]
         return plan
 
     def _delete(self, victims: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """Mark ``victims`` DELETING (those not deleted meanwhile) and cast their deletes."""
-        marked = self._db.update_instances_if(
-            [(m["uuid"], {"state": states.DELETING}, {"state": COUNTED_STATES}) for m in victims])
+        marked = self._db.set_members_state_if([m["uuid"] for m in victims], states.DELETING, COUNTED_STATES)
         done = tuple(m["uuid"] for m in victims if m["uuid"] in marked)
         for uuid in done:
             self._delete_instance(uuid)
@@ -324,11 +472,13 @@ class ScalingController:
         stale = [m for m in members
                  if m["state"] in (states.SCHEDULING, states.DELETING)
                  and (m["state"] == states.DELETING or not m["host"])
-                 and (group_members.seconds_between(m["updated_at"] or m["created_at"], now) or 0.0) >= grace]
+                 and (group_members.seconds_between(m["updated_at"], now) or 0.0) >= grace]
         if not stale:
             return ()
         touched = self._db.update_instances_if(
             [(m["uuid"], {}, {"state": m["state"], "host": m["host"]}) for m in stale])
+        builds = [m["uuid"] for m in stale if m["uuid"] in touched and m["state"] != states.DELETING]
+        stored = self._db.get_instances(builds) if builds else {}  # their requests, as first cast
         recast = []
         for member in stale:
             if member["uuid"] not in touched:
@@ -337,7 +487,7 @@ class ScalingController:
             if member["state"] == states.DELETING:
                 self._delete_instance(member["uuid"])
             else:
-                request_spec, filter_properties = self._request_of(member)
+                request_spec, filter_properties = self._request_of(stored.get(member["uuid"], member))
                 self._run_instance(request_spec, filter_properties)
         if recast:
             LOG.info("Cast again (no news for %g s): %s", grace, ", ".join(recast))
@@ -353,14 +503,7 @@ class ScalingController:
                      decision: policy.Decision | None) -> SyncResult:
         """A paused group: its status written, nothing else (not even its last sync time, so
         that it starts again as a group never synced)."""
-        status: dict[str, Any] = {"synced_at": _iso(now), "paused": True, "desired": group["desired"],
-                                  "members": self._counts(members)}
-        if decision is None:
-            status["conditions"] = [{"type": policy.ABLE_TO_SCALE, "status": "False", "reason": "Paused",
-                                     "message": "the group is paused: its members are left as they are"}]
-            status["limited_by"] = "Paused"
-        else:
-            status.update(conditions=_conditions(decision), limited_by=decision.limited_by)
+        status = group_status.paused_status(members, group["desired"], now, decision)
         written = self._db.update_scaling_group_if(group["uuid"], group["version"], {"status": status})
         return SyncResult(group["uuid"], group["name"], PAUSED if written else LOST, group["desired"])
 
@@ -370,7 +513,8 @@ class ScalingController:
         if not members:
             removed = self._db.remove_scaling_group_if(group["uuid"], group["version"])
             return SyncResult(group["uuid"], group["name"], REMOVED if removed else LOST, 0)
-        status = {"synced_at": _iso(now), "deleting": True, "members": self._counts(members)}
+        status = {"synced_at": group_status.iso(now), "deleting": True,
+                  "members": group_status.member_counts(members)}
         written = self._db.update_scaling_group_if(group["uuid"], group["version"], {"status": status})
         if written is None:
             return SyncResult(group["uuid"], group["name"], LOST)
@@ -380,36 +524,3 @@ class ScalingController:
                 group["uuid"], written["version"]):
             return SyncResult(group["uuid"], group["name"], REMOVED, 0, deleted=deleted, recast=recast)
         return SyncResult(group["uuid"], group["name"], DELETING, 0, deleted=deleted, recast=recast)
-
-    # -- the status ----------------------------------------------------------------------
-
-    @staticmethod
-    def _counts(members: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-        return dict(sorted(Counter(m["state"] for m in members).items()))
-
-    def _status(self, members: Sequence[Mapping[str, Any]], decision: policy.Decision, plan: _Plan,
-                history: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, Any]:
-        """What ``show`` prints: the sync's metrics (current, target, proposal), conditions,
-        what limited the count, the members by state, the last scale events and the
-        replacement back-off."""
-        metrics = []
-        for result in decision.metrics:
-            entry: dict[str, Any] = {"name": result.spec.name, "type": result.spec.type,
-                                     "current": _json_number(result.current), "target": _target(result.spec),
-                                     "proposal": result.proposal}
-            if result.error is not None:
-                entry["error"] = result.error
-            metrics.append(entry)
-        events = [{"at": e["recorded_at"], "change": e["change"], "reason": e["reason"]} for e in history]
-        if decision.scale_event is not None:
-            events.append({"at": _iso(now), "change": decision.scale_event,
-                           "reason": _event_reason(decision)})
-        status: dict[str, Any] = {
-            "synced_at": _iso(now), "desired": decision.desired, "members": self._counts(members),
-            "metrics": metrics, "conditions": _conditions(decision), "limited_by": decision.limited_by,
-            "events": events[-EVENTS_SHOWN:],
-            "replacing": {"failures": plan.replace_failures, "next_at": _iso(plan.replace_after)},
-        }
-        if plan.template_error is not None:
-            status["template_error"] = plan.template_error
-        return status

@@ -17,43 +17,12 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from scheduler import states
-from scheduler.db.engine import Conflict, DatabaseEngine, NotFound, TimeValue, _retry, to_db_time
-from scheduler.db.instances import _INSTANCE_DEFAULTS, _INSTANCE_WRITABLE, _instance_values
+from scheduler.db.engine import Conflict, NotFound, TimeValue, _retry, to_db_time
 from scheduler.db.models import instances, scaling_group_events, scaling_group_recommendations, scaling_groups
-from scheduler.db.rows import _row_dict
-
-#: The columns a caller may write (leases, versions and times are this module's).
-GROUP_UPDATABLE = frozenset({
-    "name", "project_id", "spec", "template", "paused", "desired", "status", "last_synced_at",
-    "replace_after", "replace_failures",
-})
-_GROUP_TIMES = frozenset({"last_synced_at", "replace_after"})
-_GROUP_COUNTS = frozenset({"desired", "replace_failures"})
-_GROUP_MAPPINGS = frozenset({"spec", "template", "status"})
-
-
-def _group_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    unknown = set(values) - GROUP_UPDATABLE
-    if unknown:
-        raise ValueError(f"not scaling group columns one may write: {', '.join(sorted(unknown))}")
-    out = dict(values)
-    for key, value in out.items():
-        if key in _GROUP_TIMES:
-            out[key] = to_db_time(value)
-        elif key in _GROUP_COUNTS and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise ValueError(f"scaling group {key} must be a whole number of at least 0, got {value!r}")
-        elif key in _GROUP_MAPPINGS and value is not None:
-            if not isinstance(value, Mapping):
-                raise ValueError(f"scaling group {key} must be a JSON object, got {type(value).__name__}")
-            out[key] = dict(value)
-        elif key == "paused" and not isinstance(value, bool):
-            raise ValueError(f"scaling group paused must be true or false, got {value!r}")
-        elif key == "name" and (not isinstance(value, str) or not value):
-            raise ValueError("a scaling group needs a name")
-    for key in ("spec", "template"):
-        if key in out and out[key] is None:
-            raise ValueError(f"a scaling group needs a {key}")
-    return out
+from scheduler.db.rows import _chunks, _row_dict
+from scheduler.db.scaling_rows import group_values as _group_values
+from scheduler.db.scaling_rows import new_member_rows
+from scheduler.db.scaling_syncs import ScalingSyncQueries
 
 
 def _group_dict(row: sa.RowMapping) -> dict[str, Any]:
@@ -77,10 +46,11 @@ def _delete_group(connection: sa.Connection, group_id: int) -> None:
     connection.execute(sa.delete(scaling_groups).where(scaling_groups.c.id == group_id))
 
 
-class ScalingGroupQueries(DatabaseEngine):
+class ScalingGroupQueries(ScalingSyncQueries):
     """Scaling groups, their members, their history and their leases. Callers (the API)
     check names and specs first; these raise NotFound / Conflict for what only the
-    database can tell, ValueError for a value no group may hold."""
+    database can tell, ValueError for a value no group may hold. The controller's bulk
+    reads and writes are ScalingSyncQueries'."""
 
     def _group_row(self, connection: sa.Connection, uuid: str, lock: bool = False) -> sa.RowMapping:
         query = sa.select(scaling_groups).where(scaling_groups.c.uuid == uuid)
@@ -227,25 +197,6 @@ class ScalingGroupQueries(DatabaseEngine):
         with self._transaction() as connection:
             return [_row_dict(row) for row in connection.execute(query).mappings()]
 
-    def _member_rows(self, group: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
-                     ) -> list[dict[str, Any]]:
-        now = self.now()
-        rows: dict[str, dict[str, Any]] = {}
-        for record in records:
-            row = {key: _INSTANCE_DEFAULTS[key] for key in _INSTANCE_WRITABLE}
-            row.update(project_id=group["project_id"], state=states.SCHEDULING, created_at=now,
-                       updated_at=now)
-            row.update(_instance_values(record, _INSTANCE_WRITABLE))
-            if not row["uuid"] or row["uuid"] in rows:
-                raise ValueError(f"each new member needs a uuid of its own, got {row['uuid']!r}")
-            if row["state"] != states.SCHEDULING:
-                raise ValueError(f"a new member is {states.SCHEDULING}, not {row['state']}")
-            if row["scaling_group_uuid"] not in (None, group["uuid"]):
-                raise ValueError(f"member {row['uuid']} is of group {row['scaling_group_uuid']}")
-            row["scaling_group_uuid"] = group["uuid"]
-            rows[row["uuid"]] = row
-        return list(rows.values())
-
     # -- a sync and the history -------------------------------------------------
 
     @_retry
@@ -284,7 +235,7 @@ class ScalingGroupQueries(DatabaseEngine):
                 connection.execute(scaling_group_events.insert(), [{
                     "group_id": group_id, "recorded_at": synced_at, "change": int(scale_event[0]),
                     "reason": scale_event[1]}])
-            rows = self._member_rows(group, members)
+            rows = new_member_rows(group, members, self.now())
             if rows:
                 taken = connection.scalars(sa.select(instances.c.uuid).where(
                     instances.c.uuid.in_([row["uuid"] for row in rows]))).all()
@@ -330,12 +281,17 @@ class ScalingGroupQueries(DatabaseEngine):
     # -- leases -------------------------------------------------------------
 
     @_retry
-    def claim_scaling_groups(self, owner: str, now: TimeValue, lease_seconds: float, limit: int
-                             ) -> list[dict[str, Any]]:
+    def claim_scaling_groups(self, owner: str, now: TimeValue, lease_seconds: float, limit: int,
+                             json_text: bool = False) -> list[dict[str, Any]]:
         """The groups ``owner`` holds for ``lease_seconds`` from ``now`` (the database's
         clock), at most ``limit`` of them, by uuid: those it held already (renewed first),
         then those held by nobody or whose lease expired. Each claim bumps the group's
         version: the version returned is the one to write with.
+
+        With ``json_text``, each group's ``spec`` and ``template`` come as their JSON text,
+        its times as naive UTC datetimes, and its ``status`` is left out: what the
+        controller reads (it parses each distinct spec once, compares times, and writes the
+        status without reading it).
 
         Two statements: the groups are selected FOR UPDATE SKIP LOCKED (a group another
         controller is claiming or writing right now is left to it; SQLite has one writer
@@ -347,6 +303,10 @@ class ScalingGroupQueries(DatabaseEngine):
                            g.c.lease_expires_at.is_(None), g.c.lease_expires_at <= start)
         lease = {"lease_owner": owner, "lease_expires_at": start + timedelta(seconds=lease_seconds),
                  "version": g.c.version + 1}
+        columns: list[sa.ColumnElement[Any]] = list(g.columns)
+        if json_text:
+            columns = [sa.cast(c, sa.Text).label(c.name) if c.name in ("spec", "template") else c
+                       for c in g.columns if c.name != "status"]
         with self._transaction(write=True) as connection:
             ids = connection.scalars(
                 sa.select(g.c.id).where(claimable)
@@ -355,15 +315,19 @@ class ScalingGroupQueries(DatabaseEngine):
             ).all()
             if not ids:
                 return []
-            statement = sa.update(g).where(g.c.id.in_(ids), claimable).values(lease)
-            if connection.dialect.update_returning:
-                rows = connection.execute(statement.returning(*g.columns)).mappings().all()
-            else:
-                connection.execute(statement)
-                rows = connection.execute(sa.select(g).where(
-                    g.c.id.in_(ids), g.c.lease_owner == owner,
-                    g.c.lease_expires_at == lease["lease_expires_at"])).mappings().all()
-        return sorted((_group_dict(row) for row in rows), key=lambda group: group["uuid"])
+            rows: list[sa.RowMapping] = []
+            for chunk in _chunks(ids):
+                statement = sa.update(g).where(g.c.id.in_(chunk), claimable).values(lease)
+                if connection.dialect.update_returning:
+                    rows += connection.execute(statement.returning(*columns)).mappings().all()
+                else:
+                    connection.execute(statement)
+                    rows += connection.execute(sa.select(*columns).where(
+                        g.c.id.in_(chunk), g.c.lease_owner == owner,
+                        g.c.lease_expires_at == lease["lease_expires_at"])).mappings().all()
+        groups = [{key: row[key] for key in row.keys() if key != "id"} if json_text else _group_dict(row)
+                  for row in rows]
+        return sorted(groups, key=lambda group: group["uuid"])
 
     @_retry
     def release_scaling_groups(self, owner: str, uuids: Iterable[str] | None = None) -> int:
@@ -377,3 +341,20 @@ class ScalingGroupQueries(DatabaseEngine):
         with self._transaction(write=True) as connection:
             return connection.execute(statement).rowcount
 
+
+    # -- the API's reads
+
+    @_retry
+    def count_scaling_group_members(self, uuids: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+        """{group uuid: {state: members}} of the groups ``uuids`` (or of every group), members
+        not DELETED; a group without one is left out. One query, for ``berth scaling-group list``."""
+        query = (sa.select(instances.c.scaling_group_uuid, instances.c.state, sa.func.count())
+                 .where(instances.c.scaling_group_uuid.is_not(None), instances.c.state != states.DELETED)
+                 .group_by(instances.c.scaling_group_uuid, instances.c.state))
+        if uuids is not None:
+            query = query.where(instances.c.scaling_group_uuid.in_(list(uuids)))
+        found: dict[str, dict[str, int]] = {}
+        with self._transaction() as connection:
+            for group, state, count in connection.execute(query):
+                found.setdefault(group, {})[state] = int(count)
+        return {group: dict(sorted(counts.items())) for group, counts in found.items()}

@@ -1,5 +1,6 @@
 """Scaling groups in the database (SQLite): groups, members, history, leases."""
 
+import json
 from datetime import datetime, timedelta
 
 import pytest
@@ -10,6 +11,7 @@ from scheduler.db import api as db_api
 from scheduler.db import archive
 from scheduler.db.api import Conflict, NotFound
 from scheduler.db.models import shadow_instances
+from scheduler.db.scaling_syncs import SyncRecord
 
 SPEC = {"min": 1, "max": 10, "metrics": [{"type": "resource", "name": "cpu", "target_utilization": 50}]}
 TEMPLATE = {"flavor_name": "m1.small", "scheduler_hints": {}, "availability_zone": "az1",
@@ -317,3 +319,123 @@ def test_a_group_with_members_is_deleted_by_its_controller(database):
     assert database.remove_scaling_group_if("g1", deleting["version"] - 1) is False  # stale
     assert database.remove_scaling_group_if("g1", deleting["version"]) is True
     assert database.list_scaling_groups() == []
+
+
+# -- the controller's syncs in bulk ----------------------------------------------
+
+
+def test_syncs_recorded_together_keep_each_groups_compare_and_set(database):
+    _group(database, "g1", "web", project_id="p1")
+    _group(database, "g2", "api")
+    _group(database, "g3", "db")
+    claimed = {g["uuid"]: g for g in database.claim_scaling_groups("a", _at(0), LEASE, 10)}
+    database.update_scaling_group("g2", {"paused": True})  # an operator's change since the claim
+    database.delete_scaling_group("g3")  # being deleted (it had no member: gone)
+    written = database.record_scaling_syncs(_at(1), [
+        SyncRecord("g1", claimed["g1"]["version"], {"desired": 2, "status": {"x": 1}}, [1, 2], (1, "up"),
+                   [_member("m1", display_name="web-2")]),
+        SyncRecord("g2", claimed["g2"]["version"], {"desired": 5}, [5], (4, "up"), [_member("m2")]),
+        SyncRecord("g3", claimed["g3"]["version"], {"desired": 5}, [5]),
+    ])
+    assert written == {"g1"}
+    g1 = database.get_scaling_group("g1")
+    assert (g1["desired"], g1["status"], g1["version"]) == (2, {"x": 1}, claimed["g1"]["version"] + 1)
+    assert g1["last_synced_at"] == "2026-12-01T12:00:01.000000Z"
+    assert [(m["uuid"], m["state"], m["project_id"], m["display_name"])
+            for m in database.list_scaling_group_members("g1")] == [("m1", states.SCHEDULING, "p1", "web-2")]
+    assert database.scaling_group_history("g1") == {
+        "recommendations": [{"recorded_at": "2026-12-01T12:00:01.000000Z", "replicas": 1},
+                            {"recorded_at": "2026-12-01T12:00:01.000000Z", "replicas": 2}],
+        "scale_events": [{"recorded_at": "2026-12-01T12:00:01.000000Z", "change": 1, "reason": "up"}]}
+    g2 = database.get_scaling_group("g2")
+    assert (g2["desired"], g2["last_synced_at"]) == (1, None)
+    assert database.scaling_group_history("g2") == {"recommendations": [], "scale_events": []}
+    assert database.get_instance("m2") is None
+
+
+def test_a_group_being_deleted_gets_no_member_from_a_sync_recorded_together(database):
+    _group(database)
+    database.create_instances([_member("m1", scaling_group_uuid="g1", state=states.ACTIVE)])
+    database.delete_scaling_group("g1")
+    [deleting] = database.claim_scaling_groups("a", _at(0), LEASE, 10)
+    assert database.record_scaling_syncs(_at(0), [
+        SyncRecord("g1", deleting["version"], {"desired": 2}, new_members=[_member("m2")])]) == set()
+    assert database.get_instance("m2") is None
+
+
+def test_syncs_recorded_together_write_nothing_if_a_new_member_exists(database):
+    _group(database, "g1", "web")
+    _group(database, "g2", "api")
+    database.create_instances([_member("taken")])
+    with pytest.raises(Conflict, match="instance.s. taken exist already"):
+        database.record_scaling_syncs(_at(0), [
+            SyncRecord("g1", 0, {"desired": 2}, [2], new_members=[_member("new")]),
+            SyncRecord("g2", 0, {"desired": 2}, [2], new_members=[_member("taken")])])
+    with pytest.raises(ValueError, match="desired must be a whole number"):
+        database.record_scaling_syncs(_at(0), [SyncRecord("g1", 0, {"desired": -1})])
+    assert [g["version"] for g in database.list_scaling_groups()] == [0, 0]
+    assert database.get_instance("new") is None
+    assert _count(database, "scaling_group_recommendations") == 0
+
+
+def test_syncs_recorded_together_prune_only_their_own_old_history(database):
+    _group(database, "g1", "web")
+    _group(database, "g2", "api")
+    for uuid in ("g1", "g2"):
+        database.record_scaling_sync(uuid, 0, _at(0), recommendations=[3], scale_event=(2, "up"))
+    written = database.record_scaling_syncs(_at(60), [SyncRecord("g1", 1, {}, [4], prune_before=_at(30))])
+    assert written == {"g1"}
+    assert database.scaling_group_history("g1") == {
+        "recommendations": [{"recorded_at": "2026-12-01T12:01:00.000000Z", "replicas": 4}],
+        # Scale events stay an hour, for show, whatever the windows read.
+        "scale_events": [{"recorded_at": "2026-12-01T12:00:00.000000Z", "change": 2, "reason": "up"}]}
+    assert len(database.scaling_group_history("g2")["recommendations"]) == 1
+    database.record_scaling_syncs(_at(3601), [SyncRecord("g1", 2, {}, [4], prune_before=_at(3590))])
+    assert database.scaling_group_history("g1")["scale_events"] == []
+    assert len(database.scaling_group_history("g2")["scale_events"]) == 1
+
+
+def test_a_syncs_reads_in_bulk(database):
+    _group(database, "g1", "web")
+    _group(database, "g2", "api")
+    database.create_instances([
+        _member("m2", scaling_group_uuid="g1", created_at=_at(2), state=states.ACTIVE, host="h1"),
+        _member("m1", scaling_group_uuid="g1", created_at=_at(1)),
+        _member("gone", scaling_group_uuid="g1", created_at=_at(0), state=states.DELETED),
+        _member("other", scaling_group_uuid="g2"),
+    ])
+    version = 0
+    for second, replicas in ((0, 3), (15, 5), (30, 3), (45, 4)):
+        version = database.record_scaling_sync("g1", version, _at(second), recommendations=[replicas],
+                                               scale_event=(1, f"at {second}") if second == 15 else None
+                                               )["version"]
+    found = database.read_scaling_syncs(["g1", "g2", "nope"])
+    g1 = found["g1"]
+    assert [(m["uuid"], m["state"], m["host"]) for m in g1["members"]] == [
+        ("m1", states.SCHEDULING, None), ("m2", states.ACTIVE, "h1")]
+    assert g1["members"][0]["updated_at"] == _at(1)  # never updated: its creation
+    # The youngest record of each count: a window's lowest and highest are all it reads.
+    assert sorted((r["replicas"], r["recorded_at"]) for r in g1["recommendations"]) == [
+        (3, _at(30)), (4, _at(45)), (5, _at(15))]
+    assert g1["oldest_recommendation"] == _at(0)
+    assert g1["scale_events"] == [{"recorded_at": _at(15), "change": 1, "reason": "at 15"}]
+    assert [m["uuid"] for m in found["g2"]["members"]] == ["other"]
+    assert found["nope"] == {"members": [], "recommendations": [], "oldest_recommendation": None,
+                             "scale_events": []}
+
+
+def test_members_change_state_in_bulk_only_from_the_states_expected(database):
+    database.create_instances([_member("a", state=states.ACTIVE), _member("b", state=states.ERROR),
+                               _member("c", state=states.DELETED)])
+    assert database.set_members_state_if(["a", "b", "c", "nope"], states.DELETING,
+                                         (states.ACTIVE, states.ERROR)) == {"a", "b"}
+    assert [database.get_instance(u)["state"] for u in "abc"] == [states.DELETING, states.DELETING,
+                                                                   states.DELETED]
+
+
+def test_a_controllers_claim_carries_spec_and_template_as_text(database):
+    _group(database)
+    database.update_scaling_group("g1", {"status": {"x": 1}})
+    [group] = database.claim_scaling_groups("a", _at(0), LEASE, 10, json_text=True)
+    assert json.loads(group["spec"]) == SPEC and json.loads(group["template"]) == TEMPLATE
+    assert "status" not in group and group["lease_expires_at"] == _at(LEASE)

@@ -14,6 +14,7 @@ from scheduler.db import api as db_api
 from scheduler.scaling import members as group_members
 from scheduler.scaling_controller import (
     DELETING,
+    FAILED,
     LOST,
     PAUSED,
     REMOVED,
@@ -181,7 +182,10 @@ def test_scale_up_under_load_to_the_algorithms_figure(database, scheduler, metri
     assert group["status"]["metrics"] == [{"name": "cpu", "type": "resource", "current": 90,
                                            "target": {"utilization": 50}, "proposal": 4}]
     assert group["status"]["events"][-1]["change"] == 2
-    assert group["status"]["events"][-1]["reason"] == "resource metric cpu above target"
+    assert group["status"]["events"][-1]["reason"] == (
+        "scaled from 2 to 4: cpu utilization 90% of requests above target 50%")
+    assert [e["reason"] for e in database.scaling_group_history("g1")["scale_events"]] == [
+        "scaled from 2 to 4: cpu utilization 90% of requests above target 50%"]
     new = [m for m in _members(database) if m["uuid"] in result.created]
     assert {(m["state"], m["scaling_group_uuid"]) for m in new} == {(states.SCHEDULING, "g1")}
 
@@ -227,7 +231,8 @@ def test_scale_down_waits_for_the_window_then_deletes_in_kubernetes_order(
     assert scheduler.deletes == list(result.deleted)
     assert sorted(m["display_name"] for m in _members(database)) == ["web-3", "web-6"]
     assert database.get_scaling_group("g1")["status"]["events"][-1] == {
-        "at": "2026-12-01T12:01:30.000000Z", "change": -4, "reason": "all metrics below target"}
+        "at": "2026-12-01T12:01:30.000000Z", "change": -4,
+        "reason": "scaled from 6 to 2: all metrics below target"}
 
 
 def test_victims_order_puts_error_members_after_unplaced_ones():
@@ -424,3 +429,91 @@ def test_a_bad_template_creates_nothing_and_says_why(database, scheduler, contro
     [result] = controller.sync_once(clock.at(0))
     assert result.created == () and scheduler.builds == []
     assert "unknown flavor 'm9.huge'" in database.get_scaling_group("g1")["status"]["template_error"]
+
+
+# -- what the scale events say -------------------------------------------------------------------
+
+
+def test_scale_events_say_which_metric_asked_for_more(database, scheduler, metrics, controller, clock):
+    _group(database, "g1", "web", desired=2,
+           metrics=[{"type": "instance", "name": "rps", "target_average": 100}])
+    _group(database, "g2", "api", desired=2,
+           metrics=[{"type": "external", "name": "queue:jobs", "target_value": 30}])
+    controller.sync_once(clock.at(0))
+    for group in ("g1", "g2"):
+        _run(database, metrics, cpu=0.5, group=group)
+    for member in _members(database, "g1"):
+        metrics.set_usage(member["uuid"], rps=120)
+    metrics.set_external("queue:jobs", 300)
+    controller.sync_once(clock.at(15))
+    reasons = {uuid: database.scaling_group_history(uuid)["scale_events"][-1]["reason"]
+               for uuid in ("g1", "g2")}
+    assert reasons == {"g1": "scaled from 2 to 3: rps average 120 above target 100",
+                       "g2": "scaled from 2 to 6: queue:jobs value 300 above target 30"}  # 4 more at most
+
+
+def test_a_count_above_max_is_brought_back_and_says_so(database, scheduler, metrics, controller, clock):
+    _group(database, desired=5, max=20)
+    controller.sync_once(clock.at(0))
+    _run(database, metrics, cpu=0.5)
+    database.update_scaling_group("g1", {"spec": {"min": 1, "max": 3, "metrics": CPU_50}})
+    [result] = controller.sync_once(clock.at(15))
+    assert result.desired == 3 and len(result.deleted) == 2
+    assert database.get_scaling_group("g1")["status"]["events"][-1]["reason"] == (
+        "scaled from 5 to 3: the desired count was above max")
+
+
+# -- many groups ------------------------------------------------------------------------------
+
+
+def test_groups_synced_together_each_keep_their_compare_and_set(database, scheduler, metrics, controller,
+                                                               clock, monkeypatch):
+    monkeypatch.setattr("scheduler.scaling_controller.SYNC_CHUNK", 2)
+    for number in range(5):
+        _group(database, f"g{number}", f"web{number}", desired=2)
+    read = database.read_scaling_syncs
+
+    def changed_meanwhile(uuids):
+        if "g3" in uuids:
+            database.update_scaling_group("g3", {"desired": 1})  # an operator, between claim and write
+        return read(uuids)
+
+    database.read_scaling_syncs = changed_meanwhile  # type: ignore[method-assign]
+    results = controller.sync_once(clock.at(0))
+    assert [(r.uuid, r.outcome) for r in results] == [
+        ("g0", SYNCED), ("g1", SYNCED), ("g2", SYNCED), ("g3", LOST), ("g4", SYNCED)]
+    assert _members(database, "g3") == [] and database.get_scaling_group("g3")["desired"] == 1
+    for number in (0, 1, 2, 4):
+        assert len(_members(database, f"g{number}")) == 2
+    assert sorted(scheduler.builds) == sorted(u for r in results for u in r.created)
+    assert len(scheduler.builds) == 8
+
+
+def test_one_groups_failed_write_fails_that_group_only(database, scheduler, metrics, controller, clock,
+                                                      monkeypatch):
+    _group(database, "g1", "web", desired=1)
+    _group(database, "g2", "api", desired=1)
+    database.create_instances([{"uuid": "7a0b9a52-9b4e-4d3c-9d10-000000000001", "memory_mb": 1, "vcpus": 1}])
+    uuids = iter(["7a0b9a52-9b4e-4d3c-9d10-000000000001", "7a0b9a52-9b4e-4d3c-9d10-000000000002"])
+    monkeypatch.setattr("scheduler.scaling_controller.uuidlib.uuid4", lambda: next(uuids))
+    first, second = controller.sync_once(clock.at(0))
+    assert (first.uuid, first.outcome) == ("g1", FAILED) and "exist already" in first.error
+    assert (second.uuid, second.outcome) == ("g2", SYNCED)
+    assert second.created == ("7a0b9a52-9b4e-4d3c-9d10-000000000002",)
+    assert _members(database, "g1") == [] and scheduler.builds == list(second.created)
+
+
+def test_show_keeps_the_last_scale_events_an_hour_though_the_windows_no_longer_read_them(
+        database, scheduler, metrics, controller, clock):
+    _group(database, desired=2)
+    controller.sync_once(clock.at(0))
+    _run(database, metrics, cpu=0.9)
+    controller.sync_once(clock.at(15))  # 2 -> 4
+    _run(database, metrics, cpu=0.5)
+    for second in range(30, 3600, 300):  # steady at 50 %: no event, the horizon (315 s) long past
+        controller.sync_once(clock.at(second))
+    reasons = [e["reason"] for e in database.get_scaling_group("g1")["status"]["events"]]
+    assert reasons == ["scaled from 2 to 4: cpu utilization 90% of requests above target 50%"]
+    controller.sync_once(clock.at(3616))  # the event is an hour old: pruned, and no longer shown
+    assert database.get_scaling_group("g1")["status"]["events"] == []
+    assert database.scaling_group_history("g1")["scale_events"] == []
