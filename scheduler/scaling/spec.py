@@ -8,6 +8,7 @@ The defaults are Kubernetes' (autoscaling/v2 defaulting and the controller's fla
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -182,6 +183,9 @@ def _shown(value: Any) -> str:
 
 
 def _is_number(value: Any) -> bool:
+    # A float is how JSON decoded without parse_float=Decimal (the database's, the RPC's) holds 0.1.
+    if isinstance(value, float):
+        return math.isfinite(value)
     return isinstance(value, int | Decimal) and not isinstance(value, bool)
 
 
@@ -218,7 +222,7 @@ def _whole(value: Any, path: str, low: int = 0, high: int | None = None, what: s
 def _number(value: Any, path: str, above_zero: bool = False) -> Decimal:
     if not _is_number(value) or value < 0 or (above_zero and value == 0):
         raise SpecError(path, f"must be a number {'above 0' if above_zero else '>= 0'}, got {_shown(value)}")
-    return Decimal(value)
+    return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
 
 
 def _seconds(value: Any, path: str) -> float:

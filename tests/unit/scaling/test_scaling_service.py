@@ -124,8 +124,8 @@ def test_a_scheduler_with_the_controller_off_syncs_nothing(conf, service):
     conf.set_override("enabled", False, group="scaling")
     off = SchedulerService(conf, service.transport, service.database)
     assert off.scaling is None
-    group = service.database.create_scaling_group(str(uuidlib.uuid4()), "web", SPEC, {"flavor_name": "m1.tiny"},
-                                                  2)
+    group = service.database.create_scaling_group(str(uuidlib.uuid4()), "web", SPEC,
+                                                  {"flavor_name": "m1.tiny"}, 2)
     off.start()
     try:
         off.run_periodic_tasks()
