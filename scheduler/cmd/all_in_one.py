@@ -9,11 +9,12 @@ import sys
 from oslo_config import cfg
 
 from compute_agent import conf as agent_conf
+from compute_agent.client import ComputeClient
 from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
-from scheduler.cmd import cli, common, output
+from scheduler.cmd import cli, common, output, scaling_demo
 from scheduler.service import SchedulerService
 
 LOG = logging.getLogger(__name__)
@@ -26,6 +27,13 @@ cli_opts = [
         default=False,
         help="Boot a mixed workload, print where it landed and each host's usage, "
         "delete it again and exit.",
+    ),
+    cfg.BoolOpt(
+        "demo-scaling",
+        default=False,
+        help="Create a scaling group, raise and drop its members' simulated load, print "
+        "how it grows and shrinks (about a minute, with the controller's periods "
+        "shortened), delete it and exit.",
     ),
 ]
 
@@ -58,7 +66,11 @@ def main(argv=None, out=None):
         validators=common.SCHEDULER_SETUP["validators"],
         cli_opts=cli_opts,
     )
-    demo_log = demo_log_file(conf) if conf.demo else None
+    if conf.demo and conf.demo_scaling:
+        return f"{PROG}: --demo and --demo-scaling: choose one"
+    demo_log = demo_log_file(conf) if conf.demo or conf.demo_scaling else None
+    if conf.demo_scaling:
+        scaling_demo.apply_overrides(conf)
     config.setup_logging(conf, PROG)
     try:
         database = common.open_database(conf)
@@ -70,11 +82,17 @@ def main(argv=None, out=None):
     LOG.info("%d compute agent(s), %s, each %s", len(agents), hosts, agents[0].driver.describe())
     services = [SchedulerService(conf, transport, database)] + agents
     try:
-        if not conf.demo:
+        if not conf.demo and not conf.demo_scaling:
             common.run_until_signalled(services, transport)
             return 0
         transport.reach(DEMO_CONNECT_TIMEOUT)
-        status = demo(conf, services, SchedulerClient(transport), out)
+        client = SchedulerClient(transport)
+        if conf.demo_scaling:
+            compute = ComputeClient(transport)
+            status = demo(conf, services, client, out, lambda output_, booted: scaling_demo.run_scaling_demo(
+                client, compute, agent_hosts(conf), output_))
+        else:
+            status = demo(conf, services, client, out)
         if demo_log:
             print(f"The log of this run is in {demo_log}.", file=Output(out))
         return status
@@ -118,9 +136,10 @@ class Output:
         pass
 
 
-def demo(conf, services, client, out):
-    """Run the demo; Ctrl-C (or SIGTERM) stops it at once, deletes what it booted and
-    stops the services; a second one only says that this is under way."""
+def demo(conf, services, client, out, run=None):
+    """Run the demo (``run(out, booted)``, the mixed workload's by default); Ctrl-C (or
+    SIGTERM) stops it at once, deletes what it booted and stops the services; a second
+    one only says that this is under way."""
     running = [True]  # until interrupted or done: then a signal only says what is under way
 
     def on_signal(signum, frame):
@@ -137,6 +156,8 @@ def demo(conf, services, client, out):
         for service in services:
             service.start()
             started.append(service)
+        if run is not None:
+            return run(out, booted)
         return run_demo(conf, client, out, booted)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted: deleting the {len(booted)} instance(s) the demo booted, then "

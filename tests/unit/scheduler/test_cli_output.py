@@ -135,3 +135,12 @@ def test_debug_on_the_command_line_shows_the_log_and_debug_in_a_shared_file_does
     shown = boot("--debug")
     assert "DEBUG" in shown and "Booting" in shown and "as request req-" in shown
     assert boot() == ""  # the user's terminal is theirs unless they ask
+
+
+def test_the_two_demos_are_refused_together_before_anything_starts(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "scheduler.cmd.all_in_one", "--demo", "--demo-scaling"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg")})
+    assert done.returncode == 1
+    assert done.stderr == "berth-all-in-one: --demo and --demo-scaling: choose one\n"
+    assert not (tmp_path / "xdg").exists()  # no database, no log
