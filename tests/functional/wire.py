@@ -57,7 +57,10 @@ class RawPublisher:
 
     def __init__(self, fleet):
         self.fleet = fleet
-        self.conn = raw_connection(fleet)
+        # With publisher confirms: a publish returns once the broker has the message queued,
+        # so that closing the connection right after the last one loses none.
+        self.conn = kombu.Connection(fleet.conf.transport_url.replace("rabbit://", "amqp://", 1),
+                                     transport_options={"confirm_publish": True})
         self.producer = kombu.Producer(self.conn.channel(), auto_declare=False)
         self.topic = topology.topic_exchange(fleet.transport)
         self.topic(self.producer.channel).declare()
