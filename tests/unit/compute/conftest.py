@@ -4,7 +4,9 @@ import os
 import pytest
 
 from compute_agent import conf as agent_conf
+from compute_agent.manager import ComputeManager
 from scheduler import conf as berth_conf
+from tests.unit.compute.stub_scheduler import HOST, StubScheduler, serving
 
 _exchanges = itertools.count()
 
@@ -22,3 +24,26 @@ def conf(tmp_path):
     yield conf
     conf.reset()
     conf.clear_override("host")
+
+
+@pytest.fixture
+def scheduler(transport):
+    """What the agents cast to the scheduler topic (a StubScheduler)."""
+    with serving(transport, StubScheduler()) as stub:
+        yield stub
+
+
+@pytest.fixture
+def agents(conf, transport):
+    """start(host=HOST, driver=None): a started ComputeManager, stopped after the test."""
+    started = []
+
+    def start(host=HOST, driver=None):
+        manager = ComputeManager(conf, transport, host=host, driver=driver)
+        manager.start()
+        started.append(manager)
+        return manager
+
+    yield start
+    for manager in started:
+        manager.stop()

@@ -12,9 +12,8 @@ from compute_agent import load_model
 from compute_agent.client import ComputeClient
 from compute_agent.fake_load import LoadOverrides
 from compute_agent.load_model import Load
-from compute_agent.manager import ComputeManager
 from compute_agent.resource_tracker import ResourceTracker
-from tests.unit.compute.test_compute_manager import HOST, StubScheduler, make_instance, request_for, wait_for
+from tests.unit.compute.stub_scheduler import HOST, make_instance, request_for, wait_for
 
 rpc = pytest.importorskip("scheduler.rpc")
 
@@ -119,32 +118,6 @@ def test_the_host_driver_reports_no_instance_usage(conf):
 
 
 # -- set_fake_load over memory:// --------------------------------------------------
-
-
-@pytest.fixture
-def scheduler(transport):
-    """What the agents cast to the scheduler topic."""
-    stub = StubScheduler()
-    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="sched-1"), [stub])
-    server.start()
-    yield stub
-    server.stop()
-    server.wait()
-
-
-@pytest.fixture
-def agents(conf, transport):
-    started = []
-
-    def start(host=HOST, driver=None):
-        manager = ComputeManager(conf, transport, host=host, driver=driver)
-        manager.start()
-        started.append(manager)
-        return manager
-
-    yield start
-    for manager in started:
-        manager.stop()
 
 
 def _built(transport, scheduler, vcpus=2, host=HOST):

@@ -1,6 +1,5 @@
 """The agent over the memory:// transport, with a stub scheduler in the same process."""
 
-import threading
 import time
 import uuid as uuidlib
 
@@ -10,57 +9,9 @@ from compute_agent import driver as drivers
 from compute_agent.client import ComputeClient
 from compute_agent.instance_store import InstanceStore
 from compute_agent.manager import ComputeManager
+from tests.unit.compute.stub_scheduler import HOST, make_instance, request_for, wait_for
 
 rpc = pytest.importorskip("scheduler.rpc")
-
-HOST = "agent-1"
-TIMEOUT = 30.0  # guards against hangs only
-
-
-def wait_for(condition, what, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-class StubScheduler:
-    """Records what the agent casts to the scheduler topic."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.updates = []
-        self.reports = []
-        self.reschedules = []
-
-    def instance_update(self, context, instance_uuid, host, state, fault=None):
-        with self._lock:
-            self.updates.append((instance_uuid, host, state, fault))
-
-    def report_resources(self, context, host, resources):
-        with self._lock:
-            self.reports.append((host, resources))
-
-    def run_instance(self, context, request_spec, filter_properties):
-        with self._lock:
-            self.reschedules.append((request_spec, filter_properties))
-
-    def states(self, uuid):
-        with self._lock:
-            return [state for u, _, state, _ in self.updates if u == uuid]
-
-    def last_report(self, host=HOST):
-        with self._lock:
-            mine = [resources for h, resources in self.reports if h == host]
-        return mine[-1] if mine else None
-
-    def report_count(self):
-        with self._lock:
-            return len(self.reports)
 
 
 class CountingDriver(drivers.FakeDriver):
@@ -78,60 +29,6 @@ class CountingDriver(drivers.FakeDriver):
 
     def destroy(self, instance):
         self.destroyed.append(instance["uuid"])
-
-
-@pytest.fixture
-def scheduler(transport):
-    stub = StubScheduler()
-    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="sched-1"), [stub])
-    server.start()
-    yield stub
-    server.stop()
-    server.wait()
-
-
-@pytest.fixture
-def agents(conf, transport):
-    started = []
-
-    def start(host=HOST, driver=None):
-        manager = ComputeManager(conf, transport, host=host, driver=driver)
-        manager.start()
-        started.append(manager)
-        return manager
-
-    yield start
-    for manager in started:
-        manager.stop()
-
-
-def make_instance(memory_mb=1024, root_gb=10, vcpus=1, uuid=None):
-    return {
-        "uuid": uuid or str(uuidlib.uuid4()),
-        "flavor": {
-            "name": "m1.test",
-            "memory_mb": memory_mb,
-            "root_gb": root_gb,
-            "ephemeral_gb": 0,
-            "vcpus": vcpus,
-            "extra_specs": {},
-        },
-        "project_id": "p1",
-    }
-
-
-def request_for(*instances, limits=None, retry=None):
-    flavor = instances[0]["flavor"]
-    request_spec = {
-        "instance_uuids": [i["uuid"] for i in instances],
-        "num_instances": len(instances),
-        "instance_type": flavor,
-        "instance_properties": {"project_id": "p1"},
-    }
-    filter_properties = {"limits": limits or {}, "scheduler_hints": {}}
-    if retry is not None:
-        filter_properties["retry"] = retry
-    return request_spec, filter_properties
 
 
 def sync(scheduler, client):

@@ -6,12 +6,12 @@ import pytest
 
 from compute_agent.client import ComputeClient
 from compute_agent.manager import ComputeManager
-from tests.unit.compute.test_compute_manager import (  # noqa: F401 (fixtures)
+from tests.unit.compute.stub_scheduler import (
     HOST,
     StubScheduler,
-    agents,
     make_instance,
     request_for,
+    serving,
     wait_for,
 )
 from tests.unit.logs import request_ids, service_log
@@ -34,13 +34,10 @@ class ContextRecorder(StubScheduler):
 
 
 @pytest.fixture
-def scheduler(transport):  # noqa: F811 (this module's stub records contexts)
-    stub = ContextRecorder()
-    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="sched-1"), [stub])
-    server.start()
-    yield stub
-    server.stop()
-    server.wait()
+def scheduler(transport):
+    """This module's stub, recording contexts, in place of the conftest's."""
+    with serving(transport, ContextRecorder()) as stub:
+        yield stub
 
 
 def agent_lines(lines, uuid):
@@ -48,7 +45,7 @@ def agent_lines(lines, uuid):
 
 
 def test_a_build_is_logged_under_its_request_id_and_its_updates_carry_it_back(
-        conf, tmp_path, transport, scheduler, agents):  # noqa: F811
+        conf, tmp_path, transport, scheduler, agents):
     agents()
     instance = make_instance()
     uuid, request_id = instance["uuid"], rpc.new_request_id()
@@ -64,7 +61,7 @@ def test_a_build_is_logged_under_its_request_id_and_its_updates_carry_it_back(
         ("BUILDING", request_id), ("ACTIVE", request_id)]
 
 
-def test_a_build_resumed_after_a_restart_keeps_its_request_id(conf, tmp_path, transport, scheduler, agents):  # noqa: F811
+def test_a_build_resumed_after_a_restart_keeps_its_request_id(conf, tmp_path, transport, scheduler, agents):
     conf.set_override("fake_build_time", 600, "compute_agent")
     first = agents()
     instance = make_instance()

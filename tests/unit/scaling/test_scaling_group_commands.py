@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import io
 import json
-import uuid as uuidlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from oslo_config import cfg
 
-from scheduler import config, rpc
 from scheduler.admin import AdminEndpoint
-from scheduler.cmd import cli, scaling_commands
+from scheduler.cmd import scaling_commands
 from scheduler.cmd.arguments import CommandError
-from scheduler.conf import opts
-from scheduler.db.api import Database
-from scheduler.manager import SchedulerManager
 from scheduler.scaling_api import ScalingGroupEndpoint
+from tests.unit.cli_scheduler import cli_scheduler, parse, write_conf
+from tests.unit.cli_scheduler import main as berth
 from tests.unit.scaling.api_world import CPU_50, DirectClient, World, clock_fixture, world_fixture  # noqa: F401
 
 GROUP = "5f2b3c1e-8a4d-4e6f-9b0a-1c2d3e4f5a6b"
@@ -43,21 +39,7 @@ class FakeClient:
 
 @pytest.fixture
 def conf_file(tmp_path: Path) -> Path:
-    path = tmp_path / "berth.conf"
-    path.write_text(
-        "[DEFAULT]\ntransport_url = memory://\n"
-        f"control_exchange = cli-{uuidlib.uuid4().hex[:8]}\n"
-        f"state_path = {tmp_path / 'state'}\nrpc_response_timeout = 10\n"
-    )
-    return path
-
-
-def parse(conf_file: Path, *argv: str) -> Any:
-    return config.load(
-        ["--config-file", str(conf_file), *argv], cli.PROG,
-        cli_opts=[cfg.SubCommandOpt("command", title="commands", handler=cli.add_commands)],
-        conf=cfg.ConfigOpts(),
-    ).command
+    return write_conf(tmp_path)
 
 
 def run(conf_file: Path, *argv: str, client: Any = None, **answers: Any) -> tuple[int, str, Any]:
@@ -370,28 +352,15 @@ def test_ages_as_kubectl_words_them(seconds, shown):
 @pytest.fixture
 def scheduler(conf_file):
     """A scheduler with its admin and scaling endpoints on memory://, configured from the CLI's file."""
-    conf = cfg.ConfigOpts()
-    config.load(["--config-file", str(conf_file)], "berth-scheduler", conf=conf)
-    opts.register_plugin_opts(conf)
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
-    manager = SchedulerManager(conf, transport, database)
-    endpoints = [manager, AdminEndpoint(conf, database, manager.host_manager),
-                 ScalingGroupEndpoint(conf, database)]
-    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"), endpoints)
-    server.start()
-    yield database
-    server.stop()
-    server.wait()
-    transport.cleanup()
-    database.dispose()
+    def endpoints(conf, database, manager):
+        return [AdminEndpoint(conf, database, manager.host_manager), ScalingGroupEndpoint(conf, database)]
+
+    with cli_scheduler(conf_file, endpoints) as database:
+        yield database
 
 
 def main(conf_file: Path, *argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    status = cli.main(["--config-file", str(conf_file), "scaling-group", *argv], out=out)
-    return status, out.getvalue()
+    return berth(conf_file, "scaling-group", *argv)
 
 
 def test_commands_end_to_end_and_refusals_are_one_line(scheduler, conf_file, capsys):

@@ -5,14 +5,10 @@ import io
 import uuid as uuidlib
 
 import pytest
-from oslo_config import cfg
 
-from scheduler import config, rpc
 from scheduler.admin import AdminEndpoint
 from scheduler.cmd import cli
-from scheduler.conf import opts
-from scheduler.db.api import Database
-from scheduler.manager import SchedulerManager
+from tests.unit.cli_scheduler import cli_scheduler, main, parse, write_conf
 
 GROUP = "5f2b3c1e-8a4d-4e6f-9b0a-1c2d3e4f5a6b"
 
@@ -36,23 +32,7 @@ class FakeClient:
 
 @pytest.fixture
 def conf_file(tmp_path):
-    path = tmp_path / "berth.conf"
-    path.write_text(
-        "[DEFAULT]\ntransport_url = memory://\n"
-        f"control_exchange = cli-{uuidlib.uuid4().hex[:8]}\n"
-        f"state_path = {tmp_path / 'state'}\nrpc_response_timeout = 10\n"
-    )
-    return path
-
-
-def parse(conf_file, *argv):
-    conf = cfg.ConfigOpts()
-    return config.load(
-        ["--config-file", str(conf_file), *argv],
-        cli.PROG,
-        cli_opts=[cfg.SubCommandOpt("command", title="commands", handler=cli.add_commands)],
-        conf=conf,
-    ).command
+    return write_conf(tmp_path)
 
 
 def run(conf_file, *argv, **answers):
@@ -276,14 +256,13 @@ def test_two_groups_are_refused_before_anything_is_sent(conf_file):
 
 @pytest.fixture
 def scheduler(conf_file):
-    """A scheduler's two endpoints on memory://, configured from the CLI's own file."""
-    conf = cfg.ConfigOpts()
-    config.load(["--config-file", str(conf_file)], "berth-scheduler", conf=conf)
-    opts.register_plugin_opts(conf)
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
-    manager = SchedulerManager(conf, transport, database)
+    """A scheduler's two endpoints on memory://, configured from the CLI's own file; host h1 has
+    reported."""
+    with cli_scheduler(conf_file, _reported_h1_and_admin) as database:
+        yield database
+
+
+def _reported_h1_and_admin(conf, database, manager):
     manager.report_resources(
         {},
         "h1",
@@ -299,20 +278,7 @@ def scheduler(conf_file):
             "running_vms": 0,
         },
     )
-    admin = AdminEndpoint(conf, database, manager.host_manager)
-    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"), [manager, admin])
-    server.start()
-    yield database
-    server.stop()
-    server.wait()
-    transport.cleanup()
-    database.dispose()
-
-
-def main(conf_file, *argv):
-    out = io.StringIO()
-    status = cli.main(["--config-file", str(conf_file), *argv], out=out)
-    return status, out.getvalue()
+    return [AdminEndpoint(conf, database, manager.host_manager)]
 
 
 def test_commands_end_to_end_and_refusals_are_one_line(scheduler, conf_file, capsys):

@@ -17,10 +17,8 @@ from compute_agent.manager import ComputeManager
 from scheduler import config, rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import cli
-from scheduler.conf import opts
-from scheduler.db.api import Database
 from scheduler.instance_metrics_api import InstanceMetricsEndpoint
-from scheduler.manager import SchedulerManager
+from tests.unit.cli_scheduler import cli_scheduler, main, parse, write_conf
 
 U1 = "00000000-0000-4000-8000-0000000000a1"
 TIMEOUT = 30.0  # guards against hangs only
@@ -28,29 +26,10 @@ TIMEOUT = 30.0  # guards against hangs only
 
 @pytest.fixture
 def conf_file(tmp_path):
-    path = tmp_path / "berth.conf"
-    path.write_text(
-        "[DEFAULT]\ntransport_url = memory://\n"
-        f"control_exchange = metrics-{uuidlib.uuid4().hex[:8]}\n"
-        f"state_path = {tmp_path / 'state'}\nrpc_response_timeout = 10\n"
-        "[compute_agent]\ndriver = fake\nfake_build_time = 0\nfake_idle_cpu_load = 0.1\n"
-        "fake_idle_memory_fraction = 0.5\nreport_interval = 3600\n"
-    )
-    return path
-
-
-def parse(conf_file, *argv):
-    return config.load(
-        ["--config-file", str(conf_file), *argv], cli.PROG,
-        cli_opts=[cfg.SubCommandOpt("command", title="commands", handler=cli.add_commands)],
-        conf=cfg.ConfigOpts(),
-    ).command
-
-
-def main(conf_file, *argv):
-    out = io.StringIO()
-    status = cli.main(["--config-file", str(conf_file), *argv], out=out)
-    return status, out.getvalue()
+    """The CLI's file, with the fake agents' options for the fleet's agents."""
+    agent = ("[compute_agent]\ndriver = fake\nfake_build_time = 0\nfake_idle_cpu_load = 0.1\n"
+             "fake_idle_memory_fraction = 0.5\nreport_interval = 3600\n")
+    return write_conf(tmp_path, agent)
 
 
 def berth_lines(capsys):
@@ -115,21 +94,11 @@ def test_a_metric_given_twice_is_refused_before_anything_is_sent(conf_file):
 @pytest.fixture
 def scheduler(conf_file):
     """A scheduler's manager and instance-metrics endpoints on memory://, from the CLI's file."""
-    conf = cfg.ConfigOpts()
-    config.load(["--config-file", str(conf_file)], "berth-scheduler", conf=conf)
-    opts.register_plugin_opts(conf)
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
-    manager = SchedulerManager(conf, transport, database)
-    endpoint = InstanceMetricsEndpoint(conf, database)
-    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"), [manager, endpoint])
-    server.start()
-    yield database
-    server.stop()
-    server.wait()
-    transport.cleanup()
-    database.dispose()
+    def endpoints(conf, database, manager):
+        return [InstanceMetricsEndpoint(conf, database)]
+
+    with cli_scheduler(conf_file, endpoints) as database:
+        yield database
 
 
 def test_push_then_show_by_name(scheduler, conf_file):

@@ -1,0 +1,75 @@
+"""For tests that run ``berth`` commands in-process: the CLI's config file (memory://, an
+exchange of its own), the CLI parsed or run from it, and a scheduler configured from the same
+file serving real endpoints on SQLite."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import uuid as uuidlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from oslo_config import cfg
+
+from scheduler import config, rpc
+from scheduler.cmd import cli
+from scheduler.conf import opts
+from scheduler.db.api import Database
+from scheduler.manager import SchedulerManager
+
+
+def write_conf(directory: Path, more: str = "") -> Path:
+    """Write ``directory``/berth.conf: memory://, a fresh control exchange, a state_path in
+    ``directory``, then ``more`` (further sections); returns its path."""
+    path = directory / "berth.conf"
+    path.write_text(
+        "[DEFAULT]\ntransport_url = memory://\n"
+        f"control_exchange = cli-{uuidlib.uuid4().hex[:8]}\n"
+        f"state_path = {directory / 'state'}\nrpc_response_timeout = 10\n" + more
+    )
+    return path
+
+
+def parse(conf_file: Path, *argv: str) -> Any:
+    """The parsed command line ``berth --config-file CONF_FILE ARGV...`` (its ``command``)."""
+    return config.load(
+        ["--config-file", str(conf_file), *argv], cli.PROG,
+        cli_opts=[cfg.SubCommandOpt("command", title="commands", handler=cli.add_commands)],
+        conf=cfg.ConfigOpts(),
+    ).command
+
+
+def main(conf_file: Path, *argv: str) -> tuple[int, str]:
+    """Run ``berth --config-file CONF_FILE ARGV...`` as a user would: (exit status, output)."""
+    out = io.StringIO()
+    status = cli.main(["--config-file", str(conf_file), *argv], out=out)
+    return status, out.getvalue()
+
+
+#: Builds the endpoints served beside the manager from (conf, database, manager).
+Endpoints = Callable[[cfg.ConfigOpts, Database, SchedulerManager], list[object]]
+
+
+@contextlib.contextmanager
+def cli_scheduler(conf_file: Path, endpoints: Endpoints) -> Iterator[Database]:
+    """Serve a SchedulerManager and what ``endpoints`` builds on the "scheduler" topic (server
+    s1), configured from ``conf_file``; yields the scheduler's database, synced."""
+    conf = cfg.ConfigOpts()
+    config.load(["--config-file", str(conf_file)], "berth-scheduler", conf=conf)
+    opts.register_plugin_opts(conf)
+    transport = rpc.get_transport(conf)
+    database = Database.from_conf(conf)
+    database.sync()
+    manager = SchedulerManager(conf, transport, database)
+    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"),
+                                [manager, *endpoints(conf, database, manager)])
+    server.start()
+    try:
+        yield database
+    finally:
+        server.stop()
+        server.wait()
+        transport.cleanup()
+        database.dispose()
