@@ -86,6 +86,9 @@ def check_spec(value: Any) -> GroupSpec:
         why = external_metric_error(metric.name) if metric.type == EXTERNAL else None
         if why is not None:
             raise InvalidRequest(f"spec.metrics[{index}].name: {why}")
+    if spec.min == 0 and not any(metric.type == EXTERNAL for metric in spec.metrics):
+        raise InvalidRequest("spec.min: 0 needs an external metric: a group of no members has no cpu, memory "
+                             "or instance metric to grow on again (Kubernetes' scale to zero has the same rule)")
     return spec
 
 

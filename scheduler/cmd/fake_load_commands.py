@@ -60,7 +60,9 @@ def _add_targets(parser, every):
 
 def _targets(client, args):
     """``{host: [uuids] or None (every instance)}``, and the hosts skipped as down."""
-    if bool(args.references) == args.every_instance:
+    if args.references and args.every_instance:
+        raise CommandError("name the instances or give --all, not both")
+    if not args.references and not args.every_instance:
         raise CommandError("name the instances, or give --all for every instance of every host")
     if args.every_instance:
         hosts = client.list_hosts({})

@@ -12,7 +12,7 @@ import pytest
 from scheduler import states
 from scheduler.db.api import NotFound
 from scheduler.exception import InvalidRequest
-from scheduler.scaling_api import MAX_NAME, UPDATE_ATTEMPTS
+from scheduler.scaling_api import MAX_NAME, UPDATE_ATTEMPTS, check_spec
 from scheduler.scaling_controller import PAUSED, REMOVED, SYNCED
 from tests.unit.scaling.api_world import CPU_50, SPEC, TEMPLATE, World, clock_fixture, world_fixture  # noqa: F401
 
@@ -90,10 +90,16 @@ def test_create_refuses_a_bad_name(world, name, message):
     ({"max": 3, "metrics": [{"type": "external", "name": "jobs", "target_value": 5}]},
      "spec.metrics[0].name: external metric 'jobs': Berth reads queue:<queue name>"),
     ({"max": 2**31}, "spec.max: must be at most 2147483647"),
+    ({"min": 0, "max": 3}, "spec.min: 0 needs an external metric"),
     ([3], "spec: must be an object"),
 ])
 def test_create_refuses_a_bad_spec(world, spec, message):
     refused(world, lambda: world.api.create_scaling_group({}, "web", spec, TEMPLATE), message)
+
+
+def test_a_worker_pool_on_a_queue_may_have_no_member():
+    queue = {"type": "external", "name": "queue:jobs", "target_average": 20}
+    assert check_spec({"min": 0, "max": 5, "metrics": [queue]}).min == 0
 
 
 @pytest.mark.parametrize("template, message", [

@@ -212,13 +212,13 @@ def _scaled_world(world: World) -> dict[str, Any]:
 
 def test_list_prints_each_group_with_its_targets_and_counts(conf_file, world):
     web = _scaled_world(world)
-    api = world.create("api", spec={"min": 0, "max": 3, "metrics": [
-        {"type": "instance", "name": "rps", "target_average": 100.5}]}, desired=0)
+    api = world.create("api", spec={"min": 1, "max": 3, "metrics": [
+        {"type": "instance", "name": "rps", "target_average": 100.5}]}, desired=1)
     _, out, _ = run(conf_file, "list", client=DirectClient(world))
     header, *rows = out.splitlines()
     assert _columns(header) == ["NAME", "UUID", "STATE", "TARGETS", "MIN", "MAX", "DESIRED", "CURRENT"]
     assert [_columns(row) for row in rows] == [
-        ["api", api["uuid"], "never", "synced", "rps:", "<unknown>/100.5", "0", "3", "0", "0"],
+        ["api", api["uuid"], "never", "synced", "rps:", "<unknown>/100.5", "1", "3", "1", "0"],
         ["web", web["uuid"], "active", "cpu:", "90%/50%", "1", "20", "4", "4"]]
     _, out, _ = run(conf_file, "list", "-f", "json", "-c", "name", "-c", "targets", "-c", "current",
                     client=DirectClient(world))

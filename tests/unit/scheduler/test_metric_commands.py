@@ -71,14 +71,14 @@ def test_bad_arguments_exit_with_status_2_saying_which(conf_file, capsys, argv, 
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [
-    ["fake-load", "set", "--cpu", "0.5"],
-    ["fake-load", "set", "--cpu", "0.5", "--all", U1],
-    ["fake-load", "clear"],
+@pytest.mark.parametrize("argv, message", [
+    (["fake-load", "set", "--cpu", "0.5"], "name the instances, or give --all for every instance"),
+    (["fake-load", "set", "--cpu", "0.5", "--all", U1], "name the instances or give --all, not both"),
+    (["fake-load", "clear"], "name the instances, or give --all for every instance"),
 ])
-def test_fake_load_wants_instances_or_all_not_both(conf_file, argv):
+def test_fake_load_wants_instances_or_all_not_both(conf_file, argv, message):
     args = parse(conf_file, *argv)
-    with pytest.raises(cli.CommandError, match="name the instances, or give --all for every instance"):
+    with pytest.raises(cli.CommandError, match=message):
         args.func(None, args, io.StringIO())
 
 
