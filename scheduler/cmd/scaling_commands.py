@@ -651,13 +651,32 @@ def describe(group: Mapping[str, Any], out: TextIO) -> None:
                  event_message(e)] for e in events], out)
     else:
         print("Events:".ljust(width) + "<none>", file=out)
-    rows = [[m["uuid"], m.get("name"), m["state"], m.get("host"), clock(m.get("created_at"))]
-            for m in group.get("members") or []]
-    if rows:
-        print("Member instances:", file=out)
-        _table(["UUID", "Name", "State", "Host", "Created"], rows, out)
-    else:
+    _describe_members(group.get("members") or [], width, out)
+
+
+def _describe_members(members: Sequence[Mapping[str, Any]], width: int, out: TextIO) -> None:
+    """The members table; with a Fault column when one has a fault (why it is in ERROR)."""
+    if not members:
         print("Member instances:".ljust(width) + "<none>", file=out)
+        return
+    rows = [[m["uuid"], m.get("name"), m["state"], m.get("host"), clock(m.get("created_at"))]
+            for m in members]
+    faults = any(m.get("fault_reason") for m in members)
+    if faults:
+        for row, member in zip(rows, members, strict=True):
+            row.append(_short(member.get("fault_reason")))
+    print("Member instances:", file=out)
+    _table(["UUID", "Name", "State", "Host", "Created", *(["Fault"] if faults else [])], rows, out)
+
+
+#: How much of a member's fault reason the members table shows.
+FAULT_SHOWN = 80
+
+
+def _short(text: str | None) -> str:
+    if not text:
+        return NONE
+    return text if len(text) <= FAULT_SHOWN else text[:FAULT_SHOWN - 3] + "..."
 
 
 SHOW_HEADERS = LIST_HEADERS + ["PROJECT", "LIMITED BY", "LAST SYNC", "CREATED", "MEMBERS"]

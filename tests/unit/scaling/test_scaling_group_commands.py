@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from scheduler import states
 from scheduler.admin import AdminEndpoint
 from scheduler.cmd import scaling_commands
 from scheduler.cmd.arguments import CommandError
@@ -422,3 +423,16 @@ def test_show_names_the_server_group_of_the_template(conf_file, world):
     assert template_line() == f"flavor m1.small, server group spread (anti-affinity, {GROUP})"
     world.db.delete_server_group(GROUP)
     assert template_line() == f"flavor m1.small, server group {GROUP} (deleted: new members go to ERROR)"
+
+
+def test_show_says_why_a_member_failed(conf_file, world):
+    web = _scaled_world(world)
+    [first, *_] = world.db.list_scaling_group_members(web["uuid"])
+    reason = "No valid host was found. AvailabilityZoneFilter removed 4 of 4 hosts " + "x" * 100
+    world.db.update_instance(first["uuid"], {"state": states.ERROR, "fault_reason": reason})
+    _, out, _ = run(conf_file, "show", "web", client=DirectClient(world))
+    table = out.split("Member instances:\n", 1)[1].splitlines()
+    assert _columns(table[0])[-1] == "Fault"
+    [failed] = [line for line in table if first["uuid"] in line]
+    assert "ERROR" in failed and failed.rstrip().endswith(reason[:77] + "...")
+    assert all(line.rstrip().endswith("-") for line in table[2:] if first["uuid"] not in line)
