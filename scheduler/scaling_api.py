@@ -87,8 +87,9 @@ def check_spec(value: Any) -> GroupSpec:
         if why is not None:
             raise InvalidRequest(f"spec.metrics[{index}].name: {why}")
     if spec.min == 0 and not any(metric.type == EXTERNAL for metric in spec.metrics):
-        raise InvalidRequest("spec.min: 0 needs an external metric: a group of no members has no cpu, memory "
-                             "or instance metric to grow on again (Kubernetes' scale to zero has the same rule)")
+        raise InvalidRequest("spec.min: 0 needs an external metric: a group of no members has no cpu, "
+                             "memory or instance metric to grow on again (Kubernetes' scale to zero has "
+                             "the same rule)")
     return spec
 
 
@@ -185,6 +186,7 @@ class ScalingGroupEndpoint:
             except NotFound:
                 raise InvalidRequest(f"template.server_group_uuid: no server group {group}") from None
             template["server_group_uuid"] = group
+        self._check_zone(template.get("availability_zone"))
         try:
             request_spec, filter_properties = member_request(
                 {"template": template, "project_id": project_id}, str(uuidlib.uuid4()), f"{name}-1")
@@ -199,6 +201,17 @@ class ScalingGroupEndpoint:
         if why is not None:
             raise InvalidRequest(f"template: {why}")
         return template
+
+    def _check_zone(self, zone: Any) -> None:
+        """A zone no aggregate has (nor is the default one) would put every member in ERROR:
+        refused, as Nova refuses a server in a zone it does not know."""
+        if not zone or not isinstance(zone, str):
+            return
+        known = {self._conf.filter_scheduler.default_availability_zone}
+        known |= {a["availability_zone"] for a in self._db.list_aggregates() if a["availability_zone"]}
+        if zone not in known:
+            raise InvalidRequest(f"template.availability_zone: no availability zone {zone!r}; known: "
+                                 f"{', '.join(sorted(known))} (a zone is an aggregate's, or the default one)")
 
     def _find(self, reference: Any) -> dict[str, Any]:
         if not isinstance(reference, str) or not reference.strip():

@@ -118,9 +118,17 @@ def test_a_worker_pool_on_a_queue_may_have_no_member():
      "template: no installed filter or weigher reads scheduler hint no_such_hint"),
     ({"flavor_name": "m1.small", "scheduler_hints": {"same_host": SERVER_GROUP}},
      f"template: Instance {SERVER_GROUP} does not exist (scheduler hint same_host)"),
+    ({"flavor_name": "m1.small", "availability_zone": "nosuchzone"},
+     "template.availability_zone: no availability zone 'nosuchzone'; known: nova (a zone is"),
 ])
 def test_create_refuses_a_bad_template(world, template, message):
     refused(world, lambda: world.api.create_scaling_group({}, "web", SPEC, template), message)
+
+
+def test_a_zone_of_an_aggregate_is_known(world):
+    world.db.create_aggregate("rack-1", "az-east", {"availability_zone": "az-east"})
+    created = world.create(template={"flavor_name": "m1.small", "availability_zone": "az-east"})
+    assert created["template"]["availability_zone"] == "az-east"
 
 
 def test_create_refuses_a_server_group_policy_no_enabled_filter_enforces(world):
