@@ -4,8 +4,10 @@ The groups, their members (ACTIVE, each on a host) and a history as long as thei
 stabilization windows are written straight into a fresh database (SQLite in a file, and
 PostgreSQL when one is reachable), as if the controller had been syncing them for a while.
 Every member reports a steady load at its group's target, so most groups keep their
-count; a share of them (10% by default) has no scale-down window and a load that swings,
-so that each of those scales up by 8 members in one sync and back down in the next.
+count; a share of them (10% by default) has no scale-down window and a load that swings.
+Two scenarios: "steady" (the headline), where the swinging groups' load goes 15% over
+their target every other sync, so that each of those scales up by 2 members in one sync
+and back down in the next; and "harsh", 80% over, up by 8 members and back down.
 
 Each run is one ``ScalingController.sync_once`` over every group, one lease period after
 the one before; between runs, and outside the figures, the casts take effect as the
@@ -31,7 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -314,14 +316,29 @@ def _check(results: list[Any], n_groups: int, run: int) -> None:
         raise RuntimeError(f"sync {run}: {len(bad)} group(s) {bad[0].outcome}, e.g. {bad[0].error}")
 
 
-def rows(backends: list[str], n_groups: int, members: int, runs: int, share: float
-         ) -> Iterator[dict[str, Any]]:
-    """One row per backend; PostgreSQL is left out, with a line on stderr, when unreachable."""
+#: scenario: (the swinging groups' load as a share of their target, what it is).
+SCENARIOS = {
+    "steady": (HIGH, "the swinging groups' load 15% over target every other sync, "
+                     "10 members to 12 and back"),
+    "harsh": (HARSH_HIGH, "the swinging groups' load 80% over target every other sync, "
+                          "10 members to 18 and back"),
+}
+
+
+def rows(backends: list[str], n_groups: int, members: int, runs: int, share: float,
+         scenarios: Sequence[str] = ("steady",)) -> Iterator[dict[str, Any]]:
+    """One row per backend and scenario; PostgreSQL is left out, with a line on stderr,
+    when unreachable."""
     for backend in backends:
-        try:
-            yield measure(backend, n_groups, members, runs, share)
-        except AssertionError as exc:  # temporary_database: the server is not reachable
-            print(f"scaling sync on {backend}: skipped ({exc})", file=sys.stderr)
+        for scenario in scenarios:
+            high, _ = SCENARIOS[scenario]
+            try:
+                row = measure(backend, n_groups, members, runs, share, high=high)
+            except AssertionError as exc:  # temporary_database: the server is not reachable
+                print(f"scaling sync on {backend}: skipped ({exc})", file=sys.stderr)
+                break
+            row["scenario"] = scenario
+            yield row
 
 
 def describe(row: dict[str, Any]) -> str:
@@ -382,14 +399,29 @@ def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
                         "not reachable; default both)")
 
 
+def _scenarios(text: str) -> list[str]:
+    values = [v for v in text.split(",") if v]
+    unknown = [v for v in values if v not in SCENARIOS]
+    if unknown or not values:
+        raise argparse.ArgumentTypeError(f"scenarios are a comma-separated list of {', '.join(SCENARIOS)}, "
+                                         f"got {text!r}")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scaling_sync", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
+    parser.add_argument("--scenarios", type=_scenarios, default=list(SCENARIOS),
+                        help="comma-separated, of " + "; ".join(
+                            f"{name} ({what})" for name, (_, what) in SCENARIOS.items()) + " (default both)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    for row in rows(args.backends, args.groups, args.members, args.runs, args.share):
-        text = json.dumps(row) if args.json else f"scaling sync, {row['backend']}: {describe(row)}"
+    for row in rows(args.backends, args.groups, args.members, args.runs, args.share, args.scenarios):
+        swinging = f"{args.share:.0%} of the groups:"
+        what = SCENARIOS[row["scenario"]][1].replace("the swinging groups'", swinging)
+        text = (json.dumps(row) if args.json
+                else f"scaling sync, {row['backend']}, {row['scenario']} ({what}): {describe(row)}")
         print(text, flush=True)
     return 0
 

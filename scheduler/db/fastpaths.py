@@ -6,6 +6,13 @@ statement beside it does for every other; both leave the same rows:
 ``insert_new_instances_psycopg2``
     new instances rendered by psycopg2 in C, each column bound by the bind
     processor SQLAlchemy's type gives for the dialect.
+``update_versioned_psycopg2``
+    a batch of rows each updated if still at its version (version + 1), in one
+    UPDATE ... FROM (VALUES ...) rendered by psycopg2 in C, instead of one
+    UPDATE per row sent in pages.
+``any_of``
+    a column matched against one PostgreSQL array parameter instead of a list
+    of parameters expanded into the statement each time it runs.
 ``on_pairs``
     (uuid, host) pairs matched against two unnested PostgreSQL arrays instead
     of a list of row comparisons.
@@ -144,6 +151,70 @@ def insert_new_instances_psycopg2(connection: Any, table: "sa.Table", rows: list
                  "ON CONFLICT (uuid) DO NOTHING RETURNING uuid")
     # Without parameters psycopg2 leaves the percent signs of the values alone.
     return set(connection.exec_driver_sql(statement, execution_options={"no_parameters": True}).scalars())
+
+
+def versioned_updater(dialect: Any, enabled: bool
+                      ) -> Callable[["sa.Connection", "sa.Table", list[dict[str, Any]]], set[int]] | None:
+    """The fast path that updates rows at their versions through ``dialect``, or None
+    where the portable statement does (``enabled`` off, or no fast path for its driver)."""
+    if enabled and dialect.driver == "psycopg2":
+        return update_versioned_psycopg2
+    return None
+
+
+def update_versioned_psycopg2(connection: Any, table: "sa.Table", rows: list[dict[str, Any]]) -> set[int]:
+    """Each of ``rows`` (dicts with the same keys: ``id``, ``version`` the one expected,
+    and the columns to set) written to its row of ``table`` if that row is still at that
+    version, its version + 1: one UPDATE ... FROM (VALUES ...) RETURNING id; the ids written.
+
+    Each value is bound by SQLAlchemy's bind processor of its column and rendered by
+    psycopg2 in C, then cast to its column's type (a VALUES list types its columns from
+    the literals alone)."""
+    from psycopg2.extensions import encodings as psycopg2_encodings
+
+    if not rows:
+        return set()
+    dialect = connection.dialect
+    columns = list(rows[0])
+    if columns[:2] != ["id", "version"] or "version" in columns[2:]:
+        raise ValueError(f"rows start with id and version, then the columns set; got {columns}")
+    processors = [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in columns]
+    cursor = connection.connection.dbapi_connection.cursor()
+    try:
+        template = "(" + ", ".join(["%s"] * len(columns)) + ")"
+        values = b", ".join(
+            cursor.mogrify(template, [row[name] if process is None else process(row[name])
+                                      for name, process in zip(columns, processors, strict=True)])
+            for row in rows
+        ).decode(psycopg2_encodings[cursor.connection.encoding])
+    finally:
+        cursor.close()
+    quote = dialect.identifier_preparer.quote
+    given = ", ".join(f"v{i}" for i in range(len(columns)))
+    sets = ", ".join(f"{quote(name)} = CAST(v.v{i} AS {table.c[name].type.compile(dialect=dialect)})"
+                     for i, name in enumerate(columns) if i >= 2)
+    name = dialect.identifier_preparer.format_table(table)
+    statement = (f"UPDATE {name} AS t SET {sets}, version = t.version + 1 "
+                 f"FROM (VALUES {values}) AS v({given}) "
+                 "WHERE t.id = CAST(v.v0 AS INTEGER) AND t.version = CAST(v.v1 AS INTEGER) RETURNING t.id")
+    # Without parameters psycopg2 leaves the percent signs of the values alone.
+    return set(connection.exec_driver_sql(statement, execution_options={"no_parameters": True}).scalars())
+
+
+def any_of(connection: "sa.Connection", column: "sa.ColumnElement[Any]", values: Iterable[Any], enabled: bool
+           ) -> "sa.ColumnElement[bool]":
+    """The condition that ``column`` is one of ``values``.
+
+    PostgreSQL gets them as one array (``column = ANY(%(values)s)``, which it plans as
+    it plans an IN list): SQLAlchemy renders an IN list of 500 parameters anew at each
+    execution, which cost more than the rows of a chunk's reads."""
+    import sqlalchemy as sa
+    from sqlalchemy.dialects import postgresql
+
+    values = list(values)
+    if not enabled or connection.dialect.name != "postgresql":
+        return column.in_(values)
+    return column == sa.any_(sa.cast(values, postgresql.ARRAY(column.type)))
 
 
 def on_pairs(connection: "sa.Connection", table: "sa.Table", pairs: Iterable[tuple[str, str]], enabled: bool

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from scheduler import states
+from scheduler.db import fastpaths
 from scheduler.db.engine import Conflict, NotFound, TimeValue, _retry, to_db_time
 from scheduler.db.models import instances, scaling_group_events, scaling_group_recommendations, scaling_groups
 from scheduler.db.rows import _chunks, _row_dict
@@ -317,7 +318,8 @@ class ScalingGroupQueries(ScalingSyncQueries):
                 return []
             rows: list[sa.RowMapping] = []
             for chunk in _chunks(ids):
-                statement = sa.update(g).where(g.c.id.in_(chunk), claimable).values(lease)
+                chosen = fastpaths.any_of(connection, g.c.id, chunk, self.fast_paths)
+                statement = sa.update(g).where(chosen, claimable).values(lease)
                 if connection.dialect.update_returning:
                     rows += connection.execute(statement.returning(*columns)).mappings().all()
                 else:

@@ -9,6 +9,7 @@ only compares them, and turning 100,000 of them into text and back each sync cos
 than reading them.
 """
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -92,19 +93,21 @@ class ScalingSyncQueries(DatabaseEngine):
                   .join(g, g.c.id == events.c.group_id).order_by(events.c.recorded_at, events.c.id))
         with self._transaction() as connection:
             for chunk in _chunks(found):
-                rows = connection.execute(members.where(instances.c.scaling_group_uuid.in_(chunk))).all()
+                of_chunk = functools.partial(fastpaths.any_of, connection, values=chunk,
+                                             enabled=self.fast_paths)
+                rows = connection.execute(members.where(of_chunk(instances.c.scaling_group_uuid))).all()
                 for row in rows:
                     member = dict(zip(MEMBER_COLUMNS, row, strict=True))
                     found[member["scaling_group_uuid"]]["members"].append(member)
                 for uuid, replicas, youngest, oldest in connection.execute(
-                        recommended.where(g.c.uuid.in_(chunk))):
+                        recommended.where(of_chunk(g.c.uuid))):
                     group = found[uuid]
                     group["recommendations"].append(
                         {"recorded_at": to_db_time(youngest), "replicas": replicas})
                     oldest = to_db_time(oldest)
                     if group["oldest_recommendation"] is None or oldest < group["oldest_recommendation"]:
                         group["oldest_recommendation"] = oldest
-                for uuid, at, change, reason in connection.execute(scaled.where(g.c.uuid.in_(chunk))):
+                for uuid, at, change, reason in connection.execute(scaled.where(of_chunk(g.c.uuid))):
                     found[uuid]["scale_events"].append(
                         {"recorded_at": at, "change": change, "reason": reason})
         return found
@@ -135,7 +138,8 @@ class ScalingSyncQueries(DatabaseEngine):
             for chunk in _chunks(pending):
                 held = {row.uuid: row for row in connection.execute(
                     sa.select(g.c.id, g.c.uuid, g.c.version, g.c.project_id, g.c.deleted_at)
-                    .where(g.c.uuid.in_([record.uuid for record, _ in chunk]))
+                    .where(fastpaths.any_of(connection, g.c.uuid, [record.uuid for record, _ in chunk],
+                                            self.fast_paths))
                     .order_by(g.c.id).with_for_update())}  # locked in one order: no deadlock
                 mine = []
                 for record, values in chunk:

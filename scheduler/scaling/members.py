@@ -15,7 +15,7 @@ from scheduler.db.engine import to_db_time
 from scheduler.exception import InvalidRequest
 from scheduler.hints import GROUP
 from scheduler.request_spec import RequestSpec
-from scheduler.scaling.spec import CPU, Member
+from scheduler.scaling.spec import CPU, DEFAULT_SAMPLE_WINDOW_S, Member
 
 TEMPLATE_KEYS = ("flavor_name", "memory_mb", "root_gb", "ephemeral_gb", "vcpus", "scheduler_hints",
                  "availability_zone", "server_group_uuid")
@@ -110,6 +110,7 @@ _DECIMALS: dict[tuple[type, Any], Decimal] = {}
 #: Members' requests by (vcpus, memory_mb), shared: the policy only reads them.
 _REQUESTS: dict[tuple[Any, Any], Mapping[str, Decimal]] = {}
 _CACHED = 65536
+_new_member = object.__new__
 
 
 def _number(value: Any) -> Decimal:
@@ -152,14 +153,21 @@ def seconds_between(earlier: Any, later: datetime) -> float | None:
 def to_member(row: Mapping[str, Any], usage: Mapping[str, Any], now: datetime) -> Member:
     """A member row as the policy sees it: its flavor's vCPUs and RAM as requests, its last
     samples as usage, ready when ACTIVE, started when it was launched."""
-    return Member(
+    # Member's fields set as its __init__ would, without a frozen dataclass's
+    # object.__setattr__ per field: two thirds of the time of a sync's 100,000 members.
+    member = _new_member(Member)
+    member.__dict__.update(
         state=row["state"],
         ready=row["state"] == states.ACTIVE,
         requests=_requests(row["vcpus"], row["memory_mb"]),
         usage={metric: _number(value) for metric, value in usage.items()},
         started_s_ago=seconds_between(row.get("launched_at"), now),
+        ready_since_s_ago=None,
+        sample_s_ago=0.0,
+        sample_window_s=DEFAULT_SAMPLE_WINDOW_S,
         name=row.get("display_name"),
     )
+    return member
 
 
 def victims(rows: Sequence[Mapping[str, Any]], count: int) -> list[Mapping[str, Any]]:

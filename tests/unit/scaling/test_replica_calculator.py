@@ -252,3 +252,23 @@ def test_scale_down_tolerance_applies_only_downward() -> None:
     assert what_if(data)["metrics"][0]["proposal"] == 4
     data["spec"]["behavior"] = {"scale_up": {"tolerance": 0.35}}
     assert what_if(data)["metrics"][0]["proposal"] == 3
+
+
+def test_a_member_row_is_the_member_the_policy_would_be_given():
+    from datetime import datetime, timedelta
+    from decimal import Decimal
+
+    from scheduler.scaling import members as group_members
+    from scheduler.scaling.spec import Member
+
+    now = datetime(2026, 12, 1, 12, 0, 0)
+    row = {"state": "ACTIVE", "vcpus": 2, "memory_mb": 512, "launched_at": now - timedelta(seconds=30),
+           "display_name": "web-1"}
+    made = group_members.to_member(row, {"cpu": 0.25}, now)
+    assert made == Member(state="ACTIVE", ready=True, requests={"cpu": Decimal(2), "memory": Decimal(512)},
+                          usage={"cpu": Decimal("0.25")}, started_s_ago=30.0, name="web-1")
+    assert repr(made) == repr(Member(state="ACTIVE", ready=True,
+                                     requests={"cpu": Decimal(2), "memory": Decimal(512)},
+                                     usage={"cpu": Decimal("0.25")}, started_s_ago=30.0, name="web-1"))
+    assert group_members.to_member(dict(row, state="BUILDING", vcpus=None), {}, now).requests == {
+        "cpu": Decimal(0), "memory": Decimal(512)}

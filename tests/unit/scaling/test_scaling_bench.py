@@ -43,3 +43,20 @@ def test_bad_sizes_are_refused(capsys, args, message):
     with pytest.raises(SystemExit):
         main(args)
     assert message in capsys.readouterr().err
+
+
+def test_run_alone_it_prints_each_scenario_and_what_it_is(capsys):
+    assert scaling_sync.main(["--groups", "20", "--members", "2", "--runs", "1", "--backends", "sqlite"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("): ")[0] + ")" for line in lines] == [
+        "scaling sync, sqlite, steady (10% of the groups: load 15% over target every other sync, "
+        "10 members to 12 and back)",
+        "scaling sync, sqlite, harsh (10% of the groups: load 80% over target every other sync, "
+        "10 members to 18 and back)"]
+    assert all("20 groups x 2: CPU" in line for line in lines)
+
+
+def test_an_unknown_scenario_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        scaling_sync.main(["--scenarios", "calm"])
+    assert "comma-separated list of steady, harsh, got 'calm'" in capsys.readouterr().err
