@@ -59,7 +59,8 @@ def milli(value: Decimal) -> int:
         return _MILLI[value]
     except (KeyError, TypeError):  # TypeError: a signalling NaN, which cannot be hashed
         pass
-    result = int((value * 1000).to_integral_value(rounding=ROUND_CEILING))
+    # Saturates as MilliValue does: a sample of 1e300 must not overflow the ratios' floats.
+    result = min(int((value * 1000).to_integral_value(rounding=ROUND_CEILING)), MAX_INT64)
     if len(_MILLI) >= _MILLI_CACHED:
         _MILLI.clear()
     _MILLI[value] = result
@@ -67,7 +68,8 @@ def milli(value: Decimal) -> int:
 
 
 def _ceil(value: float) -> int:
-    return math.ceil(value)
+    """A proposed count: at most what a group's count may hold (Kubernetes' int32)."""
+    return MAX_INT32 if value >= MAX_INT32 else math.ceil(value)
 
 
 def _cpu_unready(member: Member, readiness: Readiness) -> bool:

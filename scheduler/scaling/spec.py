@@ -44,6 +44,8 @@ DEFAULT_CPU_UTILIZATION = 80
 #: Kubernetes' validation bounds.
 MAX_STABILIZATION_WINDOW_S = 3600
 MAX_POLICY_PERIOD_S = 1800
+#: A group's min and max: Kubernetes' int32 replica counts.
+MAX_REPLICAS = 2**31 - 1
 
 #: Member states: waiting for a host or being built (Kubernetes: Pending).
 PENDING_STATES = (states.SCHEDULING, states.SCHEDULED, states.BUILDING)
@@ -325,8 +327,8 @@ def parse_behavior(value: Any, path: str) -> Behavior:
 def parse_spec(value: Any, path: str = "spec") -> GroupSpec:
     """A group spec from its JSON form (see the README's "Scaling groups")."""
     data = _object(value, path, ("min", "max", "metrics", "tolerance", "behavior"), ("max",))
-    low = _whole(data["min"], _join(path, "min")) if "min" in data else 1
-    high = _whole(data["max"], _join(path, "max"), 1)
+    low = _whole(data["min"], _join(path, "min"), 0, MAX_REPLICAS) if "min" in data else 1
+    high = _whole(data["max"], _join(path, "max"), 1, MAX_REPLICAS)
     if low > high:
         raise SpecError(_join(path, "min"), f"must not be above max ({high}), got {low}")
     if "metrics" in data:

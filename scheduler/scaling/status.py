@@ -67,11 +67,13 @@ def event_reason(current: int, decision: Decision) -> str:
     """Why the count went from ``current`` to ``decision.desired``: the metric that asked
     for the most members, all metrics below target, or the count brought within min..max."""
     prefix = f"scaled from {current} to {decision.desired}"
-    if not decision.metrics:  # brought back within min..max without reading a metric
-        if decision.limited_by == TOO_FEW_REPLICAS:
-            return f"{prefix}: the desired count was below min"
-        if decision.limited_by == TOO_MANY_REPLICAS:
-            return f"{prefix}: the desired count was above max"
+    asked = max((r.proposal for r in decision.metrics if r.proposal is not None), default=None)
+    # Brought within min..max, not moved by a metric (none asked to go that way).
+    up, down = decision.desired > current, decision.desired < current
+    if up and decision.limited_by == TOO_FEW_REPLICAS and (asked is None or asked <= current):
+        return f"{prefix}: the desired count was below min"
+    if down and decision.limited_by == TOO_MANY_REPLICAS and (asked is None or asked >= current):
+        return f"{prefix}: the desired count was above max"
     if decision.desired < current:
         return f"{prefix}: all metrics below target"
     above = max((r for r in decision.metrics if r.proposal is not None), key=lambda r: r.proposal or 0,

@@ -517,3 +517,15 @@ def test_show_keeps_the_last_scale_events_an_hour_though_the_windows_no_longer_r
     controller.sync_once(clock.at(3616))  # the event is an hour old: pruned, and no longer shown
     assert database.get_scaling_group("g1")["status"]["events"] == []
     assert database.scaling_group_history("g1")["scale_events"] == []
+
+
+def test_a_count_raised_to_min_says_so_not_that_a_metric_below_target_asked(
+        database, scheduler, metrics, controller, clock):
+    _group(database, desired=2, max=20)
+    controller.sync_once(clock.at(0))
+    _run(database, metrics, cpu=0.47)  # 47 % against 50 %: within tolerance, the metric asks for 2
+    database.update_scaling_group("g1", {"spec": {"min": 4, "max": 20, "metrics": CPU_50}})
+    [result] = controller.sync_once(clock.at(15))
+    assert result.desired == 4
+    assert database.get_scaling_group("g1")["status"]["events"][-1]["reason"] == (
+        "scaled from 2 to 4: the desired count was below min")

@@ -74,7 +74,7 @@ def test_create_refuses_a_bad_name(world, name, message):
 
 @pytest.mark.parametrize("spec, message", [
     ({"min": 1}, "spec.max: is required"),
-    ({"max": 0}, "spec.max: must be a whole number of at least 1, got 0"),
+    ({"max": 0}, "spec.max: must be a whole number from 1 to 2147483647, got 0"),
     ({"min": 5, "max": 3}, "spec.min: must not be above max (3), got 5"),
     ({"max": 3, "size": 2}, "spec.size: unknown key"),
     ({"max": 3, "metrics": []}, "spec.metrics: must list at least one metric"),
@@ -89,7 +89,7 @@ def test_create_refuses_a_bad_name(world, name, message):
      "spec.behavior.scale_up.select_policy: must be one of max, min, disabled"),
     ({"max": 3, "metrics": [{"type": "external", "name": "jobs", "target_value": 5}]},
      "spec.metrics[0].name: external metric 'jobs': Berth reads queue:<queue name>"),
-    ({"max": 2**31}, "spec.max: must be at most 2147483647"),
+    ({"max": 2**31}, "spec.max: must be a whole number from 1 to 2147483647, got 2147483648"),
     ({"min": 0, "max": 3}, "spec.min: 0 needs an external metric"),
     ([3], "spec: must be an object"),
 ])

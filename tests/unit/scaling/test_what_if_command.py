@@ -103,7 +103,25 @@ BAD = [
      "spec.behavior.scale_up.policies: must list at least one policy"),
     ("a window too long", json.dumps(_with("spec.behavior.scale_down.stabilization_window_s", 3601)),
      "spec.behavior.scale_down.stabilization_window_s: must be a whole number from 0 to 3600, got 3601"),
+    ("a max past int32", '{"spec": {"max": 1e400}, "current": 1}',
+     "spec.max: must be a whole number from 1 to 2147483647"),
 ]
+
+
+def test_samples_past_int64_milli_units_saturate_and_counts_past_int32_are_capped(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """As Kubernetes' MilliValue saturates at int64 and a count is an int32: a sample of 1e400
+    gets an answer, not a traceback."""
+    for usage, metric in (({"cpu": "HUGE"}, {"type": "resource", "name": "cpu", "target_utilization": 50}),
+                          ({"rps": 1e300}, {"type": "instance", "name": "rps", "target_average": 1e-300})):
+        text = json.dumps({"spec": {"max": 2147483647, "metrics": [metric]}, "current": 1,
+                           "members": [{"state": "ACTIVE", "requests": {"cpu": 1}, "usage": usage}]}
+                          ).replace('"HUGE"', "1e400")
+        status, out, err = run_main(["-"], monkeypatch, capsys, stdin=text)
+        assert (status, err) == (0, ""), err
+        result = json.loads(out)
+        assert result["metrics"][0]["proposal"] == 2147483647
+        assert result["desired"] == 5  # the default scale-up policy: 4 more (or 100 %) per 15 s
 
 
 @pytest.mark.parametrize("text,message", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
