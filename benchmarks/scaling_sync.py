@@ -40,6 +40,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from scheduler import states
+from scheduler.cmd.arguments import positive
 from scheduler.cmd.common import settle_garbage_collector
 from scheduler.db import api as db_api
 from scheduler.db.models import instances, scaling_group_recommendations, scaling_groups
@@ -364,16 +365,6 @@ def _backends(text: str) -> list[str]:
     return values
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _share(text: str) -> float:
     try:
         value = float(text)
@@ -386,11 +377,11 @@ def _share(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """The options of this benchmark (``prefix``ed in ``python -m benchmarks``)."""
-    parser.add_argument(f"--{prefix}groups", type=_positive, default=10_000,
+    parser.add_argument(f"--{prefix}groups", type=positive, default=10_000,
                         help="scaling groups synced (default 10000)")
-    parser.add_argument(f"--{prefix}members", type=_positive, default=10,
+    parser.add_argument(f"--{prefix}members", type=positive, default=10,
                         help="ACTIVE members per group (default 10)")
-    parser.add_argument(f"--{prefix}runs", type=_positive, default=5,
+    parser.add_argument(f"--{prefix}runs", type=positive, default=5,
                         help="syncs measured, after one not counted (default 5)")
     parser.add_argument(f"--{prefix}share", type=_share, default=0.1,
                         help="share of the groups whose load swings, scaling every sync (default 0.1)")

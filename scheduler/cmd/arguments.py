@@ -11,12 +11,17 @@ class CommandError(Exception):
     would raise a class its ``main`` does not catch."""
 
 
-def positive(text):
-    """A whole number of at least 1."""
+def whole(text, low=0):
+    """A whole number of at least ``low``."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
     return value
+
+
+def positive(text):
+    """A whole number of at least 1."""
+    return whole(text, 1)

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from scheduler import states
 from scheduler.cmd import output
-from scheduler.cmd.arguments import CommandError, positive
+from scheduler.cmd.arguments import CommandError, positive, whole
 from scheduler.scaling import decide, spec
 from scheduler.scaling.members import COUNTED_STATES
 
@@ -131,13 +131,7 @@ metrics list; the spec is checked whole again, and nothing changes when any part
 
 def _whole(text: str) -> int:
     """A whole number of at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+    return int(whole(text))
 
 
 def _decimal(text: str, what: str = "a number", above_zero: bool = False) -> Decimal:

@@ -133,26 +133,34 @@ def insert_new_instances_psycopg2(connection: Any, table: "sa.Table", rows: list
     third less time per batch. The statement still runs through SQLAlchemy,
     which wraps its errors.
     """
+    dialect = connection.dialect
+    columns = list(rows[0])
+    values = _rendered_values(connection, table, columns, rows)
+    names = ", ".join(dialect.identifier_preparer.quote(name) for name in columns)
+    statement = (f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({names}) VALUES {values} "
+                 "ON CONFLICT (uuid) DO NOTHING RETURNING uuid")
+    # Without parameters psycopg2 leaves the percent signs of the values alone.
+    return set(connection.exec_driver_sql(statement, execution_options={"no_parameters": True}).scalars())
+
+
+def _rendered_values(connection: Any, table: "sa.Table", columns: list[str],
+                     rows: list[dict[str, Any]]) -> str:
+    """``rows`` as the rows of a VALUES list, ``columns`` in order: each value bound by its
+    column's SQLAlchemy bind processor (JSON...) and rendered by psycopg2 in C."""
     from psycopg2.extensions import encodings as psycopg2_encodings
 
     dialect = connection.dialect
-    columns = list(rows[0])
     processors = [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in columns]
     cursor = connection.connection.dbapi_connection.cursor()
     try:
         template = "(" + ", ".join(["%s"] * len(columns)) + ")"
-        values = b", ".join(
+        return b", ".join(
             cursor.mogrify(template, [row[name] if process is None else process(row[name])
                                       for name, process in zip(columns, processors, strict=True)])
             for row in rows
         ).decode(psycopg2_encodings[cursor.connection.encoding])
     finally:
         cursor.close()
-    names = ", ".join(dialect.identifier_preparer.quote(name) for name in columns)
-    statement = (f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({names}) VALUES {values} "
-                 "ON CONFLICT (uuid) DO NOTHING RETURNING uuid")
-    # Without parameters psycopg2 leaves the percent signs of the values alone.
-    return set(connection.exec_driver_sql(statement, execution_options={"no_parameters": True}).scalars())
 
 
 def versioned_updater(dialect: Any, enabled: bool
@@ -172,25 +180,13 @@ def update_versioned_psycopg2(connection: Any, table: "sa.Table", rows: list[dic
     Each value is bound by SQLAlchemy's bind processor of its column and rendered by
     psycopg2 in C, then cast to its column's type (a VALUES list types its columns from
     the literals alone)."""
-    from psycopg2.extensions import encodings as psycopg2_encodings
-
     if not rows:
         return set()
     dialect = connection.dialect
     columns = list(rows[0])
     if columns[:2] != ["id", "version"] or "version" in columns[2:]:
         raise ValueError(f"rows start with id and version, then the columns set; got {columns}")
-    processors = [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in columns]
-    cursor = connection.connection.dbapi_connection.cursor()
-    try:
-        template = "(" + ", ".join(["%s"] * len(columns)) + ")"
-        values = b", ".join(
-            cursor.mogrify(template, [row[name] if process is None else process(row[name])
-                                      for name, process in zip(columns, processors, strict=True)])
-            for row in rows
-        ).decode(psycopg2_encodings[cursor.connection.encoding])
-    finally:
-        cursor.close()
+    values = _rendered_values(connection, table, columns, rows)
     quote = dialect.identifier_preparer.quote
     given = ", ".join(f"v{i}" for i in range(len(columns)))
     sets = ", ".join(f"{quote(name)} = CAST(v.v{i} AS {table.c[name].type.compile(dialect=dialect)})"
