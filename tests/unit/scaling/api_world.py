@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,25 +15,12 @@ from scheduler.conf import opts
 from scheduler.db import api as db_api
 from scheduler.scaling_api import ScalingGroupEndpoint
 from scheduler.scaling_controller import ControllerSettings, InMemoryMetrics, ScalingController
+from tests.unit.scaling.helpers import Clock
 
-T0 = datetime(2026, 12, 1, 12, 0, 0)
 CPU_50 = [{"type": "resource", "name": "cpu", "target_utilization": 50}]
 SPEC = {"min": 1, "max": 20, "metrics": CPU_50}
 TEMPLATE = {"flavor_name": "m1.small"}
 
-
-class Clock:
-    """The database's clock and the controller's, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def at(self, seconds: float) -> datetime:
-        self.now = T0 + timedelta(seconds=seconds)
-        return self.now
 
 
 class World:

@@ -4,9 +4,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.cmd import scaling_commands
+
+#: When the controller tests' clock starts.
+T0 = datetime(2026, 12, 1, 12, 0, 0)
+
+
+class Clock:
+    """The database's clock and the controllers', moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def at(self, seconds: float) -> datetime:
+        self.now = T0 + timedelta(seconds=seconds)
+        return self.now
+
 
 #: The readiness periods Kubernetes' replica calculator tests use
 #: (defaultTestingCPUInitializationPeriod, defaultTestingDelayOfInitialReadinessStatus).

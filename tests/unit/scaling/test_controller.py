@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,25 +22,12 @@ from scheduler.scaling_controller import (
     InMemoryMetrics,
     ScalingController,
 )
+from tests.unit.scaling.helpers import Clock
 
-T0 = datetime(2026, 12, 1, 12, 0, 0)
 CPU_50 = [{"type": "resource", "name": "cpu", "target_utilization": 50}]
 TEMPLATE = {"flavor_name": "m1.small", "scheduler_hints": {"color": "blue"}, "availability_zone": "az1",
             "server_group_uuid": "5b1c1bde-8d8e-4c5e-9f0e-2f4d0c0a7e11"}
 
-
-class Clock:
-    """The database's clock and the controllers', moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def at(self, seconds: float) -> datetime:
-        self.now = T0 + timedelta(seconds=seconds)
-        return self.now
 
 
 class Died(BaseException):
