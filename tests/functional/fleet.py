@@ -1,5 +1,6 @@
 """Real Berth processes on the real RabbitMQ and PostgreSQL, for functional tests."""
 
+import collections
 import os
 import signal
 import subprocess
@@ -120,6 +121,20 @@ class Fleet:
     def log(self, name):
         return (self.tmp / f"{name}.log").read_text(errors="replace")
 
+    def complaints(self, per_log=15):
+        """The last warnings and errors each process logged, for a failure to show."""
+        parts = []
+        for path in sorted(self.tmp.glob("*.log")):
+            lines = [
+                line
+                for line in path.read_text(errors="replace").splitlines()
+                if " WARNING " in line or " ERROR " in line or " CRITICAL " in line
+            ]
+            if lines:
+                parts.append(f"--- {path.stem}: {len(lines)} warnings and errors, the last:")
+                parts.extend(lines[-per_log:])
+        return "\n".join(parts) or "no process logged a warning or an error"
+
     def check_alive(self):
         for name, proc in self.processes.items():
             if proc.poll() is not None:
@@ -134,7 +149,8 @@ class Fleet:
             cwd=self.tmp,
         )
 
-    def wait(self, predicate, timeout=120, what="a condition", interval=0.25):
+    def wait(self, predicate, timeout=120, what="a condition", interval=0.25, last_seen=None):
+        """Poll predicate until it is true; on timeout, say what last_seen() reports."""
         deadline = time.monotonic() + timeout
         while True:
             self.check_alive()
@@ -145,7 +161,10 @@ class Fleet:
             if value:
                 return value
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+                seen = f"; last seen: {last_seen()}" if last_seen else ""
+                raise AssertionError(
+                    f"timed out after {timeout} s waiting for {what}{seen}\n{self.complaints()}"
+                )
             time.sleep(interval)
 
     def hosts(self):
@@ -164,12 +183,23 @@ class Fleet:
         )
 
     def wait_states(self, uuids, states, timeout=180):
+        found = {}
+
         def settled():
-            found = self.instances(uuids)
+            found.clear()
+            found.update(self.instances(uuids))
             return (
-                found
+                dict(found)
                 if len(found) == len(uuids) and all(i["state"] in states for i in found.values())
                 else None
             )
 
-        return self.wait(settled, timeout, f"{len(uuids)} instances to reach {states}")
+        def census():
+            counts = collections.Counter(
+                f"{i['state']} on {i.get('host') or 'no host'} (attempt {i.get('attempts')})"
+                for i in found.values()
+            )
+            missing = len(set(uuids) - set(found))
+            return ", ".join(f"{n} {k}" for k, n in counts.most_common()) + f"; {missing} unknown"
+
+        return self.wait(settled, timeout, f"{len(uuids)} instances to reach {states}", last_seen=census)
