@@ -39,8 +39,10 @@ from scheduler.db.engine import DatabaseUnavailable, to_db_time, to_iso
 from scheduler.db.scaling_syncs import SCALE_EVENTS_KEPT_S, SyncRecord
 from scheduler.scaling import decide as policy
 from scheduler.scaling import members as group_members
+from scheduler.scaling import settled
 from scheduler.scaling import status as group_status
 from scheduler.scaling.members import COUNTED_STATES, TemplateError
+from scheduler.scaling.replicas import Members
 from scheduler.scaling.spec import (
     EXTERNAL,
     GroupSpec,
@@ -109,7 +111,7 @@ class InMemoryMetrics:
 class ControllerSettings:
     owner: str  # this controller's name in the leases: one per scheduler process
     period_s: float = 15.0  # --horizontal-pod-autoscaler-sync-period; the lease is as long
-    max_groups: int = 10_000  # groups claimed per sync (10,000 of 10 members take about 1 s of CPU)
+    max_groups: int = 10_000  # groups claimed per sync (see README, "Scaling groups' sync", for its cost)
     replace_backoff_s: float = 10.0  # the first wait before ERROR members are replaced again
     replace_backoff_max_s: float = 300.0  # the wait doubles up to this
     cast_grace_s: float = 60.0  # a member unchanged this long gets its build/delete cast again
@@ -408,7 +410,9 @@ class ScalingController:
                 now: datetime) -> policy.Decision:
         """The policy's decision on the group's members and its history within the horizon."""
         counted = [m for m in members if m["state"] in COUNTED_STATES]
-        seen = [group_members.to_member(m, readings.usage.get(m["uuid"], {}), now) for m in counted]
+        seen: Members | None = settled.settle(spec, counted, readings.usage, now, self.settings.readiness)
+        if seen is None:
+            seen = [group_members.to_member(m, readings.usage.get(m["uuid"], {}), now) for m in counted]
         external: dict[str, Decimal] = {}
         for metric in spec.metrics:
             if metric.type == EXTERNAL:

@@ -17,17 +17,17 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from scheduler.scaling import behavior, replicas
-from scheduler.scaling.replicas import MetricUnavailable, Tolerances
+from scheduler.scaling.replicas import Members, MetricUnavailable, Tolerances
 from scheduler.scaling.spec import (
     DROPPED_STATES,
     EXTERNAL,
     RESOURCE,
     GroupSpec,
-    Member,
     MetricSpec,
     Readiness,
     Recommendation,
     ScaleEvent,
+    SettledMembers,
     WhatIf,
 )
 
@@ -82,8 +82,10 @@ def tolerances_of(spec: GroupSpec) -> Tolerances:
                       float(spec.tolerance if up is None else up))
 
 
-def live_members(members: Sequence[Member]) -> int:
+def live_members(members: Members) -> int:
     """Kubernetes' status replicas: members neither failed nor being deleted."""
+    if isinstance(members, SettledMembers):
+        return members.count
     return sum(1 for m in members if m.state not in DROPPED_STATES)
 
 
@@ -91,7 +93,7 @@ def _from_milli(value: int) -> Decimal | int:
     return value // 1000 if value % 1000 == 0 else Decimal(value) / 1000
 
 
-def measure(metric: MetricSpec, current: int, members: Sequence[Member], external: Mapping[str, Decimal],
+def measure(metric: MetricSpec, current: int, members: Members, external: Mapping[str, Decimal],
             tolerances: Tolerances, readiness: Readiness) -> MetricResult:
     """computeReplicasForMetric for one metric; a failure is a result with ``error``."""
     try:
@@ -110,7 +112,7 @@ def measure(metric: MetricSpec, current: int, members: Sequence[Member], externa
         return MetricResult(metric, None, None, str(exc))
 
 
-def _external(metric: MetricSpec, current: int, members: Sequence[Member],
+def _external(metric: MetricSpec, current: int, members: Members,
               external: Mapping[str, Decimal], tolerances: Tolerances) -> MetricResult:
     if metric.name not in external:
         raise MetricUnavailable(f"no value for external metric {metric.name}")
@@ -162,11 +164,13 @@ def _combine(results: Sequence[MetricResult], current: int,
     return proposal, None
 
 
-def decide(spec: GroupSpec, current: int, members: Sequence[Member], external: Mapping[str, Decimal],
+def decide(spec: GroupSpec, current: int, members: Members, external: Mapping[str, Decimal],
            recommendations: Sequence[Recommendation] | None, scale_events: Sequence[ScaleEvent],
            readiness: Readiness = Readiness()) -> Decision:
     """One sync of a group whose desired count is ``current`` (reconcileAutoscaler).
 
+    ``members``: one by one, or summed when the group is settled
+    (:func:`scheduler.scaling.settled.settle`), with the same decision either way;
     ``recommendations``: the group's recorded recommendations, None if it was never synced;
     ``scale_events``: its recorded count changes. Ages are seconds before this sync."""
     conditions = _Conditions()

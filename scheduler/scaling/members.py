@@ -113,7 +113,8 @@ _CACHED = 65536
 _new_member = object.__new__
 
 
-def _number(value: Any) -> Decimal:
+def sample_number(value: Any) -> Decimal:
+    """A sample as the policy reads it: a Decimal, made once per distinct value."""
     if isinstance(value, Decimal):
         return value
     key = (type(value), value)
@@ -130,7 +131,8 @@ def _number(value: Any) -> Decimal:
     return number
 
 
-def _requests(vcpus: Any, memory_mb: Any) -> Mapping[str, Decimal]:
+def requests_of(vcpus: Any, memory_mb: Any) -> Mapping[str, Decimal]:
+    """A member's requests (its flavor's vCPUs and RAM), shared by the members of one flavor."""
     key = (vcpus, memory_mb)
     try:
         return _REQUESTS[key]
@@ -159,8 +161,8 @@ def to_member(row: Mapping[str, Any], usage: Mapping[str, Any], now: datetime) -
     member.__dict__.update(
         state=row["state"],
         ready=row["state"] == states.ACTIVE,
-        requests=_requests(row["vcpus"], row["memory_mb"]),
-        usage={metric: _number(value) for metric, value in usage.items()},
+        requests=requests_of(row["vcpus"], row["memory_mb"]),
+        usage={metric: sample_number(value) for metric, value in usage.items()},
         started_s_ago=seconds_between(row.get("launched_at"), now),
         ready_since_s_ago=None,
         sample_s_ago=0.0,

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
 from scheduler import states
-from scheduler.scaling.spec import CPU, DROPPED_STATES, PENDING_STATES, Member, Readiness
+from scheduler.scaling.spec import CPU, DROPPED_STATES, PENDING_STATES, Member, Readiness, SettledMembers
+
+#: A group's members one by one, or summed when the group is settled (scheduler/scaling/settled.py).
+Members = Sequence[Member] | SettledMembers
 
 MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
@@ -135,6 +138,11 @@ def resource_utilization_ratio(samples: Mapping[int, int], requests: Mapping[int
         total += value
         requested += requests[index]
         entries += 1
+    return _utilization_ratio(total, requested, entries, target_utilization)
+
+
+def _utilization_ratio(total: int, requested: int, entries: int,
+                       target_utilization: int) -> tuple[float, int, int]:
     if requested == 0:
         raise MetricUnavailable("no metrics returned matched known members")
     utilization = total * 100 // requested
@@ -143,8 +151,19 @@ def resource_utilization_ratio(samples: Mapping[int, int], requests: Mapping[int
 
 def metric_usage_ratio(samples: Mapping[int, int], target: int) -> tuple[float, int]:
     """GetMetricUsageRatio: (usage ratio, average in milli)."""
-    average = sum(samples.values()) // len(samples)
+    return _usage_ratio(sum(samples.values()), len(samples), target)
+
+
+def _usage_ratio(total: int, entries: int, target: int) -> tuple[float, int]:
+    average = total // entries
     return average / target, average
+
+
+def _ready_proposal(current: int, ratio: float, ready: int, tolerances: Tolerances) -> int:
+    """The proposal when no member is set aside or missing: ``current`` within tolerance."""
+    if tolerances.is_within(ratio):
+        return current
+    return _ceil(ratio * ready)
 
 
 def _direction_flips(ratio: float, new_ratio: float) -> bool:
@@ -165,17 +184,19 @@ def _readied(members: Sequence[Member], name: str, resource: str | None,
 
 
 def resource_replicas(current: int, target_utilization: int, resource: str, tolerances: Tolerances,
-                      members: Sequence[Member], readiness: Readiness) -> tuple[int, int]:
+                      members: Members, readiness: Readiness) -> tuple[int, int]:
     """GetResourceReplicas: (proposed count, utilization % of the requests)."""
+    if isinstance(members, SettledMembers):
+        ratio, utilization, _ = _utilization_ratio(members.totals[resource], members.requested[resource],
+                                                   members.count, target_utilization)
+        return _ready_proposal(current, ratio, members.count, tolerances), utilization
     samples, grouped = _readied(members, resource, resource, readiness)
     requests = _requests(members, resource)
     ratio, utilization, _ = resource_utilization_ratio(samples, requests, target_utilization)
 
     scale_up_with_unready = bool(grouped.unready) and ratio > 1.0
     if not scale_up_with_unready and not grouped.missing:
-        if tolerances.is_within(ratio):
-            return current, utilization
-        return _ceil(ratio * grouped.ready_count), utilization
+        return _ready_proposal(current, ratio, grouped.ready_count, tolerances), utilization
 
     # On a scale-down a member without a sample counts as using all of its request
     # (or the target, for targets above 100 %).
@@ -210,17 +231,18 @@ def _rebalanced(current: int, ratio: float, new_ratio: float, counted: int, tole
 
 
 def plain_replicas(current: int, target: int, name: str, resource: str | None, tolerances: Tolerances,
-                   members: Sequence[Member], readiness: Readiness) -> tuple[int, int]:
+                   members: Members, readiness: Readiness) -> tuple[int, int]:
     """calcPlainMetricReplicas (GetMetricReplicas, GetRawResourceReplicas): a target average
     value per member, in milli-units; returns (proposed count, average in milli)."""
+    if isinstance(members, SettledMembers):
+        ratio, average = _usage_ratio(members.totals[name], members.count, target)
+        return _ready_proposal(current, ratio, members.count, tolerances), average
     samples, grouped = _readied(members, name, resource, readiness)
     ratio, average = metric_usage_ratio(samples, target)
 
     scale_up_with_unready = bool(grouped.unready) and ratio > 1.0
     if not scale_up_with_unready and not grouped.missing:
-        if tolerances.is_within(ratio):
-            return current, average
-        return _ceil(ratio * grouped.ready_count), average
+        return _ready_proposal(current, ratio, grouped.ready_count, tolerances), average
 
     _assume_the_worst(samples, grouped, ratio, scale_up_with_unready, lambda index: target)
 
@@ -228,15 +250,17 @@ def plain_replicas(current: int, target: int, name: str, resource: str | None, t
     return _rebalanced(current, ratio, new_ratio, len(samples), tolerances), average
 
 
-def ready_count(members: Sequence[Member]) -> int:
+def ready_count(members: Members) -> int:
     """getReadyPodsCount: members running and ready."""
+    if isinstance(members, SettledMembers):
+        return members.count
     if not members:
         raise MetricUnavailable("the group has no members")
     return sum(1 for m in members if m.state == states.ACTIVE and m.ready)
 
 
 def external_replicas(current: int, target: int, value: int, tolerances: Tolerances,
-                      members: Sequence[Member]) -> int:
+                      members: Members) -> int:
     """GetExternalMetricReplicas: a target value for the whole group (milli-units)."""
     ratio = value / target
     if current == 0:

@@ -140,6 +140,17 @@ class Member:
 
 
 @dataclass(frozen=True)
+class SettledMembers:
+    """``count`` members, every one ACTIVE, ready, past its readiness periods and with a
+    sample of each metric in ``totals``: the samples' sums (``totals``) and the requests'
+    sums (``requested``), in milli-units, by metric and by resource."""
+
+    count: int
+    totals: Mapping[str, int]
+    requested: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class Readiness:
     """The controller-wide cpu readiness periods (kube-controller-manager flags)."""
 

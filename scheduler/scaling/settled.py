@@ -1,0 +1,79 @@
+"""Settled groups: the replica calculator's input summed, for the common case.
+
+Most groups, most of the time, have every member ACTIVE, past its cpu initialization
+period, and holding a sample of every metric its group reads per member. For such a
+group Kubernetes' groupPods sets nothing aside: every member is ready and has a sample,
+so each metric's proposal depends only on the member count and the sums of the samples
+and of the requests, in milli-units. :func:`settle` checks the case and sums once;
+:mod:`scheduler.scaling.replicas` computes from the sums exactly what it computes from
+the members (tests/unit/scaling/test_settled.py compares the two on random groups).
+Any other group goes member by member.
+
+No I/O: the rows, the samples and the time come in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from scheduler import states
+from scheduler.scaling import members as group_members
+from scheduler.scaling.replicas import milli
+from scheduler.scaling.spec import CPU, EXTERNAL, RESOURCE, RESOURCES, GroupSpec, Readiness, SettledMembers
+
+_ONE_MICROSECOND = timedelta(microseconds=1)
+
+
+def member_metrics(spec: GroupSpec) -> tuple[str, ...]:
+    """The metrics the group reads per member (resource and instance metrics), once each."""
+    return tuple(dict.fromkeys(m.name for m in spec.metrics if m.type != EXTERNAL))
+
+
+def settle(spec: GroupSpec, rows: Sequence[Mapping[str, Any]], usage: Mapping[str, Mapping[str, Any]],
+           now: datetime, readiness: Readiness) -> SettledMembers | None:
+    """The group's counted member ``rows`` summed, or None when the group is not settled
+    (a member not ACTIVE, still initialising while the group reads cpu, without a sample,
+    or no member at all): then the members go one by one.
+
+    ``usage``: {member uuid: {metric: last sample}}, as the controller reads it."""
+    if not rows:
+        return None
+    names = member_metrics(spec)
+    if any(m.type == RESOURCE and m.name not in RESOURCES for m in spec.metrics):
+        return None  # a request the flavor does not make: the slow path says so
+    reads_cpu = any(m.type == RESOURCE and m.name == CPU for m in spec.metrics)
+    period = readiness.cpu_initialization_period_s
+    # Launched at or before this: past the period, whatever the rounding of period_s.
+    surely_past = now - timedelta(seconds=period) - _ONE_MICROSECOND
+    totals = dict.fromkeys(names, 0)
+    cpu = memory = 0
+    requested: dict[tuple[Any, Any], tuple[int, int]] = {}  # the members' flavors: mostly one
+    active = states.ACTIVE
+    number = group_members.sample_number
+    for row in rows:
+        if row["state"] != active:
+            return None
+        if reads_cpu:
+            launched = row.get("launched_at")
+            if launched is not None and launched > surely_past and (
+                    group_members.seconds_between(launched, now) or 0.0) < period:
+                return None
+        if names:
+            samples = usage.get(row["uuid"])
+            if samples is None:
+                return None
+            for name in names:
+                value = samples.get(name)
+                if value is None:
+                    return None
+                totals[name] += milli(number(value))
+        flavor = (row["vcpus"], row["memory_mb"])
+        pair = requested.get(flavor)
+        if pair is None:
+            requests = group_members.requests_of(*flavor)
+            pair = requested[flavor] = (milli(requests[CPU]), milli(requests["memory"]))
+        cpu += pair[0]
+        memory += pair[1]
+    return SettledMembers(len(rows), totals, {CPU: cpu, "memory": memory})
