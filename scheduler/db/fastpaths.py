@@ -233,3 +233,39 @@ def on_pairs(connection: "sa.Connection", table: "sa.Table", pairs: Iterable[tup
         sa.cast([host for _, host in pairs], postgresql.ARRAY(sa.String)),
     ).table_valued("uuid", "host").render_derived()
     return sa.and_(table.c.uuid == given.c.uuid, table.c.host == given.c.host)
+
+
+#: insert(connection, table, {column: values by row}, {column: value of every row}).
+ColumnsInserter = Callable[["sa.Connection", "sa.Table", dict[str, list[Any]], dict[str, Any]], None]
+
+
+def history_inserter(dialect: Any, enabled: bool) -> ColumnsInserter | None:
+    """The fast path that inserts many rows of a narrow table (a group's history) through
+    ``dialect``, or None where the portable executemany does."""
+    if enabled and dialect.name == "postgresql":
+        return insert_unnested_postgresql
+    return None
+
+
+def insert_unnested_postgresql(connection: "sa.Connection", table: "sa.Table", columns: dict[str, list[Any]],
+                               constants: dict[str, Any]) -> None:
+    """INSERT INTO ``table`` one row per position of the ``columns`` lists (all as long),
+    each with the ``constants`` too: one statement whose parameters are one array per
+    column (``SELECT ... FROM unnest(...)``), where an executemany binds each value of
+    each row (10,000 rows of three columns cost a sync a quarter of its writes)."""
+    import sqlalchemy as sa
+    from sqlalchemy.dialects import postgresql
+
+    lengths = {len(values) for values in columns.values()}
+    if len(lengths) != 1:
+        raise ValueError(f"the columns' lists differ in length: {sorted(lengths)}")
+    if not lengths.pop():
+        return
+    names = list(columns)
+    arrays = [sa.cast(sa.bindparam(f"c{i}", columns[name], type_=postgresql.ARRAY(table.c[name].type)),
+                      postgresql.ARRAY(table.c[name].type))
+              for i, name in enumerate(names)]
+    rows = sa.func.unnest(*arrays).table_valued(*names).render_derived(with_types=False)
+    selected = [rows.c[name] for name in names]
+    selected += [sa.literal(value, type_=table.c[name].type).label(name) for name, value in constants.items()]
+    connection.execute(table.insert().from_select([*names, *constants], sa.select(*selected)))

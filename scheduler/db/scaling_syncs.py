@@ -151,7 +151,7 @@ class ScalingSyncQueries(DatabaseEngine):
                     mine.append(_Write(row.id, row.project_id, record, values))
                 self._write_groups(connection, now, mine)
                 self._write_members(connection, now, mine)
-                self._write_history(connection, synced_at, mine)
+                self._write_history(connection, synced_at, mine, self.fast_paths)
                 written.update(write.record.uuid for write in mine)
         return written
 
@@ -203,7 +203,8 @@ class ScalingSyncQueries(DatabaseEngine):
                 raise Conflict(f"instance(s) {', '.join(sorted(taken))} exist already: no member added")
 
     @staticmethod
-    def _write_history(connection: sa.Connection, synced_at: datetime, writes: Sequence[_Write]) -> None:
+    def _write_history(connection: sa.Connection, synced_at: datetime, writes: Sequence[_Write],
+                       fast_paths: bool) -> None:
         """The groups' recommendations and scale events, then the prune of their old history."""
         recommendations = [{"group_id": write.group_id, "recorded_at": synced_at, "replicas": int(replicas)}
                            for write in writes for replicas in write.record.recommendations]
@@ -216,16 +217,22 @@ class ScalingSyncQueries(DatabaseEngine):
                                "reason": event[1]})
             if write.record.prune_before is not None:
                 by_cutoff.setdefault(to_db_time(write.record.prune_before), []).append(write.group_id)
-        if recommendations:
-            connection.execute(scaling_group_recommendations.insert(), recommendations)
-        if events:
-            connection.execute(scaling_group_events.insert(), events)
+        fast_insert = fastpaths.history_inserter(connection.dialect, fast_paths)
+        for table, rows in ((scaling_group_recommendations, recommendations), (scaling_group_events, events)):
+            if not rows:
+                continue
+            if fast_insert is None:
+                connection.execute(table.insert(), rows)
+                continue
+            fast_insert(connection, table, {name: [row[name] for row in rows] for name in rows[0]
+                                            if name != "recorded_at"}, {"recorded_at": synced_at})
         kept = synced_at - timedelta(seconds=SCALE_EVENTS_KEPT_S)
         for cutoff, group_ids in by_cutoff.items():
             for table, before in ((scaling_group_recommendations, cutoff),
                                   (scaling_group_events, min(cutoff, kept))):
-                connection.execute(sa.delete(table).where(table.c.group_id.in_(group_ids),
-                                                          table.c.recorded_at < before))
+                connection.execute(sa.delete(table).where(
+                    fastpaths.any_of(connection, table.c.group_id, group_ids, fast_paths),
+                    table.c.recorded_at < before))
 
     @_retry
     def set_members_state_if(self, uuids: Iterable[str], state: str, expected: Sequence[str]) -> set[str]:

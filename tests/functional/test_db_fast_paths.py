@@ -124,3 +124,53 @@ def test_instances_are_stored_the_same_with_the_fast_paths_on_and_off(psycopg2_i
     assert api_rows["json-null-and-scalars"]["filter_properties"] == {"s": "%%", "n": None}
     assert api_rows["bulk-0000"]["state"] == states.BUILDING
     assert api_rows["bulk-0020"]["state"] == states.SCHEDULED
+
+
+def _record_history(fast_paths):
+    """Three groups' syncs recorded at two times, the first pruned by the second: the
+    history rows as the database holds them, by group name."""
+    from datetime import datetime, timedelta
+
+    from scheduler.db.models import scaling_group_events, scaling_group_recommendations, scaling_groups
+    from scheduler.db.scaling_syncs import SyncRecord
+
+    spec = {"min": 1, "max": 10, "metrics": [{"type": "resource", "name": "cpu", "target_utilization": 50}]}
+    template = {"flavor_name": "m1.tiny"}
+    at = datetime(2026, 12, 1, 12, 0, 0)
+    with _database(fast_paths) as database:
+        groups = [database.create_scaling_group(f"g-{n}", f"g{n}", spec, template, 2) for n in range(3)]
+        first = [SyncRecord(g["uuid"], 0, {"desired": 2 + n}, [2, 2 + n],
+                            (n, f"{AWKWARD} #{n}") if n else None) for n, g in enumerate(groups)]
+        assert database.record_scaling_syncs(at, first) == {g["uuid"] for g in groups}
+        later = at + timedelta(seconds=30)
+        second = [SyncRecord(g["uuid"], 1, {"desired": 3}, [3], (1, None), None,
+                             at + timedelta(seconds=1) if n == 2 else None) for n, g in enumerate(groups)]
+        assert database.record_scaling_syncs(later, second) == {g["uuid"] for g in groups}
+        history = {}
+        with database.engine.connect() as connection:
+            for table, columns in ((scaling_group_recommendations, ("recorded_at", "replicas")),
+                                   (scaling_group_events, ("recorded_at", "change", "reason"))):
+                rows = connection.execute(
+                    sa.select(scaling_groups.c.name, *(table.c[c] for c in columns))
+                    .join(scaling_groups, scaling_groups.c.id == table.c.group_id)
+                    .order_by(scaling_groups.c.name, table.c.id)).all()
+                history[table.name] = [tuple(row) for row in rows]
+    return history
+
+
+def test_scaling_history_is_recorded_and_pruned_the_same_with_the_fast_paths_on_and_off():
+    fast = _record_history(True)
+    assert fast == _record_history(False)
+    from datetime import datetime
+
+    at, later = datetime(2026, 12, 1, 12, 0, 0), datetime(2026, 12, 1, 12, 0, 30)
+    assert fast["scaling_group_recommendations"] == [
+        ("g0", at, 2), ("g0", at, 2), ("g0", later, 3),
+        ("g1", at, 2), ("g1", at, 3), ("g1", later, 3),
+        ("g2", later, 3),  # its first sync's pruned
+    ]
+    assert fast["scaling_group_events"] == [
+        ("g0", later, 1, None),
+        ("g1", at, 1, f"{AWKWARD} #1"), ("g1", later, 1, None),
+        ("g2", at, 2, f"{AWKWARD} #2"), ("g2", later, 1, None),  # events are kept an hour
+    ]
