@@ -283,15 +283,16 @@ class ScalingGroupEndpoint:
     @rpc.read_only
     def show_scaling_group(self, context: Any, name_or_uuid: Any) -> dict[str, Any]:
         """The group, its status as its last sync wrote it (None: never synced), its members
-        (not DELETED, oldest first), its template's server group and the database's time
-        (``now``), for ages."""
+        (not DELETED, oldest first), its template's server group, the database's time
+        (``now``), for ages, and how often groups are due to be synced (``sync_period_s``)."""
         group = self._find(name_or_uuid)
         rows = self._db.list_scaling_group_members(group["uuid"])
         counts: dict[str, int] = {}
         for row in rows:
             counts[row["state"]] = counts.get(row["state"], 0) + 1
         return dict(view(group), members=_members(rows), member_counts=dict(sorted(counts.items())),
-                    server_group=self._server_group(group["template"]), now=_time(self._db.now()))
+                    server_group=self._server_group(group["template"]), now=_time(self._db.now()),
+                    sync_period_s=self._conf.scaling.sync_period)
 
     def _server_group(self, template: Mapping[str, Any]) -> dict[str, Any] | None:
         """The template's server group: {uuid, name, policy}, or {uuid, missing: True} once deleted."""

@@ -471,6 +471,21 @@ def counted(counts: Mapping[str, int]) -> int:
     return sum(count for state, count in counts.items() if state in COUNTED_STATES)
 
 
+def overdue_text(group: Mapping[str, Any]) -> str:
+    """What show adds when a live group has not been synced for two sync periods: the
+    controller has stopped, is not enabled anywhere, or fails on this group."""
+    period = group.get("sync_period_s")
+    status = group.get("status")
+    since = (status or {}).get("synced_at") if status is not None else group.get("created_at")
+    start, end = parse_time(since), parse_time(group.get("now"))
+    if group.get("state") == "deleting" or not period or start is None or end is None:
+        return ""
+    if (end - start).total_seconds() <= 2 * float(period):
+        return ""
+    return (f"; OVERDUE: groups are synced every {number(period)} s: no scheduler with [scaling] "
+            "enabled is running, or its syncs of this group fail (see the schedulers' logs)")
+
+
 def state_text(group: Mapping[str, Any]) -> str:
     state = str(group.get("state") or NONE)
     if state == "active" and group.get("status") is None:
@@ -598,7 +613,7 @@ def describe(group: Mapping[str, Any], out: TextIO) -> None:
     if state == "deleting":
         state += ": the controller deletes its members, then the group"
     elif state == "never synced":
-        state += ": no scaling controller has synced the group yet"
+        state += ": no scaling controller has synced the group yet" + overdue_text(group)
     fields: list[tuple[str, str]] = [
         ("Name:", group["name"]), ("UUID:", group["uuid"]), ("Project:", group.get("project_id") or NONE),
         ("State:", state), ("Created:", _when(group.get("created_at"), now)),
@@ -613,8 +628,9 @@ def describe(group: Mapping[str, Any], out: TextIO) -> None:
         fields.append(("Behavior:", json.dumps(group_spec["behavior"], sort_keys=True)))
     members = f"{counted(counts)} current / {group['desired']} desired"
     fields.append(("Members:", members + (f" ({_counts_text(counts)})" if counts else "")))
+    overdue = overdue_text(group)
     if status is not None:
-        fields.append(("Last sync:", _when(status.get("synced_at"), now)))
+        fields.append(("Last sync:", _when(status.get("synced_at"), now) + overdue))
         if status.get("limited_by"):
             fields.append(("Limited by:", status["limited_by"]))
         replacing = status.get("replacing") or {}

@@ -234,7 +234,7 @@ def test_list_refuses_an_unknown_column(conf_file, world):
 
 def test_show_reads_like_kubectl_describe_hpa(conf_file, world):
     web = _scaled_world(world)
-    world.clock.at(75)
+    world.clock.at(40)
     _, out, _ = run(conf_file, "show", "web", client=DirectClient(world))
     lines = out.splitlines()
     members = world.db.list_scaling_group_members(web["uuid"])
@@ -245,7 +245,7 @@ def test_show_reads_like_kubectl_describe_hpa(conf_file, world):
         "UUID:".ljust(width) + web["uuid"],
         "Project:".ljust(width) + "-",
         "State:".ljust(width) + "active",
-        "Created:".ljust(width) + "2026-12-01 12:00:00 (75s ago)",
+        "Created:".ljust(width) + "2026-12-01 12:00:00 (40s ago)",
         "Template:".ljust(width) + "flavor m1.small",
         "Metrics:".ljust(width) + "( current / target )",
         "  resource cpu on members (as a percentage of request):  90% / 50%",
@@ -253,7 +253,7 @@ def test_show_reads_like_kubectl_describe_hpa(conf_file, world):
         "Max members:".ljust(width) + "20",
         "Tolerance:".ljust(width) + "0.1",
         "Members:".ljust(width) + "4 current / 4 desired (2 SCHEDULING, 2 ACTIVE)",
-        "Last sync:".ljust(width) + "2026-12-01 12:00:15 (60s ago)",
+        "Last sync:".ljust(width) + "2026-12-01 12:00:15 (25s ago)",
         "Controller:".ljust(width) + "sched-a (lease until 2026-12-01 12:00:30)",
         "Conditions:",
         "  Type            Status  Reason              Message",
@@ -262,12 +262,30 @@ def test_show_reads_like_kubectl_describe_hpa(conf_file, world):
     assert _columns(lines[18])[:3] == ["ScalingActive", "True", "ValidMetricFound"]
     assert _columns(lines[19])[:3] == ["ScalingLimited", "False", "DesiredWithinRange"]
     assert lines[20:24] == ["Events:", "  Age  Change  Message", "  ---  ------  -------",
-                            f"  60s  +2      {event['reason']}"]
+                            f"  25s  +2      {event['reason']}"]
     assert lines[24] == "Member instances:"
     assert _columns(lines[25]) == ["UUID", "Name", "State", "Host", "Created"]
     assert [_columns(line) for line in lines[27:]] == [
         [m["uuid"], m["display_name"], m["state"], m["host"] or "-", "2026-12-01",
          "12:00:00" if m["display_name"] in ("web-1", "web-2") else "12:00:15"] for m in members]
+
+
+def test_show_says_when_a_group_is_overdue_for_its_sync(conf_file, world):
+    _scaled_world(world)
+    world.create("api", desired=1)
+    world.clock.at(45)  # the last sync 30 s ago, api created 45 s ago: not yet two periods of 15 s
+    _, out, _ = run(conf_file, "show", "web", client=DirectClient(world))
+    assert "OVERDUE" not in out
+    world.clock.at(46)
+    _, out, _ = run(conf_file, "show", "web", client=DirectClient(world))
+    [line] = [line for line in out.splitlines() if line.startswith("Last sync:")]
+    assert line.endswith("2026-12-01 12:00:15 (31s ago); OVERDUE: groups are synced every 15 s: no scheduler "
+                         "with [scaling] enabled is running, or its syncs of this group fail (see the "
+                         "schedulers' logs)")
+    _, out, _ = run(conf_file, "show", "api", client=DirectClient(world))
+    [line] = [line for line in out.splitlines() if line.startswith("State:")]
+    assert "never synced: no scaling controller has synced the group yet; OVERDUE: groups are synced every " \
+           "15 s" in line
 
 
 def test_show_of_a_group_never_synced_says_so(conf_file, world):
