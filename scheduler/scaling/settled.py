@@ -24,6 +24,25 @@ from scheduler.scaling.replicas import milli
 from scheduler.scaling.spec import CPU, EXTERNAL, RESOURCE, RESOURCES, GroupSpec, Readiness, SettledMembers
 
 _ONE_MICROSECOND = timedelta(microseconds=1)
+#: Samples in milli-units by (type, value): a fleet's samples repeat. Cleared when full.
+_SAMPLE_MILLI: dict[tuple[type, Any], int] = {}
+_CACHED = 65536
+
+
+def sample_milli(value: Any) -> int:
+    """A sample in milli-units, as the replica calculator counts it one member at a time."""
+    key = (type(value), value)
+    try:
+        return _SAMPLE_MILLI[key]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable (a signalling NaN): computed each time
+        return milli(group_members.sample_number(value))
+    result = milli(group_members.sample_number(value))
+    if len(_SAMPLE_MILLI) >= _CACHED:
+        _SAMPLE_MILLI.clear()
+    _SAMPLE_MILLI[key] = result
+    return result
 
 
 def member_metrics(spec: GroupSpec) -> tuple[str, ...]:
@@ -51,7 +70,6 @@ def settle(spec: GroupSpec, rows: Sequence[Mapping[str, Any]], usage: Mapping[st
     cpu = memory = 0
     requested: dict[tuple[Any, Any], tuple[int, int]] = {}  # the members' flavors: mostly one
     active = states.ACTIVE
-    number = group_members.sample_number
     for row in rows:
         if row["state"] != active:
             return None
@@ -68,7 +86,7 @@ def settle(spec: GroupSpec, rows: Sequence[Mapping[str, Any]], usage: Mapping[st
                 value = samples.get(name)
                 if value is None:
                     return None
-                totals[name] += milli(number(value))
+                totals[name] += sample_milli(value)
         flavor = (row["vcpus"], row["memory_mb"])
         pair = requested.get(flavor)
         if pair is None:
