@@ -269,3 +269,9 @@ def insert_unnested_postgresql(connection: "sa.Connection", table: "sa.Table", c
     selected = [rows.c[name] for name in names]
     selected += [sa.literal(value, type_=table.c[name].type).label(name) for name, value in constants.items()]
     connection.execute(table.insert().from_select([*names, *constants], sa.select(*selected)))
+
+
+def json_aggregates(dialect: Any, enabled: bool) -> bool:
+    """Whether many rows may be read as one JSON array per key (PostgreSQL's json_agg),
+    decoded in C, instead of one row tuple each turned into a dict in Python."""
+    return enabled and dialect.name == "postgresql"

@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler import states
+from scheduler import jsonutils, states
 from scheduler.db import fastpaths
 from scheduler.db.engine import Conflict, DatabaseEngine, TimeValue, _retry, to_db_time
 from scheduler.db.models import instances, scaling_group_events, scaling_group_recommendations, scaling_groups
@@ -58,6 +58,35 @@ class _Write:
     values: dict[str, Any]
 
 
+def _read_members_as_json(connection: sa.Connection, of_chunk: sa.ColumnElement[bool],
+                          found: dict[str, dict[str, Any]]) -> None:
+    """The chunk's members, as the portable query reads them, through PostgreSQL: one JSON
+    array of objects per group, decoded by orjson, its two times parsed back. Turning
+    100,000 row tuples into dicts was a fifth of a sync's CPU; building them is the
+    server's work here, and the decoding is C's."""
+    from sqlalchemy.dialects.postgresql import aggregate_order_by
+
+    pairs: list[Any] = []
+    for name in MEMBER_COLUMNS:
+        column = instances.c[name]
+        if name == "updated_at":
+            column = sa.func.coalesce(instances.c.updated_at, instances.c.created_at)
+        pairs += [sa.literal(name), column]
+    members = sa.func.json_agg(aggregate_order_by(sa.func.json_build_object(*pairs), instances.c.created_at,
+                                                  instances.c.id))
+    statement = (sa.select(instances.c.scaling_group_uuid, sa.cast(members, sa.Text))
+                 .where(instances.c.state != states.DELETED, of_chunk)
+                 .group_by(instances.c.scaling_group_uuid))
+    parse = datetime.fromisoformat
+    for uuid, text in connection.execute(statement):
+        rows = jsonutils.loads(text)
+        for row in rows:
+            for name in ("updated_at", "launched_at"):
+                if row[name] is not None:
+                    row[name] = parse(row[name])
+        found[uuid]["members"] = rows
+
+
 class ScalingSyncQueries(DatabaseEngine):
     """The bulk reads and writes of the scaling controller's syncs."""
 
@@ -95,10 +124,13 @@ class ScalingSyncQueries(DatabaseEngine):
             for chunk in _chunks(found):
                 of_chunk = functools.partial(fastpaths.any_of, connection, values=chunk,
                                              enabled=self.fast_paths)
-                rows = connection.execute(members.where(of_chunk(instances.c.scaling_group_uuid))).all()
-                for row in rows:
-                    member = dict(zip(MEMBER_COLUMNS, row, strict=True))
-                    found[member["scaling_group_uuid"]]["members"].append(member)
+                if fastpaths.json_aggregates(connection.dialect, self.fast_paths):
+                    _read_members_as_json(connection, of_chunk(instances.c.scaling_group_uuid), found)
+                else:
+                    rows = connection.execute(members.where(of_chunk(instances.c.scaling_group_uuid))).all()
+                    for row in rows:
+                        member = dict(zip(MEMBER_COLUMNS, row, strict=True))
+                        found[member["scaling_group_uuid"]]["members"].append(member)
                 for uuid, replicas, youngest, oldest in connection.execute(
                         recommended.where(of_chunk(g.c.uuid))):
                     group = found[uuid]

@@ -174,3 +174,49 @@ def test_scaling_history_is_recorded_and_pruned_the_same_with_the_fast_paths_on_
         ("g1", at, 1, f"{AWKWARD} #1"), ("g1", later, 1, None),
         ("g2", at, 2, f"{AWKWARD} #2"), ("g2", later, 1, None),  # events are kept an hour
     ]
+
+
+PRINTABLE = AWKWARD.replace("\t", "")  # a member's name holds no control character
+
+
+def _member_uuid(n):
+    return f"00000000-0000-4000-8000-{n:012d}"
+
+
+def _read_members(fast_paths):
+    """Two groups' members, written as the controller and the scheduler write them,
+    read back as a sync reads them."""
+    from scheduler.scaling import members as group_members
+
+    spec = {"min": 1, "max": 10, "metrics": [{"type": "resource", "name": "cpu", "target_utilization": 50}]}
+    with _database(fast_paths) as database:
+        groups = [database.create_scaling_group(f"m-{n}", f"m{n}", spec, {"flavor_name": "m1.tiny"}, 2)
+                  for n in range(2)]
+        rows = []
+        for n, (state, launched) in enumerate([(states.ACTIVE, "2026-11-30T12:00:00.1Z"),
+                                                (states.ACTIVE, "2026-11-30T12:00:00.123456Z"),
+                                                (states.BUILDING, None), (states.DELETED, None),
+                                                (states.ERROR, None), (states.SCHEDULING, None)]):
+            group = groups[n % 2]
+            row = group_members.member_row(group, _member_uuid(n), f"{PRINTABLE} {n}")
+            row.update(state=state, launched_at=launched, host=None if launched is None else f"h{n}",
+                       scaling_group_uuid=group["uuid"], created_at="2026-11-30T11:00:00Z")
+            rows.append(row)
+        database.create_instances(rows)
+        found = database.read_scaling_syncs([g["uuid"] for g in groups] + ["no-such-group"])
+    return {uuid: value["members"] for uuid, value in found.items()}
+
+
+def test_scaling_members_are_read_the_same_with_the_fast_paths_on_and_off():
+    from datetime import datetime
+
+    fast = _read_members(True)
+    assert fast == _read_members(False)
+    assert fast["no-such-group"] == []
+    first, second = (fast[f"m-{n}"] for n in range(2))
+    assert [m["uuid"] for m in first] == [_member_uuid(n) for n in (0, 2, 4)]  # created together: by id
+    assert [m["uuid"] for m in second] == [_member_uuid(n) for n in (1, 5)]  # DELETED left out
+    assert first[0]["launched_at"] == datetime(2026, 11, 30, 12, 0, 0, 100000)
+    assert second[0]["launched_at"] == datetime(2026, 11, 30, 12, 0, 0, 123456)
+    assert first[1]["launched_at"] is None and isinstance(first[1]["updated_at"], datetime)
+    assert first[0]["display_name"] == f"{PRINTABLE} 0"
