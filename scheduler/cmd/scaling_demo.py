@@ -126,7 +126,7 @@ def run_scaling_demo(client: Any, compute: ComputeClient, hosts: list[str], out:
     set_load(compute, hosts, PHASES[0][0])
     client.admin_call({}, "create_scaling_group", name=GROUP, spec=SPEC, template={"flavor_name": FLAVOR},
                       desired=2)
-    timeline.say(f"created {GROUP} with 2 members")
+    timeline.say(f"created {GROUP}: 2 members desired, none yet (the first sync makes them)")
     reached = []
     try:
         for number, (load, text, done) in enumerate(PHASES):

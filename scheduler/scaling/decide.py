@@ -34,6 +34,7 @@ from scheduler.scaling.spec import (
 ABLE_TO_SCALE = "AbleToScale"
 SCALING_ACTIVE = "ScalingActive"
 SCALING_LIMITED = "ScalingLimited"
+SUCCEEDED_RESCALE = "SucceededRescale"
 
 _FAILURE_REASONS = {RESOURCE: "FailedGetResourceMetric", EXTERNAL: "FailedGetExternalMetric"}
 _PODS_FAILURE = "FailedGetPodsMetric"
@@ -180,7 +181,7 @@ def decide(spec: GroupSpec, current: int, members: Members, external: Mapping[st
     initial = recommendations is None
 
     def held(desired: int, limited_by: str | None, results: tuple[MetricResult, ...] = ()) -> Decision:
-        change = desired - current if desired != current else None
+        change = _rescaled(conditions, current, desired)
         return Decision(desired, results, conditions.all(), limited_by, None, initial, change)
 
     if current == 0 and spec.min != 0:
@@ -207,8 +208,19 @@ def decide(spec: GroupSpec, current: int, members: Members, external: Mapping[st
     limited_by = limited.reason if normalized.limited else (
         able.reason if normalized.stabilized != proposal else None)
     desired = normalized.desired
-    return Decision(desired, results, conditions.all(), limited_by, proposal, initial,
-                    desired - current if desired != current else None)
+    change = _rescaled(conditions, current, desired)
+    return Decision(desired, results, conditions.all(), limited_by, proposal, initial, change)
+
+
+def _rescaled(conditions: _Conditions, current: int, desired: int) -> int | None:
+    """The scale event of a count that changes, None if it stays; a change sets AbleToScale
+    as Kubernetes does once it has updated the scale (the controller writes this status
+    with the new count, in one transaction, or writes neither)."""
+    if desired == current:
+        return None
+    conditions.set(ABLE_TO_SCALE, True, SUCCEEDED_RESCALE,
+                   f"the scaling controller was able to update the desired count to {desired}")
+    return desired - current
 
 
 def decide_what_if(what_if: WhatIf) -> Decision:

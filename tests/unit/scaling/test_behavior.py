@@ -226,6 +226,22 @@ def test_kubernetes_too_many_replicas() -> None:
     found = what_if(_cpu_sync(10, 3, 5, [], [], 90))
     assert (found["desired"], found["limited_by"]) == (5, "TooManyReplicas")
     assert found["record"] == {"recommendation": None, "scale_event": -5}
+    assert found["conditions"][0] == {
+        "type": "AbleToScale", "status": "True", "reason": "SucceededRescale",
+        "message": "the scaling controller was able to update the desired count to 5"}
+
+
+def test_a_rescale_says_so_and_a_count_kept_says_why() -> None:
+    """reconcileAutoscaler: once the scale is updated AbleToScale is SucceededRescale;
+    a count the metrics would keep is ReadyForNewScale, one a window holds is Stabilized."""
+    up = what_if(_cpu_sync(3, 1, 10, [900, 900, 900], [1.0, 1.0, 1.0], 50))
+    assert (up["desired"], up["conditions"][0]["reason"]) == (6, "SucceededRescale")
+    kept = what_if(_cpu_sync(3, 1, 10, [500, 500, 500], [1.0, 1.0, 1.0], 50))
+    assert (kept["desired"], kept["conditions"][0]["reason"], kept["conditions"][0]["message"]) == (
+        3, "ReadyForNewScale", "recommended size matches current size")
+    held = what_if(_cpu_sync(3, 1, 10, [100, 100, 100], [1.0, 1.0, 1.0], 50,
+                             recommendations=[{"age_s": 60, "replicas": 3}]))
+    assert (held["desired"], held["conditions"][0]["reason"]) == (3, "ScaleDownStabilized")
 
 
 def test_kubernetes_min_replicas() -> None:

@@ -214,8 +214,10 @@ def test_show_of_a_synced_group_has_the_status_the_controller_wrote_and_the_memb
     assert status["metrics"] == [{"name": "cpu", "type": "resource", "current": 90,
                                   "target": {"utilization": 50}, "proposal": 4}]
     assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
-        ("AbleToScale", "True", "ReadyForNewScale"), ("ScalingActive", "True", "ValidMetricFound"),
+        ("AbleToScale", "True", "SucceededRescale"), ("ScalingActive", "True", "ValidMetricFound"),
         ("ScalingLimited", "False", "DesiredWithinRange")]
+    assert status["conditions"][0]["message"] == (
+        "the scaling controller was able to update the desired count to 4")
     [recorded] = world.db.scaling_group_history(created["uuid"])["scale_events"]
     assert [(e["change"], e["reason"]) for e in status["events"]] == [(2, recorded["reason"])]
     assert recorded["reason"].startswith("scaled from 2 to 4")

@@ -258,7 +258,7 @@ def test_show_reads_like_kubectl_describe_hpa(conf_file, world):
         "Conditions:",
         "  Type            Status  Reason              Message",
     ]
-    assert _columns(lines[17])[:3] == ["AbleToScale", "True", "ReadyForNewScale"]
+    assert _columns(lines[17])[:3] == ["AbleToScale", "True", "SucceededRescale"]
     assert _columns(lines[18])[:3] == ["ScalingActive", "True", "ValidMetricFound"]
     assert _columns(lines[19])[:3] == ["ScalingLimited", "False", "DesiredWithinRange"]
     assert lines[20:24] == ["Events:", "  Age  Change  Message", "  ---  ------  -------",
