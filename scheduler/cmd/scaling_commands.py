@@ -610,10 +610,11 @@ def describe(group: Mapping[str, Any], out: TextIO) -> None:
     group_spec = group.get("spec") or {}
     counts = group.get("member_counts") or {}
     state = state_text(group)
+    overdue = overdue_text(group)
     if state == "deleting":
         state += ": the controller deletes its members, then the group"
     elif state == "never synced":
-        state += ": no scaling controller has synced the group yet" + overdue_text(group)
+        state += ": no scaling controller has synced the group yet" + overdue
     fields: list[tuple[str, str]] = [
         ("Name:", group["name"]), ("UUID:", group["uuid"]), ("Project:", group.get("project_id") or NONE),
         ("State:", state), ("Created:", _when(group.get("created_at"), now)),
@@ -628,7 +629,6 @@ def describe(group: Mapping[str, Any], out: TextIO) -> None:
         fields.append(("Behavior:", json.dumps(group_spec["behavior"], sort_keys=True)))
     members = f"{counted(counts)} current / {group['desired']} desired"
     fields.append(("Members:", members + (f" ({_counts_text(counts)})" if counts else "")))
-    overdue = overdue_text(group)
     if status is not None:
         fields.append(("Last sync:", _when(status.get("synced_at"), now) + overdue))
         if status.get("limited_by"):

@@ -21,7 +21,7 @@ from typing import Any
 from scheduler import states
 from scheduler.scaling import members as group_members
 from scheduler.scaling.replicas import milli
-from scheduler.scaling.spec import CPU, EXTERNAL, RESOURCE, RESOURCES, GroupSpec, Readiness, SettledMembers
+from scheduler.scaling.spec import CPU, EXTERNAL, RESOURCE, GroupSpec, Readiness, SettledMembers
 
 _ONE_MICROSECOND = timedelta(microseconds=1)
 #: Samples in milli-units by (type, value): a fleet's samples repeat. Cleared when full.
@@ -60,8 +60,6 @@ def settle(spec: GroupSpec, rows: Sequence[Mapping[str, Any]], usage: Mapping[st
     if not rows:
         return None
     names = member_metrics(spec)
-    if any(m.type == RESOURCE and m.name not in RESOURCES for m in spec.metrics):
-        return None  # a request the flavor does not make: the slow path says so
     reads_cpu = any(m.type == RESOURCE and m.name == CPU for m in spec.metrics)
     period = readiness.cpu_initialization_period_s
     # Launched at or before this: past the period, whatever the rounding of period_s.
