@@ -10,11 +10,13 @@ their target every other sync, so that each of those scales up by 2 members in o
 and back down in the next; and "harsh", 80% over, up by 8 members and back down.
 
 Each run is one ``ScalingController.sync_once`` over every group, one lease period after
-the one before; between runs, and outside the figures, the casts take effect as the
-scheduler and the agents would make them (new members ACTIVE, deleted ones DELETED) and
-the members' samples are set again. The figure is the CPU time of this process
-(``time.process_time``) during the sync, with its wall time beside: the database server's
-own CPU is not in it (for PostgreSQL it is shown apart, read from /proc when it can be).
+the one before, reading the members' samples from ``instance_metrics`` as a scheduler's
+controller does (``FleetMetrics``); between runs, and outside the figures, the casts take
+effect as the scheduler and the agents would make them (new members ACTIVE, deleted ones
+DELETED) and the members' samples are written again, as the agents' reports would. The
+figure is the CPU time of this process (``time.process_time``) during the sync, with its
+wall time beside: the database server's own CPU is not in it (for PostgreSQL it is shown
+apart, read from /proc when it can be).
 
 Run alone: ``python -m benchmarks.scaling_sync [--groups N] [--runs R] [--backends ...]``.
 """
@@ -43,9 +45,10 @@ from scheduler import states
 from scheduler.cmd.arguments import positive
 from scheduler.cmd.common import settle_garbage_collector
 from scheduler.db import api as db_api
-from scheduler.db.models import instances, scaling_group_recommendations, scaling_groups
+from scheduler.db.models import instance_metrics, instances, scaling_group_recommendations, scaling_groups
 from scheduler.scaling import members as group_members
-from scheduler.scaling_controller import FAILED, LOST, ControllerSettings, InMemoryMetrics, ScalingController
+from scheduler.scaling_controller import FAILED, LOST, ControllerSettings, ScalingController
+from scheduler.scaling_service import FleetMetrics
 
 PG_ADMIN_DSN = os.environ.get("BERTH_BENCH_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
 PG_URL = os.environ.get("BERTH_BENCH_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")
@@ -65,6 +68,7 @@ HISTORY_S = 300  # the default scale-down window: the steady groups' history is 
 HIGH = 1.15
 HARSH_HIGH = 1.8
 INSERT_CHUNK = 5000
+METRIC_MAX_AGE_S = 60.0  # [scaling] metric_max_age's default
 
 
 class _Clock:
@@ -100,7 +104,6 @@ class _Fleet:
         self.swinging = {self.uuids[i] for i in swinging}
         self.members_per_group = members
         self.members: dict[str, list[str]] = {}  # group uuid -> live member uuids
-        self.metrics = InMemoryMetrics()
         self.rng = rng
 
     def load(self, group: str, run: int) -> float:
@@ -109,11 +112,15 @@ class _Fleet:
         steady = self.members_per_group * TARGET / 100
         return steady * self.high if group in self.swinging and run % 2 == 0 else steady
 
-    def set_samples(self, run: int) -> None:
-        for group, uuids in self.members.items():
-            each = self.load(group, run) / len(uuids)
-            for member in uuids:
-                self.metrics.set_usage(member, cpu=each)
+    def store_samples(self, database: db_api.Database, run: int, at: datetime) -> None:
+        """Every live member's cpu sample at ``run``, as the agents' reports leave them."""
+        rows = [{"instance_uuid": member, "name": "cpu", "value": self.load(group, run) / len(uuids),
+                 "sampled_at": at, "source": "agent"}
+                for group, uuids in self.members.items() for member in uuids]
+        with database.engine.begin() as connection:
+            connection.execute(sa.delete(instance_metrics))
+            for start in range(0, len(rows), INSERT_CHUNK):
+                connection.execute(instance_metrics.insert(), rows[start:start + INSERT_CHUNK])
 
 
 def _populate(database: db_api.Database, fleet: _Fleet) -> None:
@@ -152,6 +159,7 @@ def _populate(database: db_api.Database, fleet: _Fleet) -> None:
                 for r in history]
         for start in range(0, len(rows), INSERT_CHUNK):
             connection.execute(scaling_group_recommendations.insert(), rows[start:start + INSERT_CHUNK])
+    fleet.store_samples(database, 0, T0 - timedelta(seconds=PERIOD_S))
     if database.engine.dialect.name == "postgresql":
         with database.engine.connect() as connection:
             connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
@@ -178,8 +186,6 @@ def _apply_casts(database: db_api.Database, fleet: _Fleet, casts: _Casts, at: da
                 fleet.members[group].append(member)
     for group, uuids in fleet.members.items():
         fleet.members[group] = [u for u in uuids if u not in deleted]
-    for member in deleted:
-        fleet.metrics.usage.pop(member, None)
     casts.builds.clear()
     casts.deletes.clear()
 
@@ -284,15 +290,16 @@ def _syncs(database: db_api.Database, clock: _Clock, fleet: _Fleet, settings: Co
     """``runs`` syncs measured after one that is not: (CPU s, wall s, server CPU s, groups
     that scaled) of each."""
     casts = _Casts()
+    samples = FleetMetrics(database, None, METRIC_MAX_AGE_S, clock)  # type: ignore[arg-type]  # no external
     controller = ScalingController(settings, database, casts.run_instance, casts.delete_instance,
-                                   fleet.metrics, clock)
+                                   samples, clock)
     cpu: list[float] = []
     wall: list[float] = []
     server: list[float] = []
     changed: list[int] = []
     for run in range(runs + 1):
         clock.now = T0 + timedelta(seconds=PERIOD_S * run)
-        fleet.set_samples(run)
+        fleet.store_samples(database, run, clock.now - timedelta(seconds=PERIOD_S / 3))
         server_before = _server_cpu_s() if backend == "postgresql" else None
         cpu_before, wall_before = time.process_time(), time.perf_counter()
         results = controller.sync_once(clock.now)

@@ -171,11 +171,12 @@ class _Readings:
 
 
 @functools.lru_cache(maxsize=4096)
-def _parsed_spec(text: str) -> GroupSpec | SpecError:
+def _parsed_spec(text: str) -> tuple[GroupSpec, float] | SpecError:
     try:
-        return parse_spec(jsonutils.loads(text))
+        spec = parse_spec(jsonutils.loads(text))
     except SpecError as exc:
         return exc
+    return spec, history_horizon_s(spec)
 
 
 def _json_text(value: str | Mapping[str, Any]) -> str:
@@ -186,9 +187,10 @@ def _json_object(value: str | Mapping[str, Any]) -> dict[str, Any]:
     return jsonutils.loads(value) if isinstance(value, str) else dict(value)
 
 
-def _spec_of(group: Mapping[str, Any]) -> GroupSpec:
-    """The group's spec (its JSON text as claimed, or an object) parsed, raising SpecError;
-    once per distinct spec: most groups' specs stay the same from one sync to the next."""
+def _spec_of(group: Mapping[str, Any]) -> tuple[GroupSpec, float]:
+    """The group's spec (its JSON text as claimed, or an object) parsed, and its history's
+    horizon (:func:`history_horizon_s`), raising SpecError; once per distinct spec: most
+    groups' specs stay the same from one sync to the next."""
     parsed = _parsed_spec(_json_text(group["spec"]))
     if isinstance(parsed, SpecError):
         raise parsed
@@ -369,14 +371,14 @@ class ScalingController:
         if group["deleted_at"] is not None:
             return self._sync_deleting(group, members, now)
         try:
-            spec = _spec_of(group)
+            spec, horizon_s = _spec_of(group)
         except SpecError as exc:
             status = {"synced_at": group_status.iso(now), "error": str(exc)}
             written = self._db.update_scaling_group_if(group["uuid"], group["version"], {"status": status})
             return SyncResult(group["uuid"], group["name"], FAILED if written else LOST, error=str(exc))
         if group["paused"]:
             return self._sync_paused(group, members, now, None)
-        cutoff = now - timedelta(seconds=history_horizon_s(spec))
+        cutoff = now - timedelta(seconds=horizon_s)
         history = {key: [r for r in found[key] if r["recorded_at"] >= cutoff]
                    for key in ("recommendations", "scale_events")}
         oldest = found["oldest_recommendation"]
@@ -434,9 +436,18 @@ class ScalingController:
         chosen for deletion so that the counted ones come to ``desired``."""
         plan = _Plan(replace_after=to_db_time(group["replace_after"]),
                      replace_failures=group["replace_failures"])
-        counted = [m for m in members if m["state"] in COUNTED_STATES]
+        counted: list[Mapping[str, Any]] = []
+        errors: list[Mapping[str, Any]] = []
+        all_active = True
+        for member in members:
+            state = member["state"]
+            if state in COUNTED_STATES:
+                counted.append(member)
+                if state != states.ACTIVE:
+                    all_active = False
+                    if state == states.ERROR:
+                        errors.append(member)
         plan.template_error = _template_error(group)
-        errors = [m for m in counted if m["state"] == states.ERROR]
         replacing: list[Mapping[str, Any]] = []
         due = plan.replace_after is None or plan.replace_after <= now
         if errors and plan.template_error is None and due:
@@ -445,9 +456,9 @@ class ScalingController:
                                                 self.settings.replace_backoff_max_s)
             plan.replace_failures += 1
             plan.replace_after = now + timedelta(seconds=delay)
-        elif not errors and all(m["state"] == states.ACTIVE for m in counted):
+        elif all_active:
             plan.replace_failures, plan.replace_after = 0, None
-        kept = [m for m in counted if m not in replacing]
+        kept = [m for m in counted if m not in replacing] if replacing else counted
         plan.victims = list(replacing)
         if len(kept) > desired:
             plan.victims += group_members.victims(kept, len(kept) - desired)

@@ -25,7 +25,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from scheduler import states
+from scheduler import jsonutils, states
+from scheduler.db import fastpaths
 from scheduler.db.engine import DatabaseEngine, TimeValue, _retry, to_db_time, to_iso
 from scheduler.db.models import instance_metrics, instances
 from scheduler.db.rows import _chunks
@@ -73,6 +74,22 @@ def _upsert(connection: sa.Connection, rows: list[dict[str, Any]]) -> None:
             else:
                 connection.execute(sa.update(instance_metrics).where(*where)
                                    .values({c: row[c] for c in _WRITTEN}))
+
+
+def _latest_as_json(connection: sa.Connection, uuids: list[str], since: datetime
+                    ) -> dict[str, dict[str, float]]:
+    """What the portable query reads, through PostgreSQL: every sample of ``uuids`` as one
+    JSON object {uuid: {name: value}}, built by the server and decoded by orjson, where a
+    sync's 100,000 row tuples cost more of its CPU than anything else it read."""
+    m = instance_metrics.c
+    samples = sa.func.json_object_agg(m.name, m.value).label("samples")
+    per_instance = (sa.select(m.instance_uuid.label("uuid"), samples)
+                    .where(m.instance_uuid == sa.any_(sa.cast(uuids, postgresql.ARRAY(m.instance_uuid.type))),
+                           m.sampled_at >= since)
+                    .group_by(m.instance_uuid).subquery())
+    every = sa.func.json_object_agg(per_instance.c.uuid, per_instance.c.samples)
+    text = connection.scalar(sa.select(sa.cast(every, sa.Text)))
+    return {} if text is None else jsonutils.loads(text)
 
 
 class InstanceMetricQueries(DatabaseEngine):
@@ -130,6 +147,8 @@ class InstanceMetricQueries(DatabaseEngine):
         found: dict[str, dict[str, float]] = {}
         columns = (instance_metrics.c.instance_uuid, instance_metrics.c.name, instance_metrics.c.value)
         with self._transaction() as connection:
+            if fastpaths.json_aggregates(connection.dialect, self.fast_paths):
+                return _latest_as_json(connection, list(dict.fromkeys(uuids)), since_at)
             for chunk in _chunks(dict.fromkeys(uuids)):
                 query = sa.select(*columns).where(instance_metrics.c.instance_uuid.in_(chunk),
                                                   instance_metrics.c.sampled_at >= since_at)

@@ -24,24 +24,27 @@ from scheduler.scaling.replicas import milli
 from scheduler.scaling.spec import CPU, EXTERNAL, RESOURCE, GroupSpec, Readiness, SettledMembers
 
 _ONE_MICROSECOND = timedelta(microseconds=1)
-#: Samples in milli-units by (type, value): a fleet's samples repeat. Cleared when full.
-_SAMPLE_MILLI: dict[tuple[type, Any], int] = {}
+#: Samples in milli-units, by the sample's type then its value: a fleet's samples repeat,
+#: and 1, 1.0 and Decimal(1) are one key in one dict. Each cleared when full.
+_SAMPLE_MILLI: dict[type, dict[Any, int]] = {}
 _CACHED = 65536
 
 
 def sample_milli(value: Any) -> int:
     """A sample in milli-units, as the replica calculator counts it one member at a time."""
-    key = (type(value), value)
+    cache = _SAMPLE_MILLI.get(type(value))
+    if cache is None:
+        cache = _SAMPLE_MILLI[type(value)] = {}
     try:
-        return _SAMPLE_MILLI[key]
+        return cache[value]
     except KeyError:
         pass
     except TypeError:  # unhashable (a signalling NaN): computed each time
         return milli(group_members.sample_number(value))
     result = milli(group_members.sample_number(value))
-    if len(_SAMPLE_MILLI) >= _CACHED:
-        _SAMPLE_MILLI.clear()
-    _SAMPLE_MILLI[key] = result
+    if len(cache) >= _CACHED:
+        cache.clear()
+    cache[value] = result
     return result
 
 
@@ -64,27 +67,32 @@ def settle(spec: GroupSpec, rows: Sequence[Mapping[str, Any]], usage: Mapping[st
     period = readiness.cpu_initialization_period_s
     # Launched at or before this: past the period, whatever the rounding of period_s.
     surely_past = now - timedelta(seconds=period) - _ONE_MICROSECOND
-    totals = dict.fromkeys(names, 0)
-    cpu = memory = 0
-    requested: dict[tuple[Any, Any], tuple[int, int]] = {}  # the members' flavors: mostly one
     active = states.ACTIVE
     for row in rows:
         if row["state"] != active:
             return None
-        if reads_cpu:
+    if reads_cpu:
+        for row in rows:
             launched = row.get("launched_at")
             if launched is not None and launched > surely_past and (
                     group_members.seconds_between(launched, now) or 0.0) < period:
                 return None
-        if names:
-            samples = usage.get(row["uuid"])
+    totals = dict.fromkeys(names, 0)
+    samples_of = usage.get
+    for name in names:
+        total = 0
+        for row in rows:
+            samples = samples_of(row["uuid"])
             if samples is None:
                 return None
-            for name in names:
-                value = samples.get(name)
-                if value is None:
-                    return None
-                totals[name] += sample_milli(value)
+            value = samples.get(name)
+            if value is None:
+                return None
+            total += sample_milli(value)
+        totals[name] = total
+    cpu = memory = 0
+    requested: dict[tuple[Any, Any], tuple[int, int]] = {}  # the members' flavors: mostly one
+    for row in rows:
         flavor = (row["vcpus"], row["memory_mb"])
         pair = requested.get(flavor)
         if pair is None:

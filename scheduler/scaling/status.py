@@ -6,7 +6,6 @@ and the reason of each scale event, worded like Kubernetes' SuccessfulRescale ev
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -87,7 +86,12 @@ def conditions(decision: Decision) -> list[dict[str, str]]:
 
 
 def member_counts(members: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    return dict(sorted(Counter(m["state"] for m in members).items()))
+    """{state: members in it}, by state name."""
+    counts: dict[str, int] = {}
+    for member in members:
+        state = member["state"]
+        counts[state] = counts.get(state, 0) + 1
+    return counts if len(counts) < 2 else dict(sorted(counts.items()))
 
 
 def group_status(members: Sequence[Mapping[str, Any]], decision: Decision,

@@ -220,3 +220,34 @@ def test_scaling_members_are_read_the_same_with_the_fast_paths_on_and_off():
     assert second[0]["launched_at"] == datetime(2026, 11, 30, 12, 0, 0, 123456)
     assert first[1]["launched_at"] is None and isinstance(first[1]["updated_at"], datetime)
     assert first[0]["display_name"] == f"{PRINTABLE} 0"
+
+
+#: Samples whose values JSON must carry exactly: a tenth, a tiny and a huge one, a whole one.
+SAMPLES = {"cpu": 0.1, "memory": 2048.0, "rps": 1e-7, "queue": 123456789.123, "big": 1.7976931348623157e308}
+
+
+def _read_samples(fast_paths):
+    """Samples of three instances, one of them stale, read as a sync reads them."""
+    from datetime import timedelta
+
+    with _database(fast_paths) as database:
+        database.create_instances([{"uuid": _member_uuid(n), "state": states.ACTIVE} for n in range(3)])
+        now = database.now()
+        rows = [{"instance_uuid": _member_uuid(n), "name": name, "value": value, "source": "pushed",
+                 "sampled_at": now - timedelta(seconds=600 if n == 2 else 1)}
+                for n in range(3) for name, value in SAMPLES.items()]
+        rows.append({"instance_uuid": _member_uuid(1), "name": "fresh-only", "value": -3.5,
+                     "source": "pushed"})
+        database.save_instance_metrics(rows)
+        since = now - timedelta(seconds=60)
+        asked = [_member_uuid(n) for n in range(4)] + [_member_uuid(0)]  # one unknown, one twice
+        return database.latest_instance_metrics(asked, since), database.latest_instance_metrics([], since)
+
+
+def test_members_samples_are_read_the_same_with_the_fast_paths_on_and_off():
+    fast = _read_samples(True)
+    assert fast == _read_samples(False)
+    samples, none = fast
+    # The third instance's samples are stale, the fourth has none: both left out.
+    assert samples == {_member_uuid(0): SAMPLES, _member_uuid(1): {**SAMPLES, "fresh-only": -3.5}}
+    assert none == {}
