@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid as uuidlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -67,6 +67,8 @@ REMOVED = "removed"
 LOST = "lost"  # the group was written since it was claimed: nothing written, nothing cast
 FAILED = "failed"
 
+#: The states whose members' casts may be lost: SCHEDULING (build) and DELETING (delete).
+_RECAST_STATES = frozenset({states.SCHEDULING, states.DELETING})
 #: Groups read, decided and written together.
 SYNC_CHUNK = 500
 _ANY_UUID = "00000000-0000-4000-8000-000000000000"  # a member's, to check a template with
@@ -352,8 +354,7 @@ class ScalingController:
                     self._delete_instance(uuid)
                 for row in plan.new_rows:
                     self._run_instance(row["request_spec"], row["filter_properties"])
-                gone = {m["uuid"] for m in plan.victims}
-                recast = self._recast([m for m in sync.members if m["uuid"] not in gone], now)
+                recast = self._recast(sync.members, now, {m["uuid"] for m in plan.victims})
             except Exception as exc:
                 results[group["uuid"]] = _failed(group, exc)
                 continue
@@ -479,14 +480,17 @@ class ScalingController:
             self._delete_instance(uuid)
         return done
 
-    def _recast(self, members: Sequence[Mapping[str, Any]], now: datetime) -> tuple[str, ...]:
+    def _recast(self, members: Sequence[Mapping[str, Any]], now: datetime,
+                gone: Set[str] = frozenset()) -> tuple[str, ...]:
         """Cast again the builds of members SCHEDULING without a host, and the deletes of
-        members DELETING, whose rows have not changed for the grace period; each row is
-        touched first, so that it waits a grace period again."""
+        members DELETING, whose rows have not changed for the grace period (but those
+        ``gone``, deleted by this sync); each row is touched first, so that it waits a
+        grace period again."""
         grace = self.settings.cast_grace_s
         stale = [m for m in members
-                 if m["state"] in (states.SCHEDULING, states.DELETING)
+                 if m["state"] in _RECAST_STATES
                  and (m["state"] == states.DELETING or not m["host"])
+                 and m["uuid"] not in gone
                  and (group_members.seconds_between(m["updated_at"], now) or 0.0) >= grace]
         if not stale:
             return ()
