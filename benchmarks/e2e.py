@@ -70,6 +70,8 @@ report_interval = 10
 fake_memory_mb = 262144
 fake_local_gb = 8000
 fake_vcpus = 64
+[prometheus]
+listen_port = 0
 """)
 
 

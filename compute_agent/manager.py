@@ -20,7 +20,7 @@ import threading
 import time
 
 from compute_agent import driver as drivers
-from compute_agent import validate
+from compute_agent import telemetry, validate
 from compute_agent.client import TOPIC
 from compute_agent.instance_store import InstanceStore
 from compute_agent.load_model import Load
@@ -201,9 +201,11 @@ class ComputeManager:
                 else:
                     self._instance_update(ctxt, uuid, BUILDING)
         if reason is not None:
+            telemetry.CLAIMS.labels(telemetry.REFUSED).inc()
             LOG.warning("Cannot build %s on %s: %s; sending it back", uuid, self.host, reason)
             self._reschedule(ctxt, instance, request_spec, filter_properties, reason)
             return
+        telemetry.CLAIMS.labels(telemetry.CLAIMED).inc()
         LOG.info("Claimed %s on %s; building", uuid, self.host)
         self._report_changed()
         self._start_build(ctxt, uuid)
@@ -296,12 +298,15 @@ class ComputeManager:
         if record is None:
             return
         instance = record["instance"]
+        started = time.monotonic()
         try:
             self.driver.spawn(instance)
         except drivers.BuildAborted:
+            telemetry.BUILDS.labels(telemetry.INTERRUPTED).inc()
             LOG.info("Build of %s interrupted; it resumes when the agent starts again", uuid)
             return
         except Exception as exc:
+            telemetry.BUILDS.labels(telemetry.FAILED).inc()
             LOG.exception("Build of %s failed", uuid)
             self.tracker.build_finished(succeeded=False)  # BuildFailureWeigher
             with self._lock:
@@ -330,6 +335,8 @@ class ComputeManager:
                     LOG.exception("Cannot record %s as ACTIVE", uuid)
                 self._instance_update(ctxt, uuid, ACTIVE)
                 self.tracker.build_finished(succeeded=True)
+                telemetry.BUILDS.labels(telemetry.ACTIVE).inc()
+                telemetry.BUILD_SECONDS.observe(time.monotonic() - started)
                 LOG.info("Instance %s is ACTIVE on %s", uuid, self.host)
                 return
         # Terminated while it was being built: undo what the build made.
@@ -397,7 +404,8 @@ class ComputeManager:
         self.tracker.io_workload = len(self._builds)  # IoOpsFilter: builds in progress
         self._send_unsent()
         resources = self.tracker.report()
-        self._cast(self.scheduler.report_resources, {}, self.host, resources)
+        if self._cast(self.scheduler.report_resources, {}, self.host, resources):
+            telemetry.REPORTS.inc()
         return resources
 
     def _report_changed(self):

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from scheduler.exception import NoValidHost
 from scheduler.request_spec import Flavor, RequestSpec
+from scheduler.telemetry import scheduler_metrics as telemetry
 
 LOG = logging.getLogger(__name__)
 
@@ -156,6 +157,8 @@ class HostClaims:
         unknown = {h for h in hosts if h not in self.generations}
         claimed, conflicts, held = self._db.claim_hosts(
             {h: self.generations[h] for h in hosts if h not in unknown}, wait=wait)
+        if conflicts:
+            telemetry.CLAIM_CONFLICTS.inc(len(conflicts))
         for host in claimed:
             self.generations[host] += 1
         return conflicts | unknown, held

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -9,6 +10,9 @@ from scheduler import rpc
 from scheduler.rpc.client import Context
 
 TOPIC = "scheduler"
+#: The context key of a run_instance cast's wall-clock time (seconds since the epoch), from
+#: which the scheduler measures the time to SCHEDULED; callers that leave it out are not timed.
+CAST_AT = "berth_cast_at"
 
 
 class SchedulerClient:
@@ -18,8 +22,10 @@ class SchedulerClient:
         self._fanout = self._client.prepare(fanout=True)
 
     def run_instance(self, ctxt: Context, request_spec: dict, filter_properties: dict) -> None:
+        values = dict(ctxt or {}) if isinstance(ctxt, dict) or ctxt is None else ctxt.to_dict()
+        values[CAST_AT] = time.time()
         self._client.cast(
-            ctxt, "run_instance", request_spec=request_spec, filter_properties=filter_properties
+            values, "run_instance", request_spec=request_spec, filter_properties=filter_properties
         )
 
     def select_destinations(self, ctxt: Context, request_spec: dict, filter_properties: dict

@@ -26,6 +26,11 @@ class NotAuthorized(BerthError):
 class NoValidHost(BerthError):
     """No host passed the filters."""
 
+    def __init__(self, message, removed=()):
+        super().__init__(message)
+        #: [(filter name, hosts it removed)] when the filters refused every host, else empty.
+        self.removed = tuple(removed)
+
 
 class InstanceNotFound(BerthError):
     """The caller named an instance there is no record of: an answer, not a fault of Berth's."""

@@ -9,12 +9,14 @@ from scheduler import filters, hints, host_names, lookups, rpc, states, weighers
 from scheduler.agent_auth import AgentAuth
 from scheduler.build_expiry import BuildExpiry
 from scheduler.claims import HostClaims
+from scheduler.client import CAST_AT
 from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
 from scheduler.host_manager import HostManager
 from scheduler.outbox import Outbox
 from scheduler.reconciler import Reconciler
 from scheduler.request_spec import MAX_LIST, RequestSpec, _text, parse_uuid
 from scheduler.selection import Selector
+from scheduler.telemetry import scheduler_metrics as telemetry
 from scheduler.undo import UndoLog
 
 LOG = logging.getLogger(__name__)
@@ -122,13 +124,14 @@ class SchedulerManager:
         now = self._db.now()
         decided = {}
         specs = [spec for _, spec in placing]
-        outcomes = self.claims.place(specs, lambda spec: self._select(spec, decided))
+        outcomes = self.claims.place(specs, telemetry.timed(lambda spec: self._select(spec, decided)))
         rows, updates, casts = [], [], []
         for (context, spec), placements in rpc.each_request(zip(placing, outcomes, strict=True),
                                                             _job_context):
             if isinstance(placements, NoValidHost):
                 LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), placements)
-                errors.append((spec, str(placements)))
+                errors.append((spec, str(placements), telemetry.NO_VALID_HOST))
+                self.outbox.send(telemetry.count_refusal, placements.removed)
                 continue
             for instance_uuid, (host, node, limits) in zip(spec.instance_uuids, placements, strict=True):
                 request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
@@ -142,7 +145,8 @@ class SchedulerManager:
                 else:
                     updates.append((instance_uuid, values, expected[instance_uuid]))
                 casts.append((context, spec, instance_uuid, host, request_spec, filter_properties))
-        for spec, reason in errors:
+        for spec, reason, outcome in errors:
+            self.outbox.send(telemetry.count_outcome, outcome, len(spec.instance_uuids))
             for instance_uuid in spec.instance_uuids:
                 values = {"state": states.ERROR, "fault_reason": reason, "host": None, "node": None}
                 if instance_uuid in new:
@@ -155,6 +159,9 @@ class SchedulerManager:
             if instance_uuid not in taken:
                 _log_decision(instance_uuid, host, decided.get(instance_uuid), spec.retry.num_attempts)
                 self._send_build(context, spec, instance_uuid, host, request_spec, filter_properties)
+                outcome = telemetry.PLACED if spec.retry.num_attempts <= 1 else telemetry.RESCHEDULED
+                self.outbox.send(telemetry.count_outcome, outcome, 1)
+                self.outbox.send(telemetry.observe_scheduled, (context or {}).get(CAST_AT))
 
     def _begin_attempt(self, jobs):
         """Count the attempt; a reschedule gives back what it held on the host that sent it back."""
@@ -186,7 +193,7 @@ class SchedulerManager:
                 if spec.retry.exc_reason:
                     reason += f"; last failure: {spec.retry.exc_reason}"
                 LOG.info("Instances %s: %s", ", ".join(uuids), reason)
-                errors.append((spec, reason))
+                errors.append((spec, reason, telemetry.ERROR))
                 continue
             try:
                 # zone, server group, same/different host hints; then whether they can be honoured
@@ -195,7 +202,7 @@ class SchedulerManager:
                 lookups.add_members(self._db, spec)
             except NoValidHost as exc:
                 LOG.info("Instances %s: %s", ", ".join(uuids), exc)
-                errors.append((spec, str(exc)))
+                errors.append((spec, str(exc), telemetry.NO_VALID_HOST))
                 continue
             placing.append((context, spec))
         return placing, errors
@@ -351,9 +358,10 @@ class SchedulerManager:
         if valid:
             # Only instances this request created: a bad message naming an
             # existing instance must not change it.
-            self._db.create_instances(
+            created = self._db.create_instances(
                 [{"uuid": u, "state": states.ERROR, "fault_reason": reason} for u in valid]
             )
+            self.outbox.send(telemetry.count_outcome, telemetry.ERROR, len(created))
 
     def _terminate(self, context, host, instance_uuid):
         self.outbox.send(self._compute.terminate_instance, context, host, instance_uuid)

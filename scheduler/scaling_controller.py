@@ -121,6 +121,18 @@ class ControllerSettings:
 
 
 @dataclass(frozen=True)
+class MetricReading:
+    """A metric as a sync read it: its ``current`` value (None: it could not be read) against
+    its target, of type ``utilization`` (percent of the request), ``average`` or ``value``."""
+
+    name: str
+    type: str
+    current: float | None
+    target_type: str
+    target: float
+
+
+@dataclass(frozen=True)
 class SyncResult:
     uuid: str
     name: str
@@ -130,6 +142,24 @@ class SyncResult:
     deleted: tuple[str, ...] = ()  # members whose delete was cast
     recast: tuple[str, ...] = ()  # members whose earlier cast was sent again
     error: str | None = None
+    members: int | None = None  # the members counted (all but those being deleted) as found, when SYNCED
+    metrics: tuple[MetricReading, ...] = ()  # when SYNCED
+    scale_event: int | None = None  # the count's change this sync made (> 0 up, < 0 down), when SYNCED
+
+
+def _readings(decision: policy.Decision) -> tuple[MetricReading, ...]:
+    readings = []
+    for result in decision.metrics:
+        spec = result.spec
+        if spec.target_utilization is not None:
+            target_type, target = "utilization", float(spec.target_utilization)
+        elif spec.target_average is not None:
+            target_type, target = "average", float(spec.target_average)
+        else:
+            target_type, target = "value", float(spec.target_value or 0)
+        current = None if result.current is None else float(result.current)
+        readings.append(MetricReading(spec.name, spec.type, current, target_type, target))
+    return tuple(readings)
 
 
 @dataclass
@@ -152,6 +182,7 @@ class _Sync:
     plan: _Plan
     record: SyncRecord
     desired: int
+    decision: policy.Decision
 
 
 class _Readings:
@@ -358,8 +389,12 @@ class ScalingController:
             except Exception as exc:
                 results[group["uuid"]] = _failed(group, exc)
                 continue
-            results[group["uuid"]] = SyncResult(group["uuid"], group["name"], SYNCED, sync.desired,
-                                                tuple(row["uuid"] for row in plan.new_rows), deleted, recast)
+            counted = sum(1 for m in sync.members if m["state"] in COUNTED_STATES)
+            created = tuple(row["uuid"] for row in plan.new_rows)
+            results[group["uuid"]] = SyncResult(
+                group["uuid"], group["name"], SYNCED, sync.desired, created, deleted, recast,
+                members=counted, metrics=_readings(sync.decision),
+                scale_event=record.scale_event[0] if record.scale_event is not None else None)
         return results
 
     # -- one group -----------------------------------------------------------------------
@@ -406,7 +441,7 @@ class ScalingController:
         record = SyncRecord(group["uuid"], group["version"], values, recommendations,
                             None if decision.scale_event is None else (decision.scale_event, reason),
                             plan.new_rows, cutoff if prunable else None)
-        return _Sync(group, members, plan, record, decision.desired)
+        return _Sync(group, members, plan, record, decision.desired, decision)
 
     def _decide(self, group: Mapping[str, Any], spec: GroupSpec, members: Sequence[Mapping[str, Any]],
                 history: Mapping[str, Sequence[Mapping[str, Any]]], readings: _Readings,

@@ -21,6 +21,7 @@ from typing import Any
 
 from scheduler.scaling.spec import Readiness
 from scheduler.scaling_controller import ControllerSettings, ScalingController, SyncResult
+from scheduler.telemetry import scaling_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ class ScalingLoop:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.syncs = 0
+        #: The results of the last sync (what the metrics show of each group).
+        self.last_results: list[SyncResult] = []
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="scaling-controller", daemon=True)
@@ -154,6 +157,8 @@ class ScalingLoop:
             LOG.exception("Syncing the scaling groups failed; trying again in %g s", self.period_s)
             return []
         self.syncs += 1
+        self.last_results = results
+        scaling_metrics.count_syncs(results)
         if results:
             LOG.debug("Synced %d scaling group(s) in %.3f s", len(results), time.monotonic() - started)
         return results

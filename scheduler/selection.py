@@ -118,7 +118,7 @@ class Selector:
             rows = np.flatnonzero(mask) if whole else rows[mask]
             if not len(rows):
                 removed = _removed_by_each(vector, masks, considered)
-                raise NoValidHost(no_valid_host_reason(considered, removed, spec, index))
+                raise NoValidHost(no_valid_host_reason(considered, removed, spec, index), removed)
             if left is not None:
                 left.extend(_left_after_each(vector, masks, considered))
         for host_filter in active[len(vector):]:
@@ -131,7 +131,7 @@ class Selector:
                 left.append((host_filter.name, len(passed)))
             rows = passed
             if not len(rows):
-                raise NoValidHost(no_valid_host_reason(considered, removed, spec, index))
+                raise NoValidHost(no_valid_host_reason(considered, removed, spec, index), removed)
         return rows
 
     def scope(self, table, rows, spec):

@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 
+import prometheus_client
 from sqlalchemy import exc as sa_exc
 
 from scheduler import concurrency, host_admin, rpc
@@ -19,6 +20,8 @@ from scheduler.masking import mask_url
 from scheduler.scaling_api import ScalingGroupEndpoint
 from scheduler.scaling_controller import ScalingController
 from scheduler.scaling_service import BrokerQueues, FleetMetrics, ScalingLoop, controller_settings
+from scheduler.telemetry.scaling_metrics import ScalingGroupsCollector
+from scheduler.telemetry.scheduler_metrics import FleetCollector
 from scheduler.undo import UndoLog
 
 LOG = logging.getLogger(__name__)
@@ -52,6 +55,12 @@ class SchedulerService:
         self._periodic = None
         self._queues = BrokerQueues(transport)
         self.scaling = self._scaling_loop() if conf.scaling.enabled else None
+        down_after_s = lambda: conf.scheduler.service_down_time  # noqa: E731 - read at each scrape
+        self._collectors = [FleetCollector(self.manager.host_manager, down_after_s,
+                                           lambda: conf.prometheus.per_host_series)]
+        if self.scaling is not None:
+            scaling = self.scaling
+            self._collectors.append(ScalingGroupsCollector(lambda: scaling.last_results))
 
     def _scaling_loop(self):
         casts = SchedulerClient(self.transport)
@@ -70,6 +79,8 @@ class SchedulerService:
         self._reload_aggregates()  # reloaded by the periodic task too
         self._reload_disabled()  # likewise
         self._server.start()
+        for collector in self._collectors:
+            prometheus_client.REGISTRY.register(collector)
         self._periodic = concurrency.spawn(self._run_periodic, name="scheduler-periodic")
         if self.scaling is not None:
             self.scaling.start()
@@ -95,6 +106,9 @@ class SchedulerService:
         if self._periodic is not None:
             self._periodic.join()
         self.save_reports()
+        for collector in self._collectors:
+            with contextlib.suppress(KeyError):  # not started
+                prometheus_client.REGISTRY.unregister(collector)
         LOG.info("Scheduler %s stopped", self.conf.host)
 
     def _announce_aggregates(self):

@@ -21,6 +21,7 @@ from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
 from scheduler import config, rpc
 from scheduler.cmd import common
+from scheduler.telemetry.endpoint import AGENT_PORT, CannotListen, MetricsEndpoint
 
 LOG = logging.getLogger(__name__)
 PROG = "berth-compute-agent"
@@ -52,8 +53,8 @@ def main(argv=None):
     try:
         manager = ComputeManager(conf, transport)
         LOG.info("Compute agent %s: %s", conf.host, manager.driver.describe())
-        common.run_until_signalled([manager], transport)
-    except (InstanceStoreError, rpc.QueueInUse, rpc.LoginRefused) as exc:  # said in full: no traceback
+        common.run_until_signalled([MetricsEndpoint(conf, AGENT_PORT), manager], transport)
+    except (InstanceStoreError, rpc.QueueInUse, rpc.LoginRefused, CannotListen) as exc:  # said in full
         LOG.error("Compute agent %s cannot start: %s", conf.host, exc)
         return f"{PROG}: cannot start: {exc}"
     except Exception as exc:

@@ -16,6 +16,7 @@ from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import cli, common, output, scaling_demo
 from scheduler.service import SchedulerService
+from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
 
 LOG = logging.getLogger(__name__)
 PROG = "berth-all-in-one"
@@ -80,7 +81,7 @@ def main(argv=None, out=None):
     agents = [ComputeManager(conf, transport, host=host) for host in agent_hosts(conf)]
     hosts = agents[0].host if len(agents) == 1 else f"{agents[0].host} to {agents[-1].host}"
     LOG.info("%d compute agent(s), %s, each %s", len(agents), hosts, agents[0].driver.describe())
-    services = [SchedulerService(conf, transport, database)] + agents
+    services = [MetricsEndpoint(conf, SCHEDULER_PORT), SchedulerService(conf, transport, database)] + agents
     try:
         if not conf.demo and not conf.demo_scaling:
             common.run_until_signalled(services, transport)
@@ -96,7 +97,7 @@ def main(argv=None, out=None):
         if demo_log:
             print(f"The log of this run is in {demo_log}.", file=Output(out))
         return status
-    except (InstanceStoreError, rpc.QueueInUse, rpc.BrokerUnreachable) as exc:  # said in full: no traceback
+    except (InstanceStoreError, rpc.QueueInUse, rpc.BrokerUnreachable, CannotListen) as exc:  # said in full
         return f"{PROG}: cannot start: {exc}"
     finally:
         transport.cleanup()

@@ -5,6 +5,7 @@ import sys
 from scheduler import config, rpc
 from scheduler.cmd import common
 from scheduler.service import SchedulerService
+from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
 
 PROG = "berth-scheduler"
 
@@ -18,8 +19,9 @@ def main(argv=None):
         return f"{PROG}: cannot start: {exc}"
     transport = rpc.get_transport(conf)
     try:
-        common.run_until_signalled([SchedulerService(conf, transport, database)], transport)
-    except rpc.LoginRefused as exc:  # the URL in it is masked
+        services = [MetricsEndpoint(conf, SCHEDULER_PORT), SchedulerService(conf, transport, database)]
+        common.run_until_signalled(services, transport)
+    except (rpc.LoginRefused, CannotListen) as exc:  # the URL in it is masked
         return f"{PROG}: cannot start: {exc}"
     finally:
         transport.cleanup()

@@ -10,8 +10,11 @@ from oslo_config import cfg
 from scheduler.conf import database, default, filter_scheduler, messaging, scaling, scheduler
 from scheduler.db import fastpaths as db_fastpaths
 from scheduler.rpc.amqp_fast import options as amqp_fast
+from scheduler.telemetry import endpoint as telemetry_endpoint
+from scheduler.telemetry import scheduler_metrics
 
-AREAS = (default, database, db_fastpaths, messaging, amqp_fast, scheduler, filter_scheduler, scaling)
+AREAS = (default, database, db_fastpaths, messaging, amqp_fast, scheduler, filter_scheduler, scaling,
+         telemetry_endpoint, scheduler_metrics)
 
 
 def register_opts(conf):

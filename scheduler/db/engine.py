@@ -31,6 +31,7 @@ from sqlalchemy.engine import URL, make_url
 from scheduler import jsonutils
 from scheduler.db import fastpaths, migration
 from scheduler.masking import mask_url
+from scheduler.telemetry import connection_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -159,6 +160,10 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+def _count_connection(_dbapi_connection: Any, _record: Any) -> None:
+    connection_metrics.DATABASE_CONNECTIONS.inc()
+
+
 def _retry(method: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[_E, _P], _R]:
     """Run ``method`` again on transient failures, per the Database's retry settings."""
 
@@ -176,6 +181,7 @@ def _retry(method: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[_E
                 if not is_transient(exc):
                     raise
                 failures += 1
+                connection_metrics.DATABASE_RETRIES.inc()
                 reason = self.scrub(_first_line(exc))
                 if 0 <= self.max_retries < failures:
                     raise DatabaseUnavailable(
@@ -285,6 +291,7 @@ class DatabaseEngine:
             raise ValueError(f"invalid database URL {self.masked_url!r}: {exc}") from None
         if self.is_sqlite:
             self._setup_sqlite()
+        event.listen(self.engine, "connect", _count_connection)
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> Self:

@@ -12,6 +12,7 @@ import time
 import kombu
 
 from scheduler.rpc import transport as transport_mod
+from scheduler.telemetry import connection_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class ConsumeLoop:
         self.first_attempt.set()
         names = ", ".join(q.name for q in queues)
         if lost_at is not None:
+            connection_metrics.BROKER_RECONNECTS.inc()
             LOG.warning("%s: reconnected to %s after %.1f s; consuming %s again",
                         self.name, self.transport.safe_url, time.monotonic() - lost_at, names)
         else:

@@ -26,6 +26,7 @@ import time
 
 from scheduler.rpc import names, topology
 from scheduler.rpc.context import current_request_id
+from scheduler.telemetry import rpc_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ class DeadLetters:
             content_encoding=names.bounded(message.content_encoding or "binary"),
         )
         self.count += 1
+        rpc_metrics.DEAD_LETTERS.labels(self.label, type(exc).__name__).inc()
         level = logging.WARNING if getattr(exc, "invalid_input", False) else logging.ERROR
         self.logs.log(
             log_key(method, exc),

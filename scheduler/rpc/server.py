@@ -26,6 +26,7 @@ from scheduler.rpc.exceptions import (
     RetryLater,
     WorkBroken,
 )
+from scheduler.telemetry import rpc_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -260,6 +261,7 @@ class RPCServer:
                     for method, form, group in self._groups(requests):
                         outcomes.extend(self._run(work, method, form, group))
                 committed = True
+                rpc_metrics.BATCH_MESSAGES.labels(self.target.topic).observe(len(requests))
                 for message, context, method, result, exc in outcomes:
                     self._answer(message, context, method, result, exc)
         except Exception as exc:

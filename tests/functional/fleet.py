@@ -2,6 +2,7 @@
 
 import collections
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +49,8 @@ class Fleet:
             "database": {"connection": database_url},
             "scheduler": {"periodic_interval": 1},
             "compute_agent": {"driver": "fake", "report_interval": 2, "report_min_interval": 0.1},
+            # Many daemons on one machine: each takes a free port for its metrics (the log says which).
+            "prometheus": {"listen_port": 0},
         }
         for group, name in FAST_PATH_OPTIONS:
             sections.setdefault(group, {})[name] = str(FAST_PATHS).lower()
@@ -120,6 +123,16 @@ class Fleet:
 
     def log(self, name):
         return (self.tmp / f"{name}.log").read_text(errors="replace")
+
+    def metrics_port(self, name, timeout=30):
+        """The port process ``name`` serves its Prometheus metrics on, once its log says."""
+        serving = re.compile(r"Serving Prometheus metrics on http://127\.0\.0\.1:(\d+)/metrics")
+
+        def found():
+            match = serving.search(self.log(name))
+            return int(match.group(1)) if match else None
+
+        return self.wait(found, timeout, f"{name} to serve its metrics")
 
     def complaints(self, per_log=15):
         """The last warnings and errors each process logged, for a failure to show."""

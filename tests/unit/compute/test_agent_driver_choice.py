@@ -26,6 +26,7 @@ NOT_SET = (
 
 def write_conf(tmp_path, **agent_options):
     lines = ["[DEFAULT]", "transport_url = memory://", f"state_path = {tmp_path / 'state'}", "host = c1",
+             "[prometheus]", "listen_port = 0",  # whatever else runs on this machine
              "[compute_agent]"] + [f"{k} = {v}" for k, v in agent_options.items()]
     path = tmp_path / "berth.conf"
     path.write_text("\n".join(lines) + "\n")

@@ -10,6 +10,7 @@ import pytest
 from scheduler import rpc
 from scheduler.rpc import deadletter, envelope, topology
 from tests.unit.rpc.conftest import WAIT, Recorder, publish_raw
+from tests.unit.telemetry.scrape import value
 
 
 def dead_letters(transport, expected, timeout=WAIT):
@@ -48,6 +49,8 @@ def server(start_server):
 
 
 def test_bad_casts_are_dead_lettered_with_the_reason_and_valid_ones_flow(transport, topic, server):
+    classes = ("InvalidEnvelope", "NoSuchMethod", "InvalidArguments", "RuntimeError")
+    counted = {name: value("berth_rpc_dead_letters_total", queue=topic, reason=name) for name in classes}
     client = rpc.RPCClient(transport, rpc.Target(topic=topic))
     publish_raw(transport, topic, "{not json")
     publish_raw(transport, topic, json.dumps({"oslo.version": "3.0", "oslo.message": "{}"}))
@@ -82,6 +85,11 @@ def test_bad_casts_are_dead_lettered_with_the_reason_and_valid_ones_flow(transpo
     # The original body, unchanged, for the operator to look at.
     assert letters[0].body in (b"{not json", "{not json")
     assert [kwargs for _, kwargs in server.received] == [{"host": "h2", "count": 1}]
+    # What Prometheus is told: the letters by the exception's class.
+    assert {name: value("berth_rpc_dead_letters_total", queue=topic, reason=name) - counted[name]
+            for name in classes} == {"InvalidEnvelope": 3, "NoSuchMethod": 2, "InvalidArguments": 2,
+                                       "RuntimeError": 1}
+    assert value("berth_rpc_batch_messages_count", topic=topic) >= 1  # the valid cast's unit of work
 
 
 def test_an_oversized_body_is_refused_undecoded_and_kept_truncated(conf, transport, topic, server):

@@ -1,0 +1,38 @@
+"""What a compute agent counts, as Prometheus metrics of its process (one agent per
+process, or the all-in-one's agents summed)."""
+
+from prometheus_client import Counter, Histogram
+
+import scheduler.telemetry  # noqa: F401 - its settings of prometheus_client apply here too
+
+CLAIMED = "claimed"  # the resources were held: the build starts
+REFUSED = "refused"  # they were not there: the instance goes back to the scheduler
+
+CLAIMS = Counter(
+    "berth_agent_claims",
+    "Build requests by what the agent's claim of the resources made of them: claimed, or refused "
+    "(sent back to the scheduler for a reschedule).",
+    ["outcome"])
+for _outcome in (CLAIMED, REFUSED):
+    CLAIMS.labels(_outcome)
+
+ACTIVE = "active"
+FAILED = "failed"  # sent back to the scheduler
+INTERRUPTED = "interrupted"  # the agent stopped; the build resumes at its next start
+
+BUILDS = Counter(
+    "berth_agent_builds",
+    "Builds ended, by outcome: active, failed (sent back to the scheduler), interrupted (by a stop; "
+    "resumed at the next start).",
+    ["outcome"])
+for _outcome in (ACTIVE, FAILED, INTERRUPTED):
+    BUILDS.labels(_outcome)
+
+BUILD_SECONDS = Histogram(
+    "berth_agent_build_seconds",
+    "Time the driver took to build an instance that went ACTIVE.",
+    buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800))
+
+REPORTS = Counter(
+    "berth_agent_reports",
+    "Resource reports sent to the schedulers (periodic, and on a change of what the host holds).")

@@ -1,0 +1,120 @@
+"""The HTTP endpoint a Berth daemon serves its Prometheus metrics on: ``[prometheus]``.
+
+On by default, on the loopback address: a scrape target costs nothing until something
+scrapes it, the metrics hold no secret, and nothing beyond this machine reaches them
+until the operator sets ``listen_address``. Each daemon has a port of its own by default
+(berth-scheduler and berth-all-in-one 9618, berth-compute-agent 9619); a second daemon
+of the same kind on one machine needs ``listen_port`` set, and is refused at start, with
+the reason, when its port is taken. ``listen_port = 0`` takes any free port and logs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import socketserver
+import threading
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import prometheus_client
+from oslo_config import cfg
+
+LOG = logging.getLogger(__name__)
+
+SCHEDULER_PORT = 9618
+AGENT_PORT = 9619
+PATH = "/metrics"
+
+group = cfg.OptGroup("prometheus", title="Prometheus metrics",
+                     help="Where this daemon serves its metrics, in Prometheus' text format, at /metrics.")
+opts = [
+    cfg.BoolOpt("enabled", default=True,
+                help="Serve the metrics. On by default: the endpoint listens on the loopback address "
+                "only, and serves nothing secret."),
+    cfg.HostAddressOpt("listen_address", default="127.0.0.1",
+                       help="Address to listen on: the loopback address by default; 0.0.0.0 or :: for "
+                       "every interface, so that a Prometheus on another machine can scrape it."),
+    cfg.PortOpt("listen_port",
+                help="TCP port. Unset: the daemon's own, 9618 for berth-scheduler and berth-all-in-one, "
+                "9619 for berth-compute-agent; two daemons of a kind on one machine need a port each. "
+                "0: any free port (the log says which)."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(group)
+    conf.register_opts(opts, group)
+
+
+def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
+    return [(group, opts)]
+
+
+class CannotListen(Exception):
+    """The endpoint's address cannot be listened on; the message says what to change."""
+
+
+class _Server(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        LOG.debug("Metrics endpoint: " + format, *args)
+
+
+def _not_found(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+    return [f"Berth serves its metrics at {PATH}\n".encode()]
+
+
+class MetricsEndpoint:
+    """A service (start, stop) serving ``registry`` at http://listen_address:port/metrics."""
+
+    def __init__(self, conf: cfg.ConfigOpts, default_port: int,
+                 registry: prometheus_client.CollectorRegistry = prometheus_client.REGISTRY) -> None:
+        self._conf = conf.prometheus
+        self._default_port = default_port
+        self._metrics = prometheus_client.make_wsgi_app(registry)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        #: The port listened on once started (the one chosen when listen_port is 0), else None.
+        self.port: int | None = None
+
+    def _app(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO") in (PATH, PATH + "/"):
+            return self._metrics(environ, start_response)
+        return _not_found(environ, start_response)
+
+    def start(self) -> None:
+        if not self._conf.enabled:
+            LOG.info("Prometheus metrics are not served: [prometheus] enabled = false")
+            return
+        address = self._conf.listen_address
+        port = self._default_port if self._conf.listen_port is None else self._conf.listen_port
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        server_class = type("_Server", (_Server,), {"address_family": family})
+        try:
+            self._server = make_server(address, port, self._app, server_class=server_class,
+                                       handler_class=_QuietHandler)
+        except OSError as exc:
+            raise CannotListen(
+                f"[prometheus] cannot listen on {address} port {port}: {exc.strerror or exc}; give each "
+                "Berth daemon on this machine a listen_port of its own (0: any free port), or set "
+                "[prometheus] enabled = false") from None
+        self.port = self._server.server_port
+        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-endpoint",
+                                        daemon=True)
+        self._thread.start()
+        shown = f"[{address}]" if ":" in address else address
+        LOG.info("Serving Prometheus metrics on http://%s:%d%s", shown, self.port, PATH)
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = self._thread = None
