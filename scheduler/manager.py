@@ -16,6 +16,7 @@ from scheduler.outbox import Outbox
 from scheduler.reconciler import Reconciler
 from scheduler.request_spec import MAX_LIST, RequestSpec, _text, parse_uuid
 from scheduler.selection import Selector
+from scheduler.status_page.recent import Recent
 from scheduler.telemetry import scheduler_metrics as telemetry
 from scheduler.undo import UndoLog
 
@@ -55,6 +56,8 @@ class SchedulerManager:
         self._installed_filters = filters.all_filters()
         self._installed_weighers = weighers.all_weighers()
         self.reports = ReportBuffer()
+        #: The latest refusals, for the status page.
+        self.refusals = Recent()
         self.outbox = Outbox(batch=transport.publisher.batch)
         self.undo = UndoLog()
         self._auth = AgentAuth(conf)
@@ -147,6 +150,7 @@ class SchedulerManager:
                 casts.append((context, spec, instance_uuid, host, request_spec, filter_properties))
         for spec, reason, outcome in errors:
             self.outbox.send(telemetry.count_outcome, outcome, len(spec.instance_uuids))
+            self.outbox.send(self.refusals.add, instances=list(spec.instance_uuids), reason=reason)
             for instance_uuid in spec.instance_uuids:
                 values = {"state": states.ERROR, "fault_reason": reason, "host": None, "node": None}
                 if instance_uuid in new:

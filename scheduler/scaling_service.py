@@ -21,6 +21,7 @@ from typing import Any
 
 from scheduler.scaling.spec import Readiness
 from scheduler.scaling_controller import ControllerSettings, ScalingController, SyncResult
+from scheduler.status_page.recent import ScalingHistory
 from scheduler.telemetry import scaling_metrics
 
 LOG = logging.getLogger(__name__)
@@ -131,6 +132,8 @@ class ScalingLoop:
         self.syncs = 0
         #: The results of the last sync (what the metrics show of each group).
         self.last_results: list[SyncResult] = []
+        #: The groups' last hour, for the status page.
+        self.history = ScalingHistory()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="scaling-controller", daemon=True)
@@ -159,6 +162,7 @@ class ScalingLoop:
         self.syncs += 1
         self.last_results = results
         scaling_metrics.count_syncs(results)
+        self.history.record(results)
         if results:
             LOG.debug("Synced %d scaling group(s) in %.3f s", len(results), time.monotonic() - started)
         return results

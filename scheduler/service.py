@@ -20,6 +20,8 @@ from scheduler.masking import mask_url
 from scheduler.scaling_api import ScalingGroupEndpoint
 from scheduler.scaling_controller import ScalingController
 from scheduler.scaling_service import BrokerQueues, FleetMetrics, ScalingLoop, controller_settings
+from scheduler.status_page import app as status_app
+from scheduler.status_page.snapshot import StatusSource
 from scheduler.telemetry.scaling_metrics import ScalingGroupsCollector
 from scheduler.telemetry.scheduler_metrics import FleetCollector
 from scheduler.undo import UndoLog
@@ -61,6 +63,10 @@ class SchedulerService:
         if self.scaling is not None:
             scaling = self.scaling
             self._collectors.append(ScalingGroupsCollector(lambda: scaling.last_results))
+        self.status = StatusSource(
+            conf.host, self.manager.host_manager, database.count_instances_by_state,
+            lambda: conf.filter_scheduler.default_availability_zone, down_after_s, self.manager.refusals,
+            self._server.dead_letters.recent, None if self.scaling is None else self.scaling.history)
 
     def _scaling_loop(self):
         casts = SchedulerClient(self.transport)
@@ -197,6 +203,13 @@ class SchedulerService:
             if check_clock:
                 next_clock_check = time.monotonic() + CLOCK_CHECK_INTERVAL
             self.run_periodic_tasks(check_clock)
+
+
+def status_routes(conf, service):
+    """The status page's routes on the scheduler's endpoint, none with [prometheus] status_page off."""
+    if not conf.prometheus.status_page:
+        return {}
+    return status_app.routes(service.status.snapshot)
 
 
 def durability(transport):

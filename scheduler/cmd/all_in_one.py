@@ -15,7 +15,7 @@ from compute_agent.manager import ComputeManager
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import cli, common, output, scaling_demo
-from scheduler.service import SchedulerService
+from scheduler.service import SchedulerService, status_routes
 from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
 
 LOG = logging.getLogger(__name__)
@@ -81,7 +81,9 @@ def main(argv=None, out=None):
     agents = [ComputeManager(conf, transport, host=host) for host in agent_hosts(conf)]
     hosts = agents[0].host if len(agents) == 1 else f"{agents[0].host} to {agents[-1].host}"
     LOG.info("%d compute agent(s), %s, each %s", len(agents), hosts, agents[0].driver.describe())
-    services = [MetricsEndpoint(conf, SCHEDULER_PORT), SchedulerService(conf, transport, database)] + agents
+    scheduler = SchedulerService(conf, transport, database)
+    endpoint = MetricsEndpoint(conf, SCHEDULER_PORT, routes=status_routes(conf, scheduler))
+    services = [endpoint, scheduler] + agents
     try:
         if not conf.demo and not conf.demo_scaling:
             common.run_until_signalled(services, transport)

@@ -4,7 +4,7 @@ import sys
 
 from scheduler import config, rpc
 from scheduler.cmd import common
-from scheduler.service import SchedulerService
+from scheduler.service import SchedulerService, status_routes
 from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
 
 PROG = "berth-scheduler"
@@ -19,7 +19,8 @@ def main(argv=None):
         return f"{PROG}: cannot start: {exc}"
     transport = rpc.get_transport(conf)
     try:
-        services = [MetricsEndpoint(conf, SCHEDULER_PORT), SchedulerService(conf, transport, database)]
+        service = SchedulerService(conf, transport, database)
+        services = [MetricsEndpoint(conf, SCHEDULER_PORT, routes=status_routes(conf, service)), service]
         common.run_until_signalled(services, transport)
     except (rpc.LoginRefused, CannotListen) as exc:  # the URL in it is masked
         return f"{PROG}: cannot start: {exc}"

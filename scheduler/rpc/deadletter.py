@@ -26,6 +26,7 @@ import time
 
 from scheduler.rpc import names, topology
 from scheduler.rpc.context import current_request_id
+from scheduler.status_page.recent import Recent
 from scheduler.telemetry import rpc_metrics
 
 LOG = logging.getLogger(__name__)
@@ -103,6 +104,8 @@ class DeadLetters:
         self.label = label
         self.logs = LogOnce(LOG)
         self.count = 0
+        #: The latest letters (time, method, reason), for the status page.
+        self.recent = Recent()
 
     def declare(self, channel):
         """Declare the exchange and its queue (on each (re)connection of a server)."""
@@ -140,6 +143,7 @@ class DeadLetters:
         )
         self.count += 1
         rpc_metrics.DEAD_LETTERS.labels(self.label, type(exc).__name__).inc()
+        self.recent.add(queue=self.label, method=headers[METHOD], reason=reason)
         level = logging.WARNING if getattr(exc, "invalid_input", False) else logging.ERROR
         self.logs.log(
             log_key(method, exc),

@@ -73,18 +73,24 @@ class MetricsEndpoint:
     """A service (start, stop) serving ``registry`` at http://listen_address:port/metrics."""
 
     def __init__(self, conf: cfg.ConfigOpts, default_port: int,
-                 registry: prometheus_client.CollectorRegistry = prometheus_client.REGISTRY) -> None:
+                 registry: prometheus_client.CollectorRegistry = prometheus_client.REGISTRY,
+                 routes: dict[str, Any] | None = None) -> None:
+        """``routes``: {path: WSGI app} served beside /metrics (the scheduler's status page)."""
         self._conf = conf.prometheus
         self._default_port = default_port
         self._metrics = prometheus_client.make_wsgi_app(registry)
+        self._routes = dict(routes or {})
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         #: The port listened on once started (the one chosen when listen_port is 0), else None.
         self.port: int | None = None
 
     def _app(self, environ: dict[str, Any], start_response: Any) -> Any:
-        if environ.get("PATH_INFO") in (PATH, PATH + "/"):
+        path = environ.get("PATH_INFO")
+        if path in (PATH, PATH + "/"):
             return self._metrics(environ, start_response)
+        if path in self._routes:
+            return self._routes[path](environ, start_response)
         return _not_found(environ, start_response)
 
     def start(self) -> None:
@@ -109,6 +115,8 @@ class MetricsEndpoint:
         self._thread.start()
         shown = f"[{address}]" if ":" in address else address
         LOG.info("Serving Prometheus metrics on http://%s:%d%s", shown, self.port, PATH)
+        if "/" in self._routes:
+            LOG.info("Serving the status page on http://%s:%d/", shown, self.port)
 
     def stop(self) -> None:
         if self._server is None:

@@ -68,3 +68,18 @@ def test_turned_off_it_listens_nowhere_and_says_so(conf, caplog):
     served.stop()
     assert served.port is None
     assert "Prometheus metrics are not served: [prometheus] enabled = false" in caplog.messages
+
+
+def test_other_routes_are_served_beside_the_metrics(conf):
+    def hello(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"page"]
+
+    conf.set_override("listen_port", 0, group="prometheus")
+    served = MetricsEndpoint(conf, default_port=1, routes={"/": hello})
+    served.start()
+    try:
+        assert fetch(served.port, "/")[2] == "page"
+        assert fetch(served.port)[0] == 200  # /metrics still
+    finally:
+        served.stop()

@@ -46,6 +46,7 @@ def test_each_outcome_is_counted_per_instance(world):  # noqa: F811 - the fixtur
     again = dict(spec, instance_uuids=uuids[:1], num_instances=1)
     manager.run_instance(rpc.Context({}), again, {"retry": retry})
     assert moved(before) == {"placed": 2, "rescheduled": 1}
+    casts(agents, 3)  # every build cast taken: none is left for the next test's agents
 
     manager.run_instance(rpc.Context({}), *request(memory_mb=100_000)[1:])  # fits nowhere
     assert moved(before) == {"placed": 2, "rescheduled": 1, "no_valid_host": 1}
@@ -69,6 +70,7 @@ def test_a_batch_rolled_back_counts_nothing(world):  # noqa: F811 - the fixture
     with UnitOfWork(database, manager.outbox, manager.undo):
         manager.run_instance(rpc.Context({}), *request(count=3)[1:])
     assert moved(before) == {"placed": 3}
+    assert sum(len(calls) for calls in casts(agents, 3).values()) == 3  # the rolled-back batch cast none
 
 
 def family(collector, name):

@@ -1,0 +1,154 @@
+"""How long the status page takes at 10,000 hosts: building /status.json in the scheduler
+(under the host table's lock), its size, and in a headless Chromium the time from
+navigation to the page drawn, and to draw it again.
+
+The fleet: ``--hosts`` hosts in four availability zones, with random use, 1% down and 1%
+disabled; 50 refusals and dead letters, 20 scaling groups with an hour of history.
+Needs Debian's ``chromium`` and Playwright (the test extra) for the browser figures.
+
+Run: ``python -m benchmarks.status_page [--hosts N] [--runs R] [--screenshot PNG]`` (README's
+picture: ``--hosts 600 --screenshot docs/status-page.png``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import shutil
+import statistics
+import sys
+import time
+from typing import Any
+
+from scheduler import conf as berth_conf
+from scheduler.aggregates import Aggregate
+from scheduler.cmd.arguments import positive
+from scheduler.host_manager import HostManager
+from scheduler.scaling_controller import SYNCED, MetricReading, SyncResult
+from scheduler.status_page import app
+from scheduler.status_page.recent import Recent, ScalingHistory
+from scheduler.status_page.snapshot import StatusSource
+from scheduler.telemetry.endpoint import MetricsEndpoint
+
+
+def _fleet(conf: Any, n_hosts: int, rng: random.Random) -> HostManager:
+    hosts = HostManager(conf)
+    names = [f"host-{i:05d}" for i in range(n_hosts)]
+    for name in names:
+        ram = rng.choice((65536, 131072, 262144))
+        used = int(ram * rng.random())
+        hosts.update_from_report(name, {
+            "host": name, "memory_mb": ram, "free_ram_mb": ram - used, "local_gb": 2000,
+            "free_disk_gb": rng.randint(0, 2000), "vcpus": 64, "vcpus_used": rng.randint(0, 64),
+            "instance_uuids": [], "running_vms": 0})
+    zones = [Aggregate.from_dict({"name": f"zone-{z}", "hosts": names[z::4],
+                                  "metadata": {"availability_zone": f"az{z + 1}"}}) for z in range(4)]
+    hosts.table.set_aggregates(zones)
+    for name in rng.sample(names, n_hosts // 100):
+        hosts.get(name).updated = time.monotonic() - 3600
+    hosts.set_disabled({name: None for name in rng.sample(names, n_hosts // 100)})
+    return hosts
+
+
+def _source(conf: Any, n_hosts: int) -> StatusSource:
+    rng = random.Random(0)
+    refusals, letters, history = Recent(), Recent(), ScalingHistory()
+    for n in range(50):
+        refusals.add(instances=[f"uuid-{n}"], reason=(
+            "No valid host was found: 10000 hosts considered; RamFilter removed 9990, DiskFilter removed 10; "
+            "none left"))
+        letters.add(queue="scheduler", method="run_instance",
+                    reason="InvalidRequest: request_spec: must be an object")
+    now = time.time()
+    desired = [4] * 20
+    for step in range(240):
+        results = []
+        for g in range(20):  # a daily swing, compressed into the hour, each group its own phase
+            load = 50 + 35 * math.sin(step / 25 + g) + rng.random() * 8
+            members = desired[g]
+            desired[g] = max(2, min(12, math.ceil(members * load / 50))) if step % 4 == 0 else desired[g]
+            reading = MetricReading("cpu", "resource", round(load), "utilization", 50.0)
+            results.append(SyncResult(f"group-{g:02d}", f"group-{g:02d}", SYNCED, desired[g], members=members,
+                                      metrics=(reading,), scale_event=(desired[g] - members) or None))
+        history.record(results, now=now - 3600 + 15 * step)
+    counts = {"ACTIVE": 90_000, "ERROR": 120, "BUILDING": 40}
+    return StatusSource("bench", _fleet(conf, n_hosts, rng), lambda: counts, lambda: "nova", lambda: 60.0,
+                        refusals, letters, history)
+
+
+def _browser_figures(port: int, runs: int, screenshot: str | None = None) -> dict[str, list[float]] | str:
+    binary = shutil.which("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return "playwright is not installed (pip install '.[test]')"
+    if binary is None:
+        return "no chromium (apt-get install chromium)"
+    first, again = [], []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=binary, args=["--no-sandbox"])
+        try:
+            for _ in range(runs):
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.goto(f"http://127.0.0.1:{port}/")
+                deadline = time.monotonic() + 60
+                # The page's policy forbids eval, which wait_for_function needs.
+                while not page.evaluate("window.berthRenders >= 1"):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the status page was not drawn within 60 s")
+                    time.sleep(0.02)
+                first.append(page.evaluate("window.berthFirstRenderAt"))
+                for measure in ("ram", "vcpus", "disk", "max"):
+                    page.select_option("#measure", measure)
+                    again.append(page.evaluate("window.berthRenderMs"))
+                if screenshot:
+                    page.set_viewport_size({"width": 1400, "height": 1750})
+                    page.screenshot(path=screenshot)
+                    screenshot = None
+                page.close()
+        finally:
+            browser.close()
+    return {"first": first, "again": again}
+
+
+def _figure(values: list[float], unit: str = "ms") -> str:
+    return f"{statistics.median(values):.1f} {unit} ({min(values):.1f}-{max(values):.1f})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.status_page", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", type=positive, default=10_000, help="hosts in the fleet (default 10000)")
+    parser.add_argument("--runs", type=positive, default=5, help="page loads measured (default 5)")
+    parser.add_argument("--screenshot", metavar="PNG", help="also save the page as it looks, to this file")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    conf = berth_conf.new_conf()
+    conf([], project="berth-bench", default_config_files=[])
+    conf.set_override("listen_port", 0, group="prometheus")
+    source = _source(conf, args.hosts)
+    built, size = [], 0
+    for _ in range(21):
+        started = time.perf_counter()
+        size = len(app.routes(source.snapshot)["/status.json"]({}, lambda *a: None)[0])
+        built.append((time.perf_counter() - started) * 1e3)
+    print(f"status page, {args.hosts:,} hosts: /status.json built and encoded in {_figure(built)}, "
+          f"median of 21; {size / 1024:.0f} KiB", flush=True)
+    endpoint = MetricsEndpoint(conf, 0, routes=app.routes(source.snapshot))
+    endpoint.start()
+    try:
+        assert endpoint.port is not None
+        figures = _browser_figures(endpoint.port, args.runs, args.screenshot)
+    finally:
+        endpoint.stop()
+    if isinstance(figures, str):
+        print(f"status page in a browser: not measured: {figures}")
+        return 0
+    print(f"status page, {args.hosts:,} hosts, headless Chromium: drawn {_figure(figures['first'])} after "
+          f"navigation (median of {len(figures['first'])} loads), drawn again "
+          f"{_figure(figures['again'])} (median of {len(figures['again'])})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""What ``/status.json`` holds: the scheduler's view of the fleet, read from its host table
+under the lock (columns copied, no per-host objects made), the instances by state from the
+database, and what the page remembers (scheduler.status_page.recent)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from scheduler.masking import mask_url
+
+LOG = logging.getLogger(__name__)
+
+UP, DOWN, DISABLED = 0, 1, 2
+_COLUMNS = ("total_ram_mb", "free_ram_mb", "total_disk_gb", "free_disk_gb", "vcpus_total", "vcpus_used")
+
+
+def fleet(host_manager: Any, default_zone: str, down_after_s: float) -> dict[str, Any]:
+    """Every host the scheduler knows (but those deleted), by name, columnar: its zone (an
+    index into ``zones``), its aggregates, its state (0 up, 1 down, 2 disabled) and its
+    RAM, disk and vCPUs used and in all."""
+    hosts = host_manager
+    with hosts.lock:
+        table = hosts.table
+        rows = [row for row, name in enumerate(table.names) if name not in hosts.deleted]
+        picked = np.asarray(rows, dtype=np.intp)
+        names = [table.names[row] for row in rows]
+        columns = {name: np.asarray(getattr(table, name), dtype=float)[picked] for name in _COLUMNS}
+        age = time.monotonic() - np.asarray(table.updated, dtype=float)[picked]
+        disabled = np.asarray(table.disabled, dtype=bool)[picked]
+        index = table.aggregate_index
+        memberships = [index.of_row(row) for row in rows]
+    zone_of: dict[str, int] = {}
+    zones, aggregates = [], []
+    for member_of in memberships:
+        zone = ",".join(sorted({z for a in member_of for z in a.zones})) or default_zone
+        zones.append(zone_of.setdefault(zone, len(zone_of)))
+        aggregates.append(sorted(a.name for a in member_of))
+    state = np.where(age > down_after_s, DOWN, np.where(disabled, DISABLED, UP))
+
+    def used(total: str, free: str) -> list[int]:
+        return np.rint(columns[total] - columns[free]).astype(int).tolist()
+
+    return {
+        "zones": list(zone_of),
+        "names": names,
+        "zone": zones,
+        "aggregates": aggregates,
+        "state": state.astype(int).tolist(),
+        "ram_used_mb": used("total_ram_mb", "free_ram_mb"),
+        "ram_mb": np.rint(columns["total_ram_mb"]).astype(int).tolist(),
+        "disk_used_gb": used("total_disk_gb", "free_disk_gb"),
+        "disk_gb": np.rint(columns["total_disk_gb"]).astype(int).tolist(),
+        "vcpus_used": np.rint(columns["vcpus_used"]).astype(int).tolist(),
+        "vcpus": np.rint(columns["vcpus_total"]).astype(int).tolist(),
+    }
+
+
+class StatusSource:
+    """The status of one scheduler process: ``snapshot()`` is ``/status.json``."""
+
+    def __init__(self, host: str, host_manager: Any, count_instances: Callable[[], dict[str, int]],
+                 default_zone: Callable[[], str], down_after_s: Callable[[], float], refusals: Any,
+                 dead_letters: Any, scaling_history: Any | None) -> None:
+        self._host = host
+        self._hosts = host_manager
+        self._count_instances = count_instances
+        self._default_zone = default_zone
+        self._down_after_s = down_after_s
+        self._refusals = refusals
+        self._dead_letters = dead_letters
+        self._scaling = scaling_history
+
+    def snapshot(self) -> dict[str, Any]:
+        try:
+            instances: dict[str, int] | None = dict(sorted(self._count_instances().items()))
+            instances_error = None
+        except Exception as exc:  # the page still shows the fleet
+            LOG.warning("Status page: cannot count the instances: %s", mask_url(str(exc).splitlines()[0]))
+            instances, instances_error = None, "the database cannot be read now"
+        return {
+            "scheduler": self._host,
+            "generated_at": time.time(),
+            "hosts": fleet(self._hosts, self._default_zone(), self._down_after_s()),
+            "instances": instances,
+            "instances_error": instances_error,
+            "refusals": list(reversed(self._refusals.items())),
+            "dead_letters": list(reversed(self._dead_letters.items())),
+            "scaling_groups": None if self._scaling is None else self._scaling.groups(),
+        }

@@ -1,0 +1,254 @@
+"use strict";
+// Berth's status page: /status.json every REFRESH_MS, drawn without reloading the page.
+// Everything that comes from the scheduler is set as text, never as markup.
+
+const REFRESH_MS = 5000;
+const STATES = ["up", "down", "disabled"];
+let last = null;         // the last status read
+let lastReadAt = null;   // when (Date)
+let layouts = [];        // per zone: {canvas, rows, cell, columns}
+
+function el(tag, attributes, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes || {})) {
+    if (key === "class") node.className = value; else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function clock(seconds) {
+  return new Date(seconds * 1000).toLocaleTimeString();
+}
+
+function percent(used, total) {
+  return total > 0 ? Math.round((100 * used) / total) + "%" : "-";
+}
+
+function share(hosts, i, measure) {
+  const ram = hosts.ram_mb[i] > 0 ? hosts.ram_used_mb[i] / hosts.ram_mb[i] : 0;
+  const vcpus = hosts.vcpus[i] > 0 ? hosts.vcpus_used[i] / hosts.vcpus[i] : 0;
+  const disk = hosts.disk_gb[i] > 0 ? hosts.disk_used_gb[i] / hosts.disk_gb[i] : 0;
+  const value = measure === "ram" ? ram : measure === "vcpus" ? vcpus : measure === "disk" ? disk
+    : Math.max(ram, vcpus, disk);
+  return Math.min(1, Math.max(0, value));
+}
+
+function colour(value) {  // green, yellow at half, red when full
+  const [a, b, t] = value < 0.5 ? [[46, 160, 67], [235, 190, 40], value * 2]
+    : [[235, 190, 40], [215, 48, 39], (value - 0.5) * 2];
+  return `rgb(${a.map((x, k) => Math.round(x + (b[k] - x) * t)).join(",")})`;
+}
+
+function replaceRows(table, rows, emptyText, columns) {
+  const body = table.tBodies[0];
+  body.replaceChildren();
+  if (!rows.length) {
+    body.append(el("tr", {}, el("td", {class: "empty", colspan: String(columns)}, emptyText)));
+    return;
+  }
+  for (const cells of rows) {
+    body.append(el("tr", {}, ...cells.map((cell) => cell instanceof Node ? el("td", {}, cell) : el("td", {}, cell))));
+  }
+}
+
+function renderSummary(data) {
+  const hosts = data.hosts;
+  const counts = [0, 0, 0];
+  let ram = [0, 0], vcpus = [0, 0], disk = [0, 0];
+  for (let i = 0; i < hosts.names.length; i++) {
+    counts[hosts.state[i]]++;
+    if (hosts.state[i] !== 0) continue;
+    ram = [ram[0] + hosts.ram_used_mb[i], ram[1] + hosts.ram_mb[i]];
+    vcpus = [vcpus[0] + hosts.vcpus_used[i], vcpus[1] + hosts.vcpus[i]];
+    disk = [disk[0] + hosts.disk_used_gb[i], disk[1] + hosts.disk_gb[i]];
+  }
+  const instances = data.instances ? Object.values(data.instances).reduce((a, b) => a + b, 0) : "?";
+  const figure = (value, label, id) => el("div", {class: "figure", id}, el("strong", {}, value), el("span", {}, label));
+  document.getElementById("summary").replaceChildren(
+    figure(counts[0], "hosts up", "hosts-up"), figure(counts[1], "down", "hosts-down"),
+    figure(counts[2], "disabled", "hosts-disabled"),
+    figure(percent(ram[0], ram[1]), "of the RAM of the hosts up used", "ram-used"),
+    figure(percent(vcpus[0], vcpus[1]), "of their vCPUs", "vcpus-used"),
+    figure(percent(disk[0], disk[1]), "of their disk", "disk-used"),
+    figure(instances, "instances", "instances-total"));
+}
+
+function renderHeatmap(hosts) {
+  const measure = document.getElementById("measure").value;
+  const byZone = hosts.zones.map(() => []);
+  hosts.zone.forEach((zone, i) => byZone[zone].push(i));
+  const container = document.getElementById("heatmap");
+  const width = Math.max(200, container.clientWidth || 800);
+  const parts = [];
+  layouts = [];
+  const order = hosts.zones.map((name, z) => z).sort((a, b) => hosts.zones[a].localeCompare(hosts.zones[b]));
+  for (const z of order) {
+    const rows = byZone[z].sort((a, b) => hosts.names[a].localeCompare(hosts.names[b]));
+    if (!rows.length) continue;
+    const cell = rows.length > 2000 ? 6 : rows.length > 400 ? 10 : 18;
+    const columns = Math.max(1, Math.floor(width / cell));
+    const canvas = el("canvas", {width: String(columns * cell), height: String(Math.ceil(rows.length / columns) * cell),
+                                 role: "img"});
+    const context = canvas.getContext("2d");
+    let down = 0, disabled = 0;
+    rows.forEach((i, k) => {
+      const x = (k % columns) * cell, y = Math.floor(k / columns) * cell;
+      const state = hosts.state[i];
+      if (state === 1) down++;
+      if (state === 2) disabled++;
+      context.fillStyle = state === 1 ? "#3a3f45" : state === 2 ? "#8fa3b8" : colour(share(hosts, i, measure));
+      context.fillRect(x, y, cell - 1, cell - 1);
+      if (state === 1 && cell >= 10) {  // a cross on a host that is down
+        context.strokeStyle = "#fff";
+        context.beginPath();
+        context.moveTo(x + 2, y + 2); context.lineTo(x + cell - 3, y + cell - 3);
+        context.moveTo(x + cell - 3, y + 2); context.lineTo(x + 2, y + cell - 3);
+        context.stroke();
+      }
+    });
+    canvas.setAttribute("aria-label", `${rows.length} hosts of zone ${hosts.zones[z]}`);
+    const title = `${hosts.zones[z]}: ${rows.length} host${rows.length === 1 ? "" : "s"}` +
+      (down ? `, ${down} down` : "") + (disabled ? `, ${disabled} disabled` : "");
+    const part = el("div", {class: "zone", "data-zone": hosts.zones[z], "data-hosts": String(rows.length)},
+                    el("h3", {}, title), canvas);
+    layouts.push({canvas, rows, cell, columns});
+    canvas.addEventListener("mousemove", (event) => showHost(event, layouts.find((l) => l.canvas === canvas)));
+    parts.push(part);
+  }
+  container.replaceChildren(...parts);
+}
+
+function describeHost(hosts, i) {
+  const aggregates = hosts.aggregates[i].length ? `; aggregates ${hosts.aggregates[i].join(", ")}` : "";
+  return `${hosts.names[i]} (${hosts.zones[hosts.zone[i]]}, ${STATES[hosts.state[i]]}): ` +
+    `RAM ${hosts.ram_used_mb[i]} of ${hosts.ram_mb[i]} MB, vCPUs ${hosts.vcpus_used[i]} of ${hosts.vcpus[i]}, ` +
+    `disk ${hosts.disk_used_gb[i]} of ${hosts.disk_gb[i]} GB${aggregates}`;
+}
+
+function showHost(event, layout) {
+  if (!layout || !last) return;
+  const box = layout.canvas.getBoundingClientRect();
+  const k = Math.floor((event.clientY - box.top) / layout.cell) * layout.columns +
+    Math.floor((event.clientX - box.left) / layout.cell);
+  if (k >= 0 && k < layout.rows.length) {
+    document.getElementById("hover").textContent = describeHost(last.hosts, layout.rows[k]);
+  }
+}
+
+function renderFullest(hosts) {
+  const measure = document.getElementById("measure").value;
+  const indexes = hosts.names.map((_, i) => i).filter((i) => hosts.state[i] !== 1);
+  indexes.sort((a, b) => share(hosts, b, measure) - share(hosts, a, measure));
+  replaceRows(document.getElementById("fullest"), indexes.slice(0, 20).map((i) => [
+    hosts.names[i], hosts.zones[hosts.zone[i]], STATES[hosts.state[i]],
+    percent(hosts.ram_used_mb[i], hosts.ram_mb[i]), percent(hosts.vcpus_used[i], hosts.vcpus[i]),
+    percent(hosts.disk_used_gb[i], hosts.disk_gb[i])]), "no host has reported", 6);
+}
+
+function renderTables(data) {
+  const instances = data.instances === null ? [] : Object.entries(data.instances);
+  replaceRows(document.getElementById("instances"), instances.map(([state, count]) => [state, count]),
+              data.instances_error || "no instance", 2);
+  replaceRows(document.getElementById("refusals"), data.refusals.map((r) => {
+    const shown = r.instances.slice(0, 3).join(", ") + (r.instances.length > 3 ? ` and ${r.instances.length - 3} more` : "");
+    return [clock(r.at), shown, el("span", {class: "reason"}, r.reason)];
+  }), "no refusal since the scheduler started", 3);
+  replaceRows(document.getElementById("letters"), data.dead_letters.map((d) => [
+    clock(d.at), d.queue, d.method || "-", el("span", {class: "reason"}, d.reason)]),
+  "no dead letter since the scheduler started", 4);
+}
+
+function line(points, x, y, style) {
+  const path = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+  path.setAttribute("points", points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" "));
+  path.setAttribute("fill", "none");
+  for (const [key, value] of Object.entries(style)) path.setAttribute(key, value);
+  return path;
+}
+
+function renderGroups(groups) {
+  const container = document.getElementById("groups");
+  if (groups === null) {
+    container.replaceChildren(el("p", {class: "empty"}, "this scheduler runs no scaling controller ([scaling] enabled = false)"));
+    return;
+  }
+  if (!groups.length) {
+    container.replaceChildren(el("p", {class: "empty"}, "no scaling group synced by this scheduler in the last hour"));
+    return;
+  }
+  const grid = el("div", {class: "groups"});
+  for (const group of groups) {
+    const points = group.points;
+    const [t0, t1] = [points[0][0], Math.max(points[points.length - 1][0], points[0][0] + 60)];
+    const top = Math.max(1, ...points.map((p) => Math.max(p[1], p[2])));
+    const metricTop = Math.max(1, ...points.map((p) => Math.max(p[3] || 0, p[4] || 0)));
+    const x = (t) => 4 + ((t - t0) / (t1 - t0)) * 292;
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", "0 0 300 110");
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("role", "img");
+    const counts = (k) => points.map((p) => [p[0], p[k]]);
+    const metric = (k) => points.filter((p) => p[k] !== null).map((p) => [p[0], p[k]]);
+    const yCount = (v) => 52 - (v / top) * 46;
+    const yMetric = (v) => 106 - (v / metricTop) * 46;
+    svg.append(line(counts(2), x, yCount, {stroke: "#7a8691", "stroke-dasharray": "4 3", "stroke-width": "1.5", class: "desired"}),
+               line(counts(1), x, yCount, {stroke: "#1f6feb", "stroke-width": "2", class: "members"}),
+               line(metric(4), x, yMetric, {stroke: "#d73027", "stroke-dasharray": "4 3", "stroke-width": "1.2", class: "target"}),
+               line(metric(3), x, yMetric, {stroke: "#e08214", "stroke-width": "1.8", class: "current"}));
+    const now = points[points.length - 1];
+    svg.setAttribute("aria-label", `${group.name}: ${now[1]} members, desired ${now[2]}`);
+    const metricText = now[3] === null ? "its metric unread" : `metric ${now[3]} against ${now[4]}`;
+    grid.append(el("div", {class: "group", "data-group": group.name},
+                   el("h3", {}, group.name), svg,
+                   el("p", {class: "caption"}, `${now[1]} members (blue), desired ${now[2]} (dashed); ${metricText} ` +
+                      `(orange, target red) — since ${clock(t0)}`)));
+  }
+  container.replaceChildren(grid);
+}
+
+function render(data) {
+  const started = performance.now();
+  last = data;
+  document.getElementById("scheduler").textContent = data.scheduler;
+  renderSummary(data);
+  renderHeatmap(data.hosts);
+  renderFullest(data.hosts);
+  renderTables(data);
+  renderGroups(data.scaling_groups);
+  window.berthRenderMs = performance.now() - started;
+  window.berthRenders = (window.berthRenders || 0) + 1;
+  if (window.berthRenders === 1) window.berthFirstRenderAt = performance.now();  // since navigation
+}
+
+function showFreshness() {
+  const node = document.getElementById("freshness");
+  if (!lastReadAt) return;
+  const age = Math.round((Date.now() - lastReadAt.getTime()) / 1000);
+  const stale = age * 1000 > 3 * REFRESH_MS;
+  node.className = stale ? "stale" : "";
+  node.textContent = stale ? `Cannot reach the scheduler: the figures below are ${age} s old`
+    : `Updated ${lastReadAt.toLocaleTimeString()}, every ${REFRESH_MS / 1000} s`;
+}
+
+async function refresh() {
+  try {
+    const response = await fetch("status.json", {cache: "no-store"});
+    if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+    const data = await response.json();
+    lastReadAt = new Date();
+    render(data);
+  } catch (error) {
+    if (!lastReadAt) document.getElementById("freshness").textContent = `Cannot read the status: ${error.message}`;
+  }
+  showFreshness();
+  setTimeout(refresh, REFRESH_MS);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("measure").addEventListener("change", () => last && render(last));
+  setInterval(showFreshness, 1000);
+  refresh();
+});
