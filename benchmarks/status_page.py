@@ -38,12 +38,26 @@ def _fleet(conf: Any, n_hosts: int, rng: random.Random) -> HostManager:
     for name in names:
         ram = rng.choice((65536, 131072, 262144))
         used = int(ram * rng.random())
-        hosts.update_from_report(name, {
-            "host": name, "memory_mb": ram, "free_ram_mb": ram - used, "local_gb": 2000,
-            "free_disk_gb": rng.randint(0, 2000), "vcpus": 64, "vcpus_used": rng.randint(0, 64),
-            "instance_uuids": [], "running_vms": 0})
-    zones = [Aggregate.from_dict({"name": f"zone-{z}", "hosts": names[z::4],
-                                  "metadata": {"availability_zone": f"az{z + 1}"}}) for z in range(4)]
+        hosts.update_from_report(
+            name,
+            {
+                "host": name,
+                "memory_mb": ram,
+                "free_ram_mb": ram - used,
+                "local_gb": 2000,
+                "free_disk_gb": rng.randint(0, 2000),
+                "vcpus": 64,
+                "vcpus_used": rng.randint(0, 64),
+                "instance_uuids": [],
+                "running_vms": 0,
+            },
+        )
+    zones = [
+        Aggregate.from_dict(
+            {"name": f"zone-{z}", "hosts": names[z::4], "metadata": {"availability_zone": f"az{z + 1}"}}
+        )
+        for z in range(4)
+    ]
     hosts.table.set_aggregates(zones)
     for name in rng.sample(names, n_hosts // 100):
         hosts.get(name).updated = time.monotonic() - 3600
@@ -55,11 +69,16 @@ def _source(conf: Any, n_hosts: int) -> StatusSource:
     rng = random.Random(0)
     refusals, letters, history = Recent(), Recent(), ScalingHistory()
     for n in range(50):
-        refusals.add(instances=[f"uuid-{n}"], reason=(
-            "No valid host was found: 10000 hosts considered; RamFilter removed 9990, DiskFilter removed 10; "
-            "none left"))
-        letters.add(queue="scheduler", method="run_instance",
-                    reason="InvalidRequest: request_spec: must be an object")
+        refusals.add(
+            instances=[f"uuid-{n}"],
+            reason=(
+                "No valid host was found: 10000 hosts considered; RamFilter removed 9990, "
+                "DiskFilter removed 10; none left"
+            ),
+        )
+        letters.add(
+            queue="scheduler", method="run_instance", reason="InvalidRequest: request_spec: must be an object"
+        )
     now = time.time()
     desired = [4] * 20
     for step in range(240):
@@ -69,12 +88,29 @@ def _source(conf: Any, n_hosts: int) -> StatusSource:
             members = desired[g]
             desired[g] = max(2, min(12, math.ceil(members * load / 50))) if step % 4 == 0 else desired[g]
             reading = MetricReading("cpu", "resource", round(load), "utilization", 50.0)
-            results.append(SyncResult(f"group-{g:02d}", f"group-{g:02d}", SYNCED, desired[g], members=members,
-                                      metrics=(reading,), scale_event=(desired[g] - members) or None))
+            results.append(
+                SyncResult(
+                    f"group-{g:02d}",
+                    f"group-{g:02d}",
+                    SYNCED,
+                    desired[g],
+                    members=members,
+                    metrics=(reading,),
+                    scale_event=(desired[g] - members) or None,
+                )
+            )
         history.record(results, now=now - 3600 + 15 * step)
     counts = {"ACTIVE": 90_000, "ERROR": 120, "BUILDING": 40}
-    return StatusSource("bench", _fleet(conf, n_hosts, rng), lambda: counts, lambda: "nova", lambda: 60.0,
-                        refusals, letters, history)
+    return StatusSource(
+        "bench",
+        _fleet(conf, n_hosts, rng),
+        lambda: counts,
+        lambda: "nova",
+        lambda: 60.0,
+        refusals,
+        letters,
+        history,
+    )
 
 
 def _browser_figures(port: int, runs: int, screenshot: str | None = None) -> dict[str, list[float]] | str:
@@ -117,8 +153,11 @@ def _figure(values: list[float], unit: str = "ms") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.status_page", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.status_page",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--hosts", type=positive, default=10_000, help="hosts in the fleet (default 10000)")
     parser.add_argument("--runs", type=positive, default=5, help="page loads measured (default 5)")
     parser.add_argument("--screenshot", metavar="PNG", help="also save the page as it looks, to this file")
@@ -132,8 +171,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         size = len(app.routes(source.snapshot)["/status.json"]({}, lambda *a: None)[0])
         built.append((time.perf_counter() - started) * 1e3)
-    print(f"status page, {args.hosts:,} hosts: /status.json built and encoded in {_figure(built)}, "
-          f"median of 21; {size / 1024:.0f} KiB", flush=True)
+    print(
+        f"status page, {args.hosts:,} hosts: /status.json built and encoded in {_figure(built)}, "
+        f"median of 21; {size / 1024:.0f} KiB",
+        flush=True,
+    )
     endpoint = MetricsEndpoint(conf, 0, routes=app.routes(source.snapshot))
     endpoint.start()
     try:
@@ -144,9 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(figures, str):
         print(f"status page in a browser: not measured: {figures}")
         return 0
-    print(f"status page, {args.hosts:,} hosts, headless Chromium: drawn {_figure(figures['first'])} after "
-          f"navigation (median of {len(figures['first'])} loads), drawn again "
-          f"{_figure(figures['again'])} (median of {len(figures['again'])})")
+    print(
+        f"status page, {args.hosts:,} hosts, headless Chromium: drawn {_figure(figures['first'])} after "
+        f"navigation (median of {len(figures['first'])} loads), drawn again "
+        f"{_figure(figures['again'])} (median of {len(figures['again'])})"
+    )
     return 0
 
 

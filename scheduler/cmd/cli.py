@@ -18,6 +18,7 @@ from scheduler.cmd import (
     instance_metric_commands,
     output,
     scaling_commands,
+    simulate_command,
 )
 from scheduler.cmd.arguments import CommandError, positive
 from scheduler.exception import InvalidRequest
@@ -122,6 +123,7 @@ def add_commands(subparsers):
     scaling_commands.add_commands(subparsers)  # scaling-group create|list|show|set|...|what-if
     instance_metric_commands.add_commands(subparsers)  # instance-metric push|show
     fake_load_commands.add_commands(subparsers)  # fake-load set|clear (the fake agents' load)
+    simulate_command.add_commands(subparsers)  # simulate (offline)
 
 
 def flavor_from_args(args):

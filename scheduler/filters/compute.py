@@ -12,11 +12,14 @@ class ComputeFilter(filters.BaseHostFilter):
         super().__init__(conf)
         self.down_time = conf.scheduler.service_down_time
 
+    # The table's clock: the daemon's monotonic clock, or a simulation's (berth simulate).
     def host_passes(self, host_state, spec):
         if host_state.disabled or host_state.updated is None:
             return False
-        return time.monotonic() - host_state.updated <= self.down_time
+        table = getattr(host_state, "table", None)
+        now = table.clock() if table is not None else time.monotonic()
+        return now - host_state.updated <= self.down_time
 
     def filter_vector(self, table, rows, spec):
-        fresh = time.monotonic() - table.updated[rows] <= self.down_time
+        fresh = table.clock() - table.updated[rows] <= self.down_time
         return fresh & ~table.disabled[rows]

@@ -1,7 +1,6 @@
 """Cloud Director's capacity ranking and disk thresholds, CloudStack's balanced weighting."""
 
 import random
-import time
 
 import numpy as np
 import pytest
@@ -258,7 +257,7 @@ def test_capacity_tiers_steer_the_choice(capacity_conf, fleet):
     assert pick.select(fleet, spec)[0].host == "small-preferred"
     fleet.disabled[2] = True  # a filter would remove it: next the host without headroom
     pick = selector(capacity_conf, ["RamFilter", "ComputeFilter"], ["CapacityWeigher"])
-    fleet.updated[:] = time.monotonic()
+    fleet.updated[:] = fleet.clock()  # reported just now, by the table's clock
     assert pick.select(fleet, spec)[0].host == "tight"
 
 

@@ -6,7 +6,6 @@ DiskThresholdFilter) and CloudStack's balancedweighted proposal
 by hand; the arithmetic is written next to it.
 """
 
-import time
 
 import numpy as np
 import pytest
@@ -206,7 +205,7 @@ def test_the_pick_is_random_among_those_of_the_first_hosts_that_fit(cs_conf, hos
 def test_hosts_the_request_may_not_use_take_no_place_among_the_first(cs_conf, hosts):
     loaded_hosts(hosts, small={"h1"})
     hosts.disabled[0] = True  # ComputeFilter, run once per request: h0 is not a host for it at all
-    hosts.updated[:] = time.monotonic()
+    hosts.updated[:] = hosts.clock()  # reported just now, by the table's clock
     cs_conf.set_override("ram_allocation_ratio", 1.5, "filter_scheduler")
     pick = selector(cs_conf, ["ComputeFilter", "RamFilter"], ["BalancedWeigher"])
     # Shuffled: h1, h2, h3 (the hosts the request may use, as CloudStack ranks the up and enabled

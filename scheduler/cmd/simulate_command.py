@@ -1,0 +1,260 @@
+"""``berth simulate``: what would these policies do to this fleet? Offline: no broker, no
+database; the daemon's own host table, filters, weighers and selection on a simulated clock
+(scheduler.simulation)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from typing import Any, TextIO
+
+from oslo_config import cfg
+
+from scheduler import conf as berth_conf
+from scheduler import filters, weighers
+from scheduler.cmd.arguments import positive
+from scheduler.conf import opts
+from scheduler.simulation import engine, inputs
+
+PREFIX = "berth simulate"
+BAD_INPUT = 2
+
+HELP = """\
+Replay a workload against a fleet with one or more policies and compare what they do:
+placed, refused (and the filter responsible), how unevenly the real load spreads (max /
+mean across hosts), the free RAM stranded on hosts too full in another dimension for the
+smallest instance, the most hosts in use, and the peak share of RAM and vCPUs allocated.
+
+Fleet: --fleet FILE (CSV: name,memory_mb,vcpus,disk_gb[,zone,aggregates,hidden_cores]),
+or --hosts N of --host-size MB,VCPUS,GB (repeat for a mix, taken in turn).
+Workload: --workload FILE (CSV: at,lifetime,flavor or memory_mb,vcpus,disk_gb[,busy,hints]),
+or --count N arrivals at --rate a second, of --flavor-mix, living --lifetime seconds on
+average, --busy of them busy.
+Policies: --policy FILE, a Berth configuration file ([filter_scheduler] enabled_filters,
+weighers, host_subset_size, allocation ratios...), repeat to compare; none: Berth's defaults.
+"""
+
+
+def add_commands(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "simulate",
+        help="Compare placement policies on a fleet and a workload, locally (no broker, no database).",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--fleet", metavar="FILE", help="the fleet, as CSV")
+    parser.add_argument(
+        "--hosts", type=positive, default=100, help="generated fleet: how many hosts (default 100)"
+    )
+    parser.add_argument(
+        "--host-size",
+        action="append",
+        type=_size,
+        metavar="MB,VCPUS,GB",
+        help="generated fleet: a host size (repeat for a mix; default 131072,32,2000)",
+    )
+    parser.add_argument(
+        "--zones", type=positive, default=1, help="generated fleet: availability zones (default 1)"
+    )
+    parser.add_argument("--workload", metavar="FILE", help="the workload, as CSV")
+    parser.add_argument(
+        "--count", type=positive, default=10_000, help="generated workload: arrivals (default 10000)"
+    )
+    parser.add_argument(
+        "--rate", type=_positive_number, default=1.0, help="generated workload: arrivals a second (default 1)"
+    )
+    parser.add_argument(
+        "--flavor-mix",
+        type=_mix,
+        default="m1.small=4,m1.medium=2,m1.large=1",
+        help="generated workload: flavor=weight,... (default m1.small=4,m1.medium=2,m1.large=1)",
+    )
+    parser.add_argument(
+        "--lifetime",
+        type=_non_negative_number,
+        default=3600.0,
+        help="generated workload: mean lifetime in seconds, 0: they stay (default 3600)",
+    )
+    parser.add_argument(
+        "--busy",
+        type=_share,
+        default=0.35,
+        help="generated workload: share of instances that keep their vCPUs busy (default 0.35)",
+    )
+    parser.add_argument(
+        "--policy", action="append", metavar="FILE", help="a Berth configuration file (repeat)"
+    )
+    parser.add_argument(
+        "--report-interval",
+        type=_positive_number,
+        default=60.0,
+        help="seconds between the agents' reports (default 60)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per policy")
+    parser.add_argument("--plot", metavar="DIR", help="write PNG plots there (needs matplotlib)")
+    parser.set_defaults(func=simulate_command, offline=True)
+
+
+def _size(text: str) -> tuple[int, int, int]:
+    parts = text.split(",")
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 3 or values[0] < 1 or values[1] < 1 or values[2] < 0:
+        raise argparse.ArgumentTypeError(f"a host size is MB,VCPUS,GB (whole numbers), got {text!r}")
+    return values  # type: ignore[return-value]
+
+
+def _number(text: str, low: float, strict: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number, got {text!r}") from None
+    if value != value or value < low or (strict and value == low) or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"a number {'>' if strict else '>='} {low:g}, got {text!r}")
+    return value
+
+
+def _positive_number(text: str) -> float:
+    return _number(text, 0.0, True)
+
+
+def _non_negative_number(text: str) -> float:
+    return _number(text, 0.0, False)
+
+
+def _share(text: str) -> float:
+    value = _number(text, 0.0, False)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"a share from 0 to 1, got {text!r}")
+    return value
+
+
+def _mix(text: str) -> dict[str, float]:
+    try:
+        return inputs.parse_flavor_mix(text)
+    except inputs.InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--flavor-mix: ")) from None
+
+
+def _read(path: str) -> str:
+    try:
+        return pathlib.Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise inputs.InputError(f"{path}: {reason}") from None
+
+
+def policy_conf(path: str | None) -> cfg.ConfigOpts:
+    """A Berth configuration from ``path`` (None: the defaults), its plugins checked."""
+    conf = berth_conf.new_conf()
+    opts.register_plugin_opts(conf)
+    try:
+        conf(["--config-file", path] if path else [], project="berth-simulate", default_config_files=[])
+        filters.enabled_filters(conf)
+        weighers.enabled_weighers(conf)
+    except (cfg.Error, ValueError) as exc:
+        raise inputs.InputError(f"{path or 'the default policy'}: {str(exc).splitlines()[0]}") from None
+    return conf
+
+
+def _policy_name(path: str | None, seen: dict[str, int]) -> str:
+    name = pathlib.Path(path).stem if path else "default"
+    seen[name] = seen.get(name, 0) + 1
+    return name if seen[name] == 1 else f"{name}-{seen[name]}"
+
+
+def table(results: list[engine.Result]) -> str:
+    headers = [
+        "policy",
+        "placed",
+        "refused",
+        "refused by",
+        "skew mean",
+        "skew max",
+        "stranded RAM",
+        "hosts used",
+        "peak RAM",
+        "peak vCPUs",
+    ]
+    rows = []
+    for r in results:
+        refused_by = ", ".join(f"{name} {count}" for name, count in r.summary()["refused_by"].items()) or "-"
+        rows.append(
+            [
+                r.policy,
+                str(r.placed),
+                str(r.refused_total),
+                refused_by,
+                _fixed(r.skew_mean, 3),
+                _fixed(r.skew_max, 3),
+                f"{r.stranded:.1%}",
+                str(r.hosts_used),
+                f"{r.peak_ram:.1%}",
+                f"{r.peak_vcpus:.1%}",
+            ]
+        )
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def _fixed(value: float, digits: int) -> str:
+    return "-" if value != value else f"{value:.{digits}f}"
+
+
+def simulate_command(client: object, args: Any, out: TextIO) -> int:
+    try:
+        hosts = (
+            inputs.parse_fleet(_read(args.fleet), args.fleet)
+            if args.fleet
+            else inputs.generate_fleet(args.hosts, args.host_size or [(131072, 32, 2000)], args.zones)
+        )
+        arrivals = (
+            inputs.parse_workload(_read(args.workload), args.workload)
+            if args.workload
+            else inputs.generate_workload(
+                args.count, args.rate, args.flavor_mix, args.lifetime, args.busy, args.seed
+            )
+        )
+        seen: dict[str, int] = {}
+        policies = [(_policy_name(path, seen), policy_conf(path)) for path in (args.policy or [None])]
+        plot_dir = pathlib.Path(args.plot) if args.plot else None
+        if plot_dir is not None:
+            _check_plotting(plot_dir)
+    except inputs.InputError as exc:
+        print(f"{PREFIX}: {exc}", file=sys.stderr)
+        return BAD_INPUT
+    results = [
+        engine.run(name, conf, hosts, arrivals, args.report_interval, args.seed) for name, conf in policies
+    ]
+    if args.json:
+        for result in results:
+            print(json.dumps(result.summary()), file=out)
+    else:
+        print(
+            f"{len(arrivals):,} arrivals on {len(hosts):,} hosts, reports every {args.report_interval:g} s",
+            file=out,
+        )
+        print(table(results), file=out)
+    if plot_dir is not None:
+        from scheduler.simulation import plots
+
+        written = plots.write_all(results, plot_dir)
+        if not args.json:
+            print(f"plots: {', '.join(str(p) for p in written)}", file=out)
+    return 0
+
+
+def _check_plotting(directory: pathlib.Path) -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise inputs.InputError("--plot needs matplotlib: pip install 'berth[plot]'") from None
+    if directory.exists() and not directory.is_dir():
+        raise inputs.InputError(f"--plot {directory}: not a directory")

@@ -1,0 +1,212 @@
+"""The simulator's inputs, checked: the fleet, the workload and the policies.
+
+Pure: they come in as text (the command reads the files) or as generator settings; a bad
+input raises InputError with one line naming the file, the line and what is wrong.
+
+Fleet CSV, one host a line, header first: ``name,memory_mb,vcpus,disk_gb`` and optionally
+``zone`` (default: the default availability zone), ``aggregates`` (names separated by
+``;``) and ``hidden_cores`` (load the scheduler cannot see: other tenants, the host's own
+services).
+
+Workload CSV, one instance a line, header first: ``at`` (seconds from the start),
+``lifetime`` (seconds; empty: it stays), then either ``flavor`` (a named flavor) or
+``memory_mb,vcpus,disk_gb``, and optionally ``busy`` (the share of its vCPUs it keeps busy,
+0 to 1; default 0) and ``hints`` (``key=value`` pairs separated by ``;``).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import math
+import random
+from collections.abc import Mapping, Sequence
+
+from scheduler import flavors
+
+
+class InputError(ValueError):
+    """A bad input; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SimHost:
+    name: str
+    memory_mb: int
+    vcpus: int
+    disk_gb: int
+    zone: str | None = None
+    aggregates: tuple[str, ...] = ()
+    hidden_cores: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    at: float
+    memory_mb: int
+    vcpus: int
+    disk_gb: int
+    lifetime: float | None  # None: it stays to the end
+    busy: float = 0.0
+    flavor: str | None = None
+    hints: tuple[tuple[str, str], ...] = ()
+
+
+def _rows(text: str, where: str, required: Sequence[str], optional: Sequence[str]) -> list[tuple[int, dict]]:
+    reader = csv.DictReader(io.StringIO(text))
+    header = [name.strip() for name in (reader.fieldnames or [])]
+    if not header:
+        raise InputError(f"{where}: empty: the first line names the columns ({', '.join(required)}...)")
+    reader.fieldnames = header
+    unknown = [name for name in header if name not in (*required, *optional)]
+    if unknown:
+        raise InputError(
+            f"{where}: line 1: unknown column {unknown[0]!r}; the columns are "
+            f"{', '.join((*required, *optional))}"
+        )
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise InputError(f"{where}: line 1: no column {missing[0]!r}")
+    rows = []
+    for row in reader:
+        if None in row:
+            raise InputError(f"{where}: line {reader.line_num}: more values than columns")
+        rows.append((reader.line_num, {k: (v or "").strip() for k, v in row.items()}))
+    if not rows:
+        raise InputError(f"{where}: no line after the header")
+    return rows
+
+
+def _number(
+    value: str, where: str, column: str, integral: bool = False, low: float = 0.0, high: float = math.inf
+) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise InputError(f"{where}: {column}: not a number: {value!r}") from None
+    if not math.isfinite(number) or not low <= number <= high or (integral and number != int(number)):
+        kind = "a whole number" if integral else "a number"
+        bound = f"from {low:g}" + (f" to {high:g}" if math.isfinite(high) else "")
+        raise InputError(f"{where}: {column}: must be {kind} {bound}, got {value!r}")
+    return number
+
+
+def parse_fleet(text: str, where: str = "fleet") -> list[SimHost]:
+    hosts, seen = [], set()
+    for line, row in _rows(
+        text, where, ("name", "memory_mb", "vcpus", "disk_gb"), ("zone", "aggregates", "hidden_cores")
+    ):
+        at = f"{where}: line {line}"
+        name = row["name"]
+        if not name or any(c.isspace() for c in name):
+            raise InputError(f"{at}: name: a host name without spaces, got {name!r}")
+        if name in seen:
+            raise InputError(f"{at}: host {name!r} is named twice")
+        seen.add(name)
+        hosts.append(
+            SimHost(
+                name,
+                int(_number(row["memory_mb"], at, "memory_mb", True, 1)),
+                int(_number(row["vcpus"], at, "vcpus", True, 1)),
+                int(_number(row["disk_gb"], at, "disk_gb", True, 0)),
+                row.get("zone") or None,
+                tuple(a for a in (row.get("aggregates") or "").split(";") if a),
+                _number(row.get("hidden_cores") or "0", at, "hidden_cores"),
+            )
+        )
+    return hosts
+
+
+def generate_fleet(count: int, sizes: Sequence[tuple[int, int, int]], zones: int = 1) -> list[SimHost]:
+    """``count`` hosts, the ``sizes`` (memory_mb, vcpus, disk_gb) in turn, spread over ``zones``
+    zones (az1, az2...) when there are more than one."""
+    return [
+        SimHost(f"sim-{i:05d}", *sizes[i % len(sizes)], zone=f"az{i % zones + 1}" if zones > 1 else None)
+        for i in range(count)
+    ]
+
+
+def _flavor_sizes(name: str, at: str) -> tuple[int, int, int]:
+    flavor = flavors.FLAVORS.get(name)
+    if flavor is None:
+        raise InputError(f"{at}: flavor: unknown flavor {name!r}; known: {', '.join(flavors.FLAVORS)}")
+    return (
+        int(flavor["memory_mb"]),
+        int(flavor["vcpus"]),
+        int(flavor["root_gb"]) + int(flavor["ephemeral_gb"]),
+    )
+
+
+def parse_workload(text: str, where: str = "workload") -> list[Arrival]:
+    arrivals = []
+    for line, row in _rows(
+        text, where, ("at",), ("lifetime", "flavor", "memory_mb", "vcpus", "disk_gb", "busy", "hints")
+    ):
+        at = f"{where}: line {line}"
+        if row.get("flavor"):
+            if any(row.get(k) for k in ("memory_mb", "vcpus", "disk_gb")):
+                raise InputError(f"{at}: give a flavor or memory_mb/vcpus/disk_gb, not both")
+            memory_mb, vcpus, disk_gb = _flavor_sizes(row["flavor"], at)
+        elif all(row.get(k) for k in ("memory_mb", "vcpus")):
+            memory_mb = int(_number(row["memory_mb"], at, "memory_mb", True, 1))
+            vcpus = int(_number(row["vcpus"], at, "vcpus", True, 1))
+            disk_gb = int(_number(row.get("disk_gb") or "0", at, "disk_gb", True, 0))
+        else:
+            raise InputError(f"{at}: no size: give a flavor, or memory_mb and vcpus (and disk_gb)")
+        hints = []
+        for pair in (row.get("hints") or "").split(";"):
+            if not pair:
+                continue
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise InputError(f"{at}: hints: key=value pairs separated by ';', got {pair!r}")
+            hints.append((key.strip(), value.strip()))
+        lifetime = _number(row["lifetime"], at, "lifetime", low=0.0) if row.get("lifetime") else None
+        arrivals.append(
+            Arrival(
+                _number(row["at"], at, "at"),
+                memory_mb,
+                vcpus,
+                disk_gb,
+                lifetime,
+                _number(row.get("busy") or "0", at, "busy", high=1.0),
+                row.get("flavor") or None,
+                tuple(hints),
+            )
+        )
+    return sorted(arrivals, key=lambda a: a.at)
+
+
+def parse_flavor_mix(text: str) -> dict[str, float]:
+    """``m1.small=3,m1.medium=1``: flavor names and their weights."""
+    mix: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, weight = part.partition("=")
+        name = name.strip()
+        if name not in flavors.FLAVORS:
+            raise InputError(f"--flavor-mix: unknown flavor {name!r}; known: {', '.join(flavors.FLAVORS)}")
+        mix[name] = _number(weight if sep else "1", "--flavor-mix", name, low=0.0)
+    if not sum(mix.values()):
+        raise InputError("--flavor-mix: every weight is 0")
+    return mix
+
+
+def generate_workload(
+    count: int, rate: float, mix: Mapping[str, float], mean_lifetime: float, busy: float, seed: int = 0
+) -> list[Arrival]:
+    """``count`` arrivals, Poisson at ``rate`` a second, flavors drawn by ``mix``'s weights,
+    lifetimes exponential with ``mean_lifetime`` (0: they stay), each busy with probability
+    ``busy`` (keeping all its vCPUs busy) or idle."""
+    rng = random.Random(seed)
+    names, weights = list(mix), list(mix.values())
+    at, arrivals = 0.0, []
+    for _ in range(count):
+        at += rng.expovariate(rate)
+        name = rng.choices(names, weights)[0]
+        memory_mb, vcpus, disk_gb = _flavor_sizes(name, "--flavor-mix")
+        lifetime = rng.expovariate(1.0 / mean_lifetime) if mean_lifetime > 0 else None
+        arrivals.append(
+            Arrival(at, memory_mb, vcpus, disk_gb, lifetime, 1.0 if rng.random() < busy else 0.0, name)
+        )
+    return arrivals

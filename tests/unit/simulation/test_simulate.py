@@ -1,0 +1,203 @@
+"""berth simulate: figures checked against small cases worked out by hand, the plots, and
+bad inputs refused with one line and exit status 2."""
+
+import io
+import json
+import math
+
+import pytest
+
+from scheduler.cmd import cli
+from scheduler.cmd.simulate_command import policy_conf
+from scheduler.simulation import engine, plots
+from scheduler.simulation.inputs import Arrival, InputError, SimHost, parse_fleet, parse_workload
+
+THREE = [SimHost(f"h{i}", 4096, 4, 100) for i in range(3)]
+PACK = "[filter_scheduler]\nweighers = RAMWeigher\nram_weight_multiplier = -1.0\nram_allocation_ratio = 1.0\n"
+SPREAD = "[filter_scheduler]\nweighers = RAMWeigher\nram_allocation_ratio = 1.0\n"
+
+
+@pytest.fixture
+def policies(tmp_path):
+    paths = {}
+    for name, text in (("pack", PACK), ("spread", SPREAD)):
+        paths[name] = tmp_path / f"{name}.conf"
+        paths[name].write_text(text)
+    return paths
+
+
+def run(policies, name, hosts, arrivals, interval=60.0):
+    return engine.run(name, policy_conf(str(policies[name])), hosts, arrivals, interval)
+
+
+def busy(at, memory_mb=1024, lifetime=None):
+    return Arrival(at, memory_mb, 1, 10, lifetime, busy=1.0)
+
+
+def test_packing_puts_three_busy_instances_on_one_host_spreading_on_three(policies):
+    arrivals = [busy(0), busy(1), busy(2)]
+    pack, spread = (run(policies, name, THREE, arrivals) for name in ("pack", "spread"))
+    # Reports at 0 s (nothing placed: no load, no skew) and at 60 s.
+    assert pack.times == spread.times == [0.0, 60.0]
+    assert (pack.placed, pack.hosts_used, spread.placed, spread.hosts_used) == (3, 1, 3, 3)
+    # Loads 3, 0, 0 against 1, 1, 1 busy vCPUs: max / mean is 3 / 1 and 1 / 1.
+    assert (pack.skew_mean, pack.skew_max) == (3.0, 3.0)
+    assert (spread.skew_mean, spread.skew_max) == (1.0, 1.0)
+    assert pack.peak_ram == spread.peak_ram == 3 * 1024 / (3 * 4096)
+    assert pack.peak_vcpus == 3 / 12
+
+
+def test_a_refusal_names_the_filter_that_removed_the_last_hosts(policies):
+    arrivals = [busy(0), busy(1), busy(2), busy(3, memory_mb=4096)]  # 3072 MB left on each host
+    spread = run(policies, "spread", THREE, arrivals)
+    assert (spread.placed, spread.refused) == (3, {"RamFilter": 1})
+    assert spread.refusals == [0, 1]  # refused so far, at each report
+
+
+def test_room_comes_back_when_instances_leave(policies):
+    first = [busy(t, memory_mb=4096, lifetime=30) for t in (0, 1, 2)]
+    second = [busy(t, memory_mb=4096) for t in (100, 101, 102)]
+    result = run(policies, "spread", THREE, first + second)
+    assert (result.placed, result.refused_total) == (6, 0)
+    assert result.times == [0.0, 60.0, 120.0]
+
+
+def test_free_ram_on_a_host_whose_vcpus_are_full_is_stranded(tmp_path):
+    path = tmp_path / "tight.conf"
+    path.write_text("[filter_scheduler]\ncpu_allocation_ratio = 1.0\nram_allocation_ratio = 1.0\n")
+    host = [SimHost("h", 8192, 2, 100)]
+    result = engine.run("tight", policy_conf(str(path)), host, [busy(0), busy(1), busy(2)], 60.0)
+    assert (result.placed, result.refused) == (2, {"CoreFilter": 1})
+    # At 0 s the host is empty (nothing stranded); at 60 s its 6144 MB free are: a mean of 0.5.
+    assert result.stranded == 0.5
+
+
+def test_the_same_inputs_give_the_same_figures(policies):
+    from scheduler.simulation.inputs import generate_fleet, generate_workload
+
+    hosts = generate_fleet(20, [(16384, 8, 200), (32768, 16, 400)], zones=2)
+    arrivals = generate_workload(500, 2.0, {"m1.small": 3, "m1.medium": 1}, 120.0, 0.4, seed=7)
+    first, second = (run(policies, "spread", hosts, arrivals).summary() for _ in range(2))
+    assert first == second and first["placed"] + first["refused"] == 500
+
+
+def test_the_command_prints_a_table_or_json_and_writes_real_plots(policies, tmp_path):
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text(
+        "name,memory_mb,vcpus,disk_gb,zone\na,4096,4,100,az1\nb,4096,4,100,az1\nc,4096,4,100,az2\n"
+    )
+    workload = tmp_path / "trace.csv"
+    workload.write_text("at,lifetime,flavor,busy\n0,,m1.small,1\n1,,m1.small,1\n2,,m1.small,1\n")
+    args = [
+        "simulate",
+        "--fleet",
+        str(fleet),
+        "--workload",
+        str(workload),
+        "--policy",
+        str(policies["pack"]),
+        "--policy",
+        str(policies["spread"]),
+    ]
+    out = io.StringIO()
+    assert cli.main(args + ["--json"], out=out) == 0
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    # m1.small is 2048 MB: two fill a host. Packed: loads 2, 1, 0 (skew 2 / 1); spread: 1, 1, 1.
+    assert [(r["policy"], r["placed"], r["hosts_used"], r["skew_mean"]) for r in rows] == [
+        ("pack", 3, 2, 2.0),
+        ("spread", 3, 3, 1.0),
+    ]
+    out = io.StringIO()
+    assert cli.main(args + ["--plot", str(tmp_path / "plots")], out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "3 arrivals on 3 hosts, reports every 60 s"
+    assert lines[1].split()[:4] == ["policy", "placed", "refused", "refused"]
+    assert lines[2].split()[:3] == ["pack", "3", "0"] and lines[3].split()[:3] == ["spread", "3", "0"]
+    written = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert written == [
+        "heatmap-pack.png",
+        "heatmap-spread.png",
+        "refusals.png",
+        "skew.png",
+        "utilization.png",
+    ]
+    for name in written:
+        assert (tmp_path / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_skew_plot_draws_one_line_per_policy_with_each_report(policies, tmp_path):
+    arrivals = [busy(0), busy(1), busy(2)]
+    results = [run(policies, name, THREE, arrivals) for name in ("pack", "spread")]
+    figure = plots.skew(results, tmp_path / "skew.png")
+    [axes] = figure.axes
+    assert [line.get_label() for line in axes.get_lines()] == ["pack", "spread"]
+    assert [list(line.get_xdata()) for line in axes.get_lines()] == [[0.0, 1.0], [0.0, 1.0]]  # minutes
+    pack_y = list(axes.get_lines()[0].get_ydata())
+    assert math.isnan(pack_y[0]) and pack_y[1] == 3.0
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "fleet.csv: empty: the first line names the columns (name, memory_mb, vcpus, disk_gb...)"),
+        (
+            "name,memory_mb,vcpus,disk_gb,color\n",
+            "fleet.csv: line 1: unknown column 'color'; the columns are "
+            "name, memory_mb, vcpus, disk_gb, zone, aggregates, hidden_cores",
+        ),
+        ("name,memory_mb,vcpus\na,1,1\n", "fleet.csv: line 1: no column 'disk_gb'"),
+        ("name,memory_mb,vcpus,disk_gb\na,lots,1,1\n", "fleet.csv: line 2: memory_mb: not a number: 'lots'"),
+        (
+            "name,memory_mb,vcpus,disk_gb\na,1,0,1\n",
+            "fleet.csv: line 2: vcpus: must be a whole number from 1, got '0'",
+        ),
+        ("name,memory_mb,vcpus,disk_gb\na,1,1,1\na,1,1,1\n", "fleet.csv: line 3: host 'a' is named twice"),
+    ],
+)
+def test_a_bad_fleet_file_is_one_line_naming_what_is_wrong(text, message):
+    with pytest.raises(InputError) as refused:
+        parse_fleet(text, "fleet.csv")
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "at,flavor\n0,m9.huge\n",
+            "trace.csv: line 2: flavor: unknown flavor 'm9.huge'; known: m1.tiny, m1.small, "
+            "m1.medium, m1.large, m1.xlarge",
+        ),
+        (
+            "at,memory_mb\n0,512\n",
+            "trace.csv: line 2: no size: give a flavor, or memory_mb and vcpus (and disk_gb)",
+        ),
+        ("at,flavor,busy\n0,m1.tiny,2\n", "trace.csv: line 2: busy: must be a number from 0 to 1, got '2'"),
+        (
+            "at,flavor,hints\n0,m1.tiny,group\n",
+            "trace.csv: line 2: hints: key=value pairs separated by ';', got 'group'",
+        ),
+    ],
+)
+def test_a_bad_workload_file_is_one_line_naming_what_is_wrong(text, message):
+    with pytest.raises(InputError) as refused:
+        parse_workload(text, "trace.csv")
+    assert str(refused.value) == message
+
+
+def test_the_command_refuses_bad_files_with_one_line_and_status_2(tmp_path, capsys):
+    policy = tmp_path / "bad.conf"
+    policy.write_text("[filter_scheduler]\nenabled_filters = NoSuchFilter\n")
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("name,memory_mb,vcpus\n")
+    for args, said in (
+        (
+            ["--fleet", str(tmp_path / "missing.csv")],
+            f"{tmp_path / 'missing.csv'}: No such file or directory",
+        ),
+        (["--fleet", str(fleet)], f"{fleet}: line 1: no column 'disk_gb'"),
+        (["--policy", str(policy), "--count", "10"], f"{policy}: "),
+    ):
+        assert cli.main(["simulate", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"berth simulate: {said}"), err
