@@ -14,7 +14,7 @@ from oslo_config import cfg
 
 from scheduler import conf as berth_conf
 from scheduler import filters, weighers
-from scheduler.cmd.arguments import positive
+from scheduler.cmd.arguments import positive, whole
 from scheduler.conf import opts
 from scheduler.simulation import engine, inputs
 
@@ -28,12 +28,16 @@ mean across hosts), the free RAM stranded on hosts too full in another dimension
 smallest instance, the most hosts in use, and the peak share of RAM and vCPUs allocated.
 
 Fleet: --fleet FILE (CSV: name,memory_mb,vcpus,disk_gb[,zone,aggregates,hidden_cores]),
-or --hosts N of --host-size MB,VCPUS,GB (repeat for a mix, taken in turn).
+or --hosts N of --host-size MB,VCPUS,GB (repeat for a mix, taken in turn), with
+--hidden-cores busy on every --hidden-every-th host.
 Workload: --workload FILE (CSV: at,lifetime,flavor or memory_mb,vcpus,disk_gb[,busy,hints]),
 or --count N arrivals at --rate a second, of --flavor-mix, living --lifetime seconds on
 average, --busy of them busy.
 Policies: --policy FILE, a Berth configuration file ([filter_scheduler] enabled_filters,
 weighers, host_subset_size, allocation ratios...), repeat to compare; none: Berth's defaults.
+Scaling groups: --scaling-group FILE (JSON: {"name", "flavor", "initial", "spec" as
+`berth scaling-group what-if` takes it, cpu metric only, "load": [[seconds, busy vCPUs of
+the whole group], ...]}), synced every --sync-period; --count 0 leaves other arrivals out.
 """
 
 
@@ -58,9 +62,19 @@ def add_commands(subparsers: Any) -> None:
     parser.add_argument(
         "--zones", type=positive, default=1, help="generated fleet: availability zones (default 1)"
     )
+    parser.add_argument(
+        "--hidden-cores",
+        type=_non_negative_number,
+        default=0.0,
+        help="generated fleet: cores busy with load the scheduler cannot see, on every --hidden-every-th "
+        "host (default 0)",
+    )
+    parser.add_argument(
+        "--hidden-every", type=positive, default=3, help="generated fleet: see --hidden-cores (default 3)"
+    )
     parser.add_argument("--workload", metavar="FILE", help="the workload, as CSV")
     parser.add_argument(
-        "--count", type=positive, default=10_000, help="generated workload: arrivals (default 10000)"
+        "--count", type=whole, default=10_000, help="generated workload: arrivals, 0: none (default 10000)"
     )
     parser.add_argument(
         "--rate", type=_positive_number, default=1.0, help="generated workload: arrivals a second (default 1)"
@@ -85,6 +99,18 @@ def add_commands(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--policy", action="append", metavar="FILE", help="a Berth configuration file (repeat)"
+    )
+    parser.add_argument(
+        "--scaling-group",
+        action="append",
+        metavar="FILE",
+        help="a scaling group to simulate, JSON: {name, flavor, initial, spec, load} (repeat)",
+    )
+    parser.add_argument(
+        "--sync-period",
+        type=_positive_number,
+        default=15.0,
+        help="seconds between the scaling groups' syncs (default 15)",
     )
     parser.add_argument(
         "--report-interval",
@@ -204,6 +230,47 @@ def table(results: list[engine.Result]) -> str:
     return "\n".join(lines)
 
 
+def group_table(results: list[engine.Result]) -> str:
+    headers = [
+        "policy",
+        "scaling group",
+        "members peak",
+        "members mean",
+        "scale-ups",
+        "scale-downs",
+        "unplaced",
+    ]
+    rows = []
+    for result in results:
+        for group in result.groups:
+            summary = group.summary()
+            rows.append(
+                [
+                    result.policy,
+                    group.name,
+                    str(summary["members_peak"]),
+                    _fixed(summary["members_mean"] or float("nan"), 2),
+                    str(group.scale_ups),
+                    str(group.scale_downs),
+                    str(group.unplaced),
+                ]
+            )
+    return _aligned(headers, rows)
+
+
+def _aligned(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def _groups_said(groups: list[inputs.SimGroup]) -> str:
+    if not groups:
+        return ""
+    return f" and {len(groups)} scaling group{'s' if len(groups) > 1 else ''} (members placed included)"
+
+
 def _fixed(value: float, digits: int) -> str:
     return "-" if value != value else f"{value:.{digits}f}"
 
@@ -213,7 +280,13 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
         hosts = (
             inputs.parse_fleet(_read(args.fleet), args.fleet)
             if args.fleet
-            else inputs.generate_fleet(args.hosts, args.host_size or [(131072, 32, 2000)], args.zones)
+            else inputs.generate_fleet(
+                args.hosts,
+                args.host_size or [(131072, 32, 2000)],
+                args.zones,
+                args.hidden_cores,
+                args.hidden_every,
+            )
         )
         arrivals = (
             inputs.parse_workload(_read(args.workload), args.workload)
@@ -222,6 +295,7 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
                 args.count, args.rate, args.flavor_mix, args.lifetime, args.busy, args.seed
             )
         )
+        groups = [inputs.parse_group(_read(path), path) for path in args.scaling_group or []]
         seen: dict[str, int] = {}
         policies = [(_policy_name(path, seen), policy_conf(path)) for path in (args.policy or [None])]
         plot_dir = pathlib.Path(args.plot) if args.plot else None
@@ -231,17 +305,21 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
         print(f"{PREFIX}: {exc}", file=sys.stderr)
         return BAD_INPUT
     results = [
-        engine.run(name, conf, hosts, arrivals, args.report_interval, args.seed) for name, conf in policies
+        engine.run(name, conf, hosts, arrivals, args.report_interval, args.seed, groups, args.sync_period)
+        for name, conf in policies
     ]
     if args.json:
         for result in results:
             print(json.dumps(result.summary()), file=out)
     else:
         print(
-            f"{len(arrivals):,} arrivals on {len(hosts):,} hosts, reports every {args.report_interval:g} s",
+            f"{len(arrivals):,} arrivals{_groups_said(groups)} on {len(hosts):,} hosts, reports every "
+            f"{args.report_interval:g} s",
             file=out,
         )
         print(table(results), file=out)
+        if groups:
+            print(group_table(results), file=out)
     if plot_dir is not None:
         from scheduler.simulation import plots
 

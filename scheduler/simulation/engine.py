@@ -23,8 +23,11 @@ from scheduler.aggregates import Aggregate
 from scheduler.exception import NoValidHost
 from scheduler.host_state import HostTable
 from scheduler.request_spec import RequestSpec
+from scheduler.scaling import decide
+from scheduler.scaling.settled import sample_milli
+from scheduler.scaling.spec import CPU, Recommendation, ScaleEvent, SettledMembers
 from scheduler.selection import Selector
-from scheduler.simulation.inputs import Arrival, SimHost
+from scheduler.simulation.inputs import Arrival, SimGroup, SimHost
 
 IDLE_LOAD = 0.05  # of each vCPU of an idle instance
 NO_HOST = "no host"  # a refusal no filter made: no host at all (every one disabled, say)
@@ -49,6 +52,7 @@ class Result:
     refusals: list[int] = dataclasses.field(default_factory=list)  # refused so far, at each report
     loads: list[Any] = dataclasses.field(default_factory=list)  # per report: each host's real load / vCPUs
     final_ram_use: list[float] = dataclasses.field(default_factory=list)  # per host, at the end
+    groups: list[GroupResult] = dataclasses.field(default_factory=list)
 
     @property
     def refused_total(self) -> int:
@@ -66,6 +70,7 @@ class Result:
             "hosts_used": self.hosts_used,
             "peak_ram": _round(self.peak_ram),
             "peak_vcpus": _round(self.peak_vcpus),
+            "scaling_groups": [group.summary() for group in self.groups],
         }
 
 
@@ -88,6 +93,13 @@ class _Agent:
 
     def remove(self, uuid: str) -> None:
         self._count(self.instances.pop(uuid), -1)
+
+    def set_busy(self, uuid: str, busy: float) -> None:
+        """A scaling group member's share of busy vCPUs changed (its group's load moved)."""
+        arrival = self.instances[uuid]
+        self._count(arrival, -1)
+        self.instances[uuid] = dataclasses.replace(arrival, busy=busy)
+        self._count(self.instances[uuid], 1)
 
     def _count(self, arrival: Arrival, sign: int) -> None:
         self.memory_mb += sign * arrival.memory_mb
@@ -133,6 +145,42 @@ def _responsible(exc: NoValidHost) -> str:
     return removing[-1] if removing else NO_HOST
 
 
+@dataclasses.dataclass
+class GroupResult:
+    """A scaling group under one policy: its members, desired count and load at each sync."""
+
+    name: str
+    times: list[float] = dataclasses.field(default_factory=list)
+    members: list[int] = dataclasses.field(default_factory=list)
+    desired: list[int] = dataclasses.field(default_factory=list)
+    load: list[float] = dataclasses.field(default_factory=list)
+    scale_ups: int = 0
+    scale_downs: int = 0
+    unplaced: int = 0  # members the policy found no host for
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "members_peak": max(self.members, default=0),
+            "members_mean": _round(float(np.mean(self.members))) if self.members else None,
+            "scale_ups": self.scale_ups,
+            "scale_downs": self.scale_downs,
+            "unplaced": self.unplaced,
+        }
+
+
+class _Group:
+    """A scaling group as the controller keeps it: members, desired count, history."""
+
+    def __init__(self, group: SimGroup) -> None:
+        self.group = group
+        self.members: list[tuple[str, int]] = []  # (uuid, row), oldest first
+        self.desired = group.initial
+        self.recommendations: list[tuple[float, int]] | None = None  # None: never synced
+        self.events: list[tuple[float, int]] = []
+        self.result = GroupResult(group.name)
+
+
 def run(
     policy: str,
     conf: Any,
@@ -140,65 +188,106 @@ def run(
     arrivals: Sequence[Arrival],
     report_interval: float = 60.0,
     seed: int = 0,
+    groups: Sequence[SimGroup] = (),
+    sync_period: float = 15.0,
 ) -> Result:
     """Replay ``arrivals`` (by time) on ``hosts`` with the filters, weighers and options of
-    ``conf`` (a Berth configuration); one round of reports every ``report_interval`` seconds."""
-    started = time.perf_counter()
-    settings = conf.filter_scheduler
-    selector = Selector(
-        filters.enabled_filters(conf),
-        weighers.enabled_weighers(conf),
-        settings.host_subset_size,
-        random.Random(seed),
-        shuffle_best_same_weighed_hosts=settings.shuffle_best_same_weighed_hosts,
-    )
-    table = HostTable(capacity=max(1, len(hosts)))
-    clock = [0.0]
-    table.clock = lambda: clock[0]
-    for host in hosts:
-        table.add(host.name)
-    table.set_aggregates(_aggregates(hosts))
-    agents = [_Agent(host) for host in hosts]
-    rng = random.Random(seed)
-    result = Result(policy)
-    departures: list[tuple[float, int, int, str]] = []
-    smallest = (
-        (min(a.memory_mb for a in arrivals), min(a.vcpus for a in arrivals), min(a.disk_gb for a in arrivals))
-        if arrivals
-        else (0, 0, 0)
-    )
-    limits: list[dict[str, float]] | None = None
-    capacity = np.array([[h.memory_mb, h.vcpus] for h in hosts], dtype=float).sum(axis=0) if hosts else None
-    sequence = 0
-    next_report = 0.0
-    end = (arrivals[-1].at if arrivals else 0.0) + report_interval
+    ``conf`` (a Berth configuration); one round of reports every ``report_interval`` seconds;
+    ``groups`` synced every ``sync_period`` seconds by the scaling controller's policy."""
+    return _Run(policy, conf, hosts, arrivals, report_interval, seed, groups, sync_period).run()
 
-    def report_round(now: float) -> None:
-        nonlocal limits
-        clock[0] = now
-        for row, agent in enumerate(agents):
-            table.update_from_report(row, agent.report(now), now)
-        if limits is None:
-            limits = [selector.limits(table.view(row)) for row in range(len(agents))]
-        _sample(result, agents, limits, smallest, capacity, now)
 
-    for arrival in arrivals:
-        while True:  # what happens before this arrival: departures and reports, in time order
-            leaving = departures[0][0] if departures else float("inf")
-            if min(leaving, next_report) > arrival.at:
+class _Run:
+    def __init__(
+        self,
+        policy: str,
+        conf: Any,
+        hosts: Sequence[SimHost],
+        arrivals: Sequence[Arrival],
+        report_interval: float,
+        seed: int,
+        groups: Sequence[SimGroup],
+        sync_period: float,
+    ) -> None:
+        settings = conf.filter_scheduler
+        self.selector = Selector(
+            filters.enabled_filters(conf),
+            weighers.enabled_weighers(conf),
+            settings.host_subset_size,
+            random.Random(seed),
+            shuffle_best_same_weighed_hosts=settings.shuffle_best_same_weighed_hosts,
+        )
+        self.table = HostTable(capacity=max(1, len(hosts)))
+        self.clock = 0.0
+        self.table.clock = lambda: self.clock
+        for host in hosts:
+            self.table.add(host.name)
+        self.table.set_aggregates(_aggregates(hosts))
+        self.agents = [_Agent(host) for host in hosts]
+        self.rng = random.Random(seed)
+        self.result = Result(policy)
+        self.arrivals = arrivals
+        self.groups = [_Group(group) for group in groups]
+        self.report_interval = report_interval
+        self.sync_period = sync_period
+        self.departures: list[tuple[float, int, int, str]] = []
+        sizes = [(a.memory_mb, a.vcpus, a.disk_gb) for a in arrivals] + [
+            (g.memory_mb, g.vcpus, g.disk_gb) for g in groups
+        ]
+        self.smallest = tuple(min(size[k] for size in sizes) for k in range(3)) if sizes else (0, 0, 0)
+        self.limits: list[dict[str, float]] | None = None
+        self.capacity = (
+            np.array([[h.memory_mb, h.vcpus] for h in hosts], dtype=float).sum(axis=0) if hosts else None
+        )
+        self.sequence = 0
+        last = max([arrivals[-1].at if arrivals else 0.0] + [g.load[-1][0] for g in groups])
+        self.end = last + report_interval
+
+    def run(self) -> Result:
+        started = time.perf_counter()
+        next_report, next_sync = 0.0, 0.0 if self.groups else float("inf")
+        for arrival in [*self.arrivals, None]:
+            until = self.end if arrival is None else arrival.at
+            while True:  # what happens first: departures, reports, syncs, in time order
+                leaving = self.departures[0][0] if self.departures else float("inf")
+                upcoming = min(leaving, next_report, next_sync)
+                if upcoming > until or (arrival is None and upcoming == float("inf")):
+                    break
+                if leaving == upcoming:
+                    _, _, row, uuid = heapq.heappop(self.departures)
+                    self._remove(row, uuid)
+                elif next_report == upcoming:
+                    self._report_round(next_report)
+                    next_report += self.report_interval
+                else:
+                    self._sync(next_sync)
+                    next_sync += self.sync_period
+            if arrival is None:
                 break
-            if leaving < next_report:
-                _, _, row, uuid = heapq.heappop(departures)
-                agents[row].remove(uuid)
-                table.release(row, uuid)
-            else:
-                report_round(next_report)
-                next_report += report_interval
-        clock[0] = arrival.at
-        uuid = str(uuidlib.UUID(int=rng.getrandbits(128), version=4))
+            self.clock = arrival.at
+            row = self._place(arrival)
+            if row is None:
+                continue
+            if arrival.lifetime is not None:
+                self.sequence += 1
+                heapq.heappush(
+                    self.departures, (arrival.at + arrival.lifetime, self.sequence, row, self.uuid)
+                )
+        _finish(self.result, self.agents)
+        self.result.groups = [group.result for group in self.groups]
+        self.result.seconds = time.perf_counter() - started
+        return self.result
+
+    def _remove(self, row: int, uuid: str) -> None:
+        self.agents[row].remove(uuid)
+        self.table.release(row, uuid)
+
+    def _place(self, arrival: Arrival) -> int | None:
+        """The row ``arrival`` was placed on (its uuid in self.uuid), None if refused (counted)."""
+        self.uuid = str(uuidlib.UUID(int=self.rng.getrandbits(128), version=4))
         spec = RequestSpec.from_wire(
             {
-                "instance_uuids": [uuid],
+                "instance_uuids": [self.uuid],
                 "num_instances": 1,
                 "instance_type": {
                     "name": arrival.flavor or "sim",
@@ -210,26 +299,83 @@ def run(
             {"scheduler_hints": dict(arrival.hints)} if arrival.hints else {},
         )
         try:
-            row = selector.select(table, spec)[0].row
+            row = int(self.selector.select(self.table, spec)[0].row)
         except NoValidHost as exc:
             reason = _responsible(exc)
-            result.refused[reason] = result.refused.get(reason, 0) + 1
-            continue
-        result.placed += 1
-        agents[row].add(uuid, arrival)
-        if arrival.lifetime is not None:
-            sequence += 1
-            heapq.heappush(departures, (arrival.at + arrival.lifetime, sequence, row, uuid))
-    while next_report <= end:
-        while departures and departures[0][0] < next_report:
-            _, _, row, uuid = heapq.heappop(departures)
-            agents[row].remove(uuid)
-            table.release(row, uuid)
-        report_round(next_report)
-        next_report += report_interval
-    _finish(result, agents)
-    result.seconds = time.perf_counter() - started
-    return result
+            self.result.refused[reason] = self.result.refused.get(reason, 0) + 1
+            return None
+        self.agents[row].add(self.uuid, arrival)
+        self.result.placed += 1
+        return row
+
+    def _report_round(self, now: float) -> None:
+        self.clock = now
+        for row, agent in enumerate(self.agents):
+            self.table.update_from_report(row, agent.report(now), now)
+        if self.limits is None:
+            self.limits = [self.selector.limits(self.table.view(row)) for row in range(len(self.agents))]
+        _sample(self.result, self.agents, self.limits, self.smallest, self.capacity, now)
+
+    def _sync(self, now: float) -> None:
+        """Each group as the scaling controller syncs it: its members' cpu (the group's load
+        shared), the policy's decision, then members placed or removed (newest first)."""
+        self.clock = now
+        for state in self.groups:
+            group = state.group
+            load = group.load_at(now)
+            count = len(state.members)
+            each = min(float(group.vcpus), load / count) if count else 0.0
+            for uuid, row in state.members:
+                self.agents[row].set_busy(uuid, each / group.vcpus)
+            members = SettledMembers(
+                count,
+                {CPU: count * sample_milli(each)},
+                {CPU: count * group.vcpus * 1000, "memory": count * group.memory_mb * 1000},
+            )
+            history = (
+                None
+                if state.recommendations is None
+                else [Recommendation(now - at, replicas) for at, replicas in state.recommendations]
+            )
+            events = [ScaleEvent(now - at, change) for at, change in state.events]
+            decision = decide.decide(group.spec, state.desired, members if count else [], {}, history, events)
+            recorded = [state.desired] if decision.record_initial else []
+            if decision.recommendation is not None:
+                recorded.append(decision.recommendation)
+            horizon = now - _horizon(group.spec)
+            state.recommendations = [r for r in (state.recommendations or []) if r[0] >= horizon] + [
+                (now, replicas) for replicas in recorded
+            ]
+            if decision.scale_event:
+                state.events = [e for e in state.events if e[0] >= horizon] + [(now, decision.scale_event)]
+                if decision.scale_event > 0:
+                    state.result.scale_ups += 1
+                else:
+                    state.result.scale_downs += 1
+            state.desired = decision.desired
+            while len(state.members) > state.desired:
+                uuid, row = state.members.pop()
+                self._remove(row, uuid)
+            missing = state.desired - len(state.members)
+            share = min(1.0, load / max(1, state.desired) / group.vcpus)
+            for _ in range(missing):
+                row = self._place(
+                    Arrival(now, group.memory_mb, group.vcpus, group.disk_gb, None, share, None)
+                )
+                if row is None:
+                    state.result.unplaced += 1
+                else:
+                    state.members.append((self.uuid, row))
+            result = state.result
+            result.times.append(now)
+            result.members.append(len(state.members))
+            result.desired.append(state.desired)
+            result.load.append(load)
+
+
+def _horizon(spec: Any) -> float:
+    rules = (spec.behavior.scale_up, spec.behavior.scale_down)
+    return max(r.stabilization_window_s for r in rules) + max(r.longest_period_s for r in rules)
 
 
 def _sample(

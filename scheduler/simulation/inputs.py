@@ -19,9 +19,11 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import itertools
 import math
 import random
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from scheduler import flavors
 
@@ -118,11 +120,23 @@ def parse_fleet(text: str, where: str = "fleet") -> list[SimHost]:
     return hosts
 
 
-def generate_fleet(count: int, sizes: Sequence[tuple[int, int, int]], zones: int = 1) -> list[SimHost]:
+def generate_fleet(
+    count: int,
+    sizes: Sequence[tuple[int, int, int]],
+    zones: int = 1,
+    hidden_cores: float = 0.0,
+    hidden_every: int = 3,
+) -> list[SimHost]:
     """``count`` hosts, the ``sizes`` (memory_mb, vcpus, disk_gb) in turn, spread over ``zones``
-    zones (az1, az2...) when there are more than one."""
+    zones (az1, az2...) when there are more than one; every ``hidden_every``-th host (the
+    first included) busy with ``hidden_cores`` cores the scheduler cannot see."""
     return [
-        SimHost(f"sim-{i:05d}", *sizes[i % len(sizes)], zone=f"az{i % zones + 1}" if zones > 1 else None)
+        SimHost(
+            f"sim-{i:05d}",
+            *sizes[i % len(sizes)],
+            zone=f"az{i % zones + 1}" if zones > 1 else None,
+            hidden_cores=hidden_cores if i % hidden_every == 0 else 0.0,
+        )
         for i in range(count)
     ]
 
@@ -210,3 +224,80 @@ def generate_workload(
             Arrival(at, memory_mb, vcpus, disk_gb, lifetime, 1.0 if rng.random() < busy else 0.0, name)
         )
     return arrivals
+
+
+@dataclasses.dataclass(frozen=True)
+class SimGroup:
+    """A scaling group to simulate: its members are ``flavor``, it starts with ``initial``
+    members, and the work it must do is ``load``: busy vCPUs of the whole group over time,
+    (seconds, vCPUs) points joined by straight lines, shared equally by its members."""
+
+    name: str
+    spec: Any
+    memory_mb: int
+    vcpus: int
+    disk_gb: int
+    initial: int
+    load: tuple[tuple[float, float], ...]
+
+    def load_at(self, t: float) -> float:
+        points = self.load
+        if t <= points[0][0]:
+            return points[0][1]
+        for (t0, v0), (t1, v1) in itertools.pairwise(points):
+            if t <= t1:
+                return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
+        return points[-1][1]
+
+
+def parse_group(text: str, where: str = "scaling group") -> SimGroup:
+    """A scaling group from JSON: {"name", "flavor", "initial", "spec" (as what-if takes it;
+    the cpu metric only), "load": [[seconds, busy vCPUs], ...]}."""
+    import json
+
+    from scheduler.scaling.spec import CPU, RESOURCE, SpecError, parse_spec
+
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{where}: not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - {"name", "flavor", "initial", "spec", "load"})
+    if unknown:
+        raise InputError(
+            f"{where}: unknown key {unknown[0]!r}; the keys are name, flavor, initial, spec, load"
+        )
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{where}: name: a name, got {name!r}")
+    memory_mb, vcpus, disk_gb = _flavor_sizes(str(data.get("flavor", "")), where)
+    try:
+        spec = parse_spec(data.get("spec"), f"{where}: spec")
+    except SpecError as exc:
+        raise InputError(str(exc)) from None
+    if any(m.type != RESOURCE or m.name != CPU for m in spec.metrics):
+        raise InputError(f"{where}: spec: metrics: berth simulate reads the cpu resource metric only")
+    initial = data.get("initial", spec.min)
+    if isinstance(initial, bool) or not isinstance(initial, int) or not spec.min <= initial <= spec.max:
+        raise InputError(
+            f"{where}: initial: a whole number from min ({spec.min}) to max ({spec.max}), got {initial!r}"
+        )
+    points = data.get("load")
+    if (
+        not isinstance(points, list)
+        or not points
+        or not all(
+            isinstance(p, list)
+            and len(p) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in p)
+            for p in points
+        )
+    ):
+        raise InputError(f"{where}: load: a list of [seconds, busy vCPUs] pairs, got {points!r}")
+    load = tuple((float(t), float(v)) for t, v in points)
+    if any(b[0] < a[0] for a, b in itertools.pairwise(load)) or any(
+        v < 0 or not math.isfinite(v) for _, v in load
+    ):
+        raise InputError(f"{where}: load: times in order, and loads of at least 0")
+    return SimGroup(name, spec, memory_mb, vcpus, disk_gb, initial, load)

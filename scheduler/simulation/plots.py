@@ -91,6 +91,31 @@ def heatmap(result: Result, path: pathlib.Path) -> Any:
     return figure
 
 
+def groups(results: Sequence[Result], path: pathlib.Path) -> Any:
+    plt = _pyplot()
+    names = list(dict.fromkeys(g.name for r in results for g in r.groups))
+    figure, all_axes = plt.subplots(len(names), 1, figsize=(9, 3.2 * len(names)), squeeze=False)
+    for axes, name in zip([a[0] for a in all_axes], names, strict=True):
+        for result in results:
+            for group in (g for g in result.groups if g.name == name):
+                [line] = axes.plot(
+                    [t / 60 for t in group.times], group.members, label=f"{result.policy} members"
+                )
+                axes.plot(
+                    [t / 60 for t in group.times],
+                    group.desired,
+                    linestyle="--",
+                    color=line.get_color(),
+                    label=f"{result.policy} desired",
+                )
+        axes.set(title=f"Scaling group {name}", xlabel="minutes", ylabel="members")
+        axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return figure
+
+
 def write_all(results: Sequence[Result], directory: pathlib.Path) -> list[pathlib.Path]:
     """Every plot into ``directory`` (made if need be); the files written."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -98,6 +123,9 @@ def write_all(results: Sequence[Result], directory: pathlib.Path) -> list[pathli
     for name, draw in (("skew.png", skew), ("refusals.png", refusals), ("utilization.png", utilization)):
         draw(results, directory / name)
         written.append(directory / name)
+    if any(result.groups for result in results):
+        groups(results, directory / "scaling-groups.png")
+        written.append(directory / "scaling-groups.png")
     for result in results:
         path = directory / f"heatmap-{_file_name(result.policy)}.png"
         heatmap(result, path)

@@ -76,18 +76,27 @@ function renderSummary(data) {
     figure(instances, "instances", "instances-total"));
 }
 
+const NO_AGGREGATE = "(in no aggregate)";
+
+function groupsOf(hosts) {  // [[name, host indexes]], by name: zones, or aggregates (a host in each of its own)
+  const groups = new Map();
+  const add = (name, i) => { if (!groups.has(name)) groups.set(name, []); groups.get(name).push(i); };
+  if (document.getElementById("grouping").value === "aggregate") {
+    hosts.aggregates.forEach((names, i) => names.length ? names.forEach((n) => add(n, i)) : add(NO_AGGREGATE, i));
+  } else {
+    hosts.zone.forEach((z, i) => add(hosts.zones[z], i));
+  }
+  return [...groups.entries()].sort((a, b) => a[0].localeCompare(b[0]));
+}
+
 function renderHeatmap(hosts) {
   const measure = document.getElementById("measure").value;
-  const byZone = hosts.zones.map(() => []);
-  hosts.zone.forEach((zone, i) => byZone[zone].push(i));
   const container = document.getElementById("heatmap");
   const width = Math.max(200, container.clientWidth || 800);
   const parts = [];
   layouts = [];
-  const order = hosts.zones.map((name, z) => z).sort((a, b) => hosts.zones[a].localeCompare(hosts.zones[b]));
-  for (const z of order) {
-    const rows = byZone[z].sort((a, b) => hosts.names[a].localeCompare(hosts.names[b]));
-    if (!rows.length) continue;
+  for (const [groupName, members] of groupsOf(hosts)) {
+    const rows = members.sort((a, b) => hosts.names[a].localeCompare(hosts.names[b]));
     const cell = rows.length > 2000 ? 6 : rows.length > 400 ? 10 : 18;
     const columns = Math.max(1, Math.floor(width / cell));
     const canvas = el("canvas", {width: String(columns * cell), height: String(Math.ceil(rows.length / columns) * cell),
@@ -109,10 +118,10 @@ function renderHeatmap(hosts) {
         context.stroke();
       }
     });
-    canvas.setAttribute("aria-label", `${rows.length} hosts of zone ${hosts.zones[z]}`);
-    const title = `${hosts.zones[z]}: ${rows.length} host${rows.length === 1 ? "" : "s"}` +
+    canvas.setAttribute("aria-label", `${rows.length} hosts of ${groupName}`);
+    const title = `${groupName}: ${rows.length} host${rows.length === 1 ? "" : "s"}` +
       (down ? `, ${down} down` : "") + (disabled ? `, ${disabled} disabled` : "");
-    const part = el("div", {class: "zone", "data-zone": hosts.zones[z], "data-hosts": String(rows.length)},
+    const part = el("div", {class: "zone", "data-group": groupName, "data-hosts": String(rows.length)},
                     el("h3", {}, title), canvas);
     layouts.push({canvas, rows, cell, columns});
     canvas.addEventListener("mousemove", (event) => showHost(event, layouts.find((l) => l.canvas === canvas)));
@@ -248,7 +257,9 @@ async function refresh() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  document.getElementById("measure").addEventListener("change", () => last && render(last));
+  for (const id of ["measure", "grouping"]) {
+    document.getElementById(id).addEventListener("change", () => last && render(last));
+  }
   setInterval(showFreshness, 1000);
   refresh();
 });

@@ -19,6 +19,14 @@ def test_the_page_shows_the_fleet_and_follows_it_without_reloading(fleet):  # no
         assert page.inner_text("#hosts-up").startswith("2")
         assert sorted(page.locator("#fullest tbody tr td:first-child").all_text_contents()) == AGENTS
 
+        for args in (("create", "fast", "--zone", "az9"), ("add-host", "fast", AGENTS[0])):
+            assert fleet.cli("aggregate", *args).returncode == 0
+        groups = """[...document.querySelectorAll('#heatmap .zone')]
+                    .map(g => g.dataset.group + ' ' + g.dataset.hosts).join(', ')"""
+        wait_until(page, f"{groups} === 'az9 1, nova 1'", what="the hosts grouped by zone")
+        page.select_option("#grouping", "aggregate")
+        assert page.evaluate(groups) == "(in no aggregate) 1, fast 1"
+
         placed = boot(fleet, "m1.small", 2)
         refused = boot(fleet, "m1.xlarge", 1)
         fleet.wait_states(placed, {"ACTIVE"})

@@ -201,3 +201,83 @@ def test_the_command_refuses_bad_files_with_one_line_and_status_2(tmp_path, caps
         assert cli.main(["simulate", *args]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"berth simulate: {said}"), err
+
+
+def test_a_generated_fleet_takes_its_sizes_in_turn_and_hidden_load_on_every_kth_host():
+    from scheduler.simulation.inputs import generate_fleet
+
+    hosts = generate_fleet(5, [(1024, 2, 10), (2048, 4, 20)], zones=2, hidden_cores=6.0, hidden_every=2)
+    assert [(h.memory_mb, h.zone, h.hidden_cores) for h in hosts] == [
+        (1024, "az1", 6.0),
+        (2048, "az2", 0.0),
+        (1024, "az1", 6.0),
+        (2048, "az2", 0.0),
+        (1024, "az1", 6.0),
+    ]
+
+
+GROUP = {
+    "name": "web",
+    "flavor": "m1.tiny",
+    "initial": 2,
+    "spec": {"min": 1, "max": 10, "metrics": [{"type": "resource", "name": "cpu", "target_utilization": 50}]},
+    "load": [[0, 4], [60, 4]],
+}
+
+
+def test_a_scaling_group_grows_to_what_the_algorithm_asks_through_the_policys_placements(policies):
+    from scheduler.simulation.inputs import parse_group
+
+    group = parse_group(json.dumps(GROUP), "web.json")
+    result = engine.run(
+        "spread", policy_conf(str(policies["spread"])), THREE, [], 60.0, groups=[group], sync_period=15.0
+    )
+    [web] = result.groups
+    # 4 busy vCPUs of work. At 0 s the first sync makes the 2 members (no sample yet); at 15 s
+    # they are saturated, 100% against 50%: 2 x 2 = 4; at 30 s the 4 still are: 8; from 45 s
+    # the 8 use half a vCPU each, on target: 8 stays.
+    assert web.times[:5] == [0.0, 15.0, 30.0, 45.0, 60.0]
+    assert web.members[:5] == [2, 4, 8, 8, 8] and web.desired[:5] == [2, 4, 8, 8, 8]
+    assert (web.scale_ups, web.scale_downs, web.unplaced) == (2, 0, 0)
+    assert result.placed == 8 and result.hosts_used == 3  # spread over the three hosts
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"flavor": "m9.huge"}, "web.json: flavor: unknown flavor 'm9.huge'"),
+        ({"load": []}, "web.json: load: a list of [seconds, busy vCPUs] pairs, got []"),
+        ({"initial": 11}, "web.json: initial: a whole number from min (1) to max (10), got 11"),
+        ({"color": "red"}, "web.json: unknown key 'color'; the keys are name, flavor, initial, spec, load"),
+        (
+            {"spec": {"max": 3, "metrics": [{"type": "instance", "name": "rps", "target_average": 10}]}},
+            "web.json: spec: metrics: berth simulate reads the cpu resource metric only",
+        ),
+    ],
+)
+def test_a_bad_scaling_group_file_is_one_line(change, message):
+    from scheduler.simulation.inputs import parse_group
+
+    with pytest.raises(InputError) as refused:
+        parse_group(json.dumps(dict(GROUP, **change)), "web.json")
+    assert str(refused.value).startswith(message)
+
+
+def test_the_groups_plot_draws_members_and_desired_per_policy(policies, tmp_path):
+    from scheduler.simulation.inputs import parse_group
+
+    group = parse_group(json.dumps(GROUP), "web.json")
+    results = [
+        engine.run(name, policy_conf(str(policies[name])), THREE, [], 60.0, groups=[group])
+        for name in ("pack", "spread")
+    ]
+    figure = plots.groups(results, tmp_path / "groups.png")
+    [axes] = figure.axes
+    assert [line.get_label() for line in axes.get_lines()] == [
+        "pack members",
+        "pack desired",
+        "spread members",
+        "spread desired",
+    ]
+    assert list(axes.get_lines()[0].get_ydata())[:3] == [2, 4, 8]
+    assert (tmp_path / "groups.png").read_bytes()[:4] == b"\x89PNG"
