@@ -85,7 +85,8 @@ def handles_sighup(module, tmp_path):
     (then SIGTERM stops it with status 0)."""
     conf = tmp_path / "berth.conf"
     conf.write_text(f"[DEFAULT]\ntransport_url = memory://\nstate_path = {tmp_path / 'state'}\nhost = u1\n"
-                    "[compute_agent]\ndriver = fake\n")
+                    "[compute_agent]\ndriver = fake\n"
+                    "[prometheus]\nlisten_port = 0\n")  # whatever else listens on this machine
     log = tmp_path / "out.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", module, "--config-file", str(conf)], stdout=out,
