@@ -333,6 +333,8 @@ def _check_plotting(directory: pathlib.Path) -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise inputs.InputError("--plot needs matplotlib: pip install 'berth[plot]'") from None
+        raise inputs.InputError(
+            "--plot needs matplotlib: pip install '.[plot]' in Berth's checkout (or 'berth[plot]')"
+        ) from None
     if directory.exists() and not directory.is_dir():
         raise inputs.InputError(f"--plot {directory}: not a directory")

@@ -83,6 +83,8 @@ def _rows(text: str, where: str, required: Sequence[str], optional: Sequence[str
 def _number(
     value: str, where: str, column: str, integral: bool = False, low: float = 0.0, high: float = math.inf
 ) -> float:
+    if value == "":
+        raise InputError(f"{where}: {column}: missing")
     try:
         number = float(value)
     except ValueError:
@@ -271,7 +273,11 @@ def parse_group(text: str, where: str = "scaling group") -> SimGroup:
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise InputError(f"{where}: name: a name, got {name!r}")
-    memory_mb, vcpus, disk_gb = _flavor_sizes(str(data.get("flavor", "")), where)
+    if not isinstance(data.get("flavor"), str):
+        raise InputError(
+            f"{where}: flavor: a named flavor ({', '.join(flavors.FLAVORS)}), got {data.get('flavor')!r}"
+        )
+    memory_mb, vcpus, disk_gb = _flavor_sizes(data["flavor"], where)
     try:
         spec = parse_spec(data.get("spec"), f"{where}: spec")
     except SpecError as exc:

@@ -65,7 +65,8 @@ function renderSummary(data) {
     vcpus = [vcpus[0] + hosts.vcpus_used[i], vcpus[1] + hosts.vcpus[i]];
     disk = [disk[0] + hosts.disk_used_gb[i], disk[1] + hosts.disk_gb[i]];
   }
-  const instances = data.instances ? Object.values(data.instances).reduce((a, b) => a + b, 0) : "?";
+  const instances = data.instances
+    ? Object.entries(data.instances).filter(([state]) => state !== "DELETED").reduce((a, [, n]) => a + n, 0) : "?";
   const figure = (value, label, id) => el("div", {class: "figure", id}, el("strong", {}, value), el("span", {}, label));
   document.getElementById("summary").replaceChildren(
     figure(counts[0], "hosts up", "hosts-up"), figure(counts[1], "down", "hosts-down"),
@@ -73,7 +74,7 @@ function renderSummary(data) {
     figure(percent(ram[0], ram[1]), "of the RAM of the hosts up used", "ram-used"),
     figure(percent(vcpus[0], vcpus[1]), "of their vCPUs", "vcpus-used"),
     figure(percent(disk[0], disk[1]), "of their disk", "disk-used"),
-    figure(instances, "instances", "instances-total"));
+    figure(instances, "instances (not deleted)", "instances-total"));
 }
 
 const NO_AGGREGATE = "(in no aggregate)";

@@ -281,3 +281,14 @@ def test_the_groups_plot_draws_members_and_desired_per_policy(policies, tmp_path
     ]
     assert list(axes.get_lines()[0].get_ydata())[:3] == [2, 4, 8]
     assert (tmp_path / "groups.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_value_left_out_is_said_to_be_missing():
+    with pytest.raises(InputError) as refused:
+        parse_fleet("name,memory_mb,vcpus,disk_gb\na,1024,2\n", "fleet.csv")
+    assert str(refused.value) == "fleet.csv: line 2: disk_gb: missing"
+    from scheduler.simulation.inputs import parse_group
+
+    with pytest.raises(InputError) as refused:
+        parse_group(json.dumps({k: v for k, v in GROUP.items() if k != "flavor"}), "web.json")
+    assert str(refused.value).startswith("web.json: flavor: a named flavor (m1.tiny, ")
