@@ -159,13 +159,14 @@ class SchedulerManager:
                     updates.append((instance_uuid, values, expected[instance_uuid]))
         taken = self._create_placed(rows)
         taken.update(self._update_placed(updates))
+        scheduled = telemetry.Scheduled()
         for context, spec, instance_uuid, host, request_spec, filter_properties in rpc.each_request(casts):
             if instance_uuid not in taken:
                 _log_decision(instance_uuid, host, decided.get(instance_uuid), spec.retry.num_attempts)
                 self._send_build(context, spec, instance_uuid, host, request_spec, filter_properties)
-                outcome = telemetry.PLACED if spec.retry.num_attempts <= 1 else telemetry.RESCHEDULED
-                self.outbox.send(telemetry.count_outcome, outcome, 1)
-                self.outbox.send(telemetry.observe_scheduled, (context or {}).get(CAST_AT))
+                scheduled.add(spec.retry.num_attempts, (context or {}).get(CAST_AT))
+        if scheduled:
+            self.outbox.send(scheduled.count)
 
     def _begin_attempt(self, jobs):
         """Count the attempt; a reschedule gives back what it held on the host that sent it back."""

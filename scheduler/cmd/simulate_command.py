@@ -224,10 +224,7 @@ def table(results: list[engine.Result]) -> str:
                 f"{r.peak_vcpus:.1%}",
             ]
         )
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    return "\n".join(lines)
+    return _aligned(headers, rows)
 
 
 def group_table(results: list[engine.Result]) -> str:

@@ -19,35 +19,37 @@ def _pyplot() -> Any:
     return plt
 
 
-def skew(results: Sequence[Result], path: pathlib.Path) -> Any:
-    plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(9, 4.5))
-    for result in results:
-        axes.plot([t / 60 for t in result.times], result.skews, label=result.policy)
-    axes.set(title="Real-load skew (max / mean across hosts)", xlabel="minutes", ylabel="skew")
-    axes.legend()
+def _figure(height: float = 4.5, rows: int = 1) -> tuple[Any, Any]:
+    return _pyplot().subplots(rows, 1, figsize=(9, height * rows), squeeze=False)
+
+
+def _save(figure: Any, path: pathlib.Path) -> Any:
     figure.tight_layout()
     figure.savefig(path, dpi=100)
-    plt.close(figure)
+    _pyplot().close(figure)
     return figure
+
+
+def _over_time(results: Sequence[Result], path: pathlib.Path, series: str, title: str, ylabel: str) -> Any:
+    """One line per policy: ``series`` of its result at each report, against minutes."""
+    figure, [[axes]] = _figure()
+    for result in results:
+        axes.plot([t / 60 for t in result.times], getattr(result, series), label=result.policy)
+    axes.set(title=title, xlabel="minutes", ylabel=ylabel)
+    axes.legend()
+    return _save(figure, path)
+
+
+def skew(results: Sequence[Result], path: pathlib.Path) -> Any:
+    return _over_time(results, path, "skews", "Real-load skew (max / mean across hosts)", "skew")
 
 
 def refusals(results: Sequence[Result], path: pathlib.Path) -> Any:
-    plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(9, 4.5))
-    for result in results:
-        axes.plot([t / 60 for t in result.times], result.refusals, label=result.policy)
-    axes.set(title="Instances refused so far", xlabel="minutes", ylabel="refused")
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return figure
+    return _over_time(results, path, "refusals", "Instances refused so far", "refused")
 
 
 def utilization(results: Sequence[Result], path: pathlib.Path) -> Any:
-    plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(9, 4.5))
+    figure, [[axes]] = _figure()
     bins = [i / 20 for i in range(21)]
     for result in results:
         axes.hist(result.final_ram_use, bins=bins, histtype="step", linewidth=2, label=result.policy)
@@ -57,17 +59,33 @@ def utilization(results: Sequence[Result], path: pathlib.Path) -> Any:
         ylabel="hosts",
     )
     axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return figure
+    return _save(figure, path)
+
+
+def groups(results: Sequence[Result], path: pathlib.Path) -> Any:
+    names = list(dict.fromkeys(g.name for r in results for g in r.groups))
+    figure, all_axes = _figure(3.2, len(names))
+    for [axes], name in zip(all_axes, names, strict=True):
+        for result in results:
+            for group in (g for g in result.groups if g.name == name):
+                minutes = [t / 60 for t in group.times]
+                [line] = axes.plot(minutes, group.members, label=f"{result.policy} members")
+                axes.plot(
+                    minutes,
+                    group.desired,
+                    linestyle="--",
+                    color=line.get_color(),
+                    label=f"{result.policy} desired",
+                )
+        axes.set(title=f"Scaling group {name}", xlabel="minutes", ylabel="members")
+        axes.legend(fontsize="small")
+    return _save(figure, path)
 
 
 def heatmap(result: Result, path: pathlib.Path) -> Any:
     import numpy as np
 
-    plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(9, 5))
+    figure, [[axes]] = _figure(5.0)
     loads = np.array(result.loads).T if result.loads else np.zeros((1, 1))
     end = result.times[-1] / 60 if result.times else 1
     image = axes.imshow(
@@ -85,35 +103,7 @@ def heatmap(result: Result, path: pathlib.Path) -> Any:
         ylabel="host",
     )
     figure.colorbar(image, ax=axes, label="load")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return figure
-
-
-def groups(results: Sequence[Result], path: pathlib.Path) -> Any:
-    plt = _pyplot()
-    names = list(dict.fromkeys(g.name for r in results for g in r.groups))
-    figure, all_axes = plt.subplots(len(names), 1, figsize=(9, 3.2 * len(names)), squeeze=False)
-    for axes, name in zip([a[0] for a in all_axes], names, strict=True):
-        for result in results:
-            for group in (g for g in result.groups if g.name == name):
-                [line] = axes.plot(
-                    [t / 60 for t in group.times], group.members, label=f"{result.policy} members"
-                )
-                axes.plot(
-                    [t / 60 for t in group.times],
-                    group.desired,
-                    linestyle="--",
-                    color=line.get_color(),
-                    label=f"{result.policy} desired",
-                )
-        axes.set(title=f"Scaling group {name}", xlabel="minutes", ylabel="members")
-        axes.legend(fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return figure
+    return _save(figure, path)
 
 
 def write_all(results: Sequence[Result], directory: pathlib.Path) -> list[pathlib.Path]:

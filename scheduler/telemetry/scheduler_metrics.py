@@ -86,6 +86,31 @@ def observe_scheduled(cast_at: Any) -> None:
     CAST_TO_SCHEDULED_SECONDS.observe(max(0.0, time.time() - cast_at))
 
 
+class Scheduled:
+    """The instances a batch placed, counted in one go once it commits."""
+
+    def __init__(self) -> None:
+        self.placed = self.rescheduled = 0
+        self.cast_at: list[Any] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.placed or self.rescheduled)
+
+    def add(self, attempt: int, cast_at: Any) -> None:
+        if attempt <= 1:
+            self.placed += 1
+        else:
+            self.rescheduled += 1
+        self.cast_at.append(cast_at)
+
+    def count(self) -> None:
+        for outcome, instances in ((PLACED, self.placed), (RESCHEDULED, self.rescheduled)):
+            if instances:
+                count_outcome(outcome, instances)
+        for cast_at in self.cast_at:
+            observe_scheduled(cast_at)
+
+
 def count_refusal(removed: Iterable[tuple[str, int]]) -> None:
     for name, hosts in removed:
         REFUSAL_HOSTS_REMOVED.labels(name).inc(hosts)
