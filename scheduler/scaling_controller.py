@@ -41,6 +41,7 @@ from scheduler.scaling import decide as policy
 from scheduler.scaling import members as group_members
 from scheduler.scaling import settled
 from scheduler.scaling import status as group_status
+from scheduler.scaling.behavior import history_horizon_s
 from scheduler.scaling.members import COUNTED_STATES, TemplateError
 from scheduler.scaling.replicas import Members
 from scheduler.scaling.spec import (
@@ -244,13 +245,6 @@ def _template_error(group: Mapping[str, Any]) -> str | None:
     """Why no member can be made of the group's template, None if one can; checked once
     per distinct template."""
     return _template_problem(_json_text(group["template"]), group.get("project_id"))
-
-
-def history_horizon_s(spec: GroupSpec) -> float:
-    """How far back a group's history is read: its longest stabilization window plus its
-    longest policy period; older records are pruned."""
-    rules = (spec.behavior.scale_up, spec.behavior.scale_down)
-    return max(r.stabilization_window_s for r in rules) + max(r.longest_period_s for r in rules)
 
 
 def _failed(group: Mapping[str, Any], exc: Exception, log: bool = True) -> SyncResult:

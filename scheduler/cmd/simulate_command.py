@@ -14,6 +14,7 @@ from oslo_config import cfg
 
 from scheduler import conf as berth_conf
 from scheduler import filters, weighers
+from scheduler.cmd import output
 from scheduler.cmd.arguments import positive, whole
 from scheduler.conf import opts
 from scheduler.simulation import engine, inputs
@@ -194,7 +195,8 @@ def _policy_name(path: str | None, seen: dict[str, int]) -> str:
     return name if seen[name] == 1 else f"{name}-{seen[name]}"
 
 
-def table(results: list[engine.Result]) -> str:
+def table(results: list[engine.Result]) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows): a row per policy."""
     headers = [
         "policy",
         "placed",
@@ -224,10 +226,11 @@ def table(results: list[engine.Result]) -> str:
                 f"{r.peak_vcpus:.1%}",
             ]
         )
-    return _aligned(headers, rows)
+    return headers, rows
 
 
-def group_table(results: list[engine.Result]) -> str:
+def group_table(results: list[engine.Result]) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows): a row per policy and scaling group."""
     headers = [
         "policy",
         "scaling group",
@@ -252,14 +255,7 @@ def group_table(results: list[engine.Result]) -> str:
                     str(group.unplaced),
                 ]
             )
-    return _aligned(headers, rows)
-
-
-def _aligned(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    return "\n".join(lines)
+    return headers, rows
 
 
 def _groups_said(groups: list[inputs.SimGroup]) -> str:
@@ -314,9 +310,9 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
             f"{args.report_interval:g} s",
             file=out,
         )
-        print(table(results), file=out)
+        output.print_columns(*table(results), out)
         if groups:
-            print(group_table(results), file=out)
+            output.print_columns(*group_table(results), out)
     if plot_dir is not None:
         from scheduler.simulation import plots
 

@@ -18,6 +18,7 @@ from scheduler.scaling.spec import (
     SELECT_DISABLED,
     SELECT_MIN,
     Behavior,
+    GroupSpec,
     Recommendation,
     ScaleEvent,
     ScalingRules,
@@ -182,3 +183,10 @@ def kept_scale_events(events: Sequence[ScaleEvent], behavior: Behavior) -> list[
     up = behavior.scale_up.longest_period_s
     down = behavior.scale_down.longest_period_s
     return [e for e in events if e.age_s < (up if e.change > 0 else down)]
+
+
+def history_horizon_s(spec: GroupSpec) -> float:
+    """How far back a group's history is read: its longest stabilization window plus its
+    longest policy period; older records are pruned."""
+    rules = (spec.behavior.scale_up, spec.behavior.scale_down)
+    return max(r.stabilization_window_s for r in rules) + max(r.longest_period_s for r in rules)

@@ -24,6 +24,7 @@ from scheduler.exception import NoValidHost
 from scheduler.host_state import HostTable
 from scheduler.request_spec import RequestSpec
 from scheduler.scaling import decide
+from scheduler.scaling.behavior import history_horizon_s
 from scheduler.scaling.settled import sample_milli
 from scheduler.scaling.spec import CPU, Recommendation, ScaleEvent, SettledMembers
 from scheduler.selection import Selector
@@ -342,7 +343,7 @@ class _Run:
             recorded = [state.desired] if decision.record_initial else []
             if decision.recommendation is not None:
                 recorded.append(decision.recommendation)
-            horizon = now - _horizon(group.spec)
+            horizon = now - history_horizon_s(group.spec)
             state.recommendations = [r for r in (state.recommendations or []) if r[0] >= horizon] + [
                 (now, replicas) for replicas in recorded
             ]
@@ -371,11 +372,6 @@ class _Run:
             result.members.append(len(state.members))
             result.desired.append(state.desired)
             result.load.append(load)
-
-
-def _horizon(spec: Any) -> float:
-    rules = (spec.behavior.scale_up, spec.behavior.scale_down)
-    return max(r.stabilization_window_s for r in rules) + max(r.longest_period_s for r in rules)
 
 
 def _sample(
