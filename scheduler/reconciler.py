@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler import reconcile
-from scheduler.rpc.deadletter import LogOnce
+from scheduler.log_once import LogOnce
 
 LOG = logging.getLogger(__name__)
 
