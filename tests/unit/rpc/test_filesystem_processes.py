@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import kombu
 import pytest
 
 from scheduler import rpc
@@ -80,3 +81,50 @@ def test_fanout_reaches_servers_in_both_processes_and_child_cleans_up(conf, fs_t
         assert f.read().count(f"{topic}_fanout_") == 1  # only ours is left
     server.stop()
     server.wait()
+
+
+def test_a_message_a_killed_process_had_taken_comes_back_to_the_next_consumer(conf, fs_transport, topic, child):
+    client = rpc.RPCClient(fs_transport, rpc.Target(topic=topic), timeout=WAIT)
+    client.cast({}, "block", n=7)
+    assert child.stdout.readline().strip() == "blocking {'n': 7}"
+    child.kill()  # it took the message and never acknowledged it
+    child.wait(WAIT)
+    recorder = Recorder()
+    server = rpc.get_rpc_server(fs_transport, rpc.Target(topic=topic, server="heir"), [Block(recorder)])
+    server.start()
+    try:
+        assert recorder.wait_for(1)
+    finally:
+        server.stop()
+        server.wait()
+    [(context, kwargs)] = recorder.received
+    assert kwargs == {"n": 7} and context.redelivered
+
+
+class Block:
+    def __init__(self, recorder):
+        self.recorder = recorder
+
+    def block(self, context, **kwargs):
+        self.recorder.record(context, **kwargs)
+
+
+def test_a_message_is_handed_back_on_a_full_disk(conf, fs_transport, topic, monkeypatch):
+    from scheduler.rpc import filesystem
+
+    client = rpc.RPCClient(fs_transport, rpc.Target(topic=topic), timeout=WAIT)
+    with fs_transport.connection("test") as connection:
+        queue = kombu.Queue(topic, exchange=kombu.Exchange(conf.control_exchange, "topic"), routing_key=topic)
+        simple = connection.SimpleQueue(queue)
+        client.cast({}, "record", n=1)
+        message = simple.get(timeout=WAIT)
+
+        def full(*args, **kwargs):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(filesystem.Channel, "_put", full)
+        message.requeue()  # needs no space: the taken file goes back
+        again = simple.get(timeout=WAIT)
+        assert again.delivery_info["redelivered"] and again.payload == message.payload
+        again.ack()
+        simple.close()
