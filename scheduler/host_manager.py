@@ -237,6 +237,8 @@ class HostManager:
         self.deleted = set()
         #: hosts said to be down (no report for service_down_time), until they report again.
         self.down = set()
+        #: since when (monotonic) this scheduler cannot take reports, if it cannot now.
+        self.deaf_since = None
 
     def update_from_report(self, host, resources, now=None):
         """Take a report as the host's new base; True, or False when it is older than the
@@ -326,8 +328,37 @@ class HostManager:
             if row is not None:
                 self.table.release(row, instance_uuid)
 
-    def is_up(self, state, now=None):
+    # A report's age counts only the time this scheduler could hear reports: cut off from the
+    # broker, or holding its messages while the database is away, it would otherwise take every
+    # host for down, when it was not listening itself.
+
+    def deaf(self, since):
+        """This scheduler stopped taking reports at ``since`` (monotonic): its connection to the
+        broker was lost, or it holds its messages. Until heard(), report ages stand still."""
+        with self.lock:
+            if self.deaf_since is None:
+                self.deaf_since = since
+
+    def heard(self, now):
+        """This scheduler takes reports again: every report older than the deaf time is aged as if
+        that time had not passed."""
+        with self.lock:
+            since, self.deaf_since = self.deaf_since, None
+            if since is None or now <= since:
+                return
+            updated = self.table.updated
+            before = np.flatnonzero(np.isfinite(updated) & (updated < since))
+            self.table.updated[before] = updated[before] + (now - since)
+        LOG.debug("Reports of %d host(s) aged as if the %.1f s this scheduler could not take reports had "
+                  "not passed", len(before), now - since)
+
+    def _now(self, now):
         now = time.monotonic() if now is None else now
+        deaf_since = self.deaf_since
+        return now if deaf_since is None else min(now, deaf_since)
+
+    def is_up(self, state, now=None):
+        now = self._now(now)
         return (
             state.updated is not None
             and now - state.updated <= self.conf.scheduler.service_down_time
@@ -336,7 +367,7 @@ class HostManager:
     def notice_down_hosts(self, now=None):
         """Say once of each host that it is down (a WARNING) when its last report is older than
         service_down_time; its next report says it is up again. Returns the hosts found down now."""
-        now = time.monotonic() if now is None else now
+        now = self._now(now)
         down_time = self.conf.scheduler.service_down_time
         with self.lock:
             ages = now - self.table.updated

@@ -39,6 +39,12 @@ class ReportBuffer:
             reports, self._reports = self._reports, {}
         return reports
 
+    def put_back(self, reports):
+        """Keep ``reports`` (drained, then not saved) for the next save, unless newer ones came."""
+        with self._lock:
+            for host, report in reports.items():
+                self._reports.setdefault(host, report)
+
 
 class SchedulerManager:
     def __init__(self, conf, transport, database, rng=None):

@@ -15,6 +15,7 @@ from scheduler.client import TOPIC, SchedulerClient
 from scheduler.db import api as db_api
 from scheduler.host_admin import HostAdminEndpoint, reload_disabled
 from scheduler.instance_metrics_api import InstanceMetricsEndpoint
+from scheduler.log_once import LogOnce
 from scheduler.manager import SchedulerManager
 from scheduler.masking import mask_url
 from scheduler.scaling_api import ScalingGroupEndpoint
@@ -52,9 +53,11 @@ class SchedulerService:
             [self.manager, self.admin, self.host_admin, ScalingGroupEndpoint(conf, database),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
+            hearing=self.manager.host_manager,
         )
         self._stopping = threading.Event()
         self._periodic = None
+        self._task_logs = LogOnce(LOG)  # a database away: one line a minute per task, not a traceback
         self._queues = BrokerQueues(transport)
         self.scaling = self._scaling_loop() if conf.scaling.enabled else None
         down_after_s = lambda: conf.scheduler.service_down_time  # noqa: E731 - read at each scrape
@@ -140,6 +143,9 @@ class SchedulerService:
                 row.pop("instance_usage", None)
             try:
                 self.database.save_compute_nodes(rows)
+            except db_api.DatabaseUnavailable:
+                self.manager.reports.put_back(reports)  # saved once the database is back
+                raise
             except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
                 # What one row holds, not the database being away: worth saving each alone.
                 if len(rows) == 1:
@@ -191,6 +197,9 @@ class SchedulerService:
         for name, task in tasks:
             try:
                 task()
+            except db_api.DatabaseUnavailable as exc:
+                self._task_logs.log(name, logging.WARNING, "Periodic task %s: %s; trying again in %s s", name,
+                                    exc, self.conf.scheduler.periodic_interval)
             except Exception:
                 LOG.exception("Periodic task %s failed; trying again in %s s", name,
                               self.conf.scheduler.periodic_interval)
@@ -241,8 +250,9 @@ class UnitOfWork:
         self._stack.enter_context(self._outbox.collecting())
         self._stack.enter_context(self._undo.collecting())
         try:
-            self._transaction = self._database.unit_of_work()
-            self._transaction.__enter__()
+            with _passing_failures():
+                self._transaction = self._database.unit_of_work()
+                self._transaction.__enter__()
         except BaseException:
             self._stack.close()
             raise
@@ -251,7 +261,8 @@ class UnitOfWork:
     def __exit__(self, exc_type, exc, tb):
         try:
             try:
-                self._transaction.__exit__(exc_type, exc, tb)
+                with _passing_failures():
+                    self._transaction.__exit__(exc_type, exc, tb)
             except BaseException:
                 self._undo.rollback()
                 raise
@@ -270,20 +281,38 @@ class UnitOfWork:
         read-only gets no savepoint; should it meet a database error all the same,
         the transaction can no longer commit and the batch is run again message by
         message (WorkBroken)."""
-        try:
-            if read_only:
-                try:
+        with _passing_failures():
+            if not read_only:
+                with self._database.step(), self._outbox.step(), self._undo.step():
                     yield
-                except sa_exc.SQLAlchemyError as exc:
-                    if db_api.is_transient(exc):
-                        raise
-                    raise rpc.WorkBroken(f"{method} met a database error without a savepoint: "
-                                         f"{mask_url(str(exc).splitlines()[0])}") from exc
                 return
-            with self._database.step(), self._outbox.step(), self._undo.step():
+            try:
                 yield
-        except sa_exc.SQLAlchemyError as exc:
-            if db_api.is_transient(exc):
-                raise rpc.RetryLater(f"passing database failure: {exc}",
-                                     soon=db_api.is_conflict(exc)) from exc
-            raise
+            except sa_exc.SQLAlchemyError as exc:
+                if db_api.is_transient(exc):
+                    raise
+                raise rpc.WorkBroken(f"{method} met a database error without a savepoint: "
+                                     f"{mask_url(str(exc).splitlines()[0])}") from exc
+
+
+def _retry_later(exc):
+    """The RetryLater of a database failure that waiting may cure: the database away, or a lost race."""
+    if isinstance(exc, db_api.DatabaseUnavailable):
+        return rpc.RetryLater(str(exc))
+    reason = mask_url(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip()
+                      else type(exc).__name__)
+    return rpc.RetryLater(f"the database is unavailable: {reason}", soon=db_api.is_conflict(exc))
+
+
+@contextlib.contextmanager
+def _passing_failures():
+    """Raise a database failure that is no message's fault (the database away, a deadlock)
+    as RetryLater: connecting, committing or any statement of a batch."""
+    try:
+        yield
+    except db_api.DatabaseUnavailable as exc:
+        raise _retry_later(exc) from exc
+    except sa_exc.SQLAlchemyError as exc:
+        if db_api.is_transient(exc):
+            raise _retry_later(exc) from exc
+        raise

@@ -30,10 +30,13 @@ from sqlalchemy.engine import URL, make_url
 
 from scheduler import jsonutils
 from scheduler.db import fastpaths, migration
+from scheduler.log_once import LogOnce
 from scheduler.masking import mask_url
 from scheduler.telemetry import connection_metrics
 
 LOG = logging.getLogger(__name__)
+#: A database away fails every query: a line a minute for each kind, not one per attempt.
+_RETRY_LOGS = LogOnce(LOG)
 
 #: What a time may be given as: a datetime (naive means UTC), an ISO-8601 string or a POSIX time.
 TimeValue: TypeAlias = datetime | str | int | float
@@ -44,9 +47,9 @@ _E = TypeVar("_E", bound="DatabaseEngine")
 
 SQLITE_BUSY_TIMEOUT = 30.0  # seconds SQLite waits for another writer
 
-# PostgreSQL SQLSTATEs worth a retry: serialization failure, deadlock, too many
+# PostgreSQL SQLSTATEs worth a retry: serialization failure, deadlock, disk full, too many
 # connections, admin/crash shutdown, cannot connect now; and class 08 (connection).
-_PG_TRANSIENT = {"40001", "40P01", "53300", "57P01", "57P02", "57P03"}
+_PG_TRANSIENT = {"40001", "40P01", "53100", "53300", "57P01", "57P02", "57P03"}
 # Connection failures without a SQLSTATE that no retry will fix.
 _PG_PERMANENT_TEXT = (
     "authentication failed",
@@ -56,10 +59,12 @@ _PG_PERMANENT_TEXT = (
     "invalid dsn",
     "invalid connection option",
 )
-# MySQL/MariaDB error numbers worth a retry: lock wait timeout, deadlock, too
+# MySQL/MariaDB error numbers worth a retry: lock wait timeout, deadlock, disk full, too
 # many connections, server shutdown, can't connect, gone away, lost connection,
 # connection killed, disconnected for inactivity.
-_MYSQL_TRANSIENT = {1205, 1213, 1040, 1053, 2002, 2003, 2006, 2013, 2055, 1927, 4031}
+_MYSQL_TRANSIENT = {1205, 1213, 1021, 1040, 1053, 2002, 2003, 2006, 2013, 2055, 1927, 4031}
+# SQLite's words for a failure that passes: another writer (locked, busy), or a full disk.
+_SQLITE_TRANSIENT = ("locked", "busy", "disk is full")
 
 
 class DatabaseUnavailable(Exception):
@@ -145,7 +150,7 @@ def is_transient(exc: BaseException) -> bool:
     orig = exc.orig
     if isinstance(orig, sqlite3.OperationalError):
         text = str(orig).lower()
-        return "locked" in text or "busy" in text
+        return any(word in text for word in _SQLITE_TRANSIENT)
     sqlstate = getattr(orig, "pgcode", None) or getattr(orig, "sqlstate", None)
     if sqlstate:
         return sqlstate in _PG_TRANSIENT or sqlstate.startswith("08")
@@ -187,8 +192,8 @@ def _retry(method: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[_E
                     raise DatabaseUnavailable(
                         f"database {self.masked_url} unavailable after {failures} attempt(s): {reason}"
                     ) from exc
-                LOG.warning(
-                    "Database %s: %s failed (%s); retry %d of %s in %.1fs",
+                _RETRY_LOGS.log(
+                    method.__name__, logging.WARNING, "Database %s: %s failed (%s); retry %d of %s in %.1fs",
                     self.masked_url,
                     method.__name__,
                     reason,

@@ -20,6 +20,7 @@ from scheduler.rpc.exceptions import (
     QueueInUse,
     RemoteError,
     RetryLater,
+    ServiceUnavailable,
     WorkBroken,
 )
 from scheduler.rpc.server import RPCServer, get_rpc_server
@@ -40,6 +41,7 @@ __all__ = [
     "RPCServer",
     "RemoteError",
     "RetryLater",
+    "ServiceUnavailable",
     "Target",
     "WorkBroken",
     "Transport",

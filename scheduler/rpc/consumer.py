@@ -52,6 +52,8 @@ class ConsumeLoop:
         self.ready = threading.Event()
         self.first_attempt = threading.Event()
         self.first_error = None  # what made the first attempt fail, if it did
+        #: When the broker was last heard from (monotonic): what the connection last received.
+        self.heard_at = None
         self._thread = None
 
     def start(self):
@@ -115,7 +117,7 @@ class ConsumeLoop:
         # The transport's own connection, held from here on: kombu's
         # ``Connection.connection`` would open a bare new one, without our
         # queues and consumers, once this one is dead.
-        link = Link(conn)
+        link = Link(conn, self)
         channel = conn.channel()
         queues = [queue(channel) for queue in self._queues()]
         for queue in queues:
@@ -183,16 +185,24 @@ class Link:
     (an ack or a requeue may be the first to meet a dead socket, and swallow it).
     """
 
-    def __init__(self, conn):
+    def __init__(self, conn, loop):
         self._transport = conn.transport
         self._raw = conn.connection
         self._rabbit = hasattr(self._raw, "heartbeat_tick")
+        self._loop = loop
+        self._received = None
+        loop.heard_at = time.monotonic()
 
     def drain(self, timeout):
         self._transport.drain_events(self._raw, timeout=timeout)
+        self._loop.heard_at = time.monotonic()
 
     def heartbeat(self):
         if self._rabbit:
+            received = getattr(self._raw, "bytes_recv", None)  # heartbeats are frames too
+            if received != self._received:
+                self._received = received
+                self._loop.heard_at = time.monotonic()
             self._transport.heartbeat_check(self._raw, rate=2)
 
     def check(self, channel):

@@ -83,6 +83,11 @@ class RetryLater(MessagingException):
         self.soon = soon
 
 
+class ServiceUnavailable(MessagingException):
+    """The answer to a call that arrived while the service holds its messages through a
+    passing failure (its database away): nothing was done; the caller may try again."""
+
+
 class WorkBroken(MessagingException):
     """Raised by a unit of work's step: the unit of work cannot go on (a database
     error outside a savepoint aborted its transaction). The batch is rolled back

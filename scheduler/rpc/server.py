@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import random
+import time
 
 from scheduler.rpc import deliveries, envelope, topology
 from scheduler.rpc import transport as transport_mod
@@ -24,6 +25,7 @@ from scheduler.rpc.exceptions import (
     MessageTooLarge,
     QueueInUse,
     RetryLater,
+    ServiceUnavailable,
     WorkBroken,
 )
 from scheduler.telemetry import rpc_metrics
@@ -34,12 +36,35 @@ LOG = logging.getLogger(__name__)
 START_TIMEOUT = 30
 # The AMQP reply code with which RabbitMQ refuses a second exclusive consumer.
 ACCESS_REFUSED = 403
-# Seconds at most before a batch that lost a race (a deadlock) is handed back.
+# Seconds at most before a batch that lost a race (a deadlock) is tried again.
 SOON = 0.2
+# Seconds at most between two tries of what a passing failure holds (the database away, a
+# full disk): once it passes, the messages wait no longer than this.
+HOLD_MAX_DELAY = 2.0
 
 
-def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False):
-    return RPCServer(transport, target, endpoints, batch_size, unit_of_work, exclusive)
+def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False,
+                   hearing=None):
+    return RPCServer(transport, target, endpoints, batch_size, unit_of_work, exclusive, hearing)
+
+
+class _Hold:
+    """Requests a passing failure keeps from being handled: unacknowledged, and tried
+    again after a delay that grows (a lost race: a short random one) until it passes."""
+
+    def __init__(self, requests, exc, delays):
+        self.requests = requests
+        self.since = time.monotonic()
+        self._delays = delays
+        self.retry_at = self.since
+        self.again(exc)
+
+    def again(self, exc):
+        self.soon = exc.soon
+        self.reason = reason_of(exc).removeprefix(f"{type(exc).__name__}: ")
+        self.delay = random.uniform(0, SOON) if exc.soon else min(next(self._delays), HOLD_MAX_DELAY)
+        self.retry_at = time.monotonic() + self.delay
+        return self
 
 
 class _NoWork:
@@ -68,7 +93,8 @@ class RPCServer:
     one by one (see _handle).
     """
 
-    def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False):
+    def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False,
+                 hearing=None):
         if target.fanout:
             raise ValueError("a server's target cannot be fanout")
         if exclusive and not target.server:
@@ -87,7 +113,11 @@ class RPCServer:
         self._unit_of_work = unit_of_work or _NoWork
         self._batch = []
         self._unsettled = None  # (Sent, messages) of the last batch, until its confirms came
-        self._retry_delays = transport_mod.delays(transport.conf)
+        self._held = None  # a _Hold, while a passing failure lasts
+        # Told when this server stops taking its messages (deaf(since)) and takes them again
+        # (heard(now)): the scheduler's hosts are not down for the time it could not hear them.
+        self._hearing = hearing
+        self._deaf_since = None
         self._loop = ConsumeLoop(
             transport,
             f"rpc-server-{label}",
@@ -157,6 +187,20 @@ class RPCServer:
         """The connection is gone: what it delivered and was not acked comes again."""
         self._batch = []
         self._unsettled = None
+        self._held = None
+        self._deaf(self._loop.heard_at or time.monotonic())
+
+    def _deaf(self, since):
+        if self._deaf_since is None:
+            self._deaf_since = since
+            if self._hearing is not None:
+                self._hearing.deaf(since)
+
+    def _heard(self):
+        if self._deaf_since is not None:
+            self._deaf_since = None
+            if self._hearing is not None:
+                self._hearing.heard(time.monotonic())
 
     def _on_message(self, message):
         if self._loop.stopping.is_set():
@@ -175,20 +219,70 @@ class RPCServer:
         the broker works through one batch while this server works on the next.
         Each batch's messages are acked once what it sent is confirmed.
         """
+        if self._held is not None and not self._retry_held():
+            self._settle()
+            return
+        self._heard()
         batch, self._batch = self._batch, []
         if not batch:
             self._settle()
             return
         # In the order delivered: a channel's messages are acked up to a tag (see _ack).
         run = []
-        for message in batch:
+        for index, message in enumerate(batch):
             if message.delivery_info.get("redelivered"):
                 self._handle_run(run)
                 run = []
-                self._handle_redelivered(message)
+                if self._held is None:
+                    self._handle_redelivered(message)
+                    index += 1
+                if self._held is not None:  # the rest waits behind what is held, in order
+                    self._batch[:0] = batch[index:]
+                    return
             else:
                 run.append(message)
         self._handle_run(run)
+
+    def _retry_held(self):
+        """Try the held requests again once their delay is over: whether they went through.
+        Until then, a call that arrives is answered at once that the service is unavailable."""
+        held = self._held
+        if time.monotonic() < held.retry_at:
+            if not held.soon:
+                self._batch = self._answer_calls(self._batch, held)
+            return False
+        self._held = None
+        self._heard()  # for the time so far; deaf again below if it has not passed
+        self._handle(held.requests, held)
+        if self._held is not None:
+            LOG.debug("%s: still %s; %d message(s) held, trying again in %.1f s", self.target.topic,
+                      self._held.reason, len(held.requests), self._held.delay)
+            return False
+        if not held.soon:
+            LOG.warning("%s: the failure passed after %.1f s: the %d message(s) held are handled",
+                        self.target.topic, time.monotonic() - held.since, len(held.requests))
+        return True
+
+    def _answer_calls(self, messages, held):
+        """Answer the calls among ``messages`` (and refuse the bad ones) at once, for ``held``'s
+        reason; the casts are returned, to be handled once it passes."""
+        casts = []
+        for message in messages:
+            request = self._parse(message)
+            if request is None:
+                continue
+            context, method, _ = request
+            if not (context.msg_id and context.reply_q):
+                casts.append(message)
+                continue
+            exc = ServiceUnavailable(f"{self.target.topic} holds its messages for "
+                                     f"{time.monotonic() - held.since:.0f} s already: {held.reason}; "
+                                     "nothing was done, try again later")
+            with handling(context):
+                self._log_refusal(method, exc)
+                self._reply(context.msg_id, context.reply_q, failure=exc)
+            message.ack()
+        return casts
 
     def _handle_run(self, messages):
         parsed = [(message, self._parse(message)) for message in messages]
@@ -215,25 +309,20 @@ class RPCServer:
             self._settle()
         self._deliveries.end(key)
 
-    def _handle(self, requests):
+    def _handle(self, requests, held=None):
         """Handle ``requests`` ([(message, (context, method, args))]) in one unit of work.
 
         Should the unit of work fail as a whole, for a passing reason
-        (RetryLater: the database is away) the messages are handed back to be
-        delivered again; for any other, each is handled again alone, and one
-        that fails alone is refused: dead-lettered, or answered with the failure.
-        Nothing is handed back for ever for what one message does.
+        (RetryLater: the database is away, a lost race) the requests are held,
+        unacknowledged, and tried again after a delay (``held``: the hold they
+        come from); for any other, each is handled again alone, and one that
+        fails alone is refused: dead-lettered, or answered with the failure.
+        Nothing is held for ever for what one message does.
         """
         try:
             done = self._attempt(requests)
         except RetryLater as exc:
-            # A lost race is run again at once (after a random moment, out of step with the
-            # winner); a database that is away is waited for, longer each time.
-            delay = random.uniform(0, SOON) if exc.soon else next(self._retry_delays)
-            LOG.warning("%s: %d message(s) met a passing failure (%s); handing them back for redelivery "
-                        "in %.1f s", self.target.topic, len(requests), reason_of(exc), delay)
-            self._loop.stopping.wait(delay)
-            self._requeue([message for message, _ in requests])
+            self._hold(requests, exc, held)
             return
         except Exception as exc:
             LOG.debug("Traceback of the failed unit of work", exc_info=True)
@@ -244,10 +333,34 @@ class RPCServer:
                     self._handle([request])
                 return
             done = self._refuse(requests[0], exc)
-        self._retry_delays = transport_mod.delays(self.transport.conf)
         if done is not None:
             self._settle()
             self._unsettled = done
+
+    def _hold(self, requests, exc, held):
+        if held is not None:
+            self._held = held.again(exc)
+        else:
+            self._held = _Hold(requests, exc, transport_mod.delays(self.transport.conf))
+            if not exc.soon:
+                LOG.warning("%s: %s; holding %d message(s), unacknowledged, until it passes (trying "
+                            "again in %.1f s, the wait growing; calls meanwhile are answered that nothing "
+                            "was done)",
+                            self.target.topic, self._held.reason, len(requests), self._held.delay)
+            else:
+                LOG.info("%s: %d message(s) lost a race (%s); trying them again in %.2f s",
+                         self.target.topic, len(requests), self._held.reason, self._held.delay)
+        if not exc.soon:
+            self._held.requests = self._answer_held_calls(self._held.requests, self._held)
+            self._deaf(time.monotonic())
+
+    def _answer_held_calls(self, requests, held):
+        """The held requests but the calls, which are answered now (see _answer_calls)."""
+        calls = [message for message, (context, _, _) in requests if context.msg_id and context.reply_q]
+        if not calls:
+            return requests
+        self._answer_calls(calls, held)
+        return [(message, request) for message, request in requests if message not in calls]
 
     def _attempt(self, requests):
         """Run ``requests`` in one unit of work and send their answers: (Sent, messages)

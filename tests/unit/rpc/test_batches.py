@@ -259,7 +259,7 @@ class Transient(Work):
         return False
 
 
-def test_a_batch_that_meets_a_passing_failure_is_handed_back_whole(transport, topic, conf):
+def test_a_batch_that_meets_a_passing_failure_is_held_whole_and_tried_again(transport, topic, conf):
     conf.set_override("rabbit_retry_interval", 0.1, group="oslo_messaging_rabbit")
     work = Transient(failures=2)
     endpoint = Endpoint(work)
@@ -278,3 +278,79 @@ def test_a_batch_that_meets_a_passing_failure_is_handed_back_whole(transport, to
         server.wait()
     assert sorted(n for batch in work.commits for n in batch) == list(range(5))
     assert server.dead_letters.count == 0
+    assert not [c for c, _ in endpoint.received if c.redelivered]  # held, not handed back to the broker
+
+
+class Away(Work):
+    """A unit of work that cannot begin while its database is away."""
+
+    def __init__(self):
+        super().__init__()
+        self.away = threading.Event()
+        self.attempts = 0
+
+    def __enter__(self):
+        self.attempts += 1
+        if self.away.is_set():
+            raise rpc.RetryLater("the database is unavailable: connection refused")
+        return super().__enter__()
+
+
+class Hearing:
+    def __init__(self):
+        self.calls = []
+
+    def deaf(self, since):
+        self.calls.append(("deaf", since))
+
+    def heard(self, now):
+        self.calls.append(("heard", now))
+
+
+def test_while_the_database_is_away_casts_wait_unacknowledged_and_calls_are_told_at_once(
+        transport, topic, conf, caplog):
+    conf.set_override("rabbit_retry_interval", 0.2, group="oslo_messaging_rabbit")
+    conf.set_override("rabbit_retry_backoff", 0.2, group="oslo_messaging_rabbit")
+    work = Away()
+    endpoint = Endpoint(work)
+    endpoint.go.set()
+    hearing = Hearing()
+    server = rpc.get_rpc_server(transport, rpc.Target(topic, server="s1"), [endpoint], batch_size=8,
+                                unit_of_work=work, hearing=hearing)
+    server.start()
+    client = rpc.RPCClient(transport, rpc.Target(topic), timeout=5)
+    try:
+        work.away.set()
+        for n in range(6):
+            client.cast({}, "record", n=n)
+        for _ in range(int(WAIT / 0.05)):
+            if work.attempts >= 3:
+                break
+            threading.Event().wait(0.05)
+        # A caller is not kept waiting for its timeout: it learns at once that nothing was done.
+        try:
+            client.call({}, "echo", n=1)
+        except rpc.RemoteError as exc:
+            refusal = exc
+        assert refusal.exc_type == "ServiceUnavailable"
+        assert "the database is unavailable: connection refused" in refusal.value
+        assert "nothing was done" in refusal.value
+        assert work.commits == []
+        work.away.clear()
+        for _ in range(int(WAIT / 0.05)):
+            if sorted(n for batch in work.commits for n in batch) == list(range(6)):
+                break
+            threading.Event().wait(0.05)
+    finally:
+        server.stop()
+        server.wait()
+    assert sorted(n for batch in work.commits for n in batch) == list(range(6))
+    assert server.dead_letters.count == 0
+    assert not [c for c, _ in endpoint.received if c.redelivered]
+    # Said once when it began and once when it passed, whatever the number of attempts.
+    said = [r.getMessage() for r in caplog.records if r.name == "scheduler.rpc.server"
+            and r.levelname == "WARNING"]
+    assert len([m for m in said if "; holding " in m]) == 1, said
+    assert len([m for m in said if "the failure passed after" in m]) == 1, said
+    # The server was deaf from the hold on, and heard again before the held messages ran.
+    assert [kind for kind, _ in hearing.calls][:2] == ["deaf", "heard"]

@@ -163,3 +163,18 @@ def test_a_host_going_down_and_coming_back_is_said_once_each_way(conf, tmp_path,
         ("WARNING", f"Host h1 is down: no report for {down_time + 1} s (service_down_time is {down_time} s)"),
         ("INFO", f"Host h1 is up: it reports again after {down_time + 10} s without a report"),
     ]
+
+
+def test_a_scheduler_that_could_not_hear_does_not_count_that_time_against_the_hosts(conf, world):
+    manager, _, _ = world
+    hosts = manager.host_manager
+    down_time = conf.scheduler.service_down_time
+    now = time.monotonic()
+    hosts.update_from_report("h1", report("h1", 8192), now=now)
+    hosts.update_from_report("h2", report("h2", 8192), now=now - down_time - 5)  # down before
+    hosts.deaf(now + 2)  # cut off from the broker, or holding its messages
+    assert hosts.notice_down_hosts(now=now + 10 * down_time) == ["h2"]  # h1's age stands still
+    hosts.heard(now + 10 * down_time)
+    assert hosts.is_up(hosts.get("h1"), now=now + 10 * down_time + 1)  # aged 3 s, not 10 x down_time
+    assert not hosts.is_up(hosts.get("h2"), now=now + 10 * down_time + 1)
+    assert "h1" in hosts.notice_down_hosts(now=now + 10 * down_time + down_time + 3)  # then it ages

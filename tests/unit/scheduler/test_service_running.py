@@ -9,6 +9,7 @@ import pytest
 from scheduler import rpc
 from scheduler.cmd import common
 from scheduler.conf import opts
+from scheduler.db import api as db_api
 from scheduler.db.api import Database
 from scheduler.outbox import Outbox
 from scheduler.service import SchedulerService, UnitOfWork
@@ -135,3 +136,49 @@ def test_a_read_only_method_that_meets_a_database_error_breaks_the_batch_not_the
         database.dispose()
     assert groups == ["00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"]
     assert server.dead_letters.count == 1
+
+
+def _refused_connection():
+    import psycopg2
+    from sqlalchemy import exc as sa_exc
+
+    return sa_exc.OperationalError("connect", {}, psycopg2.OperationalError(
+        'connection to server at "db1" (10.0.0.5), port 5432 failed: Connection refused'))
+
+
+def test_a_database_that_cannot_be_reached_is_no_messages_fault(conf, monkeypatch):
+    """Connecting, a statement or the commit: each a passing failure, to hold the batch for."""
+    database = Database.from_conf(conf)
+    database.sync()
+
+    def refuse(*args, **kwargs):
+        raise _refused_connection()
+
+    monkeypatch.setattr(database.engine, "connect", refuse)
+    with pytest.raises(rpc.RetryLater, match="the database is unavailable: connection to server at"):
+        with UnitOfWork(database, Outbox()):
+            pass
+    monkeypatch.undo()
+    with pytest.raises(rpc.RetryLater) as raised:
+        with UnitOfWork(database, Outbox()) as work, work.step("create_server_group"):
+            raise _refused_connection()
+    assert not raised.value.soon
+    database.dispose()
+
+
+def test_reports_the_database_could_not_take_are_saved_once_it_is_back(service, monkeypatch, caplog):
+    service.manager.reports.put("h1", report("h1", 1024))
+    real = service.database.save_compute_nodes
+
+    def away(rows):
+        raise db_api.DatabaseUnavailable("database sqlite:// unavailable after 3 attempt(s): locked")
+
+    monkeypatch.setattr(service.database, "save_compute_nodes", away)
+    service.run_periodic_tasks()
+    service.run_periodic_tasks()
+    assert caplog.text.count("Periodic task saving host reports: database sqlite:// unavailable") == 1
+    assert "Traceback" not in caplog.text
+    service.manager.reports.put("h2", report("h2", 2048))
+    monkeypatch.setattr(service.database, "save_compute_nodes", real)
+    service.save_reports()
+    assert [node["host"] for node in service.database.list_compute_nodes()] == ["h1", "h2"]
