@@ -17,6 +17,7 @@ from scheduler.host_admin import HostAdminEndpoint, reload_disabled
 from scheduler.instance_metrics_api import InstanceMetricsEndpoint
 from scheduler.manager import SchedulerManager
 from scheduler.masking import mask_url
+from scheduler.rpc.deadletter import LogOnce
 from scheduler.scaling_api import ScalingGroupEndpoint
 from scheduler.scaling_controller import ScalingController
 from scheduler.scaling_service import BrokerQueues, FleetMetrics, ScalingLoop, controller_settings
@@ -55,6 +56,8 @@ class SchedulerService:
         )
         self._stopping = threading.Event()
         self._periodic = None
+        #: Reports' samples of other hosts' members: one warning per host a minute.
+        self._strays = LogOnce(LOG)
         self._queues = BrokerQueues(transport)
         self.scaling = self._scaling_loop() if conf.scaling.enabled else None
         down_after_s = lambda: conf.scheduler.service_down_time  # noqa: E731 - read at each scrape
@@ -155,10 +158,16 @@ class SchedulerService:
                         reports.pop(row["host"])
             self.manager.reconciler.run(reports)
             try:
-                self.database.save_instance_usage(reports)
+                _, strays = self.database.save_instance_usage(reports)
             except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
                 LOG.error("Cannot save the instances' usage of %d host report(s), left out: %s", len(reports),
                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            else:
+                for host, uuids in strays.items():
+                    shown = ", ".join(uuids[:5]) + (", ..." if len(uuids) > 5 else "")
+                    self._strays.log(host, logging.WARNING, "Report of host %s: usage samples of %d scaling "
+                                     "group member(s) the database places on another host dropped, not "
+                                     "stored: %s", host, len(uuids), shown)
         now = time.monotonic()
         pruned_at = getattr(self, "_instance_metrics_pruned_at", None)
         if pruned_at is None or now - pruned_at >= self.database.INSTANCE_METRICS_PRUNE_INTERVAL_S:
