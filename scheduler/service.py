@@ -53,6 +53,7 @@ class SchedulerService:
             [self.manager, self.admin, self.host_admin, ScalingGroupEndpoint(conf, database),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
+            access=rpc.Access.from_conf(conf),
         )
         self._stopping = threading.Event()
         self._periodic = None

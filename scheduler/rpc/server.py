@@ -38,8 +38,9 @@ ACCESS_REFUSED = 403
 SOON = 0.2
 
 
-def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False):
-    return RPCServer(transport, target, endpoints, batch_size, unit_of_work, exclusive)
+def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False,
+                   access=None):
+    return RPCServer(transport, target, endpoints, batch_size, unit_of_work, exclusive, access)
 
 
 class _NoWork:
@@ -66,9 +67,15 @@ class RPCServer:
     marked ``rpc.read_only``): the messages are acked, and calls answered,
     only after it exits cleanly. If it raises, the messages are handled again
     one by one (see _handle).
+
+    With ``access`` (scheduler.rpc.access.Access), each message is checked against
+    the callers its method declares before it runs, whether alone or in a batch
+    (see Dispatcher): a refused call gets NotAuthorized, a refused cast is
+    dead-lettered with it.
     """
 
-    def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False):
+    def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False,
+                 access=None):
         if target.fanout:
             raise ValueError("a server's target cannot be fanout")
         if exclusive and not target.server:
@@ -76,7 +83,7 @@ class RPCServer:
         self.exclusive = exclusive
         self.transport = transport
         self.target = target
-        self.dispatcher = Dispatcher(endpoints)
+        self.dispatcher = Dispatcher(endpoints, access)
         self.fanout_queue_name = f"{target.topic}_fanout_{envelope.new_id()}"
         self._fanout_exchange = topology.fanout_exchange(target.topic).name
         label = f"{target.topic}.{target.server}" if target.server else target.topic
@@ -123,6 +130,8 @@ class RPCServer:
         if self._started:
             return
         self._started = True
+        if self.dispatcher.access is not None:
+            self.dispatcher.access.warn_if_open(self.transport, self.target.topic)
         self.transport._add_server(self)
         self._loop.start()
         self._loop.first_attempt.wait(START_TIMEOUT)
