@@ -105,8 +105,8 @@ class Forgetful(Endpoint):
 
 
 def test_a_server_with_an_access_policy_refuses_to_start_with_an_undeclared_method(transport, topic):
-    with pytest.raises(ValueError, match=r"RPC methods that declare no callers: Forgetful\.forgotten; declare "
-                       r"who may call each with @rpc\.callers"):
+    with pytest.raises(ValueError, match=r"RPC methods that declare no callers: Forgetful\.forgotten; "
+                       r"declare who may call each with @rpc\.callers"):
         rpc.get_rpc_server(transport, rpc.Target(topic, server="s"), [Forgetful()], access=policy())
     # Without a policy (a plain RPC server: tests, tools) nothing is asked.
     rpc.get_rpc_server(transport, rpc.Target(topic, server="s"), [Forgetful()])
@@ -121,8 +121,8 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
     from scheduler.manager import SchedulerManager
     from scheduler.scaling_api import ScalingGroupEndpoint
 
-    classes = [SchedulerManager, AdminEndpoint, HostAdminEndpoint, ScalingGroupEndpoint, InstanceMetricsEndpoint,
-               ComputeEndpoint]
+    classes = [SchedulerManager, AdminEndpoint, HostAdminEndpoint, ScalingGroupEndpoint,
+               InstanceMetricsEndpoint, ComputeEndpoint]
     found = {}
     for cls in classes:
         for name in dir(cls):
@@ -179,8 +179,8 @@ def test_the_roles_come_from_the_roles_options_and_the_old_agent_users_name_stil
 def test_enforcing_needs_a_transport_that_checks_user_ids(conf):
     access_mod.check_options(conf)  # off: anything goes
     conf.set_override("enforce", True, "roles")
-    with pytest.raises(ValueError, match=r"\[roles\] enforce: only rabbit:// validates the user_id of messages; "
-                       r"on memory:// every message would be refused"):
+    with pytest.raises(ValueError, match=r"\[roles\] enforce: only rabbit:// validates the user_id of "
+                       r"messages; on memory:// every message would be refused"):
         access_mod.check_options(conf)
     conf.set_override("transport_url", "rabbit://berth:secret@rabbit1:5672/berth")
     access_mod.check_options(conf)
@@ -291,7 +291,8 @@ def test_a_refused_cast_is_dead_lettered_and_a_refused_call_answered_the_method_
             "peers_changed may be called by schedulers ([roles] schedulers)"] * 3
         assert letters[0].headers["x-berth-method"] == "peers_changed"
         with pytest.raises(rpc.RemoteError) as refused:
-            rpc.RPCClient(transport, rpc.Target(topic, server="s"), timeout=WAIT).call({}, "disable", host="h1")
+            client = rpc.RPCClient(transport, rpc.Target(topic, server="s"), timeout=WAIT)
+            client.call({}, "disable", host="h1")
         assert refused.value.exc_type == "NotAuthorized"
         assert refused.value.value.startswith("disable refused: sent by a message without a user_id")
         publish(transport, topic, "peers_changed", "sched", by="s2")
@@ -326,7 +327,7 @@ def test_in_a_batch_the_refused_messages_fail_alone_and_the_others_run(transport
                                                     "'agent-h2'") for letter in letters)
 
 
-def test_a_daemon_on_rabbit_says_once_that_anyone_may_call_everything_while_enforce_is_off(caplog, monkeypatch):
+def test_on_rabbit_a_daemon_says_once_that_anyone_may_call_anything_while_enforce_is_off(caplog, monkeypatch):
     monkeypatch.setattr(access_mod, "_warned", [])
     rabbit = types.SimpleNamespace(is_rabbit=True, safe_url="rabbit://berth:***@rabbit1:5672/berth")
     with caplog.at_level(logging.WARNING):
@@ -335,7 +336,7 @@ def test_a_daemon_on_rabbit_says_once_that_anyone_may_call_everything_while_enfo
         policy(enforce=True).warn_if_open(rabbit, "scheduler")
         policy(enforce=False).warn_if_open(types.SimpleNamespace(is_rabbit=False), "scheduler")
     assert [r.getMessage() for r in caplog.records] == [
-        "[roles] enforce is off: any user of the broker at rabbit://berth:***@rabbit1:5672/berth may call every "
-        "method of scheduler (boot, delete, disable hosts, build and terminate on agents...) but those about a "
-        "host ([roles] agents). List the schedulers', operators' and agents' broker users in [roles] and set "
-        "[roles] enforce = true (README: Who may speak)"]
+        "[roles] enforce is off: any user of the broker at rabbit://berth:***@rabbit1:5672/berth may call "
+        "every method of scheduler (boot, delete, disable hosts, build and terminate on agents...) but those "
+        "about a host ([roles] agents). List the schedulers', operators' and agents' broker users in [roles] "
+        "and set [roles] enforce = true (README: Who may speak)"]
