@@ -172,14 +172,17 @@ class Access:
         if self.enforce or not transport.is_rabbit or _warned:
             return
         _warned.append(topic)
-        LOG.warning("[roles] enforce is off: any user of the broker at %s may call every method of %s "
-                    "(boot, delete, disable hosts, build and terminate on agents...) but those about a host "
-                    "([roles] agents). List the schedulers', operators' and agents' broker users in [roles] "
-                    "and set [roles] enforce = true (README: Who may speak)", transport.safe_url, topic)
+        LOG.warning("[roles] enforce is off: any user of the broker at %s may call every method of %s (%s) "
+                    "but those about a host ([roles] agents). List the schedulers', operators' and agents' "
+                    "broker users in [roles] and set [roles] enforce = true (README: Who may speak)",
+                    transport.safe_url, topic, _OPEN.get(topic, "all it serves"))
 
 
 #: The topics already warned about: once per process.
 _warned: list[str] = []
+#: What anyone may then do, by topic.
+_OPEN = {"scheduler": "boot, delete, disable and delete hosts, tell the schedulers the hosts changed...",
+         "compute": "build and terminate instances on the agents..."}
 
 _NEEDED = {
     SCHEDULER: "schedulers ([roles] schedulers)",
