@@ -51,20 +51,24 @@ class ComputeEndpoint:
     def __init__(self, manager):
         self._manager = manager
 
+    @rpc.callers(rpc.SCHEDULER)
     def run_instance(self, context, instance, request_spec=None, filter_properties=None):
         instance, request_spec, filter_properties = validate.run_instance_args(
             instance, request_spec, filter_properties
         )
         self._manager.run_instance(context, instance, request_spec, filter_properties)
 
+    @rpc.callers(rpc.SCHEDULER)
     def terminate_instance(self, context, instance_uuid):
         self._manager.terminate_instance(context, validate.instance_uuid(instance_uuid, "terminate_instance"))
 
+    @rpc.callers(rpc.OPERATOR)
     def set_fake_load(self, context, cpu, memory=None, instance_uuids=None):
         """Simulate ``cpu`` (and ``memory``) of each instance's flavor in use, on the instances
         ``instance_uuids`` or every one (None); returns the overrides in force."""
         return self._manager.set_fake_load(*validate.fake_load_args(cpu, memory, instance_uuids))
 
+    @rpc.callers(rpc.OPERATOR)
     def clear_fake_load(self, context, instance_uuids=None):
         """Back to the busy/idle model for ``instance_uuids``, or all; returns the overrides left."""
         return self._manager.clear_fake_load(validate.instance_uuids(instance_uuids, "clear_fake_load"))
@@ -127,7 +131,8 @@ class ComputeManager:
             len(resume),
         )
         self._server = rpc.get_rpc_server(
-            self.transport, rpc.Target(topic=TOPIC, server=self.host), [ComputeEndpoint(self)], exclusive=True
+            self.transport, rpc.Target(topic=TOPIC, server=self.host), [ComputeEndpoint(self)],
+            exclusive=True, access=rpc.Access.from_conf(self.conf),
         )
         try:
             self._server.start()

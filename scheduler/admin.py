@@ -131,6 +131,7 @@ class AdminEndpoint:
         return result
 
     @rpc.read_only
+    @rpc.callers(rpc.SCHEDULER)
     def aggregates_changed(self, context, by):
         """Another scheduler changed the aggregates: reload them now."""
         if by == self._conf.host:
@@ -142,16 +143,19 @@ class AdminEndpoint:
     # -- host aggregates ----------------------------------------------------
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def list_aggregates(self, context):
         return self._db.list_aggregates()
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def show_aggregate(self, context, name):
         try:
             return self._db.get_aggregate(_name(name, "aggregate name"))
         except NotFound as exc:
             raise InvalidRequest(str(exc)) from None
 
+    @rpc.callers(rpc.OPERATOR)
     def create_aggregate(self, context, name, availability_zone=None):
         name = _name(name, "aggregate name")
         if availability_zone is not None:
@@ -164,6 +168,7 @@ class AdminEndpoint:
         except Conflict as exc:
             raise InvalidRequest(str(exc)) from None
 
+    @rpc.callers(rpc.OPERATOR)
     def delete_aggregate(self, context, name):
         """Delete an aggregate that holds no host (as Nova does: remove its hosts first)."""
         try:
@@ -173,6 +178,7 @@ class AdminEndpoint:
         LOG.info("Deleted aggregate %s", name.strip())
         self._changed()
 
+    @rpc.callers(rpc.OPERATOR)
     def aggregate_add_host(self, context, name, host):
         name = _name(name, "aggregate name")
         host = self._known_host(host)
@@ -184,6 +190,7 @@ class AdminEndpoint:
         except (NotFound, Conflict) as exc:
             raise InvalidRequest(str(exc)) from None
 
+    @rpc.callers(rpc.OPERATOR)
     def aggregate_remove_host(self, context, name, host):
         name, host = _name(name, "aggregate name"), _name(host, "host")
         self._check_host_keeps_its_zone(name, host, adding=False)
@@ -194,6 +201,7 @@ class AdminEndpoint:
         except NotFound as exc:
             raise InvalidRequest(str(exc)) from None
 
+    @rpc.callers(rpc.OPERATOR)
     def aggregate_set_metadata(self, context, name, metadata):
         """Merge ``metadata`` (a None value unsets a key); key availability_zone sets the zone."""
         name = _name(name, "aggregate name")
@@ -255,6 +263,7 @@ class AdminEndpoint:
 
     # -- server groups ------------------------------------------------------
 
+    @rpc.callers(rpc.CLIENT)
     def create_server_group(self, context, name, policy, rules=None):
         name = _name(name, "server group name")
         if policy not in server_groups.POLICIES:
@@ -272,6 +281,7 @@ class AdminEndpoint:
     # Members are the instances not DELETED: one in ERROR stays a member until deleted, as in Nova.
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def list_server_groups(self, context, name=None):
         """Every server group, or with ``name`` those of that name (names need not be unique)."""
         if name is not None:
@@ -279,12 +289,14 @@ class AdminEndpoint:
         return self._db.list_server_groups(name=name, live_members=True)
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def show_server_group(self, context, group_uuid):
         try:
             return self._db.get_server_group(parse_uuid(group_uuid, "server group"), live_members=True)
         except NotFound as exc:
             raise InvalidRequest(str(exc)) from None
 
+    @rpc.callers(rpc.CLIENT)
     def delete_server_group(self, context, group_uuid):
         try:
             self._db.delete_server_group(parse_uuid(group_uuid, "server group"))

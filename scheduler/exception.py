@@ -13,14 +13,15 @@ class InvalidRequest(BerthError):
 
 
 class NotAuthorized(BerthError):
-    """A message about a host sent by a broker user not registered for that host."""
+    """A message from a broker user whose role may not call its method (scheduler.rpc.access)."""
 
     invalid_input = True
 
-    def __init__(self, message, host=None, user=None):
+    def __init__(self, message, method=None, user=None, role=None):
         super().__init__(message)
-        #: Rejections are logged once per host and user (and minute).
-        self.log_key = ("not-authorized", host, user)
+        self.method, self.user, self.role = method, user, role
+        #: Refusals are logged once per method and user (and minute).
+        self.log_key = ("not-authorized", method, user)
 
 
 class NoValidHost(BerthError):

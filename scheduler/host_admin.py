@@ -55,6 +55,7 @@ class HostAdminEndpoint:
             self._announce(list(deleted))
 
     @rpc.read_only
+    @rpc.callers(rpc.SCHEDULER)
     def hosts_changed(self, context, by, deleted=()):
         """Another scheduler disabled, enabled or deleted hosts: apply it now."""
         if by == self._conf.host:
@@ -66,6 +67,7 @@ class HostAdminEndpoint:
         LOG.info("Hosts changed through scheduler %s%s", str(by)[:200],
                  f": deleted {', '.join(map(str, deleted))[:500]}" if deleted else "")
 
+    @rpc.callers(rpc.OPERATOR)
     def host_disable(self, context, host, reason=None):
         host, reason = self._known_host(host), _reason(reason)
         self._db.set_service_disabled(host, AGENT_BINARY, AGENT_TOPIC, True, reason)
@@ -73,6 +75,7 @@ class HostAdminEndpoint:
         LOG.info("Host %s disabled%s", host, f": {reason}" if reason else "")
         return self._host(host)
 
+    @rpc.callers(rpc.OPERATOR)
     def host_enable(self, context, host):
         host = self._known_host(host)
         was_disabled = host in self._reload()
@@ -81,6 +84,7 @@ class HostAdminEndpoint:
         LOG.info("Host %s enabled%s", host, "" if was_disabled else " (it was not disabled)")
         return dict(self._host(host), was_disabled=was_disabled)
 
+    @rpc.callers(rpc.OPERATOR)
     def host_delete(self, context, host):
         host = self._known_host(host)
         try:
@@ -97,6 +101,7 @@ class HostAdminEndpoint:
                 "disabled_reason": self._hosts.disabled.get(host)}
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def list_services(self, context):
         """The schedulers (by their heartbeats) and the compute agents (by their reports)."""
         down_time = self._conf.scheduler.service_down_time

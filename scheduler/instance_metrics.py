@@ -120,10 +120,11 @@ def clean_report_usage(host: str, resources: dict[str, Any]) -> None:
 
 def report_rows(reports: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The ``instance_metrics`` rows (without their time) of reports cleaned by
-    :func:`clean_report_usage`, ``{host: report}``."""
+    :func:`clean_report_usage`, ``{host: report}``, each with the ``host`` that reported it:
+    a sample is kept only if the database places its instance on that host."""
     rows: list[dict[str, Any]] = []
-    for report in reports.values():
+    for host, report in reports.items():
         for uuid, samples in (report.get(REPORT_KEY) or {}).items():
-            rows.extend({"instance_uuid": uuid, "name": name, "value": value, "source": AGENT}
+            rows.extend({"instance_uuid": uuid, "name": name, "value": value, "source": AGENT, "host": host}
                         for name, value in samples.items())
     return rows

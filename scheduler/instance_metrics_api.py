@@ -34,6 +34,7 @@ class InstanceMetricsEndpoint:
             raise InvalidRequest(f"{where}: instance {uuid} is DELETED")
         return instance
 
+    @rpc.callers(rpc.CLIENT)
     def push_instance_metrics(self, context: Any, instance_uuid: Any, metrics: Any) -> dict[str, Any]:
         """Save ``metrics`` ({name: number}) as the instance's newest samples; returns
         ``{instance_uuid, metrics, sampled_at}`` as saved."""
@@ -57,6 +58,7 @@ class InstanceMetricsEndpoint:
         return {"instance_uuid": uuid, "metrics": values, "sampled_at": to_iso(now)}
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def show_instance_metrics(self, context: Any, instance_uuids: Any) -> dict[str, Any]:
         """``{uuid: {name: {value, sampled_at, source}}}``: every sample stored of the instances
         (at most MAX_LIST), however old; an instance without any is left out."""

@@ -6,15 +6,14 @@ import threading
 
 from compute_agent.client import ComputeClient
 from scheduler import filters, hints, host_names, lookups, rpc, states, weighers
-from scheduler.agent_auth import AgentAuth
 from scheduler.build_expiry import BuildExpiry
 from scheduler.claims import HostClaims
 from scheduler.client import CAST_AT
-from scheduler.exception import InstanceNotFound, InvalidRequest, NotAuthorized, NoValidHost
+from scheduler.exception import InstanceNotFound, InvalidRequest, NoValidHost
 from scheduler.host_manager import HostManager
 from scheduler.outbox import Outbox
 from scheduler.reconciler import Reconciler
-from scheduler.request_spec import MAX_LIST, RequestSpec, _text, parse_uuid
+from scheduler.request_spec import MAX_LIST, RequestSpec, Retry, _text, parse_uuid
 from scheduler.selection import Selector
 from scheduler.status_page.recent import Recent
 from scheduler.telemetry import scheduler_metrics as telemetry
@@ -66,7 +65,6 @@ class SchedulerManager:
         self.refusals = Recent()
         self.outbox = Outbox(batch=transport.publisher.batch)
         self.undo = UndoLog()
-        self._auth = AgentAuth(conf)
         # Collaborators the service drives: not RPC methods (an endpoint's callables are).
         self.claims = HostClaims(database, self.host_manager, conf.scheduler.service_down_time)
         self.build_expiry = BuildExpiry(conf, database, self._schedule, self._terminate)
@@ -74,13 +72,14 @@ class SchedulerManager:
 
     # -- placement -------------------------------------------------------
 
+    @rpc.callers(rpc.CLIENT, rpc.AGENT_OF_HOST, host=lambda args: sent_back_by(args.get("filter_properties")))
     def run_instance(self, context, request_spec, filter_properties):
         """Place the instances of a request (or of a reschedule an agent sent back).
 
         A request that is not valid raises InvalidRequest (the RPC server
         dead-letters it) after recording the refusal on the new instances it
-        names; a reschedule is accepted only from the broker user of the host
-        that sent it back (the last host of its retry record).
+        names; a reschedule is accepted only from the agent of the host that
+        sent it back (the last host of its retry record: see sent_back_by).
         """
         self._schedule([(context, self._accept(context, request_spec, filter_properties))])
 
@@ -93,7 +92,7 @@ class SchedulerManager:
             try:
                 jobs.append((context, self._accept(context, **kwargs)))
                 outcomes.append(None)
-            except (InvalidRequest, NotAuthorized) as exc:
+            except InvalidRequest as exc:
                 outcomes.append(exc)
         self._schedule(jobs)
         return outcomes
@@ -104,8 +103,6 @@ class SchedulerManager:
         except InvalidRequest as exc:
             self._fail_named_instances(request_spec, f"Invalid request: {exc}")
             raise
-        if spec.retry.hosts:
-            self._auth.check(context, spec.retry.hosts[-1][0], "run_instance (reschedule)")
         return spec
 
     def _schedule(self, jobs):
@@ -273,6 +270,7 @@ class SchedulerManager:
         return placements
 
     @rpc.read_only
+    @rpc.callers(rpc.CLIENT)
     def select_destinations(self, context, request_spec, filter_properties):
         """Where the instances of a request go, for a caller that builds them itself:
         the chosen hosts' resources are consumed (as Nova's select_destinations does),
@@ -380,15 +378,16 @@ class SchedulerManager:
     # -- what the agents tell us ------------------------------------------
 
     @rpc.read_only
+    @rpc.callers(rpc.AGENT_OF_HOST, host="host")
     def report_resources(self, context, host, resources):
         host_names.check(host, "report_resources: host")
-        self._auth.check(context, host, "report_resources")
         if self.host_manager.update_from_report(host, resources):  # checks the report (check_report)
             self.reports.put(host, resources)
         else:
             LOG.debug("Report %s of %s is older than the one taken already; ignored",
                       resources.get("report_seq"), host)
 
+    @rpc.callers(rpc.AGENT_OF_HOST, host="host")
     def instance_update(self, context, instance_uuid, host, state, fault=None):
         outcome = self._instance_updates(
             [(context, {"instance_uuid": instance_uuid, "host": host, "state": state, "fault": fault})])[0]
@@ -410,7 +409,7 @@ class SchedulerManager:
         for index, (context, kwargs) in enumerate(calls):
             try:
                 update = self._check_update(now, context, **kwargs)
-            except (InvalidRequest, NotAuthorized) as exc:
+            except InvalidRequest as exc:
                 outcomes[index] = exc
                 continue
             updates.append(update)
@@ -443,7 +442,6 @@ class SchedulerManager:
             isinstance(fault, dict) and isinstance(fault.get("reason", ""), str | type(None))
         ):
             raise InvalidRequest("instance_update: fault must be an object whose reason is a string")
-        self._auth.check(context, host, "instance_update")
         values = {"state": state}
         if state == states.ACTIVE:
             values["launched_at"] = now
@@ -453,8 +451,9 @@ class SchedulerManager:
             values["deleted_at"] = now
         return instance_uuid, host, values
 
-    # -- operator requests ------------------------------------------------
+    # -- clients' requests and reads ----------------------------------------
 
+    @rpc.callers(rpc.CLIENT)
     def delete_instance(self, context, instance_uuid):
         instance_uuid = parse_uuid(instance_uuid, "delete_instance: instance_uuid")
         current = self._db.get_instance(instance_uuid)
@@ -470,6 +469,7 @@ class SchedulerManager:
             )
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def list_hosts(self, context):
         with self.host_manager.lock:
             hosts = sorted(self.host_manager.get_all_host_states(), key=lambda h: h.host)
@@ -478,6 +478,7 @@ class SchedulerManager:
                          disabled_reason=self.host_manager.disabled.get(h.host)) for h in hosts]
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def list_instances(self, context, host=None, state=None, include_deleted=False, uuids=None, name=None):
         """Instances, newest first; with ``uuids`` (at most MAX_LIST), only those; with ``name``,
         only those of that display name."""
@@ -499,6 +500,7 @@ class SchedulerManager:
         )
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def show_instance(self, context, instance_uuid):
         instance_uuid = parse_uuid(instance_uuid, "instance_uuid")
         instance = self._db.get_instance(instance_uuid)
@@ -514,6 +516,18 @@ _MAY_PRECEDE = {
     states.ERROR: (states.SCHEDULED, states.BUILDING, states.ACTIVE),
     states.DELETED: tuple(s for s in states.ALL if s != states.DELETED),
 }
+
+
+def sent_back_by(filter_properties):
+    """The host a run_instance's ``filter_properties`` send back from (the last host of its
+    retry record, read as RequestSpec reads it), or None: a new request, or one whose retry
+    record RequestSpec refuses."""
+    retry = filter_properties.get("retry") if isinstance(filter_properties, dict) else None
+    try:
+        hosts = Retry.from_wire(retry).hosts
+    except InvalidRequest:
+        return None
+    return hosts[-1][0] if hosts else None
 
 
 def _job_context(item):

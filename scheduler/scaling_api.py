@@ -248,6 +248,7 @@ class ScalingGroupEndpoint:
 
     # -- the groups ---------------------------------------------------------------------
 
+    @rpc.callers(rpc.CLIENT)
     def create_scaling_group(self, context: Any, name: Any, spec: Any, template: Any,
                              desired: Any = None, project_id: Any = None) -> dict[str, Any]:
         """A new group, its members created by the controller's next sync: ``spec`` as the
@@ -274,6 +275,7 @@ class ScalingGroupEndpoint:
                     f"{_plural(desired, 'member')} at its next sync")
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def list_scaling_groups(self, context: Any) -> list[dict[str, Any]]:
         """Every group, by name, with its members counted by state."""
         groups = self._db.list_scaling_groups()
@@ -281,6 +283,7 @@ class ScalingGroupEndpoint:
         return [dict(view(g), member_counts=counts.get(g["uuid"], {})) for g in groups]
 
     @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
     def show_scaling_group(self, context: Any, name_or_uuid: Any) -> dict[str, Any]:
         """The group, its status as its last sync wrote it (None: never synced), its members
         (not DELETED, oldest first), its template's server group, the database's time
@@ -305,6 +308,7 @@ class ScalingGroupEndpoint:
             return {"uuid": uuid, "missing": True}
         return {"uuid": uuid, "name": found["name"], "policy": found["policy"]}
 
+    @rpc.callers(rpc.CLIENT)
     def update_scaling_group(self, context: Any, name_or_uuid: Any, changes: Any) -> dict[str, Any]:
         """Change ``changes``' keys of the group: min, max, metrics, tolerance, behavior (a
         None value: back to the default), template (the whole of it) and desired. The spec
@@ -355,6 +359,7 @@ class ScalingGroupEndpoint:
         message = f"scaling group {group['name']} updated: {changed}"
         return values, "; ".join([message, *notes])
 
+    @rpc.callers(rpc.CLIENT)
     def pause_scaling_group(self, context: Any, name_or_uuid: Any) -> dict[str, Any]:
         """Pause the group: the controller leaves its members as they are (neither scales nor
         replaces ERROR ones) and writes its status only, until it is resumed."""
@@ -365,6 +370,7 @@ class ScalingGroupEndpoint:
                                       "members as they are until it is resumed")
         return self._write(name_or_uuid, change, "paused")
 
+    @rpc.callers(rpc.CLIENT)
     def resume_scaling_group(self, context: Any, name_or_uuid: Any) -> dict[str, Any]:
         """Resume a paused group; a group paused by desired 0 gets its min as desired."""
         def change(group: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
@@ -382,6 +388,7 @@ class ScalingGroupEndpoint:
             return values, message
         return self._write(name_or_uuid, change, "resumed")
 
+    @rpc.callers(rpc.CLIENT)
     def delete_scaling_group(self, context: Any, name_or_uuid: Any) -> dict[str, Any]:
         """Delete the group: at once if it has no member left, else mark it deleting; the
         controller then deletes its members, and then the group."""

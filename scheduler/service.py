@@ -54,10 +54,13 @@ class SchedulerService:
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
             hearing=self.manager.host_manager,
+            access=rpc.Access.from_conf(conf),
         )
         self._stopping = threading.Event()
         self._periodic = None
         self._task_logs = LogOnce(LOG)  # a database away: one line a minute per task, not a traceback
+        #: Reports' samples of other hosts' members: one warning per host a minute.
+        self._strays = LogOnce(LOG)
         self._queues = BrokerQueues(transport)
         self.scaling = self._scaling_loop() if conf.scaling.enabled else None
         down_after_s = lambda: conf.scheduler.service_down_time  # noqa: E731 - read at each scrape
@@ -161,10 +164,16 @@ class SchedulerService:
                         reports.pop(row["host"])
             self.manager.reconciler.run(reports)
             try:
-                self.database.save_instance_usage(reports)
+                _, strays = self.database.save_instance_usage(reports)
             except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
                 LOG.error("Cannot save the instances' usage of %d host report(s), left out: %s", len(reports),
                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            else:
+                for host, uuids in strays.items():
+                    shown = ", ".join(uuids[:5]) + (", ..." if len(uuids) > 5 else "")
+                    self._strays.log(host, logging.WARNING, "Report of host %s: usage samples of %d scaling "
+                                     "group member(s) the database places on another host dropped, not "
+                                     "stored: %s", host, len(uuids), shown)
         now = time.monotonic()
         pruned_at = getattr(self, "_instance_metrics_pruned_at", None)
         if pruned_at is None or now - pruned_at >= self.database.INSTANCE_METRICS_PRUNE_INTERVAL_S:

@@ -21,6 +21,7 @@ from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
 from scheduler import config, rpc
 from scheduler.cmd import common
+from scheduler.rpc import access
 from scheduler.telemetry.endpoint import AGENT_PORT, CannotListen, MetricsEndpoint
 
 LOG = logging.getLogger(__name__)
@@ -40,8 +41,8 @@ cli_opts = [
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    conf = config.load(argv, PROG, register=[agent_conf.register_opts], validators=[agent_conf.check_driver],
-                       cli_opts=cli_opts)
+    conf = config.load(argv, PROG, register=[agent_conf.register_opts],
+                       validators=[agent_conf.check_driver, access.check_options], cli_opts=cli_opts)
     if conf.agent_host:
         conf.set_override("host", conf.agent_host)
     try:

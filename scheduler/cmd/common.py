@@ -8,7 +8,7 @@ import threading
 from scheduler import config, filters, host_names, weighers
 from scheduler.conf import opts
 from scheduler.db.api import Database
-from scheduler.rpc import names
+from scheduler.rpc import access, names
 
 LOG = logging.getLogger(__name__)
 
@@ -26,7 +26,8 @@ def check_host(conf):
         raise ValueError(f"[DEFAULT] host: {names.printable(conf.host)[:60]!r} {why}")
 
 
-SCHEDULER_SETUP = {"register": [opts.register_plugin_opts], "validators": [check_plugins, check_host]}
+SCHEDULER_SETUP = {"register": [opts.register_plugin_opts],
+                   "validators": [check_plugins, check_host, access.check_options]}
 
 
 # A young-generation collection every 700 allocations is the interpreter's

@@ -9,12 +9,13 @@ from oslo_config import cfg
 
 from scheduler.conf import database, default, filter_scheduler, messaging, scaling, scheduler
 from scheduler.db import fastpaths as db_fastpaths
+from scheduler.rpc import access as roles
 from scheduler.rpc.amqp_fast import options as amqp_fast
 from scheduler.status_page import app as status_page
 from scheduler.telemetry import endpoint as telemetry_endpoint
 from scheduler.telemetry import scheduler_metrics
 
-AREAS = (default, database, db_fastpaths, messaging, amqp_fast, scheduler, filter_scheduler, scaling,
+AREAS = (default, database, db_fastpaths, messaging, amqp_fast, roles, scheduler, filter_scheduler, scaling,
          telemetry_endpoint, scheduler_metrics, status_page)
 
 

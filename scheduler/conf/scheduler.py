@@ -46,24 +46,6 @@ opts = [
         "max_attempts allows; its first host is told to terminate it) or puts it in "
         "ERROR with the reason.",
     ),
-    cfg.DictOpt(
-        "agent_users",
-        default={},
-        help="Broker user of each compute host's agent, host:user pairs (e.g. "
-        "compute1:agent-compute1,compute2:agent-compute2). A report_resources or "
-        "instance_update about a host listed here, or a reschedule sent back by it, is "
-        "accepted only when its AMQP user_id (which RabbitMQ checks against the "
-        "publishing connection's user) is that user; anything else is logged and "
-        "dead-lettered. Only rabbit:// validates user_id: on filesystem:// and memory:// "
-        "it is whatever the publisher wrote.",
-    ),
-    cfg.BoolOpt(
-        "require_agent_auth",
-        default=False,
-        help="Reject reports, updates and reschedules about hosts that are not in "
-        "agent_users. Off by default so that the embedded setup works without broker "
-        "users; turn it on in production once every agent has its own broker user.",
-    ),
 ]
 
 

@@ -7,9 +7,10 @@ newer than its staleness limit (:meth:`InstanceMetricQueries.latest_instance_met
 an older one counts as missing.
 
 The agents' samples are saved for the members of scaling groups only (every report
-carries those of every instance; the controller reads the members'), pushed ones for any
-instance. Samples of an instance that is not in ``instances`` (never, or archived or purged
-since) or is DELETED are not saved, and are deleted by
+carries those of every instance; the controller reads the members'), and only from the
+report of the host the database places the member on; pushed ones for any instance.
+Samples of an instance that is not in ``instances`` (never, or archived or purged since)
+or is DELETED are not saved, and are deleted by
 :meth:`~InstanceMetricQueries.prune_instance_metrics`, which the scheduler runs periodically,
 with every sample older than :data:`RETENTION_S` (or the readers' staleness limit, if
 longer): one query for every way an instance goes, and nothing for the instance paths to
@@ -98,29 +99,43 @@ class InstanceMetricQueries(DatabaseEngine):
     #: Seconds between two prunes by one scheduler process (SchedulerService.save_reports).
     INSTANCE_METRICS_PRUNE_INTERVAL_S = 60.0
 
-    def _save(self, rows: Iterable[Mapping[str, Any]], members_only: bool) -> int:
+    def _save(self, rows: Iterable[Mapping[str, Any]], members_only: bool
+              ) -> tuple[int, dict[str, list[str]]]:
+        """(how many saved, {host: [uuids]} of the members whose samples a host reported but
+        the database places elsewhere, left out); see the callers."""
         now = self.now()
-        checked: dict[tuple[str, str], dict[str, Any]] = {}
-        for row in rows:
-            sample = _sample_row(row, now)
-            checked[(sample["instance_uuid"], sample["name"])] = sample
-        if not checked:
-            return 0
+        given = [(_sample_row(row, now), row.get("host")) for row in rows]
+        if not given:
+            return 0, {}
         live_instances = instances.c.state != states.DELETED
+        strays: dict[str, set[str]] = {}
         with self._transaction(write=True) as connection:
-            live: set[str] = set()
+            checked: dict[tuple[str, str], dict[str, Any]] = {}
             if members_only:  # a few members among many instances: the members, not the instances
-                live.update(connection.scalars(sa.select(instances.c.uuid).where(
-                    instances.c.scaling_group_uuid.is_not(None), live_instances)))
+                placed = {uuid: host for uuid, host in connection.execute(
+                    sa.select(instances.c.uuid, instances.c.host).where(
+                        instances.c.scaling_group_uuid.is_not(None), live_instances))}
+                for sample, host in given:
+                    uuid = sample["instance_uuid"]
+                    if uuid not in placed:
+                        continue
+                    if placed[uuid] != host:  # only the host the instance is on speaks for it
+                        strays.setdefault(str(host), set()).add(uuid)
+                        continue
+                    checked[(uuid, sample["name"])] = sample
             else:
-                for chunk in _chunks(sorted({uuid for uuid, _ in checked})):
+                live: set[str] = set()
+                for chunk in _chunks(sorted({sample["instance_uuid"] for sample, _ in given})):
                     live.update(connection.scalars(sa.select(instances.c.uuid).where(
                         instances.c.uuid.in_(chunk), live_instances)))
+                for sample, _ in given:
+                    if sample["instance_uuid"] in live:
+                        checked[(sample["instance_uuid"], sample["name"])] = sample
             # In key order, as every scheduler writes them: no deadlock between two savers.
-            kept = [checked[key] for key in sorted(checked) if key[0] in live]
+            kept = [checked[key] for key in sorted(checked)]
             if kept:
                 _upsert(connection, kept)
-        return len(kept)
+        return len(kept), {host: sorted(uuids) for host, uuids in strays.items()}
 
     @_retry
     def save_instance_metrics(self, rows: Iterable[Mapping[str, Any]]) -> int:
@@ -128,14 +143,18 @@ class InstanceMetricQueries(DatabaseEngine):
         sampled_at (default: now, the database's time)}``, one transaction; of one instance
         and name the last given wins. Samples of an instance unknown or DELETED are left
         out. Returns how many were saved; ValueError (nothing saved) for a bad row."""
-        return self._save(rows, members_only=False)
+        return self._save(rows, members_only=False)[0]
 
     @_retry
-    def save_instance_usage(self, reports: Mapping[str, Mapping[str, Any]]) -> int:
+    def save_instance_usage(self, reports: Mapping[str, Mapping[str, Any]]
+                            ) -> tuple[int, dict[str, list[str]]]:
         """Save the ``instance_usage`` samples of agents' reports (``{host: report}``, checked
         by scheduler.host_manager.check_report), stamped now, of the instances that are
         members of a scaling group (not DELETED): the samples' only readers, a few among the
-        fleet's instances whose every report carries them. How many were saved."""
+        fleet's instances whose every report carries them. A sample is saved only from the
+        report of the host the database places its instance on: a report speaks for its own
+        host's instances, never another's. Returns (how many were saved, {host: [uuids]} of
+        the members a report sent samples of while the database places them elsewhere)."""
         return self._save(report_rows(reports), members_only=True)
 
     @_retry

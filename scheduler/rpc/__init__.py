@@ -6,6 +6,7 @@ client.cast(ctxt, "run_instance", request_spec=..., filter_properties=...)
 server = rpc.get_rpc_server(transport, rpc.Target("compute", server=host), [endpoint])
 """
 
+from scheduler.rpc.access import Access
 from scheduler.rpc.client import RPCClient
 from scheduler.rpc.context import Context, each_request, handling, new_request_id
 from scheduler.rpc.dispatcher import batch_of, read_only
@@ -23,11 +24,18 @@ from scheduler.rpc.exceptions import (
     ServiceUnavailable,
     WorkBroken,
 )
+from scheduler.rpc.roles import AGENT_OF_HOST, ANYONE, CLIENT, OPERATOR, SCHEDULER, callers
 from scheduler.rpc.server import RPCServer, get_rpc_server
 from scheduler.rpc.target import Target
 from scheduler.rpc.transport import Transport, get_transport
 
 __all__ = [
+    "AGENT_OF_HOST",
+    "ANYONE",
+    "Access",
+    "CLIENT",
+    "OPERATOR",
+    "SCHEDULER",
     "BrokerUnreachable",
     "InvalidName",
     "LoginRefused",
@@ -46,6 +54,7 @@ __all__ = [
     "WorkBroken",
     "Transport",
     "batch_of",
+    "callers",
     "each_request",
     "get_rpc_server",
     "get_transport",

@@ -2,6 +2,7 @@
 
 import inspect
 
+from scheduler.rpc import roles
 from scheduler.rpc.exceptions import InvalidArguments, NoSuchMethod
 
 
@@ -34,11 +35,20 @@ class Dispatcher:
 
     The message's arguments are bound to the method's signature before it
     runs: a missing or unexpected argument raises InvalidArguments naming it,
-    never a TypeError from inside the endpoint.
+    never a TypeError from inside the endpoint. With an ``access`` policy
+    (scheduler.rpc.access.Access), every public method must declare its callers
+    (scheduler.rpc.roles: ValueError otherwise), and a message whose sender may
+    not call its method raises NotAuthorized before the method runs.
     """
 
-    def __init__(self, endpoints):
+    def __init__(self, endpoints, access=None):
         self.endpoints = list(endpoints)
+        self.access = access
+        if access is not None:
+            missing = roles.undeclared(self.endpoints)
+            if missing:
+                raise ValueError(f"RPC methods that declare no callers: {', '.join(missing)}; declare "
+                                 "who may call each with @rpc.callers(...)")
         self._signatures = {}
         self._batch_forms = {}
         for endpoint in reversed(self.endpoints):  # the first endpoint's form wins
@@ -88,7 +98,8 @@ class Dispatcher:
         return found
 
     def check(self, context, method, args):
-        """The endpoint method for a message; raises unless ``args`` fit its signature."""
+        """The endpoint method for a message; raises unless ``args`` fit its signature
+        and the message's sender may call it."""
         func = self.lookup(method)
         signature, names = self._signature(method, func)
         if signature and (names is None or not names[0] <= args.keys() <= names[1]):
@@ -96,6 +107,8 @@ class Dispatcher:
                 signature.bind(context, **args)
             except TypeError as exc:
                 raise InvalidArguments(f"{method}: {exc}") from None
+        if self.access is not None:
+            self.access.check(getattr(context, "user_id", None), method, roles.declared(func), args)
         return func
 
     def dispatch(self, context, method, args):

@@ -44,8 +44,8 @@ HOLD_MAX_DELAY = 2.0
 
 
 def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False,
-                   hearing=None):
-    return RPCServer(transport, target, endpoints, batch_size, unit_of_work, exclusive, hearing)
+                   hearing=None, access=None):
+    return RPCServer(transport, target, endpoints, batch_size, unit_of_work, exclusive, hearing, access)
 
 
 class _Hold:
@@ -91,10 +91,15 @@ class RPCServer:
     marked ``rpc.read_only``): the messages are acked, and calls answered,
     only after it exits cleanly. If it raises, the messages are handled again
     one by one (see _handle).
+
+    With ``access`` (scheduler.rpc.access.Access), each message is checked against
+    the callers its method declares before it runs, whether alone or in a batch
+    (see Dispatcher): a refused call gets NotAuthorized, a refused cast is
+    dead-lettered with it.
     """
 
     def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False,
-                 hearing=None):
+                 hearing=None, access=None):
         if target.fanout:
             raise ValueError("a server's target cannot be fanout")
         if exclusive and not target.server:
@@ -102,7 +107,7 @@ class RPCServer:
         self.exclusive = exclusive
         self.transport = transport
         self.target = target
-        self.dispatcher = Dispatcher(endpoints)
+        self.dispatcher = Dispatcher(endpoints, access)
         self.fanout_queue_name = f"{target.topic}_fanout_{envelope.new_id()}"
         self._fanout_exchange = topology.fanout_exchange(target.topic).name
         label = f"{target.topic}.{target.server}" if target.server else target.topic
@@ -153,6 +158,8 @@ class RPCServer:
         if self._started:
             return
         self._started = True
+        if self.dispatcher.access is not None:
+            self.dispatcher.access.warn_if_open(self.transport, self.target.topic)
         self.transport._add_server(self)
         self._loop.start()
         self._loop.first_attempt.wait(START_TIMEOUT)

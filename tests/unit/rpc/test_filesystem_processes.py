@@ -83,7 +83,7 @@ def test_fanout_reaches_servers_in_both_processes_and_child_cleans_up(conf, fs_t
     server.wait()
 
 
-def test_a_message_a_killed_process_had_taken_comes_back_to_the_next_consumer(conf, fs_transport, topic, child):
+def test_a_message_a_killed_process_had_taken_comes_back_to_the_next_consumer(fs_transport, topic, child):
     client = rpc.RPCClient(fs_transport, rpc.Target(topic=topic), timeout=WAIT)
     client.cast({}, "block", n=7)
     assert child.stdout.readline().strip() == "blocking {'n': 7}"

@@ -113,6 +113,17 @@ def test_the_periodic_save_stores_the_usage_apart_from_the_hosts_report(service)
         U1: {"cpu": 0.5, "memory": 300.0}}
 
 
+def test_a_report_naming_another_hosts_member_is_not_stored_and_said_once(service, caplog):
+    # h2's report lists U1, which the database places on h1, at 64 vCPUs, twice.
+    for _ in range(2):
+        service.manager.report_resources({}, "h2", report({U1: {"cpu": 64}}, host="h2"))
+        service.save_reports()
+    assert service.database.list_instance_metrics([U1]) == {}
+    warnings = [r.getMessage() for r in caplog.records if "places on another host" in r.getMessage()]
+    assert warnings == [f"Report of host h2: usage samples of 1 scaling group member(s) the database places "
+                        f"on another host dropped, not stored: {U1}"]
+
+
 def test_the_periodic_save_prunes_the_samples_of_deleted_instances(service):
     service.manager.report_resources({}, "h1", report({U1: {"cpu": 1.0}, U2: {"cpu": 1.0}}))
     service.save_reports()

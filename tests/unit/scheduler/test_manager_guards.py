@@ -7,6 +7,7 @@ import pytest
 
 from scheduler import rpc
 from scheduler.exception import InvalidRequest, NotAuthorized
+from scheduler.rpc.dispatcher import Dispatcher
 from tests.unit.scheduler.manager_world import casts, report, request
 
 LATER = datetime.timedelta(seconds=3600)
@@ -74,41 +75,59 @@ def test_a_bad_request_naming_an_existing_instance_leaves_it_alone(world):
     assert database.get_instance(uuids[0])["state"] == "SCHEDULED"
 
 
+def as_sent_by(conf, manager, user):
+    """Call the manager's methods as the RPC server does for a message of broker user ``user``:
+    its callers checked first (scheduler.rpc.access)."""
+    dispatcher = Dispatcher([manager], rpc.Access.from_conf(conf))
+
+    def send(method, **args):
+        return dispatcher.dispatch(as_user(user), method, args)
+
+    return send
+
+
 def test_reports_and_updates_only_from_the_hosts_broker_user(world, conf):
     manager, database, agents = world
-    conf.set_override("agent_users", {"h1": "agent-h1", "h2": "agent-h2"}, "scheduler")
-    with pytest.raises(NotAuthorized, match="host 'h1' rejected: sent by broker user 'agent-h2'"):
-        manager.report_resources(as_user("agent-h2"), "h1", report("h1", 8192, used=8000))
+    conf.set_override("agents", {"h1": "agent-h1", "h2": "agent-h2"}, "roles")
+    with pytest.raises(NotAuthorized, match="report_resources about host 'h1' refused: sent by broker user "
+                       "'agent-h2' \\(the agent of host h2\\), but only the host's agent, broker user "
+                       "'agent-h1', may send it"):
+        as_sent_by(conf, manager, "agent-h2")("report_resources", host="h1",
+                                              resources=report("h1", 8192, used=8000))
     assert manager.host_manager.get("h1").free_ram_mb == 8192
-    manager.report_resources(as_user("agent-h1"), "h1", report("h1", 8192, used=1000))
+    as_sent_by(conf, manager, "agent-h1")("report_resources", host="h1",
+                                          resources=report("h1", 8192, used=1000))
     assert manager.host_manager.get("h1").free_ram_mb == 7192
-    # A host not in the mapping is accepted while require_agent_auth is off...
-    manager.report_resources(as_user(None), "h3", report("h3", 4096))
-    conf.set_override("require_agent_auth", True, "scheduler")
-    with pytest.raises(NotAuthorized, match="has no broker user"):
-        manager.report_resources(as_user("anyone"), "h3", report("h3", 4096, used=100))
+    # A host not in the mapping is accepted while require_agent_auth (and enforce) are off...
+    as_sent_by(conf, manager, None)("report_resources", host="h3", resources=report("h3", 4096))
+    conf.set_override("require_agent_auth", True, "roles")
+    with pytest.raises(NotAuthorized, match="has no broker user in \\[roles\\] agents"):
+        as_sent_by(conf, manager, "anyone")("report_resources", host="h3",
+                                            resources=report("h3", 4096, used=100))
 
     uuids, spec, props = request()
     manager.run_instance(rpc.Context({}), spec, props)
     [(host, _)] = [(h, c) for h, c in casts(agents, 1).items()]
+    update = {"instance_uuid": uuids[0], "host": "h2", "state": "ACTIVE"}
     with pytest.raises(NotAuthorized):
-        manager.instance_update(as_user("agent-h1"), uuids[0], "h2", "ACTIVE")
+        as_sent_by(conf, manager, "agent-h1")("instance_update", **update)
     assert database.get_instance(uuids[0])["state"] == "SCHEDULED"
-    manager.instance_update(as_user("agent-h2"), uuids[0], "h2", "ACTIVE")
+    as_sent_by(conf, manager, "agent-h2")("instance_update", **update)
     assert database.get_instance(uuids[0])["state"] == "ACTIVE"
 
 
 def test_a_reschedule_is_accepted_only_from_the_host_that_sent_it_back(world, conf):
     manager, database, agents = world
-    conf.set_override("agent_users", {"h2": "agent-h2"}, "scheduler")
+    conf.set_override("agents", {"h2": "agent-h2"}, "roles")
     uuids, spec, props = request()
     manager.run_instance(rpc.Context({}), spec, props)
     casts(agents, 1)
     retry = {"num_attempts": 1, "hosts": [["h2", "h2"]], "exc_reason": "h2: Insufficient memory"}
-    with pytest.raises(NotAuthorized, match="run_instance \\(reschedule\\) about host 'h2'"):
-        manager.run_instance(as_user("intruder"), spec, {"retry": retry})
+    sent_back = {"request_spec": spec, "filter_properties": {"retry": retry}}
+    with pytest.raises(NotAuthorized, match="run_instance about host 'h2' refused: sent by broker"):
+        as_sent_by(conf, manager, "intruder")("run_instance", **sent_back)
     assert database.get_instance(uuids[0])["attempts"] == 1
-    manager.run_instance(as_user("agent-h2"), spec, {"retry": retry})
+    as_sent_by(conf, manager, "agent-h2")("run_instance", **sent_back)
     assert database.get_instance(uuids[0])["attempts"] == 2
     casts(agents, 2)  # memory:// queues outlive the test: leave none behind
 
