@@ -6,7 +6,7 @@ once, a few run the WSGI application, and nothing a client does holds more than 
 - At most ``max_connections`` are open at once (a quarter of the process' descriptors, 256 at
   most). A new one beyond that closes the oldest still to send its request: a scraper sends its
   request as soon as it is connected, so it is the idle ones that make way, and each newcomer is
-  heard; when every connection is being answered, the newcomer is closed at once.
+  heard; when every connection is being answered, the newcomer gets 503 at once.
 - One request per connection (HTTP/1.0 answers, as wsgiref's), request bodies unread, answers
   written without blocking.
 """
@@ -64,6 +64,8 @@ class _Gateway:
 
 class _Handler(WSGIRequestHandler):
     """One request whose head is read already, answered into memory."""
+
+    default_request_version = "HTTP/1.0"  # a status line even in the answer to a malformed request
 
     def __init__(self, head: bytes, client_address: Any, gateway: _Gateway) -> None:
         self._head = head
@@ -191,14 +193,24 @@ class Server:
                 return
             if self.open_connections() >= self.max_connections:
                 if not self._reading:
-                    self._note_full("closed a new one at once: every connection is being answered")
-                    sock.close()
+                    self._note_full(f"{self.max_connections} connections are being answered, the most it "
+                                    "serves at once; refused a new one with 503")
+                    self._refuse(sock)
                     continue
                 self._make_way(f"{self.max_connections} connections are open, the most it keeps")
             sock.setblocking(False)
             connection = _Connection(sock, address, time.monotonic() + self.timeout)
             self._reading[sock] = connection
             self._selector.register(sock, selectors.EVENT_READ, connection)
+
+    def _refuse(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        try:
+            sock.send(_answer("503 Service Unavailable", f"this endpoint is answering {self.max_connections} "
+                              "requests, the most it serves at once: try again\n"))
+        except OSError:
+            pass
+        sock.close()
 
     def _make_way(self, why: str) -> None:
         oldest = next(iter(self._reading.values()))
@@ -211,7 +223,8 @@ class Server:
     def _pause(self, exc: OSError) -> None:
         self._notes.log("paused", logging.WARNING,
                         "HTTP endpoint: cannot accept a connection: %s; not accepting for %.0f s (raise the "
-                        "daemon's descriptor limit, e.g. LimitNOFILE in its systemd unit)", exc.strerror, _PAUSE)
+                        "daemon's descriptor limit, e.g. LimitNOFILE in its systemd unit)",
+                        exc.strerror, _PAUSE)
         self._selector.unregister(self._listener)
         self._paused_until = time.monotonic() + _PAUSE
 
