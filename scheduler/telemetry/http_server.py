@@ -69,7 +69,7 @@ class _Handler(WSGIRequestHandler):
 
     def __init__(self, head: bytes, client_address: Any, gateway: _Gateway) -> None:
         self._head = head
-        super().__init__(None, client_address, cast(Any, gateway))
+        super().__init__(cast(Any, None), client_address, cast(Any, gateway))  # no socket: all in memory
 
     def setup(self) -> None:
         self.rfile = io.BytesIO(self._head)
