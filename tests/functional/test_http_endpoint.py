@@ -56,10 +56,11 @@ def request(method, path="/metrics", host="127.0.0.1", body=b""):
 
 def test_only_get_and_head_are_served_and_only_for_this_machines_names(fleet):
     port = fleet.metrics_port("scheduler")
-    for method in ("POST", "PUT", "DELETE"):
-        status, headers, body = exchange(port, request(method, body=b"berth_scheduler_hosts 99\n"))
-        why = f"{method} is not allowed here: this endpoint serves GET and HEAD only\n"
-        assert (status, headers.get("allow"), body) == (405, "GET, HEAD", why.encode())
+    for path in ("/status.json", "/metrics"):
+        for method in ("POST", "PUT", "DELETE"):
+            status, headers, body = exchange(port, request(method, path, body=b"berth_scheduler_hosts 99\n"))
+            why = f"{method} is not allowed here: this endpoint serves GET and HEAD only\n"
+            assert (status, headers.get("allow"), body) == (405, "GET, HEAD", why.encode()), path
     status, headers, body = exchange(port, request("BREW", "/"))
     assert (status, body) == (501, b"BREW is not a method this endpoint knows: it serves GET and HEAD only\n")
     _, _, metrics = exchange(port, request("GET"))
