@@ -72,19 +72,23 @@ def test_turned_off_it_listens_nowhere_and_says_so(conf, caplog):
     assert "Prometheus metrics are not served: [prometheus] enabled = false" in caplog.messages
 
 
-def test_other_routes_are_served_beside_the_metrics(conf):
-    def hello(environ, start_response):
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        return [b"page"]
+def page(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"page"]
 
+
+@pytest.fixture
+def with_page(conf):
     conf.set_override("listen_port", 0, group="prometheus")
-    served = MetricsEndpoint(conf, default_port=1, routes={"/": hello})
+    served = MetricsEndpoint(conf, default_port=1, routes={"/": page})
     served.start()
-    try:
-        assert fetch(served.port, "/")[2] == "page"
-        assert fetch(served.port)[0] == 200  # /metrics still
-    finally:
-        served.stop()
+    yield served
+    served.stop()
+
+
+def test_other_routes_are_served_beside_the_metrics(with_page):
+    assert fetch(with_page.port, "/")[2] == "page"
+    assert fetch(with_page.port)[0] == 200  # /metrics still
 
 
 def ask(port, method="GET", path="/metrics", **headers):
@@ -98,25 +102,15 @@ def ask(port, method="GET", path="/metrics", **headers):
         conn.close()
 
 
-def test_only_get_and_head_reach_the_metrics_and_the_routes_beside_them(conf):
-    def page(environ, start_response):
-        start_response("200 OK", [("Content-Type", "text/html")])
-        return [b"<p>page</p>"]
-
-    conf.set_override("listen_port", 0, group="prometheus")
-    served = MetricsEndpoint(conf, default_port=1, routes={"/": page})
-    served.start()
-    try:
-        for path in ("/", "/metrics"):
-            status, headers, body = ask(served.port, "POST", path)
-            assert (status, headers["Allow"]) == (405, "GET, HEAD")
-        status, headers, body = ask(served.port, "HEAD", "/")
-        assert (status, headers["Content-Length"], body) == (200, "11", b"")
-        status, headers, body = ask(served.port, "HEAD")
-        assert status == 200 and int(headers["Content-Length"]) > 0 and body == b""
-        assert ask(served.port, "BREW")[0] == 501
-    finally:
-        served.stop()
+def test_only_get_and_head_reach_the_metrics_and_the_routes_beside_them(with_page):
+    for path in ("/", "/metrics"):
+        status, headers, body = ask(with_page.port, "POST", path)
+        assert (status, headers["Allow"]) == (405, "GET, HEAD")
+    status, headers, body = ask(with_page.port, "HEAD", "/")
+    assert (status, headers["Content-Length"], body) == (200, "4", b"")
+    status, headers, body = ask(with_page.port, "HEAD")
+    assert status == 200 and int(headers["Content-Length"]) > 0 and body == b""
+    assert ask(with_page.port, "BREW")[0] == 501
 
 
 def test_other_host_names_are_refused_until_allowed_hosts_names_them(conf):
