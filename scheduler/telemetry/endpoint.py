@@ -28,6 +28,7 @@ SCHEDULER_PORT = 9618
 AGENT_PORT = 9619
 PATH = "/metrics"
 
+
 class _AllowedHost(types.String):
     """An allowed_hosts entry: a host name or address, a port may follow; or '*'."""
 

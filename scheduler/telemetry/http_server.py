@@ -33,7 +33,7 @@ LOG = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 256
 WORKERS = 4
-MAX_HEAD = 65536
+MAX_HEAD = 16384  # bytes of request line and headers: a scrape's are a few hundred
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _PAUSE = 1.0  # seconds without accepting once the process is out of descriptors
@@ -230,7 +230,7 @@ class Server:
 
     def _read(self, connection: _Connection) -> None:
         try:
-            data = connection.sock.recv(65536)
+            data = connection.sock.recv(MAX_HEAD)
         except BlockingIOError:
             return
         except OSError:
