@@ -6,25 +6,38 @@ until the operator sets ``listen_address``. Each daemon has a port of its own by
 (berth-scheduler and berth-all-in-one 9618, berth-compute-agent 9619); a second daemon
 of the same kind on one machine needs ``listen_port`` set, and is refused at start, with
 the reason, when its port is taken. ``listen_port = 0`` takes any free port and logs it.
+
+It answers GET and HEAD, for the names it is meant to be reached by (:mod:`http_rules`), and
+no client holds it long (:mod:`http_server`).
 """
 
 from __future__ import annotations
 
 import logging
-import socket
-import socketserver
 import threading
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import prometheus_client
-from oslo_config import cfg
+from oslo_config import cfg, types
+
+from scheduler.telemetry import http_rules, http_server
 
 LOG = logging.getLogger(__name__)
 
 SCHEDULER_PORT = 9618
 AGENT_PORT = 9619
 PATH = "/metrics"
+
+
+class _AllowedHost(types.String):
+    """An allowed_hosts entry: a host name or address, a port may follow; or '*'."""
+
+    def __init__(self) -> None:
+        super().__init__(type_name="host name")
+
+    def __call__(self, value: Any) -> str:
+        return http_rules.allowed_host(super().__call__(value))
+
 
 group = cfg.OptGroup("prometheus", title="Prometheus metrics",
                      help="Where this daemon serves its metrics, in Prometheus' text format, at /metrics.")
@@ -39,6 +52,15 @@ opts = [
                 help="TCP port. Unset: the daemon's own, 9618 for berth-scheduler and berth-all-in-one, "
                 "9619 for berth-compute-agent; two daemons of a kind on one machine need a port each. "
                 "0: any free port (the log says which)."),
+    cfg.ListOpt("allowed_hosts", default=[], item_type=_AllowedHost(),
+                help="Host names (a port may follow) the endpoint answers to besides its own: those of "
+                "this machine, localhost, [DEFAULT] host, listen_address and any IP address. Add the names "
+                "a reverse proxy or Prometheus reaches it by; '*' answers to any name. Requests for other "
+                "names get 421 Misdirected Request, so that a web page cannot read the endpoint by DNS "
+                "rebinding."),
+    cfg.FloatOpt("read_timeout", default=5.0, min=0.1,
+                 help="Seconds a connection has to send its request, and again to read the answer, "
+                 "before it is closed: a client that connects and sends nothing holds nothing for long."),
 ]
 
 
@@ -55,15 +77,6 @@ class CannotListen(Exception):
     """The endpoint's address cannot be listened on; the message says what to change."""
 
 
-class _Server(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        LOG.debug("Metrics endpoint: " + format, *args)
-
-
 def _not_found(environ: dict[str, Any], start_response: Any) -> list[bytes]:
     start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
     return [f"Berth serves its metrics at {PATH}\n".encode()]
@@ -77,10 +90,11 @@ class MetricsEndpoint:
                  routes: dict[str, Any] | None = None) -> None:
         """``routes``: {path: WSGI app} served beside /metrics (the scheduler's status page)."""
         self._conf = conf.prometheus
+        self._host = conf.host
         self._default_port = default_port
         self._metrics = prometheus_client.make_wsgi_app(registry)
         self._routes = dict(routes or {})
-        self._server: _Server | None = None
+        self._server: http_server.Server | None = None
         self._thread: threading.Thread | None = None
         #: The port listened on once started (the one chosen when listen_port is 0), else None.
         self.port: int | None = None
@@ -99,17 +113,16 @@ class MetricsEndpoint:
             return
         address = self._conf.listen_address
         port = self._default_port if self._conf.listen_port is None else self._conf.listen_port
-        family = socket.AF_INET6 if ":" in address else socket.AF_INET
-        server_class = type("_Server", (_Server,), {"address_family": family})
+        names = http_rules.names_of_this_machine(address, self._host) | set(self._conf.allowed_hosts)
+        app = http_rules.HostCheck(http_rules.only_get_and_head(self._app), names)
         try:
-            self._server = make_server(address, port, self._app, server_class=server_class,
-                                       handler_class=_QuietHandler)
+            self._server = http_server.Server(address, port, app, self._conf.read_timeout)
         except OSError as exc:
             raise CannotListen(
                 f"[prometheus] cannot listen on {address} port {port}: {exc.strerror or exc}; give each "
                 "Berth daemon on this machine a listen_port of its own (0: any free port), or set "
                 "[prometheus] enabled = false") from None
-        self.port = self._server.server_port
+        self.port = self._server.port
         self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-endpoint",
                                         daemon=True)
         self._thread.start()
@@ -122,7 +135,6 @@ class MetricsEndpoint:
         if self._server is None:
             return
         self._server.shutdown()
-        self._server.server_close()
         if self._thread is not None:
             self._thread.join()
         self._server = self._thread = None

@@ -149,3 +149,9 @@ def test_systemd_analyze_verify_finds_nothing_to_say(tmp_path):
                           timeout=GUARD)
     assert done.returncode == 0, done.stderr
     assert not [line for line in done.stderr.splitlines() if "berth" in line], done.stderr
+
+
+@pytest.mark.parametrize("path", DAEMONS, ids=lambda p: p.name)
+def test_a_daemon_may_open_more_descriptors_than_systemds_default_1024(path):
+    soft = read_unit(path)["Service"]["LimitNOFILE"].split(":")[0]
+    assert soft == "infinity" or int(soft) >= 16384

@@ -1,10 +1,12 @@
 """The [prometheus] endpoint a daemon serves its metrics on."""
 
+import http.client
 import socket
 import urllib.error
 
 import pytest
 
+from scheduler import config
 from scheduler.telemetry.endpoint import CannotListen, MetricsEndpoint
 from scheduler.telemetry.scheduler_metrics import PLACEMENTS
 from tests.unit.telemetry.scrape import fetch, samples
@@ -70,16 +72,80 @@ def test_turned_off_it_listens_nowhere_and_says_so(conf, caplog):
     assert "Prometheus metrics are not served: [prometheus] enabled = false" in caplog.messages
 
 
-def test_other_routes_are_served_beside_the_metrics(conf):
-    def hello(environ, start_response):
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        return [b"page"]
+def page(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"page"]
 
+
+@pytest.fixture
+def with_page(conf):
     conf.set_override("listen_port", 0, group="prometheus")
-    served = MetricsEndpoint(conf, default_port=1, routes={"/": hello})
+    served = MetricsEndpoint(conf, default_port=1, routes={"/": page})
+    served.start()
+    yield served
+    served.stop()
+
+
+def test_other_routes_are_served_beside_the_metrics(with_page):
+    assert fetch(with_page.port, "/")[2] == "page"
+    assert fetch(with_page.port)[0] == 200  # /metrics still
+
+
+def ask(port, method="GET", path="/metrics", **headers):
+    """(status, headers, body) of one request, its headers as given (Host included)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, headers=headers)
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def test_only_get_and_head_reach_the_metrics_and_the_routes_beside_them(with_page):
+    for path in ("/", "/metrics"):
+        status, headers, body = ask(with_page.port, "POST", path)
+        assert (status, headers["Allow"]) == (405, "GET, HEAD")
+    status, headers, body = ask(with_page.port, "HEAD", "/")
+    assert (status, headers["Content-Length"], body) == (200, "4", b"")
+    status, headers, body = ask(with_page.port, "HEAD")
+    assert status == 200 and int(headers["Content-Length"]) > 0 and body == b""
+    assert ask(with_page.port, "BREW")[0] == 501
+
+
+def test_other_host_names_are_refused_until_allowed_hosts_names_them(conf):
+    conf.set_override("listen_port", 0, group="prometheus")
+    for allowed, served_names in (([], {"localhost", conf.host}),
+                                  (["prom.example:9090"], {"localhost", conf.host, "prom.example"}),
+                                  (["*"], {"localhost", conf.host, "prom.example", "evil.example"})):
+        conf.set_override("allowed_hosts", allowed, group="prometheus")
+        endpoint = MetricsEndpoint(conf, default_port=1)
+        endpoint.start()
+        try:
+            answered = {host for host in ("localhost", conf.host, "prom.example", "evil.example")
+                        if ask(endpoint.port, Host=f"{host}:{endpoint.port}")[0] == 200}
+        finally:
+            endpoint.stop()
+        assert answered == served_names, allowed
+
+
+def test_a_bad_allowed_hosts_entry_stops_start_up_with_one_line(tmp_path):
+    path = tmp_path / "berth.conf"
+    path.write_text("[prometheus]\nallowed_hosts = prom.example,http://prom.example/\n")
+    with pytest.raises(SystemExit) as info:
+        config.load(["--config-file", str(path)], "berth-scheduler")
+    assert str(info.value) == (
+        "berth-scheduler: invalid configuration: [prometheus] allowed_hosts: 'http://prom.example/' is not "
+        f"a host name or address, with or without a port (in {path})")
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_read_timeout(conf):
+    conf.set_override("listen_port", 0, group="prometheus")
+    conf.set_override("read_timeout", 0.3, group="prometheus")
+    served = MetricsEndpoint(conf, default_port=1)
     served.start()
     try:
-        assert fetch(served.port, "/")[2] == "page"
-        assert fetch(served.port)[0] == 200  # /metrics still
+        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as idle:
+            assert idle.recv(1) == b""
     finally:
         served.stop()
