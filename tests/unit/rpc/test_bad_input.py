@@ -159,6 +159,16 @@ def test_a_call_with_args_that_are_not_an_object_is_answered(transport, topic, s
     assert "args are not an object" in str(info.value)
 
 
+def test_a_failed_call_logs_its_own_traceback_at_debug(transport, topic, server, caplog):
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=WAIT)
+    with caplog.at_level(logging.DEBUG, logger="scheduler.rpc"), pytest.raises(rpc.RemoteError):
+        client.call({}, "explode")
+    [traceback] = [r for r in caplog.records if r.getMessage() == "Traceback of the failed call of explode"]
+    # The endpoint's exception, not "NoneType: None" (no exception being handled at that point).
+    assert traceback.exc_info[0] is RuntimeError
+    assert "endpoint bug" in caplog.text and "NoneType: None" not in caplog.text
+
+
 def test_identical_refusals_are_logged_once(transport, topic, server, caplog):
     client = rpc.RPCClient(transport, rpc.Target(topic=topic))
     with caplog.at_level(logging.WARNING, logger="scheduler.rpc"):
