@@ -6,12 +6,12 @@ so that filters and weighers can trust what they are given.
 """
 
 import dataclasses
-import math
 import uuid as uuidlib
 
 from scheduler import host_names
 from scheduler.exception import InvalidRequest
 from scheduler.rpc import names
+from scheduler.wire_numbers import is_finite
 
 MAX_INSTANCES_PER_REQUEST = 1000
 # 16 TiB of RAM, 1 PiB of disk, 4096 vCPUs: beyond any host, so surely a typo.
@@ -24,19 +24,14 @@ MAX_TEXT = 255
 
 def is_bounded_number(value, high):
     """A finite int or float (not a bool) between 0 and ``high``."""
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, int | float)
-        and math.isfinite(value)
-        and 0 <= value <= high
-    )
+    return is_finite(value) and 0 <= value <= high
 
 
 def _int(value, where, low, high):
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidRequest(f"{where}: must be an integer, got {value!r}")
+        raise InvalidRequest(f"{where}: must be an integer, got {value!r}"[:300])
     if not low <= value <= high:
-        raise InvalidRequest(f"{where}: must be between {low} and {high}, got {value}")
+        raise InvalidRequest(f"{where}: must be between {low} and {high}, got {value}"[:300])
     return value
 
 
@@ -114,8 +109,9 @@ def _string_map(value, where):
         raise InvalidRequest(f"{where}: at most {MAX_LIST} entries")
     for key, item in value.items():
         _text(key, f"{where} key")
-        if not isinstance(item, str | int | float | bool | list):
-            raise InvalidRequest(f"{where}[{key}]: must be a string, number or list")
+        if not isinstance(item, str | int | float | bool | list) or (
+                isinstance(item, int | float) and not isinstance(item, bool) and not is_finite(item)):
+            raise InvalidRequest(f"{where}[{key}]: must be a string, finite number or list")
     return dict(value)
 
 

@@ -17,7 +17,6 @@ longer): one query for every way an instance goes, and nothing for the instance 
 remember.
 """
 
-import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +31,7 @@ from scheduler.db.engine import DatabaseEngine, TimeValue, _retry, to_db_time, t
 from scheduler.db.models import instance_metrics, instances
 from scheduler.db.rows import _chunks
 from scheduler.instance_metrics import MAX_NAME, SOURCES, report_rows
+from scheduler.wire_numbers import is_finite
 
 #: Samples older than this are pruned: far older than any staleness limit a reader uses.
 RETENTION_S = 3600.0
@@ -47,7 +47,7 @@ def _sample_row(row: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         raise ValueError(f"instance metric: instance_uuid must be a UUID, got {uuid!r}")
     if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME:
         raise ValueError(f"instance metric of {uuid}: name must be text of 1 to {MAX_NAME} characters")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_finite(value):
         raise ValueError(f"instance metric {name} of {uuid}: value must be a finite number, got {value!r}")
     if source not in SOURCES:
         raise ValueError(f"instance metric {name} of {uuid}: source must be one of {', '.join(SOURCES)}")

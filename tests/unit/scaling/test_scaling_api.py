@@ -90,6 +90,12 @@ def test_create_refuses_a_bad_name(world, name, message):
     ({"max": 3, "metrics": [{"type": "external", "name": "jobs", "target_value": 5}]},
      "spec.metrics[0].name: external metric 'jobs': Berth reads queue:<queue name>"),
     ({"max": 2**31}, "spec.max: must be a whole number from 1 to 2147483647, got 2147483648"),
+    ({"max": 10**400}, "spec.max: must be a whole number from 1 to 2147483647, got 1000000000"),
+    ({"max": 3, "metrics": [{"type": "resource", "name": "cpu", "target_utilization": 10**400}]},
+     "spec.metrics[0].target_utilization: must be a whole number from 1 to 2147483647 (percent)"),
+    ({"max": 3,
+      "behavior": {"scale_up": {"policies": [{"type": "percent", "value": 10**400, "period_s": 15}]}}},
+     "spec.behavior.scale_up.policies[0].value: must be a whole number from 1 to 2147483647"),
     ({"min": 0, "max": 3}, "spec.min: 0 needs an external metric"),
     ([3], "spec: must be an object"),
 ])

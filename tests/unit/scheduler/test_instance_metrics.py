@@ -40,6 +40,7 @@ def test_valid_usage_is_kept_as_reported():
 @pytest.mark.parametrize("entry, problem", [
     ({U2: {"cpu": -1}}, f"{U2}: cpu must be a finite number >= 0, got -1"),
     ({U2: {"cpu": float("inf")}}, f"{U2}: cpu must be a finite number >= 0, got inf"),
+    ({U2: {"cpu": 10**400}}, f"{U2}: cpu must be a finite number >= 0, got 1000000000"),  # no float holds it
     ({U2: {"cpu": "1"}}, f"{U2}: cpu must be a finite number >= 0, got '1'"),
     ({U2: {"cpu": True}}, f"{U2}: cpu must be a finite number >= 0, got True"),
     ({U2: {"disk": 3}}, f"{U2}: unknown metric 'disk' (an agent measures cpu and memory)"),
@@ -171,6 +172,7 @@ def test_a_push_is_saved_stamped_with_the_databases_time(endpoint, database):
     (U1, {"r" * 65: 1}, "must match"),
     (U1, {"rps": -1}, "metric rps must be a finite number >= 0, got -1"),
     (U1, {"rps": float("nan")}, "metric rps must be a finite number >= 0, got nan"),
+    (U1, {"rps": 10**400}, "metric rps must be a finite number >= 0, got 1000000000"),
     (U1, {"rps": "12"}, "metric rps must be a finite number >= 0, got '12'"),
     (U1, {"rps": False}, "metric rps must be a finite number >= 0, got False"),
     (U1, {}, "metrics must be an object of 1 to 32 name: number entries"),
