@@ -3,6 +3,7 @@ with the reason in its headers, and the server goes on with the next message."""
 
 import json
 import logging
+import os
 import time
 
 import pytest
@@ -105,6 +106,30 @@ def test_an_oversized_body_is_refused_undecoded_and_kept_truncated(conf, transpo
     assert letter.headers[deadletter.TRUNCATED] > 100_000
     assert len(letter.body) == deadletter.KEEP_BYTES
     assert server.received[0][1]["host"] == "ok"
+
+
+@pytest.mark.parametrize("transport_url", ["filesystem://"])
+@pytest.mark.parametrize("bound", [{"dead_letter_max_length": 4}, {"dead_letter_max_bytes": 20_000}])
+def test_the_dead_letters_stored_on_the_filesystem_keep_the_newest_within_their_bounds(
+        conf, transport, topic, start_server, bound):
+    for name, value in bound.items():
+        conf.set_override(name, value, group="oslo_messaging_rabbit")
+    endpoint = Strict()
+    start_server([endpoint])
+    for index in range(10):
+        publish_raw(transport, topic, f"{index:04d} not JSON ".ljust(3000, "x"))
+    rpc.RPCClient(transport, rpc.Target(topic=topic)).cast({}, "place", host="after")
+    assert endpoint.wait_for(1)
+    folder = os.path.join(conf.state_path, "broker", "queues")
+    stored = [os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)
+              if f.endswith(f".{conf.control_exchange}.dead-letters.msg")]
+    letters = dead_letters(transport, 10, timeout=1)
+    kept = len(letters)
+    assert [letter.body[:4] for letter in letters] == [f"{i:04d}".encode() for i in range(10 - kept, 10)]
+    if "dead_letter_max_length" in bound:
+        assert kept == 4
+    else:  # each file holds a body of 3,000 bytes (base64) and its headers
+        assert 3 <= kept <= 6 and sum(stored) <= 20_000
 
 
 def test_a_message_a_server_would_refuse_for_its_size_is_not_sent(conf, transport, topic, server):
