@@ -49,6 +49,14 @@ opts = [
         help="Seconds after which a member's sample (measured by its agent or pushed) is "
         "stale and counts as missing. Keep it above the agents' report_interval.",
     ),
+    cfg.IntOpt(
+        "max_pushed_metrics",
+        default=64,
+        min=1,
+        help="Distinct metric names pushed (push_instance_metrics) that one instance may hold. "
+        "A push that would add names past it is refused, saving nothing; the names held may be "
+        "pushed again, and a name not pushed for an hour is pruned, which frees it.",
+    ),
     cfg.FloatOpt(
         "replace_backoff",
         default=10.0,

@@ -112,8 +112,8 @@ def test_an_oversized_body_is_refused_undecoded_and_kept_truncated(conf, transpo
 @pytest.mark.parametrize("bound", [{"dead_letter_max_length": 4}, {"dead_letter_max_bytes": 20_000}])
 def test_the_dead_letters_stored_on_the_filesystem_keep_the_newest_within_their_bounds(
         conf, transport, topic, start_server, bound):
-    for name, value in bound.items():
-        conf.set_override(name, value, group="oslo_messaging_rabbit")
+    for name, setting in bound.items():
+        conf.set_override(name, setting, group="oslo_messaging_rabbit")
     endpoint = Strict()
     start_server([endpoint])
     for index in range(10):
