@@ -189,6 +189,8 @@ class RequestSpec:
     image_id: str | None = None
     #: {instance uuid: its name, or None}: from instance_properties.display_name (instance_names)
     display_names: dict = dataclasses.field(default_factory=dict)
+    #: The request named its instances' UUIDs (else it gave num_instances, and they were made here).
+    uuids_named: bool = True
     # Looked up by the scheduler before selection (scheduler.lookups), never read from the wire:
     #: the server group of a ``group`` hint: {uuid, name, policy, rules, hosts: {host: members}}
     group: dict | None = None
@@ -250,6 +252,7 @@ class RequestSpec:
             instance_properties=props,
             image_id=_text(image.get("id"), "request_spec.image.id", optional=True),
             display_names=dict(zip(uuids, names, strict=True)),
+            uuids_named=request_spec.get("instance_uuids") is not None,
         )
 
     def to_wire(self):
