@@ -50,6 +50,22 @@ opts = [
         "stale and counts as missing. Keep it above the agents' report_interval.",
     ),
     cfg.IntOpt(
+        "max_members",
+        default=1000,
+        min=1,
+        max=2**31 - 1,
+        help="The most members a scaling group may have: a group's max above it is refused at "
+        "create and update (a group stored with a larger max is held to this one).",
+    ),
+    cfg.IntOpt(
+        "max_new_members_per_sync",
+        default=100,
+        min=1,
+        help="The members one sync of a group creates at most, replacements of ERROR members "
+        "included: a group far below its count grows by this many a sync_period, so that it "
+        "cannot fill the scheduler's queue ahead of every other request.",
+    ),
+    cfg.IntOpt(
         "max_pushed_metrics",
         default=64,
         min=1,

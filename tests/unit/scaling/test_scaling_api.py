@@ -103,6 +103,17 @@ def test_create_refuses_a_bad_spec(world, spec, message):
     refused(world, lambda: world.api.create_scaling_group({}, "web", spec, TEMPLATE), message)
 
 
+def test_a_max_above_max_members_is_refused_naming_the_option(world, conf):
+    message = ("spec.max: must be at most 1000 ([scaling] max_members, the most members a group may have), "
+               "got 5000")
+    refused(world, lambda: world.api.create_scaling_group({}, "web", {"min": 5000, "max": 5000}, TEMPLATE),
+            message)
+    world.api.create_scaling_group({}, "web", {"max": 1000}, TEMPLATE)
+    refused(world, lambda: world.api.update_scaling_group({}, "web", {"max": 1001}), message[:50])
+    conf.set_override("max_members", 5000, group="scaling")
+    assert world.api.update_scaling_group({}, "web", {"max": 5000})["spec"]["max"] == 5000
+
+
 def test_a_worker_pool_on_a_queue_may_have_no_member():
     queue = {"type": "external", "name": "queue:jobs", "target_average": 20}
     assert check_spec({"min": 0, "max": 5, "metrics": [queue]}).min == 0
