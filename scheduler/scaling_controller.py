@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from scheduler import jsonutils, states
 from scheduler.db.engine import DatabaseUnavailable, to_db_time, to_iso
 from scheduler.db.scaling_syncs import SCALE_EVENTS_KEPT_S, SyncRecord
-from scheduler.rpc.deadletter import LogOnce
+from scheduler.log_once import LogOnce
 from scheduler.scaling import decide as policy
 from scheduler.scaling import members as group_members
 from scheduler.scaling import settled
