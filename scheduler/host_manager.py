@@ -15,6 +15,7 @@ from scheduler.exception import InvalidRequest
 from scheduler.host_state import HostTable
 from scheduler.request_spec import parse_uuid
 from scheduler.rpc import names
+from scheduler.wire_numbers import is_finite
 
 LOG = logging.getLogger(__name__)
 
@@ -98,9 +99,10 @@ def _shown(value):
 
 
 def _check_figure(where, key, value, integral, low, high):
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or (
+            isinstance(value, float) and not math.isfinite(value)):
         raise InvalidRequest(f"{where}: {key} must be a number, got {_shown(value)}")
-    if integral and not float(value).is_integer():
+    if integral and isinstance(value, float) and not value.is_integer():
         raise InvalidRequest(f"{where}: {key} must be a whole number, got {_shown(value)}")
     if not low <= value <= high:
         raise InvalidRequest(f"{where}: {key} must be between {low} and {high}, got {_shown(value)}")
@@ -177,7 +179,8 @@ def _check_host_description(where, resources):
     if stats is not None and not (
         isinstance(stats, dict) and len(stats) <= MAX_METRICS
         and all(_short_text(k) and not isinstance(v, bool) and (
-            isinstance(v, int) or isinstance(v, str) and len(v) <= 255) for k, v in stats.items())):
+            isinstance(v, int) and -_LIMIT <= v <= _LIMIT or isinstance(v, str) and len(v) <= 255)
+            for k, v in stats.items())):
         raise InvalidRequest(f"{where}: stats must map at most {MAX_METRICS} names to a number or "
                              "text (Nova's compute node stats: num_instances, num_proj_<project>...)")
     metrics = resources.get("metrics")
@@ -185,8 +188,7 @@ def _check_host_description(where, resources):
         if not isinstance(metrics, dict) or len(metrics) > MAX_METRICS:
             raise InvalidRequest(f"{where}: metrics must be an object of at most {MAX_METRICS} entries")
         for name, value in metrics.items():
-            if not _short_text(name) or isinstance(value, bool) or not isinstance(value, int | float) \
-                    or not math.isfinite(value):
+            if not _short_text(name) or not is_finite(value):
                 raise InvalidRequest(f"{where}: metrics[{str(name)[:50]!r}] must be a finite number")
 
 

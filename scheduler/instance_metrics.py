@@ -16,12 +16,12 @@ A value is a finite number >= 0. Pure: no I/O.
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from scheduler.exception import InvalidRequest
+from scheduler.wire_numbers import is_finite
 
 LOG = logging.getLogger(__name__)
 
@@ -45,8 +45,7 @@ SHOWN = 5
 
 def is_value(value: object) -> TypeGuard[int | float]:
     """A finite int or float (not a bool), at least 0."""
-    return (not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
-            and value >= 0)
+    return is_finite(value) and value >= 0
 
 
 def check_pushed_name(name: object, where: str) -> str:

@@ -14,8 +14,15 @@ from typing import Any
 
 from scheduler import rpc, states
 from scheduler.db.engine import to_iso
+from scheduler.db.instance_metrics import TooManyMetrics
 from scheduler.exception import InvalidRequest
-from scheduler.instance_metrics import MAX_PUSHED, PUSHED, check_pushed_name, check_pushed_value
+from scheduler.instance_metrics import (
+    AGENT_METRICS,
+    MAX_PUSHED,
+    PUSHED,
+    check_pushed_name,
+    check_pushed_value,
+)
 from scheduler.request_spec import MAX_LIST, parse_uuid
 
 LOG = logging.getLogger(__name__)
@@ -49,9 +56,15 @@ class InstanceMetricsEndpoint:
             values[checked] = check_pushed_value(checked, value, where)
         self._live_instance(uuid, where)
         now = self._db.now()
-        saved = self._db.save_instance_metrics(
-            [{"instance_uuid": uuid, "name": name, "value": value, "source": PUSHED, "sampled_at": now}
-             for name, value in values.items()])
+        limit = self._conf.scaling.max_pushed_metrics
+        try:
+            saved = self._db.save_instance_metrics(
+                [{"instance_uuid": uuid, "name": name, "value": value, "source": PUSHED, "sampled_at": now}
+                 for name, value in values.items()], max_pushed=limit)
+        except TooManyMetrics as exc:
+            raise InvalidRequest(f"{where}: {exc} ([scaling] max_pushed_metrics); nothing saved: push the "
+                                 "names it holds, or wait until those not pushed for an hour are pruned"
+                                 ) from None
         if not saved:  # DELETED (or archived) since it was looked up
             raise InvalidRequest(f"{where}: instance {uuid} is DELETED")
         LOG.debug("Pushed %s of instance %s", ", ".join(f"{k}={v:g}" for k, v in values.items()), uuid)
@@ -60,10 +73,13 @@ class InstanceMetricsEndpoint:
     @rpc.read_only
     @rpc.callers(rpc.ANYONE)
     def show_instance_metrics(self, context: Any, instance_uuids: Any) -> dict[str, Any]:
-        """``{uuid: {name: {value, sampled_at, source}}}``: every sample stored of the instances
-        (at most MAX_LIST), however old; an instance without any is left out."""
+        """``{uuid: {name: {value, sampled_at, source}}}``: the samples stored of the instances
+        (at most MAX_LIST), however old, at most what an instance may hold (its pushed metrics
+        and the agents' cpu and memory; the newest of any more, kept from before a lower
+        max_pushed_metrics); an instance without any is left out."""
         where = "show_instance_metrics"
         if not isinstance(instance_uuids, list) or not 0 < len(instance_uuids) <= MAX_LIST:
             raise InvalidRequest(f"{where}: instance_uuids must be a list of 1 to {MAX_LIST} instance UUIDs")
         uuids = [parse_uuid(u, f"{where}: instance_uuids") for u in instance_uuids]
-        return self._db.list_instance_metrics(uuids)
+        return self._db.list_instance_metrics(
+            uuids, per_instance=self._conf.scaling.max_pushed_metrics + len(AGENT_METRICS))

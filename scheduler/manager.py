@@ -77,11 +77,15 @@ class SchedulerManager:
         """Place the instances of a request (or of a reschedule an agent sent back).
 
         A request that is not valid raises InvalidRequest (the RPC server
-        dead-letters it) after recording the refusal on the new instances it
-        names; a reschedule is accepted only from the agent of the host that
-        sent it back (the last host of its retry record: see sent_back_by).
+        dead-letters it, once) after recording the refusal on the new instances it
+        names (none on those it only counts); a reschedule is accepted only from the
+        agent of the host that sent it back (the last host of its retry record: see
+        sent_back_by).
         """
-        self._schedule([(context, self._accept(context, request_spec, filter_properties))])
+        job = (context, self._accept(context, request_spec, filter_properties))
+        refused = self._schedule([job])
+        if refused:
+            raise refused[id(job[1])]
 
     @rpc.batch_of("run_instance")
     def _run_instances(self, calls):
@@ -94,8 +98,9 @@ class SchedulerManager:
                 outcomes.append(None)
             except InvalidRequest as exc:
                 outcomes.append(exc)
-        self._schedule(jobs)
-        return outcomes
+        refused = self._schedule(jobs)
+        specs = iter(spec for _, spec in jobs)
+        return [outcome if outcome is not None else refused.get(id(next(specs))) for outcome in outcomes]
 
     def _accept(self, context, request_spec, filter_properties):
         try:
@@ -106,27 +111,30 @@ class SchedulerManager:
         return spec
 
     def _schedule(self, jobs):
-        """Place the requests of ``jobs`` ([(context, spec)]), in order.
+        """Place the requests of ``jobs`` ([(context, spec)]), in order; the requests refused
+        as invalid, ``{id(spec): InvalidRequest}`` (see _ready_to_place).
 
         A request whose hints read where instances are (a server group,
         same_host, different_host) sees the placements of the requests before
         it: those are written first.
         """
-        segment = []
+        segment, refused = [], {}
         for job in jobs:
             if segment and lookups.reads_placements(job[1]):
-                self._schedule_segment(segment)
+                refused.update(self._schedule_segment(segment))
                 segment = []
             segment.append(job)
         if segment:
-            self._schedule_segment(segment)
+            refused.update(self._schedule_segment(segment))
+        return refused
 
     def _schedule_segment(self, jobs):
         """Place the requests of ``jobs`` in one go: their rows written together, then the
-        builds cast to the agents (through the outbox: out once the batch commits)."""
+        builds cast to the agents (through the outbox: out once the batch commits). Returns
+        the requests refused as invalid, as _schedule."""
         self._begin_attempt(jobs)
         to_schedule, new, expected = self._instances_to_schedule(jobs)
-        placing, errors = self._ready_to_place(jobs, to_schedule)
+        placing, errors, refused = self._ready_to_place(jobs, to_schedule, new)
         now = self._db.now()
         decided = {}
         specs = [spec for _, spec in placing]
@@ -160,6 +168,11 @@ class SchedulerManager:
                     rows.append(_instance_record(spec, instance_uuid, values=values))
                 else:
                     updates.append((instance_uuid, values, expected[instance_uuid]))
+        for spec, exc in refused.values():
+            if spec.uuids_named:  # their client looks for them: it finds why they are not built
+                reason = f"Invalid request: {exc}"
+                rows.extend(_refused_record(spec, uuid, reason) for uuid in spec.instance_uuids)
+                self.outbox.send(telemetry.count_outcome, telemetry.ERROR, len(spec.instance_uuids))
         taken = self._create_placed(rows)
         taken.update(self._update_placed(updates))
         scheduled = telemetry.Scheduled()
@@ -170,6 +183,7 @@ class SchedulerManager:
                 scheduled.add(spec.retry.num_attempts, (context or {}).get(CAST_AT))
         if scheduled:
             self.outbox.send(scheduled.count)
+        return {key: InvalidRequest(str(exc)) for key, (_, exc) in refused.items()}
 
     def _begin_attempt(self, jobs):
         """Count the attempt; a reschedule gives back what it held on the host that sent it back."""
@@ -179,12 +193,18 @@ class SchedulerManager:
                 for instance_uuid in spec.instance_uuids:
                     self.host_manager.release(host, instance_uuid)
 
-    def _ready_to_place(self, jobs, to_schedule):
-        """([(context, spec)] to place, [(spec, reason)] refused before placing): the jobs'
-        specs cut down to the instances still to place, past the attempt limit and the
-        hints' checks. A redelivered request sends the builds it decided before again."""
+    def _ready_to_place(self, jobs, to_schedule, new):
+        """([(context, spec)] to place, [(spec, reason, outcome)] refused before placing,
+        {id(spec): (spec, exception)} refused as invalid): the jobs' specs cut down to the
+        instances still to place, past the attempt limit and the hints' checks. A redelivered
+        request sends the builds it decided before again.
+
+        A request for new instances only (no row yet, ``new``) that fails those checks is
+        invalid, whatever the fleet: it is refused once, as a whole, and none of the
+        instances it asks for is recorded, but those it names (see _schedule_segment).
+        Instances that have rows (reschedules) go to ERROR with the reason."""
         max_attempts = self._conf.scheduler.max_attempts
-        placing, errors = [], []
+        placing, errors, refused = [], [], {}
         for (context, spec), (uuids, placed) in rpc.each_request(zip(jobs, to_schedule, strict=True),
                                                                  _job_context):
             if getattr(context, "redelivered", False):
@@ -196,10 +216,16 @@ class SchedulerManager:
             if not uuids:
                 continue
             spec.instance_uuids = uuids
+            fresh = not spec.retry.hosts and all(u in new for u in uuids)
             if spec.retry.num_attempts > max_attempts:
                 reason = f"Exceeded maximum number of attempts ({max_attempts})"
                 if spec.retry.exc_reason:
                     reason += f"; last failure: {spec.retry.exc_reason}"
+                if fresh:
+                    refused[id(spec)] = (spec, InvalidRequest(
+                        f"run_instance: filter_properties.retry.num_attempts: a new request is past "
+                        f"[scheduler] max_attempts ({max_attempts})"))
+                    continue
                 LOG.info("Instances %s: %s", ", ".join(uuids), reason)
                 errors.append((spec, reason, telemetry.ERROR))
                 continue
@@ -208,12 +234,19 @@ class SchedulerManager:
                 lookups.prepare_spec(self._db, spec, add_members=False)
                 self._check_honoured(spec)
                 lookups.add_members(self._db, spec)
+            except lookups.InvalidHint as exc:
+                if fresh:
+                    refused[id(spec)] = (spec, exc)
+                    continue
+                LOG.info("Instances %s: %s", ", ".join(uuids), exc)
+                errors.append((spec, str(exc), telemetry.NO_VALID_HOST))
+                continue
             except NoValidHost as exc:
                 LOG.info("Instances %s: %s", ", ".join(uuids), exc)
                 errors.append((spec, str(exc), telemetry.NO_VALID_HOST))
                 continue
             placing.append((context, spec))
-        return placing, errors
+        return placing, errors, refused
 
     def _update_placed(self, updates):
         """Write the new placements (or refusals) of instances that have a row, each only
@@ -560,6 +593,16 @@ def _log_decision(instance_uuid, host, decision, attempt=1, verb="Placed"):
 def _ctxt(context):
     """The caller's context values, to pass on with the casts this request causes."""
     return context.to_dict() if hasattr(context, "to_dict") else dict(context or {})
+
+
+def _refused_record(spec, instance_uuid, reason):
+    """The row of an instance a request named and that is refused as invalid: its fault and
+    what a listing shows, not the request (it is dead-lettered whole)."""
+    return {"uuid": instance_uuid, "state": states.ERROR, "fault_reason": reason,
+            "project_id": spec.project_id, "display_name": spec.display_names.get(instance_uuid),
+            "flavor_name": spec.flavor.name,
+            "memory_mb": spec.flavor.memory_mb, "root_gb": spec.flavor.root_gb,
+            "ephemeral_gb": spec.flavor.ephemeral_gb, "vcpus": spec.flavor.vcpus, "attempts": 0}
 
 
 def _instance_record(spec, instance_uuid, wire=None, values=None):

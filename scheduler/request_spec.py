@@ -6,12 +6,12 @@ so that filters and weighers can trust what they are given.
 """
 
 import dataclasses
-import math
 import uuid as uuidlib
 
 from scheduler import host_names
 from scheduler.exception import InvalidRequest
 from scheduler.rpc import names
+from scheduler.wire_numbers import is_finite
 
 MAX_INSTANCES_PER_REQUEST = 1000
 # 16 TiB of RAM, 1 PiB of disk, 4096 vCPUs: beyond any host, so surely a typo.
@@ -24,19 +24,14 @@ MAX_TEXT = 255
 
 def is_bounded_number(value, high):
     """A finite int or float (not a bool) between 0 and ``high``."""
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, int | float)
-        and math.isfinite(value)
-        and 0 <= value <= high
-    )
+    return is_finite(value) and 0 <= value <= high
 
 
 def _int(value, where, low, high):
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidRequest(f"{where}: must be an integer, got {value!r}")
+        raise InvalidRequest(f"{where}: must be an integer, got {value!r}"[:300])
     if not low <= value <= high:
-        raise InvalidRequest(f"{where}: must be between {low} and {high}, got {value}")
+        raise InvalidRequest(f"{where}: must be between {low} and {high}, got {value}"[:300])
     return value
 
 
@@ -114,8 +109,9 @@ def _string_map(value, where):
         raise InvalidRequest(f"{where}: at most {MAX_LIST} entries")
     for key, item in value.items():
         _text(key, f"{where} key")
-        if not isinstance(item, str | int | float | bool | list):
-            raise InvalidRequest(f"{where}[{key}]: must be a string, number or list")
+        if not isinstance(item, str | int | float | bool | list) or (
+                isinstance(item, int | float) and not isinstance(item, bool) and not is_finite(item)):
+            raise InvalidRequest(f"{where}[{key}]: must be a string, finite number or list")
     return dict(value)
 
 
@@ -193,6 +189,8 @@ class RequestSpec:
     image_id: str | None = None
     #: {instance uuid: its name, or None}: from instance_properties.display_name (instance_names)
     display_names: dict = dataclasses.field(default_factory=dict)
+    #: The request named its instances' UUIDs (else it gave num_instances, and they were made here).
+    uuids_named: bool = True
     # Looked up by the scheduler before selection (scheduler.lookups), never read from the wire:
     #: the server group of a ``group`` hint: {uuid, name, policy, rules, hosts: {host: members}}
     group: dict | None = None
@@ -254,6 +252,7 @@ class RequestSpec:
             instance_properties=props,
             image_id=_text(image.get("id"), "request_spec.image.id", optional=True),
             display_names=dict(zip(uuids, names, strict=True)),
+            uuids_named=request_spec.get("instance_uuids") is not None,
         )
 
     def to_wire(self):

@@ -73,15 +73,16 @@ def check_name(value: Any) -> str:
     return name
 
 
-def check_spec(value: Any) -> GroupSpec:
-    """``value`` as parse_spec reads it, its max within what a group may hold, and each
-    external metric one Berth can read."""
+def check_spec(value: Any, max_members: int = MAX_MEMBERS) -> GroupSpec:
+    """``value`` as parse_spec reads it, its max within what a group may hold
+    (``max_members``: [scaling] max_members), and each external metric one Berth can read."""
     try:
         spec = parse_spec(value)
     except SpecError as exc:
         raise InvalidRequest(str(exc)) from None
-    if spec.max > MAX_MEMBERS:
-        raise InvalidRequest(f"spec.max: must be at most {MAX_MEMBERS}, got {spec.max}")
+    if spec.max > max_members:
+        raise InvalidRequest(f"spec.max: must be at most {max_members} ([scaling] max_members, the most "
+                             f"members a group may have), got {spec.max}")
     for index, metric in enumerate(spec.metrics):
         why = external_metric_error(metric.name) if metric.type == EXTERNAL else None
         if why is not None:
@@ -257,7 +258,7 @@ class ScalingGroupEndpoint:
         scheduler_hints, availability_zone, server_group_uuid), ``desired`` the count to
         start from (default: min), ``project_id`` the members' (default: the caller's)."""
         name = check_name(name)
-        checked = check_spec(spec)
+        checked = check_spec(spec, self._conf.scaling.max_members)
         if project_id is None:
             values = context.to_dict() if hasattr(context, "to_dict") else dict(context or {})
             project_id = values.get("project_id")
@@ -329,7 +330,7 @@ class ScalingGroupEndpoint:
                     data.pop(key, None)
                 else:
                     data[key] = changes[key]
-        spec = check_spec(data)
+        spec = check_spec(data, self._conf.scaling.max_members)
         values: dict[str, Any] = {}
         if any(key in changes for key in SPEC_CHANGES):
             values["spec"] = data

@@ -25,6 +25,7 @@ No threads and no I/O of its own: the database, the casts, the metrics and the c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import uuid as uuidlib
@@ -37,6 +38,7 @@ from typing import Any, Protocol
 from scheduler import jsonutils, states
 from scheduler.db.engine import DatabaseUnavailable, to_db_time, to_iso
 from scheduler.db.scaling_syncs import SCALE_EVENTS_KEPT_S, SyncRecord
+from scheduler.log_once import LogOnce
 from scheduler.scaling import decide as policy
 from scheduler.scaling import members as group_members
 from scheduler.scaling import settled
@@ -55,6 +57,8 @@ from scheduler.scaling.spec import (
 )
 
 LOG = logging.getLogger(__name__)
+#: A group held to max_members is said once an hour.
+_LIMITED = LogOnce(LOG, interval=3600.0)
 
 #: cast_run_instance(request_spec, filter_properties): SchedulerClient.run_instance's wire dicts.
 RunInstanceCast = Callable[[dict[str, Any], dict[str, Any]], None]
@@ -118,6 +122,8 @@ class ControllerSettings:
     replace_backoff_s: float = 10.0  # the first wait before ERROR members are replaced again
     replace_backoff_max_s: float = 300.0  # the wait doubles up to this
     cast_grace_s: float = 60.0  # a member unchanged this long gets its build/delete cast again
+    max_members: int = 1000  # a group's max is held to this (the API refuses more)
+    max_new_members: int = 100  # members one sync of a group creates at most, replacements included
     readiness: Readiness = Readiness()
 
 
@@ -172,6 +178,8 @@ class _Plan:
     replace_after: datetime | None = None
     replace_failures: int = 0
     template_error: str | None = None
+    #: Members still to create after this sync ({count, reason}), None: none.
+    pending: dict[str, Any] | None = None
 
 
 @dataclass
@@ -406,6 +414,7 @@ class ScalingController:
             status = {"synced_at": group_status.iso(now), "error": str(exc)}
             written = self._db.update_scaling_group_if(group["uuid"], group["version"], {"status": status})
             return SyncResult(group["uuid"], group["name"], FAILED if written else LOST, error=str(exc))
+        spec = self._held_to_max_members(group, spec)
         if group["paused"]:
             return self._sync_paused(group, members, now, None)
         cutoff = now - timedelta(seconds=horizon_s)
@@ -426,7 +435,7 @@ class ScalingController:
         events = [{"at": to_iso(e["recorded_at"]), "change": e["change"], "reason": e["reason"]}
                   for e in shown[-group_status.EVENTS_SHOWN:]]
         status = group_status.group_status(members, decision, events, now, reason, plan.replace_failures,
-                                           plan.replace_after, plan.template_error)
+                                           plan.replace_after, plan.template_error, plan.pending)
         recommendations = [group["desired"]] if decision.record_initial else []
         if decision.recommendation is not None:
             recommendations.append(decision.recommendation)
@@ -436,6 +445,17 @@ class ScalingController:
                             None if decision.scale_event is None else (decision.scale_event, reason),
                             plan.new_rows, cutoff if prunable else None)
         return _Sync(group, members, plan, record, decision.desired, decision)
+
+    def _held_to_max_members(self, group: Mapping[str, Any], spec: GroupSpec) -> GroupSpec:
+        """``spec`` with its max (and min) held to max_members: a group stored before the bound
+        was set, or lowered, grows no further than any other may."""
+        limit = self.settings.max_members
+        if spec.max <= limit:
+            return spec
+        _LIMITED.log(group["uuid"], logging.WARNING,
+                     "Scaling group %s has max %d, above [scaling] max_members: held to %d members "
+                     "(set its max to at most %d to silence this)", group["name"], spec.max, limit, limit)
+        return dataclasses.replace(spec, max=limit, min=min(spec.min, limit))
 
     def _decide(self, group: Mapping[str, Any], spec: GroupSpec, members: Sequence[Mapping[str, Any]],
                 history: Mapping[str, Sequence[Mapping[str, Any]]], readings: _Readings,
@@ -463,11 +483,17 @@ class ScalingController:
     def _plan(self, group: Mapping[str, Any], members: Sequence[Mapping[str, Any]], desired: int,
               now: datetime) -> _Plan:
         """ReplicaSet's part: ERROR members replaced (with the back-off), members created or
-        chosen for deletion so that the counted ones come to ``desired``."""
+        chosen for deletion so that the counted ones come to ``desired``.
+
+        At most max_new_members are created a sync, replacements first (as a ReplicaSet
+        creates at most its burst a sync); and while ERROR members wait for their
+        replacement's back-off, none is created: the fleet refused the last ones (no room,
+        most often), and more would fail the same way."""
         plan = _Plan(replace_after=to_db_time(group["replace_after"]),
                      replace_failures=group["replace_failures"])
         counted: list[Mapping[str, Any]] = []
         errors: list[Mapping[str, Any]] = []
+        budget = self.settings.max_new_members
         all_active = True
         for member in members:
             state = member["state"]
@@ -481,7 +507,7 @@ class ScalingController:
         replacing: list[Mapping[str, Any]] = []
         due = plan.replace_after is None or plan.replace_after <= now
         if errors and plan.template_error is None and due:
-            replacing = errors
+            replacing = errors[:budget]
             delay = group_members.replace_delay(plan.replace_failures, self.settings.replace_backoff_s,
                                                 self.settings.replace_backoff_max_s)
             plan.replace_failures += 1
@@ -494,11 +520,16 @@ class ScalingController:
             plan.victims += group_members.victims(kept, len(kept) - desired)
         missing = desired - len(kept)
         if missing > 0 and plan.template_error is None:
-            names = group_members.new_names(group["name"], [m for m in members if m not in replacing],
-                                            missing)
+            held = bool(errors) and not replacing
+            count = 0 if held else min(missing, budget)
+            names = group_members.new_names(group["name"], [m for m in members if m not in replacing], count)
             templated = {**group, "template": _json_object(group["template"])}
             plan.new_rows = [group_members.member_row(templated, str(uuidlib.uuid4()), name)
                              for name in names]
+            if count < missing:
+                reason = (f"{len(errors)} ERROR member(s) wait for their replacement" if held else
+                          f"at most {budget} new members a sync ([scaling] max_new_members_per_sync)")
+                plan.pending = {"count": missing - count, "reason": reason}
         return plan
 
     def _delete(self, victims: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:

@@ -50,6 +50,8 @@ def controller_settings(conf: Any, pid: int | None = None) -> ControllerSettings
         replace_backoff_s=scaling.replace_backoff,
         replace_backoff_max_s=max(scaling.replace_backoff, scaling.replace_backoff_max),
         cast_grace_s=scaling.cast_grace,
+        max_members=scaling.max_members,
+        max_new_members=scaling.max_new_members_per_sync,
         readiness=Readiness(cpu_initialization_period_s=scaling.cpu_initialization_period,
                             initial_readiness_delay_s=scaling.initial_readiness_delay),
     )

@@ -633,6 +633,10 @@ def describe(group: Mapping[str, Any], out: TextIO) -> None:
         fields.append(("Last sync:", _when(status.get("synced_at"), now) + overdue))
         if status.get("limited_by"):
             fields.append(("Limited by:", status["limited_by"]))
+        pending = status.get("pending") or {}
+        if pending.get("count"):
+            fields.append(("Members to create:",
+                           f"{pending['count']} more, at later syncs: {pending.get('reason')}"))
         replacing = status.get("replacing") or {}
         if replacing.get("failures"):
             fields.append(("Replacing ERROR members:", f"{replacing['failures']} time(s) in a row; next not "

@@ -91,6 +91,23 @@ opts = [
         "refused without being decoded: dead-lettered if it is a cast (a call cannot be "
         "answered, since its reply queue is inside the body).",
     ),
+    cfg.IntOpt(
+        "dead_letter_max_length",
+        default=10_000,
+        min=1,
+        help="Messages the dead-letter queue <control_exchange>.dead-letters keeps at most; "
+        "past it, or past dead_letter_max_bytes, the oldest are dropped (RabbitMQ's "
+        "x-max-length with x-overflow drop-head; on filesystem:// Berth drops the oldest "
+        "files). A queue an earlier Berth declared without these bounds is used as it is, "
+        "and the services say once at start how to bound it.",
+    ),
+    cfg.IntOpt(
+        "dead_letter_max_bytes",
+        default=64 * 1024 * 1024,
+        min=1024,
+        help="Bytes of message bodies the dead-letter queue keeps at most (RabbitMQ's "
+        "x-max-length-bytes; on filesystem://, the files' sizes); the oldest go first.",
+    ),
     cfg.BoolOpt("ssl", default=False, help="Connect to RabbitMQ over TLS (also implied by amqps://)."),
     cfg.StrOpt("ssl_ca_file", help="CA bundle that signs the broker's certificate."),
     cfg.StrOpt("ssl_cert_file", help="Client certificate for the broker."),

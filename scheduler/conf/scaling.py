@@ -49,6 +49,30 @@ opts = [
         help="Seconds after which a member's sample (measured by its agent or pushed) is "
         "stale and counts as missing. Keep it above the agents' report_interval.",
     ),
+    cfg.IntOpt(
+        "max_members",
+        default=1000,
+        min=1,
+        max=2**31 - 1,
+        help="The most members a scaling group may have: a group's max above it is refused at "
+        "create and update (a group stored with a larger max is held to this one).",
+    ),
+    cfg.IntOpt(
+        "max_new_members_per_sync",
+        default=100,
+        min=1,
+        help="The members one sync of a group creates at most, replacements of ERROR members "
+        "included: a group far below its count grows by this many a sync_period, so that it "
+        "cannot fill the scheduler's queue ahead of every other request.",
+    ),
+    cfg.IntOpt(
+        "max_pushed_metrics",
+        default=64,
+        min=1,
+        help="Distinct metric names pushed (push_instance_metrics) that one instance may hold. "
+        "A push that would add names past it is refused, saving nothing; the names held may be "
+        "pushed again, and a name not pushed for an hour is pruned, which frees it.",
+    ),
     cfg.FloatOpt(
         "replace_backoff",
         default=10.0,

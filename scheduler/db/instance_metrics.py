@@ -17,7 +17,6 @@ longer): one query for every way an instance goes, and nothing for the instance 
 remember.
 """
 
-import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,10 +30,21 @@ from scheduler.db import fastpaths
 from scheduler.db.engine import DatabaseEngine, TimeValue, _retry, to_db_time, to_iso
 from scheduler.db.models import instance_metrics, instances
 from scheduler.db.rows import _chunks
-from scheduler.instance_metrics import MAX_NAME, SOURCES, report_rows
+from scheduler.instance_metrics import MAX_NAME, PUSHED, SOURCES, report_rows
+from scheduler.wire_numbers import is_finite
 
 #: Samples older than this are pruned: far older than any staleness limit a reader uses.
 RETENTION_S = 3600.0
+
+
+class TooManyMetrics(ValueError):
+    """A save that would give an instance more pushed names than it may hold; nothing saved."""
+
+    def __init__(self, uuid: str, held: int, new: list[str], limit: int) -> None:
+        shown = ", ".join(new[:5]) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
+        super().__init__(f"instance {uuid} holds {held} pushed metric(s) of the {limit} it may hold; "
+                         f"{len(new)} new name(s) ({shown}) would pass that")
+        self.uuid, self.held, self.new, self.limit = uuid, held, new, limit
 
 _KEY = ("instance_uuid", "name")
 _WRITTEN = ("value", "sampled_at", "source")
@@ -47,13 +57,31 @@ def _sample_row(row: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         raise ValueError(f"instance metric: instance_uuid must be a UUID, got {uuid!r}")
     if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME:
         raise ValueError(f"instance metric of {uuid}: name must be text of 1 to {MAX_NAME} characters")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_finite(value):
         raise ValueError(f"instance metric {name} of {uuid}: value must be a finite number, got {value!r}")
     if source not in SOURCES:
         raise ValueError(f"instance metric {name} of {uuid}: source must be one of {', '.join(SOURCES)}")
     sampled_at = row.get("sampled_at")
     return {"instance_uuid": uuid, "name": name, "value": float(value), "source": source,
             "sampled_at": now if sampled_at is None else to_db_time(sampled_at)}
+
+
+def _check_pushed_names(connection: sa.Connection, rows: list[dict[str, Any]], limit: int) -> None:
+    """Raise TooManyMetrics when ``rows`` would give an instance more than ``limit`` pushed names."""
+    m = instance_metrics.c
+    pushed: dict[str, set[str]] = {}
+    for row in rows:
+        if row["source"] == PUSHED:
+            pushed.setdefault(row["instance_uuid"], set()).add(row["name"])
+    held: dict[str, set[str]] = {uuid: set() for uuid in pushed}
+    for chunk in _chunks(sorted(pushed)):
+        query = sa.select(m.instance_uuid, m.name).where(m.instance_uuid.in_(chunk), m.source == PUSHED)
+        for uuid, name in connection.execute(query):
+            held[uuid].add(name)
+    for uuid, names in pushed.items():
+        new = sorted(names - held[uuid])
+        if len(held[uuid]) + len(new) > limit:
+            raise TooManyMetrics(uuid, len(held[uuid]), new, limit)
 
 
 def _upsert(connection: sa.Connection, rows: list[dict[str, Any]]) -> None:
@@ -99,10 +127,11 @@ class InstanceMetricQueries(DatabaseEngine):
     #: Seconds between two prunes by one scheduler process (SchedulerService.save_reports).
     INSTANCE_METRICS_PRUNE_INTERVAL_S = 60.0
 
-    def _save(self, rows: Iterable[Mapping[str, Any]], members_only: bool
+    def _save(self, rows: Iterable[Mapping[str, Any]], members_only: bool, max_pushed: int | None = None
               ) -> tuple[int, dict[str, list[str]]]:
         """(how many saved, {host: [uuids]} of the members whose samples a host reported but
-        the database places elsewhere, left out); see the callers."""
+        the database places elsewhere, left out); see the callers. With ``max_pushed``, an
+        instance's pushed names are counted under a lock on its row (TooManyMetrics)."""
         now = self.now()
         given = [(_sample_row(row, now), row.get("host")) for row in rows]
         if not given:
@@ -126,24 +155,29 @@ class InstanceMetricQueries(DatabaseEngine):
             else:
                 live: set[str] = set()
                 for chunk in _chunks(sorted({sample["instance_uuid"] for sample, _ in given})):
-                    live.update(connection.scalars(sa.select(instances.c.uuid).where(
-                        instances.c.uuid.in_(chunk), live_instances)))
+                    query = sa.select(instances.c.uuid).where(instances.c.uuid.in_(chunk), live_instances)
+                    if max_pushed is not None:  # two pushes to one instance count its names in turn
+                        query = query.with_for_update()
+                    live.update(connection.scalars(query))
                 for sample, _ in given:
                     if sample["instance_uuid"] in live:
                         checked[(sample["instance_uuid"], sample["name"])] = sample
             # In key order, as every scheduler writes them: no deadlock between two savers.
             kept = [checked[key] for key in sorted(checked)]
+            if kept and max_pushed is not None:
+                _check_pushed_names(connection, kept, max_pushed)
             if kept:
                 _upsert(connection, kept)
         return len(kept), {host: sorted(uuids) for host, uuids in strays.items()}
 
     @_retry
-    def save_instance_metrics(self, rows: Iterable[Mapping[str, Any]]) -> int:
+    def save_instance_metrics(self, rows: Iterable[Mapping[str, Any]], max_pushed: int | None = None) -> int:
         """Upsert samples ``{instance_uuid, name, value, source ("agent" or "pushed"),
         sampled_at (default: now, the database's time)}``, one transaction; of one instance
         and name the last given wins. Samples of an instance unknown or DELETED are left
-        out. Returns how many were saved; ValueError (nothing saved) for a bad row."""
-        return self._save(rows, members_only=False)[0]
+        out. Returns how many were saved; ValueError (nothing saved) for a bad row, and
+        TooManyMetrics when an instance would hold more than ``max_pushed`` pushed names."""
+        return self._save(rows, members_only=False, max_pushed=max_pushed)[0]
 
     @_retry
     def save_instance_usage(self, reports: Mapping[str, Mapping[str, Any]]
@@ -176,15 +210,23 @@ class InstanceMetricQueries(DatabaseEngine):
         return found
 
     @_retry
-    def list_instance_metrics(self, uuids: Iterable[str]) -> dict[str, dict[str, dict[str, Any]]]:
-        """``{uuid: {name: {value, sampled_at, source}}}`` of every stored sample of ``uuids``,
-        however old (for operators: ``berth instance-metric show``)."""
+    def list_instance_metrics(self, uuids: Iterable[str], per_instance: int | None = None
+                              ) -> dict[str, dict[str, dict[str, Any]]]:
+        """``{uuid: {name: {value, sampled_at, source}}}`` of the stored samples of ``uuids``,
+        however old (for operators: ``berth instance-metric show``): every one, or the newest
+        ``per_instance`` of each instance."""
         found: dict[str, dict[str, dict[str, Any]]] = {}
+        m = instance_metrics.c
         with self._transaction() as connection:
             for chunk in _chunks(dict.fromkeys(uuids)):
-                query = (sa.select(instance_metrics).where(instance_metrics.c.instance_uuid.in_(chunk))
-                         .order_by(instance_metrics.c.instance_uuid, instance_metrics.c.name))
-                for row in connection.execute(query).mappings():
+                query = sa.select(instance_metrics).where(m.instance_uuid.in_(chunk))
+                if per_instance is not None:
+                    rank = sa.func.row_number().over(partition_by=m.instance_uuid,
+                                                     order_by=(m.sampled_at.desc(), m.name)).label("rank")
+                    ranked = sa.select(instance_metrics, rank).where(m.instance_uuid.in_(chunk)).subquery()
+                    query = sa.select(*(ranked.c[c.name] for c in instance_metrics.columns)).where(
+                        ranked.c.rank <= per_instance)
+                for row in connection.execute(query.order_by("instance_uuid", "name")).mappings():
                     found.setdefault(row["instance_uuid"], {})[row["name"]] = {
                         "value": row["value"], "sampled_at": to_iso(row["sampled_at"]),
                         "source": row["source"]}

@@ -19,8 +19,12 @@ Each refusal is logged as one warning line, no traceback; identical reasons
 are logged once a minute with how many were suppressed (:class:`LogOnce`).
 """
 
+import json
 import logging
 import re
+import threading
+
+from amqp import exceptions as amqp_exceptions
 
 from scheduler.log_once import LogOnce
 from scheduler.rpc import names, topology
@@ -61,6 +65,31 @@ def log_key(method, exc):
     return (method, type(exc).__name__, _VARIABLE.sub("_", str(exc))[:200])
 
 
+_said_unbounded = set()
+_said_lock = threading.Lock()
+
+
+def _say_unbounded(conf, vhost, name, exc):
+    """Once per process and queue: the dead-letter queue has no bound, and how to give it one."""
+    with _said_lock:
+        if (vhost, name) in _said_unbounded:
+            return
+        _said_unbounded.add((vhost, name))
+    # The policy's keys are the arguments' without "x-".
+    policy = json.dumps({key[2:]: value for key, value in topology.dead_letter_bounds(conf).items()},
+                        separators=(",", ":"))
+    LOG.warning(
+        "The dead-letter queue %s was declared without the bounds [oslo_messaging_rabbit] "
+        "dead_letter_max_length and dead_letter_max_bytes give it (by an earlier Berth, or with "
+        "other values: %s); it is used as it was declared, which may keep every dead letter. To "
+        "bound it, apply a policy (where a policy and the queue's own arguments both bound it, "
+        "the lower bound holds; if a policy bounds it already, nothing more is needed): "
+        "rabbitmqctl set_policy -p %s %s '^%s$' '%s' --apply-to queues; or delete it, with its "
+        "dead letters, and Berth declares it bounded again: rabbitmqadmin -V %s delete queue name=%s",
+        name, reason_of(exc), vhost, name, name.replace(".", r"\."), policy, vhost, name,
+    )
+
+
 class DeadLetters:
     """Republishes refused messages of one server to the dead-letter exchange."""
 
@@ -73,8 +102,26 @@ class DeadLetters:
         self.recent = Recent()
 
     def declare(self, channel):
-        """Declare the exchange and its queue (on each (re)connection of a server)."""
-        topology.dead_letter_queue(self.transport)(channel).declare()
+        """Declare the exchange and its queue (on each (re)connection of a server).
+
+        On RabbitMQ the queue is declared on a channel of its own: a queue an earlier Berth
+        declared without the bounds is refused (PRECONDITION_FAILED, which closes the
+        channel), and is then used as it is, the server consuming on ``channel`` as ever."""
+        queue = topology.dead_letter_queue(self.transport)
+        if not self.transport.is_rabbit:
+            queue(channel).declare()
+            return
+        own = channel.connection.channel()
+        try:
+            queue(own).declare()
+        except amqp_exceptions.PreconditionFailed as exc:
+            if "inequivalent arg" not in str(exc):
+                raise
+            _say_unbounded(self.transport.conf, getattr(channel.connection, "virtual_host", None) or "/",
+                           queue.name, exc)
+        finally:
+            if getattr(own, "is_open", False):
+                own.close()
 
     def send(self, message, exc, method=None):
         """Republish ``message`` with the reason ``exc`` and the current request's id; log it

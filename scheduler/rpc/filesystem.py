@@ -20,7 +20,10 @@ that dies loses it. Here:
   the unacknowledged messages of a connection that closed.
 
 Exchange bindings live in control-folder files (kombu's own design), so topic
-and fanout routing work across processes.
+and fanout routing work across processes. A queue named in the transport option
+``bounded_queues`` (``{name: (max messages, max bytes)}``: the dead letters) keeps
+the newest messages within its bounds: whoever publishes past them deletes the
+oldest files, as RabbitMQ's ``x-overflow: drop-head`` does.
 """
 
 import atexit
@@ -41,6 +44,8 @@ from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
 
 LOG = logging.getLogger(__name__)
+#: The transport option of the queues kept within bounds.
+BOUNDED_QUEUES = "bounded_queues"
 
 _counter = itertools.count()
 _counter_lock = threading.Lock()
@@ -141,6 +146,32 @@ class Channel(filesystem.Channel):
             raise
         # Readers skip the dot-file; the rename publishes the whole message at once.
         os.rename(tmp, final)
+        bounds = self.transport_options.get(BOUNDED_QUEUES, {}).get(queue)
+        if bounds is not None:
+            self._drop_head(queue, *bounds)
+
+    def _drop_head(self, queue, max_length, max_bytes):
+        """Delete the oldest messages of ``queue`` past ``max_length`` messages or
+        ``max_bytes`` (their files' sizes); what another process took or deleted meanwhile
+        is skipped."""
+        wanted = f"{queue}.msg"
+        files = []
+        for filename in sorted(os.listdir(self.data_folder_out), reverse=True):  # newest first
+            if filename.startswith(".") or filename.partition(".")[2] != wanted:
+                continue
+            try:
+                files.append((filename, os.path.getsize(os.path.join(self.data_folder_out, filename))))
+            except FileNotFoundError:
+                continue
+        kept = total = 0
+        for filename, size in files:
+            if kept < max_length and total + size <= max_bytes:
+                kept += 1
+                total += size
+                continue
+            kept = max_length  # the first one past the bounds: it and every older one go
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.data_folder_out, filename))
 
     def _get(self, queue):
         wanted = f"{queue}.msg"

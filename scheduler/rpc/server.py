@@ -586,7 +586,7 @@ class RPCServer:
                 log_key(method, exc), logging.WARNING, "Call of %s on %s failed: %s",
                 method, self.target.topic, reason_of(exc),
             )
-            LOG.debug("Traceback of the failed call of %s", method, exc_info=True)
+            LOG.debug("Traceback of the failed call of %s", method, exc_info=exc)
 
     def _reply(self, msg_id, reply_q, result=None, failure=None):
         if failure is not None:

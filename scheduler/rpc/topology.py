@@ -118,11 +118,27 @@ def dead_letter_queue(transport):
 
     A classic durable queue even with rabbit_quorum_queue: it is written once per
     refused message, in the consumer's path, and a quorum queue's confirms are slower.
+    Bounded (:func:`dead_letter_bounds`): whoever can publish can fill it.
     """
     return Queue(
-        f"{transport.conf.control_exchange}.dead-letters",
+        dead_letter_queue_name(transport.conf),
         exchange=dead_letter_exchange(transport),
         routing_key="#",
         durable=transport.durable,
         auto_delete=False,
+        queue_arguments=dead_letter_bounds(transport.conf) if transport.is_rabbit else None,
     )
+
+
+def dead_letter_queue_name(conf):
+    return f"{conf.control_exchange}.dead-letters"
+
+
+def dead_letter_bounds(conf):
+    """The dead-letter queue's arguments on RabbitMQ: at most dead_letter_max_length messages
+    and dead_letter_max_bytes of bodies, the oldest dropped first (the newest say what is
+    going wrong now)."""
+    rabbit = conf.oslo_messaging_rabbit
+    return {"x-max-length": rabbit.dead_letter_max_length,
+            "x-max-length-bytes": rabbit.dead_letter_max_bytes,
+            "x-overflow": "drop-head"}

@@ -22,7 +22,7 @@ from amqp import exceptions as amqp_exceptions
 from amqp.exceptions import MessageNacked
 
 from scheduler.masking import mask_url
-from scheduler.rpc import amqp_fast, envelope, filesystem, names
+from scheduler.rpc import amqp_fast, envelope, filesystem, names, topology
 from scheduler.rpc.amqp_fast import batch_confirms, buffered_reads
 from scheduler.rpc.exceptions import (
     BrokerUnreachable,
@@ -203,6 +203,9 @@ class Transport:
         options = {"polling_interval": rabbit.polling_interval}
         if self.kind == "filesystem":
             options.update(self._folders)
+            options[filesystem.BOUNDED_QUEUES] = {
+                topology.dead_letter_queue_name(self.conf): (rabbit.dead_letter_max_length,
+                                                             rabbit.dead_letter_max_bytes)}
             return kombu.Connection(transport=filesystem.Transport, transport_options=options)
         return kombu.Connection("memory://", transport_options=options)
 

@@ -44,7 +44,7 @@ DEFAULT_CPU_UTILIZATION = 80
 #: Kubernetes' validation bounds.
 MAX_STABILIZATION_WINDOW_S = 3600
 MAX_POLICY_PERIOD_S = 1800
-#: A group's min and max: Kubernetes' int32 replica counts.
+#: A group's min and max: Kubernetes' int32 replica counts (its other counts are int32 too).
 MAX_REPLICAS = 2**31 - 1
 
 #: Member states: waiting for a host or being built (Kubernetes: Pending).
@@ -187,7 +187,8 @@ class WhatIf:
 
 def _shown(value: Any) -> str:
     if isinstance(value, Decimal):
-        return str(value)
+        text = str(value)
+        return text if len(text) <= 60 else text[:57] + "..."
     try:
         text = json.dumps(value, default=str)
     except (TypeError, ValueError):
@@ -286,8 +287,8 @@ def parse_metric(value: Any, path: str) -> MetricSpec:
         raise SpecError(path, f"give exactly one target: {' or '.join(allowed)}")
     key = given[0]
     if key == "target_utilization":
-        return MetricSpec(kind, name, target_utilization=_whole(data[key], _join(path, key), 1,
-                                                                what="of at least 1 (percent)"))
+        return MetricSpec(kind, name, target_utilization=_whole(data[key], _join(path, key), 1, MAX_REPLICAS,
+                                                                what=f"from 1 to {MAX_REPLICAS} (percent)"))
     target = _number(data[key], _join(path, key), above_zero=True)
     if key == "target_average":
         return MetricSpec(kind, name, target_average=target)
@@ -302,7 +303,7 @@ def parse_policy(value: Any, path: str) -> ScalingPolicy:
     data = _object(value, path, ("type", "value", "period_s"), ("type", "value", "period_s"))
     return ScalingPolicy(
         _choice(data["type"], _join(path, "type"), POLICY_TYPES),
-        _whole(data["value"], _join(path, "value"), 1),
+        _whole(data["value"], _join(path, "value"), 1, MAX_REPLICAS),
         _whole(data["period_s"], _join(path, "period_s"), 1, MAX_POLICY_PERIOD_S),
     )
 
@@ -407,7 +408,7 @@ def _history(value: Any, path: str, parse: Callable[[dict[str, Any], str], Any])
 def _recommendation(value: Any, path: str) -> Recommendation:
     data = _object(value, path, ("age_s", "replicas"), ("age_s", "replicas"))
     return Recommendation(_seconds(data["age_s"], _join(path, "age_s")),
-                          _whole(data["replicas"], _join(path, "replicas")))
+                          _whole(data["replicas"], _join(path, "replicas"), 0, MAX_REPLICAS))
 
 
 def _scale_event(value: Any, path: str) -> ScaleEvent:
@@ -438,7 +439,7 @@ def parse_what_if(value: Any) -> WhatIf:
         recommendations = _history(data["recommendations"], "recommendations", _recommendation)
     return WhatIf(
         spec=spec,
-        current=_whole(data["current"], "current"),
+        current=_whole(data["current"], "current", 0, MAX_REPLICAS),
         members=_history(data.get("members", []), "members", parse_member),
         external=_measures(data.get("external", {}), "external"),
         recommendations=recommendations,

@@ -97,11 +97,11 @@ def member_counts(members: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def group_status(members: Sequence[Mapping[str, Any]], decision: Decision,
                  events: Sequence[Mapping[str, Any]], now: datetime, new_event: str | None,
                  replace_failures: int, replace_after: datetime | None,
-                 template_error: str | None) -> dict[str, Any]:
+                 template_error: str | None, pending: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What ``show`` prints: the sync's metrics (current, target, proposal), conditions,
     what limited the count, the members by state, the last scale events (``events``
     recorded, {at, change, reason}, then this sync's with ``new_event`` as its reason) and
-    the replacement back-off."""
+    the replacement back-off; ``pending``: the members still to create, and why not now."""
     metrics = []
     for result in decision.metrics:
         entry: dict[str, Any] = {"name": result.spec.name, "type": result.spec.type,
@@ -121,6 +121,8 @@ def group_status(members: Sequence[Mapping[str, Any]], decision: Decision,
     }
     if template_error is not None:
         status["template_error"] = template_error
+    if pending is not None:
+        status["pending"] = dict(pending)
     return status
 
 

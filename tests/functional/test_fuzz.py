@@ -121,6 +121,9 @@ def test_10000_malformed_messages_interleaved_with_valid_requests(tmp_path):
             transport_url,
             DEFAULT__debug="false",
             oslo_messaging_rabbit__rabbit_quorum_queue="true",
+            # Room for every dead letter, which the test counts (the bounds keep 10,000).
+            oslo_messaging_rabbit__dead_letter_max_length="100000",
+            oslo_messaging_rabbit__dead_letter_max_bytes=str(2**30),
         )
         try:
             _run(fleet, transport_url)

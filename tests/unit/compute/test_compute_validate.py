@@ -33,6 +33,8 @@ class Manager:
         ({"uuid": UUID, "flavor": FLAVOR}, {}, "x", "filter_properties: must be an object"),
         ({"uuid": UUID, "flavor": FLAVOR}, {}, {"limits": {"memory_mb": -1}}, "limits.memory_mb"),
         ({"uuid": UUID, "flavor": FLAVOR}, {}, {"limits": {"vcpu": "many"}}, "limits.vcpu"),
+        ({"uuid": UUID, "flavor": FLAVOR}, {}, {"limits": {"disk_gb": 10**400}},
+         "limits.disk_gb must be a number"),
         ({"uuid": UUID, "flavor": FLAVOR}, {}, {"retry": {"hosts": "h"}}, "retry.hosts"),
     ],
 )

@@ -3,6 +3,7 @@ with the reason in its headers, and the server goes on with the next message."""
 
 import json
 import logging
+import os
 import time
 
 import pytest
@@ -107,6 +108,30 @@ def test_an_oversized_body_is_refused_undecoded_and_kept_truncated(conf, transpo
     assert server.received[0][1]["host"] == "ok"
 
 
+@pytest.mark.parametrize("transport_url", ["filesystem://"])
+@pytest.mark.parametrize("bound", [{"dead_letter_max_length": 4}, {"dead_letter_max_bytes": 20_000}])
+def test_the_dead_letters_stored_on_the_filesystem_keep_the_newest_within_their_bounds(
+        conf, transport, topic, start_server, bound):
+    for name, setting in bound.items():
+        conf.set_override(name, setting, group="oslo_messaging_rabbit")
+    endpoint = Strict()
+    start_server([endpoint])
+    for index in range(10):
+        publish_raw(transport, topic, f"{index:04d} not JSON ".ljust(3000, "x"))
+    rpc.RPCClient(transport, rpc.Target(topic=topic)).cast({}, "place", host="after")
+    assert endpoint.wait_for(1)
+    folder = os.path.join(conf.state_path, "broker", "queues")
+    stored = [os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)
+              if f.endswith(f".{conf.control_exchange}.dead-letters.msg")]
+    letters = dead_letters(transport, 10, timeout=1)
+    kept = len(letters)
+    assert [letter.body[:4] for letter in letters] == [f"{i:04d}".encode() for i in range(10 - kept, 10)]
+    if "dead_letter_max_length" in bound:
+        assert kept == 4
+    else:  # each file holds a body of 3,000 bytes (base64) and its headers
+        assert 3 <= kept <= 6 and sum(stored) <= 20_000
+
+
 def test_a_message_a_server_would_refuse_for_its_size_is_not_sent(conf, transport, topic, server):
     conf.set_override("max_message_bytes", 2048, group="oslo_messaging_rabbit")
     client = rpc.RPCClient(transport, rpc.Target(topic=topic))
@@ -157,6 +182,16 @@ def test_a_call_with_args_that_are_not_an_object_is_answered(transport, topic, s
         envelope.request = original
     assert info.value.exc_type == "InvalidEnvelope"
     assert "args are not an object" in str(info.value)
+
+
+def test_a_failed_call_logs_its_own_traceback_at_debug(transport, topic, server, caplog):
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=WAIT)
+    with caplog.at_level(logging.DEBUG, logger="scheduler.rpc"), pytest.raises(rpc.RemoteError):
+        client.call({}, "explode")
+    [traceback] = [r for r in caplog.records if r.getMessage() == "Traceback of the failed call of explode"]
+    # The endpoint's exception, not "NoneType: None" (no exception being handled at that point).
+    assert traceback.exc_info[0] is RuntimeError
+    assert "endpoint bug" in caplog.text and "NoneType: None" not in caplog.text
 
 
 def test_identical_refusals_are_logged_once(transport, topic, server, caplog):

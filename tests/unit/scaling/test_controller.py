@@ -268,6 +268,55 @@ def test_error_members_are_replaced_with_a_doubling_back_off(database, scheduler
     assert (group["replace_failures"], group["replace_after"]) == (0, None)
 
 
+def test_a_group_far_below_its_count_grows_a_step_a_sync(database, scheduler, metrics, clock):
+    controller = _controller(database, scheduler, metrics, clock, max_new_members=4)
+    _group(database, desired=10, min=10)
+    first = controller.sync_once(clock.at(0))[0]
+    assert len(first.created) == 4 and len(_members(database)) == 4
+    status = database.get_scaling_group("g1")["status"]
+    assert status["pending"] == {"count": 6, "reason": "at most 4 new members a sync "
+                                                       "([scaling] max_new_members_per_sync)"}
+    _run(database, metrics, cpu=0.5)
+    assert len(controller.sync_once(clock.at(15))[0].created) == 4
+    _run(database, metrics, cpu=0.5)
+    assert len(controller.sync_once(clock.at(30))[0].created) == 2
+    assert "pending" not in database.get_scaling_group("g1")["status"]
+
+
+def test_a_group_the_fleet_refuses_creates_nothing_while_its_error_members_wait(
+        database, scheduler, metrics, clock):
+    controller = _controller(database, scheduler, metrics, clock, max_new_members=4)
+    _group(database, desired=10, min=10)
+    controller.sync_once(clock.at(0))
+    for name in ("web-1", "web-2"):
+        _set(database, name, states.ACTIVE, host="h1")
+    for name in ("web-3", "web-4"):
+        _set(database, name, states.ERROR)  # no room
+    replaced = controller.sync_once(clock.at(15))[0]  # the first replacement is due at once
+    assert len(replaced.deleted) == 2 and len(replaced.created) == 4  # 2 replacements, 2 new: the step
+    for member in _members(database):
+        if member["state"] == states.SCHEDULING:
+            database.update_instance(member["uuid"], {"state": states.ERROR})
+    waiting = controller.sync_once(clock.at(20))[0]  # their back-off runs to 25 s
+    assert (waiting.created, waiting.deleted) == ((), ())
+    status = database.get_scaling_group("g1")["status"]
+    assert status["pending"] == {"count": 4, "reason": "4 ERROR member(s) wait for their replacement"}
+    builds = len(scheduler.builds)
+    for second in range(21, 25):
+        controller.sync_once(clock.at(second))
+    assert len(scheduler.builds) == builds  # nothing cast until the back-off ends
+    assert len(controller.sync_once(clock.at(25))[0].created) == 4
+
+
+def test_a_group_stored_with_a_max_above_max_members_is_held_to_it(database, scheduler, metrics, clock,
+                                                                   caplog):
+    controller = _controller(database, scheduler, metrics, clock, max_members=3)
+    _group(database, desired=5, min=5, max=8)  # written before the bound was lowered
+    result = controller.sync_once(clock.at(0))[0]
+    assert result.desired == 3 and len(result.created) == 3
+    assert "Scaling group web has max 8, above [scaling] max_members: held to 3 members" in caplog.text
+
+
 def test_the_back_off_is_capped():
     assert [group_members.replace_delay(n, 10, 300) for n in range(7)] == [10, 20, 40, 80, 160, 300, 300]
 

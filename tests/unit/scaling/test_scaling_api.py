@@ -90,11 +90,28 @@ def test_create_refuses_a_bad_name(world, name, message):
     ({"max": 3, "metrics": [{"type": "external", "name": "jobs", "target_value": 5}]},
      "spec.metrics[0].name: external metric 'jobs': Berth reads queue:<queue name>"),
     ({"max": 2**31}, "spec.max: must be a whole number from 1 to 2147483647, got 2147483648"),
+    ({"max": 10**400}, "spec.max: must be a whole number from 1 to 2147483647, got 1000000000"),
+    ({"max": 3, "metrics": [{"type": "resource", "name": "cpu", "target_utilization": 10**400}]},
+     "spec.metrics[0].target_utilization: must be a whole number from 1 to 2147483647 (percent)"),
+    ({"max": 3,
+      "behavior": {"scale_up": {"policies": [{"type": "percent", "value": 10**400, "period_s": 15}]}}},
+     "spec.behavior.scale_up.policies[0].value: must be a whole number from 1 to 2147483647"),
     ({"min": 0, "max": 3}, "spec.min: 0 needs an external metric"),
     ([3], "spec: must be an object"),
 ])
 def test_create_refuses_a_bad_spec(world, spec, message):
     refused(world, lambda: world.api.create_scaling_group({}, "web", spec, TEMPLATE), message)
+
+
+def test_a_max_above_max_members_is_refused_naming_the_option(world, conf):
+    message = ("spec.max: must be at most 1000 ([scaling] max_members, the most members a group may have), "
+               "got 5000")
+    refused(world, lambda: world.api.create_scaling_group({}, "web", {"min": 5000, "max": 5000}, TEMPLATE),
+            message)
+    world.api.create_scaling_group({}, "web", {"max": 1000}, TEMPLATE)
+    refused(world, lambda: world.api.update_scaling_group({}, "web", {"max": 1001}), message[:50])
+    conf.set_override("max_members", 5000, group="scaling")
+    assert world.api.update_scaling_group({}, "web", {"max": 5000})["spec"]["max"] == 5000
 
 
 def test_a_worker_pool_on_a_queue_may_have_no_member():

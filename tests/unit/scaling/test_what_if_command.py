@@ -84,7 +84,7 @@ BAD = [
     ("an unknown key", json.dumps(_with("spec.metric", [])), "spec.metric: unknown key (known: "),
     ("an unknown top-level key", json.dumps(_with("now", 5)), "now: unknown key (known: "),
     ("a negative current", json.dumps(_with("current", -1)),
-     "current: must be a whole number of at least 0, got -1"),
+     "current: must be a whole number from 0 to 2147483647, got -1"),
     ("min above max", json.dumps(_with("spec.min", 200)), "spec.min: must not be above max (100), got 200"),
     ("an unknown metric type", json.dumps(_with("spec.metrics.0.type", "pods")),
      'spec.metrics[0].type: must be one of resource, instance, external, got "pods"'),
@@ -105,6 +105,11 @@ BAD = [
      "spec.behavior.scale_down.stabilization_window_s: must be a whole number from 0 to 3600, got 3601"),
     ("a max past int32", '{"spec": {"max": 1e400}, "current": 1}',
      "spec.max: must be a whole number from 1 to 2147483647"),
+    # Counts are int32, as Kubernetes': refused naming them, not an OverflowError.
+    ("a current of 400 digits", json.dumps(_with("current", 10**400)),
+     "current: must be a whole number from 0"),
+    ("a policy's value of 400 digits", json.dumps(_with("spec.behavior.scale_up.policies.0.value", 10**400)),
+     "spec.behavior.scale_up.policies[0].value: must be a whole number from 1 to 2147483647"),
 ]
 
 

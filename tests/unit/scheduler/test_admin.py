@@ -530,12 +530,13 @@ def test_malformed_instance_hints_are_invalid(world, hints, message):
     assert message in str(raised.value)
 
 
-def test_a_request_naming_a_missing_group_ends_in_error_with_the_reason(world):
+def test_a_request_naming_a_missing_group_is_refused_and_its_instance_says_why(world):
     _, database, manager = world
     missing = "00000000-0000-4000-8000-000000000000"
     spec = spec_with({"group": missing})
     request_spec, filter_properties = spec.to_wire()
-    manager.run_instance(rpc.Context({}), request_spec, filter_properties)
+    with pytest.raises(InvalidRequest, match=f"Server group {missing} does not exist"):
+        manager.run_instance(rpc.Context({}), request_spec, filter_properties)  # dead-lettered
     record = database.get_instance(spec.instance_uuids[0])
     assert record["state"] == "ERROR" and record["host"] is None
     assert f"Server group {missing} does not exist" in record["fault_reason"]

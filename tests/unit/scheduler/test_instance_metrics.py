@@ -40,6 +40,7 @@ def test_valid_usage_is_kept_as_reported():
 @pytest.mark.parametrize("entry, problem", [
     ({U2: {"cpu": -1}}, f"{U2}: cpu must be a finite number >= 0, got -1"),
     ({U2: {"cpu": float("inf")}}, f"{U2}: cpu must be a finite number >= 0, got inf"),
+    ({U2: {"cpu": 10**400}}, f"{U2}: cpu must be a finite number >= 0, got 1000000000"),  # no float holds it
     ({U2: {"cpu": "1"}}, f"{U2}: cpu must be a finite number >= 0, got '1'"),
     ({U2: {"cpu": True}}, f"{U2}: cpu must be a finite number >= 0, got True"),
     ({U2: {"disk": 3}}, f"{U2}: unknown metric 'disk' (an agent measures cpu and memory)"),
@@ -171,6 +172,7 @@ def test_a_push_is_saved_stamped_with_the_databases_time(endpoint, database):
     (U1, {"r" * 65: 1}, "must match"),
     (U1, {"rps": -1}, "metric rps must be a finite number >= 0, got -1"),
     (U1, {"rps": float("nan")}, "metric rps must be a finite number >= 0, got nan"),
+    (U1, {"rps": 10**400}, "metric rps must be a finite number >= 0, got 1000000000"),
     (U1, {"rps": "12"}, "metric rps must be a finite number >= 0, got '12'"),
     (U1, {"rps": False}, "metric rps must be a finite number >= 0, got False"),
     (U1, {}, "metrics must be an object of 1 to 32 name: number entries"),
@@ -191,3 +193,29 @@ def test_a_bad_push_is_refused_saying_why_and_saves_nothing(endpoint, database, 
 def test_show_refuses_what_is_not_a_list_of_uuids(endpoint, uuids, message):
     with pytest.raises(InvalidRequest, match=message):
         endpoint.show_instance_metrics({}, uuids)
+
+
+def test_a_push_past_the_names_an_instance_may_hold_is_refused_whole(conf, endpoint, database):
+    conf.set_override("max_pushed_metrics", 4, group="scaling")
+    endpoint.push_instance_metrics({}, U1, {"a1": 1, "a2": 2, "a3": 3})
+    with pytest.raises(InvalidRequest, match=(
+            f"push_instance_metrics: instance {U1} holds 3 pushed metric\\(s\\) of the 4 it may hold; "
+            r"2 new name\(s\) \(b1, b2\) would pass that \(\[scaling\] max_pushed_metrics\); nothing saved")):
+        endpoint.push_instance_metrics({}, U1, {"a1": 10, "b1": 1, "b2": 2})
+    assert {name: s["value"] for name, s in endpoint.show_instance_metrics({}, [U1])[U1].items()} == {
+        "a1": 1.0, "a2": 2.0, "a3": 3.0}
+    endpoint.push_instance_metrics({}, U1, {"a1": 10, "b1": 1})  # the fourth name fits
+    endpoint.push_instance_metrics({}, U1, {"a1": 11, "a2": 12, "a3": 13, "b1": 14})  # those held, again
+    database.save_instance_metrics([{"instance_uuid": U1, "name": "cpu", "value": 1.0, "source": "agent"}])
+    assert len(database.list_instance_metrics([U1])[U1]) == 5  # the agents' samples are not counted
+
+
+def test_show_lists_at_most_what_an_instance_may_hold_the_newest_first(conf, endpoint, database):
+    conf.set_override("max_pushed_metrics", 2, group="scaling")
+    now = database.now()
+    database.save_instance_metrics([  # pushed before the bound was lowered: six names
+        {"instance_uuid": U1, "name": f"m{i}", "value": i, "source": "pushed",
+         "sampled_at": now - timedelta(minutes=i)} for i in range(6)]
+        + [{"instance_uuid": U1, "name": "cpu", "value": 1, "source": "agent"}])
+    # 2 pushed, and room for the agents' cpu and memory: the newest 4
+    assert sorted(endpoint.show_instance_metrics({}, [U1])[U1]) == ["cpu", "m0", "m1", "m2"]

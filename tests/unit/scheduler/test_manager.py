@@ -85,6 +85,52 @@ def test_a_bad_request_marks_its_instances_error_with_the_field(world):
     assert "memory_mb: must be an integer" in record["fault_reason"]
 
 
+INVALID = [
+    ({"scheduler_hints": {"group": "not-a-group"}}, "Invalid scheduler hint group: must be a UUID"),
+    ({"scheduler_hints": {"same_host": "00000000-0000-4000-8000-00000000beef"}},
+     "Instance 00000000-0000-4000-8000-00000000beef does not exist"),
+    ({"scheduler_hints": {"cidr": "/24", "build_near_host_ip": "10.0.0.1"}},
+     "scheduler hint cidr is honoured by SimpleCIDRAffinityFilter, which is not enabled"),
+    ({"retry": {"num_attempts": 10_000}}, "a new request is past \\[scheduler\\] max_attempts \\(3\\)"),
+]
+
+
+@pytest.mark.parametrize("props, message", INVALID)
+def test_an_invalid_request_by_count_is_refused_once_and_records_nothing(world, props, message):
+    manager, database, agents = world
+    spec = {"num_instances": 1000, "instance_type": {"memory_mb": 64, "vcpus": 1}}  # 82 bytes for 1,000
+    with pytest.raises(InvalidRequest, match=message):
+        manager.run_instance(rpc.Context({}), spec, props)
+    assert database.list_instances(include_deleted=True) == []
+
+
+@pytest.mark.parametrize("props, message", INVALID)
+def test_an_invalid_request_naming_its_instances_says_why_on_each(world, props, message):
+    manager, database, agents = world
+    uuids, spec, _ = request(count=3)
+    with pytest.raises(InvalidRequest, match=message):
+        manager.run_instance(rpc.Context({}), spec, props)
+    for uuid in uuids:
+        record = database.get_instance(uuid)
+        assert (record["state"], record["host"], record["memory_mb"]) == ("ERROR", None, 1024)
+        assert record["fault_reason"].startswith("Invalid request: ")
+        assert record["request_spec"] is None  # the request itself is in the dead letter
+
+
+def test_a_reschedule_whose_server_group_is_gone_puts_its_instance_in_error(world):
+    manager, database, agents = world
+    group = "00000000-0000-4000-8000-00000000face"
+    database.create_server_group(group, "g", "anti-affinity")
+    uuids, spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, {"scheduler_hints": {"group": group}})
+    [host] = casts(agents, 1)
+    database.delete_server_group(group)
+    retry = {"num_attempts": 1, "hosts": [[host, host]], "exc_reason": "build failed"}
+    manager.run_instance(rpc.Context({}), spec, {"scheduler_hints": {"group": group}, "retry": retry})
+    record = database.get_instance(uuids[0])
+    assert record["state"] == "ERROR" and f"Server group {group} does not exist" in record["fault_reason"]
+
+
 def test_agent_updates_move_the_instance_and_stale_ones_are_ignored(world):
     manager, database, agents = world
     uuids, spec, props = request()

@@ -138,6 +138,21 @@ def test_a_batch_of_instance_updates_applies_each_and_refuses_only_the_bad_ones(
     assert manager.host_manager.get(hosts[b]).free_ram_mb == free_before[hosts[b]] + 4096
 
 
+def test_in_a_batch_an_invalid_request_is_refused_alone_and_the_others_placed(world):
+    manager, database, agents = world
+    good, spec_good, props_good = request()
+    by_count = {"num_instances": 500, "instance_type": {"memory_mb": 64, "vcpus": 1}}
+    named, spec_named, _ = request(count=2)
+    dangling = {"scheduler_hints": {"group": "00000000-0000-4000-8000-00000000f00d"}}
+    outcomes = manager._run_instances(_calls((by_count, dangling), (spec_good, props_good),
+                                             (spec_named, dangling)))
+    assert [type(o).__name__ if o else None for o in outcomes] == ["InvalidRequest", None, "InvalidRequest"]
+    assert "Server group 00000000-0000-4000-8000-00000000f00d does not exist" in str(outcomes[0])
+    casts(agents, 1)
+    states = {i["uuid"]: i["state"] for i in database.list_instances(include_deleted=True)}
+    assert states == {good[0]: "SCHEDULED", named[0]: "ERROR", named[1]: "ERROR"}  # none of the 500
+
+
 def test_a_lone_bad_request_is_dead_lettered_and_its_refusal_recorded(conf):
     opts.register_plugin_opts(conf)
     transport = rpc.get_transport(conf)

@@ -24,6 +24,11 @@ def test_an_agents_own_report_passes():
 @pytest.mark.parametrize("changes, message", [
     ({"memory_mb": 2**31}, "memory_mb must be between 0 and 2147483647"),
     ({"memory_mb": 1.5}, "memory_mb must be a whole number"),
+    ({"memory_mb": 10**400}, "memory_mb must be between 0 and 2147483647, got 1000000000"),
+    ({"free_disk_gb": -(10**400)}, "free_disk_gb must be between"),
+    ({"metrics": {"cpu.load": 10**400}}, r"metrics\['cpu.load'\] must be a finite number"),
+    ({"cpu_utilization": 10**400}, "cpu_utilization must be a non-negative number"),
+    ({"stats": {"num_instances": 10**400}}, "stats must map"),
     ({"running_vms": 2**40}, "running_vms must be between 0 and 100000"),
     ({"memory_mb_used": "lots"}, "memory_mb_used must be a number, got 'lots'"),
     ({"memory_mb_used": -5}, "memory_mb_used must be between 0"),
