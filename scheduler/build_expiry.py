@@ -9,6 +9,7 @@ from typing import Any
 
 from scheduler import rpc, states
 from scheduler.exception import InvalidRequest
+from scheduler.planning.plan import Job
 from scheduler.request_spec import RequestSpec, Retry
 
 LOG = logging.getLogger(__name__)
@@ -23,10 +24,10 @@ class BuildExpiry:
     """
 
     def __init__(self, conf: Any, database: Any,
-                 reschedule: Callable[[list[tuple[dict, RequestSpec]]], None],
+                 reschedule: Callable[[list[Job]], object],
                  terminate: Callable[[dict, str, str], None]):
-        """``reschedule([(context, spec)])`` places instances again (SchedulerManager's
-        scheduling path); ``terminate(context, host, uuid)`` tells an agent to drop one."""
+        """``reschedule([Job])`` places instances again (the scheduling path);
+        ``terminate(context, host, uuid)`` tells an agent to drop one."""
         self._conf = conf
         self._db = database
         self._reschedule = reschedule
@@ -66,7 +67,7 @@ class BuildExpiry:
             else:
                 hosts = [[host, instance.get("node") or host]] if host else []
                 spec.retry = Retry(num_attempts=instance.get("attempts") or 1, hosts=hosts, exc_reason=reason)
-                self._reschedule([(ctxt, spec)])
+                self._reschedule([Job(ctxt, spec)])
             if host:
                 # Should its agent be alive and slow after all, it must not build it too.
                 self._terminate(ctxt, host, uuid)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from scheduler.exception import NoValidHost
+from scheduler.planning.plan import Placement
 from scheduler.request_spec import Flavor, RequestSpec
 from scheduler.telemetry import scheduler_metrics as telemetry
 
@@ -33,8 +34,6 @@ BUSY_WAIT = 0.02
 #: Claims skip the hosts other workers hold for this many attempts, then wait for them.
 WAIT_AFTER = 4
 
-#: One instance's placement: (host, node, limits its agent claims against).
-Placement = tuple[str, str, dict]
 #: Chooses and consumes hosts in memory for the instances of a request, or raises NoValidHost.
 Select = Callable[[RequestSpec], list[Placement]]
 
@@ -89,12 +88,12 @@ class HostClaims:
             chosen, waiting = self._select_all(specs, pending, select, busy, outcomes)
             # After a few tries that skip what others hold, wait for them instead: each wait
             # ends with their placements committed and ours next in line.
-            conflicts, held = self.claim({host for hosts in chosen.values() for host, _, _ in hosts},
+            conflicts, held = self.claim({p.host for placements in chosen.values() for p in placements},
                                          wait=attempt >= WAIT_AFTER)
             retry = list(waiting)
             with self._hosts.lock:
                 for index, placements in chosen.items():
-                    hosts = [host for host, _, _ in placements]
+                    hosts = [p.host for p in placements]
                     if conflicts.isdisjoint(hosts) and held.isdisjoint(hosts):
                         outcomes[index] = placements
                         continue

@@ -1,6 +1,7 @@
 """The scheduler service: its RPC server, its periodic tasks, its start and stop."""
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import threading
@@ -9,19 +10,30 @@ import time
 import prometheus_client
 from sqlalchemy import exc as sa_exc
 
-from scheduler import concurrency, host_admin, rpc
+from compute_agent.client import ComputeClient
+from scheduler import concurrency, filters, host_admin, rpc, weighers
 from scheduler.admin import AdminEndpoint, known_host, reload_aggregates
+from scheduler.build_expiry import BuildExpiry
+from scheduler.claims import HostClaims
 from scheduler.client import TOPIC, SchedulerClient
 from scheduler.db import api as db_api
 from scheduler.host_admin import HostAdminEndpoint, reload_disabled
+from scheduler.host_manager import HostManager
 from scheduler.instance_metrics_api import InstanceMetricsEndpoint
 from scheduler.log_once import LogOnce
-from scheduler.manager import SchedulerManager
+from scheduler.manager import ReportBuffer, SchedulerManager
 from scheduler.masking import mask_url
+from scheduler.outbox import Outbox
+from scheduler.planning.applier import Applier
+from scheduler.planning.planner import Planner
+from scheduler.planning.scheduling import Scheduling
+from scheduler.reconciler import Reconciler
 from scheduler.scaling_api import ScalingGroupEndpoint
 from scheduler.scaling_controller import ScalingController
 from scheduler.scaling_service import BrokerQueues, FleetMetrics, ScalingLoop, controller_settings
+from scheduler.selection import Selector
 from scheduler.status_page import app as status_app
+from scheduler.status_page.recent import Recent
 from scheduler.status_page.snapshot import StatusSource
 from scheduler.telemetry.scaling_metrics import ScalingGroupsCollector
 from scheduler.telemetry.scheduler_metrics import FleetCollector
@@ -34,13 +46,58 @@ CLOCK_CHECK_INTERVAL = 300
 CLOCK_WARNING = 2.0
 
 
+@dataclasses.dataclass
+class SchedulerParts:
+    """What a scheduler is made of, wired together: its host table and reports, the planner that
+    decides and the applier that claims and commits, the periodic jobs, and the RPC endpoint."""
+
+    host_manager: HostManager
+    reports: ReportBuffer
+    outbox: Outbox
+    undo: UndoLog
+    compute: ComputeClient
+    claims: HostClaims
+    planner: Planner
+    applier: Applier
+    scheduling: Scheduling
+    build_expiry: BuildExpiry
+    reconciler: Reconciler
+    refusals: Recent
+    manager: SchedulerManager
+
+
+def assemble(conf, transport, database, rng=None):
+    """A scheduler's parts, on ``transport`` and ``database``."""
+    host_manager = HostManager(conf)
+    selector = Selector(filters.enabled_filters(conf), weighers.enabled_weighers(conf),
+                        conf.filter_scheduler.host_subset_size, rng,
+                        shuffle_best_same_weighed_hosts=conf.filter_scheduler.shuffle_best_same_weighed_hosts)
+    outbox, undo, refusals = Outbox(batch=transport.publisher.batch), UndoLog(), Recent()
+    compute = ComputeClient(transport)
+    claims = HostClaims(database, host_manager, conf.scheduler.service_down_time)
+    planner = Planner(conf, database, host_manager, selector, undo.add, filters.all_filters(),
+                      weighers.all_weighers())
+    applier = Applier(database, host_manager, claims, outbox, compute, refusals)
+    scheduling = Scheduling(database, planner, applier)
+    reports = ReportBuffer()
+    return SchedulerParts(
+        host_manager=host_manager, reports=reports, outbox=outbox, undo=undo, compute=compute, claims=claims,
+        planner=planner, applier=applier, scheduling=scheduling,
+        build_expiry=BuildExpiry(conf, database, scheduling.schedule, applier.terminate),
+        reconciler=Reconciler(database, conf.scheduler.service_down_time, applier.terminate),
+        refusals=refusals,
+        manager=SchedulerManager(conf, database, host_manager, reports, scheduling),
+    )
+
+
 class SchedulerService:
     def __init__(self, conf, transport, database, rng=None):
         self.conf = conf
         self.database = database
         self.transport = transport
-        self.manager = SchedulerManager(conf, transport, database, rng=rng)
-        hosts = self.manager.host_manager
+        self.parts = parts = assemble(conf, transport, database, rng)
+        self.manager = parts.manager
+        hosts = parts.host_manager
         self.admin = AdminEndpoint(conf, database, hosts, announce=self._announce_aggregates)
         self.host_admin = HostAdminEndpoint(conf, database, hosts,
                                             functools.partial(known_host, database, hosts),
@@ -53,7 +110,7 @@ class SchedulerService:
             [self.manager, self.admin, self.host_admin, ScalingGroupEndpoint(conf, database),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
-            hearing=self.manager.host_manager,
+            hearing=self.parts.host_manager,
             access=rpc.Access.from_conf(conf),
         )
         self._stopping = threading.Event()
@@ -64,14 +121,14 @@ class SchedulerService:
         self._queues = BrokerQueues(transport)
         self.scaling = self._scaling_loop() if conf.scaling.enabled else None
         down_after_s = lambda: conf.scheduler.service_down_time  # noqa: E731 - read at each scrape
-        self._collectors = [FleetCollector(self.manager.host_manager, down_after_s,
+        self._collectors = [FleetCollector(self.parts.host_manager, down_after_s,
                                            lambda: conf.prometheus.per_host_series)]
         if self.scaling is not None:
             scaling = self.scaling
             self._collectors.append(ScalingGroupsCollector(lambda: scaling.last_results))
         self.status = StatusSource(
-            conf.host, self.manager.host_manager, database.count_instances_by_state,
-            lambda: conf.filter_scheduler.default_availability_zone, down_after_s, self.manager.refusals,
+            conf.host, self.parts.host_manager, database.count_instances_by_state,
+            lambda: conf.filter_scheduler.default_availability_zone, down_after_s, self.parts.refusals,
             self._server.dead_letters.recent, None if self.scaling is None else self.scaling.history)
 
     def _scaling_loop(self):
@@ -86,8 +143,8 @@ class SchedulerService:
 
     def start(self):
         self.check_clock()
-        self.manager.host_manager.restore(self.database.list_compute_nodes(), wall=self.database.now())
-        self.manager.claims.learn()  # every host's generation and pending placements
+        self.parts.host_manager.restore(self.database.list_compute_nodes(), wall=self.database.now())
+        self.parts.claims.learn()  # every host's generation and pending placements
         self._reload_aggregates()  # reloaded by the periodic task too
         self._reload_disabled()  # likewise
         self._server.start()
@@ -102,8 +159,8 @@ class SchedulerService:
             self.transport.safe_url,
             self.conf.control_exchange,
             durability(self.transport),
-            ", ".join(f.name for f in self.manager.selector.filters),
-            ", ".join(w.name for w in self.manager.selector.weighers),
+            ", ".join(f.name for f in self.parts.planner.selector.filters),
+            ", ".join(w.name for w in self.parts.planner.selector.weighers),
         )
 
     def stop(self):
@@ -125,20 +182,20 @@ class SchedulerService:
 
     def _announce_aggregates(self):
         # Through the outbox: out once the change commits, and before the caller's reply.
-        self.manager.outbox.send(self._peers.aggregates_changed, {}, self.conf.host)
+        self.parts.outbox.send(self._peers.aggregates_changed, {}, self.conf.host)
 
     def _announce_hosts(self, deleted):
-        self.manager.outbox.send(self._peers.hosts_changed, {}, self.conf.host, deleted)
+        self.parts.outbox.send(self._peers.hosts_changed, {}, self.conf.host, deleted)
 
     def _unit_of_work(self):
-        return UnitOfWork(self.database, self.manager.outbox, self.manager.undo)
+        return UnitOfWork(self.database, self.parts.outbox, self.parts.undo)
 
     def save_reports(self):
         """Save the newest report of each host; should they fail together for a reason
         other than a passing one, each is saved alone and one that fails is left out.
         Then save the instances' usage those reports carry (instance_metrics, not in the
         hosts' rows), and prune the samples of instances gone, at most once a minute."""
-        reports = self.manager.reports.drain()
+        reports = self.parts.reports.drain()
         if reports:
             # compute_nodes.updated_at doubles as each agent's last-seen time.
             rows = [dict(r, host=h) for h, r in reports.items()]
@@ -147,7 +204,7 @@ class SchedulerService:
             try:
                 self.database.save_compute_nodes(rows)
             except db_api.DatabaseUnavailable:
-                self.manager.reports.put_back(reports)  # saved once the database is back
+                self.parts.reports.put_back(reports)  # saved once the database is back
                 raise
             except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
                 # What one row holds, not the database being away: worth saving each alone.
@@ -162,7 +219,7 @@ class SchedulerService:
                         LOG.error("Cannot save the report of host %s, left out: %s", row["host"],
                                   str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
                         reports.pop(row["host"])
-            self.manager.reconciler.run(reports)
+            self.parts.reconciler.run(reports)
             try:
                 _, strays = self.database.save_instance_usage(reports)
             except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
@@ -190,9 +247,9 @@ class SchedulerService:
     def _periodic_tasks(self):
         return (
             ("saving host reports", self.save_reports),
-            ("host liveness", self.manager.host_manager.notice_down_hosts),
+            ("host liveness", self.parts.host_manager.notice_down_hosts),
             ("heartbeat", lambda: host_admin.heartbeat(self.database, self.conf, TOPIC)),
-            ("build expiry", self.manager.build_expiry.expire),
+            ("build expiry", self.parts.build_expiry.expire),
             ("aggregates reload", self._reload_aggregates),  # changed through another scheduler
             ("disabled hosts reload", self._reload_disabled),
         )

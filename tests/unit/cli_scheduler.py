@@ -18,6 +18,7 @@ from scheduler.cmd import cli
 from scheduler.conf import opts
 from scheduler.db.api import Database
 from scheduler.manager import SchedulerManager
+from scheduler.service import assemble
 
 
 def write_conf(directory: Path, more: str = "") -> Path:
@@ -62,7 +63,7 @@ def cli_scheduler(conf_file: Path, endpoints: Endpoints) -> Iterator[Database]:
     transport = rpc.get_transport(conf)
     database = Database.from_conf(conf)
     database.sync()
-    manager = SchedulerManager(conf, transport, database)
+    manager = assemble(conf, transport, database).manager
     server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"),
                                 [manager, *endpoints(conf, database, manager)])
     server.start()

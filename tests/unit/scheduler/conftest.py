@@ -6,7 +6,7 @@ from scheduler import conf as berth_conf
 from scheduler.conf import opts
 from scheduler.host_state import HostState, HostTable
 from scheduler.request_spec import RequestSpec
-from tests.unit.scheduler.manager_world import world  # noqa: F401 (a fixture for every test here)
+from tests.unit.scheduler.manager_world import assembled, parts, world  # noqa: F401 (fixtures for every test here)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from scheduler import rpc
 from scheduler.conf import opts
 from scheduler.db.api import Database
-from scheduler.manager import SchedulerManager
+from scheduler.service import assemble
 
 HOSTS = {"h1": 8192, "h2": 16384, "h3": 4096}
 
@@ -41,12 +41,26 @@ class Recorder:
 
 
 @pytest.fixture
-def world(conf):
+def world(assembled):
+    """(the manager, its database, {host: Recorder}): three hosts reported."""
+    parts, database, agents = assembled
+    return parts.manager, database, agents
+
+
+@pytest.fixture
+def parts(assembled):
+    """The scheduler's parts (scheduler.service.assemble) of the world."""
+    return assembled[0]
+
+
+@pytest.fixture
+def assembled(conf):
     opts.register_plugin_opts(conf)
     transport = rpc.get_transport(conf)
     database = Database.from_conf(conf)
     database.sync()
-    manager = SchedulerManager(conf, transport, database)
+    parts = assemble(conf, transport, database)
+    manager = parts.manager
     agents, servers = {}, []
     for host, ram in HOSTS.items():
         agents[host] = Recorder(rpc.RPCClient(transport, rpc.Target("compute", server=host)))
@@ -54,7 +68,7 @@ def world(conf):
         server.start()
         servers.append(server)
         manager.report_resources({}, host, report(host, ram))
-    yield manager, database, agents
+    yield parts, database, agents
     for server in servers:
         server.stop()
         server.wait()

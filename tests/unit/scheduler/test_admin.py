@@ -10,8 +10,8 @@ from scheduler.client import SchedulerClient
 from scheduler.conf import opts
 from scheduler.db.api import Database
 from scheduler.exception import InvalidRequest, NoValidHost
-from scheduler.manager import SchedulerManager
 from scheduler.request_spec import RequestSpec
+from scheduler.service import assemble
 
 HOSTS = ("h1", "h2", "h3")
 
@@ -37,7 +37,7 @@ def world(conf):
     transport = rpc.get_transport(conf)
     database = Database.from_conf(conf)
     database.sync()
-    manager = SchedulerManager(conf, transport, database)
+    manager = assemble(conf, transport, database).manager
     admin = AdminEndpoint(conf, database, manager.host_manager)
     for host in HOSTS:
         manager.report_resources({}, host, report(host))

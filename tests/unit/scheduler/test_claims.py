@@ -7,8 +7,7 @@ import pytest
 from scheduler import rpc
 from scheduler.conf import opts
 from scheduler.db.api import Database
-from scheduler.manager import SchedulerManager
-from scheduler.service import UnitOfWork
+from scheduler.service import UnitOfWork, assemble
 
 
 def report(host, ram):
@@ -40,10 +39,10 @@ def two_schedulers(conf):
     transport = rpc.get_transport(conf)
     database = Database.from_conf(conf)
     database.sync()
-    managers = [SchedulerManager(conf, transport, database) for _ in range(2)]
+    managers = [assemble(conf, transport, database) for _ in range(2)]
     for manager in managers:
-        manager.report_resources({}, "big", report("big", 8192))
-        manager.report_resources({}, "small", report("small", 6144))
+        manager.manager.report_resources({}, "big", report("big", 8192))
+        manager.manager.report_resources({}, "small", report("small", 6144))
     yield managers, database
     transport.cleanup()
     database.dispose()
@@ -53,8 +52,8 @@ def test_the_second_scheduler_sees_the_first_ones_claim_and_goes_elsewhere(two_s
     (first, second), database = two_schedulers
     u1, spec1 = request(6000)
     u2, spec2 = request(6000)
-    first.run_instance(rpc.Context({}), spec1, {})
-    second.run_instance(rpc.Context({}), spec2, {})  # its view of "big" is stale
+    first.manager.run_instance(rpc.Context({}), spec1, {})
+    second.manager.run_instance(rpc.Context({}), spec2, {})  # its view of "big" is stale
     assert database.get_instance(u1)["host"] == "big"
     assert database.get_instance(u2)["host"] == "small"
     assert database.host_generations(["big", "small"]) == {"big": 1, "small": 1}
@@ -68,8 +67,8 @@ def test_a_conflict_alone_places_again_at_once_without_waiting(two_schedulers, m
     monkeypatch.setattr(second.claims, "_sleep", waits.append)
     u1, spec1 = request(6000)
     u2, spec2 = request(6000)
-    first.run_instance(rpc.Context({}), spec1, {})
-    second.run_instance(rpc.Context({}), spec2, {})  # conflicts on "big": learns, places on "small"
+    first.manager.run_instance(rpc.Context({}), spec1, {})
+    second.manager.run_instance(rpc.Context({}), spec2, {})  # conflicts on "big": learns, places on "small"
     assert database.get_instance(u2)["host"] == "small"
     assert waits == []  # waiting is for hosts another worker holds right now, not for conflicts
 
@@ -77,11 +76,11 @@ def test_a_conflict_alone_places_again_at_once_without_waiting(two_schedulers, m
 def test_a_conflict_that_leaves_no_room_is_no_valid_host(two_schedulers):
     (first, second), database = two_schedulers
     for manager in (first, second):
-        manager.report_resources({}, "small", report("small", 100))
+        manager.manager.report_resources({}, "small", report("small", 100))
     u1, spec1 = request(6000)
     u2, spec2 = request(6000)
-    first.run_instance(rpc.Context({}), spec1, {})
-    second.run_instance(rpc.Context({}), spec2, {})
+    first.manager.run_instance(rpc.Context({}), spec1, {})
+    second.manager.run_instance(rpc.Context({}), spec2, {})
     assert database.get_instance(u1)["state"] == "SCHEDULED"
     record = database.get_instance(u2)
     assert record["state"] == "ERROR" and "RamFilter removed 2" in record["fault_reason"]
@@ -90,10 +89,10 @@ def test_a_conflict_that_leaves_no_room_is_no_valid_host(two_schedulers):
 def test_builds_wait_for_the_commit_and_a_failed_batch_sends_none(conf, two_schedulers):
     (manager, _), database = two_schedulers
     agent = Recorder()
-    manager._compute.run_instance = lambda ctxt, host, instance, *a: agent.run_instance(ctxt, instance, *a)
+    manager.compute.run_instance = lambda ctxt, host, instance, *a: agent.run_instance(ctxt, instance, *a)
     u1, spec1 = request(1000)
     with pytest.raises(RuntimeError), UnitOfWork(database, manager.outbox, manager.undo):
-        manager.run_instance(rpc.Context({}), spec1, {})
+        manager.manager.run_instance(rpc.Context({}), spec1, {})
         assert agent.builds == []  # held until the commit
         assert manager.host_manager.get("big").free_ram_mb == 8192 - 1000
         raise RuntimeError("the batch failed before committing")
@@ -101,7 +100,7 @@ def test_builds_wait_for_the_commit_and_a_failed_batch_sends_none(conf, two_sche
     assert manager.host_manager.get("big").free_ram_mb == 8192  # given back at once
     u2, spec2 = request(1000)
     with UnitOfWork(database, manager.outbox, manager.undo):
-        manager.run_instance(rpc.Context({}), spec2, {})
+        manager.manager.run_instance(rpc.Context({}), spec2, {})
         assert agent.builds == []
     assert agent.builds == [u2] and database.get_instance(u2)["state"] == "SCHEDULED"
 
@@ -109,11 +108,11 @@ def test_builds_wait_for_the_commit_and_a_failed_batch_sends_none(conf, two_sche
 def test_a_redelivered_request_sends_the_build_again_but_places_nothing(two_schedulers):
     (manager, _), database = two_schedulers
     agent = Recorder()
-    manager._compute.run_instance = lambda ctxt, host, instance, *a: agent.run_instance(ctxt, instance, *a)
+    manager.compute.run_instance = lambda ctxt, host, instance, *a: agent.run_instance(ctxt, instance, *a)
     u1, spec = request(1000)
-    manager.run_instance(rpc.Context({}), spec, {})
+    manager.manager.run_instance(rpc.Context({}), spec, {})
     free = manager.host_manager.get("big").free_ram_mb
-    manager.run_instance(rpc.Context({}, redelivered=True), spec, {})
+    manager.manager.run_instance(rpc.Context({}, redelivered=True), spec, {})
     assert agent.builds == [u1, u1]
     assert manager.host_manager.get("big").free_ram_mb == free
     assert database.host_generations(["big"]) == {"big": 1}
@@ -140,8 +139,8 @@ def test_a_request_whose_step_rolls_back_gives_its_room_back_at_once(conf, two_s
     good = [request(1000) for _ in range(2)]
     bad_uuid, bad = request(1000)
     bad["instance_type"]["memory_mb"] = "lots"
-    server = rpc.get_rpc_server(manager._compute._client.transport, rpc.Target("scheduler", server="s"),
-                                [manager], batch_size=8)
+    server = rpc.get_rpc_server(manager.compute._client.transport, rpc.Target("scheduler", server="s"),
+                                [manager.manager], batch_size=8)
     batch = [(object(), (rpc.Context({}), "run_instance", {"request_spec": spec, "filter_properties": {}}))
              for spec in (good[0][1], poison, bad, good[1][1])]
     with UnitOfWork(database, manager.outbox, manager.undo) as work:  # as the server runs a batch
@@ -160,13 +159,13 @@ def test_a_request_whose_step_rolls_back_gives_its_room_back_at_once(conf, two_s
 def test_an_instance_its_host_reported_already_is_not_counted_twice(two_schedulers):
     (first, second), database = two_schedulers
     u1, spec1 = request(6000)
-    first.run_instance(rpc.Context({}), spec1, {})
+    first.manager.run_instance(rpc.Context({}), spec1, {})
     assert database.get_instance(u1)["state"] == "SCHEDULED"  # the agent's update is still queued...
     claimed = dict(report("big", 8192), free_ram_mb=8192 - 6000, instance_uuids=[u1], running_vms=1)
     for manager in (first, second):  # ...but its report, listing the instance, arrived
-        manager.report_resources({}, "big", claimed)
-        manager.report_resources({}, "small", dict(report("small", 6144), free_ram_mb=1000))
+        manager.manager.report_resources({}, "big", claimed)
+        manager.manager.report_resources({}, "small", dict(report("small", 6144), free_ram_mb=1000))
     u2, spec2 = request(2000)
-    second.run_instance(rpc.Context({}), spec2, {})  # conflicts on "big" and learns u1
+    second.manager.run_instance(rpc.Context({}), spec2, {})  # conflicts on "big" and learns u1
     assert database.get_instance(u2)["host"] == "big"
     assert second.host_manager.get("big").free_ram_mb == 8192 - 6000 - 2000

@@ -12,8 +12,8 @@ from scheduler.admin import known_host
 from scheduler.db.api import Database
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.host_admin import HostAdminEndpoint, heartbeat
-from scheduler.manager import SchedulerManager
 from scheduler.request_spec import RequestSpec
+from scheduler.service import assemble
 from tests.unit.scheduler.test_admin import HOSTS, report
 from tests.unit.scheduler.test_admin_commands import conf_file, run  # noqa: F401
 
@@ -35,7 +35,7 @@ def world(conf):
     transport = rpc.get_transport(conf)
     database = Database.from_conf(conf)
     database.sync()
-    manager = SchedulerManager(conf, transport, database)
+    manager = assemble(conf, transport, database).manager
     peers = Peers()
     known = functools.partial(known_host, database, manager.host_manager)
     hosts = HostAdminEndpoint(conf, database, manager.host_manager, known, announce=peers)
@@ -50,7 +50,7 @@ def place(manager, count=1, force=None):
     spec = RequestSpec.from_wire({"instance_uuids": [str(uuidlib.uuid4()) for _ in range(count)],
                                   "num_instances": count, "instance_type": {"memory_mb": 512, "vcpus": 1}},
                                  {"force_hosts": [force] if force else []})
-    return [h.host for h in manager.selector.select(manager.host_manager.table, spec)]
+    return [h.host for h in manager._scheduling.planner.selector.select(manager.host_manager.table, spec)]
 
 
 def listed(manager):
@@ -83,7 +83,7 @@ def test_every_host_disabled_is_said_so(world):
 def test_disabled_hosts_survive_a_restart_and_reach_other_schedulers(world, conf):
     hosts, manager, database, _ = world
     hosts.host_disable({}, "h2", reason="flaky NIC")
-    other = SchedulerManager(conf, rpc.get_transport(conf), database)
+    other = assemble(conf, rpc.get_transport(conf), database).manager
     for host in HOSTS:
         other.report_resources({}, host, report(host))
     peer = HostAdminEndpoint(conf, database, other.host_manager, lambda h: h)

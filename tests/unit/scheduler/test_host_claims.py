@@ -13,6 +13,7 @@ from scheduler.conf import opts
 from scheduler.exception import NoValidHost
 from scheduler.filters import enabled_filters
 from scheduler.host_manager import HostManager
+from scheduler.planning.plan import Placement
 from scheduler.request_spec import RequestSpec
 from scheduler.selection import Selector
 from scheduler.weighers import enabled_weighers
@@ -81,7 +82,8 @@ def fleet(conf):
     claims = HostClaims(database, hosts, conf.scheduler.service_down_time, sleep=sleeps.append)
 
     def select(spec):
-        return [(h.host, h.nodename, dict(h.limits)) for h in selector.select(hosts.table, spec)]
+        return [Placement(uuid, h.host, h.nodename, dict(h.limits))
+                for h, uuid in zip(selector.select(hosts.table, spec), spec.instance_uuids, strict=True)]
 
     return claims, database, hosts, select, sleeps
 
@@ -93,7 +95,7 @@ def spec(memory_mb):
 
 
 def hosts_of(outcomes):
-    return [o if isinstance(o, NoValidHost) else [host for host, _, _ in o] for o in outcomes]
+    return [o if isinstance(o, NoValidHost) else [p.host for p in o] for o in outcomes]
 
 
 def test_a_host_never_claimed_is_read_first_then_claimed(fleet):
@@ -133,7 +135,7 @@ def test_a_host_another_scheduler_holds_is_skipped_then_waited_for(fleet):
     claims.learn()
     database.held = {"big"}
     [outcome] = claims.place([spec(7000)], select)  # only "big" has room
-    assert [host for host, _, _ in outcome] == ["big"]
+    assert [p.host for p in outcome] == ["big"]
     waits = [wait for _, wait in database.claims]
     assert waits[-1] is True and not any(waits[:-1])  # skipped while it could, waited for at last
     assert len(waits) == claims_mod.WAIT_AFTER + 1
@@ -146,7 +148,7 @@ def test_a_request_that_fits_elsewhere_does_not_wait_for_a_held_host(fleet):
     claims.learn()
     database.held = {"big"}
     [outcome] = claims.place([spec(1000)], select)
-    assert [host for host, _, _ in outcome] == ["small"]
+    assert [p.host for p in outcome] == ["small"]
     assert hosts.get("big").free_ram_mb == 8192  # nothing left consumed where it was held
     assert sleeps == []
 

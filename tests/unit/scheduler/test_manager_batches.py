@@ -58,7 +58,7 @@ def test_an_instance_another_worker_scheduled_meanwhile_is_left_to_it(world, mon
     assert sum(used.values()) == 2048  # theirs consumed nowhere here
 
 
-def test_a_worker_counts_what_another_placed_since_the_hosts_last_report(world):
+def test_a_worker_counts_what_another_placed_since_the_hosts_last_report(world, parts):
     # Another worker placed two instances on h2 after h2 reported; one is ACTIVE already.
     manager, database, _ = world
     now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
@@ -67,7 +67,7 @@ def test_a_worker_counts_what_another_placed_since_the_hosts_last_report(world):
          "scheduled_at": now + datetime.timedelta(seconds=1)}
         for state in ("SCHEDULED", "ACTIVE")])
     free = manager.host_manager.get("h2").free_ram_mb
-    manager.claims.learn({"h2"})
+    parts.claims.learn({"h2"})
     assert manager.host_manager.get("h2").free_ram_mb == free - 2 * 2048
 
 

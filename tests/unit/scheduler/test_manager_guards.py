@@ -132,27 +132,27 @@ def test_a_reschedule_is_accepted_only_from_the_host_that_sent_it_back(world, co
     casts(agents, 2)  # memory:// queues outlive the test: leave none behind
 
 
-def test_a_build_stuck_past_build_timeout_is_rescheduled_then_failed(world, conf):
+def test_a_build_stuck_past_build_timeout_is_rescheduled_then_failed(world, conf, parts):
     manager, database, agents = world
     conf.set_override("build_timeout", 1, "scheduler")
     conf.set_override("max_attempts", 2, "scheduler")
     uuids, spec, props = request()
     manager.run_instance(rpc.Context({}), spec, props)
     casts(agents, 1)
-    assert manager.build_expiry.expire() == 0  # not late yet
+    assert parts.build_expiry.expire() == 0  # not late yet
 
     now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + LATER
-    assert manager.build_expiry.expire(now=now) == 1
+    assert parts.build_expiry.expire(now=now) == 1
     record = database.get_instance(uuids[0])
     assert (record["state"], record["host"], record["attempts"]) == ("SCHEDULED", "h1", 2)
     placed = casts(agents, 3)
     assert placed["h2"][1] == ("terminate_instance", uuids[0])  # the first host lets go
     assert placed["h1"][0][3]["retry"]["hosts"] == [["h2", "h2"]]
-    assert manager.build_expiry.expire() == 0  # just placed again: not late
+    assert parts.build_expiry.expire() == 0  # just placed again: not late
 
     manager.instance_update({}, uuids[0], "h1", "BUILDING")
     later = now + LATER
-    assert manager.build_expiry.expire(now=later) == 1
+    assert parts.build_expiry.expire(now=later) == 1
     record = database.get_instance(uuids[0])
     assert record["state"] == "ERROR" and record["host"] is None
     assert record["fault_reason"] == (
@@ -228,7 +228,7 @@ def test_a_placement_is_written_only_over_the_row_as_it_was_read(world):
     assert database.get_instance(uuids[0])["host"] == "h9"
 
 
-def test_an_agent_holding_a_deleted_instance_is_told_to_terminate_it_once_a_while(world, caplog):
+def test_an_agent_holding_a_deleted_instance_is_told_to_terminate_it_once_a_while(world, caplog, parts):
     manager, database, agents = world
     uuids, spec, props = request()
     manager.run_instance(rpc.Context({}), spec, props)
@@ -236,10 +236,10 @@ def test_an_agent_holding_a_deleted_instance_is_told_to_terminate_it_once_a_whil
     manager.instance_update({}, uuids[0], host, "ACTIVE")
     database.update_instance(uuids[0], {"state": "DELETED"})  # its terminate was lost
     held = dict(report(host, 8192, uuids=uuids))
-    assert [d.action for d in manager.reconciler.run({host: held}, now=100.0)] == ["terminate"]
+    assert [d.action for d in parts.reconciler.run({host: held}, now=100.0)] == ["terminate"]
     assert casts(agents, 2)[host][-1] == ("terminate_instance", uuids[0])
-    assert manager.reconciler.run({host: held}, now=101.0) == []  # looked at a second ago
+    assert parts.reconciler.run({host: held}, now=101.0) == []  # looked at a second ago
     # About service_down_time (60 s) later, it is looked at again, and the terminate sent again.
-    assert [d.action for d in manager.reconciler.run({host: held}, now=176.0)] == ["terminate"]
+    assert [d.action for d in parts.reconciler.run({host: held}, now=176.0)] == ["terminate"]
     casts(agents, 3)
     assert f"{host} holds {uuids[0]}, which was deleted: telling {host} to terminate it" in caplog.text

@@ -90,7 +90,7 @@ def test_a_boot_from_the_command_line_is_one_request_id_in_all_three(conf, tmp_p
     about_it = [line for line in lines if uuid in line]
     assert all(request_ids(line) == [request_id] for line in about_it if line is not booting), about_it
     assert any(f"Placed instance {uuid} on host agent-1" in line
-               for line in lines_of(about_it, "scheduler.manager"))
+               for line in lines_of(about_it, "scheduler.planning.applier"))
     agent_says = [line.split("] ", 1)[1] for line in lines_of(about_it, "compute_agent.manager")]
     assert f"Claimed {uuid} on agent-1; building" in agent_says
     assert any(said.startswith(f"Instance {uuid} is ACTIVE on agent-1") for said in agent_says)
@@ -104,7 +104,7 @@ def test_a_request_that_comes_without_a_request_id_gets_one_the_agent_keeps(conf
         client.run_instance({"project_id": "p1"}, request_spec, filter_properties)
         wait_for(lambda: (service.database.get_instance(uuid) or {}).get("state") == "ACTIVE", "ACTIVE")
         lines = read()
-    [placed] = [line for line in lines_of(lines, "scheduler.manager") if f"Placed instance {uuid}" in line]
+    [placed] = [line for line in lines_of(lines, "scheduler.planning.applier") if f"Placed instance {uuid}" in line]
     [request_id] = request_ids(placed)
     agent_lines = [line for line in lines_of(lines, "compute_agent.manager") if uuid in line]
     assert agent_lines and all(request_ids(line) == [request_id] for line in agent_lines), agent_lines
@@ -121,7 +121,8 @@ def test_a_reschedule_and_its_final_refusal_keep_the_request_id(conf, tmp_path, 
     uuid = out.splitlines()[1].split()[0]
     [booting] = [line for line in lines_of(lines, "scheduler.cmd.cli") if f"Booting {uuid} as " in line]
     [request_id] = set(request_ids(booting))
-    said = [line.split("] ", 1)[1] for line in lines_of(lines, "scheduler.manager")
+    said = [line.split("] ", 1)[1]
+            for line in lines_of(lines, "scheduler.planning.planner") + lines_of(lines, "scheduler.planning.applier")
             if uuid in line and request_ids(line) == [request_id]]
     placed = [line for line in said if line.startswith(f"Placed instance {uuid} on host agent-")]
     assert len(placed) == 2 and "(attempt 2; " in placed[1], said
@@ -134,7 +135,7 @@ def test_each_decision_is_one_info_line_and_what_each_filter_left_only_a_debug_o
         [uuid], request_spec, filter_properties = request(memory_mb=6144)  # h3 has 4096 MB
         with service_log(conf, tmp_path / f"debug-{debug}.log", debug=debug) as read:
             manager.run_instance({"request_id": rpc.new_request_id()}, request_spec, filter_properties)
-            said = [line.split("] ", 1)[1] for line in lines_of(read(), "scheduler.manager") if uuid in line]
+            said = [line.split("] ", 1)[1] for line in lines_of(read(), "scheduler.planning.applier") if uuid in line]
         assert said[0] == f"Placed instance {uuid} on host h2 (3 hosts considered, 2 passed the filters)"
         if not debug:
             assert len(said) == 1

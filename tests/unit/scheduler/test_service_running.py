@@ -77,7 +77,7 @@ def test_a_failing_periodic_task_keeps_none_of_the_others_from_running(conf, ser
         raise RuntimeError("saving reports is broken")
 
     service.save_reports = broken
-    service.manager.build_expiry.expire = lambda: ran.append("build expiry")
+    service.parts.build_expiry.expire = lambda: ran.append("build expiry")
     service._reload_aggregates = lambda: ran.append("aggregates reload")
     service.run_periodic_tasks()
     service.run_periodic_tasks()
@@ -88,9 +88,9 @@ def test_a_failing_periodic_task_keeps_none_of_the_others_from_running(conf, ser
 
 
 def test_one_report_the_database_refuses_leaves_the_others_saved(service, caplog):
-    service.manager.reports.put("h1", report("h1", 1024))
-    service.manager.reports.put("h2", dict(report("h2", 1024), reported_at="yesterday"))
-    service.manager.reports.put("h3", report("h3", 1024))
+    service.parts.reports.put("h1", report("h1", 1024))
+    service.parts.reports.put("h2", dict(report("h2", 1024), reported_at="yesterday"))
+    service.parts.reports.put("h3", report("h3", 1024))
     service.save_reports()
     assert [node["host"] for node in service.database.list_compute_nodes()] == ["h1", "h3"]
     assert "Cannot save the report of host h2, left out" in caplog.text
@@ -167,7 +167,7 @@ def test_a_database_that_cannot_be_reached_is_no_messages_fault(conf, monkeypatc
 
 
 def test_reports_the_database_could_not_take_are_saved_once_it_is_back(service, monkeypatch, caplog):
-    service.manager.reports.put("h1", report("h1", 1024))
+    service.parts.reports.put("h1", report("h1", 1024))
     real = service.database.save_compute_nodes
 
     def away(rows):
@@ -178,7 +178,7 @@ def test_reports_the_database_could_not_take_are_saved_once_it_is_back(service, 
     service.run_periodic_tasks()
     assert caplog.text.count("Periodic task saving host reports: database sqlite:// unavailable") == 1
     assert "Traceback" not in caplog.text
-    service.manager.reports.put("h2", report("h2", 2048))
+    service.parts.reports.put("h2", report("h2", 2048))
     monkeypatch.setattr(service.database, "save_compute_nodes", real)
     service.save_reports()
     assert [node["host"] for node in service.database.list_compute_nodes()] == ["h1", "h2"]

@@ -11,7 +11,9 @@ from scheduler.host_manager import HostManager
 from scheduler.service import UnitOfWork
 from scheduler.telemetry.scheduler_metrics import FleetCollector
 from tests.unit.scheduler.manager_world import (
+    assembled,  # noqa: F401 - a fixture
     casts,
+    parts,  # noqa: F401, F811 - a fixture
     report,
     request,
     world,  # noqa: F401, F811 - a fixture
@@ -60,14 +62,14 @@ def test_each_outcome_is_counted_per_instance(world):  # noqa: F811 - the fixtur
     assert value("berth_scheduler_decision_seconds_count") - decisions >= 3
 
 
-def test_a_batch_rolled_back_counts_nothing(world):  # noqa: F811 - the fixture
+def test_a_batch_rolled_back_counts_nothing(world, parts):  # noqa: F811 - the fixtures
     manager, database, agents = world
     before = placements()
-    with pytest.raises(RuntimeError), UnitOfWork(database, manager.outbox, manager.undo):
+    with pytest.raises(RuntimeError), UnitOfWork(database, parts.outbox, parts.undo):
         manager.run_instance(rpc.Context({}), *request(count=3)[1:])
         raise RuntimeError("the commit fails")
     assert moved(before) == {}
-    with UnitOfWork(database, manager.outbox, manager.undo):
+    with UnitOfWork(database, parts.outbox, parts.undo):
         manager.run_instance(rpc.Context({}), *request(count=3)[1:])
     assert moved(before) == {"placed": 3}
     assert sum(len(calls) for calls in casts(agents, 3).values()) == 3  # the rolled-back batch cast none

@@ -1,0 +1,1 @@
+"""Scheduling as a plan the planner decides and the applier commits."""

@@ -1,0 +1,280 @@
+"""Deciding where the instances of a segment of requests go: a Plan, and nothing written.
+
+The planner reads (the instances' rows, the hints' server groups and hosts) and
+consumes hosts in this scheduler's table as it selects; what it decides is
+written, claimed and cast by the Applier.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from scheduler import hints, lookups, rpc, states
+from scheduler.exception import InvalidRequest, NoValidHost
+from scheduler.filters import BaseHostFilter
+from scheduler.planning.plan import (
+    Admission,
+    Admissions,
+    Build,
+    Invalid,
+    Job,
+    Placement,
+    Plan,
+    Prepared,
+    Refusal,
+    RowUpdate,
+)
+from scheduler.request_spec import RequestSpec
+from scheduler.selection import Decision
+from scheduler.telemetry import scheduler_metrics as telemetry
+from scheduler.weighers import BaseHostWeigher
+
+LOG = logging.getLogger(__name__)
+
+#: Runs a compensation should the transaction that decided it roll back (UndoLog.add).
+Compensate = Callable[..., None]
+
+
+def job_context(item: tuple[Any, ...]) -> Any:
+    """The context of an item ((Job or Admission, ...), ...) of a loop over jobs."""
+    first = item[0]
+    return (first.job if isinstance(first, Admission) else first).context
+
+
+class Planner:
+    """Admission, checks and selection of a segment's requests, into a Plan."""
+
+    def __init__(self, conf: Any, database: Any, hosts: Any, selector: Any, compensate: Compensate,
+                 installed_filters: dict[str, type[BaseHostFilter]],
+                 installed_weighers: dict[str, type[BaseHostWeigher]]) -> None:
+        self._conf = conf
+        self._db = database  # read only: rows, server groups, hosts of instances
+        self._hosts = hosts
+        self.selector = selector
+        self._compensate = compensate
+        self._installed_filters = installed_filters
+        self._installed_weighers = installed_weighers
+
+    # -- what each message should do ----------------------------------------
+
+    def begin_attempt(self, jobs: Iterable[Job]) -> None:
+        """Count the attempt; a reschedule gives back what it held on the host that sent it back."""
+        for job in jobs:
+            job.spec.retry.num_attempts += 1
+            for host, _node in job.spec.retry.hosts[-1:]:
+                for instance_uuid in job.spec.instance_uuids:
+                    self._hosts.release(host, instance_uuid)
+
+    def admit(self, jobs: Sequence[Job], rows: dict[str, dict[str, Any]]) -> Admissions:
+        """What each job's message should place, given the rows of its instances.
+
+        A redelivered request places nothing twice: its instances that are
+        SCHEDULED already are returned apart, to have their builds sent again.
+        A reschedule applies only while the instance is still on the host that
+        sent it back, at the attempt that host was given: a reschedule delivered
+        twice, or sent back late by a host the instance has left, changes nothing.
+        An instance named twice in a batch is placed by the first request naming it.
+        """
+        admitted = Admissions(each=[], new=set(), expected={}, deleted=[])
+        taken: set[str] = set()
+        for job in rpc.each_request(jobs, lambda job: job.context):
+            sender = job.spec.retry.hosts[-1][0] if job.spec.retry.hosts else None
+            admission = Admission(job, [], [])
+            for instance_uuid in job.spec.instance_uuids:
+                if instance_uuid in taken:
+                    LOG.info("Instance %s is named twice in a batch: placed once", instance_uuid)
+                    continue
+                if self._admit(admission, instance_uuid, rows.get(instance_uuid), sender, admitted):
+                    taken.add(instance_uuid)
+            admitted.each.append(admission)
+        admitted.new = taken - set(rows) - set(admitted.deleted)
+        return admitted
+
+    def _admit(self, admission: Admission, instance_uuid: str, row: dict[str, Any] | None, sender: str | None,
+               admitted: Admissions) -> bool:
+        """Admit one instance; whether the batch has dealt with it (placed, or deleted)."""
+        state = (row or {}).get("state")
+        if sender is not None and row is not None and state in states.RESCHEDULABLE:
+            attempt = admission.job.spec.retry.num_attempts - 1
+            if (row["host"], row["attempts"]) != (sender, attempt):
+                LOG.info("Instance %s: reschedule sent back by %s (attempt %d) ignored: the instance is "
+                         "on %s (attempt %s) now", instance_uuid, sender, attempt, row["host"] or "no host",
+                         row["attempts"])
+                return False
+            admission.to_place.append(instance_uuid)
+            admitted.expected[instance_uuid] = {"state": states.RESCHEDULABLE, "host": sender,
+                                                "attempts": attempt}
+            return True
+        if state is None or state == states.SCHEDULING:
+            admission.to_place.append(instance_uuid)
+            if row is not None:
+                admitted.expected[instance_uuid] = {"state": (states.SCHEDULING,), "host": row["host"],
+                                                    "attempts": row["attempts"]}
+            return True
+        if state == states.DELETING:
+            admitted.deleted.append(instance_uuid)
+            return True
+        LOG.info("Instance %s is %s already: not scheduled again", instance_uuid, state)
+        if state == states.SCHEDULED and sender is None:
+            admission.placed.append(row)  # type: ignore[arg-type]
+        return False
+
+    def prepare(self, admitted: Admissions) -> Prepared:
+        """The jobs to place, past the attempt limit and the hints' checks; the others refused.
+
+        A request for new instances only (no row yet) that fails those checks is
+        invalid, whatever the fleet: it is refused once, as a whole, and none of the
+        instances it asks for is recorded, but those it names. Instances that have
+        rows (reschedules) go to ERROR with the reason."""
+        max_attempts = self._conf.scheduler.max_attempts
+        prepared = Prepared(placing=[], refusals=[], resends=[], invalid=[])
+        for admission in rpc.each_request(admitted.each, lambda admission: admission.job.context):
+            context, spec = admission.job.context, admission.job.spec
+            if getattr(context, "redelivered", False):
+                # This message may have been decided and committed by a worker that died
+                # before its casts were confirmed: send them again (agents build once).
+                for instance in admission.placed:
+                    limits = (instance.get("filter_properties") or {}).get("limits") or {}
+                    prepared.resends.append(build(context, spec, instance["uuid"], instance["host"], limits))
+            if not admission.to_place:
+                continue
+            spec.instance_uuids = admission.to_place
+            fresh = not spec.retry.hosts and all(u in admitted.new for u in spec.instance_uuids)
+            if spec.retry.num_attempts > max_attempts:
+                if fresh:
+                    prepared.invalid.append(Invalid(admission.job, InvalidRequest(
+                        f"run_instance: filter_properties.retry.num_attempts: a new request is past "
+                        f"[scheduler] max_attempts ({max_attempts})")))
+                    continue
+                reason = f"Exceeded maximum number of attempts ({max_attempts})"
+                if spec.retry.exc_reason:
+                    reason += f"; last failure: {spec.retry.exc_reason}"
+                LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), reason)
+                prepared.refusals.append(Refusal(spec, reason, telemetry.ERROR))
+                continue
+            try:
+                # zone, server group, same/different host hints; then whether they can be honoured
+                lookups.prepare_spec(self._db, spec, add_members=False)
+                self.check_honoured(spec)
+            except lookups.InvalidHint as exc:
+                if fresh:
+                    prepared.invalid.append(Invalid(admission.job, exc))
+                    continue
+                LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), exc)
+                prepared.refusals.append(Refusal(spec, str(exc), telemetry.NO_VALID_HOST))
+                continue
+            except NoValidHost as exc:
+                LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), exc)
+                prepared.refusals.append(Refusal(spec, str(exc), telemetry.NO_VALID_HOST))
+                continue
+            prepared.placing.append(admission.job)
+        return prepared
+
+    def check_honoured(self, spec: RequestSpec) -> None:
+        """Raise InvalidHint when no enabled plugin honours a hint, the zone or the group
+        policy the request asks for (scheduler.hints)."""
+        why = hints.unhonoured(spec, self.selector.filters + self.selector.weighers,
+                               self._installed_filters, self._installed_weighers)
+        if why is not None:
+            raise lookups.InvalidHint(f"Request refused: {why}")
+
+    # -- where they go --------------------------------------------------------
+
+    def select(self, spec: RequestSpec, decided: dict[str, Decision] | None = None) -> list[Placement]:
+        """A Placement for each instance of ``spec``, consumed in this scheduler's table and given
+        back should the transaction that records them roll back; how each host was chosen into
+        ``decided`` ({uuid: Decision}). Raises NoValidHost."""
+        decisions: list[Decision] | None = None if decided is None else []
+        chosen = self.selector.select(self._hosts.table, spec, decisions, LOG.isEnabledFor(logging.DEBUG))
+        if decisions and decided is not None:
+            decided.update(zip(spec.instance_uuids, decisions, strict=True))
+        placements = []
+        for host, instance_uuid in zip(chosen, spec.instance_uuids, strict=True):
+            self._compensate(self._hosts.release, host.host, instance_uuid)
+            placements.append(Placement(instance_uuid, host.host, host.nodename, dict(host.limits)))
+        return placements
+
+    def plan(self, admitted: Admissions, prepared: Prepared,
+             outcomes: Sequence[list[Placement] | NoValidHost], decided: dict[str, Decision],
+             now: Any) -> Plan:
+        """The Plan of a segment: rows for what was placed and refused, builds for what was placed."""
+        plan = Plan(deleted=admitted.deleted, group_members=[job.spec for job in prepared.placing],
+                    resends=prepared.resends, refusals=prepared.refusals, invalid=prepared.invalid)
+        for job, placements in rpc.each_request(zip(prepared.placing, outcomes, strict=True), job_context):
+            spec = job.spec
+            if isinstance(placements, NoValidHost):
+                LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), placements)
+                plan.refusals.append(Refusal(spec, str(placements), telemetry.NO_VALID_HOST,
+                                             placements.removed))
+                continue
+            for placement in placements:
+                instance_uuid = placement.instance_uuid
+                request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
+                filter_properties["limits"] = placement.limits
+                values = {"state": states.SCHEDULED, "host": placement.host, "node": placement.node,
+                          "attempts": spec.retry.num_attempts, "scheduled_at": now,
+                          "filter_properties": filter_properties}
+                if instance_uuid in admitted.new:
+                    wire = (request_spec, filter_properties)
+                    plan.creates.append(instance_record(spec, instance_uuid, wire, values))
+                else:
+                    plan.updates.append(RowUpdate(instance_uuid, values, admitted.expected[instance_uuid]))
+                plan.builds.append(Build(job.context, spec, instance_uuid, placement.host, request_spec,
+                                         filter_properties, decided.get(instance_uuid)))
+        for refusal in plan.refusals:
+            for instance_uuid in refusal.spec.instance_uuids:
+                values = {"state": states.ERROR, "fault_reason": refusal.reason, "host": None, "node": None}
+                if instance_uuid in admitted.new:
+                    plan.creates.append(instance_record(refusal.spec, instance_uuid, values=values))
+                else:
+                    plan.updates.append(RowUpdate(instance_uuid, values, admitted.expected[instance_uuid]))
+        for invalid in plan.invalid:
+            spec = invalid.job.spec
+            if spec.uuids_named:  # their client looks for them: it finds why they are not built
+                reason = f"Invalid request: {invalid.error}"
+                plan.creates.extend(refused_record(spec, uuid, reason) for uuid in spec.instance_uuids)
+        return plan
+
+
+def build(context: Any, spec: RequestSpec, instance_uuid: str, host: str, limits: dict[str, Any],
+          decision: Decision | None = None) -> Build:
+    """The build of one instance of ``spec`` on ``host``, against ``limits``."""
+    request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
+    filter_properties["limits"] = limits
+    return Build(context, spec, instance_uuid, host, request_spec, filter_properties, decision)
+
+
+def refused_record(spec: RequestSpec, instance_uuid: str, reason: str) -> dict[str, Any]:
+    """The row of an instance a request named and that is refused as invalid: its fault and
+    what a listing shows, not the request (it is dead-lettered whole)."""
+    return {"uuid": instance_uuid, "state": states.ERROR, "fault_reason": reason,
+            "project_id": spec.project_id, "display_name": spec.display_names.get(instance_uuid),
+            "flavor_name": spec.flavor.name,
+            "memory_mb": spec.flavor.memory_mb, "root_gb": spec.flavor.root_gb,
+            "ephemeral_gb": spec.flavor.ephemeral_gb, "vcpus": spec.flavor.vcpus, "attempts": 0}
+
+
+def instance_record(spec: RequestSpec, instance_uuid: str, wire: tuple[dict, dict] | None = None,
+                    values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The row of a new instance of ``spec``: in SCHEDULING unless ``values`` say otherwise.
+    ``wire``: its (request_spec, filter_properties) when already built."""
+    request_spec, filter_properties = wire or spec.instance_to_wire(instance_uuid)
+    record = {
+        "uuid": instance_uuid,
+        "project_id": spec.project_id,
+        "state": states.SCHEDULING,
+        "display_name": spec.display_names.get(instance_uuid),
+        "flavor_name": spec.flavor.name,
+        "memory_mb": spec.flavor.memory_mb,
+        "root_gb": spec.flavor.root_gb,
+        "ephemeral_gb": spec.flavor.ephemeral_gb,
+        "vcpus": spec.flavor.vcpus,
+        "request_spec": request_spec,
+        "filter_properties": filter_properties,
+        "attempts": 0,
+    }
+    if values:
+        record.update(values)
+    return record
