@@ -22,8 +22,10 @@ def start(
     tmp_path, url, transport_url, schedulers=("scheduler",), agents=AGENTS, agent_options=None, **overrides
 ):
     overrides.setdefault("DEFAULT__debug", "false")
-    # Instances whose build cast was lost with a killed process are rescheduled soon.
-    overrides.setdefault("scheduler__build_timeout", 30)
+    # Instances whose build cast was lost with a killed process are rescheduled, within the
+    # tests' wait; but not builds merely queued behind the burst's others (an agent builds some
+    # ten a second, a few hundred each here: 30 s rescheduled good builds on a busy machine).
+    overrides.setdefault("scheduler__build_timeout", 90)
     fleet = Fleet(tmp_path, url, transport_url, **overrides)
     fleet.start_schedulers(schedulers)
     for host in agents:
