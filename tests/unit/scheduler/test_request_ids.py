@@ -20,6 +20,8 @@ from tests.unit.logs import request_ids, service_log
 from tests.unit.scheduler.manager_world import report, request
 
 GUARD = 30  # against hangs only
+#: The logger of `berth boot`'s "Booting <uuids> as request req-..." line.
+BOOT_LOGGER = "scheduler.cmd.instance_commands"
 
 
 def wait_for(condition, what):
@@ -85,7 +87,7 @@ def test_a_boot_from_the_command_line_is_one_request_id_in_all_three(conf, tmp_p
         lines = read()
     assert status == 0, out
     uuid = out.splitlines()[1].split()[0]
-    [booting] = [line for line in lines_of(lines, "scheduler.cmd.cli") if f"Booting {uuid} as " in line]
+    [booting] = [line for line in lines_of(lines, BOOT_LOGGER) if f"Booting {uuid} as " in line]
     [request_id] = set(request_ids(booting))
     about_it = [line for line in lines if uuid in line]
     assert all(request_ids(line) == [request_id] for line in about_it if line is not booting), about_it
@@ -119,7 +121,7 @@ def test_a_reschedule_and_its_final_refusal_keep_the_request_id(conf, tmp_path, 
         lines = read()
     assert status == 1, out  # in ERROR: every host failed to build it
     uuid = out.splitlines()[1].split()[0]
-    [booting] = [line for line in lines_of(lines, "scheduler.cmd.cli") if f"Booting {uuid} as " in line]
+    [booting] = [line for line in lines_of(lines, BOOT_LOGGER) if f"Booting {uuid} as " in line]
     [request_id] = set(request_ids(booting))
     said = [line.split("] ", 1)[1] for line in lines_of(lines, "scheduler.manager")
             if uuid in line and request_ids(line) == [request_id]]
