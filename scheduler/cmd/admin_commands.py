@@ -11,6 +11,7 @@ import json
 from scheduler import server_groups
 from scheduler.cmd import output
 from scheduler.cmd.arguments import positive
+from scheduler.cmd.references import group_uuid
 
 NONE = "-"
 
@@ -86,19 +87,14 @@ def add_commands(subparsers):
         parser.set_defaults(func=func)
 
 
-def _print_table(headers, rows, out, args=None):
-    from scheduler.cmd.cli import emit
-
-    emit(args, headers, rows, out)
-
-
 def _print_aggregates(aggregates, out, args=None):
-    _print_table(
+    output.emit(
+        args,
         ["NAME", "ZONE", "HOSTS", "METADATA"],
         [[a["name"], a.get("availability_zone"), ",".join(a["hosts"]),
           ",".join(f"{k}={v}" for k, v in sorted(a["metadata"].items()))]
          for a in aggregates],
-        out, args,
+        out,
     )
 
 
@@ -152,11 +148,12 @@ def group_create(client, args, out):
 
 def _print_groups(groups, out, args=None):
     # The scheduler lists as members only the instances not DELETED.
-    _print_table(
+    output.emit(
+        args,
         ["UUID", "NAME", "POLICY", "RULES", "MEMBERS"],
         [[g["uuid"], g["name"], g["policy"], json.dumps(g["rules"]) if g["rules"] else None,
           len(g["members"])] for g in groups],
-        out, args,
+        out,
     )
 
 
@@ -165,14 +162,8 @@ def group_list(client, args, out):
     return 0
 
 
-def _group_uuid(client, args):
-    from scheduler.cmd.cli import group_uuid
-
-    return group_uuid(client, args.group_reference)
-
-
 def group_show(client, args, out):
-    group = client.admin_call({}, "show_server_group", group_uuid=_group_uuid(client, args))
+    group = client.admin_call({}, "show_server_group", group_uuid=group_uuid(client, args.group_reference))
     for key in ("uuid", "name", "policy", "project_id", "created_at"):
         print(f"{key:11} {group.get(key) or NONE}", file=out)
     print(f"{'rules':11} {json.dumps(group['rules']) if group['rules'] else NONE}", file=out)
@@ -181,7 +172,7 @@ def group_show(client, args, out):
 
 
 def group_delete(client, args, out):
-    uuid = _group_uuid(client, args)
+    uuid = group_uuid(client, args.group_reference)
     client.admin_call({}, "delete_server_group", group_uuid=uuid)
     print(f"server group {uuid} deleted", file=out)
     return 0

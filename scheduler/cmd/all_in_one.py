@@ -14,7 +14,10 @@ from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
 from scheduler import config, flavors, rpc, states
 from scheduler.client import SchedulerClient
-from scheduler.cmd import cli, common, output, scaling_demo
+from scheduler.cmd import common, output, scaling_demo
+from scheduler.cmd.host_commands import hosts_command
+from scheduler.cmd.instance_commands import build_request
+from scheduler.cmd.waiting import wait_for, wait_until
 from scheduler.service import SchedulerService, status_routes
 from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
 
@@ -132,7 +135,7 @@ class Output:
                 self.out.flush()
             except BrokenPipeError:
                 self.gone = True
-                cli.quiet_stdout()
+                output.quiet_stdout()
         return len(text)
 
     def flush(self):
@@ -179,32 +182,32 @@ def delete_all(client, uuids, timeout):
     for u in uuids:
         client.delete_instance({}, u)
     if uuids:
-        cli.wait_for(client, uuids, timeout, settled=(states.DELETED,))
+        wait_for(client, uuids, timeout, settled=(states.DELETED,))
 
 
 def run_demo(conf, client, out, booted, timeout=120):
     """Boot the workload (its uuids appended to ``booted`` before it is cast), show where it
     went, delete it. Instances an earlier run left on the demo's hosts are deleted first."""
     hosts = set(agent_hosts(conf))
-    cli.wait_until(lambda: hosts <= {h["host"] for h in client.list_hosts({}) if h["state"] == "up"},
-                   timeout, "the agents to report")
+    wait_until(lambda: hosts <= {h["host"] for h in client.list_hosts({}) if h["state"] == "up"},
+               timeout, "the agents to report")
     left = [i["uuid"] for i in client.list_instances({}) if i.get("host") in hosts]
     if left:
         print(f"Deleting {len(left)} instance(s) an earlier run left on these hosts first.\n", file=out)
         delete_all(client, left, timeout)
     uuids, flavor_of = [], {}
     for name, count in DEMO_WORKLOAD:
-        request_spec, filter_properties = cli.build_request(flavors.get(name), count)
+        request_spec, filter_properties = build_request(flavors.get(name), count)
         booted += request_spec["instance_uuids"]
         client.run_instance({}, request_spec, filter_properties)
         uuids += request_spec["instance_uuids"]
         flavor_of.update(dict.fromkeys(request_spec["instance_uuids"], name))
-    request_spec, filter_properties = cli.build_request(DEMO_TOO_BIG, 1)
+    request_spec, filter_properties = build_request(DEMO_TOO_BIG, 1)
     booted += request_spec["instance_uuids"]
     client.run_instance({}, request_spec, filter_properties)
     too_big = request_spec["instance_uuids"][0]
     flavor_of[too_big] = DEMO_TOO_BIG["name"]
-    found = cli.wait_for(client, uuids + [too_big], timeout)
+    found = wait_for(client, uuids + [too_big], timeout)
 
     print(f"Booted {len(uuids)} instances on {len(hosts)} fake hosts, and 1 too big for any of them:\n",
           file=out)
@@ -218,7 +221,7 @@ def run_demo(conf, client, out, booted, timeout=120):
     )
     print(f"\n{too_big} ({DEMO_TOO_BIG['name']}, {DEMO_TOO_BIG['memory_mb']} MB): "
           f"{found[too_big]['state']}: {found[too_big]['fault_reason']}\n", file=out)
-    cli.hosts_command(client, None, out)
+    hosts_command(client, None, out)
 
     active = [u for u in uuids if found[u]["state"] == states.ACTIVE]
     delete_all(client, uuids + [too_big], timeout)

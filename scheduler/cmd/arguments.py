@@ -1,4 +1,4 @@
-"""Argument types shared by the berth CLI's commands."""
+"""Argument types shared by the berth CLI's commands, and the error every command refuses with."""
 
 import argparse
 
@@ -6,8 +6,8 @@ import argparse
 class CommandError(Exception):
     """A user-facing failure: printed as one line, exit status 1.
 
-    Defined here, not in the ``berth`` module: run as ``python -m scheduler.cmd.cli``, that
-    module is ``__main__`` and a second copy of it, imported by the sub-commands' modules,
+    Defined here, not in the ``berth`` module (cli.py), which no command module imports: run as
+    ``python -m scheduler.cmd.cli``, that module is ``__main__``, and a second copy of it
     would raise a class its ``main`` does not catch."""
 
 
@@ -25,3 +25,11 @@ def whole(text, low=0):
 def positive(text):
     """A whole number of at least 1."""
     return whole(text, 1)
+
+
+def hint(text):
+    """A scheduler hint, ``key=value``: (key, value)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"a hint is key=value, got {text!r}")
+    return key, value

@@ -1,371 +1,41 @@
-"""berth: the operator's command line, over the same transport as the services."""
+"""berth: the operator's command line, over the same transport as the services.
 
-import argparse
-import logging
-import os
+This module builds the parser from the commands' modules and runs the command asked for;
+the commands and what they share live in those modules, none of which imports this one.
+"""
+
 import sys
-import time
-import uuid as uuidlib
 
 from oslo_config import cfg
 
-from scheduler import config, flavors, rpc, states
+from scheduler import config, rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd import (
     admin_commands,
     fake_load_commands,
     host_commands,
+    instance_commands,
     instance_metric_commands,
     output,
     scaling_commands,
     simulate_command,
 )
-from scheduler.cmd.arguments import CommandError, positive
-from scheduler.exception import InvalidRequest
-from scheduler.request_spec import MAX_INSTANCES_PER_REQUEST, MAX_LIST, check_display_names, display_name
+from scheduler.cmd.arguments import CommandError
 
 PROG = "berth"
-LOG = logging.getLogger(__name__)
-SETTLED = (states.ACTIVE, states.ERROR, states.DELETED)
-#: The UUIDs an ambiguous name's message lists at most.
-AMBIGUOUS_SHOWN = 10
-
-
-def _non_negative(text):
-    value = int(text) if text.lstrip("-").isdigit() else None
-    if value is None or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
-    return value
-
-
-def _count(text):
-    value = positive(text)
-    if value > MAX_INSTANCES_PER_REQUEST:
-        raise argparse.ArgumentTypeError(f"at most {MAX_INSTANCES_PER_REQUEST} instances a request "
-                                         f"(the scheduler refuses more), got {value}")
-    return value
-
-
-def _hint(text):
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"a hint is key=value, got {text!r}")
-    return key, value
-
-
-def _as_uuid(text):
-    """``text`` as a UUID, or None when it is not one (then it is a name)."""
-    try:
-        return str(uuidlib.UUID(text))
-    except ValueError:
-        return None
-
-
-def _name_template(text):
-    try:
-        return display_name(text, "--name")
-    except InvalidRequest as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--name: ")) from None
 
 
 def add_commands(subparsers):
-    boot = subparsers.add_parser("boot", help="Request instances and print their UUIDs.")
-    boot.add_argument("--flavor", help=f"a named flavor: {', '.join(flavors.FLAVORS)}")
-    boot.add_argument("--flavor-ram", type=positive, metavar="MB", help="memory of an unnamed flavor")
-    boot.add_argument("--flavor-disk", type=_non_negative, metavar="GB", help="root disk")
-    boot.add_argument("--flavor-vcpus", type=positive, metavar="N", help="vCPUs of an unnamed flavor")
-    boot.add_argument("--count", type=_count, default=1,
-                      help=f"how many instances, 1 to {MAX_INSTANCES_PER_REQUEST} (placed all or none)")
-    # oslo.config keeps the dest "name" for the sub-command itself.
-    boot.add_argument("--name", dest="display_name", type=_name_template, metavar="NAME",
-                      help="the instances' name; %%d in it becomes each one's index from 1 (web-%%d: "
-                      "web-1, web-2...); without %%d several instances are NAME-1, NAME-2... as in Nova")
-    boot.add_argument("--hint", type=_hint, action="append", default=[], metavar="KEY=VALUE",
-                      help="a scheduler hint (group=UUID or NAME, same_host=UUID or NAME, different_host="
-                      "UUID or NAME, query=JSON, ...); repeat for several, a repeated key makes a list")
-    # dest differs from the option name, as for --host below.
-    boot.add_argument("--availability-zone", dest="boot_zone", metavar="AZ",
-                      help="only hosts of this availability zone (AvailabilityZoneFilter)")
-    boot.add_argument("--project", default="admin", help="the project of the instances (default admin)")
-    boot.add_argument("--wait", action="store_true", help="wait until every instance settles")
-    boot.add_argument("--timeout", type=positive, default=300, metavar="SECONDS",
-                      help="with --wait: give up after this long (default 300)")
-    boot.set_defaults(func=boot_command)
-
-    delete = subparsers.add_parser("delete", help="Delete instances.")
-    delete.add_argument("references", nargs="+", metavar="INSTANCE",
-                        help="a UUID, or the name of exactly one instance not DELETED")
-    delete.add_argument("--wait", action="store_true", help="wait until every instance is DELETED")
-    delete.add_argument("--timeout", type=positive, default=300, metavar="SECONDS",
-                        help="with --wait: give up after this long (default 300)")
-    delete.set_defaults(func=delete_command)
-
-    hosts = subparsers.add_parser("hosts", help="Per-host RAM, disk and vCPUs, used and free.")
-    output.add_options(hosts)
-    hosts.set_defaults(func=hosts_command)
-
-    instances = subparsers.add_parser("instances", help="List instances.")
-    # dest differs from the option name: oslo.config's [DEFAULT] host shadows "host".
-    instances.add_argument("--host", dest="on_host", metavar="HOST", help="only the instances on HOST")
-    instances.add_argument("--state", type=str.upper, choices=states.ALL, metavar="STATE",
-                           help=f"only the instances in STATE, any case: {', '.join(states.ALL).lower()}")
-    instances.add_argument("--all", action="store_true", help="include deleted instances")
-    output.add_options(instances)
-    instances.set_defaults(func=instances_command)
-
-    show = subparsers.add_parser("show", help="One instance: name, state, host, zone, fault reason.")
-    show.add_argument("reference", metavar="INSTANCE",
-                      help="a UUID, or the name of exactly one instance not DELETED")
-    show.set_defaults(func=show_command)
-
+    """Every command, in the order ``berth --help`` lists them."""
+    instance_commands.add_boot_and_delete(subparsers)  # boot, delete
+    host_commands.add_usage(subparsers)  # hosts
+    instance_commands.add_listings(subparsers)  # instances, show
     admin_commands.add_commands(subparsers)  # aggregate ..., server-group ...
     host_commands.add_commands(subparsers)  # host ..., service list
     scaling_commands.add_commands(subparsers)  # scaling-group create|list|show|set|...|what-if
     instance_metric_commands.add_commands(subparsers)  # instance-metric push|show
     fake_load_commands.add_commands(subparsers)  # fake-load set|clear (the fake agents' load)
     simulate_command.add_commands(subparsers)  # simulate (offline)
-
-
-def flavor_from_args(args):
-    sizes = (args.flavor_ram, args.flavor_disk, args.flavor_vcpus)
-    if args.flavor:
-        if any(v is not None for v in sizes):
-            raise CommandError("give either --flavor or --flavor-ram/--flavor-disk/--flavor-vcpus")
-        try:
-            return flavors.get(args.flavor)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
-    if args.flavor_ram is None or args.flavor_vcpus is None:
-        raise CommandError("give --flavor NAME, or --flavor-ram and --flavor-vcpus (and --flavor-disk)")
-    return {
-        "memory_mb": args.flavor_ram,
-        "root_gb": args.flavor_disk or 0,
-        "ephemeral_gb": 0,
-        "vcpus": args.flavor_vcpus,
-    }
-
-
-def build_request(flavor, count, hints=(), project="admin", availability_zone=None, name=None):
-    """``hints``: (key, value) pairs or a dict; a key given more than once becomes a list.
-    ``name``: the instances' display_name (the scheduler numbers them: instance_names)."""
-    uuids = [str(uuidlib.uuid4()) for _ in range(count)]
-    properties = {"project_id": project}
-    if availability_zone:
-        properties["availability_zone"] = availability_zone
-    if name is not None:
-        properties["display_name"] = name
-    request_spec = {
-        "instance_uuids": uuids,
-        "num_instances": count,
-        "instance_type": flavor,
-        "instance_properties": properties,
-        "image": {"properties": {}},
-    }
-    scheduler_hints = {}
-    for key, value in hints.items() if isinstance(hints, dict) else hints:
-        if key in scheduler_hints:
-            previous = scheduler_hints[key]
-            scheduler_hints[key] = (previous if isinstance(previous, list) else [previous]) + [value]
-        else:
-            scheduler_hints[key] = value
-    filter_properties = {"scheduler_hints": scheduler_hints}
-    return request_spec, filter_properties
-
-
-def wait_until(predicate, timeout, what, interval=0.2):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise CommandError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
-
-
-def wait_for(client, uuids, timeout, settled=SETTLED):
-    """Poll until every instance is in ``settled``; returns {uuid: instance}.
-
-    Each poll asks only for the instances not settled yet, a page at a time.
-    """
-    wanted, found = list(dict.fromkeys(uuids)), {}
-
-    def all_settled():
-        pending = [u for u in wanted if found.get(u, {}).get("state") not in settled]
-        for start in range(0, len(pending), MAX_LIST):
-            page = pending[start:start + MAX_LIST]
-            found.update((i["uuid"], i) for i in client.list_instances({}, include_deleted=True, uuids=page))
-        return all(found.get(u, {}).get("state") in settled for u in wanted)
-
-    pending = len(wanted)
-    wait_until(all_settled, timeout, f"{pending} instance(s) to reach {'/'.join(settled)}")
-    return dict(found)
-
-
-def _one_named(kind, name, found):
-    """The UUID of the only one of ``found`` (those named ``name``)."""
-    if not found:
-        raise CommandError(f"No {kind} named {name}")
-    if len(found) > 1:
-        shown = ", ".join(f["uuid"] for f in found[:AMBIGUOUS_SHOWN])
-        more = ", ..." if len(found) > AMBIGUOUS_SHOWN else ""
-        raise CommandError(f"Name {name} is ambiguous: {len(found)} {kind}s ({shown}{more}); use a UUID")
-    return found[0]["uuid"]
-
-
-def instance_uuid(client, reference):
-    """The UUID of the instance ``reference`` is, or names (one not DELETED)."""
-    return _as_uuid(reference) or _one_named("instance", reference, client.list_instances({}, name=reference))
-
-
-def group_uuid(client, reference):
-    """The UUID of the server group ``reference`` is, or names."""
-    return _as_uuid(reference) or _one_named(
-        "server group", reference, client.admin_call({}, "list_server_groups", name=reference))
-
-
-def _resolve_hints(client, hints):
-    """``hints`` ((key, value) pairs) with the instances and the server group they name by
-    name replaced by their UUIDs. A group named by UUID is looked up too: refused here,
-    before any instance exists, when it does not."""
-    if sum(1 for key, _ in hints if key == "group") > 1:
-        raise CommandError("give one --hint group=UUID or NAME")
-    resolved = []
-    for key, value in hints:
-        if key == "group":
-            uuid = _as_uuid(value)
-            if uuid is None:
-                uuid = group_uuid(client, value)  # found by its name: it exists
-            else:
-                client.admin_call({}, "show_server_group", group_uuid=uuid)
-            value = uuid
-        elif key in ("same_host", "different_host"):
-            value = instance_uuid(client, value)
-        resolved.append((key, value))
-    return resolved
-
-
-def boot_command(client, args, out):
-    flavor = flavor_from_args(args)
-    try:
-        check_display_names(args.display_name, args.count, "--name")
-    except InvalidRequest as exc:
-        raise CommandError(str(exc)) from None
-    request_spec, filter_properties = build_request(
-        flavor, args.count, _resolve_hints(client, args.hint), args.project, availability_zone=args.boot_zone,
-        name=args.display_name,
-    )
-    uuids = request_spec["instance_uuids"]
-    ctxt = {"project_id": args.project, "request_id": rpc.new_request_id()}
-    with rpc.handling(ctxt):
-        LOG.debug("Booting %s as request %s", ", ".join(uuids), ctxt["request_id"])
-        client.run_instance(ctxt, request_spec, filter_properties)
-    if not args.wait:
-        for u in uuids:
-            print(u, file=out)
-        return 0
-    found = wait_for(client, uuids, args.timeout)
-    print_instances([found[u] for u in uuids], out)
-    return 1 if any(found[u]["state"] == states.ERROR for u in uuids) else 0
-
-
-def delete_command(client, args, out):
-    """Delete the instances named (by UUID or name); none at all when one of them does not exist."""
-    uuids = []
-    for reference in args.references:
-        try:
-            uuids.append(instance_uuid(client, reference))
-        except CommandError as exc:
-            raise CommandError(f"{exc}; nothing deleted") from None
-    uuids = list(dict.fromkeys(uuids))
-    known = {}
-    for start in range(0, len(uuids), MAX_LIST):
-        page = uuids[start:start + MAX_LIST]
-        known.update((i["uuid"], i) for i in client.list_instances({}, include_deleted=True, uuids=page))
-    missing = [u for u in uuids if u not in known]
-    if missing:
-        raise CommandError(f"No instance {', '.join(missing)}; nothing deleted")
-    ctxt = {"request_id": rpc.new_request_id()}
-    for u in uuids:
-        if known[u]["state"] == states.DELETED:
-            print(f"{u} deleted already", file=out)
-            continue
-        with rpc.handling(ctxt):
-            LOG.debug("Deleting %s as request %s", u, ctxt["request_id"])
-            client.delete_instance(ctxt, u)
-    if args.wait:
-        found = wait_for(client, uuids, args.timeout, settled=(states.DELETED,))
-        print_instances(found.values(), out)
-    else:
-        for u in uuids:
-            if known[u]["state"] != states.DELETED:
-                print(f"{u} deleting", file=out)
-    return 0
-
-
-def hosts_command(client, args, out):
-    hosts = client.list_hosts({})
-    emit(args,
-         ["HOST", "STATE", "RAM USED/TOTAL MB", "FREE RAM MB", "DISK USED/TOTAL GB",
-          "FREE DISK GB", "VCPUS USED/TOTAL", "INSTANCES", "DISABLED REASON"],
-         [[h["host"], h["state"], f"{h['memory_mb_used']}/{h['memory_mb']}", h["free_ram_mb"],
-           f"{_num(h['local_gb_used'])}/{h['local_gb']}", _num(h["free_disk_gb"]),
-           f"{_num(h['vcpus_used'])}/{h['vcpus']}", h["running_vms"], h.get("disabled_reason")]
-          for h in hosts],
-         out)
-    return 0
-
-
-def instances_command(client, args, out):
-    print_instances(
-        client.list_instances({}, host=args.on_host, state=args.state, include_deleted=args.all), out, args
-    )
-    return 0
-
-
-def show_command(client, args, out):
-    instance = client.show_instance({}, instance_uuid(client, args.reference))
-    shown = dict(instance, name=instance.get("display_name"), zone=requested_zone(instance))
-    for key in ("uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
-                "ephemeral_gb", "vcpus", "attempts", "fault_reason", "created_at",
-                "scheduled_at", "launched_at", "deleted_at"):
-        print(f"{key:13} {_blank(shown.get(key))}", file=out)
-    return 0
-
-
-def requested_zone(instance):
-    """The availability zone the instance's request asked for (in its stored request), or None."""
-    request_spec = instance.get("request_spec")
-    properties = request_spec.get("instance_properties") if isinstance(request_spec, dict) else None
-    return properties.get("availability_zone") if isinstance(properties, dict) else None
-
-
-def print_instances(instances, out, args=None):
-    # NAME, FLAVOR and ZONE come last: scripts read the first six columns by position, and
-    # the fault reason (free text) from the seventh on.
-    emit(
-        args,
-        ["UUID", "STATE", "HOST", "RAM MB", "DISK GB", "VCPUS", "FAULT", "NAME", "FLAVOR", "ZONE"],
-        [
-            [i["uuid"], i["state"], i.get("host"), i["memory_mb"],
-             (i.get("root_gb") or 0) + (i.get("ephemeral_gb") or 0), i["vcpus"], i.get("fault_reason"),
-             i.get("display_name"), i.get("flavor_name"), requested_zone(i)]
-            for i in instances
-        ],
-        out,
-    )
-
-
-def emit(args, headers, rows, out):
-    try:
-        output.emit(args, headers, rows, out)
-    except output.UnknownColumn as exc:
-        raise CommandError(str(exc)) from None
-
-
-def _num(value):
-    return int(value) if float(value).is_integer() else round(value, 1)
-
-
-def _blank(value):
-    return "-" if value in (None, "") else value
 
 
 cli_opts = [
@@ -403,7 +73,7 @@ def main(argv=None, out=None):
         transport.reach(conf.connect_timeout)
         return conf.command.func(client, conf.command, out)
     except BrokenPipeError:  # e.g. `berth instances | head -3`: the reader has all it wanted
-        quiet_stdout()
+        output.quiet_stdout()
         return 0
     except CommandError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -423,16 +93,6 @@ def main(argv=None, out=None):
         return 1
     finally:
         transport.cleanup()
-
-
-def quiet_stdout():
-    """After a broken pipe, point stdout at /dev/null so that the interpreter's last
-    flush finds nothing to complain about."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 if __name__ == "__main__":

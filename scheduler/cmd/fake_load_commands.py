@@ -15,7 +15,7 @@ import sys
 from compute_agent.client import ComputeClient
 from scheduler import rpc, states
 from scheduler.cmd.arguments import CommandError
-from scheduler.request_spec import MAX_LIST
+from scheduler.cmd.references import instance_uuid, instances_by_uuid
 
 PREFIX = "berth fake-load"
 
@@ -70,13 +70,8 @@ def _targets(client, args):
         if not up:
             raise CommandError(f"no compute host is up ({len(hosts)} known); nothing changed")
         return up, [h["host"] for h in hosts if h["state"] == "down"]
-    from scheduler.cmd.cli import instance_uuid
-
     uuids = list(dict.fromkeys(instance_uuid(client, reference) for reference in args.references))
-    found = {}
-    for start in range(0, len(uuids), MAX_LIST):
-        page = uuids[start:start + MAX_LIST]
-        found.update((i["uuid"], i) for i in client.list_instances({}, include_deleted=True, uuids=page))
+    found = instances_by_uuid(client, uuids)
     by_host = {}
     for uuid in uuids:
         instance = found.get(uuid)

@@ -1,10 +1,17 @@
-"""``berth host disable|enable|delete`` and ``berth service list``: hosts and services.
+"""``berth hosts``, ``berth host disable|enable|delete`` and ``berth service list``: hosts and services.
 
-Each command is one RPC call to the scheduler (scheduler.host_admin); the
-scheduler checks the arguments and changes nothing when one is wrong.
+Each command is one RPC call to the scheduler (``hosts``: the scheduler's own
+list_hosts, the others: scheduler.host_admin); the scheduler checks the arguments
+and changes nothing when one is wrong.
 """
 
 from scheduler.cmd import output
+
+
+def add_usage(subparsers):
+    hosts = subparsers.add_parser("hosts", help="Per-host RAM, disk and vCPUs, used and free.")
+    output.add_options(hosts)
+    hosts.set_defaults(func=hosts_command)
 
 
 def add_commands(subparsers):
@@ -35,6 +42,23 @@ def add_commands(subparsers):
     listing.set_defaults(func=service_list)
 
 
+def hosts_command(client, args, out):
+    hosts = client.list_hosts({})
+    output.emit(args,
+                ["HOST", "STATE", "RAM USED/TOTAL MB", "FREE RAM MB", "DISK USED/TOTAL GB",
+                 "FREE DISK GB", "VCPUS USED/TOTAL", "INSTANCES", "DISABLED REASON"],
+                [[h["host"], h["state"], f"{h['memory_mb_used']}/{h['memory_mb']}", h["free_ram_mb"],
+                  f"{_num(h['local_gb_used'])}/{h['local_gb']}", _num(h["free_disk_gb"]),
+                  f"{_num(h['vcpus_used'])}/{h['vcpus']}", h["running_vms"], h.get("disabled_reason")]
+                 for h in hosts],
+                out)
+    return 0
+
+
+def _num(value):
+    return int(value) if float(value).is_integer() else round(value, 1)
+
+
 def host_disable(client, args, out):
     found = client.admin_call({}, "host_disable", host=args.target_host, reason=args.reason)
     why = f": {found['disabled_reason']}" if found.get("disabled_reason") else ""
@@ -58,10 +82,8 @@ def host_delete(client, args, out):
 
 
 def service_list(client, args, out):
-    from scheduler.cmd.cli import emit
-
-    emit(args, ["BINARY", "HOST", "STATUS", "STATE", "UPDATED AT", "VERSION", "DISABLED REASON"],
-         [[s["binary"], s["host"], s["status"], s["state"], s.get("updated_at"), s.get("version"),
-           s.get("disabled_reason")] for s in client.admin_call({}, "list_services")],
-         out)
+    output.emit(args, ["BINARY", "HOST", "STATUS", "STATE", "UPDATED AT", "VERSION", "DISABLED REASON"],
+                [[s["binary"], s["host"], s["status"], s["state"], s.get("updated_at"), s.get("version"),
+                  s.get("disabled_reason")] for s in client.admin_call({}, "list_services")],
+                out)
     return 0

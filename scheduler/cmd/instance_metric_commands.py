@@ -10,6 +10,7 @@ import argparse
 
 from scheduler.cmd import output
 from scheduler.cmd.arguments import CommandError
+from scheduler.cmd.references import instance_uuid
 from scheduler.exception import InvalidRequest
 from scheduler.instance_metrics import check_pushed_name, is_value
 
@@ -55,18 +56,12 @@ def add_commands(subparsers):
     show.set_defaults(func=metric_show)
 
 
-def _uuid(client, reference):
-    from scheduler.cmd.cli import instance_uuid
-
-    return instance_uuid(client, reference)
-
-
 def metric_push(client, args, out):
     names = [name for name, _ in args.metrics]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise CommandError(f"metric {', '.join(repeated)} given more than once; nothing pushed")
-    uuid = _uuid(client, args.reference)
+    uuid = instance_uuid(client, args.reference)
     pushed = client.admin_call({}, "push_instance_metrics", instance_uuid=uuid, metrics=dict(args.metrics))
     values = ", ".join(f"{name}={value:g}" for name, value in sorted(pushed["metrics"].items()))
     print(f"{pushed['instance_uuid']}: {values} (sampled at {pushed['sampled_at']})", file=out)
@@ -74,12 +69,10 @@ def metric_push(client, args, out):
 
 
 def metric_show(client, args, out):
-    from scheduler.cmd.cli import emit
-
-    uuids = list(dict.fromkeys(_uuid(client, reference) for reference in args.references))
+    uuids = list(dict.fromkeys(instance_uuid(client, reference) for reference in args.references))
     found = client.admin_call({}, "show_instance_metrics", instance_uuids=uuids)
-    emit(args, ["INSTANCE", "NAME", "VALUE", "SOURCE", "SAMPLED AT"],
-         [[uuid, name, f"{sample['value']:g}", sample["source"], sample["sampled_at"]]
-          for uuid in uuids for name, sample in sorted(found.get(uuid, {}).items())],
-         out)
+    output.emit(args, ["INSTANCE", "NAME", "VALUE", "SOURCE", "SAMPLED AT"],
+                [[uuid, name, f"{sample['value']:g}", sample["source"], sample["sampled_at"]]
+                 for uuid in uuids for name, sample in sorted(found.get(uuid, {}).items())],
+                out)
     return 0

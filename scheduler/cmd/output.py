@@ -10,14 +10,18 @@ A column the listing does not have is refused, naming the ones it has.
 """
 
 import functools
+import os
+import sys
 
 import stevedore
+
+from scheduler.cmd.arguments import CommandError
 
 NAMESPACE = "cliff.formatter.list"
 
 
-class UnknownColumn(ValueError):
-    pass
+class UnknownColumn(CommandError):
+    """A ``-c`` the listing does not have: refused as any other bad input of a command."""
 
 
 @functools.cache
@@ -71,3 +75,13 @@ def print_columns(headers, rows, out):
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     for row in [headers] + rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+
+
+def quiet_stdout():
+    """After a broken pipe, point stdout at /dev/null so that the interpreter's last
+    flush finds nothing to complain about."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

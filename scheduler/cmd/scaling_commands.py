@@ -22,7 +22,8 @@ from typing import Any, TextIO
 
 from scheduler import states
 from scheduler.cmd import output
-from scheduler.cmd.arguments import CommandError, positive, whole
+from scheduler.cmd.arguments import CommandError, hint, positive, whole
+from scheduler.cmd.references import group_uuid, instance_uuid
 from scheduler.scaling import decide, spec
 from scheduler.scaling.members import COUNTED_STATES
 
@@ -192,13 +193,6 @@ def _metric(text: str) -> dict[str, Any]:
     return {"type": kind, "name": name, f"target_{which}": _wire(_decimal(number, above_zero=True))}
 
 
-def _hint(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"a hint is key=value, got {text!r}")
-    return key, value
-
-
 def _add_spec_options(parser: argparse.ArgumentParser, creating: bool) -> None:
     parser.add_argument("--min", dest="scaling_min", type=_whole, metavar="N",
                         help="the fewest members" + (" (default 1)" if creating else ""))
@@ -238,7 +232,7 @@ def add_group_commands(actions: Any) -> None:
                         help="the members' server group: a UUID, or the name of exactly one")
     create.add_argument("--availability-zone", dest="scaling_zone", metavar="AZ",
                         help="only hosts of this availability zone")
-    create.add_argument("--hint", dest="scaling_hints", type=_hint, action="append", default=[],
+    create.add_argument("--hint", dest="scaling_hints", type=hint, action="append", default=[],
                         metavar="KEY=VALUE", help="a scheduler hint for each member (same_host=UUID or NAME, "
                         "query=JSON, ...); repeat for several, a repeated key makes a list")
     create.add_argument("--spec", dest="scaling_spec", metavar="FILE",
@@ -317,8 +311,6 @@ def _spec_changes(args: Any) -> dict[str, Any]:
 
 
 def _template(client: Any, args: Any) -> dict[str, Any]:
-    from scheduler.cmd import cli
-
     sizes = (args.scaling_ram, args.scaling_vcpus, args.scaling_disk)
     template: dict[str, Any] = {}
     if args.scaling_flavor:
@@ -332,11 +324,11 @@ def _template(client: Any, args: Any) -> dict[str, Any]:
     if args.scaling_zone:
         template["availability_zone"] = args.scaling_zone
     if args.scaling_server_group:
-        template["server_group_uuid"] = cli.group_uuid(client, args.scaling_server_group)
+        template["server_group_uuid"] = group_uuid(client, args.scaling_server_group)
     hints: dict[str, Any] = {}
     for key, value in args.scaling_hints:
         if key in ("same_host", "different_host"):
-            value = cli.instance_uuid(client, value)
+            value = instance_uuid(client, value)
         if key in hints:
             previous = hints[key]
             hints[key] = (previous if isinstance(previous, list) else [previous]) + [value]
@@ -502,15 +494,8 @@ def _list_row(group: Mapping[str, Any]) -> list[Any]:
 LIST_HEADERS = ["NAME", "UUID", "STATE", "TARGETS", "MIN", "MAX", "DESIRED", "CURRENT"]
 
 
-def _emit(args: Any, headers: list[str], rows: list[list[Any]], out: TextIO) -> None:
-    try:
-        output.emit(args, headers, rows, out)
-    except output.UnknownColumn as exc:
-        raise CommandError(str(exc)) from None
-
-
 def list_command(client: Any, args: Any, out: TextIO) -> int:
-    _emit(args, LIST_HEADERS, [_list_row(g) for g in client.admin_call({}, "list_scaling_groups")], out)
+    output.emit(args, LIST_HEADERS, [_list_row(g) for g in client.admin_call({}, "list_scaling_groups")], out)
     return 0
 
 
@@ -705,5 +690,5 @@ def show_command(client: Any, args: Any, out: TextIO) -> int:
     members = " ".join(m["uuid"] for m in group.get("members") or [])
     row = _list_row(group) + [group.get("project_id"), status.get("limited_by"), status.get("synced_at"),
                               group.get("created_at"), members]
-    _emit(args, SHOW_HEADERS, [row], out)
+    output.emit(args, SHOW_HEADERS, [row], out)
     return 0

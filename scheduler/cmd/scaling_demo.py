@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from compute_agent.client import ComputeClient
 from scheduler import states
-from scheduler.cmd import cli
+from scheduler.cmd.waiting import wait_until
 
 GROUP = "demo-web"
 FLAVOR = "m1.small"
@@ -105,8 +105,8 @@ def _remove_earlier(client: Any, timeout: float) -> None:
     if GROUP not in names:
         return
     client.admin_call({}, "delete_scaling_group", name_or_uuid=GROUP)
-    cli.wait_until(lambda: GROUP not in {g["name"] for g in client.admin_call({}, "list_scaling_groups")},
-                   timeout, f"the scaling group {GROUP} an earlier run left to be deleted")
+    wait_until(lambda: GROUP not in {g["name"] for g in client.admin_call({}, "list_scaling_groups")},
+               timeout, f"the scaling group {GROUP} an earlier run left to be deleted")
 
 
 def set_load(compute: ComputeClient, hosts: list[str], cpu: float) -> None:
@@ -116,8 +116,8 @@ def set_load(compute: ComputeClient, hosts: list[str], cpu: float) -> None:
 
 def run_scaling_demo(client: Any, compute: ComputeClient, hosts: list[str], out: TextIO) -> int:
     """Create the group, walk it through the phases printing a timeline, delete it."""
-    cli.wait_until(lambda: set(hosts) <= {h["host"] for h in client.list_hosts({}) if h["state"] == "up"},
-                   PHASE_TIMEOUT_S, "the agents to report")
+    wait_until(lambda: set(hosts) <= {h["host"] for h in client.list_hosts({}) if h["state"] == "up"},
+               PHASE_TIMEOUT_S, "the agents to report")
     _remove_earlier(client, PHASE_TIMEOUT_S)
     print(f"Scaling group {GROUP}: {SPEC['min']} to {SPEC['max']} members of {FLAVOR} (1 vCPU), cpu target "
           f"{TARGET}% of requests; up at most {UP_STEP} members per {UP_PERIOD_S} s, down after a "
@@ -149,8 +149,8 @@ def run_scaling_demo(client: Any, compute: ComputeClient, hosts: list[str], out:
             timeline.say(f"  event: {event['reason']}")
     finally:
         client.admin_call({}, "delete_scaling_group", name_or_uuid=GROUP)
-        cli.wait_until(lambda: GROUP not in {g["name"] for g in client.admin_call({}, "list_scaling_groups")},
-                       PHASE_TIMEOUT_S, f"the scaling group {GROUP} to be deleted")
+        wait_until(lambda: GROUP not in {g["name"] for g in client.admin_call({}, "list_scaling_groups")},
+                   PHASE_TIMEOUT_S, f"the scaling group {GROUP} to be deleted")
         for host in hosts:
             compute.clear_fake_load({}, host)
     timeline.say(f"deleted {GROUP} and its members")

@@ -8,7 +8,7 @@ import pytest
 
 from scheduler import flavors, rpc
 from scheduler.client import SchedulerClient
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost, write_conf
 

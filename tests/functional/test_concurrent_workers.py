@@ -4,7 +4,7 @@ and their claims in the database leave the agents almost nothing to refuse."""
 import collections
 
 from compute_agent.instance_store import InstanceStore
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 SCHEDULERS = ("sched-1", "sched-2", "sched-3")

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from scheduler import flavors
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
 from tests.functional import wire
 from tests.functional.crashing_scheduler import CRASH_UUID

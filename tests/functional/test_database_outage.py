@@ -9,7 +9,7 @@ import threading
 import time
 
 from scheduler import flavors, states
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from tests.fixtures import temporary_vhost
 from tests.functional import wire
 from tests.functional.fleet import Fleet

@@ -9,7 +9,7 @@ while room exists no request ends in NoValidHost, and no host is overfilled.
 import collections
 
 from compute_agent.instance_store import InstanceStore
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 SCHEDULERS = ("brim-s1", "brim-s2", "brim-s3")

@@ -8,7 +8,7 @@ import random
 import uuid
 
 from scheduler import flavors
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from scheduler import rpc, states
 from scheduler.client import CAST_AT
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
 from scheduler.rpc import deadletter
 from tests.functional import wire

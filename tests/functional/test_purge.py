@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from scheduler import flavors
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from scheduler.db.models import (
     instances,
     server_group_members,

@@ -15,7 +15,7 @@ import signal
 import time
 
 from scheduler import flavors
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost

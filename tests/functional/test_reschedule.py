@@ -11,7 +11,7 @@ request goes back to be rescheduled.
 import uuid as uuidlib
 
 from compute_agent.client import ComputeClient
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 FLAVOR = {"memory_mb": 6000, "root_gb": 10, "vcpus": 1}

@@ -8,7 +8,7 @@ back: they all end ACTIVE, and the two are dead-lettered.
 
 import pathlib
 
-from scheduler.cmd.cli import build_request
+from scheduler.cmd.instance_commands import build_request
 from tests.functional import wire
 from tests.functional.faulty_scheduler import POISON
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost

@@ -14,8 +14,8 @@ from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.host_admin import HostAdminEndpoint, heartbeat
 from scheduler.request_spec import RequestSpec
 from scheduler.service import assemble
+from tests.unit.cmd.test_admin_commands import conf_file, run  # noqa: F401
 from tests.unit.scheduler.test_admin import HOSTS, report
-from tests.unit.scheduler.test_admin_commands import conf_file, run  # noqa: F401
 
 
 class Peers:

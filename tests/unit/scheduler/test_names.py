@@ -11,9 +11,11 @@ import uuid as uuidlib
 import pytest
 
 from scheduler import rpc
+from scheduler.cmd import references
+from scheduler.cmd.arguments import CommandError
 from scheduler.db.api import Database
+from tests.unit.cmd.test_admin_commands import conf_file, main, run, scheduler  # noqa: F401
 from tests.unit.scheduler.manager_world import casts, request
-from tests.unit.scheduler.test_admin_commands import conf_file, main, run, scheduler  # noqa: F401
 
 TINY = ("--flavor", "m1.tiny")
 
@@ -170,14 +172,12 @@ def test_unknown_and_ambiguous_names_are_refused_and_change_nothing(scheduler, c
 
 
 def test_an_ambiguous_name_lists_at_most_ten_uuids():
-    from scheduler.cmd import cli
-
     class Client:
         def list_instances(self, ctxt, name=None):
             return [{"uuid": f"u{i}"} for i in range(12)]
 
-    with pytest.raises(cli.CommandError) as refusal:
-        cli.instance_uuid(Client(), "many")
+    with pytest.raises(CommandError) as refusal:
+        references.instance_uuid(Client(), "many")
     assert str(refusal.value) == ("Name many is ambiguous: 12 instances (u0, u1, u2, u3, u4, u5, u6, u7, u8, "
                                   "u9, ...); use a UUID")
 

@@ -20,6 +20,8 @@ from tests.unit.logs import request_ids, service_log
 from tests.unit.scheduler.manager_world import report, request
 
 GUARD = 30  # against hangs only
+#: The logger of `berth boot`'s "Booting <uuids> as request req-..." line.
+BOOT_LOGGER = "scheduler.cmd.instance_commands"
 
 
 def wait_for(condition, what):
@@ -73,6 +75,10 @@ def berth(conf, tmp_path, *argv):
     return status, out.getvalue()
 
 
+#: The loggers of the planner's refusals and of the applier's decisions.
+PLANNER, APPLIER = "scheduler.planning.planner", "scheduler.planning.applier"
+
+
 def lines_of(lines, logger):
     return [line for line in lines if f" {logger} [" in line]
 
@@ -85,12 +91,12 @@ def test_a_boot_from_the_command_line_is_one_request_id_in_all_three(conf, tmp_p
         lines = read()
     assert status == 0, out
     uuid = out.splitlines()[1].split()[0]
-    [booting] = [line for line in lines_of(lines, "scheduler.cmd.cli") if f"Booting {uuid} as " in line]
+    [booting] = [line for line in lines_of(lines, BOOT_LOGGER) if f"Booting {uuid} as " in line]
     [request_id] = set(request_ids(booting))
     about_it = [line for line in lines if uuid in line]
     assert all(request_ids(line) == [request_id] for line in about_it if line is not booting), about_it
     assert any(f"Placed instance {uuid} on host agent-1" in line
-               for line in lines_of(about_it, "scheduler.planning.applier"))
+               for line in lines_of(about_it, APPLIER))
     agent_says = [line.split("] ", 1)[1] for line in lines_of(about_it, "compute_agent.manager")]
     assert f"Claimed {uuid} on agent-1; building" in agent_says
     assert any(said.startswith(f"Instance {uuid} is ACTIVE on agent-1") for said in agent_says)
@@ -104,7 +110,7 @@ def test_a_request_that_comes_without_a_request_id_gets_one_the_agent_keeps(conf
         client.run_instance({"project_id": "p1"}, request_spec, filter_properties)
         wait_for(lambda: (service.database.get_instance(uuid) or {}).get("state") == "ACTIVE", "ACTIVE")
         lines = read()
-    [placed] = [line for line in lines_of(lines, "scheduler.planning.applier") if f"Placed instance {uuid}" in line]
+    [placed] = [line for line in lines_of(lines, APPLIER) if f"Placed instance {uuid}" in line]
     [request_id] = request_ids(placed)
     agent_lines = [line for line in lines_of(lines, "compute_agent.manager") if uuid in line]
     assert agent_lines and all(request_ids(line) == [request_id] for line in agent_lines), agent_lines
@@ -119,10 +125,10 @@ def test_a_reschedule_and_its_final_refusal_keep_the_request_id(conf, tmp_path, 
         lines = read()
     assert status == 1, out  # in ERROR: every host failed to build it
     uuid = out.splitlines()[1].split()[0]
-    [booting] = [line for line in lines_of(lines, "scheduler.cmd.cli") if f"Booting {uuid} as " in line]
+    [booting] = [line for line in lines_of(lines, BOOT_LOGGER) if f"Booting {uuid} as " in line]
     [request_id] = set(request_ids(booting))
     said = [line.split("] ", 1)[1]
-            for line in lines_of(lines, "scheduler.planning.planner") + lines_of(lines, "scheduler.planning.applier")
+            for line in lines_of(lines, PLANNER) + lines_of(lines, APPLIER)
             if uuid in line and request_ids(line) == [request_id]]
     placed = [line for line in said if line.startswith(f"Placed instance {uuid} on host agent-")]
     assert len(placed) == 2 and "(attempt 2; " in placed[1], said
@@ -135,7 +141,8 @@ def test_each_decision_is_one_info_line_and_what_each_filter_left_only_a_debug_o
         [uuid], request_spec, filter_properties = request(memory_mb=6144)  # h3 has 4096 MB
         with service_log(conf, tmp_path / f"debug-{debug}.log", debug=debug) as read:
             manager.run_instance({"request_id": rpc.new_request_id()}, request_spec, filter_properties)
-            said = [line.split("] ", 1)[1] for line in lines_of(read(), "scheduler.planning.applier") if uuid in line]
+            said = [line.split("] ", 1)[1] for line in lines_of(read(), APPLIER)
+                    if uuid in line]
         assert said[0] == f"Placed instance {uuid} on host h2 (3 hosts considered, 2 passed the filters)"
         if not debug:
             assert len(said) == 1

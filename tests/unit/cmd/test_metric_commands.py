@@ -16,7 +16,7 @@ from compute_agent.client import ComputeClient
 from compute_agent.manager import ComputeManager
 from scheduler import config, rpc, states
 from scheduler.client import SchedulerClient
-from scheduler.cmd import cli
+from scheduler.cmd.arguments import CommandError
 from scheduler.instance_metrics_api import InstanceMetricsEndpoint
 from tests.unit.cli_scheduler import cli_scheduler, main, parse, write_conf
 
@@ -78,13 +78,13 @@ def test_bad_arguments_exit_with_status_2_saying_which(conf_file, capsys, argv, 
 ])
 def test_fake_load_wants_instances_or_all_not_both(conf_file, argv, message):
     args = parse(conf_file, *argv)
-    with pytest.raises(cli.CommandError, match=message):
+    with pytest.raises(CommandError, match=message):
         args.func(None, args, io.StringIO())
 
 
 def test_a_metric_given_twice_is_refused_before_anything_is_sent(conf_file):
     args = parse(conf_file, "instance-metric", "push", U1, "rps=1", "rps=2")
-    with pytest.raises(cli.CommandError, match="metric rps given more than once; nothing pushed"):
+    with pytest.raises(CommandError, match="metric rps given more than once; nothing pushed"):
         args.func(None, args, io.StringIO())
 
 

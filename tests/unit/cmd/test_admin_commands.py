@@ -7,7 +7,8 @@ import uuid as uuidlib
 import pytest
 
 from scheduler.admin import AdminEndpoint
-from scheduler.cmd import cli
+from scheduler.cmd.arguments import CommandError
+from scheduler.cmd.instance_commands import build_request
 from tests.unit.cli_scheduler import cli_scheduler, main, parse, write_conf
 
 GROUP = "5f2b3c1e-8a4d-4e6f-9b0a-1c2d3e4f5a6b"
@@ -239,7 +240,7 @@ def test_a_repeated_hint_becomes_a_list(conf_file):
 
 
 def test_build_request_takes_a_dict_of_hints_too():
-    spec, props = cli.build_request(
+    spec, props = build_request(
         {"memory_mb": 1, "vcpus": 1}, 1, {"group": GROUP}, availability_zone="az1"
     )
     assert props["scheduler_hints"] == {"group": GROUP}
@@ -247,7 +248,7 @@ def test_build_request_takes_a_dict_of_hints_too():
 
 
 def test_two_groups_are_refused_before_anything_is_sent(conf_file):
-    with pytest.raises(cli.CommandError, match="give one --hint group=UUID"):
+    with pytest.raises(CommandError, match="give one --hint group=UUID"):
         run(conf_file, "boot", "--flavor", "m1.tiny", "--hint", f"group={GROUP}", "--hint", f"group={GROUP}")
 
 

@@ -2,8 +2,9 @@
 
 import pytest
 
-from scheduler.cmd import cli
-from scheduler.cmd.cli import CommandError
+from scheduler.cmd import waiting
+from scheduler.cmd.arguments import CommandError
+from scheduler.request_spec import MAX_LIST
 
 
 class Scheduler:
@@ -23,19 +24,19 @@ class Scheduler:
 def test_each_poll_asks_only_for_the_instances_not_settled_yet():
     scheduler = Scheduler({"a": ["SCHEDULED", "ACTIVE"], "b": ["ACTIVE"],
                            "c": ["SCHEDULED", "SCHEDULED", "ERROR"]})
-    found = cli.wait_for(scheduler, ["a", "b", "c", "a"], timeout=5)
+    found = waiting.wait_for(scheduler, ["a", "b", "c", "a"], timeout=5)
     assert {u: i["state"] for u, i in found.items()} == {"a": "ACTIVE", "b": "ACTIVE", "c": "ERROR"}
     assert scheduler.asked == [["a", "b", "c"], ["a", "c"], ["c"]]
 
 
 def test_more_instances_than_one_list_holds_are_asked_for_a_page_at_a_time():
-    uuids = [f"u{i}" for i in range(cli.MAX_LIST + 5)]
+    uuids = [f"u{i}" for i in range(MAX_LIST + 5)]
     scheduler = Scheduler({u: ["ACTIVE"] for u in uuids})
-    assert len(cli.wait_for(scheduler, uuids, timeout=5)) == len(uuids)
-    assert [len(page) for page in scheduler.asked] == [cli.MAX_LIST, 5]
+    assert len(waiting.wait_for(scheduler, uuids, timeout=5)) == len(uuids)
+    assert [len(page) for page in scheduler.asked] == [MAX_LIST, 5]
 
 
 def test_an_instance_that_never_appears_times_out_naming_the_wait():
     scheduler = Scheduler({"a": ["ACTIVE"]})
     with pytest.raises(CommandError, match="timed out after 0.3 s waiting for 2 instance"):
-        cli.wait_for(scheduler, ["a", "missing"], timeout=0.3)
+        waiting.wait_for(scheduler, ["a", "missing"], timeout=0.3)

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from scheduler.cmd import cli
-from tests.unit.scheduler.test_admin_commands import AGGREGATE, conf_file, run  # noqa: F401
+from scheduler.cmd.arguments import CommandError
+from tests.unit.cmd.test_admin_commands import AGGREGATE, conf_file, run  # noqa: F401
 
 INSTANCES = [
     {"uuid": "u1", "state": "ACTIVE", "host": "h1", "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0,
@@ -33,7 +34,7 @@ class Client:
 
 
 def instances(conf_file, *argv):  # noqa: F811
-    from tests.unit.scheduler.test_admin_commands import parse
+    from tests.unit.cmd.test_admin_commands import parse
 
     args = parse(conf_file, "instances", *argv)
     client, out = Client(), io.StringIO()
@@ -70,7 +71,7 @@ def test_without_a_format_the_columns_are_aligned_and_blanks_show_as_a_dash(conf
 
 
 def test_an_unknown_column_is_refused_naming_the_columns(conf_file):  # noqa: F811
-    with pytest.raises(cli.CommandError, match="no column 'colour'; this listing has uuid, state, host, "
+    with pytest.raises(CommandError, match="no column 'colour'; this listing has uuid, state, host, "
                                                "ram_mb, disk_gb, vcpus, fault, name, flavor, zone$"):
         instances(conf_file, "-c", "uuid", "-c", "colour")
 

@@ -1,0 +1,49 @@
+"""Instances and server groups as the commands name them: by UUID, or by name."""
+
+import uuid as uuidlib
+
+from scheduler.cmd.arguments import CommandError
+from scheduler.request_spec import MAX_LIST
+
+#: The UUIDs an ambiguous name's message lists at most.
+AMBIGUOUS_SHOWN = 10
+
+
+def as_uuid(text):
+    """``text`` as a UUID, or None when it is not one (then it is a name)."""
+    try:
+        return str(uuidlib.UUID(text))
+    except ValueError:
+        return None
+
+
+def _one_named(kind, name, found):
+    """The UUID of the only one of ``found`` (those named ``name``)."""
+    if not found:
+        raise CommandError(f"No {kind} named {name}")
+    if len(found) > 1:
+        shown = ", ".join(f["uuid"] for f in found[:AMBIGUOUS_SHOWN])
+        more = ", ..." if len(found) > AMBIGUOUS_SHOWN else ""
+        raise CommandError(f"Name {name} is ambiguous: {len(found)} {kind}s ({shown}{more}); use a UUID")
+    return found[0]["uuid"]
+
+
+def instance_uuid(client, reference):
+    """The UUID of the instance ``reference`` is, or names (one not DELETED)."""
+    return as_uuid(reference) or _one_named("instance", reference, client.list_instances({}, name=reference))
+
+
+def group_uuid(client, reference):
+    """The UUID of the server group ``reference`` is, or names."""
+    return as_uuid(reference) or _one_named(
+        "server group", reference, client.admin_call({}, "list_server_groups", name=reference))
+
+
+def instances_by_uuid(client, uuids):
+    """{uuid: instance} of those of ``uuids`` the scheduler knows, DELETED included; asked
+    for a page at a time."""
+    found = {}
+    for start in range(0, len(uuids), MAX_LIST):
+        page = uuids[start:start + MAX_LIST]
+        found.update((i["uuid"], i) for i in client.list_instances({}, include_deleted=True, uuids=page))
+    return found
