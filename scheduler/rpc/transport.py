@@ -224,8 +224,8 @@ class Transport:
                 return
             except Exception as exc:
                 left = deadline - time.monotonic()
-                if _refused(exc) or left <= 0:
-                    raise self._failure(exc, attempt) from None
+                if _refused(exc) or left <= 0:  # said with the time the caller gave, not the attempt's rest
+                    raise self._failure(exc, timeout) from None
             time.sleep(min(next(waits), left))
 
     def wait_for_broker(self, stop):
