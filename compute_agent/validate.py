@@ -50,6 +50,19 @@ def instance_uuid(value, method):
     return parse_uuid(value, f"{method}: instance_uuid")
 
 
+#: The longest reason a terminate may give.
+MAX_REASON = 1000
+
+
+def reason(value, method):
+    """None, or one line of printable text of at most MAX_REASON characters."""
+    if value is not None and not (isinstance(value, str) and 0 < len(value) <= MAX_REASON
+                                  and value.isprintable()):
+        raise InvalidRequest(f"{method}: reason must be one line of printable text of 1 to {MAX_REASON} "
+                             f"characters, got {value!r}"[:300])
+    return value
+
+
 def _fraction(value, where):
     if not is_bounded_number(value, 1.0):
         raise InvalidRequest(f"{where} must be a fraction from 0 to 1, got {value!r}"[:300])
