@@ -160,3 +160,32 @@ def test_berth_client_calls_oslo_server(berth_transport, oslo_transport_):
         with berth_transport.connection("test-cleanup") as conn:
             for queue in (topic, f"{topic}.agent1"):
                 conn.default_channel.queue_delete(queue)
+
+
+class VersionedEndpoint:
+    target = oslo_messaging.Target(version="1.1")
+
+    def ping(self, ctxt, n):
+        return n
+
+
+def test_an_oslo_server_reads_the_version_a_berth_client_sends(berth_transport, oslo_transport_):
+    topic = f"berth-oslo-{uuid.uuid4().hex[:8]}"
+    server = oslo_messaging.get_rpc_server(
+        oslo_transport_, oslo_messaging.Target(topic=topic, server="agent1"), [VersionedEndpoint()],
+        executor="threading")
+    server.start()
+    try:
+        client = rpc.RPCClient(berth_transport, rpc.Target(topic=topic), timeout=WAIT)
+        assert client.call({}, "ping", n=1) == 1
+        assert client.prepare(version="1.1").call({}, "ping", n=2) == 2
+        with pytest.raises(rpc.RemoteError) as info:
+            client.prepare(version="1.2").call({}, "ping", n=3)
+        assert (info.value.exc_type, info.value.value) == (
+            "UnsupportedVersion", "Endpoint does not support RPC version 1.2. Attempted method: ping")
+    finally:
+        server.stop()
+        server.wait()
+        with berth_transport.connection("test-cleanup") as conn:
+            for queue in (topic, f"{topic}.agent1"):
+                conn.default_channel.queue_delete(queue)
