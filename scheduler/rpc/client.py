@@ -39,13 +39,8 @@ class RPCClient:
     def prepare(self, server: str | None = None, fanout: bool | None = None,
                 timeout: float | None = None, version: str | None = None) -> RPCClient:
         """A copy of this client with the target's server, fanout or version, or the timeout, replaced."""
-        changes: dict[str, Any] = {}
-        if server is not None:
-            changes["server"] = server
-        if fanout is not None:
-            changes["fanout"] = fanout
-        if version is not None:
-            changes["version"] = version
+        given: dict[str, Any] = {"server": server, "fanout": fanout, "version": version}
+        changes = {name: value for name, value in given.items() if value is not None}
         target = dataclasses.replace(self.target, **changes) if changes else self.target
         return RPCClient(self.transport, target, self.timeout if timeout is None else timeout,
                          self.version_cap, self.api)

@@ -8,34 +8,25 @@ import pytest
 from compute_agent.manager import ComputeEndpoint
 from scheduler import api_versions, config, rpc
 from scheduler.client import SCALING_METHODS, SchedulerClient
-from scheduler.conf import opts, upgrade_levels
-from scheduler.db.api import Database
+from scheduler.conf import upgrade_levels
 from scheduler.rpc import deadletter, roles
-from scheduler.service import SchedulerService
 from tests.unit.rpc.test_bad_input import dead_letters
+from tests.unit.scheduler.test_service_running import service  # noqa: F401 (the fixture)
 
 
 @pytest.fixture
-def service(conf):
-    """A started SchedulerService on memory:// and SQLite."""
-    opts.register_plugin_opts(conf)
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
-    service = SchedulerService(conf, transport, database)
+def started(service):  # noqa: F811 (the fixture imported above)
     service.start()
     yield service
     service.stop()
-    transport.cleanup()
-    database.dispose()
 
 
 def endpoint_methods(endpoints):
     return {name for name, _ in roles.public_methods(endpoints)}
 
 
-def test_every_endpoint_declares_its_api_and_the_scaling_methods_are_the_scaling_apis(service):
-    endpoints = service._server.dispatcher.endpoints
+def test_every_endpoint_declares_its_api_and_the_scaling_methods_are_the_scaling_apis(started):
+    endpoints = started._server.dispatcher.endpoints
     assert [type(e).__name__ for e in endpoints] == ["SchedulerManager", "AdminEndpoint", "HostAdminEndpoint",
                                                      "ScalingGroupEndpoint", "InstanceMetricsEndpoint"]
     assert [e.RPC_API.name for e in endpoints] == ["scheduler", "admin", "admin", "scaling", "scaling"]
@@ -46,8 +37,8 @@ def test_every_endpoint_declares_its_api_and_the_scaling_methods_are_the_scaling
     assert not SCALING_METHODS & endpoint_methods(endpoints[:3])
 
 
-def test_a_newer_client_is_refused_naming_the_version_this_scheduler_serves(service):
-    client = rpc.RPCClient(service.transport, rpc.Target(topic="scheduler"), timeout=10)
+def test_a_newer_client_is_refused_naming_the_version_this_scheduler_serves(started):
+    client = rpc.RPCClient(started.transport, rpc.Target(topic="scheduler"), timeout=10)
     assert client.call({}, "list_hosts") == []
     for method, api in (("list_hosts", "scheduler"), ("list_aggregates", "admin"),
                         ("list_scaling_groups", "scaling")):
@@ -58,11 +49,11 @@ def test_a_newer_client_is_refused_naming_the_version_this_scheduler_serves(serv
             f"up to 1.0: set [upgrade_levels] {api} = 1.0 where it is sent from, until this is upgraded"))
     uuid = "00000000-0000-4000-8000-000000000001"
     client.prepare(version="1.1").cast({}, "delete_instance", instance_uuid=uuid)
-    [letter] = dead_letters(service.transport, 1)
+    [letter] = dead_letters(started.transport, 1)
     assert letter.headers[deadletter.REASON].startswith(
         "UnsupportedVersion: Endpoint does not support RPC version 1.1. Attempted method: delete_instance;")
     # Berth's own client sends 1.0, which it serves.
-    assert SchedulerClient(service.transport, timeout=10).admin_call({}, "list_scaling_groups") == []
+    assert SchedulerClient(started.transport, timeout=10).admin_call({}, "list_scaling_groups") == []
 
 
 @pytest.mark.parametrize(("value", "message"), [
