@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import queue
 import time
@@ -39,9 +38,11 @@ class RPCClient:
     def prepare(self, server: str | None = None, fanout: bool | None = None,
                 timeout: float | None = None, version: str | None = None) -> RPCClient:
         """A copy of this client with the target's server, fanout or version, or the timeout, replaced."""
-        given: dict[str, Any] = {"server": server, "fanout": fanout, "version": version}
-        changes = {name: value for name, value in given.items() if value is not None}
-        target = dataclasses.replace(self.target, **changes) if changes else self.target
+        target = self.target
+        if server is not None or fanout is not None or version is not None:
+            target = Target(target.topic, target.server if server is None else server,
+                            target.fanout if fanout is None else fanout,
+                            target.version if version is None else version)
         return RPCClient(self.transport, target, self.timeout if timeout is None else timeout,
                          self.version_cap, self.api)
 
@@ -53,7 +54,7 @@ class RPCClient:
 
     def _check_version_cap(self, method: str) -> str:
         version = self.target.version or versions.DEFAULT
-        if not self.can_send_version(version):
+        if self.version_cap is not None and not versions.is_compatible(self.version_cap, version):
             raise RPCVersionCapError(method, version, self.version_cap, self.api)
         return version
 

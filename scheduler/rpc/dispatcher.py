@@ -116,7 +116,7 @@ class Dispatcher:
         version = getattr(context, "version", versions.DEFAULT)
         api = getattr(endpoint, "RPC_API", None)
         served = versions.DEFAULT if api is None else api.version
-        if not versions.is_compatible(served, version):
+        if version != served and not versions.is_compatible(served, version):
             raise UnsupportedVersion(version, method, served, getattr(api, "name", None))
         signature, names = self._signature(method, func)
         if signature and (names is None or not names[0] <= args.keys() <= names[1]):

@@ -184,7 +184,7 @@ def version_of(msg):
     """The version of its API an inner request asks for: 1.0 when it names none, as
     oslo.messaging reads it; raises InvalidEnvelope for one that is not a version."""
     version = msg.get("version")
-    if version is None:
+    if version is None or version == versions.DEFAULT:
         return versions.DEFAULT
     try:
         versions.parse(version)

@@ -23,12 +23,24 @@ _VERSION = re.compile(r"(\d{1,9})\.(\d{1,9})(?:\.(\d{1,9}))?\Z")
 
 def parse(version: object) -> tuple[int, int, int]:
     """(major, minor, revision) of ``MAJOR.MINOR`` or ``MAJOR.MINOR.REVISION``; ValueError otherwise."""
-    match = _VERSION.match(version) if isinstance(version, str) else None
+    if not isinstance(version, str):
+        raise ValueError(_not_a_version(version))
+    return _parse(version)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(version: str) -> tuple[int, int, int]:
+    # Every message names its version: each distinct text is read once (a refusal is not kept).
+    match = _VERSION.match(version)
     if match is None:
-        shown = repr(version) if len(repr(version)) <= 40 else repr(version)[:40] + "..."
-        raise ValueError(f"{shown} is not a version: give MAJOR.MINOR, e.g. {DEFAULT}")
+        raise ValueError(_not_a_version(version))
     major, minor, revision = match.groups()
     return int(major), int(minor), int(revision or 0)
+
+
+def _not_a_version(version: object) -> str:
+    shown = repr(version) if len(repr(version)) <= 40 else repr(version)[:40] + "..."
+    return f"{shown} is not a version: give MAJOR.MINOR, e.g. {DEFAULT}"
 
 
 @functools.lru_cache(maxsize=256)

@@ -59,10 +59,11 @@ def test_a_good_build_and_terminate_reach_the_manager():
         endpoint.terminate_instance({}, {"uuid": UUID})
 
 
-@pytest.mark.parametrize("reason", ["", "two\nlines", 42, "x" * 1001, ["deleted"]])
-def test_a_terminate_whose_reason_is_not_one_line_of_text_is_refused(reason):
+@pytest.mark.parametrize("reason", ["", "two\nlines", "a\x1b[31mred", 42, "x" * 1001, ["deleted"]])
+def test_a_terminate_whose_reason_is_not_one_log_line_of_text_is_refused(reason):
     manager = Manager()
-    with pytest.raises(InvalidRequest, match="terminate_instance: reason must be one line of printable text"):
+    refused = "terminate_instance: reason must be text of 1 to 1000 characters without control characters"
+    with pytest.raises(InvalidRequest, match=refused):
         ComputeEndpoint(manager).terminate_instance({}, UUID, reason=reason)
     assert manager.calls == []
 
