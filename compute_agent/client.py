@@ -1,18 +1,29 @@
-"""The compute agent's RPC API, as the scheduler calls it."""
+"""The compute agent's RPC API (scheduler.api_versions.COMPUTE), as the scheduler calls it.
+
+Each method sends the oldest version of the API that carries what it sends, under
+the cap ``[upgrade_levels] compute`` of the transport's configuration.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from scheduler import rpc
+from scheduler import api_versions, rpc
+from scheduler.conf import upgrade_levels
 from scheduler.rpc.client import Context
 
 TOPIC = "compute"
+API = api_versions.COMPUTE
 
 
 class ComputeClient:
     def __init__(self, transport: Any):
-        self._client = rpc.RPCClient(transport, rpc.Target(topic=TOPIC))
+        self._client = rpc.RPCClient(transport, rpc.Target(topic=TOPIC),
+                                     version_cap=upgrade_levels.cap(transport.conf, API), api=API.name)
+
+    def can_send_version(self, version: str) -> bool:
+        """Whether ``[upgrade_levels] compute`` lets this client send ``version``."""
+        return self._client.can_send_version(version)
 
     def run_instance(self, ctxt: Context, host: str, instance: dict, request_spec: dict,
                      filter_properties: dict) -> None:
@@ -24,10 +35,15 @@ class ComputeClient:
             filter_properties=filter_properties,
         )
 
-    def terminate_instance(self, ctxt: Context, host: str, instance_uuid: str) -> None:
-        self._client.prepare(server=host).cast(
-            ctxt, "terminate_instance", instance_uuid=instance_uuid
-        )
+    def terminate_instance(self, ctxt: Context, host: str, instance_uuid: str,
+                           reason: str | None = None) -> None:
+        """Tell the agent of ``host`` to destroy the instance. ``reason`` (1.1): why, which the agent
+        logs; left out, and the message sent as 1.0, when the cap is 1.0."""
+        if reason is not None and self.can_send_version("1.1"):
+            self._client.prepare(server=host, version="1.1").cast(
+                ctxt, "terminate_instance", instance_uuid=instance_uuid, reason=reason)
+            return
+        self._client.prepare(server=host).cast(ctxt, "terminate_instance", instance_uuid=instance_uuid)
 
     # -- the fake driver's load (berth fake-load): calls, answered by the agent of ``host`` --
 

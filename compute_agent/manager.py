@@ -25,7 +25,7 @@ from compute_agent.client import TOPIC
 from compute_agent.instance_store import InstanceStore
 from compute_agent.load_model import Load
 from compute_agent.resource_tracker import ClaimFailed, ResourceTracker, isotime
-from scheduler import concurrency, rpc
+from scheduler import api_versions, concurrency, rpc
 from scheduler.client import SchedulerClient
 from scheduler.exception import InvalidRequest
 from scheduler.states import ACTIVE, BUILDING, DELETED
@@ -46,7 +46,10 @@ def _context_values(context):
 class ComputeEndpoint:
     """What the agent exposes over RPC: exactly these methods, whose arguments are checked
     (InvalidRequest: dead-lettered, or the caller's error) before anything changes. The
-    builds are casts; the fake load (``berth fake-load``) is called, and answers."""
+    builds are casts; the fake load (``berth fake-load``) is called, and answers. Version
+    ``RPC_API`` of the compute API (scheduler.api_versions.COMPUTE)."""
+
+    RPC_API = api_versions.COMPUTE
 
     def __init__(self, manager):
         self._manager = manager
@@ -59,8 +62,10 @@ class ComputeEndpoint:
         self._manager.run_instance(context, instance, request_spec, filter_properties)
 
     @rpc.callers(rpc.SCHEDULER)
-    def terminate_instance(self, context, instance_uuid):
-        self._manager.terminate_instance(context, validate.instance_uuid(instance_uuid, "terminate_instance"))
+    def terminate_instance(self, context, instance_uuid, reason=None):
+        """``reason`` (1.1): why the scheduler terminates it, which is logged."""
+        self._manager.terminate_instance(context, validate.instance_uuid(instance_uuid, "terminate_instance"),
+                                         validate.reason(reason, "terminate_instance"))
 
     @rpc.callers(rpc.OPERATOR)
     def set_fake_load(self, context, cpu, memory=None, instance_uuids=None):
@@ -215,9 +220,10 @@ class ComputeManager:
         self._report_changed()
         self._start_build(ctxt, uuid)
 
-    def terminate_instance(self, context, instance_uuid):
+    def terminate_instance(self, context, instance_uuid, reason=None):
         """Destroy the instance and forget it; DELETED is reported only once its record
-        is gone, so that what this agent holds after a restart is what it said."""
+        is gone, so that what this agent holds after a restart is what it said. ``reason``:
+        why the scheduler terminates it (None from a scheduler capped at compute API 1.0)."""
         ctxt = _context_values(context)
         record = self.store.get(instance_uuid)
         if record is not None:
@@ -236,11 +242,12 @@ class ComputeManager:
                 return
             freed = self.tracker.free(instance_uuid)
             self._instance_update(ctxt, instance_uuid, DELETED)
+        why = "" if reason is None else f" ({reason})"
         if record is None and not freed:
-            LOG.warning("Terminate of %s, which %s does not hold: reported DELETED, as nothing of it "
-                        "is here", instance_uuid, self.host)
+            LOG.warning("Terminate of %s%s, which %s does not hold: reported DELETED, as nothing of it "
+                        "is here", instance_uuid, why, self.host)
         else:
-            LOG.info("Terminated %s", instance_uuid)
+            LOG.info("Terminated %s%s", instance_uuid, why)
             self._report_changed()
 
     # -- the fake driver's load (berth fake-load) --------------------------------

@@ -8,6 +8,7 @@ scheduler's own RequestSpec rules, so both sides agree on what is valid.
 
 from scheduler.exception import InvalidRequest
 from scheduler.request_spec import MAX_LIST, Flavor, Retry, is_bounded_number, parse_uuid
+from scheduler.rpc import names
 
 LIMIT_KEYS = ("memory_mb", "disk_gb", "vcpu")
 MAX_LIMIT = 2**53
@@ -48,6 +49,20 @@ def run_instance_args(instance, request_spec, filter_properties):
 
 def instance_uuid(value, method):
     return parse_uuid(value, f"{method}: instance_uuid")
+
+
+#: The longest reason a terminate may give.
+MAX_REASON = 1000
+
+
+def reason(value, method):
+    """None, or text of 1 to MAX_REASON characters without control characters (one log line,
+    as a host name is: the scheduler's reasons are made of host names, UUIDs and words)."""
+    if value is not None and not (isinstance(value, str) and 0 < len(value) <= MAX_REASON
+                                  and not names.CONTROL.search(value)):
+        raise InvalidRequest(f"{method}: reason must be text of 1 to {MAX_REASON} characters without control "
+                             f"characters, got {value!r}"[:300])
+    return value
 
 
 def _fraction(value, where):

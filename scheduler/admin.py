@@ -14,7 +14,7 @@ import logging
 import re
 import uuid as uuidlib
 
-from scheduler import filters, rpc, server_groups, weighers
+from scheduler import api_versions, filters, rpc, server_groups, weighers
 from scheduler.aggregates import AZ_KEY, Aggregate, as_number
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
@@ -112,6 +112,8 @@ def known_host(database, hosts, host):
 
 
 class AdminEndpoint:
+    RPC_API = api_versions.ADMIN
+
     def __init__(self, conf, database, host_manager, announce=None):
         self._conf = conf
         self._db = database

@@ -25,9 +25,9 @@ class BuildExpiry:
 
     def __init__(self, conf: Any, database: Any,
                  reschedule: Callable[[list[Job]], object],
-                 terminate: Callable[[dict, str, str], None]):
+                 terminate: Callable[[dict, str, str, str], None]):
         """``reschedule([Job])`` places instances again (the scheduling path);
-        ``terminate(context, host, uuid)`` tells an agent to drop one."""
+        ``terminate(context, host, uuid, reason)`` tells an agent to drop one."""
         self._conf = conf
         self._db = database
         self._reschedule = reschedule
@@ -70,5 +70,5 @@ class BuildExpiry:
                 self._reschedule([Job(ctxt, spec)])
             if host:
                 # Should its agent be alive and slow after all, it must not build it too.
-                self._terminate(ctxt, host, uuid)
+                self._terminate(ctxt, host, uuid, reason)
         return True

@@ -1,4 +1,10 @@
-"""The scheduler's RPC API, as an API service, an agent or the CLI calls it."""
+"""The schedulers' RPC APIs, as an API service, an agent or the CLI calls them.
+
+Three APIs share the topic ``scheduler`` (scheduler.api_versions): the scheduler's, the
+operators' (admin) and the scaling groups'. Each method sends the oldest version of its
+API that carries what it sends, under that API's cap in ``[upgrade_levels]`` of the
+transport's configuration.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +12,37 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from scheduler import rpc
+from scheduler import api_versions, rpc
+from scheduler.conf import upgrade_levels
 from scheduler.rpc.client import Context
+from scheduler.rpc.versions import API
 
 TOPIC = "scheduler"
 #: The context key of a run_instance cast's wall-clock time (seconds since the epoch), from
 #: which the scheduler measures the time to SCHEDULED; callers that leave it out are not timed.
 CAST_AT = "berth_cast_at"
+#: The methods of the scaling API admin_call may name; every other one is the admin API's.
+SCALING_METHODS = frozenset({
+    "create_scaling_group", "list_scaling_groups", "show_scaling_group", "update_scaling_group",
+    "pause_scaling_group", "resume_scaling_group", "delete_scaling_group",
+    "push_instance_metrics", "show_instance_metrics",
+})
 
 
 class SchedulerClient:
     def __init__(self, transport: Any, timeout: float | None = None):
         self.transport = transport  # the CLI reaches the compute agents over it too
-        self._client = rpc.RPCClient(transport, rpc.Target(topic=TOPIC), timeout=timeout)
+        self._clients = {api.name: rpc.RPCClient(transport, rpc.Target(topic=TOPIC), timeout=timeout,
+                                                 version_cap=upgrade_levels.cap(transport.conf, api),
+                                                 api=api.name)
+                         for api in (api_versions.SCHEDULER, api_versions.ADMIN, api_versions.SCALING)}
+        self._client = self._clients[api_versions.SCHEDULER.name]
         self._fanout = self._client.prepare(fanout=True)
+        self._admin_fanout = self._clients[api_versions.ADMIN.name].prepare(fanout=True)
+
+    def can_send_version(self, version: str, api: API = api_versions.SCHEDULER) -> bool:
+        """Whether ``[upgrade_levels]`` lets this client send ``version`` of ``api``."""
+        return self._clients[api.name].can_send_version(version)
 
     def run_instance(self, ctxt: Context, request_spec: dict, filter_properties: dict) -> None:
         values = dict(ctxt or {}) if isinstance(ctxt, dict) or ctxt is None else ctxt.to_dict()
@@ -42,11 +65,11 @@ class SchedulerClient:
 
     def aggregates_changed(self, ctxt: Context, by: str) -> None:
         """Tell every scheduler to reload the aggregates (``by``: the scheduler that changed them)."""
-        self._fanout.cast(ctxt, "aggregates_changed", by=by)
+        self._admin_fanout.cast(ctxt, "aggregates_changed", by=by)
 
     def hosts_changed(self, ctxt: Context, by: str, deleted: list[str]) -> None:
         """Tell every scheduler to reload the disabled hosts and forget the ``deleted`` ones."""
-        self._fanout.cast(ctxt, "hosts_changed", by=by, deleted=deleted)
+        self._admin_fanout.cast(ctxt, "hosts_changed", by=by, deleted=deleted)
 
     def instance_update(self, ctxt: Context, instance_uuid: str, host: str, state: str,
                         fault: dict | None = None) -> None:
@@ -74,8 +97,10 @@ class SchedulerClient:
     def show_instance(self, ctxt: Context, instance_uuid: str) -> dict[str, Any]:
         return self._client.call(ctxt, "show_instance", instance_uuid=instance_uuid)
 
-    # -- operators: host aggregates and server groups (scheduler.admin) --------
+    # -- operators: host aggregates, server groups, hosts, scaling groups ------
 
     def admin_call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:
-        """Call one method of the scheduler's AdminEndpoint."""
-        return self._client.call(ctxt, method, **kwargs)
+        """Call one method of the admin API (scheduler.admin, scheduler.host_admin) or of the
+        scaling API (SCALING_METHODS), at 1.0: every method of theirs is there."""
+        api = api_versions.SCALING if method in SCALING_METHODS else api_versions.ADMIN
+        return self._clients[api.name].call(ctxt, method, **kwargs)

@@ -11,7 +11,7 @@ periodic task reloads the disabled hosts too, should a cast be lost.
 
 import logging
 
-from scheduler import config, rpc
+from scheduler import api_versions, config, rpc
 from scheduler.db.api import Conflict, to_db_time
 from scheduler.exception import InvalidRequest
 
@@ -39,6 +39,8 @@ def reload_disabled(database, hosts):
 
 
 class HostAdminEndpoint:
+    RPC_API = api_versions.ADMIN
+
     def __init__(self, conf, database, host_manager, known_host, announce=None):
         self._conf = conf
         self._db = database

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from scheduler import rpc, states
+from scheduler import api_versions, rpc, states
 from scheduler.db.engine import to_iso
 from scheduler.db.instance_metrics import TooManyMetrics
 from scheduler.exception import InvalidRequest
@@ -29,6 +29,8 @@ LOG = logging.getLogger(__name__)
 
 
 class InstanceMetricsEndpoint:
+    RPC_API = api_versions.SCALING
+
     def __init__(self, conf: Any, database: Any) -> None:
         self._conf = conf
         self._db = database

@@ -7,13 +7,15 @@ applier, the host table, the claims) is assembled in scheduler.service.
 import logging
 import threading
 
-from scheduler import host_names, lookups, rpc, states
+from scheduler import api_versions, host_names, lookups, rpc, states
 from scheduler.exception import InstanceNotFound, InvalidRequest
 from scheduler.planning.applier import context_values, log_decision
 from scheduler.planning.plan import Job
 from scheduler.request_spec import MAX_LIST, RequestSpec, Retry, _text, parse_uuid
 
 LOG = logging.getLogger(__name__)
+#: Why delete_instance terminates an instance, as its agent logs it.
+DELETED_BY_CLIENT = "deleted by a client (delete_instance)"
 
 
 class ReportBuffer:
@@ -40,6 +42,8 @@ class ReportBuffer:
 
 
 class SchedulerManager:
+    RPC_API = api_versions.SCHEDULER
+
     def __init__(self, conf, database, host_manager, reports, scheduling):
         self._conf = conf
         self._db = database
@@ -193,7 +197,8 @@ class SchedulerManager:
         if current["host"]:
             LOG.info("Deleting instance %s on host %s", instance_uuid, current["host"])
             self._db.update_instance(instance_uuid, {"state": states.DELETING})
-            self._scheduling.applier.terminate(context_values(context), current["host"], instance_uuid)
+            self._scheduling.applier.terminate(context_values(context), current["host"], instance_uuid,
+                                               DELETED_BY_CLIENT)
         else:
             self._db.update_instance(
                 instance_uuid, {"state": states.DELETED, "deleted_at": self._db.now()}

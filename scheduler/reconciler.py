@@ -28,9 +28,9 @@ class Reconciler:
     out, so that hosts do not all come due at once); a terminate is sent again at most as
     often."""
 
-    def __init__(self, database: Any, grace: float, terminate: Callable[[dict, str, str], None],
+    def __init__(self, database: Any, grace: float, terminate: Callable[[dict, str, str, str], None],
                  rng: random.Random | None = None):
-        """``terminate(context, host, uuid)`` tells an agent to drop an instance."""
+        """``terminate(context, host, uuid, reason)`` tells an agent to drop an instance."""
         self._db = database
         self._grace = grace
         self._terminate = terminate
@@ -74,4 +74,4 @@ class Reconciler:
             return
         self._sent[difference.instance_uuid] = now
         LOG.warning("%s: telling %s to terminate it", difference.why, host)
-        self._terminate({}, host, difference.instance_uuid)
+        self._terminate({}, host, difference.instance_uuid, difference.why)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from scheduler import filters, hints, lookups, rpc, weighers
+from scheduler import api_versions, filters, hints, lookups, rpc, weighers
 from scheduler.admin import MAX_TEXT
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
@@ -156,6 +156,8 @@ def _plural(count: int, word: str) -> str:
 
 class ScalingGroupEndpoint:
     """Scaling groups for operators; see the module's docstring."""
+
+    RPC_API = api_versions.SCALING
 
     def __init__(self, conf: Any, database: Any) -> None:
         self._conf = conf

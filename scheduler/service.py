@@ -16,6 +16,7 @@ from scheduler.admin import AdminEndpoint, known_host, reload_aggregates
 from scheduler.build_expiry import BuildExpiry
 from scheduler.claims import HostClaims
 from scheduler.client import TOPIC, SchedulerClient
+from scheduler.conf import upgrade_levels
 from scheduler.db import api as db_api
 from scheduler.host_admin import HostAdminEndpoint, reload_disabled
 from scheduler.host_manager import HostManager
@@ -142,6 +143,7 @@ class SchedulerService:
         return ScalingLoop(controller, self.conf.scaling.sync_period)
 
     def start(self):
+        upgrade_levels.log_caps(self.conf)
         self.check_clock()
         self.parts.host_manager.restore(self.database.list_compute_nodes(), wall=self.database.now())
         self.parts.claims.learn()  # every host's generation and pending placements

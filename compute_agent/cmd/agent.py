@@ -21,6 +21,7 @@ from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
 from scheduler import config, rpc
 from scheduler.cmd import common
+from scheduler.conf import upgrade_levels
 from scheduler.rpc import access
 from scheduler.telemetry.endpoint import AGENT_PORT, CannotListen, MetricsEndpoint
 
@@ -54,6 +55,7 @@ def main(argv=None):
     try:
         manager = ComputeManager(conf, transport)
         LOG.info("Compute agent %s: %s", conf.host, manager.driver.describe())
+        upgrade_levels.log_caps(conf)
         common.run_until_signalled([MetricsEndpoint(conf, AGENT_PORT), manager], transport)
     except (InstanceStoreError, rpc.QueueInUse, rpc.LoginRefused, CannotListen) as exc:  # said in full
         LOG.error("Compute agent %s cannot start: %s", conf.host, exc)

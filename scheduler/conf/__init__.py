@@ -7,7 +7,7 @@ and are collected by :mod:`scheduler.conf.opts`.
 
 from oslo_config import cfg
 
-from scheduler.conf import database, default, filter_scheduler, messaging, scaling, scheduler
+from scheduler.conf import database, default, filter_scheduler, messaging, scaling, scheduler, upgrade_levels
 from scheduler.db import fastpaths as db_fastpaths
 from scheduler.rpc import access as roles
 from scheduler.rpc.amqp_fast import options as amqp_fast
@@ -15,8 +15,8 @@ from scheduler.status_page import app as status_page
 from scheduler.telemetry import endpoint as telemetry_endpoint
 from scheduler.telemetry import scheduler_metrics
 
-AREAS = (default, database, db_fastpaths, messaging, amqp_fast, roles, scheduler, filter_scheduler, scaling,
-         telemetry_endpoint, scheduler_metrics, status_page)
+AREAS = (default, database, db_fastpaths, messaging, amqp_fast, roles, upgrade_levels, scheduler,
+         filter_scheduler, scaling, telemetry_endpoint, scheduler_metrics, status_page)
 
 
 def register_opts(conf):

@@ -95,9 +95,9 @@ class Applier:
         self._outbox.send(self._compute.run_instance, context_values(build.context), build.host, instance,
                           build.request_spec, build.filter_properties)
 
-    def terminate(self, context: Any, host: str, instance_uuid: str) -> None:
-        """Tell ``host``'s agent to drop an instance, once the transaction commits."""
-        self._outbox.send(self._compute.terminate_instance, context, host, instance_uuid)
+    def terminate(self, context: Any, host: str, instance_uuid: str, reason: str) -> None:
+        """Tell ``host``'s agent to drop an instance, and why, once the transaction commits."""
+        self._outbox.send(self._compute.terminate_instance, context, host, instance_uuid, reason)
 
     def _create(self, rows: list[dict[str, Any]]) -> dict[str, str | None]:
         """Insert the rows of new instances; {uuid: host} of those another worker inserted first."""

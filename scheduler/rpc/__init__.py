@@ -3,6 +3,7 @@
 transport = rpc.get_transport(conf)
 client = rpc.RPCClient(transport, rpc.Target(topic="scheduler"))
 client.cast(ctxt, "run_instance", request_spec=..., filter_properties=...)
+client.prepare(server=host, version="1.1").cast(...)  # a version of the API (scheduler.rpc.versions)
 server = rpc.get_rpc_server(transport, rpc.Target("compute", server=host), [endpoint])
 """
 
@@ -21,7 +22,9 @@ from scheduler.rpc.exceptions import (
     QueueInUse,
     RemoteError,
     RetryLater,
+    RPCVersionCapError,
     ServiceUnavailable,
+    UnsupportedVersion,
     WorkBroken,
 )
 from scheduler.rpc.roles import AGENT_OF_HOST, ANYONE, CLIENT, OPERATOR, SCHEDULER, callers
@@ -49,7 +52,9 @@ __all__ = [
     "RPCServer",
     "RemoteError",
     "RetryLater",
+    "RPCVersionCapError",
     "ServiceUnavailable",
+    "UnsupportedVersion",
     "Target",
     "WorkBroken",
     "Transport",

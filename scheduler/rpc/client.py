@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import queue
 import time
 from typing import Any
 
-from scheduler.rpc import envelope, topology
+from scheduler.rpc import envelope, topology, versions
 from scheduler.rpc.context import REQUEST_ID
-from scheduler.rpc.exceptions import MessagingTimeout
+from scheduler.rpc.exceptions import MessagingTimeout, RPCVersionCapError
 from scheduler.rpc.target import Target
 
 LOG = logging.getLogger(__name__)
@@ -21,21 +20,43 @@ Context = Any
 
 
 class RPCClient:
-    def __init__(self, transport: Any, target: Target, timeout: float | None = None):
+    """Casts and calls to a target. ``target.version`` is the version of its API a message
+    needs (None: 1.0); ``version_cap``, when set, is the newest this client may send: a
+    message needing a newer one raises RPCVersionCapError, and nothing is sent. ``api``
+    names the API in that error (the ``[upgrade_levels]`` option that sets the cap)."""
+
+    def __init__(self, transport: Any, target: Target, timeout: float | None = None,
+                 version_cap: str | None = None, api: str | None = None):
+        if version_cap is not None:
+            versions.parse(version_cap)
         self.transport = transport
         self.target = target
         self.timeout = timeout
+        self.version_cap = version_cap
+        self.api = api
 
     def prepare(self, server: str | None = None, fanout: bool | None = None,
-                timeout: float | None = None) -> RPCClient:
-        """A copy of this client with the target's server/fanout or the timeout replaced."""
-        changes: dict[str, Any] = {}
-        if server is not None:
-            changes["server"] = server
-        if fanout is not None:
-            changes["fanout"] = fanout
-        target = dataclasses.replace(self.target, **changes) if changes else self.target
-        return RPCClient(self.transport, target, self.timeout if timeout is None else timeout)
+                timeout: float | None = None, version: str | None = None) -> RPCClient:
+        """A copy of this client with the target's server, fanout or version, or the timeout, replaced."""
+        target = self.target
+        if server is not None or fanout is not None or version is not None:
+            target = Target(target.topic, target.server if server is None else server,
+                            target.fanout if fanout is None else fanout,
+                            target.version if version is None else version)
+        return RPCClient(self.transport, target, self.timeout if timeout is None else timeout,
+                         self.version_cap, self.api)
+
+    def can_send_version(self, version: str | None = None) -> bool:
+        """Whether the cap lets this client send ``version`` (by default its target's)."""
+        if self.version_cap is None:
+            return True
+        return versions.is_compatible(self.version_cap, version or self.target.version or versions.DEFAULT)
+
+    def _check_version_cap(self, method: str) -> str:
+        version = self.target.version or versions.DEFAULT
+        if self.version_cap is not None and not versions.is_compatible(self.version_cap, version):
+            raise RPCVersionCapError(method, version, self.version_cap, self.api)
+        return version
 
     def _timeout(self) -> float:
         if self.timeout is None:
@@ -57,8 +78,9 @@ class RPCClient:
         return key
 
     def cast(self, ctxt: Context, method: str, **kwargs: Any) -> None:
-        """Send ``method(**kwargs)`` without waiting (to every server if the target fans out)."""
-        msg = envelope.request(method, kwargs, ctxt)
+        """Send ``method(**kwargs)`` without waiting (to every server if the target fans out);
+        RPCVersionCapError, and nothing sent, when the version it needs is above the cap."""
+        msg = envelope.request(method, kwargs, ctxt, version=self._check_version_cap(method))
         key = self._publish(msg)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("CAST %s to %s (unique_id %s%s)", method, key, msg["_unique_id"], _of_request(msg))
@@ -66,11 +88,13 @@ class RPCClient:
     def call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:
         """Run ``method(**kwargs)`` on one server and return its result.
 
-        Raises MessagingTimeout when no reply comes within the timeout, and
-        RemoteError when the remote method raised.
+        Raises MessagingTimeout when no reply comes within the timeout, RemoteError
+        when the remote method raised, and RPCVersionCapError (before sending
+        anything) when the version it needs is above the cap.
         """
         if self.target.fanout:
             raise ValueError("a call cannot fan out; use cast")
+        version = self._check_version_cap(method)
         timeout = self._timeout()
         deadline = time.monotonic() + timeout
         listener = self.transport.reply_listener()
@@ -79,7 +103,8 @@ class RPCClient:
                 f"Timed out waiting for the reply queue to {method} on {self.transport.safe_url}"
             )
         msg_id = envelope.new_id()
-        msg = envelope.request(method, kwargs, ctxt, msg_id=msg_id, reply_q=listener.queue_name, timeout=None)
+        msg = envelope.request(method, kwargs, ctxt, msg_id=msg_id, reply_q=listener.queue_name, timeout=None,
+                               version=version)
         replies = listener.register(msg_id)
         try:
             key = self._publish(msg, expiration=timeout, now=True)

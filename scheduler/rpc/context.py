@@ -16,7 +16,7 @@ import uuid
 
 from oslo_context import context as oslo_context
 
-from scheduler.rpc import names
+from scheduler.rpc import names, versions
 
 LOG = logging.getLogger(__name__)
 
@@ -53,17 +53,19 @@ class Context:
     the other transports and when the publisher did not set it). ``redelivered``
     tells that the broker delivered the message before without an ack. A call
     also carries ``msg_id`` and ``reply_q``; both are None for a cast, and for a
-    call whose reply cannot be sent, which says why in ``unanswerable``.
+    call whose reply cannot be sent, which says why in ``unanswerable``. ``version``
+    is the version of its API the message asks for (scheduler.rpc.versions).
     """
 
     def __init__(self, values=None, user_id=None, redelivered=False, msg_id=None, reply_q=None,
-                 unanswerable=None):
+                 unanswerable=None, version=versions.DEFAULT):
         self.values = dict(values or {})
         self.user_id = user_id
         self.redelivered = bool(redelivered)
         self.msg_id = msg_id
         self.reply_q = reply_q
         self.unanswerable = unanswerable
+        self.version = version
         self._request = None  # its oslo.context RequestContext, once made current
 
     @property

@@ -2,8 +2,8 @@
 
 import inspect
 
-from scheduler.rpc import roles
-from scheduler.rpc.exceptions import InvalidArguments, NoSuchMethod
+from scheduler.rpc import roles, versions
+from scheduler.rpc.exceptions import InvalidArguments, NoSuchMethod, UnsupportedVersion
 
 
 def batch_of(method):
@@ -33,6 +33,13 @@ def read_only(func):
 class Dispatcher:
     """Public methods (not starting with ``_``) of the endpoints, first match wins.
 
+    An endpoint serves the versions of its ``RPC_API`` (scheduler.rpc.versions.API;
+    without one, 1.0): a message asking for a version it does not serve raises
+    UnsupportedVersion naming both, before anything else is checked. Unlike
+    oslo.messaging, which looks for an endpoint serving the version first, the
+    endpoint is the first one that has the method, so that the refusal says which
+    version of which API it serves.
+
     The message's arguments are bound to the method's signature before it
     runs: a missing or unexpected argument raises InvalidArguments naming it,
     never a TypeError from inside the endpoint. With an ``access`` policy
@@ -57,13 +64,17 @@ class Dispatcher:
                 if method is not None and callable(getattr(endpoint, method, None)):
                     self._batch_forms[method] = (endpoint, getattr(endpoint, name))
 
-    def lookup(self, method):
+    def _find(self, method):
+        """(endpoint, bound method) of ``method``: the first endpoint that has it."""
         if not method.startswith("_") and method.isidentifier():
             for endpoint in self.endpoints:
                 func = getattr(endpoint, method, None)
                 if callable(func):
-                    return func
+                    return endpoint, func
         raise NoSuchMethod(method)
+
+    def lookup(self, method):
+        return self._find(method)[1]
 
     def batch_form(self, method):
         """The batch form of ``method`` (see batch_of), or None."""
@@ -98,9 +109,15 @@ class Dispatcher:
         return found
 
     def check(self, context, method, args):
-        """The endpoint method for a message; raises unless ``args`` fit its signature
-        and the message's sender may call it."""
-        func = self.lookup(method)
+        """The endpoint method for a message; raises unless its endpoint serves the version
+        the message asks for (``context.version``), ``args`` fit the method's signature and
+        the message's sender may call it."""
+        endpoint, func = self._find(method)
+        version = getattr(context, "version", versions.DEFAULT)
+        api = getattr(endpoint, "RPC_API", None)
+        served = versions.DEFAULT if api is None else api.version
+        if version != served and not versions.is_compatible(served, version):
+            raise UnsupportedVersion(version, method, served, getattr(api, "name", None))
         signature, names = self._signature(method, func)
         if signature and (names is None or not names[0] <= args.keys() <= names[1]):
             try:

@@ -12,7 +12,7 @@ import os
 import traceback as tb_module
 
 from scheduler.jsonutils import dumps, loads  # noqa: F401 (this module's too)
-from scheduler.rpc import names
+from scheduler.rpc import names, versions
 from scheduler.rpc.exceptions import InvalidEnvelope, RemoteError
 
 VERSION_KEY = "oslo.version"
@@ -97,8 +97,9 @@ def _preview(value, limit=200):
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def request(method, args, ctxt=None, msg_id=None, reply_q=None, timeout=None):
-    """The inner message of a cast (no ``msg_id``) or of a call."""
+def request(method, args, ctxt=None, msg_id=None, reply_q=None, timeout=None, version=None):
+    """The inner message of a cast (no ``msg_id``) or of a call; ``version``: of its API
+    (None: 1.0)."""
     if isinstance(ctxt, dict) or ctxt is None:
         values = ctxt or {}
     else:  # a Context received by an endpoint, passed on
@@ -106,7 +107,7 @@ def request(method, args, ctxt=None, msg_id=None, reply_q=None, timeout=None):
     msg = {
         "method": method,
         "args": args,
-        "version": "1.0",
+        "version": version or versions.DEFAULT,
         "namespace": None,
     }
     if msg_id is not None:
@@ -177,6 +178,19 @@ def parse_request(msg):
         key[len(CONTEXT_PREFIX) :]: value for key, value in msg.items() if key.startswith(CONTEXT_PREFIX)
     }
     return method, args, values, msg_id, reply_q
+
+
+def version_of(msg):
+    """The version of its API an inner request asks for: 1.0 when it names none, as
+    oslo.messaging reads it; raises InvalidEnvelope for one that is not a version."""
+    version = msg.get("version")
+    if version is None or version == versions.DEFAULT:
+        return versions.DEFAULT
+    try:
+        versions.parse(version)
+    except ValueError as exc:
+        raise InvalidEnvelope(f"message version: {exc}") from None
+    return version
 
 
 def reply(msg_id, result=None, failure=None, ending=True):

@@ -1,5 +1,7 @@
 """The exceptions the RPC API raises to its callers."""
 
+from scheduler.rpc import versions
+
 
 class MessagingException(Exception):
     """Base of every error of :mod:`scheduler.rpc`."""
@@ -52,6 +54,49 @@ class NoSuchMethod(MessagingException, AttributeError):
 
     def __str__(self):
         return f"Endpoint does not support RPC method {self.method}"
+
+
+class UnsupportedVersion(MessagingException):
+    """A message asks for a version of its API that the endpoint does not serve: a newer
+    minor version, or another major one (oslo.messaging's UnsupportedVersion). The message
+    names both versions, and the ``[upgrade_levels]`` option that caps the sender."""
+
+    invalid_input = True
+
+    def __init__(self, version, method, served, api=None):
+        self.version = version
+        self.method = method
+        self.served = served
+        self.api = api
+        super().__init__(version, method, served)
+
+    def __str__(self):
+        text = (f"Endpoint does not support RPC version {self.version}. Attempted method: {self.method}; "
+                f"it serves {f'the {self.api} API' if self.api else 'its API'} up to {self.served}")
+        if self.api and versions.parse(self.version)[0] == versions.parse(self.served)[0]:
+            text += (f": set [upgrade_levels] {self.api} = {self.served} where it is sent from, until this "
+                     "is upgraded")
+        return text
+
+
+class RPCVersionCapError(MessagingException):
+    """A message needs a version of its API above the client's version cap (``[upgrade_levels]``,
+    oslo.messaging's RPCVersionCapError): refused by the client, nothing sent."""
+
+    def __init__(self, method, version, version_cap, api=None):
+        self.method = method
+        self.version = version
+        self.version_cap = version_cap
+        self.api = api
+        super().__init__(method, version, version_cap)
+
+    def __str__(self):
+        if self.api:
+            return (f"{self.method} needs version {self.version} of the {self.api} API, above its cap "
+                    f"[upgrade_levels] {self.api} = {self.version_cap}: not sent. Raise the cap once every "
+                    f"server of the {self.api} API serves {self.version}")
+        return (f"{self.method} needs version {self.version}, above this client's cap {self.version_cap}: "
+                "not sent")
 
 
 class InvalidEnvelope(MessagingException, ValueError):

@@ -527,6 +527,7 @@ class RPCServer:
             msg_id, reply_q = envelope.reply_address(msg)
             method = msg.get("method") if isinstance(msg.get("method"), str) else None
             method, args, values, msg_id, reply_q = envelope.parse_request(msg)
+            version = envelope.version_of(msg)
             unanswerable = envelope.unanswerable(msg)
         except Exception as exc:
             given = msg.get(envelope.CONTEXT_PREFIX + REQUEST_ID) if isinstance(msg, dict) else None
@@ -546,6 +547,7 @@ class RPCServer:
             msg_id=msg_id,
             reply_q=reply_q,
             unanswerable=unanswerable,
+            version=version,
         )
         return context, method, args
 

@@ -4,6 +4,7 @@ A real oslo.messaging client casts to and calls Berth's server, and Berth's
 client calls a real oslo.messaging server.
 """
 
+import contextlib
 import importlib
 import re
 import threading
@@ -135,16 +136,29 @@ class AgentEndpoint:
         raise ValueError("oslo says no")
 
 
-def test_berth_client_calls_oslo_server(berth_transport, oslo_transport_):
+@contextlib.contextmanager
+def oslo_server(oslo_transport_, berth_transport, endpoint):
+    """An oslo.messaging server of ``endpoint`` (server agent1 of a topic of its own); yields the topic."""
     topic = f"berth-oslo-{uuid.uuid4().hex[:8]}"
     server = oslo_messaging.get_rpc_server(
         oslo_transport_,
         oslo_messaging.Target(topic=topic, server="agent1"),
-        [AgentEndpoint()],
+        [endpoint],
         executor="threading",
     )
     server.start()
     try:
+        yield topic
+    finally:
+        server.stop()
+        server.wait()
+        with berth_transport.connection("test-cleanup") as conn:
+            for queue in (topic, f"{topic}.agent1"):
+                conn.default_channel.queue_delete(queue)
+
+
+def test_berth_client_calls_oslo_server(berth_transport, oslo_transport_):
+    with oslo_server(oslo_transport_, berth_transport, AgentEndpoint()) as topic:
         client = rpc.RPCClient(berth_transport, rpc.Target(topic=topic), timeout=WAIT)
 
         assert client.prepare(server="agent1").call({"user_id": "u2"}, "ping", n=5) == {
@@ -154,9 +168,21 @@ def test_berth_client_calls_oslo_server(berth_transport, oslo_transport_):
         with pytest.raises(rpc.RemoteError) as info:
             client.call({}, "fail")
         assert (info.value.exc_type, info.value.value) == ("ValueError", "oslo says no")
-    finally:
-        server.stop()
-        server.wait()
-        with berth_transport.connection("test-cleanup") as conn:
-            for queue in (topic, f"{topic}.agent1"):
-                conn.default_channel.queue_delete(queue)
+
+
+class VersionedEndpoint:
+    target = oslo_messaging.Target(version="1.1")
+
+    def ping(self, ctxt, n):
+        return n
+
+
+def test_an_oslo_server_reads_the_version_a_berth_client_sends(berth_transport, oslo_transport_):
+    with oslo_server(oslo_transport_, berth_transport, VersionedEndpoint()) as topic:
+        client = rpc.RPCClient(berth_transport, rpc.Target(topic=topic), timeout=WAIT)
+        assert client.call({}, "ping", n=1) == 1
+        assert client.prepare(version="1.1").call({}, "ping", n=2) == 2
+        with pytest.raises(rpc.RemoteError) as info:
+            client.prepare(version="1.2").call({}, "ping", n=3)
+        assert (info.value.exc_type, info.value.value) == (
+            "UnsupportedVersion", "Endpoint does not support RPC version 1.2. Attempted method: ping")

@@ -52,9 +52,20 @@ def test_a_good_build_and_terminate_reach_the_manager():
     endpoint.run_instance({}, {"uuid": UUID.upper(), "flavor": FLAVOR}, None, props)
     endpoint.terminate_instance({}, UUID)
     assert manager.calls[0][2]["uuid"] == UUID
-    assert manager.calls[1] == ("terminate_instance", {}, UUID)
+    endpoint.terminate_instance({}, UUID, reason="deleted by a client (delete_instance)")
+    assert manager.calls[1] == ("terminate_instance", {}, UUID, None)
+    assert manager.calls[2] == ("terminate_instance", {}, UUID, "deleted by a client (delete_instance)")
     with pytest.raises(InvalidRequest, match="terminate_instance: instance_uuid: must be a UUID"):
         endpoint.terminate_instance({}, {"uuid": UUID})
+
+
+@pytest.mark.parametrize("reason", ["", "two\nlines", "a\x1b[31mred", 42, "x" * 1001, ["deleted"]])
+def test_a_terminate_whose_reason_is_not_one_log_line_of_text_is_refused(reason):
+    manager = Manager()
+    refused = "terminate_instance: reason must be text of 1 to 1000 characters without control characters"
+    with pytest.raises(InvalidRequest, match=refused):
+        ComputeEndpoint(manager).terminate_instance({}, UUID, reason=reason)
+    assert manager.calls == []
 
 
 def test_limits_of_other_resources_are_left_alone():

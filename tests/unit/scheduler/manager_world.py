@@ -6,7 +6,7 @@ import uuid as uuidlib
 
 import pytest
 
-from scheduler import rpc
+from scheduler import api_versions, rpc
 from scheduler.conf import opts
 from scheduler.db.api import Database
 from scheduler.service import assemble
@@ -15,7 +15,9 @@ HOSTS = {"h1": 8192, "h2": 16384, "h3": 4096}
 
 
 class Recorder:
-    """Stands in for a compute agent: remembers what the scheduler casts to it."""
+    """Stands in for a compute agent of this release: remembers what the scheduler casts to it."""
+
+    RPC_API = api_versions.COMPUTE
 
     def __init__(self, client):
         self.calls = []
@@ -25,8 +27,8 @@ class Recorder:
     def run_instance(self, context, instance, request_spec, filter_properties):
         self.calls.append(("run_instance", instance, request_spec, filter_properties))
 
-    def terminate_instance(self, context, instance_uuid):
-        self.calls.append(("terminate_instance", instance_uuid))
+    def terminate_instance(self, context, instance_uuid, reason=None):
+        self.calls.append(("terminate_instance", instance_uuid, reason))
 
     def marker(self, context, marker):
         self._markers[marker].set()

@@ -6,6 +6,7 @@ import pytest
 
 from scheduler import rpc
 from scheduler.exception import InvalidRequest, NoValidHost
+from scheduler.manager import DELETED_BY_CLIENT
 from tests.unit.scheduler.manager_world import HOSTS, casts, report, request
 
 
@@ -152,7 +153,7 @@ def test_delete_sends_terminate_to_the_host_then_the_agent_confirms(world):
     casts(agents, 1)
     manager.delete_instance({}, uuids[0])
     assert database.get_instance(uuids[0])["state"] == "DELETING"
-    assert casts(agents, 2)["h2"][1] == ("terminate_instance", uuids[0])
+    assert casts(agents, 2)["h2"][1] == ("terminate_instance", uuids[0], DELETED_BY_CLIENT)
     manager.instance_update({}, uuids[0], "h2", "ACTIVE")  # a late build result
     assert database.get_instance(uuids[0])["state"] == "DELETING"
     manager.instance_update({}, uuids[0], "h2", "DELETED")

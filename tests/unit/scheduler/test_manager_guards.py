@@ -146,7 +146,8 @@ def test_a_build_stuck_past_build_timeout_is_rescheduled_then_failed(world, conf
     record = database.get_instance(uuids[0])
     assert (record["state"], record["host"], record["attempts"]) == ("SCHEDULED", "h1", 2)
     placed = casts(agents, 3)
-    assert placed["h2"][1] == ("terminate_instance", uuids[0])  # the first host lets go
+    assert placed["h2"][1] == (  # the first host lets go, told why
+        "terminate_instance", uuids[0], "h2: build timed out (SCHEDULED for more than 1 s)")
     assert placed["h1"][0][3]["retry"]["hosts"] == [["h2", "h2"]]
     assert parts.build_expiry.expire() == 0  # just placed again: not late
 
@@ -237,7 +238,8 @@ def test_an_agent_holding_a_deleted_instance_is_told_to_terminate_it_once_a_whil
     database.update_instance(uuids[0], {"state": "DELETED"})  # its terminate was lost
     held = dict(report(host, 8192, uuids=uuids))
     assert [d.action for d in parts.reconciler.run({host: held}, now=100.0)] == ["terminate"]
-    assert casts(agents, 2)[host][-1] == ("terminate_instance", uuids[0])
+    why = f"{host} holds {uuids[0]}, which was deleted"
+    assert casts(agents, 2)[host][-1] == ("terminate_instance", uuids[0], why)
     assert parts.reconciler.run({host: held}, now=101.0) == []  # looked at a second ago
     # About service_down_time (60 s) later, it is looked at again, and the terminate sent again.
     assert [d.action for d in parts.reconciler.run({host: held}, now=176.0)] == ["terminate"]

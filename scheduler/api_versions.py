@@ -1,0 +1,47 @@
+"""The version of each RPC API Berth serves, and what each version added.
+
+The servers' endpoints declare theirs (``RPC_API``), the clients send the oldest
+version that carries what they send, and ``[upgrade_levels]`` caps each API's clients
+(scheduler.conf.upgrade_levels) while servers of an older release still run. A new
+minor version only adds (a method, an optional argument); a change a server of the
+version before could not serve is a new version here, the servers' ``RPC_API`` the
+newest, and a client method that sends it in its older form below the cap
+(compute_agent.client.ComputeClient.terminate_instance).
+"""
+
+from scheduler.rpc.versions import API
+
+#: The schedulers' API (scheduler.manager.SchedulerManager, topic ``scheduler``), which
+#: the agents, the API services, ``berth`` and the scaling controller send to.
+SCHEDULER = API("scheduler", (
+    ("1.0", "run_instance, select_destinations, report_resources, instance_update, delete_instance, "
+            "list_hosts, list_instances, show_instance: the API of the releases before versions, whose "
+            "messages all said 1.0"),
+))
+
+#: The compute agents' API (compute_agent.manager.ComputeEndpoint, topic ``compute.<host>``),
+#: which the schedulers and ``berth fake-load`` send to.
+COMPUTE = API("compute", (
+    ("1.0", "run_instance, terminate_instance, set_fake_load, clear_fake_load: the API of the releases "
+            "before versions"),
+    ("1.1", "terminate_instance takes reason: why the scheduler terminates the instance (deleted, its "
+            "build timed out, found deleted on the host), which the agent logs"),
+))
+
+#: The operators' API (scheduler.admin.AdminEndpoint: aggregates and server groups;
+#: scheduler.host_admin.HostAdminEndpoint: hosts), topic ``scheduler``, which ``berth``
+#: and the schedulers themselves (aggregates_changed, hosts_changed) send to.
+ADMIN = API("admin", (
+    ("1.0", "aggregates, server groups, host enable, disable and delete, list_services, aggregates_changed, "
+            "hosts_changed: the API of the releases before versions"),
+))
+
+#: Scaling groups and their members' metrics (scheduler.scaling_api.ScalingGroupEndpoint,
+#: scheduler.instance_metrics_api.InstanceMetricsEndpoint), topic ``scheduler``, which
+#: ``berth`` sends to.
+SCALING = API("scaling", (
+    ("1.0", "create, list, show, update, pause, resume and delete scaling groups, push and show instance "
+            "metrics: the API of the releases before versions"),
+))
+
+ALL = (SCHEDULER, COMPUTE, ADMIN, SCALING)
