@@ -149,10 +149,6 @@ WEIGHTS = ("cpu_allocated", "memory_allocated", "cpu_used", "memory_used", "vm_c
            "dominant")
 
 
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
-
-
 def list_opts():
     return [("filter_scheduler", opts)]
 

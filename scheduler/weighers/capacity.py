@@ -118,10 +118,6 @@ opts = [
 PREFERRED, ACCEPTABLE, NO_HEADROOM, AVOID = range(4)
 
 
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
-
-
 def list_opts():
     return [("filter_scheduler", opts)]
 

@@ -44,10 +44,6 @@ opts = [
 ]
 
 
-def register_opts(conf):
-    conf.register_opts(opts, "metrics")
-
-
 def list_opts():
     return [("metrics", opts)]
 
