@@ -42,12 +42,9 @@ from scheduler.conf import filter_scheduler
 from scheduler.weighers import Columns
 
 opts = [
-    cfg.FloatOpt(
-        "balanced_weight_multiplier",
-        default=1.0,
-        help="BalancedWeigher: multiplier of its weight (1 - score); positive prefers the "
-        "least loaded hosts.",
-    ),
+    weighers.multiplier_opt("balanced_weight_multiplier",
+                            "BalancedWeigher: multiplier of its weight (1 - score); positive prefers the "
+                            "least loaded hosts."),
     cfg.FloatOpt(
         "balanced_cpu_allocated_weight",
         default=1.0,

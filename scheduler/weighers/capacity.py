@@ -45,12 +45,9 @@ except ImportError:  # pragma: no cover
     server_groups = None
 
 opts = [
-    cfg.FloatOpt(
-        "capacity_weight_multiplier",
-        default=1.0,
-        help="CapacityWeigher: multiplier of the weighted capacity score; positive "
-        "prefers the least constrained hosts.",
-    ),
+    weighers.multiplier_opt("capacity_weight_multiplier",
+                            "CapacityWeigher: multiplier of the weighted capacity score; positive prefers "
+                            "the least constrained hosts."),
     cfg.FloatOpt(
         "capacity_current_score_weight",
         default=0.5,

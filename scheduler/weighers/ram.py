@@ -1,14 +1,10 @@
-from oslo_config import cfg
 
 from scheduler import weighers
 
 opts = [
-    cfg.FloatOpt(
-        "ram_weight_multiplier",
-        default=1.0,
-        help="RAMWeigher: positive spreads instances onto the hosts with the most free "
-        "RAM, negative stacks them onto the fullest.",
-    ),
+    weighers.multiplier_opt("ram_weight_multiplier",
+                            "RAMWeigher: positive spreads instances onto the hosts with the most free RAM, "
+                            "negative stacks them onto the fullest."),
 ]
 
 
