@@ -18,6 +18,7 @@ from scheduler import api_versions, filters, rpc, server_groups, weighers
 from scheduler.aggregates import AZ_KEY, Aggregate, as_number
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
+from scheduler.json_checks import is_integer, json_object
 from scheduler.request_spec import parse_uuid
 
 LOG = logging.getLogger(__name__)
@@ -74,9 +75,7 @@ def _check_numbers(metadata):
 
 
 def check_rules(policy, rules):
-    rules = rules or {}
-    if not isinstance(rules, dict):
-        raise InvalidRequest("rules must be an object")
+    rules = json_object(rules or {}, "rules")
     allowed = server_groups.RULES.get(policy, ())
     for key in rules:
         if key not in allowed:
@@ -85,9 +84,7 @@ def check_rules(policy, rules):
                 + (f" (it takes {', '.join(allowed)})" if allowed else " (it takes no rules)")
             )
     value = rules.get("max_server_per_host")
-    if value is not None and (
-        isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SERVER_PER_HOST
-    ):
+    if value is not None and (not is_integer(value) or not 1 <= value <= MAX_SERVER_PER_HOST):
         raise InvalidRequest(f"max_server_per_host must be a whole number from 1 to {MAX_SERVER_PER_HOST}")
     return dict(rules)
 
