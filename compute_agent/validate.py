@@ -7,6 +7,7 @@ scheduler's own RequestSpec rules, so both sides agree on what is valid.
 
 
 from scheduler.exception import InvalidRequest
+from scheduler.json_checks import json_object, sized_list
 from scheduler.request_spec import MAX_LIST, Flavor, Retry, is_bounded_number, parse_uuid
 from scheduler.rpc import names
 
@@ -14,26 +15,17 @@ LIMIT_KEYS = ("memory_mb", "disk_gb", "vcpu")
 MAX_LIMIT = 2**53
 
 
-def _object(value, where):
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidRequest(f"{where}: must be an object, got {type(value).__name__}")
-    return value
-
-
 def run_instance_args(instance, request_spec, filter_properties):
     """The checked ``(instance, request_spec, filter_properties)`` of a build request."""
-    if not isinstance(instance, dict):
-        raise InvalidRequest(f"run_instance: instance must be an object, got {type(instance).__name__}")
+    json_object(instance, "run_instance: instance", optional=False)
     uuid = parse_uuid(instance.get("uuid"), "run_instance: instance.uuid")
     Flavor.from_wire(instance.get("flavor"), "run_instance: instance.flavor")
     project = instance.get("project_id")
     if project is not None and (not isinstance(project, str) or len(project) > 255):
         raise InvalidRequest("run_instance: instance.project_id must be a string")
-    request_spec = _object(request_spec, "run_instance: request_spec")
-    filter_properties = _object(filter_properties, "run_instance: filter_properties")
-    limits = _object(filter_properties.get("limits"), "run_instance: filter_properties.limits")
+    request_spec = json_object(request_spec, "run_instance: request_spec:")
+    filter_properties = json_object(filter_properties, "run_instance: filter_properties:")
+    limits = json_object(filter_properties.get("limits"), "run_instance: filter_properties.limits:")
     for key, value in limits.items():
         if key not in LIMIT_KEYS:
             continue  # limits of resources this agent does not claim
@@ -75,9 +67,7 @@ def instance_uuids(value, method):
     """None (every instance), or a list of 1 to MAX_LIST instance UUIDs."""
     if value is None:
         return None
-    if not isinstance(value, list) or not 0 < len(value) <= MAX_LIST:
-        raise InvalidRequest(f"{method}: instance_uuids must be a list of 1 to {MAX_LIST} instance UUIDs, "
-                             "or null for every instance")
+    sized_list(value, f"{method}: instance_uuids", 1, MAX_LIST, "instance UUIDs, or null for every instance")
     return list(dict.fromkeys(parse_uuid(u, f"{method}: instance_uuids") for u in value))
 
 

@@ -10,6 +10,7 @@ caller's reply), so that a request sent after the reply finds the change on
 every scheduler. Their periodic task reloads too, should a cast be lost.
 """
 
+import contextlib
 import logging
 import re
 import uuid as uuidlib
@@ -18,6 +19,7 @@ from scheduler import api_versions, filters, rpc, server_groups, weighers
 from scheduler.aggregates import AZ_KEY, Aggregate, as_number
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
+from scheduler.json_checks import is_integer, json_object
 from scheduler.request_spec import parse_uuid
 
 LOG = logging.getLogger(__name__)
@@ -25,6 +27,15 @@ MAX_TEXT = 255
 MAX_METADATA = 100
 MAX_SERVER_PER_HOST = 1000
 _KEY = re.compile(r"^[A-Za-z0-9_.:\-]+$")
+
+
+@contextlib.contextmanager
+def _refused(*errors):
+    """The database's ``errors`` (NotFound, Conflict) refuse the request, in the database's words."""
+    try:
+        yield
+    except errors as exc:
+        raise InvalidRequest(str(exc)) from None
 
 
 def _name(value, what):
@@ -74,9 +85,7 @@ def _check_numbers(metadata):
 
 
 def check_rules(policy, rules):
-    rules = rules or {}
-    if not isinstance(rules, dict):
-        raise InvalidRequest("rules must be an object")
+    rules = json_object(rules or {}, "rules")
     allowed = server_groups.RULES.get(policy, ())
     for key in rules:
         if key not in allowed:
@@ -85,9 +94,7 @@ def check_rules(policy, rules):
                 + (f" (it takes {', '.join(allowed)})" if allowed else " (it takes no rules)")
             )
     value = rules.get("max_server_per_host")
-    if value is not None and (
-        isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SERVER_PER_HOST
-    ):
+    if value is not None and (not is_integer(value) or not 1 <= value <= MAX_SERVER_PER_HOST):
         raise InvalidRequest(f"max_server_per_host must be a whole number from 1 to {MAX_SERVER_PER_HOST}")
     return dict(rules)
 
@@ -152,10 +159,8 @@ class AdminEndpoint:
     @rpc.read_only
     @rpc.callers(rpc.ANYONE)
     def show_aggregate(self, context, name):
-        try:
+        with _refused(NotFound):
             return self._db.get_aggregate(_name(name, "aggregate name"))
-        except NotFound as exc:
-            raise InvalidRequest(str(exc)) from None
 
     @rpc.callers(rpc.OPERATOR)
     def create_aggregate(self, context, name, availability_zone=None):
@@ -163,20 +168,16 @@ class AdminEndpoint:
         if availability_zone is not None:
             availability_zone = _name(availability_zone, "availability zone")
         metadata = {AZ_KEY: availability_zone} if availability_zone else {}
-        try:
+        with _refused(Conflict):
             created = self._db.create_aggregate(name, availability_zone, metadata)
             LOG.info("Created aggregate %s (availability zone %s)", name, availability_zone or "none")
             return self._changed(created)
-        except Conflict as exc:
-            raise InvalidRequest(str(exc)) from None
 
     @rpc.callers(rpc.OPERATOR)
     def delete_aggregate(self, context, name):
         """Delete an aggregate that holds no host (as Nova does: remove its hosts first)."""
-        try:
+        with _refused(NotFound, Conflict):
             self._db.delete_aggregate(_name(name, "aggregate name"))
-        except (NotFound, Conflict) as exc:
-            raise InvalidRequest(str(exc)) from None
         LOG.info("Deleted aggregate %s", name.strip())
         self._changed()
 
@@ -185,23 +186,19 @@ class AdminEndpoint:
         name = _name(name, "aggregate name")
         host = self._known_host(host)
         self._check_host_keeps_its_zone(name, host, adding=True)
-        try:
+        with _refused(NotFound, Conflict):
             changed = self._db.add_aggregate_host(name, host)
             LOG.info("Added host %s to aggregate %s", host, name)
             return self._changed(changed)
-        except (NotFound, Conflict) as exc:
-            raise InvalidRequest(str(exc)) from None
 
     @rpc.callers(rpc.OPERATOR)
     def aggregate_remove_host(self, context, name, host):
         name, host = _name(name, "aggregate name"), _name(host, "host")
         self._check_host_keeps_its_zone(name, host, adding=False)
-        try:
+        with _refused(NotFound):
             changed = self._db.remove_aggregate_host(name, host)
             LOG.info("Removed host %s from aggregate %s", host, name)
             return self._changed(changed)
-        except NotFound as exc:
-            raise InvalidRequest(str(exc)) from None
 
     @rpc.callers(rpc.OPERATOR)
     def aggregate_set_metadata(self, context, name, metadata):
@@ -214,13 +211,11 @@ class AdminEndpoint:
             zone = _name(zone, "availability zone")
         if zone_given:
             self._check_zone_change(name, zone)
-        try:
+        with _refused(NotFound):
             changed = self._db.update_aggregate(name, metadata, availability_zone=zone, set_zone=zone_given)
             LOG.info("Set the metadata of aggregate %s: %s", name, ", ".join(
                 f"{k} unset" if v is None else f"{k}={v}" for k, v in sorted(metadata.items())))
             return self._changed(changed)
-        except NotFound as exc:
-            raise InvalidRequest(str(exc)) from None
 
     def _zones(self, host, aggregates):
         zones = {z for a in aggregates if host in a["hosts"] for z in Aggregate.from_dict(a).zones}
@@ -248,10 +243,8 @@ class AdminEndpoint:
     def _check_zone_change(self, name, zone):
         """Refuse to move hosts that hold instances to another zone (Nova refuses it too):
         those instances were placed in the zone they asked for."""
-        try:
+        with _refused(NotFound):
             aggregate = self._db.get_aggregate(name)
-        except NotFound as exc:
-            raise InvalidRequest(str(exc)) from None
         if aggregate["availability_zone"] == zone or not aggregate["hosts"]:
             return
         holding = self._db.count_instances_on_hosts(aggregate["hosts"])
@@ -293,15 +286,11 @@ class AdminEndpoint:
     @rpc.read_only
     @rpc.callers(rpc.ANYONE)
     def show_server_group(self, context, group_uuid):
-        try:
+        with _refused(NotFound):
             return self._db.get_server_group(parse_uuid(group_uuid, "server group"), live_members=True)
-        except NotFound as exc:
-            raise InvalidRequest(str(exc)) from None
 
     @rpc.callers(rpc.CLIENT)
     def delete_server_group(self, context, group_uuid):
-        try:
+        with _refused(NotFound):
             self._db.delete_server_group(parse_uuid(group_uuid, "server group"))
-        except NotFound as exc:
-            raise InvalidRequest(str(exc)) from None
         LOG.info("Deleted server group %s", group_uuid)

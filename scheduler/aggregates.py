@@ -112,6 +112,14 @@ class AggregateIndex:
         self._fresh()
         return self._masks[aggregate.name]
 
+    def rows_in(self, aggregates):
+        """Boolean mask over every row of the table: the rows in any of ``aggregates``."""
+        self._fresh()
+        found = np.zeros(self._table.size, dtype=bool)
+        for aggregate in aggregates:
+            found |= self._masks[aggregate.name]
+        return found
+
     def of_row(self, row):
         """The aggregates row ``row`` belongs to."""
         self._fresh()
@@ -159,14 +167,40 @@ def min_number(values, default, parse=as_number):
 _CLIP = 10**300
 
 
+def cached_rows(table, rows, key, compute, otherwise=True):
+    """``compute(index)``, an array over every row of ``table``, for ``rows``.
+
+    The array is cached under ``key`` in the table's AggregateIndex until the
+    aggregates or the rows change; ``key`` must name everything ``compute``
+    reads besides the aggregates. When ``compute`` gives None: ``otherwise``.
+    """
+    index = table.aggregate_index
+    found = index.memo(key, lambda: compute(index))
+    return otherwise if found is None else found[rows]
+
+
+def admitted_rows(table, rows, key, restricts, admits):
+    """Rows of ``rows`` in no aggregate that ``restricts``, or in one of those that ``admits``.
+
+    True when no aggregate restricts; cached as :func:`cached_rows`.
+    """
+
+    def compute(index):
+        restricting = [a for a in index.aggregates if restricts(a)]
+        if not restricting:
+            return None
+        return ~index.rows_in(restricting) | index.rows_in(a for a in restricting if admits(a))
+
+    return cached_rows(table, rows, key, compute)
+
+
 def min_number_vector(table, rows, key, default, parse=as_number):
     """:func:`min_number` of ``key`` over each row's aggregates, for ``rows`` at once.
 
     A scalar when no aggregate sets ``key`` (the common case).
     """
-    index = table.aggregate_index
 
-    def compute():
+    def compute(index):
         with_key = [a for a in index.aggregates if key in a.metadata]
         if not with_key:
             return None
@@ -181,8 +215,7 @@ def min_number_vector(table, rows, key, default, parse=as_number):
                 lowest[mask] = np.minimum(lowest[mask], float(max(-_CLIP, min(number, _CLIP))))
         return np.where(invalid | np.isinf(lowest), float(default), lowest)
 
-    found = index.memo(("min", key, default, parse.__name__), compute)
-    return default if found is None else found[rows]
+    return cached_rows(table, rows, ("min", key, default, parse.__name__), compute, otherwise=default)
 
 
 def zones_of_row(table, row, default_zone):
@@ -192,20 +225,15 @@ def zones_of_row(table, row, default_zone):
 
 
 def zone_mask(table, rows, zone, default_zone):
-    """Rows of ``rows`` in availability zone ``zone`` (cached per zone)."""
-    index = table.aggregate_index
+    """Rows of ``rows`` in availability zone ``zone`` (cached per zone), or True when all are."""
 
-    def compute():
-        in_zone = np.zeros(table.size, dtype=bool)
-        zoned = np.zeros(table.size, dtype=bool)
-        for aggregate in index.aggregates:
-            if aggregate.zones:
-                mask = index.mask(aggregate)
-                zoned |= mask
-                if zone in aggregate.zones:
-                    in_zone |= mask
-        if zone == default_zone:
-            in_zone |= ~zoned
-        return in_zone
+    def in_zone(aggregate):
+        return zone in aggregate.zones
 
-    return index.memo(("zone", zone, default_zone), compute)[rows]
+    if zone == default_zone:  # a host in no zone is in the default one
+        return admitted_rows(table, rows, ("zone", zone, default_zone), lambda a: a.zones, in_zone)
+
+    def compute(index):
+        return index.rows_in(a for a in index.aggregates if in_zone(a))
+
+    return cached_rows(table, rows, ("zone", zone, default_zone), compute)

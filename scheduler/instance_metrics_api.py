@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from scheduler import api_versions, rpc, states
+from scheduler import api_versions, json_checks, rpc, states
 from scheduler.db.engine import to_iso
 from scheduler.db.instance_metrics import TooManyMetrics
 from scheduler.exception import InvalidRequest
@@ -80,8 +80,7 @@ class InstanceMetricsEndpoint:
         and the agents' cpu and memory; the newest of any more, kept from before a lower
         max_pushed_metrics); an instance without any is left out."""
         where = "show_instance_metrics"
-        if not isinstance(instance_uuids, list) or not 0 < len(instance_uuids) <= MAX_LIST:
-            raise InvalidRequest(f"{where}: instance_uuids must be a list of 1 to {MAX_LIST} instance UUIDs")
+        json_checks.sized_list(instance_uuids, f"{where}: instance_uuids", 1, MAX_LIST, "instance UUIDs")
         uuids = [parse_uuid(u, f"{where}: instance_uuids") for u in instance_uuids]
         return self._db.list_instance_metrics(
             uuids, per_instance=self._conf.scaling.max_pushed_metrics + len(AGENT_METRICS))

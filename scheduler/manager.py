@@ -7,7 +7,7 @@ applier, the host table, the claims) is assembled in scheduler.service.
 import logging
 import threading
 
-from scheduler import api_versions, host_names, lookups, rpc, states
+from scheduler import api_versions, host_names, json_checks, lookups, rpc, states
 from scheduler.exception import InstanceNotFound, InvalidRequest
 from scheduler.planning.applier import context_values, log_decision
 from scheduler.planning.plan import Job
@@ -219,8 +219,7 @@ class SchedulerManager:
         """Instances, newest first; with ``uuids`` (at most MAX_LIST), only those; with ``name``,
         only those of that display name."""
         if uuids is not None:
-            if not isinstance(uuids, list) or len(uuids) > MAX_LIST:
-                raise InvalidRequest(f"uuids must be a list of at most {MAX_LIST} instance UUIDs")
+            json_checks.sized_list(uuids, "uuids", 0, MAX_LIST, "instance UUIDs")
             uuids = [parse_uuid(u, "list_instances: uuids") for u in uuids]
         if state is not None and (not isinstance(state, str) or state not in states.ALL):
             raise InvalidRequest(f"state must be one of {', '.join(states.ALL)}, got {state!r}"[:300])

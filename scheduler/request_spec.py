@@ -10,6 +10,7 @@ import uuid as uuidlib
 
 from scheduler import host_names
 from scheduler.exception import InvalidRequest
+from scheduler.json_checks import integer, json_object, sized_list
 from scheduler.rpc import names
 from scheduler.wire_numbers import is_finite
 
@@ -25,14 +26,6 @@ MAX_TEXT = 255
 def is_bounded_number(value, high):
     """A finite int or float (not a bool) between 0 and ``high``."""
     return is_finite(value) and 0 <= value <= high
-
-
-def _int(value, where, low, high):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidRequest(f"{where}: must be an integer, got {value!r}"[:300])
-    if not low <= value <= high:
-        raise InvalidRequest(f"{where}: must be between {low} and {high}, got {value}"[:300])
-    return value
 
 
 def _text(value, where, optional=False):
@@ -78,21 +71,12 @@ def check_display_names(template, count, where):
     return names
 
 
-def _dict(value, where):
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidRequest(f"{where}: must be an object, got {type(value).__name__}")
-    return value
-
-
 def _str_list(value, where):
     if value is None:
         return []
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, list) or len(value) > MAX_LIST:
-        raise InvalidRequest(f"{where}: must be a list of at most {MAX_LIST} strings")
+    sized_list(value, f"{where}:", 0, MAX_LIST, "strings")
     return [_text(item, f"{where}[{i}]") for i, item in enumerate(value)]
 
 
@@ -104,7 +88,7 @@ def parse_uuid(value, where):
 
 
 def _string_map(value, where):
-    value = _dict(value, where)
+    value = json_object(value, f"{where}:")
     if len(value) > MAX_LIST:
         raise InvalidRequest(f"{where}: at most {MAX_LIST} entries")
     for key, item in value.items():
@@ -130,12 +114,12 @@ class Flavor:
 
     @classmethod
     def from_wire(cls, value, where="request_spec.instance_type"):
-        value = _dict(value, where)
+        value = json_object(value, f"{where}:")
         return cls(
-            memory_mb=_int(value.get("memory_mb"), f"{where}.memory_mb", 1, MAX_MEMORY_MB),
-            root_gb=_int(value.get("root_gb", 0), f"{where}.root_gb", 0, MAX_DISK_GB),
-            ephemeral_gb=_int(value.get("ephemeral_gb", 0), f"{where}.ephemeral_gb", 0, MAX_DISK_GB),
-            vcpus=_int(value.get("vcpus"), f"{where}.vcpus", 1, MAX_VCPUS),
+            memory_mb=integer(value.get("memory_mb"), f"{where}.memory_mb:", 1, MAX_MEMORY_MB),
+            root_gb=integer(value.get("root_gb", 0), f"{where}.root_gb:", 0, MAX_DISK_GB),
+            ephemeral_gb=integer(value.get("ephemeral_gb", 0), f"{where}.ephemeral_gb:", 0, MAX_DISK_GB),
+            vcpus=integer(value.get("vcpus"), f"{where}.vcpus:", 1, MAX_VCPUS),
             name=_text(value.get("name"), f"{where}.name", optional=True),
             extra_specs=_string_map(value.get("extra_specs"), f"{where}.extra_specs"),
         )
@@ -155,10 +139,9 @@ class Retry:
     def from_wire(cls, value, where="filter_properties.retry"):
         if value is None:
             return cls()
-        value = _dict(value, where)
-        hosts = value.get("hosts") or []
-        if not isinstance(hosts, list) or len(hosts) > MAX_LIST:
-            raise InvalidRequest(f"{where}.hosts: must be a list of [host, node] pairs")
+        value = json_object(value, f"{where}:")
+        hosts = sized_list(value.get("hosts") or [], f"{where}.hosts:", 0, MAX_LIST,
+                                       "[host, node] pairs")
         pairs = []
         for i, pair in enumerate(hosts):
             if not isinstance(pair, list | tuple) or len(pair) != 2:
@@ -167,7 +150,7 @@ class Retry:
             pairs.append([host_names.check(pair[0], at), _text(pair[1], at)])
         reason = value.get("exc_reason")
         return cls(
-            num_attempts=_int(value.get("num_attempts", 0), f"{where}.num_attempts", 0, 10_000),
+            num_attempts=integer(value.get("num_attempts", 0), f"{where}.num_attempts:", 0, 10_000),
             hosts=pairs,
             exc_reason=str(reason)[:4096] if reason is not None else None,
         )
@@ -204,20 +187,16 @@ class RequestSpec:
 
     @classmethod
     def from_wire(cls, request_spec, filter_properties):
-        request_spec = _dict(request_spec, "request_spec")
-        filter_properties = _dict(filter_properties, "filter_properties")
+        request_spec = json_object(request_spec, "request_spec:")
+        filter_properties = json_object(filter_properties, "filter_properties:")
         num = request_spec.get("num_instances")
         uuids = request_spec.get("instance_uuids")
         if uuids is None:
-            count = _int(num if num is not None else 1, "request_spec.num_instances", 1,
+            count = integer(num if num is not None else 1, "request_spec.num_instances:", 1,
                          MAX_INSTANCES_PER_REQUEST)
             uuids = [str(uuidlib.uuid4()) for _ in range(count)]
         else:
-            if not isinstance(uuids, list) or not 1 <= len(uuids) <= MAX_INSTANCES_PER_REQUEST:
-                raise InvalidRequest(
-                    "request_spec.instance_uuids: must be a list of 1 to "
-                    f"{MAX_INSTANCES_PER_REQUEST} UUIDs"
-                )
+            sized_list(uuids, "request_spec.instance_uuids:", 1, MAX_INSTANCES_PER_REQUEST, "UUIDs")
             uuids = [parse_uuid(u, f"request_spec.instance_uuids[{i}]") for i, u in enumerate(uuids)]
             if len(set(uuids)) != len(uuids):
                 raise InvalidRequest("request_spec.instance_uuids: contains duplicates")
@@ -225,8 +204,8 @@ class RequestSpec:
                 raise InvalidRequest(
                     f"request_spec.num_instances: is {num!r} but {len(uuids)} instance_uuids given"
                 )
-        props = _dict(request_spec.get("instance_properties"), "request_spec.instance_properties")
-        image = _dict(request_spec.get("image"), "request_spec.image")
+        props = json_object(request_spec.get("instance_properties"), "request_spec.instance_properties:")
+        image = json_object(request_spec.get("image"), "request_spec.image:")
         names = check_display_names(props.get("display_name"), len(uuids),
                                     "request_spec.instance_properties.display_name")
         return cls(

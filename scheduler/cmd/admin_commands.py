@@ -9,7 +9,7 @@ import argparse
 import json
 
 from scheduler import server_groups
-from scheduler.cmd import output
+from scheduler.cmd import arguments, output
 from scheduler.cmd.arguments import positive
 from scheduler.cmd.references import group_uuid
 
@@ -27,9 +27,8 @@ def _metadata(text):
 
 def add_commands(subparsers):
     # oslo.config's sub-command keeps "name" for the command itself: no dest may be "name".
-    aggregate = subparsers.add_parser("aggregate", help="Host aggregates: hosts, metadata, zones.")
-    actions = aggregate.add_subparsers(dest="aggregate_action", metavar="ACTION")
-    actions.required = True
+    actions = arguments.actions(subparsers, "aggregate", "Host aggregates: hosts, metadata, zones.",
+                                "aggregate_action")
 
     create = actions.add_parser("create", help="Create an aggregate (in an availability zone).")
     create.add_argument("aggregate_name", metavar="NAME")
@@ -63,9 +62,8 @@ def add_commands(subparsers):
     output.add_options(show)
     show.set_defaults(func=aggregate_show)
 
-    group = subparsers.add_parser("server-group", help="Server groups: affinity and anti-affinity.")
-    actions = group.add_subparsers(dest="group_action", metavar="ACTION")
-    actions.required = True
+    actions = arguments.actions(subparsers, "server-group", "Server groups: affinity and anti-affinity.",
+                                "group_action")
 
     create = actions.add_parser("create", help="Create a server group and print its UUID.")
     create.add_argument("group_name", metavar="NAME")

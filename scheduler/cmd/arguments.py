@@ -1,4 +1,5 @@
-"""Argument types shared by the berth CLI's commands, and the error every command refuses with."""
+"""Argument types shared by the berth CLI's commands, the parser of a command's actions, and the
+error every command refuses with."""
 
 import argparse
 
@@ -9,6 +10,14 @@ class CommandError(Exception):
     Defined here, not in the ``berth`` module (cli.py), which no command module imports: run as
     ``python -m scheduler.cmd.cli``, that module is ``__main__``, and a second copy of it
     would raise a class its ``main`` does not catch."""
+
+
+def actions(subparsers, command, help, dest):
+    """The sub-parsers of ``berth COMMAND ACTION``: one ACTION must be given."""
+    parser = subparsers.add_parser(command, help=help)
+    found = parser.add_subparsers(dest=dest, metavar="ACTION")
+    found.required = True
+    return found
 
 
 def whole(text, low=0):

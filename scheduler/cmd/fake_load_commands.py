@@ -14,6 +14,7 @@ import sys
 
 from compute_agent.client import ComputeClient
 from scheduler import rpc, states
+from scheduler.cmd import arguments
 from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.references import instance_uuid, instances_by_uuid
 
@@ -31,10 +32,9 @@ def _fraction(text):
 
 
 def add_commands(subparsers):
-    fake = subparsers.add_parser(
-        "fake-load", help="Set the load the fake driver's instances report (tests and demonstrations).")
-    actions = fake.add_subparsers(dest="fake_load_action", metavar="ACTION")
-    actions.required = True
+    actions = arguments.actions(
+        subparsers, "fake-load",
+        "Set the load the fake driver's instances report (tests and demonstrations).", "fake_load_action")
 
     put = actions.add_parser(
         "set", help="Simulate this load on the instances named, or on every instance of every host (--all).")

@@ -5,7 +5,7 @@ list_hosts, the others: scheduler.host_admin); the scheduler checks the argument
 and changes nothing when one is wrong.
 """
 
-from scheduler.cmd import output
+from scheduler.cmd import arguments, output
 
 
 def add_usage(subparsers):
@@ -15,9 +15,8 @@ def add_usage(subparsers):
 
 
 def add_commands(subparsers):
-    host = subparsers.add_parser("host", help="Take a compute host out of service, or forget it.")
-    actions = host.add_subparsers(dest="host_action", metavar="ACTION")
-    actions.required = True
+    actions = arguments.actions(subparsers, "host", "Take a compute host out of service, or forget it.",
+                                "host_action")
 
     disable = actions.add_parser("disable", help="Place no new instance on a host (those on it stay).")
     disable.add_argument("target_host", metavar="HOST")
@@ -34,9 +33,8 @@ def add_commands(subparsers):
     delete.add_argument("target_host", metavar="HOST")
     delete.set_defaults(func=host_delete)
 
-    service = subparsers.add_parser("service", help="The schedulers and compute agents Berth knows.")
-    actions = service.add_subparsers(dest="service_action", metavar="ACTION")
-    actions.required = True
+    actions = arguments.actions(subparsers, "service", "The schedulers and compute agents Berth knows.",
+                                "service_action")
     listing = actions.add_parser("list", help="Each service: host, status, state, last heard, version.")
     output.add_options(listing)
     listing.set_defaults(func=service_list)

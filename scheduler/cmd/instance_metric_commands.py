@@ -8,7 +8,7 @@ instance's newest samples, stamped with the database's time, or refuses the whol
 
 import argparse
 
-from scheduler.cmd import output
+from scheduler.cmd import arguments, output
 from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.references import instance_uuid
 from scheduler.exception import InvalidRequest
@@ -35,10 +35,9 @@ def _metric(text):
 
 
 def add_commands(subparsers):
-    metric = subparsers.add_parser(
-        "instance-metric", help="Per-instance metrics: push custom ones, show the samples stored.")
-    actions = metric.add_subparsers(dest="instance_metric_action", metavar="ACTION")
-    actions.required = True
+    actions = arguments.actions(
+        subparsers, "instance-metric", "Per-instance metrics: push custom ones, show the samples stored.",
+        "instance_metric_action")
 
     push = actions.add_parser(
         "push", help="Save metrics of an instance as its newest samples (a scaling group's instance metrics "

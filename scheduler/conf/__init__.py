@@ -1,13 +1,23 @@
 """Configuration options of the Berth services, one module per area.
 
-Every module exposes ``register_opts(conf)`` and ``list_opts()``; options
-that only one filter or weigher reads live in that plugin's module instead
-and are collected by :mod:`scheduler.conf.opts`.
+Every module exposes ``list_opts()``, and ``register_opts(conf)`` only when
+it registers more than those (:func:`groups.register_module`); options that
+only one filter or weigher reads live in that plugin's module instead and
+are collected by :mod:`scheduler.conf.opts`.
 """
 
 from oslo_config import cfg
 
-from scheduler.conf import database, default, filter_scheduler, messaging, scaling, scheduler, upgrade_levels
+from scheduler.conf import (
+    database,
+    default,
+    filter_scheduler,
+    groups,
+    messaging,
+    scaling,
+    scheduler,
+    upgrade_levels,
+)
 from scheduler.db import fastpaths as db_fastpaths
 from scheduler.rpc import access as roles
 from scheduler.rpc.amqp_fast import options as amqp_fast
@@ -21,7 +31,7 @@ AREAS = (default, database, db_fastpaths, messaging, amqp_fast, roles, upgrade_l
 
 def register_opts(conf):
     for area in AREAS:
-        area.register_opts(conf)
+        groups.register_module(conf, area)
 
 
 def new_conf():

@@ -1,7 +1,5 @@
 from oslo_config import cfg
 
-from scheduler.conf import groups
-
 group = cfg.OptGroup("database", title="Database", help="The scheduler's SQL database.")
 
 opts = [
@@ -34,10 +32,6 @@ opts = [
     ),
     cfg.BoolOpt("connection_debug", default=False, help="Log every SQL statement."),
 ]
-
-
-def register_opts(conf):
-    groups.register(conf, group, opts)
 
 
 def list_opts():

@@ -1,7 +1,5 @@
 from oslo_config import cfg
 
-from scheduler.conf import groups
-
 group = cfg.OptGroup(
     "filter_scheduler",
     title="Filter scheduler",
@@ -83,10 +81,6 @@ def allocation_ratio(conf, resource):
     group = conf.filter_scheduler
     ratio = group[f"{resource}_allocation_ratio"]
     return group[f"initial_{resource}_allocation_ratio"] if ratio in (None, 0.0) else ratio
-
-
-def register_opts(conf):
-    groups.register(conf, group, opts)
 
 
 def list_opts():

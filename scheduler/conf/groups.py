@@ -10,3 +10,16 @@ def register(conf, group, opts):
     """
     conf.register_group(cfg.OptGroup(group.name, title=group.title, help=group.help))
     conf.register_opts(opts, group.name)
+
+
+def register_module(conf, module):
+    """Register the options of ``module``: its own ``register_opts(conf)`` when it has one
+    (for more than its options), else the ``(group, opts)`` pairs of its ``list_opts()``."""
+    if hasattr(module, "register_opts"):
+        module.register_opts(conf)
+        return
+    for group, opts in module.list_opts():
+        if isinstance(group, cfg.OptGroup):
+            register(conf, group, opts)
+        else:
+            conf.register_opts(opts, group)

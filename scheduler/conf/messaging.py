@@ -1,7 +1,5 @@
 from oslo_config import cfg
 
-from scheduler.conf import groups
-
 group = cfg.OptGroup(
     "oslo_messaging_rabbit",
     title="RabbitMQ",
@@ -120,10 +118,6 @@ opts = [
         "which have no push delivery.",
     ),
 ]
-
-
-def register_opts(conf):
-    groups.register(conf, group, opts)
 
 
 def list_opts():

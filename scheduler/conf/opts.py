@@ -17,6 +17,7 @@ from oslo_config import cfg
 
 from scheduler import conf as berth_conf
 from scheduler import filters, plugins, weighers
+from scheduler.conf import groups
 
 
 def plugin_modules() -> list[ModuleType]:
@@ -26,11 +27,7 @@ def plugin_modules() -> list[ModuleType]:
 
 def register_plugin_opts(conf: cfg.ConfigOpts) -> None:
     for module in plugin_modules():
-        if hasattr(module, "register_opts"):
-            module.register_opts(conf)
-        else:
-            for group, opts in module.list_opts():
-                conf.register_opts(opts, group)
+        groups.register_module(conf, module)
 
 
 def list_opts() -> list[tuple[str | cfg.OptGroup, list[cfg.Opt]]]:

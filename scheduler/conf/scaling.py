@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from scheduler.conf import groups
-
 group = cfg.OptGroup(
     "scaling", title="Scaling groups",
     help="The controller that keeps each scaling group's members where its metrics want them "
@@ -95,10 +93,6 @@ opts = [
         "a member and sending it leaves such members).",
     ),
 ]
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    groups.register(conf, group, opts)
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:

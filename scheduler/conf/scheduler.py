@@ -1,7 +1,5 @@
 from oslo_config import cfg
 
-from scheduler.conf import groups
-
 group = cfg.OptGroup("scheduler", title="Scheduler", help="The scheduler service.")
 
 opts = [
@@ -47,10 +45,6 @@ opts = [
         "ERROR with the reason.",
     ),
 ]
-
-
-def register_opts(conf):
-    groups.register(conf, group, opts)
 
 
 def list_opts():

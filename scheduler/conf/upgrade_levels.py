@@ -14,7 +14,6 @@ from typing import Any
 
 from oslo_config import cfg, types
 
-from scheduler.conf import groups
 from scheduler.rpc import versions
 
 LOG = logging.getLogger(__name__)
@@ -76,10 +75,6 @@ def _opts() -> list[cfg.Opt]:
              "to each other when aggregates or hosts change"),
         _cap(api_versions.SCALING, "scaling groups and instance metrics; sent by berth"),
     ]
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    groups.register(conf, group, _opts())
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:

@@ -71,10 +71,6 @@ BACKENDS = ("postgresql",)
 _verdict: str | None = None  # why the fast paths cannot be taken ("" if they can), once checked
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(opts, GROUP)
-
-
 def list_opts() -> list:
     return [(GROUP, opts)]
 

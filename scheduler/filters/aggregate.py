@@ -64,21 +64,19 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
         specs = _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE)
         if not specs:
             return True
-        index = table.aggregate_index
 
-        def compute():
+        def matches(aggregate, key, req):
+            value = aggregate.metadata.get(key)
+            return value is not None and any(extra_specs_ops.match(v, req) for v in aggregates.pieces(value))
+
+        def compute(index):
             passed = np.ones(table.size, dtype=bool)
             for key, req in specs:
-                matched = np.zeros(table.size, dtype=bool)
-                for aggregate in index.aggregates:
-                    value = aggregate.metadata.get(key)
-                    if value is not None and any(extra_specs_ops.match(v, req)
-                                                 for v in aggregates.pieces(value)):
-                        matched |= index.mask(aggregate)
-                passed &= matched
+                passed &= index.rows_in(a for a in index.aggregates if matches(a, key, req))
             return passed
 
-        return index.memo(("extra_specs", tuple((k, str(r)) for k, r in specs)), compute)[rows]
+        key = ("extra_specs", tuple((k, str(r)) for k, r in specs))
+        return aggregates.cached_rows(table, rows, key, compute)
 
 
 def _tenants(aggregate):
@@ -103,20 +101,8 @@ class AggregateMultiTenancyIsolation(filters.BaseHostFilter):
         return spec.project_id in set().union(*(_tenants(a) for a in isolating))
 
     def filter_vector(self, table, rows, spec):
-        index = table.aggregate_index
-
-        def compute():
-            restricted = np.zeros(table.size, dtype=bool)
-            allowed = np.zeros(table.size, dtype=bool)
-            for aggregate in index.aggregates:
-                if _isolating(aggregate):
-                    mask = index.mask(aggregate)
-                    restricted |= mask
-                    if spec.project_id in _tenants(aggregate):
-                        allowed |= mask
-            return ~restricted | allowed
-
-        return index.memo(("tenant", spec.project_id), compute)[rows]
+        return aggregates.admitted_rows(table, rows, ("tenant", spec.project_id), _isolating,
+                                        lambda a: spec.project_id in _tenants(a))
 
 
 class _AggregateRatio:

@@ -16,7 +16,6 @@ ImageMetaProps fields, legacy names mapped and values coerced to their type)
 and skips any other key.
 """
 
-import numpy as np
 from oslo_config import cfg
 
 from scheduler import aggregates, filters
@@ -35,10 +34,6 @@ opts = [
         "of a metadata key.",
     ),
 ]
-
-
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
 
 
 def list_opts():
@@ -75,23 +70,9 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
     def filter_vector(self, table, rows, spec):
         wanted = tuple(sorted((key, str(prop)) for key, prop in spec.image_properties.items()
                               if prop and self._checked(key)))
-        if not wanted:
-            return True
-        index = table.aggregate_index
-
-        def compute():
-            passed = np.ones(table.size, dtype=bool)
-            for key, prop in wanted:
-                keyed = np.zeros(table.size, dtype=bool)
-                matched = np.zeros(table.size, dtype=bool)
-                for aggregate in index.aggregates:
-                    value = aggregate.metadata.get(key)
-                    if value is not None:
-                        mask = index.mask(aggregate)
-                        keyed |= mask
-                        if prop in aggregates.pieces(value):
-                            matched |= mask
-                passed &= ~keyed | matched
-            return passed
-
-        return index.memo(("image_props_isolation", self.prefix, wanted), compute)[rows]
+        passed = True
+        for key, prop in wanted:
+            passed = passed & aggregates.admitted_rows(
+                table, rows, ("image_props_isolation", key, prop), lambda a, key=key: key in a.metadata,
+                lambda a, key=key, prop=prop: prop in aggregates.pieces(a.metadata[key]))
+        return passed

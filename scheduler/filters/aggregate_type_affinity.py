@@ -8,8 +8,6 @@ aggregates naming ``m1.small`` and ``m1.large`` takes both. A flavor with no
 name matches no aggregate that names flavors.
 """
 
-import numpy as np
-
 from scheduler import aggregates, filters
 
 KEY = "instance_type"
@@ -25,21 +23,6 @@ class AggregateTypeAffinityFilter(filters.BaseHostFilter):
         return any(spec.flavor.name in aggregates.pieces(value) for value in values)
 
     def filter_vector(self, table, rows, spec):
-        index = table.aggregate_index
         name = spec.flavor.name
-
-        def compute():
-            named = [a for a in index.aggregates if KEY in a.metadata]
-            if not named:
-                return None
-            restricted = np.zeros(table.size, dtype=bool)
-            allowed = np.zeros(table.size, dtype=bool)
-            for aggregate in named:
-                mask = index.mask(aggregate)
-                restricted |= mask
-                if name in aggregates.pieces(aggregate.metadata[KEY]):
-                    allowed |= mask
-            return ~restricted | allowed
-
-        found = index.memo((KEY, name), compute)
-        return True if found is None else found[rows]
+        return aggregates.admitted_rows(table, rows, (KEY, name), lambda a: KEY in a.metadata,
+                                        lambda a: name in aggregates.pieces(a.metadata[KEY]))

@@ -47,10 +47,6 @@ GIB = 2**30
 GREEN, YELLOW = 0, 1
 
 
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
-
-
 def list_opts():
     return [("filter_scheduler", opts)]
 

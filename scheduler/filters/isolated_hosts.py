@@ -29,10 +29,6 @@ opts = [
 ]
 
 
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
-
-
 def list_opts():
     return [("filter_scheduler", opts)]
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from oslo_config import cfg
 
-from scheduler.conf import groups
 from scheduler.exception import NotAuthorized
 from scheduler.rpc.roles import AGENT_OF_HOST, ANYONE, CLIENT, OPERATOR, SCHEDULER, Callers
 from scheduler.rpc.transport import RABBIT_SCHEMES
@@ -75,10 +74,6 @@ opts = [
         "says so at start. Needs rabbit://, the only transport that validates user_id.",
     ),
 ]
-
-
-def register_opts(conf):
-    groups.register(conf, group, opts)
 
 
 def list_opts():

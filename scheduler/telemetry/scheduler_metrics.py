@@ -28,10 +28,6 @@ opts = [
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(opts, "prometheus")
-
-
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     return [("prometheus", opts)]
 

@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
+from oslo_config import cfg
 
 from scheduler import aggregates, plugins
 
 if TYPE_CHECKING:
-    from oslo_config import cfg
-
     from scheduler.filters import Rows
     from scheduler.host_state import HostState, HostTable
     from scheduler.request_spec import RequestSpec
@@ -125,6 +124,11 @@ class BaseHostWeigher:
         if self.multiplier_option is None:
             return self.weight_multiplier(None)
         return aggregates.min_number_vector(table, rows, self._aggregate_key(), self.default_multiplier())
+
+
+def multiplier_opt(name: str, help: str, default: float = 1.0, **bounds: float) -> cfg.FloatOpt:
+    """The option a weigher names as its ``multiplier_option``."""
+    return cfg.FloatOpt(name, default=default, help=help, **bounds)
 
 
 def normalize(values, minval=None, maxval=None):

@@ -6,30 +6,17 @@ holds (resp. minus that number): members gather where they can (resp.
 spread) without the hard filters' refusal when they cannot.
 """
 
-from oslo_config import cfg
 
 from scheduler import server_groups, weighers
 
 opts = [
-    cfg.FloatOpt(
-        "soft_affinity_weight_multiplier",
-        default=1.0,
-        min=0.0,
-        help="ServerGroupSoftAffinityWeigher: how strongly members of a soft-affinity "
-        "group gather on the hosts that hold members already.",
-    ),
-    cfg.FloatOpt(
-        "soft_anti_affinity_weight_multiplier",
-        default=1.0,
-        min=0.0,
-        help="ServerGroupSoftAntiAffinityWeigher: how strongly members of a "
-        "soft-anti-affinity group spread away from each other.",
-    ),
+    weighers.multiplier_opt("soft_affinity_weight_multiplier",
+                            "ServerGroupSoftAffinityWeigher: how strongly members of a "
+                            "soft-affinity group gather on the hosts that hold members already.", min=0.0),
+    weighers.multiplier_opt("soft_anti_affinity_weight_multiplier",
+                            "ServerGroupSoftAntiAffinityWeigher: how strongly members of a "
+                            "soft-anti-affinity group spread away from each other.", min=0.0),
 ]
-
-
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
 
 
 def list_opts():

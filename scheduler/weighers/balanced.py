@@ -42,12 +42,9 @@ from scheduler.conf import filter_scheduler
 from scheduler.weighers import Columns
 
 opts = [
-    cfg.FloatOpt(
-        "balanced_weight_multiplier",
-        default=1.0,
-        help="BalancedWeigher: multiplier of its weight (1 - score); positive prefers the "
-        "least loaded hosts.",
-    ),
+    weighers.multiplier_opt("balanced_weight_multiplier",
+                            "BalancedWeigher: multiplier of its weight (1 - score); positive prefers the "
+                            "least loaded hosts."),
     cfg.FloatOpt(
         "balanced_cpu_allocated_weight",
         default=1.0,
@@ -147,10 +144,6 @@ HEALTHY, UNMEASURED, HELD_BACK = range(3)
 #: What the score weighs, each by its option balanced_<name>_weight.
 WEIGHTS = ("cpu_allocated", "memory_allocated", "cpu_used", "memory_used", "vm_count", "recent_starts",
            "dominant")
-
-
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
 
 
 def list_opts():

@@ -45,12 +45,9 @@ except ImportError:  # pragma: no cover
     server_groups = None
 
 opts = [
-    cfg.FloatOpt(
-        "capacity_weight_multiplier",
-        default=1.0,
-        help="CapacityWeigher: multiplier of the weighted capacity score; positive "
-        "prefers the least constrained hosts.",
-    ),
+    weighers.multiplier_opt("capacity_weight_multiplier",
+                            "CapacityWeigher: multiplier of the weighted capacity score; positive prefers "
+                            "the least constrained hosts."),
     cfg.FloatOpt(
         "capacity_current_score_weight",
         default=0.5,
@@ -116,10 +113,6 @@ opts = [
 ]
 
 PREFERRED, ACCEPTABLE, NO_HEADROOM, AVOID = range(4)
-
-
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
 
 
 def list_opts():

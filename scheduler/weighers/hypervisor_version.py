@@ -5,22 +5,14 @@ upgraded hosts take new instances first; a negative multiplier prefers older.
 """
 
 import numpy as np
-from oslo_config import cfg
 
 from scheduler import weighers
 
 opts = [
-    cfg.FloatOpt(
-        "hypervisor_version_weight_multiplier",
-        default=1.0,
-        help="HypervisorVersionWeigher: how strongly newer hypervisors are preferred "
-        "(negative: older ones).",
-    ),
+    weighers.multiplier_opt("hypervisor_version_weight_multiplier",
+                            "HypervisorVersionWeigher: how strongly newer hypervisors are preferred "
+                            "(negative: older ones)."),
 ]
-
-
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
 
 
 def list_opts():

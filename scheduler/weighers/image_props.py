@@ -16,12 +16,9 @@ from scheduler import weighers
 from scheduler.weighers.metrics import parse_setting
 
 opts = [
-    cfg.FloatOpt(
-        "image_props_weight_multiplier",
-        default=0.0,
-        help="ImagePropertiesWeigher: positive packs instances of alike images together, "
-        "negative spreads them; 0 turns it off.",
-    ),
+    weighers.multiplier_opt("image_props_weight_multiplier",
+                            "ImagePropertiesWeigher: positive packs instances of alike images "
+                            "together, negative spreads them; 0 turns it off.", default=0.0),
     cfg.ListOpt(
         "image_props_weight_setting",
         default=[],
@@ -29,10 +26,6 @@ opts = [
         "(empty: every property weighs 1).",
     ),
 ]
-
-
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
 
 
 def list_opts():

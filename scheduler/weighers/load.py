@@ -9,34 +9,21 @@
   default multiplier of 1000000.0 a failing host sinks below every healthy one.
 """
 
-from oslo_config import cfg
 
 from scheduler import weighers
 
 opts = [
-    cfg.FloatOpt(
-        "io_ops_weight_multiplier",
-        default=-1.0,
-        help="IoOpsWeigher: negative prefers hosts with fewer builds and deletes in "
-        "progress, positive prefers the busiest.",
-    ),
-    cfg.FloatOpt(
-        "num_instances_weight_multiplier",
-        default=0.0,
-        help="NumInstancesWeigher: negative prefers hosts with fewer instances, positive "
-        "packs them; 0.0 turns it off.",
-    ),
-    cfg.FloatOpt(
-        "build_failure_weight_multiplier",
-        default=1000000.0,
-        help="BuildFailureWeigher: how hard hosts whose recent builds failed sink; large, "
-        "so that they come after every host without failures. 0.0 turns it off.",
-    ),
+    weighers.multiplier_opt("io_ops_weight_multiplier",
+                            "IoOpsWeigher: negative prefers hosts with fewer builds and "
+                            "deletes in progress, positive prefers the busiest.", default=-1.0),
+    weighers.multiplier_opt("num_instances_weight_multiplier",
+                            "NumInstancesWeigher: negative prefers hosts with fewer "
+                            "instances, positive packs them; 0.0 turns it off.", default=0.0),
+    weighers.multiplier_opt("build_failure_weight_multiplier",
+                            "BuildFailureWeigher: how hard hosts whose recent builds "
+                            "failed sink; large, so that they come after every host "
+                            "without failures. 0.0 turns it off.", default=1000000.0),
 ]
-
-
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
 
 
 def list_opts():

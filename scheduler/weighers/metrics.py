@@ -18,12 +18,9 @@ from scheduler import weighers
 LOG = logging.getLogger(__name__)
 
 opts = [
-    cfg.FloatOpt(
-        "weight_multiplier",
-        default=1.0,
-        help="MetricsWeigher: multiplier of the metrics' weight. Aggregates override it "
-        "with metadata metrics_weight_multiplier.",
-    ),
+    weighers.multiplier_opt("weight_multiplier",
+                            "MetricsWeigher: multiplier of the metrics' weight. Aggregates override it "
+                            "with metadata metrics_weight_multiplier."),
     cfg.ListOpt(
         "weight_setting",
         default=[],
@@ -42,10 +39,6 @@ opts = [
         help="MetricsWeigher: the weight of a host that lacks one of the metrics of weight_setting.",
     ),
 ]
-
-
-def register_opts(conf):
-    conf.register_opts(opts, "metrics")
 
 
 def list_opts():

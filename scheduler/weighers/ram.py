@@ -1,19 +1,11 @@
-from oslo_config import cfg
 
 from scheduler import weighers
 
 opts = [
-    cfg.FloatOpt(
-        "ram_weight_multiplier",
-        default=1.0,
-        help="RAMWeigher: positive spreads instances onto the hosts with the most free "
-        "RAM, negative stacks them onto the fullest.",
-    ),
+    weighers.multiplier_opt("ram_weight_multiplier",
+                            "RAMWeigher: positive spreads instances onto the hosts with the most free RAM, "
+                            "negative stacks them onto the fullest."),
 ]
-
-
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
 
 
 def list_opts():

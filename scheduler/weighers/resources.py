@@ -5,29 +5,18 @@ room, negative ones stack them onto the fullest. Free vCPUs are
 ``vcpus_total * cpu_allocation_ratio - vcpus_used``, negative when overcommitted.
 """
 
-from oslo_config import cfg
 
 from scheduler import weighers
 from scheduler.conf import filter_scheduler
 
 opts = [
-    cfg.FloatOpt(
-        "disk_weight_multiplier",
-        default=1.0,
-        help="DiskWeigher: positive spreads instances onto the hosts with the most free "
-        "disk, negative stacks them onto the fullest.",
-    ),
-    cfg.FloatOpt(
-        "cpu_weight_multiplier",
-        default=1.0,
-        help="CPUWeigher: positive spreads instances onto the hosts with the most free "
-        "vCPUs (under cpu_allocation_ratio), negative stacks them.",
-    ),
+    weighers.multiplier_opt("disk_weight_multiplier",
+                            "DiskWeigher: positive spreads instances onto the hosts with the most free "
+                            "disk, negative stacks them onto the fullest."),
+    weighers.multiplier_opt("cpu_weight_multiplier",
+                            "CPUWeigher: positive spreads instances onto the hosts with the most free "
+                            "vCPUs (under cpu_allocation_ratio), negative stacks them."),
 ]
-
-
-def register_opts(conf):
-    conf.register_opts(opts, "filter_scheduler")
 
 
 def list_opts():

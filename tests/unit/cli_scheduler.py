@@ -15,10 +15,10 @@ from oslo_config import cfg
 
 from scheduler import config, rpc
 from scheduler.cmd import cli
-from scheduler.conf import opts
 from scheduler.db.api import Database
 from scheduler.manager import SchedulerManager
 from scheduler.service import assemble
+from tests.unit.scheduler.service_parts import transport_and_database
 
 
 def write_conf(directory: Path, more: str = "") -> Path:
@@ -59,10 +59,7 @@ def cli_scheduler(conf_file: Path, endpoints: Endpoints) -> Iterator[Database]:
     s1), configured from ``conf_file``; yields the scheduler's database, synced."""
     conf = cfg.ConfigOpts()
     config.load(["--config-file", str(conf_file)], "berth-scheduler", conf=conf)
-    opts.register_plugin_opts(conf)
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
+    transport, database = transport_and_database(conf)
     manager = assemble(conf, transport, database).manager
     server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"),
                                 [manager, *endpoints(conf, database, manager)])

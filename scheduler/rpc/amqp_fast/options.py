@@ -23,9 +23,5 @@ opts = [
 ]
 
 
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(opts, GROUP)
-
-
 def list_opts() -> list:
     return [(GROUP, opts)]

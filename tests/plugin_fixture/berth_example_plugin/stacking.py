@@ -3,17 +3,12 @@
 Its module has list_opts() and no register_opts(): Berth registers what list_opts gives.
 """
 
-from oslo_config import cfg
-
 from scheduler import weighers
 
 opts = [
-    cfg.FloatOpt(
-        "stacking_weight_multiplier",
-        default=1.0,
-        help="StackingWeigher: positive stacks instances onto the hosts with the least free "
-        "RAM, negative spreads them.",
-    ),
+    weighers.multiplier_opt("stacking_weight_multiplier",
+                            "StackingWeigher: positive stacks instances onto the hosts with the least "
+                            "free RAM, negative spreads them."),
 ]
 
 

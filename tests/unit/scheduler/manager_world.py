@@ -7,9 +7,8 @@ import uuid as uuidlib
 import pytest
 
 from scheduler import api_versions, rpc
-from scheduler.conf import opts
-from scheduler.db.api import Database
 from scheduler.service import assemble
+from tests.unit.scheduler.service_parts import transport_and_database
 
 HOSTS = {"h1": 8192, "h2": 16384, "h3": 4096}
 
@@ -57,10 +56,7 @@ def parts(assembled):
 
 @pytest.fixture
 def assembled(conf):
-    opts.register_plugin_opts(conf)
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
+    transport, database = transport_and_database(conf)
     parts = assemble(conf, transport, database)
     manager = parts.manager
     agents, servers = {}, []

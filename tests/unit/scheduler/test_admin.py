@@ -7,11 +7,10 @@ import pytest
 from scheduler import lookups, rpc
 from scheduler.admin import MAX_METADATA, MAX_SERVER_PER_HOST, AdminEndpoint, reload_aggregates
 from scheduler.client import SchedulerClient
-from scheduler.conf import opts
-from scheduler.db.api import Database
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.request_spec import RequestSpec
 from scheduler.service import assemble
+from tests.unit.scheduler.service_parts import transport_and_database
 
 HOSTS = ("h1", "h2", "h3")
 
@@ -32,11 +31,8 @@ def report(host, ram=8192):
 
 @pytest.fixture
 def world(conf):
-    opts.register_plugin_opts(conf)
     conf.set_override("host", "sched-1")
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
+    transport, database = transport_and_database(conf)
     manager = assemble(conf, transport, database).manager
     admin = AdminEndpoint(conf, database, manager.host_manager)
     for host in HOSTS:

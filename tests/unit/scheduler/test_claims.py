@@ -5,9 +5,8 @@ import uuid as uuidlib
 import pytest
 
 from scheduler import rpc
-from scheduler.conf import opts
-from scheduler.db.api import Database
 from scheduler.service import UnitOfWork, assemble
+from tests.unit.scheduler.service_parts import transport_and_database
 
 
 def report(host, ram):
@@ -34,11 +33,8 @@ class Recorder:
 
 @pytest.fixture
 def two_schedulers(conf):
-    opts.register_plugin_opts(conf)
+    transport, database = transport_and_database(conf)
     conf.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
     managers = [assemble(conf, transport, database) for _ in range(2)]
     for manager in managers:
         manager.manager.report_resources({}, "big", report("big", 8192))

@@ -45,12 +45,12 @@ def test_the_allocation_ratios_are_read_as_nova_sets_them_on_a_compute_node(poli
 def test_a_nova_conf_sets_the_ratios_in_default(tmp_path):
     from oslo_config import cfg
 
-    from scheduler.conf import filter_scheduler
+    from scheduler.conf import filter_scheduler, groups
 
     nova_conf = tmp_path / "nova.conf"
     nova_conf.write_text("[DEFAULT]\ninitial_cpu_allocation_ratio = 16.0\nram_allocation_ratio = 1.5\n")
     conf = cfg.ConfigOpts()
-    filter_scheduler.register_opts(conf)
+    groups.register_module(conf, filter_scheduler)
     conf(["--config-file", str(nova_conf)])
     assert [filter_scheduler.allocation_ratio(conf, r) for r in ("cpu", "ram", "disk")] == [16.0, 1.5, 1.0]
 

@@ -9,12 +9,12 @@ import pytest
 
 from scheduler import rpc
 from scheduler.admin import known_host
-from scheduler.db.api import Database
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.host_admin import HostAdminEndpoint, heartbeat
 from scheduler.request_spec import RequestSpec
 from scheduler.service import assemble
 from tests.unit.cmd.test_admin_commands import conf_file, run  # noqa: F401
+from tests.unit.scheduler.service_parts import transport_and_database
 from tests.unit.scheduler.test_admin import HOSTS, report
 
 
@@ -28,13 +28,8 @@ class Peers:
 
 @pytest.fixture
 def world(conf):
-    from scheduler.conf import opts
-
-    opts.register_plugin_opts(conf)
     conf.set_override("host", "sched-1")
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
+    transport, database = transport_and_database(conf)
     manager = assemble(conf, transport, database).manager
     peers = Peers()
     known = functools.partial(known_host, database, manager.host_manager)

@@ -8,13 +8,13 @@ from datetime import timedelta
 import pytest
 
 from compute_agent.resource_tracker import ResourceTracker
-from scheduler import rpc, states
-from scheduler.conf import opts
+from scheduler import states
 from scheduler.db.api import Database, to_db_time
 from scheduler.exception import InvalidRequest
 from scheduler.host_manager import check_report
 from scheduler.instance_metrics_api import InstanceMetricsEndpoint
 from scheduler.service import SchedulerService
+from tests.unit.scheduler.service_parts import transport_and_database
 
 U1 = "00000000-0000-4000-8000-0000000000a1"
 U2 = "00000000-0000-4000-8000-0000000000a2"
@@ -88,10 +88,7 @@ def test_a_warning_names_a_few_bad_entries_and_counts_the_others(caplog):
 def service(conf):
     """A SchedulerService on memory:// and SQLite, not started, with two ACTIVE members of a
     scaling group."""
-    opts.register_plugin_opts(conf)
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
+    transport, database = transport_and_database(conf)
     database.create_instances([{"uuid": u, "state": states.ACTIVE, "host": "h1", "scaling_group_uuid": "g1"}
                                for u in (U1, U2)])
     yield SchedulerService(conf, transport, database)

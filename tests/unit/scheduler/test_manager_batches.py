@@ -7,13 +7,12 @@ import pytest
 
 from scheduler import rpc
 from scheduler.client import SchedulerClient
-from scheduler.conf import opts
-from scheduler.db.api import Database
 from scheduler.exception import InvalidRequest
 from scheduler.rpc import deadletter
 from scheduler.service import SchedulerService
 from tests.unit.rpc.test_bad_input import dead_letters
 from tests.unit.scheduler.manager_world import casts, request
+from tests.unit.scheduler.service_parts import transport_and_database
 
 
 def _calls(*requests):
@@ -154,10 +153,7 @@ def test_in_a_batch_an_invalid_request_is_refused_alone_and_the_others_placed(wo
 
 
 def test_a_lone_bad_request_is_dead_lettered_and_its_refusal_recorded(conf):
-    opts.register_plugin_opts(conf)
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
+    transport, database = transport_and_database(conf)
     service = SchedulerService(conf, transport, database)
     service.start()
     try:

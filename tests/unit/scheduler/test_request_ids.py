@@ -13,11 +13,10 @@ from compute_agent.manager import ComputeManager
 from scheduler import rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd import cli
-from scheduler.conf import opts
-from scheduler.db.api import Database
 from scheduler.service import SchedulerService
 from tests.unit.logs import request_ids, service_log
 from tests.unit.scheduler.manager_world import report, request
+from tests.unit.scheduler.service_parts import transport_and_database
 
 GUARD = 30  # against hangs only
 #: The logger of `berth boot`'s "Booting <uuids> as request req-..." line.
@@ -41,11 +40,8 @@ class BrokenHypervisor(drivers.FakeDriver):
 def stack(conf, tmp_path):
     """A scheduler service, and agents started by ``add_agent(host, driver=None)``."""
     agent_conf.register_opts(conf)
-    opts.register_plugin_opts(conf)
     conf.set_override("driver", "fake", "compute_agent")
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
+    transport, database = transport_and_database(conf)
     service = SchedulerService(conf, transport, database)
     service.start()
     agents = []

@@ -8,12 +8,12 @@ import pytest
 
 from scheduler import rpc
 from scheduler.cmd import common
-from scheduler.conf import opts
 from scheduler.db import api as db_api
 from scheduler.db.api import Database
 from scheduler.outbox import Outbox
 from scheduler.service import SchedulerService, UnitOfWork
 from tests.unit.scheduler.manager_world import report
+from tests.unit.scheduler.service_parts import transport_and_database
 
 
 @pytest.fixture
@@ -61,10 +61,7 @@ def test_cycles_made_after_start_up_are_still_collected(restored_gc):
 @pytest.fixture
 def service(conf):
     """A SchedulerService on memory:// and SQLite, not started."""
-    opts.register_plugin_opts(conf)
-    transport = rpc.get_transport(conf)
-    database = Database.from_conf(conf)
-    database.sync()
+    transport, database = transport_and_database(conf)
     yield SchedulerService(conf, transport, database)
     transport.cleanup()
     database.dispose()
