@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from scheduler.scaling import metrics as sync_metrics
+from scheduler.scaling.controller import ControllerSettings, ScalingController, SyncResult
 from scheduler.scaling.spec import Readiness
-from scheduler.scaling_controller import ControllerSettings, ScalingController, SyncResult
 from scheduler.status_page.recent import ScalingHistory
-from scheduler.telemetry import scaling_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class ScalingLoop:
             return []
         self.syncs += 1
         self.last_results = results
-        scaling_metrics.count_syncs(results)
+        sync_metrics.count_syncs(results)
         self.history.record(results)
         if results:
             LOG.debug("Synced %d scaling group(s) in %.3f s", len(results), time.monotonic() - started)
