@@ -242,6 +242,25 @@ def test_a_scaling_group_grows_to_what_the_algorithm_asks_through_the_policys_pl
     assert result.placed == 8 and result.hosts_used == 3  # spread over the three hosts
 
 
+def test_a_scale_down_removes_a_member_of_the_host_holding_the_most_as_the_controller_does(policies):
+    from scheduler.simulation.inputs import parse_group
+
+    # Spreading by free RAM, the first two members go to "big" (10,000 MB, then 7,952 left,
+    # more than the 7,500 of "small"), the newest to "small".
+    hosts = [SimHost("big", 10_000, 8, 100), SimHost("small", 7_500, 8, 100)]
+    spec = dict(GROUP["spec"], max=3, behavior={"scale_down": {"stabilization_window_s": 0}})
+    group = parse_group(json.dumps(dict(GROUP, flavor="m1.small", initial=3, spec=spec, load=[[0, 0.9]])))
+    result = engine.run(
+        "spread", policy_conf(str(policies["spread"])), hosts, [], 60.0, groups=[group], sync_period=15.0
+    )
+    [web] = result.groups
+    # 0.9 busy vCPU on 3 members of 1 vCPU is 30% against 50%: 3 go to 2 at 15 s.
+    assert web.members[:3] == [3, 2, 2] and web.scale_downs == 1
+    # The member removed is big's newest (scheduler.scaling.members.victims), not the newest.
+    ram_used = [use * host.memory_mb for use, host in zip(result.final_ram_use, hosts, strict=True)]
+    assert ram_used == pytest.approx([2048, 2048])
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
