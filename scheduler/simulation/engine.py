@@ -217,11 +217,16 @@ def run(
     seed: int = 0,
     groups: Sequence[SimGroup] = (),
     sync_period: float = 15.0,
+    concurrent: bool = False,
 ) -> Result:
     """Replay ``arrivals`` (by time) on ``hosts`` with the filters, weighers and options of
     ``conf`` (a Berth configuration); one round of reports every ``report_interval`` seconds;
-    ``groups`` synced every ``sync_period`` seconds by the scaling controller's policy."""
-    return _Run(policy, conf, hosts, arrivals, report_interval, seed, groups, sync_period).run()
+    ``groups`` synced every ``sync_period`` seconds by the scaling controller's policy.
+
+    ``concurrent``: the placements made at one time are decided at once, each reading the
+    figures from before any of them (as separate schedulers, or requests in flight, would),
+    and charged to their hosts once that time is over."""
+    return _Run(policy, conf, hosts, arrivals, report_interval, seed, groups, sync_period, concurrent).run()
 
 
 class _Run:
@@ -235,6 +240,7 @@ class _Run:
         seed: int,
         groups: Sequence[SimGroup],
         sync_period: float,
+        concurrent: bool,
     ) -> None:
         settings = conf.filter_scheduler
         self.selector = Selector(
@@ -268,6 +274,8 @@ class _Run:
             np.array([[h.memory_mb, h.vcpus] for h in hosts], dtype=float).sum(axis=0) if hosts else None
         )
         self.sequence = 0
+        self.concurrent = concurrent
+        self.uncharged: list[tuple[int, str, Any, float]] = []  # (row, uuid, flavor, time)
         last = max([arrivals[-1].at if arrivals else 0.0] + [g.load[-1][0] for g in groups])
         self.end = last + report_interval
 
@@ -281,6 +289,7 @@ class _Run:
                 upcoming = min(leaving, next_report, next_sync)
                 if upcoming > until or (arrival is None and upcoming == float("inf")):
                     break
+                self._charge()
                 if leaving == upcoming:
                     _, _, row, uuid = heapq.heappop(self.departures)
                     self._remove(row, uuid)
@@ -292,6 +301,8 @@ class _Run:
                     next_sync += self.sync_period
             if arrival is None:
                 break
+            if arrival.at != self.clock:
+                self._charge()
             self.clock = arrival.at
             row = self._place(arrival)
             if row is None:
@@ -332,9 +343,18 @@ class _Run:
             reason = _responsible(exc)
             self.result.refused[reason] = self.result.refused.get(reason, 0) + 1
             return None
+        if self.concurrent:
+            self.table.release(row, self.uuid)
+            self.uncharged.append((row, self.uuid, spec.flavor, self.clock))
         self.agents[row].add(self.uuid, arrival)
         self.result.placed += 1
         return row
+
+    def _charge(self) -> None:
+        """Concurrent placements decided so far, charged to their hosts."""
+        for row, uuid, flavor, at in self.uncharged:
+            self.table.consume(row, uuid, flavor, at)
+        self.uncharged.clear()
 
     def _report_round(self, now: float) -> None:
         self.clock = now

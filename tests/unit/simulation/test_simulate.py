@@ -62,6 +62,18 @@ def test_room_comes_back_when_instances_leave(policies):
     assert result.times == [0.0, 60.0, 120.0]
 
 
+def test_concurrent_placements_at_one_time_read_the_same_figures(policies):
+    hosts = [SimHost("h0", 4096, 4, 100), SimHost("h1", 3800, 4, 100)]
+    arrivals = [busy(0, memory_mb=512), busy(0, memory_mb=512)]
+    conf = policy_conf(str(policies["spread"]))
+    one_by_one = engine.run("spread", conf, hosts, arrivals, 60.0)
+    at_once = engine.run("spread", conf, hosts, arrivals, 60.0, concurrent=True)
+    # One by one, the second sees h0 with 3584 MB free, less than h1's 3800; at once, both see
+    # h0's 4096 MB.
+    assert one_by_one.final_ram_use == [512 / 4096, 512 / 3800]
+    assert at_once.final_ram_use == [1024 / 4096, 0.0]
+
+
 def test_free_ram_on_a_host_whose_vcpus_are_full_is_stranded(tmp_path):
     path = tmp_path / "tight.conf"
     path.write_text("[filter_scheduler]\ncpu_allocation_ratio = 1.0\nram_allocation_ratio = 1.0\n")
