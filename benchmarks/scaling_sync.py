@@ -47,8 +47,8 @@ from scheduler.cmd.common import settle_garbage_collector
 from scheduler.db import api as db_api
 from scheduler.db.models import instance_metrics, instances, scaling_group_recommendations, scaling_groups
 from scheduler.scaling import members as group_members
-from scheduler.scaling_controller import FAILED, LOST, ControllerSettings, ScalingController
-from scheduler.scaling_service import FleetMetrics
+from scheduler.scaling.controller import FAILED, LOST, ControllerSettings, ScalingController
+from scheduler.scaling.service import FleetMetrics
 
 PG_ADMIN_DSN = os.environ.get("BERTH_BENCH_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
 PG_URL = os.environ.get("BERTH_BENCH_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")

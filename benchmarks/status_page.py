@@ -25,7 +25,7 @@ from scheduler import conf as berth_conf
 from scheduler.aggregates import Aggregate
 from scheduler.cmd.arguments import positive
 from scheduler.host_manager import HostManager
-from scheduler.scaling_controller import SYNCED, MetricReading, SyncResult
+from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.status_page import app
 from scheduler.status_page.recent import Recent, ScalingHistory
 from scheduler.status_page.snapshot import StatusSource

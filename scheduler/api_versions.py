@@ -36,7 +36,7 @@ ADMIN = API("admin", (
             "hosts_changed: the API of the releases before versions"),
 ))
 
-#: Scaling groups and their members' metrics (scheduler.scaling_api.ScalingGroupEndpoint,
+#: Scaling groups and their members' metrics (scheduler.scaling.api.ScalingGroupEndpoint,
 #: scheduler.instance_metrics_api.InstanceMetricsEndpoint), topic ``scheduler``, which
 #: ``berth`` sends to.
 SCALING = API("scaling", (

@@ -29,14 +29,14 @@ from scheduler.planning.applier import Applier
 from scheduler.planning.planner import Planner
 from scheduler.planning.scheduling import Scheduling
 from scheduler.reconciler import Reconciler
-from scheduler.scaling_api import ScalingGroupEndpoint
-from scheduler.scaling_controller import ScalingController
-from scheduler.scaling_service import BrokerQueues, FleetMetrics, ScalingLoop, controller_settings
+from scheduler.scaling.api import ScalingGroupEndpoint
+from scheduler.scaling.controller import ScalingController
+from scheduler.scaling.metrics import ScalingGroupsCollector
+from scheduler.scaling.service import BrokerQueues, FleetMetrics, ScalingLoop, controller_settings
 from scheduler.selection import Selector
 from scheduler.status_page import app as status_app
 from scheduler.status_page.recent import Recent
 from scheduler.status_page.snapshot import StatusSource
-from scheduler.telemetry.scaling_metrics import ScalingGroupsCollector
 from scheduler.telemetry.scheduler_metrics import FleetCollector
 from scheduler.undo import UndoLog
 

@@ -1,7 +1,7 @@
 """``berth scaling-group ...``: autoscaling groups.
 
 ``create``, ``list``, ``show``, ``set``, ``pause``, ``resume`` and ``delete`` are each
-one RPC call to the scheduler (scheduler.scaling_api.ScalingGroupEndpoint), after those
+one RPC call to the scheduler (scheduler.scaling.api.ScalingGroupEndpoint), after those
 that find a server group or instances named by name; the scheduler checks the whole
 request and changes nothing when any part of it is wrong.
 

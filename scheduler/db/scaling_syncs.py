@@ -2,7 +2,7 @@
 three queries (their members, recommendations and scale events), their records written in
 one transaction (a compare-and-set on each group's version, their history and new members,
 the prune), and the members a scale-down removes marked in one statement, where a sync of
-one group at a time costs a few transactions per group (see scheduler/scaling_controller.py).
+one group at a time costs a few transactions per group (see scheduler/scaling/controller.py).
 
 The rows read here keep their times as naive UTC datetimes, not ISO text: the controller
 only compares them, and turning 100,000 of them into text and back each sync cost more

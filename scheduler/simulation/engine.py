@@ -18,15 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from scheduler import filters, weighers
+from scheduler import filters, states, weighers
 from scheduler.aggregates import Aggregate
 from scheduler.exception import NoValidHost
 from scheduler.host_state import HostTable
 from scheduler.request_spec import RequestSpec
-from scheduler.scaling import decide
 from scheduler.scaling.behavior import history_horizon_s
 from scheduler.scaling.settled import sample_milli
 from scheduler.scaling.spec import CPU, Recommendation, ScaleEvent, SettledMembers
+from scheduler.scaling.sync_plan import History, SyncPlan, plan_settings, plan_sync
 from scheduler.selection import Selector
 from scheduler.simulation.inputs import Arrival, SimGroup, SimHost
 
@@ -175,11 +175,37 @@ class _Group:
 
     def __init__(self, group: SimGroup) -> None:
         self.group = group
-        self.members: list[tuple[str, int]] = []  # (uuid, row), oldest first
+        #: Member rows as the controller reads them (uuid, state, host) and the agent's row,
+        #: oldest first.
+        self.members: list[dict[str, Any]] = []
         self.desired = group.initial
-        self.recommendations: list[tuple[float, int]] | None = None  # None: never synced
-        self.events: list[tuple[float, int]] = []
+        self.recommendations: list[tuple[float, int]] | None = None  # (time, count); None: never synced
+        self.events: list[tuple[float, int]] = []  # (time, change)
+        self.horizon_s = history_horizon_s(group.spec)
         self.result = GroupResult(group.name)
+
+    def history(self, now: float) -> History:
+        """The history within the group's horizon, as the controller reads it (older records
+        are dropped, as the controller prunes them)."""
+        kept = now - self.horizon_s
+        self.events = [e for e in self.events if e[0] >= kept]
+        recommendations = None
+        if self.recommendations is not None:
+            self.recommendations = [r for r in self.recommendations if r[0] >= kept]
+            recommendations = [Recommendation(now - at, count) for at, count in self.recommendations]
+        return History(recommendations, [ScaleEvent(now - at, change) for at, change in self.events])
+
+    def record(self, now: float, plan: SyncPlan) -> None:
+        """What the controller writes with the sync: its recommendations, its scale event, the count."""
+        self.recommendations = (self.recommendations or []) + [(now, count) for count in plan.recorded]
+        change = plan.decision.scale_event
+        if change:
+            self.events.append((now, change))
+            if change > 0:
+                self.result.scale_ups += 1
+            else:
+                self.result.scale_downs += 1
+        self.desired = plan.decision.desired
 
 
 def run(
@@ -191,11 +217,16 @@ def run(
     seed: int = 0,
     groups: Sequence[SimGroup] = (),
     sync_period: float = 15.0,
+    concurrent: bool = False,
 ) -> Result:
     """Replay ``arrivals`` (by time) on ``hosts`` with the filters, weighers and options of
     ``conf`` (a Berth configuration); one round of reports every ``report_interval`` seconds;
-    ``groups`` synced every ``sync_period`` seconds by the scaling controller's policy."""
-    return _Run(policy, conf, hosts, arrivals, report_interval, seed, groups, sync_period).run()
+    ``groups`` synced every ``sync_period`` seconds by the scaling controller's policy.
+
+    ``concurrent``: the placements made at one time are decided at once, each reading the
+    figures from before any of them (as separate schedulers, or requests in flight, would),
+    and charged to their hosts once that time is over."""
+    return _Run(policy, conf, hosts, arrivals, report_interval, seed, groups, sync_period, concurrent).run()
 
 
 class _Run:
@@ -209,6 +240,7 @@ class _Run:
         seed: int,
         groups: Sequence[SimGroup],
         sync_period: float,
+        concurrent: bool,
     ) -> None:
         settings = conf.filter_scheduler
         self.selector = Selector(
@@ -229,6 +261,7 @@ class _Run:
         self.result = Result(policy)
         self.arrivals = arrivals
         self.groups = [_Group(group) for group in groups]
+        self.plan_settings = plan_settings(conf)
         self.report_interval = report_interval
         self.sync_period = sync_period
         self.departures: list[tuple[float, int, int, str]] = []
@@ -241,6 +274,8 @@ class _Run:
             np.array([[h.memory_mb, h.vcpus] for h in hosts], dtype=float).sum(axis=0) if hosts else None
         )
         self.sequence = 0
+        self.concurrent = concurrent
+        self.uncharged: list[tuple[int, str, Any, float]] = []  # (row, uuid, flavor, time)
         last = max([arrivals[-1].at if arrivals else 0.0] + [g.load[-1][0] for g in groups])
         self.end = last + report_interval
 
@@ -254,6 +289,7 @@ class _Run:
                 upcoming = min(leaving, next_report, next_sync)
                 if upcoming > until or (arrival is None and upcoming == float("inf")):
                     break
+                self._charge()
                 if leaving == upcoming:
                     _, _, row, uuid = heapq.heappop(self.departures)
                     self._remove(row, uuid)
@@ -265,6 +301,8 @@ class _Run:
                     next_sync += self.sync_period
             if arrival is None:
                 break
+            if arrival.at != self.clock:
+                self._charge()
             self.clock = arrival.at
             row = self._place(arrival)
             if row is None:
@@ -305,9 +343,18 @@ class _Run:
             reason = _responsible(exc)
             self.result.refused[reason] = self.result.refused.get(reason, 0) + 1
             return None
+        if self.concurrent:
+            self.table.release(row, self.uuid)
+            self.uncharged.append((row, self.uuid, spec.flavor, self.clock))
         self.agents[row].add(self.uuid, arrival)
         self.result.placed += 1
         return row
+
+    def _charge(self) -> None:
+        """Concurrent placements decided so far, charged to their hosts."""
+        for row, uuid, flavor, at in self.uncharged:
+            self.table.consume(row, uuid, flavor, at)
+        self.uncharged.clear()
 
     def _report_round(self, now: float) -> None:
         self.clock = now
@@ -319,54 +366,47 @@ class _Run:
 
     def _sync(self, now: float) -> None:
         """Each group as the scaling controller syncs it: its members' cpu (the group's load
-        shared), the policy's decision, then members placed or removed (newest first)."""
+        shared), the controller's plan (scheduler.scaling.sync_plan), then the members it
+        chose removed and the new ones placed."""
         self.clock = now
         for state in self.groups:
             group = state.group
             load = group.load_at(now)
             count = len(state.members)
             each = min(float(group.vcpus), load / count) if count else 0.0
-            for uuid, row in state.members:
-                self.agents[row].set_busy(uuid, each / group.vcpus)
-            members = SettledMembers(
+            for member in state.members:
+                self.agents[member["row"]].set_busy(member["uuid"], each / group.vcpus)
+            seen = SettledMembers(
                 count,
                 {CPU: count * sample_milli(each)},
                 {CPU: count * group.vcpus * 1000, "memory": count * group.memory_mb * 1000},
             )
-            history = (
-                None
-                if state.recommendations is None
-                else [Recommendation(now - at, replicas) for at, replicas in state.recommendations]
+            plan = plan_sync(
+                group.spec,
+                state.desired,
+                state.members,
+                seen if count else [],
+                {},
+                state.history(now),
+                self.plan_settings,
             )
-            events = [ScaleEvent(now - at, change) for at, change in state.events]
-            decision = decide.decide(group.spec, state.desired, members if count else [], {}, history, events)
-            recorded = [state.desired] if decision.record_initial else []
-            if decision.recommendation is not None:
-                recorded.append(decision.recommendation)
-            horizon = now - history_horizon_s(group.spec)
-            state.recommendations = [r for r in (state.recommendations or []) if r[0] >= horizon] + [
-                (now, replicas) for replicas in recorded
-            ]
-            if decision.scale_event:
-                state.events = [e for e in state.events if e[0] >= horizon] + [(now, decision.scale_event)]
-                if decision.scale_event > 0:
-                    state.result.scale_ups += 1
-                else:
-                    state.result.scale_downs += 1
-            state.desired = decision.desired
-            while len(state.members) > state.desired:
-                uuid, row = state.members.pop()
-                self._remove(row, uuid)
-            missing = state.desired - len(state.members)
+            state.record(now, plan)
+            gone = {member["uuid"] for member in plan.victims}
+            for member in plan.victims:
+                self._remove(member["row"], member["uuid"])
+            state.members = [member for member in state.members if member["uuid"] not in gone]
             share = min(1.0, load / max(1, state.desired) / group.vcpus)
-            for _ in range(missing):
+            for _ in range(plan.create):
                 row = self._place(
                     Arrival(now, group.memory_mb, group.vcpus, group.disk_gb, None, share, None)
                 )
                 if row is None:
                     state.result.unplaced += 1
                 else:
-                    state.members.append((self.uuid, row))
+                    host = self.agents[row].host.name
+                    state.members.append(
+                        {"uuid": self.uuid, "state": states.ACTIVE, "host": host, "row": row}
+                    )
             result = state.result
             result.times.append(now)
             result.members.append(len(state.members))

@@ -46,7 +46,7 @@ class ScalingHistory:
         self._lock = threading.Lock()
 
     def record(self, results: Iterable[Any], now: float | None = None) -> None:
-        """Take a sync's results (scheduler.scaling_controller.SyncResult); only groups synced count."""
+        """Take a sync's results (scheduler.scaling.controller.SyncResult); only groups synced count."""
         now = time.time() if now is None else now
         with self._lock:
             for result in results:

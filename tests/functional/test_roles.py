@@ -404,7 +404,7 @@ def declared_methods():
     from scheduler.host_admin import HostAdminEndpoint
     from scheduler.instance_metrics_api import InstanceMetricsEndpoint
     from scheduler.manager import SchedulerManager
-    from scheduler.scaling_api import ScalingGroupEndpoint
+    from scheduler.scaling.api import ScalingGroupEndpoint
 
     found = set()
     for queue, classes in (("scheduler", (SchedulerManager, AdminEndpoint, HostAdminEndpoint,

@@ -119,7 +119,7 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
     from scheduler.host_admin import HostAdminEndpoint
     from scheduler.instance_metrics_api import InstanceMetricsEndpoint
     from scheduler.manager import SchedulerManager
-    from scheduler.scaling_api import ScalingGroupEndpoint
+    from scheduler.scaling.api import ScalingGroupEndpoint
 
     classes = [SchedulerManager, AdminEndpoint, HostAdminEndpoint, ScalingGroupEndpoint,
                InstanceMetricsEndpoint, ComputeEndpoint]

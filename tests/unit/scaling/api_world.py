@@ -13,8 +13,8 @@ from scheduler import jsonutils, states
 from scheduler.admin import AdminEndpoint
 from scheduler.conf import opts
 from scheduler.db import api as db_api
-from scheduler.scaling_api import ScalingGroupEndpoint
-from scheduler.scaling_controller import ControllerSettings, InMemoryMetrics, ScalingController
+from scheduler.scaling.api import ScalingGroupEndpoint
+from scheduler.scaling.controller import ControllerSettings, InMemoryMetrics, ScalingController
 from tests.unit.scaling.helpers import Clock
 
 CPU_50 = [{"type": "resource", "name": "cpu", "target_utilization": 50}]

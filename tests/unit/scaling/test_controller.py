@@ -11,7 +11,7 @@ import pytest
 from scheduler import states
 from scheduler.db import api as db_api
 from scheduler.scaling import members as group_members
-from scheduler.scaling_controller import (
+from scheduler.scaling.controller import (
     DELETING,
     FAILED,
     LOST,
@@ -503,7 +503,7 @@ def test_a_count_above_max_is_brought_back_and_says_so(database, scheduler, metr
 
 def test_groups_synced_together_each_keep_their_compare_and_set(database, scheduler, metrics, controller,
                                                                clock, monkeypatch):
-    monkeypatch.setattr("scheduler.scaling_controller.SYNC_CHUNK", 2)
+    monkeypatch.setattr("scheduler.scaling.controller.SYNC_CHUNK", 2)
     for number in range(5):
         _group(database, f"g{number}", f"web{number}", desired=2)
     read = database.read_scaling_syncs
@@ -530,7 +530,7 @@ def test_one_groups_failed_write_fails_that_group_only(database, scheduler, metr
     _group(database, "g2", "api", desired=1)
     database.create_instances([{"uuid": "7a0b9a52-9b4e-4d3c-9d10-000000000001", "memory_mb": 1, "vcpus": 1}])
     uuids = iter(["7a0b9a52-9b4e-4d3c-9d10-000000000001", "7a0b9a52-9b4e-4d3c-9d10-000000000002"])
-    monkeypatch.setattr("scheduler.scaling_controller.uuidlib.uuid4", lambda: next(uuids))
+    monkeypatch.setattr("scheduler.scaling.controller.uuidlib.uuid4", lambda: next(uuids))
     first, second = controller.sync_once(clock.at(0))
     assert (first.uuid, first.outcome) == ("g1", FAILED) and "exist already" in first.error
     assert (second.uuid, second.outcome) == ("g2", SYNCED)

@@ -62,6 +62,18 @@ def test_room_comes_back_when_instances_leave(policies):
     assert result.times == [0.0, 60.0, 120.0]
 
 
+def test_concurrent_placements_at_one_time_read_the_same_figures(policies):
+    hosts = [SimHost("h0", 4096, 4, 100), SimHost("h1", 3800, 4, 100)]
+    arrivals = [busy(0, memory_mb=512), busy(0, memory_mb=512)]
+    conf = policy_conf(str(policies["spread"]))
+    one_by_one = engine.run("spread", conf, hosts, arrivals, 60.0)
+    at_once = engine.run("spread", conf, hosts, arrivals, 60.0, concurrent=True)
+    # One by one, the second sees h0 with 3584 MB free, less than h1's 3800; at once, both see
+    # h0's 4096 MB.
+    assert one_by_one.final_ram_use == [512 / 4096, 512 / 3800]
+    assert at_once.final_ram_use == [1024 / 4096, 0.0]
+
+
 def test_free_ram_on_a_host_whose_vcpus_are_full_is_stranded(tmp_path):
     path = tmp_path / "tight.conf"
     path.write_text("[filter_scheduler]\ncpu_allocation_ratio = 1.0\nram_allocation_ratio = 1.0\n")
@@ -240,6 +252,25 @@ def test_a_scaling_group_grows_to_what_the_algorithm_asks_through_the_policys_pl
     assert web.members[:5] == [2, 4, 8, 8, 8] and web.desired[:5] == [2, 4, 8, 8, 8]
     assert (web.scale_ups, web.scale_downs, web.unplaced) == (2, 0, 0)
     assert result.placed == 8 and result.hosts_used == 3  # spread over the three hosts
+
+
+def test_a_scale_down_removes_a_member_of_the_host_holding_the_most_as_the_controller_does(policies):
+    from scheduler.simulation.inputs import parse_group
+
+    # Spreading by free RAM, the first two members go to "big" (10,000 MB, then 7,952 left,
+    # more than the 7,500 of "small"), the newest to "small".
+    hosts = [SimHost("big", 10_000, 8, 100), SimHost("small", 7_500, 8, 100)]
+    spec = dict(GROUP["spec"], max=3, behavior={"scale_down": {"stabilization_window_s": 0}})
+    group = parse_group(json.dumps(dict(GROUP, flavor="m1.small", initial=3, spec=spec, load=[[0, 0.9]])))
+    result = engine.run(
+        "spread", policy_conf(str(policies["spread"])), hosts, [], 60.0, groups=[group], sync_period=15.0
+    )
+    [web] = result.groups
+    # 0.9 busy vCPU on 3 members of 1 vCPU is 30% against 50%: 3 go to 2 at 15 s.
+    assert web.members[:3] == [3, 2, 2] and web.scale_downs == 1
+    # The member removed is big's newest (scheduler.scaling.members.victims), not the newest.
+    ram_used = [use * host.memory_mb for use, host in zip(result.final_ram_use, hosts, strict=True)]
+    assert ram_used == pytest.approx([2048, 2048])
 
 
 @pytest.mark.parametrize(

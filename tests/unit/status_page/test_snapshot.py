@@ -7,7 +7,7 @@ import pytest
 
 from scheduler.aggregates import Aggregate
 from scheduler.host_manager import HostManager
-from scheduler.scaling_controller import SYNCED, MetricReading, SyncResult
+from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.status_page import app
 from scheduler.status_page.recent import Recent, ScalingHistory
 from scheduler.status_page.snapshot import StatusSource, fleet

@@ -10,8 +10,8 @@ import compute_agent.telemetry  # noqa: F401 - registers the agents' metrics
 import scheduler.telemetry.connection_metrics  # noqa: F401
 import scheduler.telemetry.rpc_metrics  # noqa: F401
 from scheduler.host_manager import HostManager
-from scheduler.scaling_controller import SYNCED, MetricReading, SyncResult
-from scheduler.telemetry.scaling_metrics import ScalingGroupsCollector
+from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
+from scheduler.scaling.metrics import ScalingGroupsCollector
 from scheduler.telemetry.scheduler_metrics import FleetCollector
 from tests.unit.scheduler.manager_world import report
 

@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from scheduler.scaling.spec import Readiness
-from scheduler.scaling_controller import ControllerSettings, ScalingController, SyncResult
+from scheduler.scaling import metrics as sync_metrics
+from scheduler.scaling.controller import ControllerSettings, ScalingController, SyncResult
+from scheduler.scaling.sync_plan import plan_settings
 from scheduler.status_page.recent import ScalingHistory
-from scheduler.telemetry import scaling_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -44,16 +44,16 @@ def controller_settings(conf: Any, pid: int | None = None) -> ControllerSettings
     """The controller's settings; it holds its leases as ``<host>:<pid>``, so that two
     schedulers on one host, or one restarted, never take each other's leases for their own."""
     scaling = conf.scaling
+    plan = plan_settings(conf)
     return ControllerSettings(
         owner=f"{conf.host}:{os.getpid() if pid is None else pid}",
         period_s=scaling.sync_period,
-        replace_backoff_s=scaling.replace_backoff,
-        replace_backoff_max_s=max(scaling.replace_backoff, scaling.replace_backoff_max),
+        replace_backoff_s=plan.replace_backoff_s,
+        replace_backoff_max_s=plan.replace_backoff_max_s,
         cast_grace_s=scaling.cast_grace,
         max_members=scaling.max_members,
-        max_new_members=scaling.max_new_members_per_sync,
-        readiness=Readiness(cpu_initialization_period_s=scaling.cpu_initialization_period,
-                            initial_readiness_delay_s=scaling.initial_readiness_delay),
+        max_new_members=plan.max_new_members,
+        readiness=plan.readiness,
     )
 
 
@@ -163,7 +163,7 @@ class ScalingLoop:
             return []
         self.syncs += 1
         self.last_results = results
-        scaling_metrics.count_syncs(results)
+        sync_metrics.count_syncs(results)
         self.history.record(results)
         if results:
             LOG.debug("Synced %d scaling group(s) in %.3f s", len(results), time.monotonic() - started)

@@ -16,7 +16,7 @@ from scheduler import states
 from scheduler.admin import AdminEndpoint
 from scheduler.cmd import scaling_commands
 from scheduler.cmd.arguments import CommandError
-from scheduler.scaling_api import ScalingGroupEndpoint
+from scheduler.scaling.api import ScalingGroupEndpoint
 from tests.unit.cli_scheduler import cli_scheduler, parse, write_conf
 from tests.unit.cli_scheduler import main as berth
 from tests.unit.scaling.api_world import CPU_50, DirectClient, World, clock_fixture, world_fixture  # noqa: F401

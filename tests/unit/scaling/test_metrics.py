@@ -3,7 +3,7 @@ shows a HorizontalPodAutoscaler, and its syncs and scale events counted."""
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from scheduler.telemetry.scaling_metrics import ScalingGroupsCollector, count_syncs
+from scheduler.scaling.metrics import ScalingGroupsCollector, count_syncs
 from tests.unit.scaling.test_controller import _group, _run, clock, controller, database, metrics, scheduler  # noqa: F401
 from tests.unit.telemetry.scrape import samples, value
 

@@ -5,7 +5,7 @@ Registered beside the AdminEndpoint; every public method is an RPC method. A req
 checked whole before anything is written, and every refusal is an InvalidRequest whose
 message names what is wrong (``spec.metrics[0].target_utilization: ...``). This endpoint
 writes a group's spec, template, desired count and paused flag, and marks it deleting; the
-scaling controller (scheduler.scaling_controller) does the rest at its next sync: it
+scaling controller (scheduler.scaling.controller) does the rest at its next sync: it
 creates and deletes members, and writes the group's ``status``, which ``show`` returns.
 
 A change is written with a compare-and-set on the group's version, read, checked and
@@ -26,8 +26,8 @@ from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
 from scheduler.request_spec import RequestSpec, parse_uuid
 from scheduler.scaling.members import TemplateError, member_request
+from scheduler.scaling.service import external_metric_error
 from scheduler.scaling.spec import EXTERNAL, GroupSpec, SpecError, parse_spec
-from scheduler.scaling_service import external_metric_error
 
 LOG = logging.getLogger(__name__)
 

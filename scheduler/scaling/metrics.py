@@ -31,7 +31,7 @@ for _direction in ("up", "down"):
 
 
 def count_syncs(results: Iterable[Any]) -> None:
-    """Count a sync's results (scheduler.scaling_controller.SyncResult)."""
+    """Count a sync's results (scheduler.scaling.controller.SyncResult)."""
     for result in results:
         SYNCS.labels(result.outcome).inc()
         if result.scale_event:

@@ -2,8 +2,9 @@
 groups this scheduler process holds.
 
 Each sync (:meth:`ScalingController.sync_once`) claims the groups whose lease this owner
-holds or may take, and for each one reads its members and history, runs the policy
-(:func:`scheduler.scaling.decide.decide`), and brings the members to the count decided:
+holds or may take, and for each one reads its members and history, plans the sync
+(:func:`scheduler.scaling.sync_plan.plan_sync`: the count, the members to delete and to
+create), and brings the members to the count decided:
 new members' rows are written with the sync (one compare-and-set on the group's version)
 and their builds cast after it commits; the members a scale-down removes are marked
 DELETING and their deletes cast after it commits. A controller whose lease was taken
@@ -30,7 +31,7 @@ import functools
 import logging
 import uuid as uuidlib
 from collections.abc import Callable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
@@ -55,6 +56,7 @@ from scheduler.scaling.spec import (
     SpecError,
     parse_spec,
 )
+from scheduler.scaling.sync_plan import Backoff, History, PlanSettings, SyncPlan, plan_sync
 
 LOG = logging.getLogger(__name__)
 #: A group held to max_members is said once an hour.
@@ -119,12 +121,16 @@ class ControllerSettings:
     owner: str  # this controller's name in the leases: one per scheduler process
     period_s: float = 15.0  # --horizontal-pod-autoscaler-sync-period; the lease is as long
     max_groups: int = 10_000  # groups claimed per sync (see README, "Scaling groups' sync", for its cost)
-    replace_backoff_s: float = 10.0  # the first wait before ERROR members are replaced again
-    replace_backoff_max_s: float = 300.0  # the wait doubles up to this
+    replace_backoff_s: float = PlanSettings.replace_backoff_s
+    replace_backoff_max_s: float = PlanSettings.replace_backoff_max_s
     cast_grace_s: float = 60.0  # a member unchanged this long gets its build/delete cast again
     max_members: int = 1000  # a group's max is held to this (the API refuses more)
-    max_new_members: int = 100  # members one sync of a group creates at most, replacements included
+    max_new_members: int = PlanSettings.max_new_members
     readiness: Readiness = Readiness()
+
+    def plan_settings(self) -> PlanSettings:
+        return PlanSettings(self.max_new_members, self.replace_backoff_s, self.replace_backoff_max_s,
+                            self.readiness)
 
 
 @dataclass(frozen=True)
@@ -170,28 +176,14 @@ def _readings(decision: policy.Decision) -> tuple[MetricReading, ...]:
 
 
 @dataclass
-class _Plan:
-    """What a sync does to the members."""
-
-    new_rows: list[dict[str, Any]] = field(default_factory=list)
-    victims: list[Mapping[str, Any]] = field(default_factory=list)
-    replace_after: datetime | None = None
-    replace_failures: int = 0
-    template_error: str | None = None
-    #: Members still to create after this sync ({count, reason}), None: none.
-    pending: dict[str, Any] | None = None
-
-
-@dataclass
 class _Sync:
     """A group's sync as decided, waiting to be written with its chunk."""
 
     group: Mapping[str, Any]
     members: list[dict[str, Any]]
-    plan: _Plan
+    plan: SyncPlan
+    new_rows: list[dict[str, Any]]
     record: SyncRecord
-    desired: int
-    decision: policy.Decision
 
 
 class _Readings:
@@ -276,6 +268,7 @@ class ScalingController:
         self._delete_instance = cast_delete_instance
         self._metrics = metrics_source
         self._clock = clock or database.now
+        self._plan_settings = settings.plan_settings()
 
     def sync_once(self, now: datetime | None = None) -> list[SyncResult]:
         """Claim this owner's groups for one period and sync each; one result per group."""
@@ -385,17 +378,17 @@ class ScalingController:
                 deleted = tuple(m["uuid"] for m in plan.victims if m["uuid"] in marked)
                 for uuid in deleted:
                     self._delete_instance(uuid)
-                for row in plan.new_rows:
+                for row in sync.new_rows:
                     self._run_instance(row["request_spec"], row["filter_properties"])
                 recast = self._recast(sync.members, now, {m["uuid"] for m in plan.victims})
             except Exception as exc:
                 results[group["uuid"]] = _failed(group, exc)
                 continue
             counted = sum(1 for m in sync.members if m["state"] in COUNTED_STATES)
-            created = tuple(row["uuid"] for row in plan.new_rows)
+            created = tuple(row["uuid"] for row in sync.new_rows)
             results[group["uuid"]] = SyncResult(
-                group["uuid"], group["name"], SYNCED, sync.desired, created, deleted, recast,
-                members=counted, metrics=_readings(sync.decision),
+                group["uuid"], group["name"], SYNCED, plan.decision.desired, created, deleted, recast,
+                members=counted, metrics=_readings(plan.decision),
                 scale_event=record.scale_event[0] if record.scale_event is not None else None)
         return results
 
@@ -424,27 +417,30 @@ class ScalingController:
         events_kept = min(cutoff, now - timedelta(seconds=SCALE_EVENTS_KEPT_S))
         prunable = ((oldest is not None and oldest < cutoff)
                     or any(e["recorded_at"] < events_kept for e in found["scale_events"]))
-        decision = self._decide(group, spec, members, history, readings, now)
-        if group["desired"] == 0 and spec.min > 0:
+        plan = self._plan(group, spec, members, history, readings, now)
+        decision = plan.decision
+        if plan.paused:
             return self._sync_paused(group, members, now, decision)
-        plan = self._plan(group, members, decision.desired, now)
+        replace_failures, replace_after = group["replace_failures"], to_db_time(group["replace_after"])
+        if plan.backoff is not None:
+            wait_s = plan.backoff.wait_s
+            replace_failures = plan.backoff.failures
+            replace_after = None if wait_s is None else now + timedelta(seconds=wait_s)
+        new_rows = self._new_rows(group, members, plan)
         reason = None
         if decision.scale_event is not None:
             reason = group_status.event_reason(group["desired"], decision)
         shown = [e for e in found["scale_events"] if e["recorded_at"] >= events_kept]
         events = [{"at": to_iso(e["recorded_at"]), "change": e["change"], "reason": e["reason"]}
                   for e in shown[-group_status.EVENTS_SHOWN:]]
-        status = group_status.group_status(members, decision, events, now, reason, plan.replace_failures,
-                                           plan.replace_after, plan.template_error, plan.pending)
-        recommendations = [group["desired"]] if decision.record_initial else []
-        if decision.recommendation is not None:
-            recommendations.append(decision.recommendation)
-        values = {"desired": decision.desired, "status": status, "replace_after": plan.replace_after,
-                  "replace_failures": plan.replace_failures}
-        record = SyncRecord(group["uuid"], group["version"], values, recommendations,
+        status = group_status.group_status(members, decision, events, now, reason, replace_failures,
+                                           replace_after, _template_error(group), plan.pending)
+        values = {"desired": decision.desired, "status": status, "replace_after": replace_after,
+                  "replace_failures": replace_failures}
+        record = SyncRecord(group["uuid"], group["version"], values, list(plan.recorded),
                             None if decision.scale_event is None else (decision.scale_event, reason),
-                            plan.new_rows, cutoff if prunable else None)
-        return _Sync(group, members, plan, record, decision.desired, decision)
+                            new_rows, cutoff if prunable else None)
+        return _Sync(group, members, plan, new_rows, record)
 
     def _held_to_max_members(self, group: Mapping[str, Any], spec: GroupSpec) -> GroupSpec:
         """``spec`` with its max (and min) held to max_members: a group stored before the bound
@@ -457,12 +453,14 @@ class ScalingController:
                      "(set its max to at most %d to silence this)", group["name"], spec.max, limit, limit)
         return dataclasses.replace(spec, max=limit, min=min(spec.min, limit))
 
-    def _decide(self, group: Mapping[str, Any], spec: GroupSpec, members: Sequence[Mapping[str, Any]],
-                history: Mapping[str, Sequence[Mapping[str, Any]]], readings: _Readings,
-                now: datetime) -> policy.Decision:
-        """The policy's decision on the group's members and its history within the horizon."""
+    def _plan(self, group: Mapping[str, Any], spec: GroupSpec, members: Sequence[Mapping[str, Any]],
+              history: Mapping[str, Sequence[Mapping[str, Any]]], readings: _Readings,
+              now: datetime) -> SyncPlan:
+        """The group's sync planned on its members, their samples and its history within the
+        horizon."""
         counted = [m for m in members if m["state"] in COUNTED_STATES]
-        seen: Members | None = settled.settle(spec, counted, readings.usage, now, self.settings.readiness)
+        readiness = self.settings.readiness
+        seen: Members | None = settled.settle(spec, counted, readings.usage, now, readiness)
         if seen is None:
             seen = [group_members.to_member(m, readings.usage.get(m["uuid"], {}), now) for m in counted]
         external: dict[str, Decimal] = {}
@@ -477,60 +475,21 @@ class ScalingController:
                                               r["replicas"]) for r in history["recommendations"]]
         events = [ScaleEvent(group_members.seconds_between(e["recorded_at"], now) or 0.0, e["change"])
                   for e in history["scale_events"]]
-        return policy.decide(spec, group["desired"], seen, external, recommendations, events,
-                             self.settings.readiness)
+        replace_after = group["replace_after"]
+        wait_s = None if replace_after is None else (to_db_time(replace_after) - now).total_seconds()
+        backoff = Backoff(group["replace_failures"], wait_s)
+        return plan_sync(spec, group["desired"], members, seen, external, History(recommendations, events),
+                         self._plan_settings, backoff, _template_error(group))
 
-    def _plan(self, group: Mapping[str, Any], members: Sequence[Mapping[str, Any]], desired: int,
-              now: datetime) -> _Plan:
-        """ReplicaSet's part: ERROR members replaced (with the back-off), members created or
-        chosen for deletion so that the counted ones come to ``desired``.
-
-        At most max_new_members are created a sync, replacements first (as a ReplicaSet
-        creates at most its burst a sync); and while ERROR members wait for their
-        replacement's back-off, none is created: the fleet refused the last ones (no room,
-        most often), and more would fail the same way."""
-        plan = _Plan(replace_after=to_db_time(group["replace_after"]),
-                     replace_failures=group["replace_failures"])
-        counted: list[Mapping[str, Any]] = []
-        errors: list[Mapping[str, Any]] = []
-        budget = self.settings.max_new_members
-        all_active = True
-        for member in members:
-            state = member["state"]
-            if state in COUNTED_STATES:
-                counted.append(member)
-                if state != states.ACTIVE:
-                    all_active = False
-                    if state == states.ERROR:
-                        errors.append(member)
-        plan.template_error = _template_error(group)
-        replacing: list[Mapping[str, Any]] = []
-        due = plan.replace_after is None or plan.replace_after <= now
-        if errors and plan.template_error is None and due:
-            replacing = errors[:budget]
-            delay = group_members.replace_delay(plan.replace_failures, self.settings.replace_backoff_s,
-                                                self.settings.replace_backoff_max_s)
-            plan.replace_failures += 1
-            plan.replace_after = now + timedelta(seconds=delay)
-        elif all_active:
-            plan.replace_failures, plan.replace_after = 0, None
-        kept = [m for m in counted if m not in replacing] if replacing else counted
-        plan.victims = list(replacing)
-        if len(kept) > desired:
-            plan.victims += group_members.victims(kept, len(kept) - desired)
-        missing = desired - len(kept)
-        if missing > 0 and plan.template_error is None:
-            held = bool(errors) and not replacing
-            count = 0 if held else min(missing, budget)
-            names = group_members.new_names(group["name"], [m for m in members if m not in replacing], count)
-            templated = {**group, "template": _json_object(group["template"])}
-            plan.new_rows = [group_members.member_row(templated, str(uuidlib.uuid4()), name)
-                             for name in names]
-            if count < missing:
-                reason = (f"{len(errors)} ERROR member(s) wait for their replacement" if held else
-                          f"at most {budget} new members a sync ([scaling] max_new_members_per_sync)")
-                plan.pending = {"count": missing - count, "reason": reason}
-        return plan
+    def _new_rows(self, group: Mapping[str, Any], members: Sequence[Mapping[str, Any]],
+                  plan: SyncPlan) -> list[dict[str, Any]]:
+        """The rows of the members ``plan`` creates, named after those it keeps."""
+        if not plan.create:
+            return []
+        kept = [m for m in members if m not in plan.replacing]
+        names = group_members.new_names(group["name"], kept, plan.create)
+        templated = {**group, "template": _json_object(group["template"])}
+        return [group_members.member_row(templated, str(uuidlib.uuid4()), name) for name in names]
 
     def _delete(self, victims: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """Mark ``victims`` DELETING (those not deleted meanwhile) and cast their deletes."""

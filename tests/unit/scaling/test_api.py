@@ -1,4 +1,4 @@
-"""The scaling groups' RPC endpoint (scheduler.scaling_api) on SQLite: what each method
+"""The scaling groups' RPC endpoint (scheduler.scaling.api) on SQLite: what each method
 writes and answers, every refusal (naming what is wrong, writing nothing), and show's
 status as a controller's sync wrote it."""
 
@@ -12,8 +12,8 @@ import pytest
 from scheduler import states
 from scheduler.db.api import NotFound
 from scheduler.exception import InvalidRequest
-from scheduler.scaling_api import MAX_NAME, UPDATE_ATTEMPTS, check_spec
-from scheduler.scaling_controller import PAUSED, REMOVED, SYNCED
+from scheduler.scaling.api import MAX_NAME, UPDATE_ATTEMPTS, check_spec
+from scheduler.scaling.controller import PAUSED, REMOVED, SYNCED
 from tests.unit.scaling.api_world import CPU_50, SPEC, TEMPLATE, World, clock_fixture, world_fixture  # noqa: F401
 
 SERVER_GROUP = "5b1c1bde-8d8e-4c5e-9f0e-2f4d0c0a7e11"

@@ -13,7 +13,7 @@ import pytest
 from scheduler import rpc, states
 from scheduler.conf import opts
 from scheduler.db.api import Database
-from scheduler.scaling_service import (
+from scheduler.scaling.service import (
     BrokerQueues,
     FleetMetrics,
     controller_settings,

@@ -1,0 +1,70 @@
+"""One sync of a group as planned, without a database: the count, the history to record,
+the members to delete and to create, and the ERROR members' back-off."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.scaling.spec import CPU, Recommendation, SettledMembers, parse_spec
+from scheduler.scaling.sync_plan import Backoff, History, PlanSettings, plan_sync
+
+SPEC = parse_spec(
+    {
+        "min": 1,
+        "max": 10,
+        "metrics": [{"type": "resource", "name": "cpu", "target_utilization": 50}],
+        "behavior": {"scale_down": {"stabilization_window_s": 0}},
+    }
+)
+SETTINGS = PlanSettings()
+
+
+def rows(*hosts: str | None, state: str = "ACTIVE") -> list[dict[str, Any]]:
+    return [{"uuid": f"m{i}", "state": state, "host": host} for i, host in enumerate(hosts)]
+
+
+def seen(count: int, busy_vcpus: float) -> SettledMembers:
+    """``count`` members of 1 vCPU, ``busy_vcpus`` busy among them."""
+    return SettledMembers(count, {CPU: int(busy_vcpus * 1000)}, {CPU: count * 1000, "memory": count * 1000})
+
+
+def test_a_first_sync_records_the_count_found_and_the_recommendation():
+    plan = plan_sync(SPEC, 2, rows("a", "b"), seen(2, 1.0), {}, History(None), SETTINGS)
+    assert plan.decision.desired == 2 and plan.recorded == (2, 2)
+    assert (plan.victims, plan.create, plan.backoff) == ((), 0, Backoff())
+
+
+def test_a_scale_down_deletes_the_newest_member_of_the_host_holding_the_most():
+    members = rows("a", "a", "b")
+    plan = plan_sync(SPEC, 3, members, seen(3, 0.6), {}, History([Recommendation(15.0, 3)]), SETTINGS)
+    assert plan.decision.desired == 2 and plan.decision.scale_event == -1
+    assert [m["uuid"] for m in plan.victims] == ["m1"]
+    assert plan.recorded == (2,)
+
+
+def test_no_more_than_max_new_members_are_created_a_sync():
+    members = rows("a")
+    plan = plan_sync(SPEC, 1, members, seen(1, 4.0), {}, History([]), PlanSettings(max_new_members=3))
+    assert plan.decision.desired == 5  # 8 asked, held to 4 more a scale-up (Kubernetes' default)
+    assert plan.create == 3
+    assert plan.pending == {
+        "count": 1,
+        "reason": "at most 3 new members a sync ([scaling] max_new_members_per_sync)",
+    }
+
+
+def test_error_members_are_replaced_then_wait_their_back_off():
+    members = [*rows("a"), {"uuid": "broken", "state": "ERROR", "host": None}]
+    usage = seen(1, 0.5)
+    due = plan_sync(SPEC, 2, members, usage, {}, History([]), SETTINGS, Backoff(2, -1.0))
+    assert [m["uuid"] for m in due.replacing] == ["broken"] and due.create == 1
+    assert due.backoff == Backoff(3, 40.0)  # 10 s doubled twice
+    waiting = plan_sync(SPEC, 2, members, usage, {}, History([]), SETTINGS, Backoff(3, 25.0))
+    assert (waiting.replacing, waiting.create, waiting.backoff) == ((), 0, None)
+    blocked = plan_sync(SPEC, 2, members, usage, {}, History([]), SETTINGS, template_error="no flavor")
+    assert (blocked.replacing, blocked.create) == ((), 0)
+
+
+def test_a_paused_group_plans_nothing():
+    plan = plan_sync(SPEC, 0, rows("a"), seen(1, 1.0), {}, History([]), SETTINGS)
+    assert plan.paused and (plan.victims, plan.create) == ((), 0)
