@@ -7,7 +7,7 @@ import pytest
 from compute_agent import driver as drivers
 from compute_agent import load_model
 from compute_agent.resource_tracker import ResourceTracker
-from scheduler.host_manager import check_report
+from scheduler.host_report import HostReport
 from scheduler.host_state import HostTable
 
 VM = {"memory_mb": 1000, "root_gb": 0, "ephemeral_gb": 0, "vcpus": 4}
@@ -72,10 +72,9 @@ def test_the_fake_agents_report_carries_the_figures_and_the_scheduler_takes_them
     assert report["cpu_reserved"] == 2 and report["cpu_burst"] == 2
     assert report["memory_mb_in_use"] == 512 + 1000
     assert report["utilization_sampled_at"]
-    check_report("h1", report)
     table = HostTable()
     row = table.add("h1")
-    table.update_from_report(row, report, now=0.0)
+    table.update_from_report(row, HostReport.from_wire(report, "h1"), now=0.0)
     assert table.cpu_util[row] == 0.5 and table.util_measured[row]
     assert table.memory_reserved_mb[row] == 512 + 500
 
