@@ -165,7 +165,7 @@ class HostReport(NamedTuple):
     def to_wire(self, usage: bool = True) -> dict[str, Any]:
         """The dict an agent sends (without ``instance_usage`` if not ``usage``): each field under
         its key, but those not reported (None); the extra keys as they came."""
-        wire = {k: v for k in _SENT if (v := getattr(self, k)) is not None}
+        wire = {k: v for k in _SENT if (v := getattr(self, k)) is not None or k in _SENT_AS_NULL}
         wire["instance_uuids"] = list(self.instance_uuids)
         if self.load is not None:
             wire.update((k, v) for k in LOAD_KEYS if (v := getattr(self.load, k)) is not None)
@@ -178,6 +178,8 @@ class HostReport(NamedTuple):
 #: The fields taken from the wire as they are (once checked), in their order.
 _PLAIN = HostReport._fields[1:HostReport._fields.index("instance_uuids")]
 _NO_EXTRA = HostReport._field_defaults["extra"]
+#: A field sent even when None: an agent says it knows no architecture (it has always sent it).
+_SENT_AS_NULL = frozenset({"cpu_arch"})
 _SENT = ("host", *_PLAIN)
 _KNOWN = frozenset((*_SENT, "instance_uuids", "instance_usage", *LOAD_KEYS))
 
