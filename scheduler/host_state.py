@@ -146,6 +146,19 @@ class HostTable:
     def views(self, rows=None):
         return [self.view(int(r)) for r in (range(self.size) if rows is None else rows)]
 
+    def _take_metrics(self, row, reported):
+        """The reported metrics, each in its column (NaN where a host no longer reports it)."""
+        metrics = dict(reported or {})
+        for name in self.extra.get(row, {}).get("metrics", ()):
+            if name in self._metrics:
+                self._metrics[name][row] = np.nan
+        for name, value in metrics.items():
+            column = self._metrics.get(name)
+            if column is None:
+                column = self._metrics[name] = np.full(self._capacity, np.nan)
+            column[row] = value
+        return metrics
+
     def _take_stats(self, row, reported):
         """The reported stats as text, indexed by name (None when there are none)."""
         stats = {name: str(value) for name, value in reported.items()} if reported else None
@@ -192,15 +205,7 @@ class HostTable:
             None if cpu_info is None else json.dumps(cpu_info, sort_keys=True))
         version = report.hypervisor_version
         self._hypervisor_version[row] = np.nan if version is None else version
-        metrics = dict(report.metrics or {})
-        for name in self.extra.get(row, {}).get("metrics", ()):
-            if name in self._metrics:
-                self._metrics[name][row] = np.nan
-        for name, value in metrics.items():
-            column = self._metrics.get(name)
-            if column is None:
-                column = self._metrics[name] = np.full(self._capacity, np.nan)
-            column[row] = value
+        metrics = self._take_metrics(row, report.metrics)
         stats = self._take_stats(row, report.stats)
         extra = self.extra[row] = {"reported_at": report.reported_at, "metrics": metrics}
         if report.host_ip:
@@ -216,18 +221,22 @@ class HostTable:
         host_load.read_report(self, row, report, now)
         pending = self.pending.get(row)
         if pending:
-            reported = set(uuids)
-            kept = {
-                uuid: (flavor, since)
-                for uuid, (flavor, since) in pending.items()
-                if uuid not in reported and (pending_ttl is None or now - since < pending_ttl)
-            }
-            if kept:
-                self.pending[row] = kept
-                for flavor, _ in kept.values():
-                    self._take(row, flavor, +1)
-            else:
-                del self.pending[row]
+            self._keep_pending(row, pending, set(uuids), now, pending_ttl)
+
+    def _keep_pending(self, row, pending, reported, now, pending_ttl):
+        """Count again, on top of a new report, the placements it does not show yet but
+        those older than ``pending_ttl``, taken as lost."""
+        kept = {
+            uuid: (flavor, since)
+            for uuid, (flavor, since) in pending.items()
+            if uuid not in reported and (pending_ttl is None or now - since < pending_ttl)
+        }
+        if kept:
+            self.pending[row] = kept
+            for flavor, _ in kept.values():
+                self._take(row, flavor, +1)
+        else:
+            del self.pending[row]
 
     def has_reported(self, row, instance_uuid):
         """Whether the last report of ``row`` lists ``instance_uuid`` (its resources are
