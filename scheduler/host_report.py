@@ -267,12 +267,19 @@ def _check_placement_facts(where, wire):
         raise BadReport(where, "supported_instances",
                         " must be a list of [architecture, hypervisor_type, vm_mode]")
     host_ip = wire.get("host_ip")
-    if host_ip is not None:
-        try:
-            ipaddress.ip_address(host_ip if isinstance(host_ip, str) else None)
-        except ValueError:
-            raise BadReport(where, "host_ip", f" must be an IP address, got {_shown(host_ip)}") from None
+    if host_ip is not None and not _is_ip(host_ip):
+        raise BadReport(where, "host_ip", f" must be an IP address, got {_shown(host_ip)}")
     _check_host_description(where, wire)
+
+
+def _is_ip(value):
+    if not isinstance(value, str):
+        return False
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_host_description(where, wire):
