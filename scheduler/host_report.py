@@ -67,19 +67,23 @@ class BadReport(InvalidRequest):
         self.field = field
 
 
+#: A figure of HostLoad: a number >= 0, or None where the agent does not report it.
+Figure = float | None
+
+
 class HostLoad(NamedTuple):
     """The reservation figures (VMware Cloud Director's capacity ranking) and the measured load
     sample (CloudStack's balanced weighting) of a host; None where the agent does not report one."""
 
-    cpu_utilization: float | None = None
-    memory_mb_in_use: float | None = None
+    cpu_utilization: Figure = None
+    memory_mb_in_use: Figure = None
     utilization_sampled_at: str | float | None = None
-    cpu_reserved: float | None = None
-    cpu_burst: float | None = None
-    cpu_undeployed_reservation: float | None = None
-    memory_reserved_mb: float | None = None
-    memory_burst_mb: float | None = None
-    memory_undeployed_reservation_mb: float | None = None
+    cpu_reserved: Figure = None
+    cpu_burst: Figure = None
+    cpu_undeployed_reservation: Figure = None
+    memory_reserved_mb: Figure = None
+    memory_burst_mb: Figure = None
+    memory_undeployed_reservation_mb: Figure = None
 
 
 #: The wire keys of HostLoad, its figures first (the sample's stamp is not one).
