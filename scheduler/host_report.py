@@ -86,9 +86,9 @@ class HostLoad(NamedTuple):
     memory_undeployed_reservation_mb: Figure = None
 
 
-#: The wire keys of HostLoad, its figures first (the sample's stamp is not one).
+#: The wire keys of HostLoad.
 LOAD_KEYS = HostLoad._fields
-_LOAD_FIGURES = tuple(k for k in LOAD_KEYS if k != "utilization_sampled_at")
+_NO_LOAD = (None,) * len(LOAD_KEYS)
 
 
 class HostReport(NamedTuple):
@@ -144,7 +144,8 @@ class HostReport(NamedTuple):
             raise BadReport(where, "resources", " must be an object")
         if wire.get("host", host) != host:
             raise BadReport(where, "resources", f" are for host {_shown(wire.get('host'))}")
-        _check_figures(where, wire)
+        values = tuple(map(wire.get, _PLAIN))
+        _check_figures(where, values)
         uuids = wire.get("instance_uuids", [])
         _check_uuids(where, uuids)
         _check_placement_facts(where, wire)
@@ -152,19 +153,19 @@ class HostReport(NamedTuple):
         usage = wire.get("instance_usage")
         if usage is not None:
             usage = instance_metrics.agent_samples(host, usage, uuids)
-        return cls._of(wire, host, uuids, load, usage)
+        return cls._of(wire, host, values, uuids, load, usage)
 
     @classmethod
     def trusted(cls, wire: Mapping[str, Any]) -> HostReport:
         """The report ``wire`` as it is, unchecked: one built in this process (a simulated agent)."""
-        return cls._of(wire, wire["host"], wire.get("instance_uuids") or (), _load_of(wire),
-                       wire.get("instance_usage"))
+        return cls._of(wire, wire["host"], tuple(map(wire.get, _PLAIN)), wire.get("instance_uuids") or (),
+                       _load_of(wire), wire.get("instance_usage"))
 
     @classmethod
-    def _of(cls, wire, host, uuids, load, usage):
-        extra = wire.keys() - _KNOWN
-        extra = {k: wire[k] for k in extra} if extra else _NO_EXTRA
-        return tuple.__new__(cls, (host, *map(wire.get, _PLAIN), uuids, load, usage, extra))
+    def _of(cls, wire, host, values, uuids, load, usage):
+        """``values``: those of the fields in _PLAIN, in its order."""
+        extra = _NO_EXTRA if wire.keys() <= _KNOWN else {k: wire[k] for k in wire.keys() - _KNOWN}
+        return tuple.__new__(cls, (host, *values, uuids, load, usage, extra))
 
     def to_wire(self, usage: bool = True) -> dict[str, Any]:
         """The dict an agent sends (without ``instance_usage`` if not ``usage``): each field under
@@ -182,6 +183,12 @@ class HostReport(NamedTuple):
 #: The fields taken from the wire as they are (once checked), in their order.
 _PLAIN = HostReport._fields[1:HostReport._fields.index("instance_uuids")]
 _NO_EXTRA = HostReport._field_defaults["extra"]
+# The checks of _check_figures, each with the place of its field in _PLAIN.
+_FIGURES_AT = tuple((_PLAIN.index(key), key, whole, low, high) for key, whole, low, high in _FIGURES)
+_OPTIONAL_FIGURES_AT = tuple(
+    (_PLAIN.index(key), key, whole, low, high) for key, whole, low, high in _OPTIONAL_FIGURES)
+_TEXTS_AT = tuple((_PLAIN.index(key), key) for key in ("nodename", "hypervisor_type"))
+_TIMES_AT = tuple((_PLAIN.index(key), key) for key in ("reported_at", "started_at"))
 #: A field sent even when None: an agent says it knows no architecture (it has always sent it).
 _SENT_AS_NULL = frozenset({"cpu_arch"})
 _SENT = ("host", *_PLAIN)
@@ -192,21 +199,22 @@ def _shown(value):
     return repr(value)[:60]
 
 
-def _check_figures(where, wire):
-    for key, integral, low, high in _FIGURES:
-        value = wire.get(key)
+def _check_figures(where, values):
+    """``values``: those of the fields in _PLAIN, in its order (each read once from the wire)."""
+    for at, key, integral, low, high in _FIGURES_AT:
+        value = values[at]
         if type(value) is not int or not low <= value <= high:  # else fine: the common case, fast
             _check_figure(where, key, value, integral, low, high)
-    for key, integral, low, high in _OPTIONAL_FIGURES:
-        value = wire.get(key)
+    for at, key, integral, low, high in _OPTIONAL_FIGURES_AT:
+        value = values[at]
         if value is not None and (type(value) is not int or not low <= value <= high):
             _check_figure(where, key, value, integral, low, high)
-    for key in ("nodename", "hypervisor_type"):
-        value = wire.get(key)
+    for at, key in _TEXTS_AT:
+        value = values[at]
         if value is not None and not _short_text(value):
             raise BadReport(where, key, f" must be text of 1 to 255 characters, got {_shown(value)}")
-    for key in ("reported_at", "started_at"):
-        value = wire.get(key)
+    for at, key in _TIMES_AT:
+        value = values[at]
         if value is not None and not _is_time(value):
             raise BadReport(where, key, f" must be an ISO-8601 time, got {_shown(value)}")
 
@@ -347,18 +355,21 @@ def _check_cpu_info(where, cpu_info):
 
 def _load(where, wire):
     """The HostLoad of the report, None when it has none; BadReport when a figure is unusable."""
-    for key in _LOAD_FIGURES:
-        value = wire.get(key)
-        if value is not None and not is_bounded_number(value, _LIMIT):
+    load = _load_of(wire)
+    if load is None:
+        return None
+    for key, value in zip(LOAD_KEYS, load, strict=True):
+        if value is None:
+            continue
+        if key == "utilization_sampled_at":
+            if not (isinstance(value, str | int | float) and not isinstance(value, bool)
+                    and len(str(value)) <= 64):
+                raise BadReport(where, key, " must be a short string")
+        elif not is_bounded_number(value, _LIMIT):
             raise BadReport(where, key, f" must be a non-negative number, got {value!r}")
-    stamp = wire.get("utilization_sampled_at")
-    if stamp is not None and not (
-        isinstance(stamp, str | int | float) and not isinstance(stamp, bool) and len(str(stamp)) <= 64
-    ):
-        raise BadReport(where, "utilization_sampled_at", " must be a short string")
-    return _load_of(wire)
+    return load
 
 
 def _load_of(wire):
     values = tuple(map(wire.get, LOAD_KEYS))
-    return tuple.__new__(HostLoad, values) if values.count(None) < len(values) else None
+    return None if values == _NO_LOAD else tuple.__new__(HostLoad, values)
