@@ -39,6 +39,8 @@ RESERVATION_FIELDS = {
     "memory_undeployed_reservation_mb": "memory_undeployed_mb",
 }
 
+_RESERVATION_COLUMNS = tuple((field, "_" + column) for field, column in RESERVATION_FIELDS.items())
+
 #: HostTable columns this module keeps: name -> dtype.
 COLUMNS = {
     **{column: np.float64 for column in RESERVATION_FIELDS.values()},
@@ -70,11 +72,16 @@ def fold(value, sample, dt, half_life):
 def read_report(table, row, report, now):
     """Take the reservation figures and the load sample of ``report`` (a HostReport) into ``row``."""
     load = report.load
-    for field, column in RESERVATION_FIELDS.items():
-        value = None if load is None else getattr(load, field)
-        getattr(table, "_" + column)[row] = np.nan if value is None else value
-    if load is None:
+    if load is None:  # most of a fleet: its columns stay NaN, but after a report that had some
+        if row in table.reserving:
+            table.reserving.discard(row)
+            for _, attribute in _RESERVATION_COLUMNS:
+                getattr(table, attribute)[row] = np.nan
         return
+    for field, attribute in _RESERVATION_COLUMNS:
+        value = getattr(load, field)
+        getattr(table, attribute)[row] = np.nan if value is None else value
+    table.reserving.add(row)
     cpu, in_use, memory = load.cpu_utilization, load.memory_mb_in_use, report.memory_mb or 0
     if cpu is None or in_use is None or memory <= 0:
         return  # no usable sample: the average ages until it goes stale

@@ -144,28 +144,28 @@ class HostReport(NamedTuple):
             raise BadReport(where, "resources", " must be an object")
         if wire.get("host", host) != host:
             raise BadReport(where, "resources", f" are for host {_shown(wire.get('host'))}")
-        values = tuple(map(wire.get, _PLAIN))
-        _check_figures(where, values)
         uuids = wire.get("instance_uuids", [])
+        report = cls._of(wire, host, uuids, _load_of(wire), wire.get("instance_usage"))
+        _check_figures(where, report)
         _check_uuids(where, uuids)
-        _check_placement_facts(where, wire)
-        load = _load(where, wire)
-        usage = wire.get("instance_usage")
-        if usage is not None:
-            usage = instance_metrics.agent_samples(host, usage, uuids)
-        return cls._of(wire, host, values, uuids, load, usage)
+        _check_placement_facts(where, wire, report)
+        _check_load(where, report.load)
+        if report.instance_usage is None:
+            return report
+        return report._replace(
+            instance_usage=instance_metrics.agent_samples(host, report.instance_usage, uuids))
 
     @classmethod
     def trusted(cls, wire: Mapping[str, Any]) -> HostReport:
         """The report ``wire`` as it is, unchecked: one built in this process (a simulated agent)."""
-        return cls._of(wire, wire["host"], tuple(map(wire.get, _PLAIN)), wire.get("instance_uuids") or (),
-                       _load_of(wire), wire.get("instance_usage"))
+        return cls._of(wire, wire["host"], wire.get("instance_uuids") or (), _load_of(wire),
+                       wire.get("instance_usage"))
 
     @classmethod
-    def _of(cls, wire, host, values, uuids, load, usage):
-        """``values``: those of the fields in _PLAIN, in its order."""
+    def _of(cls, wire, host, uuids, load, usage):
+        """The report of ``wire``'s values, unchecked: each field read once, in one pass."""
         extra = _NO_EXTRA if wire.keys() <= _KNOWN else {k: wire[k] for k in wire.keys() - _KNOWN}
-        return tuple.__new__(cls, (host, *values, uuids, load, usage, extra))
+        return tuple.__new__(cls, (host, *map(wire.get, _PLAIN), uuids, load, usage, extra))
 
     def to_wire(self, usage: bool = True) -> dict[str, Any]:
         """The dict an agent sends (without ``instance_usage`` if not ``usage``): each field under
@@ -183,12 +183,13 @@ class HostReport(NamedTuple):
 #: The fields taken from the wire as they are (once checked), in their order.
 _PLAIN = HostReport._fields[1:HostReport._fields.index("instance_uuids")]
 _NO_EXTRA = HostReport._field_defaults["extra"]
-# The checks of _check_figures, each with the place of its field in _PLAIN.
-_FIGURES_AT = tuple((_PLAIN.index(key), key, whole, low, high) for key, whole, low, high in _FIGURES)
-_OPTIONAL_FIGURES_AT = tuple(
-    (_PLAIN.index(key), key, whole, low, high) for key, whole, low, high in _OPTIONAL_FIGURES)
-_TEXTS_AT = tuple((_PLAIN.index(key), key) for key in ("nodename", "hypervisor_type"))
-_TIMES_AT = tuple((_PLAIN.index(key), key) for key in ("reported_at", "started_at"))
+# The checks of _check_figures, each with the place of its field in a HostReport.
+_FIGURES_AT = tuple((HostReport._fields.index(key), key, whole, low, high)
+                    for key, whole, low, high in _FIGURES)
+_OPTIONAL_FIGURES_AT = tuple((HostReport._fields.index(key), key, whole, low, high)
+                             for key, whole, low, high in _OPTIONAL_FIGURES)
+_TEXTS_AT = tuple((HostReport._fields.index(key), key) for key in ("nodename", "hypervisor_type"))
+_TIMES_AT = tuple((HostReport._fields.index(key), key) for key in ("reported_at", "started_at"))
 #: A field sent even when None: an agent says it knows no architecture (it has always sent it).
 _SENT_AS_NULL = frozenset({"cpu_arch"})
 _SENT = ("host", *_PLAIN)
@@ -199,22 +200,21 @@ def _shown(value):
     return repr(value)[:60]
 
 
-def _check_figures(where, values):
-    """``values``: those of the fields in _PLAIN, in its order (each read once from the wire)."""
+def _check_figures(where, report):
     for at, key, integral, low, high in _FIGURES_AT:
-        value = values[at]
+        value = report[at]
         if type(value) is not int or not low <= value <= high:  # else fine: the common case, fast
             _check_figure(where, key, value, integral, low, high)
     for at, key, integral, low, high in _OPTIONAL_FIGURES_AT:
-        value = values[at]
+        value = report[at]
         if value is not None and (type(value) is not int or not low <= value <= high):
             _check_figure(where, key, value, integral, low, high)
     for at, key in _TEXTS_AT:
-        value = values[at]
+        value = report[at]
         if value is not None and not _short_text(value):
             raise BadReport(where, key, f" must be text of 1 to 255 characters, got {_shown(value)}")
     for at, key in _TIMES_AT:
-        value = values[at]
+        value = report[at]
         if value is not None and not _is_time(value):
             raise BadReport(where, key, f" must be an ISO-8601 time, got {_shown(value)}")
 
@@ -255,21 +255,21 @@ def _short_text(value):
     return isinstance(value, str) and 0 < len(value) <= 255 and not names.CONTROL.search(value)
 
 
-def _check_placement_facts(where, wire):
+def _check_placement_facts(where, wire, report):
     """The optional keys the placement filters and weighers read (ImageProperties, IoOps...)."""
     for key in ("io_workload", "failed_builds"):
-        value = wire.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _LIMIT:
+        value = wire.get(key, 0)  # null is not a count
+        if type(value) is not int or not 0 <= value <= _LIMIT:
             raise BadReport(where, key, f" must be a count, got {value!r}")
-    value = wire.get("cpu_arch")
+    value = report.cpu_arch
     if value is not None and not _short_text(value):
         raise BadReport(where, "cpu_arch", " must be a string of at most 255 characters")
-    modes = wire.get("vm_modes")
+    modes = report.vm_modes
     if modes is not None and not (
         isinstance(modes, list) and len(modes) <= MAX_SUPPORTED and all(_short_text(m) for m in modes)
     ):
         raise BadReport(where, "vm_modes", " must be a list of strings")
-    triples = wire.get("supported_instances")
+    triples = report.supported_instances
     if triples is not None and not (
         isinstance(triples, list)
         and len(triples) <= MAX_SUPPORTED
@@ -278,10 +278,10 @@ def _check_placement_facts(where, wire):
     ):
         raise BadReport(where, "supported_instances",
                         " must be a list of [architecture, hypervisor_type, vm_mode]")
-    host_ip = wire.get("host_ip")
+    host_ip = report.host_ip
     if host_ip is not None and not _is_ip(host_ip):
         raise BadReport(where, "host_ip", f" must be an IP address, got {_shown(host_ip)}")
-    _check_host_description(where, wire)
+    _check_host_description(where, report)
 
 
 def _is_ip(value):
@@ -294,12 +294,12 @@ def _is_ip(value):
     return True
 
 
-def _check_host_description(where, wire):
+def _check_host_description(where, report):
     """cpu_info, image_properties, version and stats: what the host says of itself."""
-    cpu_info = wire.get("cpu_info")
+    cpu_info = report.cpu_info
     if cpu_info is not None:
         _check_cpu_info(where, cpu_info)
-    image_properties = wire.get("image_properties")
+    image_properties = report.image_properties
     if image_properties is not None and not (
         isinstance(image_properties, dict) and len(image_properties) <= MAX_METRICS
         and all(_short_text(k) and isinstance(v, dict) and len(v) <= MAX_INSTANCES_PER_HOST
@@ -308,10 +308,10 @@ def _check_host_description(where, wire):
                 for k, v in image_properties.items())):
         raise BadReport(where, "image_properties", " must map each image property to "
                         "{value: how many instances}")
-    version = wire.get("version")
+    version = report.version
     if version is not None and not (_short_text(version) and len(version) <= 64):
         raise BadReport(where, "version", " must be text of at most 64 characters")
-    stats = wire.get("stats")
+    stats = report.stats
     if stats is not None and not (
         isinstance(stats, dict) and len(stats) <= MAX_METRICS
         and all(_short_text(k) and not isinstance(v, bool) and (
@@ -319,7 +319,7 @@ def _check_host_description(where, wire):
             for k, v in stats.items())):
         raise BadReport(where, "stats", f" must map at most {MAX_METRICS} names to a number or "
                         "text (Nova's compute node stats: num_instances, num_proj_<project>...)")
-    metrics = wire.get("metrics")
+    metrics = report.metrics
     if metrics is not None:
         if not isinstance(metrics, dict) or len(metrics) > MAX_METRICS:
             raise BadReport(where, "metrics", f" must be an object of at most {MAX_METRICS} entries")
@@ -353,11 +353,10 @@ def _check_cpu_info(where, cpu_info):
                             f"maxphysaddr: mode and bits)")
 
 
-def _load(where, wire):
-    """The HostLoad of the report, None when it has none; BadReport when a figure is unusable."""
-    load = _load_of(wire)
+def _check_load(where, load):
+    """BadReport unless each figure of ``load`` (a HostLoad, or None) is usable."""
     if load is None:
-        return None
+        return
     for key, value in zip(LOAD_KEYS, load, strict=True):
         if value is None:
             continue
@@ -367,7 +366,6 @@ def _load(where, wire):
                 raise BadReport(where, key, " must be a short string")
         elif not is_bounded_number(value, _LIMIT):
             raise BadReport(where, key, f" must be a non-negative number, got {value!r}")
-    return load
 
 
 def _load_of(wire):

@@ -174,3 +174,10 @@ def test_bad_load_figures_are_refused(key, bad):
 
 def test_a_good_load_report_is_accepted():
     HostReport.from_wire(report(0.5, 100, "2026-01-01T00:00:00Z", cpu_reserved=1, cpu_burst=0.5), "h")
+
+
+def test_reservation_figures_a_host_stops_reporting_are_forgotten(load_table):
+    load_table.update_from_report(0, HostReport.from_wire(report(cpu_reserved=2.0), "h"), now=0.0)
+    assert load_table.cpu_reserved[0] == 2.0
+    load_table.update_from_report(0, HostReport.from_wire(report(), "h"), now=1.0)
+    assert math.isnan(load_table.cpu_reserved[0])
