@@ -7,6 +7,7 @@ import uuid
 import numpy as np
 
 from scheduler import host_load
+from scheduler.host_report import HostReport
 from scheduler.host_state import HostTable
 from scheduler.request_spec import RequestSpec
 
@@ -136,9 +137,8 @@ def random_fleet(n, seed=0, down_fraction=0.02, disabled_fraction=0.01, service_
         if rich:
             report.update(rich_facts(rng))
         report.update(load_facts(load_rng, report))
-        table.update_from_report(
-            row, report, now - (service_down_time * 2 if silent else rng.uniform(0, 30))
-        )
+        age = service_down_time * 2 if silent else rng.uniform(0, 30)
+        table.update_from_report(row, HostReport.from_wire(report, host), now - age)
         age_load(load_rng, table, row, now)
         table.disabled[row] = rng.random() < disabled_fraction
     if rich:

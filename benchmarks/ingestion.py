@@ -8,6 +8,7 @@ import numpy as np
 from benchmarks.fleet import random_report
 from scheduler import conf as berth_conf
 from scheduler.host_manager import HostManager
+from scheduler.host_report import HostReport
 from scheduler.manager import ReportBuffer
 
 
@@ -23,13 +24,14 @@ def reports(n_hosts, rounds, seed=0):
 
 
 def measure_ingestion(n_hosts=10_000, rounds=5, seed=0):
-    """Reports/s through what the scheduler's report_resources does: check, table, save buffer."""
+    """Reports/s through what the scheduler's report_resources does: parse, table, save buffer."""
     incoming = reports(n_hosts, rounds, seed)
     manager, buffer = HostManager(_conf()), ReportBuffer()
     start = time.perf_counter()
-    for report in incoming:
-        manager.update_from_report(report["host"], report)
-        buffer.put(report["host"], report)
+    for wire in incoming:
+        report = HostReport.from_wire(wire, wire["host"])
+        manager.update_from_report(report)
+        buffer.put(report.host, report)
     elapsed = time.perf_counter() - start
     return {
         "bench": "ingestion",
@@ -49,8 +51,8 @@ def measure_memory(n_hosts=100_000, seed=0):
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
     manager = HostManager(conf)
-    for report in incoming:
-        manager.update_from_report(report["host"], report)
+    for wire in incoming:
+        manager.update_from_report(HostReport.from_wire(wire, wire["host"]))
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     held = sum(stat.size_diff for stat in after.compare_to(before, "filename"))

@@ -25,6 +25,7 @@ from scheduler import conf as berth_conf
 from scheduler.aggregates import Aggregate
 from scheduler.cmd.arguments import positive
 from scheduler.host_manager import HostManager
+from scheduler.host_report import HostReport
 from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.status_page import app
 from scheduler.status_page.recent import Recent, ScalingHistory
@@ -38,8 +39,7 @@ def _fleet(conf: Any, n_hosts: int, rng: random.Random) -> HostManager:
     for name in names:
         ram = rng.choice((65536, 131072, 262144))
         used = int(ram * rng.random())
-        hosts.update_from_report(
-            name,
+        hosts.update_from_report(HostReport.from_wire(
             {
                 "host": name,
                 "memory_mb": ram,
@@ -51,7 +51,8 @@ def _fleet(conf: Any, n_hosts: int, rng: random.Random) -> HostManager:
                 "instance_uuids": [],
                 "running_vms": 0,
             },
-        )
+            name,
+        ))
     zones = [
         Aggregate.from_dict(
             {"name": f"zone-{z}", "hosts": names[z::4], "metadata": {"availability_zone": f"az{z + 1}"}}

@@ -24,6 +24,7 @@ import random
 from dataclasses import dataclass
 
 from compute_agent.resource_tracker import isotime
+from scheduler.host_report import HostLoad
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ def simulated_load(
     now=None,
     overrides=None,
 ):
-    """The report keys of the measured load and reservations of ``instances`` ({uuid: flavor})."""
+    """The measured load and reservations of ``instances`` ({uuid: flavor}) and each one's usage,
+    as the HostReport fields ``load`` and ``instance_usage``."""
     overrides = overrides or {}
     cores = float(hidden_cpu_load)
     in_use = float(reserved_memory_mb)
@@ -90,15 +92,15 @@ def simulated_load(
         for key in size:
             reserved[key] += size[key] * r
             burst[key] += size[key] * (1.0 - r)
-    return {
-        "cpu_utilization": min(1.0, cores / vcpus) if vcpus > 0 else 0.0,
-        "memory_mb_in_use": min(in_use, float(memory_mb)),
-        "utilization_sampled_at": isotime(now),
-        "cpu_reserved": reserved["cpu"],
-        "cpu_burst": burst["cpu"],
-        "cpu_undeployed_reservation": undeployed["cpu"],
-        "memory_reserved_mb": reserved["memory"],
-        "memory_burst_mb": burst["memory"],
-        "memory_undeployed_reservation_mb": undeployed["memory"],
-        "instance_usage": usage,
-    }
+    load = HostLoad(
+        cpu_utilization=min(1.0, cores / vcpus) if vcpus > 0 else 0.0,
+        memory_mb_in_use=min(in_use, float(memory_mb)),
+        utilization_sampled_at=isotime(now),
+        cpu_reserved=reserved["cpu"],
+        cpu_burst=burst["cpu"],
+        cpu_undeployed_reservation=undeployed["cpu"],
+        memory_reserved_mb=reserved["memory"],
+        memory_burst_mb=burst["memory"],
+        memory_undeployed_reservation_mb=undeployed["memory"],
+    )
+    return {"load": load, "instance_usage": usage}

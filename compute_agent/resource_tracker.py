@@ -21,6 +21,7 @@ import re
 import threading
 
 from scheduler import config
+from scheduler.host_report import HostReport
 
 FLAVOR_KEYS = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
 #: The scheduler takes at most this many stats, each name short printable text.
@@ -85,12 +86,13 @@ class ResourceTracker:
         self.reserved_host_disk_mb = reserved_host_disk_mb
         self.reserved_host_cpus = reserved_host_cpus
         self.started_at = started_at or isotime()
-        # ``measure(instances, now) -> {report key: value}``: the driver's measured load and
-        # reservation figures (cpu_utilization, memory_mb_in_use, cpu_reserved...), if any.
+        # ``measure(instances, now) -> {"load": HostLoad, "instance_usage": {...}}``: the driver's
+        # measured load and reservation figures, and its instances' usage, if any.
         self.measure = measure
         self.cpu_arch = cpu_arch
         self.vm_modes = list(vm_modes or ())
-        #: cpu_info, hypervisor_version, host_ip (ComputeCapabilitiesFilter, JsonFilter...).
+        #: HostReport fields the driver reads from the host: cpu_info, hypervisor_version, host_ip
+        #: (ComputeCapabilitiesFilter, JsonFilter...).
         self.facts = dict(facts or {})
         #: Builds failed in a row (BuildFailureWeigher); a successful build resets it.
         self.failed_builds = 0
@@ -251,36 +253,36 @@ class ResourceTracker:
         with self._lock:
             memory, disk, vcpus = self._used()
             instances = dict(self._instances)
-            report = {
-                "host": self.host,
-                "nodename": self.nodename,
-                "hypervisor_type": self.hypervisor_type,
-                "memory_mb": self.memory_mb,
-                "memory_mb_used": memory,
-                "free_ram_mb": self.memory_mb - memory,
-                "local_gb": self.local_gb,
-                "local_gb_used": disk,
-                "free_disk_gb": self.local_gb - disk,
-                "vcpus": self.vcpus,
-                "vcpus_used": vcpus,
-                "running_vms": len(self._instances),
-                "instance_uuids": sorted(self._instances),
-                "reserved_host_memory_mb": self.reserved_host_memory_mb,
-                "reserved_host_disk_mb": self.reserved_host_disk_mb,
-                "reserved_host_cpus": self.reserved_host_cpus,
-                "cpu_arch": self.cpu_arch,
-                "vm_modes": list(self.vm_modes),
-                "io_workload": int(self.io_workload),
-                "failed_builds": self.failed_builds,
-                "metrics": self._metrics(memory, vcpus),
-                "reported_at": isotime(now),
-                "started_at": self.started_at,
-                "report_seq": next(self._report_numbers),
-                "image_properties": self._image_property_counts(),
-                "stats": self._stats(),
-                "version": config.version(),
+            report = HostReport(
+                host=self.host,
+                nodename=self.nodename,
+                hypervisor_type=self.hypervisor_type,
+                memory_mb=self.memory_mb,
+                memory_mb_used=memory,
+                free_ram_mb=self.memory_mb - memory,
+                local_gb=self.local_gb,
+                local_gb_used=disk,
+                free_disk_gb=self.local_gb - disk,
+                vcpus=self.vcpus,
+                vcpus_used=vcpus,
+                running_vms=len(self._instances),
+                instance_uuids=sorted(self._instances),
+                reserved_host_memory_mb=self.reserved_host_memory_mb,
+                reserved_host_disk_mb=self.reserved_host_disk_mb,
+                reserved_host_cpus=self.reserved_host_cpus,
+                cpu_arch=self.cpu_arch,
+                vm_modes=list(self.vm_modes),
+                io_workload=int(self.io_workload),
+                failed_builds=self.failed_builds,
+                metrics=self._metrics(memory, vcpus),
+                reported_at=isotime(now),
+                started_at=self.started_at,
+                report_seq=next(self._report_numbers),
+                image_properties=self._image_property_counts(),
+                stats=self._stats(),
+                version=config.version(),
                 **self.facts,
-            }
+            )
         if self.measure is not None:
-            report.update(self.measure(instances, now))
-        return report
+            report = report._replace(**self.measure(instances, now))
+        return report.to_wire()

@@ -29,10 +29,7 @@ import math
 
 import numpy as np
 
-from scheduler.exception import InvalidRequest
-from scheduler.request_spec import is_bounded_number
-
-#: Report key -> HostTable column for the reservation figures (NaN when not reported).
+#: HostLoad field -> HostTable column for the reservation figures (NaN when not reported).
 RESERVATION_FIELDS = {
     "cpu_reserved": "cpu_reserved",
     "cpu_burst": "cpu_burst",
@@ -41,9 +38,8 @@ RESERVATION_FIELDS = {
     "memory_burst_mb": "memory_burst_mb",
     "memory_undeployed_reservation_mb": "memory_undeployed_mb",
 }
-#: Report keys of the measured load.
-LOAD_FIELDS = ("cpu_utilization", "memory_mb_in_use")
-SAMPLE_STAMP = "utilization_sampled_at"
+
+_RESERVATION_COLUMNS = tuple((field, "_" + column) for field, column in RESERVATION_FIELDS.items())
 
 #: HostTable columns this module keeps: name -> dtype.
 COLUMNS = {
@@ -63,24 +59,6 @@ DEFAULT_HALF_LIFE = 300.0
 DEFAULT_STALE_AFTER = 600.0
 #: Placements older than this are forgotten (the longest recent-starts window).
 STARTS_HORIZON = 3600.0
-_LIMIT = 2**53
-
-
-def check_report(host, resources):
-    """Raise InvalidRequest unless the optional load and reservation figures are usable."""
-    for key in (*RESERVATION_FIELDS, *LOAD_FIELDS):
-        value = resources.get(key)
-        if value is None:
-            continue
-        if not is_bounded_number(value, _LIMIT):
-            raise InvalidRequest(
-                f"report_resources from {host}: {key} must be a non-negative number, got {value!r}"[:300]
-            )
-    stamp = resources.get(SAMPLE_STAMP)
-    if stamp is not None and not (
-        isinstance(stamp, str | int | float) and not isinstance(stamp, bool) and len(str(stamp)) <= 64
-    ):
-        raise InvalidRequest(f"report_resources from {host}: {SAMPLE_STAMP} must be a short string")
 
 
 def fold(value, sample, dt, half_life):
@@ -91,16 +69,23 @@ def fold(value, sample, dt, half_life):
     return value + alpha * (sample - value)
 
 
-def read_report(table, row, resources, now):
-    """Take the reservation figures and the load sample of a (validated) report into ``row``."""
-    for key, column in RESERVATION_FIELDS.items():
-        value = resources.get(key)
-        getattr(table, "_" + column)[row] = np.nan if value is None else value
-    cpu, in_use = (resources.get(key) for key in LOAD_FIELDS)
-    memory = resources.get("memory_mb") or 0
+def read_report(table, row, report, now):
+    """Take the reservation figures and the load sample of ``report`` (a HostReport) into ``row``."""
+    load = report.load
+    if load is None:  # most of a fleet: its columns stay NaN, but after a report that had some
+        if row in table.reserving:
+            table.reserving.discard(row)
+            for _, attribute in _RESERVATION_COLUMNS:
+                getattr(table, attribute)[row] = np.nan
+        return
+    for field, attribute in _RESERVATION_COLUMNS:
+        value = getattr(load, field)
+        getattr(table, attribute)[row] = np.nan if value is None else value
+    table.reserving.add(row)
+    cpu, in_use, memory = load.cpu_utilization, load.memory_mb_in_use, report.memory_mb or 0
     if cpu is None or in_use is None or memory <= 0:
         return  # no usable sample: the average ages until it goes stale
-    reading = (cpu, in_use, resources.get(SAMPLE_STAMP))
+    reading = (cpu, in_use, load.utilization_sampled_at)
     if table.readings.get(row) == reading:
         return  # the same reading again is not a new sample
     table.readings[row] = reading

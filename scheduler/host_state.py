@@ -20,6 +20,7 @@ import numpy as np
 
 from scheduler import host_load
 from scheduler.aggregates import AggregateIndex
+from scheduler.host_report import HostReport
 
 _GROW = 2
 
@@ -69,6 +70,7 @@ class HostTable:
         self.starts = {}  # row -> {uuid: time the scheduler placed it} (recent starts)
         self.start_log = host_load.StartLog()  # the same starts as arrays
         self.readings = {}  # row -> the last load reading folded (host_load)
+        self.reserving = set()  # rows whose last report had reservation figures (host_load)
         # Time of placements and load samples; a simulation substitutes its own clock.
         self.clock = time.monotonic
         self.load_half_life = host_load.DEFAULT_HALF_LIFE
@@ -145,6 +147,19 @@ class HostTable:
     def views(self, rows=None):
         return [self.view(int(r)) for r in (range(self.size) if rows is None else rows)]
 
+    def _take_metrics(self, row, reported):
+        """The reported metrics, each in its column (NaN where a host no longer reports it)."""
+        metrics = dict(reported or {})
+        for name in self.extra.get(row, {}).get("metrics", ()):
+            if name in self._metrics:
+                self._metrics[name][row] = np.nan
+        for name, value in metrics.items():
+            column = self._metrics.get(name)
+            if column is None:
+                column = self._metrics[name] = np.full(self._capacity, np.nan)
+            column[row] = value
+        return metrics
+
     def _take_stats(self, row, reported):
         """The reported stats as text, indexed by name (None when there are none)."""
         stats = {name: str(value) for name, value in reported.items()} if reported else None
@@ -163,66 +178,66 @@ class HostTable:
         for name, value in new.items():
             self.stats_by_name.setdefault(name, {})[row] = value
 
-    def update_from_report(self, row, resources, now, pending_ttl=None):
-        """Write an agent's report (validated by the caller) into ``row``."""
-        self.nodenames[row] = resources.get("nodename") or self.names[row]
-        self._total_ram_mb[row] = resources["memory_mb"]
-        self._free_ram_mb[row] = resources["free_ram_mb"]
-        self._total_disk_gb[row] = resources["local_gb"]
-        self._free_disk_gb[row] = resources["free_disk_gb"]
-        self._vcpus_total[row] = resources["vcpus"]
-        self._vcpus_used[row] = resources["vcpus_used"]
-        uuids = resources.get("instance_uuids") or ()
+    def update_from_report(self, row, report, now, pending_ttl=None):
+        """Write an agent's report (a HostReport) into ``row``. A dict is taken for a report in its
+        wire form built in this process, unchecked (scheduler.simulation's agents)."""
+        if not isinstance(report, HostReport):
+            report = HostReport.trusted(report)
+        self.nodenames[row] = report.nodename or self.names[row]
+        self._total_ram_mb[row] = report.memory_mb
+        self._free_ram_mb[row] = report.free_ram_mb
+        self._total_disk_gb[row] = report.local_gb
+        self._free_disk_gb[row] = report.free_disk_gb
+        self._vcpus_total[row] = report.vcpus
+        self._vcpus_used[row] = report.vcpus_used
+        uuids = report.instance_uuids
         if uuids:
             self.reported[row] = np.sort(np.fromiter(map(hash, uuids), dtype=np.int64, count=len(uuids)))
         else:
             self.reported.pop(row, None)
-        self._num_instances[row] = resources.get("running_vms", len(uuids))
+        self._num_instances[row] = len(uuids) if report.running_vms is None else report.running_vms
         self._updated[row] = now
-        self._num_io_ops[row] = resources.get("io_workload", 0)
-        self._failed_builds[row] = resources.get("failed_builds", 0)
-        self._hypervisor_code[row] = self.categories["hypervisor"].code(resources.get("hypervisor_type"))
-        self._instances_code[row] = self.categories["instances"].code(supported_instances(resources))
-        cpu_info = resources.get("cpu_info")
+        self._num_io_ops[row] = report.io_workload or 0
+        self._failed_builds[row] = report.failed_builds or 0
+        self._hypervisor_code[row] = self.categories["hypervisor"].code(report.hypervisor_type)
+        self._instances_code[row] = self.categories["instances"].code(supported_instances(report))
+        cpu_info = report.cpu_info
         self._cpu_info_code[row] = self.categories["cpu_info"].code(
             None if cpu_info is None else json.dumps(cpu_info, sort_keys=True))
-        self._hypervisor_version[row] = resources.get("hypervisor_version", np.nan)
-        metrics = dict(resources.get("metrics") or {})
-        for name in self.extra.get(row, {}).get("metrics", ()):
-            if name in self._metrics:
-                self._metrics[name][row] = np.nan
-        for name, value in metrics.items():
-            column = self._metrics.get(name)
-            if column is None:
-                column = self._metrics[name] = np.full(self._capacity, np.nan)
-            column[row] = value
-        stats = self._take_stats(row, resources.get("stats"))
-        extra = self.extra[row] = {"reported_at": resources.get("reported_at"), "metrics": metrics}
-        if resources.get("host_ip"):
-            extra["host_ip"] = resources["host_ip"]
-        if resources.get("image_properties"):
-            extra["image_properties"] = resources["image_properties"]
+        version = report.hypervisor_version
+        self._hypervisor_version[row] = np.nan if version is None else version
+        metrics = self._take_metrics(row, report.metrics)
+        stats = self._take_stats(row, report.stats)
+        extra = self.extra[row] = {"reported_at": report.reported_at, "metrics": metrics}
+        if report.host_ip:
+            extra["host_ip"] = report.host_ip
+        if report.image_properties:
+            extra["image_properties"] = report.image_properties
         if stats:
             extra["stats"] = stats
-        if resources.get("version"):
-            extra["version"] = resources["version"]
-        if resources.get("report_seq") is not None:  # which report of which agent process this is
-            extra["order"] = (resources.get("started_at"), resources["report_seq"])
-        host_load.read_report(self, row, resources, now)
+        if report.version:
+            extra["version"] = report.version
+        if report.report_seq is not None:  # which report of which agent process this is
+            extra["order"] = (report.started_at, report.report_seq)
+        host_load.read_report(self, row, report, now)
         pending = self.pending.get(row)
         if pending:
-            reported = set(uuids)
-            kept = {
-                uuid: (flavor, since)
-                for uuid, (flavor, since) in pending.items()
-                if uuid not in reported and (pending_ttl is None or now - since < pending_ttl)
-            }
-            if kept:
-                self.pending[row] = kept
-                for flavor, _ in kept.values():
-                    self._take(row, flavor, +1)
-            else:
-                del self.pending[row]
+            self._keep_pending(row, pending, set(uuids), now, pending_ttl)
+
+    def _keep_pending(self, row, pending, reported, now, pending_ttl):
+        """Count again, on top of a new report, the placements it does not show yet but
+        those older than ``pending_ttl``, taken as lost."""
+        kept = {
+            uuid: (flavor, since)
+            for uuid, (flavor, since) in pending.items()
+            if uuid not in reported and (pending_ttl is None or now - since < pending_ttl)
+        }
+        if kept:
+            self.pending[row] = kept
+            for flavor, _ in kept.values():
+                self._take(row, flavor, +1)
+        else:
+            del self.pending[row]
 
     def has_reported(self, row, instance_uuid):
         """Whether the last report of ``row`` lists ``instance_uuid`` (its resources are
@@ -293,19 +308,19 @@ class Categories:
         return answer
 
 
-def supported_instances(resources):
-    """The (architecture, hypervisor_type, vm_mode) triples a report says the host runs.
+def supported_instances(report):
+    """The (architecture, hypervisor_type, vm_mode) triples a HostReport says the host runs.
 
     From ``supported_instances`` when the agent reports it, else from its
     ``cpu_arch``, ``hypervisor_type`` and ``vm_modes``; () when it says nothing.
     """
-    triples = resources.get("supported_instances")
+    triples = report.supported_instances
     if triples:
         return tuple(sorted({tuple(str(part).lower() for part in t) for t in triples}))
-    arch, hv_type = resources.get("cpu_arch"), resources.get("hypervisor_type")
+    arch, hv_type = report.cpu_arch, report.hypervisor_type
     if not arch:
         return ()
-    modes = resources.get("vm_modes") or ["hvm"]
+    modes = report.vm_modes or ["hvm"]
     return tuple(sorted({(str(arch).lower(), str(hv_type or "").lower(), str(m).lower()) for m in modes}))
 
 
@@ -458,14 +473,14 @@ class HostState:
     def disk_used_gb(self):
         return self.total_usable_disk_gb - self.free_disk_gb
 
-    def update_from_report(self, resources, now=None, pending_ttl=None):
-        """Take an agent's report (validated by the caller) as the new base.
+    def update_from_report(self, report, now=None, pending_ttl=None):
+        """Take an agent's report (a HostReport) as the new base.
 
         Placements older than ``pending_ttl`` seconds that the agent still
         does not report are taken as lost and given back.
         """
         self._table.update_from_report(
-            self._row, resources, time.monotonic() if now is None else now, pending_ttl
+            self._row, report, time.monotonic() if now is None else now, pending_ttl
         )
 
     def consume(self, instance_uuid, flavor):

@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
-from typing import Any, TypeGuard
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from scheduler.exception import InvalidRequest
 from scheduler.wire_numbers import is_finite
 
+if TYPE_CHECKING:
+    from scheduler.host_report import HostReport
+
 LOG = logging.getLogger(__name__)
 
-#: The report key of the agents' per-instance samples.
-REPORT_KEY = "instance_usage"
-#: What the agents measure: cpu in vCPUs used, memory in MB used.
+#: What the agents measure of each instance (a report's ``instance_usage``): cpu in vCPUs used,
+#: memory in MB used.
 AGENT_METRICS = ("cpu", "memory")
 #: The ``source`` of a stored sample.
 AGENT = "agent"
@@ -89,41 +91,34 @@ def _clean_entry(uuid: object, usage: object, held: frozenset[str], problems: li
     return samples or None
 
 
-def clean_report_usage(host: str, resources: dict[str, Any]) -> None:
-    """Keep in ``resources`` (a report otherwise valid) only the valid entries of its
-    ``instance_usage``: a bad entry (an instance the report does not list, a value that is not
-    a finite number >= 0, a name other than cpu and memory) is dropped with one warning per
-    report naming the host and the entries, and the rest of the report is kept."""
-    usage = resources.get(REPORT_KEY)
-    if usage is None:
-        return
+def agent_samples(host: str, usage: object, uuids: Sequence[str]) -> dict[str, dict[str, float]] | None:
+    """The valid entries of a report's ``instance_usage`` (None if there are none), the report
+    listing ``uuids``: a bad entry (an instance the report does not list, a value that is not a
+    finite number >= 0, a name other than cpu and memory) is dropped with one warning per report
+    naming the host and the entries."""
     problems: list[str] = []
     cleaned: dict[str, dict[str, float]] = {}
     if not isinstance(usage, dict):
         problems.append(f"must be an object {{instance uuid: {{cpu, memory}}}}, got {_shown(usage)}")
     else:
-        held = frozenset(u for u in resources.get("instance_uuids") or () if isinstance(u, str))
+        held = frozenset(uuids)
         for uuid, entry in usage.items():
             samples = _clean_entry(uuid, entry, held, problems)
             if samples is not None:
                 cleaned[uuid] = samples
-    if cleaned:
-        resources[REPORT_KEY] = cleaned
-    else:
-        resources.pop(REPORT_KEY)
     if problems:
         more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
-        LOG.warning("Report of host %s: %s entries dropped, the rest of the report kept: %s%s",
-                    host, REPORT_KEY, "; ".join(problems[:SHOWN]), more)
+        LOG.warning("Report of host %s: instance_usage entries dropped, the rest of the report kept: %s%s",
+                    host, "; ".join(problems[:SHOWN]), more)
+    return cleaned or None
 
 
-def report_rows(reports: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The ``instance_metrics`` rows (without their time) of reports cleaned by
-    :func:`clean_report_usage`, ``{host: report}``, each with the ``host`` that reported it:
-    a sample is kept only if the database places its instance on that host."""
+def report_rows(reports: Mapping[str, HostReport]) -> list[dict[str, Any]]:
+    """The ``instance_metrics`` rows (without their time) of ``{host: report}``, each with the
+    ``host`` that reported it: a sample is kept only if the database places its instance on that host."""
     rows: list[dict[str, Any]] = []
     for host, report in reports.items():
-        for uuid, samples in (report.get(REPORT_KEY) or {}).items():
+        for uuid, samples in (report.instance_usage or {}).items():
             rows.extend({"instance_uuid": uuid, "name": name, "value": value, "source": AGENT, "host": host}
                         for name, value in samples.items())
     return rows

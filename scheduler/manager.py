@@ -9,6 +9,7 @@ import threading
 
 from scheduler import api_versions, host_names, json_checks, lookups, rpc, states
 from scheduler.exception import InstanceNotFound, InvalidRequest
+from scheduler.host_report import HostReport
 from scheduler.planning.applier import context_values, log_decision
 from scheduler.planning.plan import Job
 from scheduler.request_spec import MAX_LIST, RequestSpec, Retry, _text, parse_uuid
@@ -115,12 +116,11 @@ class SchedulerManager:
     @rpc.read_only
     @rpc.callers(rpc.AGENT_OF_HOST, host="host")
     def report_resources(self, context, host, resources):
-        host_names.check(host, "report_resources: host")
-        if self.host_manager.update_from_report(host, resources):  # checks the report (check_report)
-            self.reports.put(host, resources)
+        report = HostReport.from_wire(resources, host)
+        if self.host_manager.update_from_report(report):
+            self.reports.put(host, report)
         else:
-            LOG.debug("Report %s of %s is older than the one taken already; ignored",
-                      resources.get("report_seq"), host)
+            LOG.debug("Report %s of %s is older than the one taken already; ignored", report.report_seq, host)
 
     @rpc.callers(rpc.AGENT_OF_HOST, host="host")
     def instance_update(self, context, instance_uuid, host, state, fault=None):

@@ -11,10 +11,13 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler import reconcile
 from scheduler.log_once import LogOnce
+
+if TYPE_CHECKING:
+    from scheduler.host_report import HostReport
 
 LOG = logging.getLogger(__name__)
 
@@ -39,17 +42,17 @@ class Reconciler:
         self._sent: dict[str, float] = {}  # instance uuid -> monotonic time its terminate was sent
         self._notes = LogOnce(LOG, interval=3600)
 
-    def run(self, reports: dict[str, dict], now: float | None = None) -> list[reconcile.Difference]:
-        """Set what each agent of ``reports`` ({host: report}) holds against the database;
+    def run(self, reports: dict[str, HostReport], now: float | None = None) -> list[reconcile.Difference]:
+        """Set what each agent of ``reports`` ({host: HostReport}) holds against the database;
         returns the differences found on the hosts that were due."""
         now = time.monotonic() if now is None else now
         grace = self._grace
         due = {}
         for host, report in reports.items():
-            started = report.get("started_at")
+            started = report.started_at
             last = self._looked_at.get(host)
             if last is None or last[0] != started or now >= last[1]:
-                due[host] = frozenset(report.get("instance_uuids") or ())
+                due[host] = frozenset(report.instance_uuids)
                 self._looked_at[host] = (started, now + grace * self._rng.uniform(0.75, 1.25))
         if not due:
             return []

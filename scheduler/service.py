@@ -200,9 +200,7 @@ class SchedulerService:
         reports = self.parts.reports.drain()
         if reports:
             # compute_nodes.updated_at doubles as each agent's last-seen time.
-            rows = [dict(r, host=h) for h, r in reports.items()]
-            for row in rows:
-                row.pop("instance_usage", None)
+            rows = [r.to_wire(usage=False) for r in reports.values()]
             try:
                 self.database.save_compute_nodes(rows)
             except db_api.DatabaseUnavailable:

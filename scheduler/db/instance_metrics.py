@@ -30,6 +30,7 @@ from scheduler.db import fastpaths
 from scheduler.db.engine import DatabaseEngine, TimeValue, _retry, to_db_time, to_iso
 from scheduler.db.models import instance_metrics, instances
 from scheduler.db.rows import _chunks
+from scheduler.host_report import HostReport
 from scheduler.instance_metrics import MAX_NAME, PUSHED, SOURCES, report_rows
 from scheduler.wire_numbers import is_finite
 
@@ -180,15 +181,15 @@ class InstanceMetricQueries(DatabaseEngine):
         return self._save(rows, members_only=False, max_pushed=max_pushed)[0]
 
     @_retry
-    def save_instance_usage(self, reports: Mapping[str, Mapping[str, Any]]
+    def save_instance_usage(self, reports: Mapping[str, HostReport]
                             ) -> tuple[int, dict[str, list[str]]]:
-        """Save the ``instance_usage`` samples of agents' reports (``{host: report}``, checked
-        by scheduler.host_manager.check_report), stamped now, of the instances that are
-        members of a scaling group (not DELETED): the samples' only readers, a few among the
-        fleet's instances whose every report carries them. A sample is saved only from the
-        report of the host the database places its instance on: a report speaks for its own
-        host's instances, never another's. Returns (how many were saved, {host: [uuids]} of
-        the members a report sent samples of while the database places them elsewhere)."""
+        """Save the ``instance_usage`` samples of agents' reports (``{host: HostReport}``),
+        stamped now, of the instances that are members of a scaling group (not DELETED): the
+        samples' only readers, a few among the fleet's instances whose every report carries them.
+        A sample is saved only from the report of the host the database places its instance on:
+        a report speaks for its own host's instances, never another's. Returns (how many were
+        saved, {host: [uuids]} of the members a report sent samples of while the database places
+        them elsewhere)."""
         return self._save(report_rows(reports), members_only=True)
 
     @_retry

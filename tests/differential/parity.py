@@ -5,7 +5,7 @@ the hosts as their agents report them, the aggregates, and one request.
 :func:`build` makes both sides from it:
 
 - Berth: a HostTable fed by the hosts' reports (each checked by
-  scheduler.host_manager.check_report, as the scheduler does), its
+  scheduler.host_report.HostReport.from_wire, as the scheduler does), its
   aggregates, a RequestSpec read with RequestSpec.from_wire and completed as
   scheduler.lookups would (the server group, the hosts of the same_host /
   different_host instances), and a conf with the options set.
@@ -435,7 +435,7 @@ class BerthSide:
 def build_berth(case):
     from scheduler import conf as berth_conf
     from scheduler.conf import opts
-    from scheduler.host_manager import check_report
+    from scheduler.host_report import HostReport
     from scheduler.host_state import HostTable
     from scheduler.request_spec import RequestSpec
 
@@ -462,9 +462,8 @@ def build_berth(case):
         for key in ("host_ip", "cpu_info"):
             if h[key] is not None:
                 report[key] = h[key]
-        check_report(h["name"], report)
         row = table.add(h["name"], h["nodename"])
-        table.update_from_report(row, report, now - h["age"])
+        table.update_from_report(row, HostReport.from_wire(report, h["name"]), now - h["age"])
         table.view(row).disabled = h["disabled"]
     table.set_aggregates([dict(a) for a in case["aggregates"]])
 

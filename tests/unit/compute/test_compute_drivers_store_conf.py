@@ -33,7 +33,7 @@ def test_fake_driver_totals(conf):
 
 def test_the_drivers_say_what_the_host_is_in_a_report_the_scheduler_takes(conf):
     from compute_agent.resource_tracker import ResourceTracker
-    from scheduler.host_manager import check_report
+    from scheduler.host_report import HostReport
 
     conf.set_override("fake_cpu_features", ["avx2", "sse2"], "compute_agent")
     conf.set_override("fake_hypervisor_version", 6001000, "compute_agent")
@@ -42,12 +42,12 @@ def test_the_drivers_say_what_the_host_is_in_a_report_the_scheduler_takes(conf):
     report = ResourceTracker.from_conf(conf, "h", "h", fake).report()
     assert report["cpu_info"]["features"] == ["avx2", "sse2"] and report["cpu_info"]["arch"] == "x86_64"
     assert (report["hypervisor_version"], report["host_ip"]) == (6001000, "192.0.2.20")
-    check_report("h", report)
+    HostReport.from_wire(report, "h")
     conf.set_override("driver", "host", "compute_agent")
     host = drivers.load_driver(conf)
     facts = host.get_facts()
     assert facts["cpu_info"]["arch"] and facts["hypervisor_version"] > 0 and facts["host_ip"] == "192.0.2.20"
-    check_report("h", ResourceTracker.from_conf(conf, "h", "h", host).report())
+    HostReport.from_wire(ResourceTracker.from_conf(conf, "h", "h", host).report(), "h")
 
 
 def test_fake_build_is_interrupted_by_stop(conf):

@@ -35,7 +35,7 @@ def test_each_powered_on_instance_reports_its_use_by_the_busy_idle_model():
 def test_a_powered_off_instance_is_left_out():
     figures = load_model.simulated_load({A: VM, B: VM}, 16, 8000, powered_off_fraction=1.0)
     assert figures["instance_usage"] == {}
-    assert figures["cpu_undeployed_reservation"] == 8
+    assert figures["load"].cpu_undeployed_reservation == 8
 
 
 def test_an_override_replaces_the_model_and_the_host_figures_add_it_up():
@@ -43,15 +43,15 @@ def test_an_override_replaces_the_model_and_the_host_figures_add_it_up():
         {A: VM, B: VM}, 16, 8000, idle_cpu_load=0.0, idle_memory_fraction=0.5,
         overrides={A: Load(cpu=0.5, memory=0.25), B: Load(cpu=1.0)})
     assert figures["instance_usage"] == {A: {"cpu": 2.0, "memory": 250.0}, B: {"cpu": 4.0, "memory": 500.0}}
-    assert figures["cpu_utilization"] == 6 / 16
-    assert figures["memory_mb_in_use"] == 750
+    assert figures["load"].cpu_utilization == 6 / 16
+    assert figures["load"].memory_mb_in_use == 750
 
 
 def test_an_override_powers_an_instance_on():
     figures = load_model.simulated_load({A: VM}, 16, 8000, powered_off_fraction=1.0,
                                         overrides={A: Load(cpu=0.5)})
     assert figures["instance_usage"][A]["cpu"] == 2.0
-    assert figures["cpu_undeployed_reservation"] == 0
+    assert figures["load"].cpu_undeployed_reservation == 0
 
 
 # -- the overrides ----------------------------------------------------------------

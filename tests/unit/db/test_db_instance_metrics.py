@@ -10,6 +10,7 @@ from scheduler import states
 from scheduler.db import archive
 from scheduler.db.instance_metrics import RETENTION_S
 from scheduler.db.models import instance_metrics
+from scheduler.host_report import HostReport
 
 U1 = "00000000-0000-4000-8000-000000000001"
 U2 = "00000000-0000-4000-8000-000000000002"
@@ -24,6 +25,11 @@ def live(database):
 
 def _sample(uuid, name, value, source="agent", **extra):
     return {"instance_uuid": uuid, "name": name, "value": value, "source": source, **extra}
+
+
+def _reports(**usage):
+    """{host: HostReport} carrying each host's ``instance_usage``, and nothing else of note."""
+    return {host: HostReport.trusted({"host": host, "instance_usage": u}) for host, u in usage.items()}
 
 
 def _rows(database):
@@ -90,8 +96,8 @@ def test_the_usage_of_agents_reports_is_saved_for_scaling_group_members(live):
     for uuid, host in ((U1, "h1"), (U2, "h2")):
         live.update_instance(uuid, {"scaling_group_uuid": "g1", "host": host})
     live.update_instance(U3, {"host": "h2"})
-    reports = {"h1": {"instance_usage": {U1: {"cpu": 0.25, "memory": 100.0}}},
-               "h2": {"instance_usage": {U2: {"cpu": 2.0}, U3: {"cpu": 1.0}}}, "h3": {}}
+    reports = _reports(h1={U1: {"cpu": 0.25, "memory": 100.0}}, h2={U2: {"cpu": 2.0}, U3: {"cpu": 1.0}},
+                       h3=None)
     assert live.save_instance_usage(reports) == (3, {})  # U3 is no member
     assert _rows(live) == [(U1, "cpu", 0.25, "agent"), (U1, "memory", 100.0, "agent"),
                            (U2, "cpu", 2.0, "agent")]
@@ -101,12 +107,11 @@ def test_a_report_speaks_only_for_the_members_on_its_own_host(live):
     for uuid, host in ((U1, "h1"), (U2, "h2")):
         live.update_instance(uuid, {"scaling_group_uuid": "g1", "host": host})
     # h1 reports U2, which the database places on h2, at 64 vCPUs; h2 reports it at 0.5.
-    reports = {"h2": {"instance_usage": {U2: {"cpu": 0.5}}},
-               "h1": {"instance_usage": {U1: {"cpu": 0.25}, U2: {"cpu": 64.0, "memory": 1.0}}}}
+    reports = _reports(h2={U2: {"cpu": 0.5}}, h1={U1: {"cpu": 0.25}, U2: {"cpu": 64.0, "memory": 1.0}})
     assert live.save_instance_usage(reports) == (2, {"h1": [U2]})
     assert _rows(live) == [(U1, "cpu", 0.25, "agent"), (U2, "cpu", 0.5, "agent")]
     # Alone, h1's word about U2 is dropped all the same.
-    assert live.save_instance_usage({"h1": {"instance_usage": {U2: {"cpu": 64.0}}}}) == (0, {"h1": [U2]})
+    assert live.save_instance_usage(_reports(h1={U2: {"cpu": 64.0}})) == (0, {"h1": [U2]})
     assert _rows(live) == [(U1, "cpu", 0.25, "agent"), (U2, "cpu", 0.5, "agent")]
 
 

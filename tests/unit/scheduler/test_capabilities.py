@@ -7,7 +7,7 @@ import pytest
 
 from compute_agent.driver import host_facts
 from scheduler.exception import InvalidRequest
-from scheduler.host_manager import check_report
+from scheduler.host_report import HostReport
 from scheduler.host_state import HostTable
 from tests.unit.scheduler.test_catalog import passing, plugin, spec_of
 
@@ -33,8 +33,7 @@ def fleet():
         "bare": report("bare"),
     }
     for name, resources in hosts.items():
-        check_report(name, resources)
-        table.update_from_report(table.add(name), resources, now=0.0)
+        table.update_from_report(table.add(name), HostReport.from_wire(resources, name), now=0.0)
     return table
 
 
@@ -105,7 +104,7 @@ def test_json_filter_reads_any_of_novas_host_attributes_and_nothing_else(policy_
 ])
 def test_a_report_with_facts_that_are_not_what_nova_keeps_is_refused(facts, message):
     with pytest.raises(InvalidRequest, match=message.replace("[", r"\[").replace("]", r"\]")):
-        check_report("h", report("h", **facts))
+        HostReport.from_wire(report("h", **facts), "h")
 
 
 def test_versions_are_counted_as_nova_counts_them():
@@ -123,7 +122,7 @@ def test_the_host_driver_reads_the_cpu_from_the_machine(tmp_path):
     assert info["arch"] == "x86_64" and info["vendor"] == "GenuineIntel" and info["model"] == "Xeon"
     assert info["features"] == ["avx2", "fpu", "sse2"]
     assert info["maxphysaddr"] == {"mode": "passthrough", "bits": 46}
-    check_report("h", report("h", cpu_info=info))
+    HostReport.from_wire(report("h", cpu_info=info), "h")
     assert host_facts.host_ip("192.0.2.10") == "192.0.2.10"
 
 
@@ -188,8 +187,7 @@ def test_image_properties_weigher_counts_alike_instances_as_nova(policy_conf, se
     }
     for name, image_properties in counts.items():
         resources = report(name, image_properties=image_properties)
-        check_report(name, resources)
-        table.update_from_report(table.add(name), resources, now=0.0)
+        table.update_from_report(table.add(name), HostReport.from_wire(resources, name), now=0.0)
     w = plugin(policy_conf, "weigher", "ImagePropertiesWeigher")
     spec = image_request(os_distro="ubuntu", hw_machine_type="q35")
     import numpy as np
@@ -212,7 +210,7 @@ def test_agents_count_the_image_properties_of_the_instances_they_hold():
     assert tracker.report()["image_properties"] == {"os_distro": {"ubuntu": 2}, "hw_machine_type": {"q35": 1}}
     tracker.free(a)
     assert tracker.report()["image_properties"] == {"os_distro": {"ubuntu": 1}}
-    check_report("h", tracker.report())
+    HostReport.from_wire(tracker.report(), "h")
 
 
 def test_agents_report_nova_compute_node_stats():
@@ -228,7 +226,7 @@ def test_agents_report_nova_compute_node_stats():
     assert tracker.report()["stats"] == {
         "num_instances": 3, "io_workload": 1, "failed_builds": 0, "num_vm_active": 2, "num_vm_building": 1,
         "num_task_spawning": 1, "num_proj_p1": 2, "num_os_type_linux": 1, "num_os_type_windows": 1}
-    check_report("h", tracker.report())
+    HostReport.from_wire(tracker.report(), "h")
     tracker.free(b)
     stats = tracker.report()["stats"]
     assert stats["num_proj_p1"] == 1 and "num_os_type_windows" not in stats
@@ -237,7 +235,7 @@ def test_agents_report_nova_compute_node_stats():
 @pytest.mark.parametrize("stats", [[1], {"n": True}, {"n": 1.5}, {"": 1}, {"n": "x" * 256}])
 def test_a_report_with_malformed_stats_is_refused(stats):
     with pytest.raises(InvalidRequest, match="stats must map"):
-        check_report("h", report("h", stats=stats))
+        HostReport.from_wire(report("h", stats=stats), "h")
 
 
 @pytest.mark.parametrize("query", [["frobnicate", "$free_ram_mb", 1],

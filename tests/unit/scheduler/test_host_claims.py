@@ -13,6 +13,7 @@ from scheduler.conf import opts
 from scheduler.exception import NoValidHost
 from scheduler.filters import enabled_filters
 from scheduler.host_manager import HostManager
+from scheduler.host_report import HostReport
 from scheduler.planning.plan import Placement
 from scheduler.request_spec import RequestSpec
 from scheduler.selection import Selector
@@ -73,9 +74,9 @@ def fleet(conf):
     conf.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
     hosts = HostManager(conf)
     for host, ram in {"big": 8192, "small": 6144}.items():
-        hosts.update_from_report(host, {"host": host, "memory_mb": ram, "free_ram_mb": ram, "local_gb": 100,
-                                        "free_disk_gb": 100, "vcpus": 8, "vcpus_used": 0,
-                                        "instance_uuids": [], "running_vms": 0})
+        hosts.update_from_report(HostReport.from_wire(
+            {"host": host, "memory_mb": ram, "free_ram_mb": ram, "local_gb": 100, "free_disk_gb": 100,
+             "vcpus": 8, "vcpus_used": 0, "instance_uuids": [], "running_vms": 0}, host))
     selector = Selector(enabled_filters(conf), enabled_weighers(conf))
     database = FakeDatabase()
     sleeps = []

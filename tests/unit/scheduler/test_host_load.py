@@ -7,7 +7,8 @@ import pytest
 
 from scheduler import host_load
 from scheduler.exception import InvalidRequest
-from scheduler.host_manager import HostManager, check_report
+from scheduler.host_manager import HostManager
+from scheduler.host_report import HostReport
 from scheduler.host_state import HostTable
 from scheduler.request_spec import Flavor
 
@@ -168,8 +169,15 @@ def test_old_starts_are_forgotten(load_table):
 @pytest.mark.parametrize("bad", [-1, float("nan"), float("inf"), True, "0.5"])
 def test_bad_load_figures_are_refused(key, bad):
     with pytest.raises(InvalidRequest, match=key):
-        check_report("h", report(**{key: bad}))
+        HostReport.from_wire(report(**{key: bad}), "h")
 
 
 def test_a_good_load_report_is_accepted():
-    check_report("h", report(0.5, 100, "2026-01-01T00:00:00Z", cpu_reserved=1, cpu_burst=0.5))
+    HostReport.from_wire(report(0.5, 100, "2026-01-01T00:00:00Z", cpu_reserved=1, cpu_burst=0.5), "h")
+
+
+def test_reservation_figures_a_host_stops_reporting_are_forgotten(load_table):
+    load_table.update_from_report(0, HostReport.from_wire(report(cpu_reserved=2.0), "h"), now=0.0)
+    assert load_table.cpu_reserved[0] == 2.0
+    load_table.update_from_report(0, HostReport.from_wire(report(), "h"), now=1.0)
+    assert math.isnan(load_table.cpu_reserved[0])

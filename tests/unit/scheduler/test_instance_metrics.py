@@ -11,7 +11,7 @@ from compute_agent.resource_tracker import ResourceTracker
 from scheduler import states
 from scheduler.db.api import Database, to_db_time
 from scheduler.exception import InvalidRequest
-from scheduler.host_manager import check_report
+from scheduler.host_report import HostReport
 from scheduler.instance_metrics_api import InstanceMetricsEndpoint
 from scheduler.service import SchedulerService
 from tests.unit.scheduler.service_parts import transport_and_database
@@ -33,8 +33,8 @@ def report(usage, host="h1"):
 
 def test_valid_usage_is_kept_as_reported():
     resources = report({U1: {"cpu": 1.5, "memory": 256}, U2: {"cpu": 0}})
-    check_report("h1", resources)
-    assert resources["instance_usage"] == {U1: {"cpu": 1.5, "memory": 256.0}, U2: {"cpu": 0.0}}
+    taken = HostReport.from_wire(resources, "h1")
+    assert taken.instance_usage == {U1: {"cpu": 1.5, "memory": 256.0}, U2: {"cpu": 0.0}}
 
 
 @pytest.mark.parametrize("entry, problem", [
@@ -51,9 +51,9 @@ def test_valid_usage_is_kept_as_reported():
 def test_a_bad_entry_is_dropped_with_a_warning_and_the_rest_of_the_report_kept(caplog, entry, problem):
     resources = report({U1: {"cpu": 1.0}, **entry})
     with caplog.at_level(logging.WARNING, logger="scheduler.instance_metrics"):
-        check_report("h1", resources)
-    assert resources["instance_usage"] == {U1: {"cpu": 1.0}}
-    assert resources["memory_mb"] == 4096 and resources["instance_uuids"] == [U1, U2]
+        taken = HostReport.from_wire(resources, "h1")
+    assert taken.instance_usage == {U1: {"cpu": 1.0}}
+    assert taken.memory_mb == 4096 and taken.instance_uuids == [U1, U2]
     [warning] = [r.getMessage() for r in caplog.records if r.name == "scheduler.instance_metrics"]
     assert warning.startswith("Report of host h1: instance_usage entries dropped, the rest of the report "
                               "kept: ")
@@ -62,21 +62,21 @@ def test_a_bad_entry_is_dropped_with_a_warning_and_the_rest_of_the_report_kept(c
 
 def test_a_bad_value_drops_only_that_metric_of_the_instance():
     resources = report({U1: {"cpu": 1.0, "memory": -5}})
-    check_report("h1", resources)
-    assert resources["instance_usage"] == {U1: {"cpu": 1.0}}
+    taken = HostReport.from_wire(resources, "h1")
+    assert taken.instance_usage == {U1: {"cpu": 1.0}}
 
 
 def test_usage_that_is_not_an_object_is_dropped_whole(caplog):
     resources = report(["cpu", 1])
-    check_report("h1", resources)
-    assert "instance_usage" not in resources
+    taken = HostReport.from_wire(resources, "h1")
+    assert taken.instance_usage is None
     assert "instance_usage entries dropped" in caplog.text and "got ['cpu', 1]" in caplog.text
 
 
 def test_a_warning_names_a_few_bad_entries_and_counts_the_others(caplog):
     resources = report({f"00000000-0000-4000-8000-{i:012d}": {"cpu": 1} for i in range(12)})
-    check_report("h1", resources)
-    assert "instance_usage" not in resources
+    taken = HostReport.from_wire(resources, "h1")
+    assert taken.instance_usage is None
     assert caplog.text.count("not an instance of the report's instance_uuids") == 5
     assert "; and 7 more" in caplog.text
 

@@ -7,6 +7,7 @@ import pytest
 
 from scheduler import rpc
 from scheduler.exception import InvalidRequest, NotAuthorized
+from scheduler.host_report import HostReport
 from scheduler.rpc.dispatcher import Dispatcher
 from tests.unit.scheduler.manager_world import casts, report, request
 
@@ -236,7 +237,7 @@ def test_an_agent_holding_a_deleted_instance_is_told_to_terminate_it_once_a_whil
     [host] = casts(agents, 1)
     manager.instance_update({}, uuids[0], host, "ACTIVE")
     database.update_instance(uuids[0], {"state": "DELETED"})  # its terminate was lost
-    held = dict(report(host, 8192, uuids=uuids))
+    held = HostReport.from_wire(report(host, 8192, uuids=uuids), host)
     assert [d.action for d in parts.reconciler.run({host: held}, now=100.0)] == ["terminate"]
     why = f"{host} holds {uuids[0]}, which was deleted"
     assert casts(agents, 2)[host][-1] == ("terminate_instance", uuids[0], why)

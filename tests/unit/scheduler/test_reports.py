@@ -6,7 +6,7 @@ import pytest
 from compute_agent.resource_tracker import ResourceTracker
 from scheduler import host_names
 from scheduler.exception import InvalidRequest
-from scheduler.host_manager import check_report
+from scheduler.host_report import HostReport
 
 UUID = "00000000-0000-4000-8000-0000000000a1"
 
@@ -18,7 +18,7 @@ def report(**changes):
 
 
 def test_an_agents_own_report_passes():
-    check_report("h1", report())
+    HostReport.from_wire(report(), "h1")
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -45,7 +45,7 @@ def test_an_agents_own_report_passes():
 ])
 def test_a_bad_field_refuses_the_whole_report_naming_it(changes, message):
     with pytest.raises(InvalidRequest, match=message):
-        check_report("h1", report(**changes))
+        HostReport.from_wire(report(**changes), "h1")
 
 
 @pytest.mark.parametrize("host, message", [
@@ -58,7 +58,7 @@ def test_a_bad_field_refuses_the_whole_report_naming_it(changes, message):
 ])
 def test_a_host_name_no_queue_or_row_can_hold_is_refused(host, message):
     with pytest.raises(InvalidRequest, match=message):
-        check_report(host, report(host=host))
+        HostReport.from_wire(report(host=host), host)
     with pytest.raises(InvalidRequest, match=message):
         host_names.check(host, "host")
 
@@ -75,11 +75,13 @@ def test_a_report_delivered_again_after_a_newer_one_is_not_taken(conf):
     old = tracker.report()
     tracker.claim(UUID, {"memory_mb": 1024, "root_gb": 1, "vcpus": 1})
     new = tracker.report()
-    assert hosts.update_from_report("h1", new)
-    assert not hosts.update_from_report("h1", old)  # handed back, delivered after the new one
-    assert not hosts.update_from_report("h1", new)  # the same one twice changes nothing either
+    old, new = (HostReport.from_wire(wire, "h1") for wire in (old, new))
+    assert hosts.update_from_report(new)
+    assert not hosts.update_from_report(old)  # handed back, delivered after the new one
+    assert not hosts.update_from_report(new)  # the same one twice changes nothing either
     assert hosts.get("h1").free_ram_mb == 4096 - 1024
     restarted = ResourceTracker("h1", {"memory_mb": 4096, "local_gb": 100, "vcpus": 8},
                                 started_at="2099-01-01T00:00:00.000000Z")
-    assert hosts.update_from_report("h1", restarted.report())  # a new agent process counts anew
+    # A new agent process counts anew.
+    assert hosts.update_from_report(HostReport.from_wire(restarted.report(), "h1"))
     assert hosts.get("h1").free_ram_mb == 4096

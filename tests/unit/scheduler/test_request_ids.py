@@ -13,6 +13,7 @@ from compute_agent.manager import ComputeManager
 from scheduler import rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd import cli
+from scheduler.host_report import HostReport
 from scheduler.service import SchedulerService
 from tests.unit.logs import request_ids, service_log
 from tests.unit.scheduler.manager_world import report, request
@@ -154,12 +155,12 @@ def test_a_host_going_down_and_coming_back_is_said_once_each_way(conf, tmp_path,
     hosts = manager.host_manager
     down_time = conf.scheduler.service_down_time
     now = time.monotonic()
-    hosts.update_from_report("h1", report("h1", 8192), now=now)
+    hosts.update_from_report(HostReport.from_wire(report("h1", 8192), "h1"), now=now)
     with service_log(conf, tmp_path / "berth.log") as read:
         for later in (1, 2, 3):
             hosts.notice_down_hosts(now=now + down_time + later)
-        hosts.update_from_report("h1", report("h1", 8192), now=now + down_time + 10)
-        hosts.update_from_report("h1", report("h1", 8192), now=now + down_time + 11)
+        hosts.update_from_report(HostReport.from_wire(report("h1", 8192), "h1"), now=now + down_time + 10)
+        hosts.update_from_report(HostReport.from_wire(report("h1", 8192), "h1"), now=now + down_time + 11)
         hosts.notice_down_hosts(now=now + down_time + 12)
         lines = lines_of(read(), "scheduler.host_manager")
     said = [(line.split()[3], line.split("] ", 1)[1]) for line in lines if "Host h1 " in line]
@@ -174,8 +175,9 @@ def test_a_scheduler_that_could_not_hear_does_not_count_that_time_against_the_ho
     hosts = manager.host_manager
     down_time = conf.scheduler.service_down_time
     now = time.monotonic()
-    hosts.update_from_report("h1", report("h1", 8192), now=now)
-    hosts.update_from_report("h2", report("h2", 8192), now=now - down_time - 5)  # down before
+    hosts.update_from_report(HostReport.from_wire(report("h1", 8192), "h1"), now=now)
+    # h2 was down before.
+    hosts.update_from_report(HostReport.from_wire(report("h2", 8192), "h2"), now=now - down_time - 5)
     hosts.deaf(now + 2)  # cut off from the broker, or holding its messages
     assert hosts.notice_down_hosts(now=now + 10 * down_time) == ["h2"]  # h1's age stands still
     hosts.heard(now + 10 * down_time)

@@ -10,6 +10,7 @@ from scheduler import rpc
 from scheduler.cmd import common
 from scheduler.db import api as db_api
 from scheduler.db.api import Database
+from scheduler.host_report import HostReport
 from scheduler.outbox import Outbox
 from scheduler.service import SchedulerService, UnitOfWork
 from tests.unit.scheduler.manager_world import report
@@ -85,9 +86,11 @@ def test_a_failing_periodic_task_keeps_none_of_the_others_from_running(conf, ser
 
 
 def test_one_report_the_database_refuses_leaves_the_others_saved(service, caplog):
-    service.parts.reports.put("h1", report("h1", 1024))
-    service.parts.reports.put("h2", dict(report("h2", 1024), reported_at="yesterday"))
-    service.parts.reports.put("h3", report("h3", 1024))
+    for host in ("h1", "h2", "h3"):
+        service.parts.reports.put(host, HostReport.from_wire(report(host, 1024), host))
+    refused = service.parts.reports.drain()
+    refused["h2"] = refused["h2"]._replace(reported_at="yesterday")  # no time a database column holds
+    service.parts.reports.put_back(refused)
     service.save_reports()
     assert [node["host"] for node in service.database.list_compute_nodes()] == ["h1", "h3"]
     assert "Cannot save the report of host h2, left out" in caplog.text
@@ -164,7 +167,7 @@ def test_a_database_that_cannot_be_reached_is_no_messages_fault(conf, monkeypatc
 
 
 def test_reports_the_database_could_not_take_are_saved_once_it_is_back(service, monkeypatch, caplog):
-    service.parts.reports.put("h1", report("h1", 1024))
+    service.parts.reports.put("h1", HostReport.from_wire(report("h1", 1024), "h1"))
     real = service.database.save_compute_nodes
 
     def away(rows):
@@ -175,7 +178,7 @@ def test_reports_the_database_could_not_take_are_saved_once_it_is_back(service, 
     service.run_periodic_tasks()
     assert caplog.text.count("Periodic task saving host reports: database sqlite:// unavailable") == 1
     assert "Traceback" not in caplog.text
-    service.parts.reports.put("h2", report("h2", 2048))
+    service.parts.reports.put("h2", HostReport.from_wire(report("h2", 2048), "h2"))
     monkeypatch.setattr(service.database, "save_compute_nodes", real)
     service.save_reports()
     assert [node["host"] for node in service.database.list_compute_nodes()] == ["h1", "h2"]

@@ -7,6 +7,7 @@ import pytest
 
 from scheduler.aggregates import Aggregate
 from scheduler.host_manager import HostManager
+from scheduler.host_report import HostReport
 from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.status_page import app
 from scheduler.status_page.recent import Recent, ScalingHistory
@@ -19,7 +20,7 @@ def hosts(conf):
     manager = HostManager(conf)
     for name, ram, used in (("b1", 8192, 2048), ("a1", 4096, 0), ("off", 2048, 0), ("gone", 1024, 0),
                             ("quiet", 512, 0)):
-        manager.update_from_report(name, report(name, ram, used))
+        manager.update_from_report(HostReport.from_wire(report(name, ram, used), name))
     manager.table.set_aggregates([Aggregate.from_dict({"name": "fast", "hosts": ["b1"],
                                                        "metadata": {"availability_zone": "az2"}})])
     manager.set_disabled({"off": None})

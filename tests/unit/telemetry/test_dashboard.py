@@ -10,6 +10,7 @@ import compute_agent.telemetry  # noqa: F401 - registers the agents' metrics
 import scheduler.telemetry.connection_metrics  # noqa: F401
 import scheduler.telemetry.rpc_metrics  # noqa: F401
 from scheduler.host_manager import HostManager
+from scheduler.host_report import HostReport
 from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.scaling.metrics import ScalingGroupsCollector
 from scheduler.telemetry.scheduler_metrics import FleetCollector
@@ -22,7 +23,7 @@ SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), 
 def served(conf):
     """{family name: type} of every berth_ family a Berth process can serve."""
     hosts = HostManager(conf)
-    hosts.update_from_report("h1", report("h1", 4096))
+    hosts.update_from_report(HostReport.from_wire(report("h1", 4096), "h1"))
     group = SyncResult("g1", "web", SYNCED, 2, members=2,
                        metrics=(MetricReading("cpu", "resource", 40.0, "utilization", 50.0),))
     families = [*REGISTRY.collect(), *FleetCollector(hosts, lambda: 60.0, per_host=lambda: True).collect(),

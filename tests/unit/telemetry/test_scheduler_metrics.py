@@ -8,6 +8,7 @@ import pytest
 from scheduler import rpc
 from scheduler.exception import InvalidRequest
 from scheduler.host_manager import HostManager
+from scheduler.host_report import HostReport
 from scheduler.service import UnitOfWork
 from scheduler.telemetry.scheduler_metrics import FleetCollector
 from tests.unit.scheduler.manager_world import (
@@ -84,7 +85,7 @@ def test_the_fleet_by_state_and_the_room_of_the_hosts_that_take_work(conf):
     hosts = HostManager(conf)
     for host, ram, used in (("a", 8192, 1024), ("b", 4096, 0), ("off", 2048, 0), ("gone", 1024, 0),
                             ("quiet", 512, 0)):
-        hosts.update_from_report(host, report(host, ram, used))
+        hosts.update_from_report(HostReport.from_wire(report(host, ram, used), host))
     hosts.set_disabled({"off": "maintenance"})
     hosts.forget("gone")
     hosts.get("quiet").updated = time.monotonic() - 120  # no report for longer than service_down_time
@@ -110,8 +111,8 @@ def test_a_fleet_with_no_host_says_so_without_an_age(conf):
 
 def test_per_host_series_only_when_asked(conf):
     hosts = HostManager(conf)
-    hosts.update_from_report("a", report("a", 8192, 1024))
-    hosts.update_from_report("b", report("b", 4096))
+    hosts.update_from_report(HostReport.from_wire(report("a", 8192, 1024), "a"))
+    hosts.update_from_report(HostReport.from_wire(report("b", 4096), "b"))
     assert not [f for f in FleetCollector(hosts, lambda: 60.0).collect() if f.name.startswith("berth_host_")]
     collector = FleetCollector(hosts, lambda: 60.0, per_host=lambda: True)
     mib = 1024 ** 2
