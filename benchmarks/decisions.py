@@ -6,10 +6,10 @@ import time
 
 from benchmarks.fleet import random_fleet, random_spec, rich_spec
 from scheduler import conf as berth_conf
-from scheduler import filters, weighers
 from scheduler.conf import opts
 from scheduler.exception import NoValidHost
-from scheduler.selection import Selector
+from scheduler.policy import filters, weighers
+from scheduler.policy.selection import Selector
 
 NOVA_FILTERS = ["ComputeFilter", "RetryFilter", "AvailabilityZoneFilter", "ComputeCapabilitiesFilter",
                 "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",

@@ -6,10 +6,10 @@ import uuid
 
 import numpy as np
 
-from scheduler import host_load
-from scheduler.host_report import HostReport
-from scheduler.host_state import HostTable
-from scheduler.request_spec import RequestSpec
+from scheduler.policy import host_load
+from scheduler.policy.host_report import HostReport
+from scheduler.policy.host_state import HostTable
+from scheduler.policy.request_spec import RequestSpec
 
 FLAVORS = [
     {"name": "m1.tiny", "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "vcpus": 1},
@@ -159,7 +159,7 @@ def random_spec(seed=0, count=1, **filter_properties):
 
 
 def load_facts(rng, report):
-    """Random reservation figures and measured load (scheduler.host_load), some of them missing."""
+    """Random reservation figures and measured load (scheduler.policy.host_load), some of them missing."""
     vcpus, memory = report["vcpus"], report["memory_mb"]
     facts = {}
     if rng.random() < 0.8:

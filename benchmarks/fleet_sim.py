@@ -20,9 +20,10 @@ from oslo_config import cfg
 
 from compute_agent import conf as agent_conf
 from compute_agent.resource_tracker import ClaimFailed, ResourceTracker
-from scheduler import concurrency, config, rpc
+from scheduler import concurrency, rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd import common
+from scheduler.cmd import startup as config
 from scheduler.rpc import envelope, topology
 
 LOG = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ import numpy as np
 
 from benchmarks.fleet import random_report
 from scheduler import conf as berth_conf
-from scheduler.host_manager import HostManager
-from scheduler.host_report import HostReport
+from scheduler.fleet.host_manager import HostManager
 from scheduler.manager import ReportBuffer
+from scheduler.policy.host_report import HostReport
 
 
 def _conf():

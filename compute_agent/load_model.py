@@ -24,7 +24,7 @@ import random
 from dataclasses import dataclass
 
 from compute_agent.resource_tracker import isotime
-from scheduler.host_report import HostLoad
+from scheduler.policy.host_report import HostLoad
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ import itertools
 import re
 import threading
 
-from scheduler import config
-from scheduler.host_report import HostReport
+from scheduler.policy.host_report import HostReport
+from scheduler.version import version
 
 FLAVOR_KEYS = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
 #: The scheduler takes at most this many stats, each name short printable text.
@@ -280,7 +280,7 @@ class ResourceTracker:
                 report_seq=next(self._report_numbers),
                 image_properties=self._image_property_counts(),
                 stats=self._stats(),
-                version=config.version(),
+                version=version(),
                 **self.facts,
             )
         if self.measure is not None:

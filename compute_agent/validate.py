@@ -7,9 +7,9 @@ scheduler's own RequestSpec rules, so both sides agree on what is valid.
 
 
 from scheduler.exception import InvalidRequest
-from scheduler.json_checks import json_object, sized_list
-from scheduler.request_spec import MAX_LIST, Flavor, Retry, is_bounded_number, parse_uuid
-from scheduler.rpc import names
+from scheduler.policy.request_spec import MAX_LIST, Flavor, Retry, is_bounded_number, parse_uuid
+from scheduler.utils import amqp_names as names
+from scheduler.utils.json_checks import json_object, sized_list
 
 LIMIT_KEYS = ("memory_mb", "disk_gb", "vcpu")
 MAX_LIMIT = 2**53

@@ -28,8 +28,8 @@ COMPUTE = API("compute", (
             "build timed out, found deleted on the host), which the agent logs"),
 ))
 
-#: The operators' API (scheduler.admin.AdminEndpoint: aggregates and server groups;
-#: scheduler.host_admin.HostAdminEndpoint: hosts), topic ``scheduler``, which ``berth``
+#: The operators' API (scheduler.admin.grouping.AdminEndpoint: aggregates and server groups;
+#: scheduler.admin.hosts.HostAdminEndpoint: hosts), topic ``scheduler``, which ``berth``
 #: and the schedulers themselves (aggregates_changed, hosts_changed) send to.
 ADMIN = API("admin", (
     ("1.0", "aggregates, server groups, host enable, disable and delete, list_services, aggregates_changed, "
@@ -37,7 +37,7 @@ ADMIN = API("admin", (
 ))
 
 #: Scaling groups and their members' metrics (scheduler.scaling.api.ScalingGroupEndpoint,
-#: scheduler.instance_metrics_api.InstanceMetricsEndpoint), topic ``scheduler``, which
+#: scheduler.scaling.instance_metrics_api.InstanceMetricsEndpoint), topic ``scheduler``, which
 #: ``berth`` sends to.
 SCALING = API("scaling", (
     ("1.0", "create, list, show, update, pause, resume and delete scaling groups, push and show instance "

@@ -100,7 +100,7 @@ class SchedulerClient:
     # -- operators: host aggregates, server groups, hosts, scaling groups ------
 
     def admin_call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:
-        """Call one method of the admin API (scheduler.admin, scheduler.host_admin) or of the
+        """Call one method of the admin API (scheduler.admin.grouping, scheduler.admin.hosts) or of the
         scaling API (SCALING_METHODS), at 1.0: every method of theirs is there."""
         api = api_versions.SCALING if method in SCALING_METHODS else api_versions.ADMIN
         return self._clients[api.name].call(ctxt, method, **kwargs)

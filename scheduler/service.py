@@ -11,34 +11,37 @@ import prometheus_client
 from sqlalchemy import exc as sa_exc
 
 from compute_agent.client import ComputeClient
-from scheduler import concurrency, filters, host_admin, rpc, weighers
-from scheduler.admin import AdminEndpoint, known_host, reload_aggregates
-from scheduler.build_expiry import BuildExpiry
-from scheduler.claims import HostClaims
+from scheduler import concurrency, rpc
+from scheduler.admin import hosts as host_admin
+from scheduler.admin.grouping import AdminEndpoint, known_host, reload_aggregates
+from scheduler.admin.hosts import HostAdminEndpoint, reload_disabled
 from scheduler.client import TOPIC, SchedulerClient
 from scheduler.conf import upgrade_levels
 from scheduler.db import api as db_api
-from scheduler.host_admin import HostAdminEndpoint, reload_disabled
-from scheduler.host_manager import HostManager
-from scheduler.instance_metrics_api import InstanceMetricsEndpoint
-from scheduler.log_once import LogOnce
+from scheduler.fleet.build_expiry import BuildExpiry
+from scheduler.fleet.host_manager import HostManager
+from scheduler.fleet.reconciler import Reconciler
 from scheduler.manager import ReportBuffer, SchedulerManager
-from scheduler.masking import mask_url
-from scheduler.outbox import Outbox
 from scheduler.planning.applier import Applier
+from scheduler.planning.claims import HostClaims
 from scheduler.planning.planner import Planner
 from scheduler.planning.scheduling import Scheduling
-from scheduler.reconciler import Reconciler
+from scheduler.policy import filters, weighers
+from scheduler.policy.selection import Selector
 from scheduler.scaling.api import ScalingGroupEndpoint
 from scheduler.scaling.controller import ScalingController
+from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 from scheduler.scaling.metrics import ScalingGroupsCollector
 from scheduler.scaling.service import BrokerQueues, FleetMetrics, ScalingLoop, controller_settings
-from scheduler.selection import Selector
 from scheduler.status_page import app as status_app
 from scheduler.status_page.recent import Recent
 from scheduler.status_page.snapshot import StatusSource
 from scheduler.telemetry.scheduler_metrics import FleetCollector
-from scheduler.undo import UndoLog
+from scheduler.transaction.outbox import Outbox
+from scheduler.transaction.undo import UndoLog
+from scheduler.transaction.unit_of_work import UnitOfWork
+from scheduler.utils.log_once import LogOnce
+from scheduler.utils.masking import mask_url
 
 LOG = logging.getLogger(__name__)
 BINARY = host_admin.SCHEDULER_BINARY
@@ -294,91 +297,3 @@ def durability(transport):
     if transport.durable:
         return " (durable: clients must set [oslo_messaging_rabbit] amqp_durable_queues = true)"
     return " (not durable)"
-
-
-class UnitOfWork:
-    """A batch of messages: one database transaction; the casts it decided go out after it
-    commits, and what it changed in memory is undone if it rolls back.
-
-    Nothing of a batch is acknowledged before this exits cleanly (see
-    RPCServer), so a worker that dies at any point loses nothing: its
-    messages are redelivered, and a redelivered request sends the builds of
-    what was committed again instead of placing it twice.
-    """
-
-    def __init__(self, database, outbox, undo=None):
-        self._database = database
-        self._outbox = outbox
-        self._undo = undo or UndoLog()
-
-    def __enter__(self):
-        self._stack = contextlib.ExitStack()
-        self._stack.enter_context(self._outbox.collecting())
-        self._stack.enter_context(self._undo.collecting())
-        try:
-            with _passing_failures():
-                self._transaction = self._database.unit_of_work()
-                self._transaction.__enter__()
-        except BaseException:
-            self._stack.close()
-            raise
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        try:
-            try:
-                with _passing_failures():
-                    self._transaction.__exit__(exc_type, exc, tb)
-            except BaseException:
-                self._undo.rollback()
-                raise
-            if exc_type is not None:
-                self._undo.rollback()
-                return False
-            self._undo.commit()
-            self._outbox.release()
-        finally:
-            self._stack.close()
-        return False
-
-    @contextlib.contextmanager
-    def step(self, method, read_only=False):
-        """One message: its writes and casts undone alone if it fails. A method marked
-        read-only gets no savepoint; should it meet a database error all the same,
-        the transaction can no longer commit and the batch is run again message by
-        message (WorkBroken)."""
-        with _passing_failures():
-            if not read_only:
-                with self._database.step(), self._outbox.step(), self._undo.step():
-                    yield
-                return
-            try:
-                yield
-            except sa_exc.SQLAlchemyError as exc:
-                if db_api.is_transient(exc):
-                    raise
-                raise rpc.WorkBroken(f"{method} met a database error without a savepoint: "
-                                     f"{mask_url(str(exc).splitlines()[0])}") from exc
-
-
-def _retry_later(exc):
-    """The RetryLater of a database failure that waiting may cure: the database away, or a lost race."""
-    if isinstance(exc, db_api.DatabaseUnavailable):
-        return rpc.RetryLater(str(exc))
-    reason = mask_url(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip()
-                      else type(exc).__name__)
-    return rpc.RetryLater(f"the database is unavailable: {reason}", soon=db_api.is_conflict(exc))
-
-
-@contextlib.contextmanager
-def _passing_failures():
-    """Raise a database failure that is no message's fault (the database away, a deadlock)
-    as RetryLater: connecting, committing or any statement of a batch."""
-    try:
-        yield
-    except db_api.DatabaseUnavailable as exc:
-        raise _retry_later(exc) from exc
-    except sa_exc.SQLAlchemyError as exc:
-        if db_api.is_transient(exc):
-            raise _retry_later(exc) from exc
-        raise

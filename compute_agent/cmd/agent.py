@@ -19,8 +19,9 @@ from oslo_config import cfg
 from compute_agent import conf as agent_conf  # first: the concurrency switch patches
 from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
-from scheduler import config, rpc
+from scheduler import rpc
 from scheduler.cmd import common
+from scheduler.cmd import startup as config
 from scheduler.conf import upgrade_levels
 from scheduler.rpc import access
 from scheduler.telemetry.endpoint import AGENT_PORT, CannotListen, MetricsEndpoint

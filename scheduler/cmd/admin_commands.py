@@ -1,6 +1,6 @@
 """``berth aggregate ...`` and ``berth server-group ...``: host aggregates and server groups.
 
-Every command is one RPC call to the scheduler (scheduler.admin.AdminEndpoint),
+Every command is one RPC call to the scheduler (scheduler.admin.grouping.AdminEndpoint),
 after one that finds a server group named by name;
 the scheduler checks the arguments and changes nothing when one is wrong.
 """
@@ -8,10 +8,10 @@ the scheduler checks the arguments and changes nothing when one is wrong.
 import argparse
 import json
 
-from scheduler import server_groups
 from scheduler.cmd import arguments, output
 from scheduler.cmd.arguments import positive
 from scheduler.cmd.references import group_uuid
+from scheduler.policy import server_groups
 
 NONE = "-"
 

@@ -12,12 +12,14 @@ from compute_agent import conf as agent_conf
 from compute_agent.client import ComputeClient
 from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
-from scheduler import config, flavors, rpc, states
+from scheduler import rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import common, output, scaling_demo
+from scheduler.cmd import startup as config
 from scheduler.cmd.host_commands import hosts_command
 from scheduler.cmd.instance_commands import build_request
 from scheduler.cmd.waiting import wait_for, wait_until
+from scheduler.policy import flavors
 from scheduler.service import SchedulerService, status_routes
 from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
 

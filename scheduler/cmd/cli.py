@@ -8,7 +8,7 @@ import sys
 
 from oslo_config import cfg
 
-from scheduler import config, rpc
+from scheduler import rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd import (
     admin_commands,
@@ -20,6 +20,7 @@ from scheduler.cmd import (
     scaling_commands,
     simulate_command,
 )
+from scheduler.cmd import startup as config
 from scheduler.cmd.arguments import CommandError
 
 PROG = "berth"

@@ -5,10 +5,13 @@ import logging
 import signal
 import threading
 
-from scheduler import config, filters, host_names, weighers
+from scheduler.cmd import startup as config
 from scheduler.conf import opts
 from scheduler.db.api import Database
-from scheduler.rpc import access, names
+from scheduler.policy import filters, weighers
+from scheduler.rpc import access
+from scheduler.utils import amqp_names as names
+from scheduler.utils import host_names
 
 LOG = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """``berth hosts``, ``berth host disable|enable|delete`` and ``berth service list``: hosts and services.
 
 Each command is one RPC call to the scheduler (``hosts``: the scheduler's own
-list_hosts, the others: scheduler.host_admin); the scheduler checks the arguments
+list_hosts, the others: scheduler.admin.hosts); the scheduler checks the arguments
 and changes nothing when one is wrong.
 """
 

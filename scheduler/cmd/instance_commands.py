@@ -9,13 +9,14 @@ import argparse
 import logging
 import uuid as uuidlib
 
-from scheduler import flavors, rpc, states
+from scheduler import rpc, states
 from scheduler.cmd import output
 from scheduler.cmd.arguments import CommandError, hint, positive
 from scheduler.cmd.references import as_uuid, group_uuid, instance_uuid, instances_by_uuid
 from scheduler.cmd.waiting import wait_for
 from scheduler.exception import InvalidRequest
-from scheduler.request_spec import MAX_INSTANCES_PER_REQUEST, check_display_names, display_name
+from scheduler.policy import flavors
+from scheduler.policy.request_spec import MAX_INSTANCES_PER_REQUEST, check_display_names, display_name
 
 LOG = logging.getLogger(__name__)
 

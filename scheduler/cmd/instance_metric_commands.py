@@ -1,6 +1,6 @@
 """``berth instance-metric push|show``: per-instance metrics (the scaling groups' instance metrics).
 
-``push`` is one RPC call to the scheduler (scheduler.instance_metrics_api.InstanceMetricsEndpoint),
+``push`` is one RPC call to the scheduler (scheduler.scaling.instance_metrics_api.InstanceMetricsEndpoint),
 after one that finds an instance named by name: the scheduler saves the values as the
 instance's newest samples, stamped with the database's time, or refuses the whole push.
 ``show`` lists every sample stored of the instances, measured by their agents or pushed.
@@ -12,7 +12,7 @@ from scheduler.cmd import arguments, output
 from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.references import instance_uuid
 from scheduler.exception import InvalidRequest
-from scheduler.instance_metrics import check_pushed_name, is_value
+from scheduler.policy.instance_metrics import check_pushed_name, is_value
 
 
 def _metric(text):

@@ -25,12 +25,12 @@ from datetime import timedelta
 from oslo_config import cfg
 from sqlalchemy import exc as sa_exc
 
-from scheduler import config
 from scheduler.cmd import output
+from scheduler.cmd import startup as config
 from scheduler.cmd.arguments import positive
 from scheduler.db import api as db_api
 from scheduler.db import archive, migration
-from scheduler.masking import mask_url
+from scheduler.utils.masking import mask_url
 
 PROG = "berth-manage"
 MORE_LEFT = 3  # exit status of an archive that stopped at --max-rows with rows left

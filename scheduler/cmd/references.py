@@ -3,7 +3,7 @@
 import uuid as uuidlib
 
 from scheduler.cmd.arguments import CommandError
-from scheduler.request_spec import MAX_LIST
+from scheduler.policy.request_spec import MAX_LIST
 
 #: The UUIDs an ambiguous name's message lists at most.
 AMBIGUOUS_SHOWN = 10

@@ -2,8 +2,9 @@
 
 import sys
 
-from scheduler import config, rpc
+from scheduler import rpc
 from scheduler.cmd import common
+from scheduler.cmd import startup as config
 from scheduler.service import SchedulerService, status_routes
 from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
 

@@ -13,10 +13,10 @@ from typing import Any, TextIO
 from oslo_config import cfg
 
 from scheduler import conf as berth_conf
-from scheduler import filters, weighers
 from scheduler.cmd import output
 from scheduler.cmd.arguments import positive, whole
 from scheduler.conf import opts
+from scheduler.policy import filters, weighers
 from scheduler.simulation import engine, inputs
 
 PREFIX = "berth simulate"

@@ -16,8 +16,8 @@ from types import ModuleType
 from oslo_config import cfg
 
 from scheduler import conf as berth_conf
-from scheduler import filters, plugins, weighers
 from scheduler.conf import groups
+from scheduler.policy import filters, plugins, weighers
 
 
 def plugin_modules() -> list[ModuleType]:

@@ -11,7 +11,7 @@ from scheduler.db.models import aggregate_hosts, aggregates
 
 
 class AggregateQueries(DatabaseEngine):
-    """Host aggregates. Callers (scheduler.admin) check names and values first; these
+    """Host aggregates. Callers (scheduler.admin.grouping) check names and values first; these
     raise NotFound / Conflict for what only the database can tell."""
 
     def _aggregate_id(self, connection: sa.Connection, name: str) -> int:

@@ -28,11 +28,11 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 
-from scheduler import jsonutils
 from scheduler.db import fastpaths, migration
-from scheduler.log_once import LogOnce
-from scheduler.masking import mask_url
 from scheduler.telemetry import connection_metrics
+from scheduler.utils import jsonutils
+from scheduler.utils.log_once import LogOnce
+from scheduler.utils.masking import mask_url
 
 LOG = logging.getLogger(__name__)
 #: A database away fails every query: a line a minute for each kind, not one per attempt.

@@ -25,14 +25,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from scheduler import jsonutils, states
+from scheduler import states
 from scheduler.db import fastpaths
 from scheduler.db.engine import DatabaseEngine, TimeValue, _retry, to_db_time, to_iso
 from scheduler.db.models import instance_metrics, instances
 from scheduler.db.rows import _chunks
-from scheduler.host_report import HostReport
-from scheduler.instance_metrics import MAX_NAME, PUSHED, SOURCES, report_rows
-from scheduler.wire_numbers import is_finite
+from scheduler.policy.host_report import HostReport
+from scheduler.policy.instance_metrics import AGENT, MAX_NAME, PUSHED, SOURCES
+from scheduler.utils import jsonutils
+from scheduler.utils.wire_numbers import is_finite
 
 #: Samples older than this are pruned: far older than any staleness limit a reader uses.
 RETENTION_S = 3600.0
@@ -245,3 +246,14 @@ class InstanceMetricQueries(DatabaseEngine):
             sa.or_(instance_metrics.c.sampled_at < cutoff, ~live.exists()))
         with self._transaction(write=True) as connection:
             return connection.execute(statement).rowcount
+
+
+def report_rows(reports: Mapping[str, HostReport]) -> list[dict[str, Any]]:
+    """The ``instance_metrics`` rows (without their time) of ``{host: report}``, each with the
+    ``host`` that reported it: a sample is kept only if the database places its instance on that host."""
+    rows: list[dict[str, Any]] = []
+    for host, report in reports.items():
+        for uuid, samples in (report.instance_usage or {}).items():
+            rows.extend({"instance_uuid": uuid, "name": name, "value": value, "source": AGENT, "host": host}
+                        for name, value in samples.items())
+    return rows

@@ -17,12 +17,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler import jsonutils, states
+from scheduler import states
 from scheduler.db import fastpaths
 from scheduler.db.engine import Conflict, DatabaseEngine, TimeValue, _retry, to_db_time
 from scheduler.db.models import instances, scaling_group_events, scaling_group_recommendations, scaling_groups
 from scheduler.db.rows import _chunks
 from scheduler.db.scaling_rows import group_values, new_member_rows
+from scheduler.utils import jsonutils
 
 #: Seconds a group's scale events are kept at least, whatever its windows read: ``show``
 #: lists the last ones (Kubernetes keeps events an hour).

@@ -11,13 +11,14 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from scheduler import lookups, rpc, states
-from scheduler.claims import HostClaims
+from scheduler import rpc, states
 from scheduler.client import CAST_AT
 from scheduler.exception import InvalidRequest, NoValidHost
+from scheduler.planning import lookups
+from scheduler.planning.claims import HostClaims
 from scheduler.planning.plan import Build, Placement, Plan, RowUpdate
-from scheduler.request_spec import RequestSpec, parse_uuid
-from scheduler.selection import Decision
+from scheduler.policy.request_spec import RequestSpec, parse_uuid
+from scheduler.policy.selection import Decision
 from scheduler.telemetry import scheduler_metrics as telemetry
 
 LOG = logging.getLogger(__name__)

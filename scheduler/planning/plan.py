@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from scheduler.request_spec import RequestSpec
-from scheduler.selection import Decision
+from scheduler.policy.request_spec import RequestSpec
+from scheduler.policy.selection import Decision
 
 
 @dataclasses.dataclass

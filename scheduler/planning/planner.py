@@ -11,9 +11,9 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from scheduler import hints, lookups, rpc, states
+from scheduler import rpc, states
 from scheduler.exception import InvalidRequest, NoValidHost
-from scheduler.filters import BaseHostFilter
+from scheduler.planning import lookups
 from scheduler.planning.plan import (
     Admission,
     Admissions,
@@ -26,10 +26,12 @@ from scheduler.planning.plan import (
     Refusal,
     RowUpdate,
 )
-from scheduler.request_spec import RequestSpec
-from scheduler.selection import Decision
+from scheduler.policy import hints
+from scheduler.policy.filters import BaseHostFilter
+from scheduler.policy.request_spec import RequestSpec
+from scheduler.policy.selection import Decision
+from scheduler.policy.weighers import BaseHostWeigher
 from scheduler.telemetry import scheduler_metrics as telemetry
-from scheduler.weighers import BaseHostWeigher
 
 LOG = logging.getLogger(__name__)
 
@@ -174,7 +176,7 @@ class Planner:
 
     def check_honoured(self, spec: RequestSpec) -> None:
         """Raise InvalidHint when no enabled plugin honours a hint, the zone or the group
-        policy the request asks for (scheduler.hints)."""
+        policy the request asks for (scheduler.policy.hints)."""
         why = hints.unhonoured(spec, self.selector.filters + self.selector.weighers,
                                self._installed_filters, self._installed_weighers)
         if why is not None:

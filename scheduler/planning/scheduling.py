@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler import lookups
+from scheduler.planning import lookups
 from scheduler.planning.applier import Applier
 from scheduler.planning.plan import Invalid, Job, Placement
 from scheduler.planning.planner import Planner
-from scheduler.request_spec import RequestSpec
-from scheduler.selection import Decision
+from scheduler.policy.request_spec import RequestSpec
+from scheduler.policy.selection import Decision
 
 
 class Scheduling:

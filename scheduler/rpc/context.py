@@ -16,7 +16,8 @@ import uuid
 
 from oslo_context import context as oslo_context
 
-from scheduler.rpc import names, versions
+from scheduler.rpc import versions
+from scheduler.utils import amqp_names as names
 
 LOG = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ class LoginRefused(BrokerUnreachable):
 
 
 class InvalidName(MessageDeliveryFailure, ValueError):
-    """An exchange or routing key that AMQP cannot carry (see scheduler.rpc.names):
+    """An exchange or routing key that AMQP cannot carry (see scheduler.utils.amqp_names):
     the message is refused before anything is sent, and sending it again cannot help."""
 
 

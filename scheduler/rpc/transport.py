@@ -21,8 +21,7 @@ import kombu
 from amqp import exceptions as amqp_exceptions
 from amqp.exceptions import MessageNacked
 
-from scheduler.masking import mask_url
-from scheduler.rpc import amqp_fast, envelope, filesystem, names, topology
+from scheduler.rpc import amqp_fast, envelope, filesystem, topology
 from scheduler.rpc.amqp_fast import batch_confirms, buffered_reads
 from scheduler.rpc.exceptions import (
     BrokerUnreachable,
@@ -31,6 +30,8 @@ from scheduler.rpc.exceptions import (
     MessageDeliveryFailure,
     MessageTooLarge,
 )
+from scheduler.utils import amqp_names as names
+from scheduler.utils.masking import mask_url
 
 LOG = logging.getLogger(__name__)
 

@@ -20,11 +20,13 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from scheduler import api_versions, filters, hints, lookups, rpc, weighers
-from scheduler.admin import MAX_TEXT
+from scheduler import api_versions, rpc
+from scheduler.admin.grouping import MAX_TEXT
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
-from scheduler.request_spec import RequestSpec, parse_uuid
+from scheduler.planning import lookups
+from scheduler.policy import filters, hints, weighers
+from scheduler.policy.request_spec import RequestSpec, parse_uuid
 from scheduler.scaling.members import TemplateError, member_request
 from scheduler.scaling.service import external_metric_error
 from scheduler.scaling.spec import EXTERNAL, GroupSpec, SpecError, parse_spec

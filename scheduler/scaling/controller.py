@@ -36,10 +36,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
-from scheduler import jsonutils, states
+from scheduler import states
 from scheduler.db.engine import DatabaseUnavailable, to_db_time, to_iso
 from scheduler.db.scaling_syncs import SCALE_EVENTS_KEPT_S, SyncRecord
-from scheduler.log_once import LogOnce
 from scheduler.scaling import decide as policy
 from scheduler.scaling import members as group_members
 from scheduler.scaling import settled
@@ -57,6 +56,8 @@ from scheduler.scaling.spec import (
     parse_spec,
 )
 from scheduler.scaling.sync_plan import Backoff, History, PlanSettings, SyncPlan, plan_sync
+from scheduler.utils import jsonutils
+from scheduler.utils.log_once import LogOnce
 
 LOG = logging.getLogger(__name__)
 #: A group held to max_members is said once an hour.

@@ -18,16 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from scheduler import filters, states, weighers
-from scheduler.aggregates import Aggregate
+from scheduler import states
 from scheduler.exception import NoValidHost
-from scheduler.host_state import HostTable
-from scheduler.request_spec import RequestSpec
+from scheduler.policy import filters, weighers
+from scheduler.policy.aggregates import Aggregate
+from scheduler.policy.host_state import HostTable
+from scheduler.policy.request_spec import RequestSpec
+from scheduler.policy.selection import Selector
 from scheduler.scaling.behavior import history_horizon_s
 from scheduler.scaling.settled import sample_milli
 from scheduler.scaling.spec import CPU, Recommendation, ScaleEvent, SettledMembers
 from scheduler.scaling.sync_plan import History, SyncPlan, plan_settings, plan_sync
-from scheduler.selection import Selector
 from scheduler.simulation.inputs import Arrival, SimGroup, SimHost
 
 IDLE_LOAD = 0.05  # of each vCPU of an idle instance

@@ -25,7 +25,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler import flavors
+from scheduler.policy import flavors
 
 
 class InputError(ValueError):

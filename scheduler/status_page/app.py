@@ -15,7 +15,7 @@ from typing import Any
 
 from oslo_config import cfg
 
-from scheduler import jsonutils
+from scheduler.utils import jsonutils
 
 LOG = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.masking import mask_url
+from scheduler.utils.masking import mask_url
 
 LOG = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ the hosts as their agents report them, the aggregates, and one request.
 :func:`build` makes both sides from it:
 
 - Berth: a HostTable fed by the hosts' reports (each checked by
-  scheduler.host_report.HostReport.from_wire, as the scheduler does), its
+  scheduler.policy.host_report.HostReport.from_wire, as the scheduler does), its
   aggregates, a RequestSpec read with RequestSpec.from_wire and completed as
-  scheduler.lookups would (the server group, the hosts of the same_host /
+  scheduler.planning.lookups would (the server group, the hosts of the same_host /
   different_host instances), and a conf with the options set.
 - Nova: one nova.scheduler.host_manager.HostState per host, updated from an
   objects.ComputeNode (the same figures, stats, metrics as a
@@ -435,9 +435,9 @@ class BerthSide:
 def build_berth(case):
     from scheduler import conf as berth_conf
     from scheduler.conf import opts
-    from scheduler.host_report import HostReport
-    from scheduler.host_state import HostTable
-    from scheduler.request_spec import RequestSpec
+    from scheduler.policy.host_report import HostReport
+    from scheduler.policy.host_state import HostTable
+    from scheduler.policy.request_spec import RequestSpec
 
     conf = berth_conf.new_conf()
     opts.register_plugin_opts(conf)
@@ -478,7 +478,7 @@ def build_berth(case):
     filter_properties = {"scheduler_hints": dict(req["hints"]),
                          "retry": {"num_attempts": len(req["retry"]), "hosts": req["retry"]}}
     spec = RequestSpec.from_wire(request_spec, filter_properties)
-    # What scheduler.lookups.prepare_spec fills in from the database.
+    # What scheduler.planning.lookups.prepare_spec fills in from the database.
     where = {u: h["name"] for h in case["hosts"] for u in h["instances"]}
     for hint, field in (("same_host", "same_host_hosts"), ("different_host", "different_host_hosts")):
         if req["hints"].get(hint):

@@ -27,7 +27,7 @@ Known differences (Berth documents them; the cases keep these inputs out):
   JsonFilter (``$metrics.name``): Berth reads its metrics dict, Nova's
   MonitorMetricList is not a dict.
 - AggregateImagePropertiesIsolation reads the image properties as the request
-  names them (scheduler/filters/aggregate_image_props.py says so), Nova only its
+  names them (scheduler/policy/filters/aggregate_image_props.py says so), Nova only its
   ImageMetaProps fields, legacy names mapped and values coerced: the cases for
   that filter use the standard names and canonical values only.
 
@@ -113,7 +113,7 @@ def profile(name):
 @functools.cache
 def berth_catalog(kind):
     """{name: class} of Berth's filters or weighers (discovered once: it reads every entry point)."""
-    from scheduler import filters, weighers
+    from scheduler.policy import filters, weighers
 
     return filters.all_filters() if kind == "filter" else weighers.all_weighers()
 
@@ -242,7 +242,7 @@ def nova_weights(weighers, side):
 
 
 def berth_weights(weighers, side, vectorized):
-    from scheduler.selection import Selector
+    from scheduler.policy.selection import Selector
 
     table = side.table
     return list(Selector([], weighers, vectorized=vectorized).weigh(table, np.arange(len(table)), side.spec))
@@ -282,7 +282,7 @@ def test_default_weighed_order(configured, seeds):
     """Nova's weight_classes default (nova.scheduler.weights.all_weighers) and Berth's reading of it."""
     from nova.scheduler import weights
 
-    from scheduler import weighers
+    from scheduler.policy import weighers
 
     mismatches = []
     for seed in seeds:

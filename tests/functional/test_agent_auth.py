@@ -6,9 +6,10 @@ import uuid
 import kombu
 import pytest
 
-from scheduler import flavors, rpc
+from scheduler import rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd.instance_commands import build_request
+from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost, write_conf
 

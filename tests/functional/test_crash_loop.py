@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from scheduler import flavors
 from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
+from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.crashing_scheduler import CRASH_UUID
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost

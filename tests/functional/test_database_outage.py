@@ -8,8 +8,9 @@ import re
 import threading
 import time
 
-from scheduler import flavors, states
+from scheduler import states
 from scheduler.cmd.instance_commands import build_request
+from scheduler.policy import flavors
 from tests.fixtures import temporary_vhost
 from tests.functional import wire
 from tests.functional.fleet import Fleet

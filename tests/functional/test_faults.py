@@ -8,9 +8,9 @@ import signal
 import time
 
 from compute_agent.instance_store import InstanceStore
-from scheduler import flavors
 from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
+from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 

@@ -4,8 +4,9 @@ it places at once, on every host, without waiting for a fresh report from each."
 
 import time
 
-from scheduler import flavors, states
+from scheduler import states
 from scheduler.cmd.instance_commands import build_request
+from scheduler.policy import flavors
 from tests.fixtures import temporary_database, temporary_vhost
 from tests.functional.fleet import Fleet, write_conf
 from tests.functional.tcp_partition import Partition

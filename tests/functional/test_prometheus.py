@@ -6,8 +6,8 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler import flavors
 from scheduler.cmd.instance_commands import build_request
+from scheduler.policy import flavors
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 AGENTS = ["prom-1", "prom-2"]

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from scheduler import flavors
 from scheduler.cmd.instance_commands import build_request
 from scheduler.db.models import (
     instances,
@@ -21,6 +20,7 @@ from scheduler.db.models import (
     shadow_instances,
     shadow_server_group_members,
 )
+from scheduler.policy import flavors
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 AGENT = "purge-a"

@@ -20,9 +20,10 @@ import kombu
 import pytest
 
 from compute_agent.client import ComputeClient
-from scheduler import flavors, rpc
+from scheduler import rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd.instance_commands import build_request
+from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, write_conf
 
@@ -400,11 +401,11 @@ def cases(w):
 def declared_methods():
     """{(queue, method)} of every public RPC method the scheduler and the agent serve."""
     from compute_agent.manager import ComputeEndpoint
-    from scheduler.admin import AdminEndpoint
-    from scheduler.host_admin import HostAdminEndpoint
-    from scheduler.instance_metrics_api import InstanceMetricsEndpoint
+    from scheduler.admin.grouping import AdminEndpoint
+    from scheduler.admin.hosts import HostAdminEndpoint
     from scheduler.manager import SchedulerManager
     from scheduler.scaling.api import ScalingGroupEndpoint
+    from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 
     found = set()
     for queue, classes in (("scheduler", (SchedulerManager, AdminEndpoint, HostAdminEndpoint,

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from scheduler import flavors
 from scheduler.cmd.instance_commands import build_request
+from scheduler.policy import flavors
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 AGENTS = [f"agent-{i:02d}" for i in range(10)]

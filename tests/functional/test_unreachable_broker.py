@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.parse
 
-from scheduler.masking import mask_url as masked
+from scheduler.utils.masking import mask_url as masked
 from tests.functional.fleet import RABBIT_URL, Fleet, temporary_database, temporary_vhost, write_conf
 
 BROKER = urllib.parse.urlsplit(RABBIT_URL)

@@ -13,8 +13,9 @@ from typing import Any
 
 from oslo_config import cfg
 
-from scheduler import config, rpc
+from scheduler import rpc
 from scheduler.cmd import cli
+from scheduler.cmd import startup as config
 from scheduler.db.api import Database
 from scheduler.manager import SchedulerManager
 from scheduler.service import assemble

@@ -8,6 +8,8 @@ import pytest
 import scheduler  # noqa: F401  (applies BERTH_CONCURRENCY before kombu & co. load)
 from scheduler import conf as berth_conf
 from tests.fixtures import FAST_PATH_OPTIONS, FAST_PATHS
+from tests.unit.policy.fakes import policy_conf, rng, table  # noqa: F401 (fixtures for every test)
+from tests.unit.scheduler.manager_world import assembled, parts, world  # noqa: F401
 
 _exchanges = itertools.count()
 

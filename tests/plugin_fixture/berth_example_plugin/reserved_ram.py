@@ -2,7 +2,7 @@
 
 from oslo_config import cfg
 
-from scheduler import filters
+from scheduler.policy import filters
 
 opts = [
     cfg.IntOpt(

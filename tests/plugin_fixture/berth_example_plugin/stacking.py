@@ -3,7 +3,7 @@
 Its module has list_opts() and no register_opts(): Berth registers what list_opts gives.
 """
 
-from scheduler import weighers
+from scheduler.policy import weighers
 
 opts = [
     weighers.multiplier_opt("stacking_weight_multiplier",

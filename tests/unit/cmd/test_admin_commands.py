@@ -6,7 +6,7 @@ import uuid as uuidlib
 
 import pytest
 
-from scheduler.admin import AdminEndpoint
+from scheduler.admin.grouping import AdminEndpoint
 from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.instance_commands import build_request
 from tests.unit.cli_scheduler import cli_scheduler, main, parse, write_conf

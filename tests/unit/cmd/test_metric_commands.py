@@ -14,10 +14,11 @@ from compute_agent import conf as agent_conf
 from compute_agent import driver as drivers
 from compute_agent.client import ComputeClient
 from compute_agent.manager import ComputeManager
-from scheduler import config, rpc, states
+from scheduler import rpc, states
 from scheduler.client import SchedulerClient
+from scheduler.cmd import startup as config
 from scheduler.cmd.arguments import CommandError
-from scheduler.instance_metrics_api import InstanceMetricsEndpoint
+from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 from tests.unit.cli_scheduler import cli_scheduler, main, parse, write_conf
 
 U1 = "00000000-0000-4000-8000-0000000000a1"

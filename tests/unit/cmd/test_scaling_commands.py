@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from scheduler import states
-from scheduler.admin import AdminEndpoint
+from scheduler.admin.grouping import AdminEndpoint
 from scheduler.cmd import scaling_commands
 from scheduler.cmd.arguments import CommandError
 from scheduler.scaling.api import ScalingGroupEndpoint

@@ -4,7 +4,7 @@ import pytest
 
 from scheduler.cmd import waiting
 from scheduler.cmd.arguments import CommandError
-from scheduler.request_spec import MAX_LIST
+from scheduler.policy.request_spec import MAX_LIST
 
 
 class Scheduler:

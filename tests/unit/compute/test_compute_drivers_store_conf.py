@@ -33,7 +33,7 @@ def test_fake_driver_totals(conf):
 
 def test_the_drivers_say_what_the_host_is_in_a_report_the_scheduler_takes(conf):
     from compute_agent.resource_tracker import ResourceTracker
-    from scheduler.host_report import HostReport
+    from scheduler.policy.host_report import HostReport
 
     conf.set_override("fake_cpu_features", ["avx2", "sse2"], "compute_agent")
     conf.set_override("fake_hypervisor_version", 6001000, "compute_agent")

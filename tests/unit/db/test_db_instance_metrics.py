@@ -10,7 +10,7 @@ from scheduler import states
 from scheduler.db import archive
 from scheduler.db.instance_metrics import RETENTION_S
 from scheduler.db.models import instance_metrics
-from scheduler.host_report import HostReport
+from scheduler.policy.host_report import HostReport
 
 U1 = "00000000-0000-4000-8000-000000000001"
 U2 = "00000000-0000-4000-8000-000000000002"

@@ -115,11 +115,11 @@ def test_a_server_with_an_access_policy_refuses_to_start_with_an_undeclared_meth
 def test_the_scheduler_and_the_agent_declare_every_method(conf):
     """The daemons' endpoints: each method's callers, as README's "Who may speak" lists them."""
     from compute_agent.manager import ComputeEndpoint
-    from scheduler.admin import AdminEndpoint
-    from scheduler.host_admin import HostAdminEndpoint
-    from scheduler.instance_metrics_api import InstanceMetricsEndpoint
+    from scheduler.admin.grouping import AdminEndpoint
+    from scheduler.admin.hosts import HostAdminEndpoint
     from scheduler.manager import SchedulerManager
     from scheduler.scaling.api import ScalingGroupEndpoint
+    from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 
     classes = [SchedulerManager, AdminEndpoint, HostAdminEndpoint, ScalingGroupEndpoint,
                InstanceMetricsEndpoint, ComputeEndpoint]

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from scheduler import jsonutils, states
-from scheduler.admin import AdminEndpoint
+from scheduler import states
+from scheduler.admin.grouping import AdminEndpoint
 from scheduler.conf import opts
 from scheduler.db import api as db_api
 from scheduler.scaling.api import ScalingGroupEndpoint
 from scheduler.scaling.controller import ControllerSettings, InMemoryMetrics, ScalingController
+from scheduler.utils import jsonutils
 from tests.unit.scaling.helpers import Clock
 
 CPU_50 = [{"type": "resource", "name": "cpu", "target_utilization": 50}]

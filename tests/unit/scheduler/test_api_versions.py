@@ -6,8 +6,9 @@ import logging
 import pytest
 
 from compute_agent.manager import ComputeEndpoint
-from scheduler import api_versions, config, rpc
+from scheduler import api_versions, rpc
 from scheduler.client import SCALING_METHODS, SchedulerClient
+from scheduler.cmd import startup as config
 from scheduler.conf import upgrade_levels
 from scheduler.rpc import deadletter, roles
 from tests.unit.rpc.test_bad_input import dead_letters

@@ -7,7 +7,7 @@ import pytest
 
 from scheduler import rpc
 from scheduler.exception import InvalidRequest, NotAuthorized
-from scheduler.host_report import HostReport
+from scheduler.policy.host_report import HostReport
 from scheduler.rpc.dispatcher import Dispatcher
 from tests.unit.scheduler.manager_world import casts, report, request
 

@@ -13,7 +13,7 @@ from compute_agent.manager import ComputeManager
 from scheduler import rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd import cli
-from scheduler.host_report import HostReport
+from scheduler.policy.host_report import HostReport
 from scheduler.service import SchedulerService
 from tests.unit.logs import request_ids, service_log
 from tests.unit.scheduler.manager_world import report, request
@@ -162,7 +162,7 @@ def test_a_host_going_down_and_coming_back_is_said_once_each_way(conf, tmp_path,
         hosts.update_from_report(HostReport.from_wire(report("h1", 8192), "h1"), now=now + down_time + 10)
         hosts.update_from_report(HostReport.from_wire(report("h1", 8192), "h1"), now=now + down_time + 11)
         hosts.notice_down_hosts(now=now + down_time + 12)
-        lines = lines_of(read(), "scheduler.host_manager")
+        lines = lines_of(read(), "scheduler.fleet.host_manager")
     said = [(line.split()[3], line.split("] ", 1)[1]) for line in lines if "Host h1 " in line]
     assert said == [
         ("WARNING", f"Host h1 is down: no report for {down_time + 1} s (service_down_time is {down_time} s)"),

@@ -10,9 +10,10 @@ from scheduler import rpc
 from scheduler.cmd import common
 from scheduler.db import api as db_api
 from scheduler.db.api import Database
-from scheduler.host_report import HostReport
-from scheduler.outbox import Outbox
-from scheduler.service import SchedulerService, UnitOfWork
+from scheduler.policy.host_report import HostReport
+from scheduler.service import SchedulerService
+from scheduler.transaction.outbox import Outbox
+from scheduler.transaction.unit_of_work import UnitOfWork
 from tests.unit.scheduler.manager_world import report
 from tests.unit.scheduler.service_parts import transport_and_database
 

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from scheduler.aggregates import Aggregate
-from scheduler.host_manager import HostManager
-from scheduler.host_report import HostReport
+from scheduler.fleet.host_manager import HostManager
+from scheduler.policy.aggregates import Aggregate
+from scheduler.policy.host_report import HostReport
 from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.status_page import app
 from scheduler.status_page.recent import Recent, ScalingHistory

@@ -7,10 +7,10 @@ import pytest
 
 from scheduler import rpc
 from scheduler.exception import InvalidRequest
-from scheduler.host_manager import HostManager
-from scheduler.host_report import HostReport
-from scheduler.service import UnitOfWork
+from scheduler.fleet.host_manager import HostManager
+from scheduler.policy.host_report import HostReport
 from scheduler.telemetry.scheduler_metrics import FleetCollector
+from scheduler.transaction.unit_of_work import UnitOfWork
 from tests.unit.scheduler.manager_world import (
     assembled,  # noqa: F401 - a fixture
     casts,

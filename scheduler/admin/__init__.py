@@ -1,0 +1,1 @@
+"""The operators' RPC endpoints: hosts and services, aggregates and server groups."""

@@ -1,0 +1,145 @@
+"""Command-line start-up shared by every Berth command: parse, validate, log."""
+
+import logging
+import logging.handlers
+import re
+import sys
+
+from oslo_config import cfg
+from oslo_log import log
+
+from scheduler import conf as berth_conf
+from scheduler.version import version
+
+LOG = logging.getLogger(__name__)
+
+
+def _check_every_value(conf):
+    """Read every registered option once so that a bad value fails now, not mid-run."""
+    for name in list(conf):
+        try:
+            value = getattr(conf, name)
+        except (cfg.ConfigFileValueError, ValueError) as exc:
+            raise _BadOption(f"[DEFAULT] {name}", exc) from exc
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            for opt_name in list(value):
+                try:
+                    getattr(value, opt_name)
+                except (cfg.ConfigFileValueError, ValueError) as exc:
+                    raise _BadOption(f"[{name}] {opt_name}", exc) from exc
+
+
+def _check_transport_url(conf):
+    from scheduler.rpc import transport
+
+    try:
+        transport.check_url(conf.transport_url)
+    except ValueError as exc:  # names transport_url, the URL in it masked
+        raise ValueError(str(exc)) from None
+
+
+class _BadOption(Exception):
+    def __init__(self, where, exc):
+        super().__init__(where)
+        self.where = where
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        # oslo.config says "Value for option X from LocationInfo(...) is not valid: why"
+        source = re.search(r"detail='([^']*)'", text)
+        why = text.split(" is not valid: ", 1)[-1]
+        self.reason = f"{why} (in {source.group(1)})" if source else why
+
+
+
+def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
+    """Parse ``argv`` into a ConfigOpts with Berth's options, or exit with one line.
+
+    ``register`` are extra ``register_opts(conf)`` callables (the agent's,
+    the plugins'), ``validators`` callables ``f(conf)`` that raise
+    ``ValueError("[group] option: reason")`` for values no type can check,
+    ``cli_opts`` command-line-only options.
+    """
+    conf = conf if conf is not None else cfg.ConfigOpts()
+    berth_conf.register_opts(conf)
+    if cli_opts:
+        conf.register_cli_opts(cli_opts)
+    try:
+        for register_opts in register:  # the plugins' may fail: two of one name, say
+            register_opts(conf)
+        conf(argv, project="berth", prog=prog, version=version())
+        _check_every_value(conf)
+        _check_transport_url(conf)
+        for validate in validators:
+            validate(conf)
+    except _BadOption as exc:
+        sys.exit(f"{prog}: invalid configuration: {exc.where}: {exc.reason}")
+    except ValueError as exc:
+        sys.exit(f"{prog}: invalid configuration: {exc}")
+    except (cfg.ConfigFilesNotFoundError, cfg.ConfigDirNotFoundError) as exc:
+        sys.exit(f"{prog}: {exc}")
+    except cfg.Error as exc:
+        sys.exit(f"{prog}: invalid configuration: {str(exc).splitlines()[0]}")
+    return conf
+
+
+#: Loggers kept at WARNING unless [DEFAULT] default_log_levels names them (oslo.log's list does not).
+QUIET_LOGGERS = ("kombu", "alembic")
+
+
+def log_destination(conf):
+    """Whether the options name where logs go, other than standard error."""
+    return bool(conf.log_config_append or conf.log_file or conf.log_dir or conf.use_journal
+                or conf.use_syslog)
+
+
+#: What oslo.log raises for a destination it cannot open: a log file's directory, the journal's
+#: Python bindings (use_journal), an unknown syslog_log_facility, a log_config_append file.
+_CANNOT_LOG = (OSError, RuntimeError, TypeError, ValueError, log.LogConfigError)
+
+
+def setup_logging(conf, prog):
+    """Log as oslo.log's options say: log_file or log_dir (``<log_dir>/<prog>.log``), use_journal,
+    use_syslog, use_json, debug, the format strings. With none of the destinations, to standard
+    error: a service's standard output is for what it prints (``berth-manage db version``, the
+    all-in-one demo), never for its log. A destination that cannot be opened stops the start
+    with one line."""
+    try:
+        _setup(conf, prog)
+    except _CANNOT_LOG as exc:
+        sys.exit(f"{prog}: cannot log as configured: {exc}")
+
+
+def _setup(conf, prog):
+    if not (log_destination(conf) or conf.use_stderr):
+        conf.set_override("use_stderr", True)
+    if conf.log_dir and not conf.log_file:
+        conf.set_override("log_file", f"{prog}.log")
+    log.setup(conf, prog, version=version())
+    named = {pair.partition("=")[0] for pair in conf.default_log_levels}
+    for noisy in QUIET_LOGGERS:
+        if noisy not in named:
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def setup_command_logging(conf, prog):
+    """The log of ``berth``, whose standard error is its user's: only where log_file, log_dir,
+    use_journal, use_syslog or use_stderr send it (``berth --log-file PATH ...``), at DEBUG with
+    debug; without any, only warnings and errors reach standard error, as bare lines. A
+    destination that cannot be opened is said in one line, and the command goes on."""
+    if not (log_destination(conf) or conf.use_stderr):
+        return
+    excepthook = sys.excepthook
+    try:
+        _setup(conf, prog)
+    except _CANNOT_LOG as exc:
+        logging.getLogger().handlers[:] = [logging.StreamHandler()]
+        print(f"{prog}: cannot log as configured ({exc}); logging warnings to standard error only",
+              file=sys.stderr)
+    finally:
+        sys.excepthook = excepthook  # a command's crash is for its user to see
+
+
+def reopen_logs():
+    """Open the log file again if it was moved or removed (what SIGHUP asks of a daemon)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.handlers.WatchedFileHandler):
+            handler.reopenIfNeeded()

@@ -1,0 +1,74 @@
+"""Builds that never finish: instances SCHEDULED or BUILDING for too long are placed again."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from scheduler import rpc, states
+from scheduler.exception import InvalidRequest
+from scheduler.planning.plan import Job
+from scheduler.policy.request_spec import RequestSpec, Retry
+
+LOG = logging.getLogger(__name__)
+
+
+class BuildExpiry:
+    """Reschedules (or fails) the instances SCHEDULED or BUILDING for longer than
+    ``[scheduler] build_timeout`` without news from their agent.
+
+    The periodic task of every scheduler runs it; a compare-and-set on the
+    instance's state and last update makes exactly one of them act.
+    """
+
+    def __init__(self, conf: Any, database: Any,
+                 reschedule: Callable[[list[Job]], object],
+                 terminate: Callable[[dict, str, str, str], None]):
+        """``reschedule([Job])`` places instances again (the scheduling path);
+        ``terminate(context, host, uuid, reason)`` tells an agent to drop one."""
+        self._conf = conf
+        self._db = database
+        self._reschedule = reschedule
+        self._terminate = terminate
+
+    def expire(self, now: datetime.datetime | None = None) -> int:
+        """Act on every build late at ``now`` (the database's clock by default); returns how many."""
+        timeout = self._conf.scheduler.build_timeout
+        cutoff = (now or self._db.now()) - datetime.timedelta(seconds=timeout)
+        expired = 0
+        for instance in self._db.list_instances(states=[states.SCHEDULED, states.BUILDING],
+                                                updated_before=cutoff):
+            if self._expire(instance, timeout):
+                expired += 1
+        return expired
+
+    def _expire(self, instance: dict[str, Any], timeout: int) -> bool:
+        uuid, host = instance["uuid"], instance["host"]
+        reason = f"{host}: build timed out ({instance['state']} for more than {timeout} s)"
+        taken = self._db.update_instance(
+            uuid,
+            {"state": states.SCHEDULING},
+            expected_states=[instance["state"]],
+            expected_updated_at=instance["updated_at"],
+        )
+        if taken is None:
+            return False  # it moved on meanwhile, or another scheduler took it
+        ctxt = {"request_id": rpc.new_request_id()}  # of the reschedule and the terminate
+        with rpc.handling(ctxt):
+            LOG.warning("Instance %s: %s; rescheduling it if attempts remain", uuid, reason)
+            try:
+                spec = RequestSpec.from_wire(instance["request_spec"], instance["filter_properties"])
+            except (InvalidRequest, TypeError) as exc:
+                fault = f"{reason}; cannot reschedule it: {exc}"
+                self._db.update_instances(
+                    [(uuid, {"state": states.ERROR, "fault_reason": fault, "host": None, "node": None})])
+            else:
+                hosts = [[host, instance.get("node") or host]] if host else []
+                spec.retry = Retry(num_attempts=instance.get("attempts") or 1, hosts=hosts, exc_reason=reason)
+                self._reschedule([Job(ctxt, spec)])
+            if host:
+                # Should its agent be alive and slow after all, it must not build it too.
+                self._terminate(ctxt, host, uuid, reason)
+        return True

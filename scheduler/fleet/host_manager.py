@@ -1,0 +1,195 @@
+"""Keeps one HostState per compute host, current with its agent's reports."""
+
+import datetime
+import logging
+import math
+import threading
+import time
+
+import numpy as np
+
+from scheduler.exception import InvalidRequest
+from scheduler.policy import host_load
+from scheduler.policy.host_report import HostReport
+from scheduler.policy.host_state import HostTable
+
+LOG = logging.getLogger(__name__)
+
+class HostManager:
+    """The fleet as the scheduler sees it: a HostTable fed by validated reports.
+
+    ``lock`` guards the table: hold it across a whole selection so that
+    reports and placements interleave only between decisions.
+    """
+
+    def __init__(self, conf):
+        self.conf = conf
+        self.lock = threading.RLock()
+        self.table = HostTable()
+        # The moving average of measured load ([filter_scheduler] load_*, BalancedWeigher).
+        self.table.load_half_life = getattr(
+            conf.filter_scheduler, "load_half_life", host_load.DEFAULT_HALF_LIFE)
+        self.table.load_stale_after = getattr(
+            conf.filter_scheduler, "load_stale_after", host_load.DEFAULT_STALE_AFTER)
+        #: host -> why an operator disabled it (None: no reason given); such a host takes nothing.
+        self.disabled = {}
+        #: hosts an operator deleted; one that reports again is back.
+        self.deleted = set()
+        #: hosts said to be down (no report for service_down_time), until they report again.
+        self.down = set()
+        #: since when (monotonic) this scheduler cannot take reports, if it cannot now.
+        self.deaf_since = None
+
+    def update_from_report(self, report, now=None):
+        """Take ``report`` (a HostReport) as its host's new base; True, or False when it is older
+        than the one taken last (the same agent process numbers its reports: ``started_at`` and
+        ``report_seq``). A report delivered again after newer ones, as a batch handed
+        back for redelivery would, must not give back room the newer ones took."""
+        host = report.host
+        with self.lock:
+            row = self.table.index.get(host)
+            seq = report.report_seq
+            if row is not None and seq is not None:
+                last = self.table.extra.get(row, {}).get("order")
+                if last is not None and last[0] == report.started_at and seq <= last[1]:
+                    return False
+            silent = None
+            if self.down and host in self.down:
+                self.down.discard(host)
+                silent = (time.monotonic() if now is None else now) - self.table.updated[row]
+            row = self.table.add(host, report.nodename)
+            if host in self.deleted:
+                self.deleted.discard(host)
+                LOG.warning("Host %s was deleted by an operator and reports again: it is back", host)
+            self.table.disabled[row] = host in self.disabled
+            self.table.update_from_report(
+                row,
+                report,
+                time.monotonic() if now is None else now,
+                pending_ttl=self.conf.scheduler.service_down_time,
+            )
+        if silent is not None:
+            LOG.info("Host %s is up: it reports again after %s without a report", host, _duration(silent))
+        return True
+
+    def restore(self, compute_nodes, wall=None):
+        """Start from the reports saved by an earlier run, aged by when they were saved
+        (``wall``: naive UTC now, by the clock that timed them; default this machine's)."""
+        now = time.monotonic()
+        wall = datetime.datetime.now(datetime.UTC) if wall is None else wall.replace(tzinfo=datetime.UTC)
+        for node in compute_nodes:
+            report = dict(node.get("stats") or {}, **{k: v for k, v in node.items() if k != "stats"})
+            saved = _parse_time(node.get("updated_at"))
+            age = (wall - saved).total_seconds() if saved else math.inf
+            try:
+                report = HostReport.from_wire(report, node["host"])
+            except InvalidRequest:
+                continue
+            self.update_from_report(report, now=now - max(age, 0.0))
+
+    def get_all_host_states(self):
+        """Every host the scheduler knows, but those deleted."""
+        with self.lock:
+            return [view for view in self.table.views() if view.host not in self.deleted]
+
+    def set_disabled(self, disabled):
+        """Take ``{host: reason}`` as the hosts operators have disabled now."""
+        with self.lock:
+            self.disabled = dict(disabled)
+            self.table.disabled[:] = False
+            for host in set(self.disabled) | self.deleted:
+                row = self.table.index.get(host)
+                if row is not None:
+                    self.table.disabled[row] = True
+
+    def forget(self, host):
+        """An operator deleted ``host``: list it no more and place nothing on it, until its agent
+        reports again."""
+        with self.lock:
+            row = self.table.index.get(host)
+            if row is not None:
+                self.deleted.add(host)
+                self.table.disabled[row] = True
+
+    def get(self, host):
+        row = self.table.index.get(host)
+        return None if row is None else self.table.view(row)
+
+    def consume(self, host, instance_uuid, flavor):
+        """Count a placement on ``host`` that its report does not show yet; one the
+        host's last report lists is counted there already, and left alone."""
+        with self.lock:
+            row = self.table.index.get(host)
+            if row is not None and not self.table.has_reported(row, instance_uuid):
+                self.table.consume(row, instance_uuid, flavor)
+
+    def release(self, host, instance_uuid):
+        with self.lock:
+            row = self.table.index.get(host)
+            if row is not None:
+                self.table.release(row, instance_uuid)
+
+    # A report's age counts only the time this scheduler could hear reports: cut off from the
+    # broker, or holding its messages while the database is away, it would otherwise take every
+    # host for down, when it was not listening itself.
+
+    def deaf(self, since):
+        """This scheduler stopped taking reports at ``since`` (monotonic): its connection to the
+        broker was lost, or it holds its messages. Until heard(), report ages stand still."""
+        with self.lock:
+            if self.deaf_since is None:
+                self.deaf_since = since
+
+    def heard(self, now):
+        """This scheduler takes reports again: every report older than the deaf time is aged as if
+        that time had not passed."""
+        with self.lock:
+            since, self.deaf_since = self.deaf_since, None
+            if since is None or now <= since:
+                return
+            updated = self.table.updated
+            before = np.flatnonzero(np.isfinite(updated) & (updated < since))
+            self.table.updated[before] = updated[before] + (now - since)
+        LOG.debug("Reports of %d host(s) aged as if the %.1f s this scheduler could not take reports had "
+                  "not passed", len(before), now - since)
+
+    def _now(self, now):
+        now = time.monotonic() if now is None else now
+        deaf_since = self.deaf_since
+        return now if deaf_since is None else min(now, deaf_since)
+
+    def is_up(self, state, now=None):
+        now = self._now(now)
+        return (
+            state.updated is not None
+            and now - state.updated <= self.conf.scheduler.service_down_time
+        )
+
+    def notice_down_hosts(self, now=None):
+        """Say once of each host that it is down (a WARNING) when its last report is older than
+        service_down_time; its next report says it is up again. Returns the hosts found down now."""
+        now = self._now(now)
+        down_time = self.conf.scheduler.service_down_time
+        with self.lock:
+            ages = now - self.table.updated
+            found = [(self.table.names[row], float(ages[row])) for row in np.flatnonzero(ages > down_time)]
+            found = [(host, age) for host, age in found if host not in self.down and host not in self.deleted]
+            self.down.update(host for host, _ in found)
+        for host, age in found:
+            LOG.warning("Host %s is down: no report for %s (service_down_time is %d s)", host,
+                        _duration(age), down_time)
+        return [host for host, _ in found]
+
+
+def _duration(seconds):
+    return f"{seconds:.0f} s" if math.isfinite(seconds) else "longer than this scheduler knows of"
+
+
+def _parse_time(value):
+    if not value:
+        return None
+    if isinstance(value, datetime.datetime):
+        parsed = value
+    else:
+        parsed = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)

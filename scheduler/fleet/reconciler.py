@@ -1,0 +1,80 @@
+"""The scheduler's periodic look at what each agent holds against the database.
+
+scheduler.fleet.holdings decides what differs and what to do about it; this
+module reads the rows, logs the differences and sends the terminates.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from scheduler.fleet import holdings as reconcile
+from scheduler.utils.log_once import LogOnce
+
+if TYPE_CHECKING:
+    from scheduler.policy.host_report import HostReport
+
+LOG = logging.getLogger(__name__)
+
+#: Terminates sent remembered before the old ones are forgotten.
+RECONCILE_KEEP = 100_000
+
+
+class Reconciler:
+    """A host is looked at when first seen, when its agent started again, and then about
+    every service_down_time (the while after which a difference counts as settled; spread
+    out, so that hosts do not all come due at once); a terminate is sent again at most as
+    often."""
+
+    def __init__(self, database: Any, grace: float, terminate: Callable[[dict, str, str, str], None],
+                 rng: random.Random | None = None):
+        """``terminate(context, host, uuid, reason)`` tells an agent to drop an instance."""
+        self._db = database
+        self._grace = grace
+        self._terminate = terminate
+        self._rng = rng or random.Random()
+        self._looked_at: dict[str, tuple[Any, float]] = {}  # host -> (agent's started_at, due again)
+        self._sent: dict[str, float] = {}  # instance uuid -> monotonic time its terminate was sent
+        self._notes = LogOnce(LOG, interval=3600)
+
+    def run(self, reports: dict[str, HostReport], now: float | None = None) -> list[reconcile.Difference]:
+        """Set what each agent of ``reports`` ({host: HostReport}) holds against the database;
+        returns the differences found on the hosts that were due."""
+        now = time.monotonic() if now is None else now
+        grace = self._grace
+        due = {}
+        for host, report in reports.items():
+            started = report.started_at
+            last = self._looked_at.get(host)
+            if last is None or last[0] != started or now >= last[1]:
+                due[host] = frozenset(report.instance_uuids)
+                self._looked_at[host] = (started, now + grace * self._rng.uniform(0.75, 1.25))
+        if not due:
+            return []
+        recorded = self._db.instances_to_reconcile(list(due), [u for held in due.values() for u in held])
+        settled_before = self._db.now() - datetime.timedelta(seconds=grace)
+        found = []
+        for host, held in due.items():
+            mine = {u: r for u, r in recorded.items() if u in held or r["host"] == host}
+            for difference in reconcile.differences(host, held, mine, settled_before):
+                found.append(difference)
+                self._act(host, difference, now)
+        if len(self._sent) > RECONCILE_KEEP:
+            self._sent = {u: t for u, t in self._sent.items() if now - t < grace}
+        return found
+
+    def _act(self, host: str, difference: reconcile.Difference, now: float) -> None:
+        if difference.action != "terminate":
+            self._notes.log(("note", difference.instance_uuid), logging.WARNING, "%s", difference.why)
+            return
+        sent = self._sent.get(difference.instance_uuid)
+        if sent is not None and now - sent < self._grace:
+            return
+        self._sent[difference.instance_uuid] = now
+        LOG.warning("%s: telling %s to terminate it", difference.why, host)
+        self._terminate({}, host, difference.instance_uuid, difference.why)

@@ -1,0 +1,180 @@
+"""Filters that read host aggregates' metadata.
+
+- AggregateInstanceExtraSpecsFilter: every flavor extra_spec that is
+  unscoped or scoped ``aggregate_instance_extra_specs:`` must be matched
+  (extra_specs_ops) by one of the values of the same key in the host's
+  aggregates, each value split on commas (``gpu=2,4`` offers 2 and 4), as Nova does.
+- AggregateMultiTenancyIsolation: a host in an aggregate with
+  ``filter_tenant_id`` metadata (comma-separated project ids; also any key
+  starting with ``filter_tenant_id``) takes only those projects' instances.
+- AggregateRamFilter / AggregateCoreFilter / AggregateDiskFilter: RamFilter,
+  CoreFilter and DiskFilter with the allocation ratio taken from the host's
+  aggregates' ``ram_allocation_ratio`` / ``cpu_allocation_ratio`` /
+  ``disk_allocation_ratio`` metadata (the smallest, as Nova does), falling
+  back to the ``[filter_scheduler]`` ratio when none is set or one is not a
+  number. ``limits()`` gives the agent the limit under the ratio actually used.
+"""
+
+import numpy as np
+
+from scheduler.conf import filter_scheduler
+from scheduler.policy import aggregates, filters
+from scheduler.policy.filters import extra_specs_ops
+
+EXTRA_SPECS_SCOPE = "aggregate_instance_extra_specs"
+TENANT_KEY = "filter_tenant_id"
+
+
+def _scoped_specs(extra_specs, scope):
+    """[(key without scope, requirement)] of the unscoped keys and those of ``scope``."""
+    wanted = []
+    for key, req in extra_specs.items():
+        parts = key.split(":", 1)
+        if len(parts) > 1:
+            if parts[0] != scope:
+                continue
+            key = parts[1]
+        wanted.append((key, req))
+    return wanted
+
+
+class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
+    run_filter_once_per_request = True
+
+    def check_hints(self, spec):
+        for key, req in _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE):
+            try:
+                extra_specs_ops.check(req)
+            except ValueError as exc:
+                raise ValueError(f"flavor extra spec {key[:60]}: {exc}") from None
+
+    def host_passes(self, host_state, spec):
+        specs = _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE)
+        if not specs:
+            return True
+        host_aggregates = host_state.aggregates
+        for key, req in specs:
+            values = {piece for value in aggregates.metadata_values(host_aggregates, key)
+                      for piece in aggregates.pieces(value)}
+            if not values or not any(extra_specs_ops.match(v, req) for v in values):
+                return False
+        return True
+
+    def filter_vector(self, table, rows, spec):
+        specs = _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE)
+        if not specs:
+            return True
+
+        def matches(aggregate, key, req):
+            value = aggregate.metadata.get(key)
+            return value is not None and any(extra_specs_ops.match(v, req) for v in aggregates.pieces(value))
+
+        def compute(index):
+            passed = np.ones(table.size, dtype=bool)
+            for key, req in specs:
+                passed &= index.rows_in(a for a in index.aggregates if matches(a, key, req))
+            return passed
+
+        key = ("extra_specs", tuple((k, str(r)) for k, r in specs))
+        return aggregates.cached_rows(table, rows, key, compute)
+
+
+def _tenants(aggregate):
+    found = set()
+    for key, value in aggregate.metadata.items():
+        if key.startswith(TENANT_KEY):
+            found.update(aggregates.pieces(value))
+    return found
+
+
+def _isolating(aggregate):
+    return any(key.startswith(TENANT_KEY) for key in aggregate.metadata)
+
+
+class AggregateMultiTenancyIsolation(filters.BaseHostFilter):
+    run_filter_once_per_request = True
+
+    def host_passes(self, host_state, spec):
+        isolating = [a for a in host_state.aggregates if _isolating(a)]
+        if not isolating:
+            return True
+        return spec.project_id in set().union(*(_tenants(a) for a in isolating))
+
+    def filter_vector(self, table, rows, spec):
+        return aggregates.admitted_rows(table, rows, ("tenant", spec.project_id), _isolating,
+                                        lambda a: spec.project_id in _tenants(a))
+
+
+class _AggregateRatio:
+    """The allocation ratio of a host: its aggregates' ``key`` metadata, or the option."""
+
+    key = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.aggregate_numbers = {cls.key: 0.0}
+
+    def default_ratio(self):
+        return filter_scheduler.allocation_ratio(self.conf, self.key.split("_")[0])
+
+    def ratio(self, host_state):
+        values = aggregates.metadata_values(host_state.aggregates, self.key)
+        return aggregates.min_number(values, self.default_ratio())
+
+    def ratios(self, table, rows):
+        return aggregates.min_number_vector(table, rows, self.key, self.default_ratio())
+
+
+class AggregateRamFilter(_AggregateRatio, filters.BaseHostFilter):
+    key = "ram_allocation_ratio"
+
+    def host_passes(self, host_state, spec):
+        total, wanted = host_state.total_usable_ram_mb, spec.flavor.memory_mb
+        return wanted <= total and total * self.ratio(host_state) - host_state.ram_used_mb >= wanted
+
+    def filter_vector(self, table, rows, spec):
+        total, wanted = table.total_ram_mb[rows], spec.flavor.memory_mb
+        usable = total * self.ratios(table, rows) - (total - table.free_ram_mb[rows])
+        return (wanted <= total) & (usable >= wanted)
+
+    def limits(self, host_state):
+        return {"memory_mb": host_state.total_usable_ram_mb * self.ratio(host_state)}
+
+
+class AggregateDiskFilter(_AggregateRatio, filters.BaseHostFilter):
+    key = "disk_allocation_ratio"
+
+    def host_passes(self, host_state, spec):
+        total, wanted = host_state.total_usable_disk_gb, spec.flavor.disk_gb
+        return wanted <= total and total * self.ratio(host_state) - host_state.disk_used_gb >= wanted
+
+    def filter_vector(self, table, rows, spec):
+        total, wanted = table.total_disk_gb[rows], spec.flavor.disk_gb
+        usable = total * self.ratios(table, rows) - (total - table.free_disk_gb[rows])
+        return (wanted <= total) & (usable >= wanted)
+
+    def limits(self, host_state):
+        return {"disk_gb": host_state.total_usable_disk_gb * self.ratio(host_state)}
+
+
+class AggregateCoreFilter(_AggregateRatio, filters.BaseHostFilter):
+    key = "cpu_allocation_ratio"
+
+    def host_passes(self, host_state, spec):
+        total = host_state.vcpus_total
+        if not total:
+            return True
+        if spec.flavor.vcpus > total:
+            return False
+        return total * self.ratio(host_state) - host_state.vcpus_used >= spec.flavor.vcpus
+
+    def filter_vector(self, table, rows, spec):
+        total = table.vcpus_total[rows]
+        wanted = spec.flavor.vcpus
+        room = total * self.ratios(table, rows) - table.vcpus_used[rows]
+        return (total == 0) | ((wanted <= total) & (room >= wanted))
+
+    def limits(self, host_state):
+        if not host_state.vcpus_total:
+            return {}
+        return {"vcpu": host_state.vcpus_total * self.ratio(host_state)}

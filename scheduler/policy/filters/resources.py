@@ -1,0 +1,78 @@
+"""RAM, disk and vCPU: the host must have room under its allocation ratio.
+
+Each filter gives the limit it applied through ``limits()``; the agent
+claims against the same limit, so the scheduler and the agent agree on
+what "full" means even though the agent never reads these options.
+
+As in Nova, an instance is overcommitted against other instances, never
+against itself: one larger than the host's whole usable RAM, disk or vCPUs
+does not fit there, whatever the ratio.
+
+Where Berth knowingly differs from Nova: CoreFilter refuses a host that
+reports no vCPUs, where Nova's passed it ("fail safe"). Such a host would
+otherwise take instances it has no CPUs for, and, looking roomy to the
+weighers, draw them all.
+"""
+
+from scheduler.conf import filter_scheduler
+from scheduler.policy import filters
+
+
+class RamFilter(filters.BaseHostFilter):
+    def __init__(self, conf):
+        super().__init__(conf)
+        self.ratio = filter_scheduler.allocation_ratio(conf, "ram")
+
+    def host_passes(self, host_state, spec):
+        total, wanted = host_state.total_usable_ram_mb, spec.flavor.memory_mb
+        return wanted <= total and total * self.ratio - host_state.ram_used_mb >= wanted
+
+    def filter_vector(self, table, rows, spec):
+        total, wanted = table.total_ram_mb[rows], spec.flavor.memory_mb
+        return (wanted <= total) & (total * self.ratio - (total - table.free_ram_mb[rows]) >= wanted)
+
+    def limits(self, host_state):
+        return {"memory_mb": host_state.total_usable_ram_mb * self.ratio}
+
+
+class DiskFilter(filters.BaseHostFilter):
+    def __init__(self, conf):
+        super().__init__(conf)
+        self.ratio = filter_scheduler.allocation_ratio(conf, "disk")
+
+    def host_passes(self, host_state, spec):
+        total, wanted = host_state.total_usable_disk_gb, spec.flavor.disk_gb
+        return wanted <= total and total * self.ratio - host_state.disk_used_gb >= wanted
+
+    def filter_vector(self, table, rows, spec):
+        total, wanted = table.total_disk_gb[rows], spec.flavor.disk_gb
+        return (wanted <= total) & (total * self.ratio - (total - table.free_disk_gb[rows]) >= wanted)
+
+    def limits(self, host_state):
+        return {"disk_gb": host_state.total_usable_disk_gb * self.ratio}
+
+
+class CoreFilter(filters.BaseHostFilter):
+    def __init__(self, conf):
+        super().__init__(conf)
+        self.ratio = filter_scheduler.allocation_ratio(conf, "cpu")
+
+    def host_passes(self, host_state, spec):
+        total = host_state.vcpus_total
+        if not total > 0:
+            return False  # the agent reports no CPUs: none to give (Nova passed it)
+        # An instance may be overcommitted against other instances, never against itself.
+        if spec.flavor.vcpus > total:
+            return False
+        return total * self.ratio - host_state.vcpus_used >= spec.flavor.vcpus
+
+    def filter_vector(self, table, rows, spec):
+        total = table.vcpus_total[rows]
+        wanted = spec.flavor.vcpus
+        fits = (wanted <= total) & (total * self.ratio - table.vcpus_used[rows] >= wanted)
+        return (total > 0) & fits
+
+    def limits(self, host_state):
+        if not host_state.vcpus_total:
+            return {}
+        return {"vcpu": host_state.vcpus_total * self.ratio}

@@ -1,0 +1,323 @@
+"""Placement, one instance at a time: candidates, filter, weigh, pick, consume.
+
+Pure policy: it reads and updates a HostTable and nothing else, so that the
+same code runs in the service, the tests, the benchmarks and simulations.
+
+Filters and weighers that provide a vector form run over all candidate rows
+at once; the others run host by host on what the vector filters left. With
+``vectorized=False`` every plugin runs host by host: the plain reference the
+vector forms are tested against.
+"""
+
+import random
+from typing import NamedTuple
+
+import numpy as np
+
+from scheduler.exception import NoValidHost
+from scheduler.policy import weighers as weighers_mod
+
+
+class Decision(NamedTuple):
+    """How the host of one instance was chosen: what the scheduler logs of it."""
+
+    considered: int  # candidates: known hosts less the disabled, the ignored, those not forced
+    passed: int  # of them, those every filter passed (all of them when forced: no filter runs)
+    forced: bool
+    filters: tuple = ()  # with detail: (filter name, hosts left after it), in the order run
+    top: tuple = ()  # with detail: (host, weight) of the heaviest hosts, heaviest first
+
+
+#: How many of the heaviest hosts a detailed Decision names.
+TOP_WEIGHTS = 3
+
+
+class Selector:
+    def __init__(self, filters, weighers, host_subset_size=1, rng=None, vectorized=True,
+                 shuffle_best_same_weighed_hosts=False):
+        self.filters = list(filters)
+        self.weighers = list(weighers)
+        # A weigher may ask for a wider random pick (``subset_size``): the largest request wins.
+        self.host_subset_size = max([1, host_subset_size] + [w.subset_size for w in self.weighers])
+        self.rng = rng or random.Random()
+        self.vectorized = vectorized
+        self.shuffle_best = shuffle_best_same_weighed_hosts
+        by_vector = [f for f in self.filters if vectorized and f.filter_vector is not None]
+        # Vector filters first, over the whole fleet; per-host ones on their survivors.
+        self._filter_order = by_vector + [f for f in self.filters if f not in by_vector]
+        self._tierers = [p for p in self.filters + self.weighers
+                         if p.tier is not None or p.tier_vector is not None]
+        # A weigher may confine the random pick to rows it names (``spread_rows``).
+        self._spreader = next((w for w in self.weighers if w.spread_rows is not None), None)
+
+    def select(self, hosts, spec, decisions=None, detail=False):
+        """Choose and consume a host for each instance of ``spec``, all or none.
+
+        ``hosts`` is a HostTable, or HostStates of one table. Returns one
+        HostState per instance uuid, in order, each with the ``limits`` its
+        agent must claim against; raises NoValidHost (with nothing consumed)
+        when any instance finds no host. Given a list ``decisions``, appends
+        a Decision per instance to it (none when NoValidHost is raised); with
+        ``detail``, each says how many hosts each filter left and names the
+        heaviest hosts, which costs a little more.
+        """
+        table, rows = _table_and_rows(hosts)
+        rows, forced = candidates(table, rows, spec)
+        considered = len(rows)
+        recorded = None if decisions is None else len(decisions)
+        scope = rows if forced or self._spreader is None else self.scope(table, rows, spec)
+        chosen = []
+        try:
+            for index, instance_uuid in enumerate(spec.instance_uuids):
+                left = [] if detail and decisions is not None else None
+                if not forced:
+                    rows = self.filter(table, rows, spec, index, left)
+                window = None
+                if self._spreader is not None:
+                    window = self._spreader.spread_rows(table, scope, spec, self.host_subset_size)
+                weights = self.weigh(table, rows, spec)
+                row = self.pick(rows, weights, self.tiers(table, rows, spec), window)
+                table.consume(row, instance_uuid, spec.flavor)
+                chosen.append(row)
+                if decisions is not None:
+                    decisions.append(Decision(
+                        considered, len(rows), forced, tuple(left or ()),
+                        _heaviest(table, rows, weights) if left is not None else ()))
+        except NoValidHost:
+            for row, instance_uuid in zip(chosen, spec.instance_uuids, strict=False):
+                table.release(row, instance_uuid)
+            if decisions is not None:
+                del decisions[recorded:]
+            raise
+        placed = []
+        for row in chosen:
+            host = table.view(row)
+            host.limits = {} if forced else self.limits(host)
+            placed.append(host)
+        return placed
+
+    def filter(self, table, rows, spec, index=0, left=None):
+        """The rows that pass every filter; NoValidHost says how many each removed. Given a
+        list ``left``, appends (filter name, rows left after it) to it for each filter run."""
+        considered = len(rows)
+        removed = []
+        active = [f for f in self._filter_order
+                  if not (f.run_filter_once_per_request and index > 0)]
+        vector = [f for f in active if self.vectorized and f.filter_vector is not None]
+        if vector:
+            # Over the whole fleet a slice reads the columns in place instead of gathering them.
+            whole = len(rows) == len(table) and (not len(rows) or rows[-1] == len(rows) - 1)
+            where = slice(None) if whole else rows
+            mask = np.ones(len(rows), dtype=bool)
+            masks = []
+            for host_filter in vector:
+                passed = host_filter.filter_vector(table, where, spec)
+                masks.append(passed)
+                if passed is not True:  # a filter with nothing to check for this request
+                    mask &= passed
+            rows = np.flatnonzero(mask) if whole else rows[mask]
+            if not len(rows):
+                removed = _removed_by_each(vector, masks, considered)
+                raise NoValidHost(no_valid_host_reason(considered, removed, spec, index), removed)
+            if left is not None:
+                left.extend(_left_after_each(vector, masks, considered))
+        for host_filter in active[len(vector):]:
+            passed = np.fromiter(
+                (r for r in rows if host_filter.host_passes(table.view(int(r)), spec)), dtype=np.intp
+            )
+            if len(passed) != len(rows):
+                removed.append((host_filter.name, len(rows) - len(passed)))
+            if left is not None:
+                left.append((host_filter.name, len(passed)))
+            rows = passed
+            if not len(rows):
+                raise NoValidHost(no_valid_host_reason(considered, removed, spec, index), removed)
+        return rows
+
+    def scope(self, table, rows, spec):
+        """The rows that pass the filters run once per request: the hosts the request may use at all."""
+        for host_filter in self._filter_order:
+            if not host_filter.run_filter_once_per_request:
+                continue
+            if self.vectorized and host_filter.filter_vector is not None:
+                passed = np.asarray(host_filter.filter_vector(table, rows, spec), dtype=bool)
+                rows = rows[np.broadcast_to(passed, (len(rows),))]
+            else:
+                rows = np.fromiter(
+                    (r for r in rows if host_filter.host_passes(table.view(int(r)), spec)), dtype=np.intp
+                )
+        return rows
+
+    def weigh(self, table, rows, spec):
+        """The total weight of each row of ``rows``."""
+        totals = np.zeros(len(rows))
+        views = None
+        for weigher in self.weighers:
+            if self.vectorized and weigher.weigh_vector is not None:
+                raw = weigher.weigh_vector(table, rows, spec)
+                if raw is None:
+                    continue
+                multipliers = weigher.multipliers(table, rows)
+            else:
+                views = views or table.views(rows)
+                raw = [weigher.weigh(view, spec) for view in views]
+                multipliers = np.array([weigher.weight_multiplier(view) for view in views])
+            totals += multipliers * weighers_mod.normalize(raw, weigher.minval, weigher.maxval)
+        return totals
+
+    def tiers(self, table, rows, spec):
+        """Each row's tier (0 best), or None when no plugin sorts hosts into tiers.
+
+        Plugins that do are combined in order: the first plugin's tier
+        decides, the next one breaks its ties, and so on.
+        """
+        combined = None
+        for plugin in self._tierers:
+            if self.vectorized and plugin.tier_vector is not None:
+                tier = np.asarray(plugin.tier_vector(table, rows, spec), dtype=np.int64)
+            else:
+                tier = np.fromiter((plugin.tier(view, spec) for view in table.views(rows)),
+                                   dtype=np.int64, count=len(rows))
+            combined = tier if combined is None else combined * TIER_BASE + tier
+        return combined
+
+    def pick(self, rows, weights, tiers=None, window=None):
+        """A row at random among the ``host_subset_size`` heaviest of the best tier.
+
+        With a ``window`` (rows a weigher names, see ``spread_rows``), at
+        random among the best tier's rows in the window, or the heaviest of
+        the best tier when none is. Ties in weight go to the earlier rows, as
+        a stable sort would; with ``shuffle_best_same_weighed_hosts``, when
+        more hosts share the best weight than the subset holds, at random
+        among all of them (as Nova shuffles them before taking the subset).
+        """
+        if not len(rows):
+            raise NoValidHost("No valid host was found: no candidate hosts")
+        if tiers is not None and len(rows) > 1:
+            in_best = tiers == tiers.min()
+            rows, weights = rows[in_best], weights[in_best]
+        size = self.host_subset_size
+        if window is not None:
+            inside = np.isin(rows, window)
+            if inside.any():
+                rows, weights = rows[inside], weights[inside]
+            else:
+                size = 1
+        if self.shuffle_best and len(rows) > size:
+            tied = np.flatnonzero(weights == weights.max())
+            if len(tied) > size:
+                return int(rows[tied[self.rng.randrange(len(tied))]])
+        best = rows[top(weights, size)]
+        return int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+
+    def limits(self, host):
+        merged = {}
+        for host_filter in self.filters:
+            merged.update(host_filter.limits(host))
+        return merged
+
+
+#: Tiers a plugin may use (0 .. TIER_BASE - 1) when several plugins sort hosts into tiers.
+TIER_BASE = 16
+
+
+def _left_after_each(vector_filters, masks, considered):
+    """[(filter name, hosts left after it)] when the masks are applied in order."""
+    left = []
+    mask = np.ones(considered, dtype=bool)
+    count = considered
+    for host_filter, passed in zip(vector_filters, masks, strict=True):
+        if passed is not True:  # True: the filter had nothing to check for this request
+            mask &= passed
+            count = int(np.count_nonzero(mask))
+        left.append((host_filter.name, count))
+    return left
+
+
+def _removed_by_each(vector_filters, masks, considered):
+    """[(filter name, hosts it removed)] when the masks are applied in order."""
+    removed = []
+    count = considered
+    for name, now in _left_after_each(vector_filters, masks, considered):
+        if now != count:
+            removed.append((name, count - now))
+        count = now
+    return removed
+
+
+def _heaviest(table, rows, weights, k=TOP_WEIGHTS):
+    """((host, weight), ...) of the ``k`` heaviest of ``rows``, heaviest first."""
+    return tuple((table.names[int(rows[i])], float(weights[i])) for i in top(weights, min(k, len(rows))))
+
+
+def top(weights, k):
+    """Indices of the ``k`` largest weights, heaviest first, as a stable sort would give."""
+    n = len(weights)
+    if k == 1:
+        return np.array([int(np.argmax(weights))])
+    if k >= n:
+        return np.argsort(-weights, kind="stable")
+    kth = np.partition(weights, n - k)[n - k]
+    above = np.flatnonzero(weights > kth)
+    tied = np.flatnonzero(weights == kth)[: k - len(above)]
+    picked = np.concatenate([above, tied])
+    return picked[np.argsort(-weights[picked], kind="stable")]
+
+
+def _table_and_rows(hosts):
+    if hasattr(hosts, "COLUMNS"):
+        return hosts, np.arange(len(hosts), dtype=np.intp)
+    hosts = list(hosts)
+    if not hosts:
+        return None, np.empty(0, dtype=np.intp)
+    table = hosts[0].table
+    if any(h.table is not table for h in hosts):
+        raise ValueError("select() needs HostStates of one HostTable")
+    return table, np.array([h.row for h in hosts], dtype=np.intp)
+
+
+def candidates(table, rows, spec):
+    """Leave out disabled hosts, apply ignore_hosts, then force_hosts / force_nodes; returns
+    (rows, forced). A host an operator disabled takes nothing, whatever the filters."""
+    if not len(rows):
+        raise NoValidHost("No valid host was found: no compute host has reported to the scheduler")
+    disabled = table.disabled[rows]
+    if disabled.any():
+        forced = set(spec.force_hosts) | set(spec.force_nodes)
+        refused = sorted(forced & {table.names[r] for r in rows[disabled]})
+        if refused:
+            raise NoValidHost(f"No valid host was found: forced host {', '.join(refused)} is disabled "
+                              "(berth hosts says why)")
+        rows = rows[~disabled]
+        if not len(rows):
+            raise NoValidHost("No valid host was found: every compute host is disabled (berth hosts "
+                              "says why)")
+    if spec.ignore_hosts:
+        ignored = [table.index[h] for h in spec.ignore_hosts if h in table.index]
+        rows = rows[~np.isin(rows, ignored)]
+    if not (spec.force_hosts or spec.force_nodes):
+        return rows, False
+    forced_hosts, forced_nodes = set(spec.force_hosts), set(spec.force_nodes)
+    rows = np.array(
+        [r for r in rows
+         if (not forced_hosts or table.names[r] in forced_hosts)
+         and (not forced_nodes or table.nodenames[r] in forced_nodes)],
+        dtype=np.intp,
+    )
+    if not len(rows):
+        wanted = ", ".join(sorted(forced_hosts | forced_nodes))
+        raise NoValidHost(f"No valid host was found: forced host {wanted} is not a known host")
+    return rows, True
+
+
+def no_valid_host_reason(considered, removed, spec, index):
+    if not considered:
+        return "No valid host was found: every known host was ignored or excluded"
+    detail = ", ".join(f"{name} removed {count}" for name, count in removed)
+    hosts = f"{considered} host{'s' if considered != 1 else ''}"
+    if index == 0:
+        which = f" for instance 1 of {spec.num_instances}" if spec.num_instances > 1 else ""
+        return f"No valid host was found{which}: {hosts} considered; {detail}; none left"
+    # A later instance of the request is placed among the hosts that passed for the one before.
+    return (f"No valid host was found for instance {index + 1} of {spec.num_instances}: of the {hosts} "
+            f"that passed the filters for instance {index}, {detail}; none left")

@@ -1,0 +1,41 @@
+"""What an agent holds against what the database records: what differs, and what to do."""
+
+import datetime
+
+from scheduler.fleet import holdings as reconcile
+
+NOW = datetime.datetime(2026, 11, 30, 12, 0, 0)
+OLD = NOW - datetime.timedelta(minutes=5)
+SETTLED_BEFORE = NOW - datetime.timedelta(seconds=60)
+
+
+def row(state, host="h1", updated_at=OLD):
+    return {"state": state, "host": host, "updated_at": updated_at}
+
+
+def test_what_agrees_is_no_difference():
+    recorded = {"a": row("ACTIVE"), "b": row("BUILDING", updated_at=NOW), "c": row("SCHEDULED")}
+    assert reconcile.differences("h1", {"a", "b", "c"}, recorded, SETTLED_BEFORE) == []
+
+
+def test_what_the_agent_must_not_hold_is_terminated_and_the_rest_noted():
+    recorded = {
+        "deleted": row("DELETED"),
+        "failed": row("ERROR", host=None),
+        "moved": row("BUILDING", host="h2"),
+        "stuck": row("DELETING"),
+        "deleting-now": row("DELETING", updated_at=NOW),  # the terminate is on its way
+        "lost": row("ACTIVE"),  # not held
+        "young": row("ACTIVE", updated_at=NOW),  # not held, but may be claimed after the report
+    }
+    held = {"deleted", "failed", "moved", "stuck", "deleting-now", "stranger"}
+    found = {d.instance_uuid: (d.action, d.why) for d in
+             reconcile.differences("h1", held, recorded, SETTLED_BEFORE)}
+    assert found == {
+        "deleted": ("terminate", "h1 holds deleted, which was deleted"),
+        "failed": ("terminate", "h1 holds failed, which is in ERROR on no host"),
+        "moved": ("terminate", "h1 holds moved, which is BUILDING on h2 now"),
+        "stuck": ("terminate", "h1 still holds stuck, DELETING since 11:55:00"),
+        "stranger": ("note", "h1 holds stranger, which the database does not know; left alone"),
+        "lost": ("note", "the database has lost ACTIVE on h1, which no longer reports it"),
+    }

@@ -1,0 +1,64 @@
+from scheduler.policy.request_spec import Flavor
+from tests.unit.policy.fakes import make_host
+
+FLAVOR = Flavor(memory_mb=1024, root_gb=10, ephemeral_gb=5, vcpus=2)
+
+
+def report(name="h", free_ram=8192, free_disk=100, vcpus_used=0, uuids=()):
+    return {
+        "host": name, "memory_mb": 8192, "free_ram_mb": free_ram, "local_gb": 100,
+        "free_disk_gb": free_disk, "vcpus": 8, "vcpus_used": vcpus_used,
+        "instance_uuids": list(uuids), "running_vms": len(uuids),
+    }
+
+
+def test_consume_takes_every_resource():
+    host = make_host("h")
+    host.consume("u1", FLAVOR)
+    assert (host.free_ram_mb, host.free_disk_gb, host.vcpus_used, host.num_instances) == (
+        7168, 85, 2, 1,
+    )
+
+
+def test_a_report_without_the_placement_keeps_it_consumed():
+    host = make_host("h")
+    host.consume("u1", FLAVOR)
+    host.update_from_report(report())  # the agent has not claimed u1 yet
+    assert host.free_ram_mb == 7168
+    assert host.num_instances == 1
+
+
+def test_a_report_with_the_placement_counts_it_once():
+    host = make_host("h")
+    host.consume("u1", FLAVOR)
+    host.update_from_report(report(free_ram=7168, free_disk=85, vcpus_used=2, uuids=["u1"]))
+    assert (host.free_ram_mb, host.free_disk_gb, host.vcpus_used) == (7168, 85, 2)
+    assert host.pending == {}
+    host.update_from_report(report(free_ram=7168, free_disk=85, vcpus_used=2, uuids=["u1"]))
+    assert host.free_ram_mb == 7168
+
+
+def test_consuming_the_same_instance_twice_takes_once():
+    host = make_host("h")
+    host.consume("u1", FLAVOR)
+    host.consume("u1", FLAVOR)
+    assert host.free_ram_mb == 7168
+
+
+def test_a_placement_never_reported_expires():
+    host = make_host("h")
+    host.consume("u1", FLAVOR)
+    since = host.pending["u1"][1]
+    host.update_from_report(report(), now=since + 61, pending_ttl=60)
+    assert host.free_ram_mb == 8192
+    assert host.pending == {}
+
+
+def test_release_gives_back():
+    host = make_host("h")
+    host.consume("u1", FLAVOR)
+    host.release("u1")
+    host.release("u1")
+    assert (host.free_ram_mb, host.free_disk_gb, host.vcpus_used, host.num_instances) == (
+        8192, 100, 0, 0,
+    )
