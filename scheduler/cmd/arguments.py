@@ -12,9 +12,9 @@ class CommandError(Exception):
     would raise a class its ``main`` does not catch."""
 
 
-def actions(subparsers, command, help, dest):
+def actions(subparsers, command, help, dest, **parser_options):
     """The sub-parsers of ``berth COMMAND ACTION``: one ACTION must be given."""
-    parser = subparsers.add_parser(command, help=help)
+    parser = subparsers.add_parser(command, help=help, **parser_options)
     found = parser.add_subparsers(dest=dest, metavar="ACTION")
     found.required = True
     return found

@@ -21,7 +21,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, TextIO
 
 from scheduler import states
-from scheduler.cmd import output
+from scheduler.cmd import arguments, output
 from scheduler.cmd.arguments import CommandError, hint, positive, whole
 from scheduler.cmd.references import group_uuid, instance_uuid
 from scheduler.scaling import decide, spec
@@ -59,13 +59,11 @@ The output: {"desired", "metrics": [{"name", "type", "current", "proposal"}],
 
 
 def add_commands(subparsers: Any) -> None:
-    group = subparsers.add_parser(
-        "scaling-group", help="Autoscaling groups: create, list, show, set, pause, resume, delete; "
-        "what-if tries a decision locally.",
+    actions = arguments.actions(
+        subparsers, "scaling-group", "Autoscaling groups: create, list, show, set, pause, resume, delete; "
+        "what-if tries a decision locally.", "scaling_group_action",
         description="Autoscaling groups keep their member count where their metrics want it "
         "(Kubernetes' HorizontalPodAutoscaler algorithm).")
-    actions = group.add_subparsers(dest="scaling_group_action", metavar="ACTION")
-    actions.required = True
     add_group_commands(actions)
     what_if = actions.add_parser(
         "what-if", help="Compute one sync's decision from a JSON file, locally (no broker, no database).",

@@ -21,6 +21,18 @@ opts = [
         "reschedules) before it goes to ERROR.",
     ),
     cfg.IntOpt(
+        "build_retries_same_host",
+        default=0,
+        min=0,
+        max=10,
+        help="How many times an instance whose build failed on a host is built again on "
+        "that host before it is rescheduled on another (the failed host then left out, as "
+        "every failed host is). 0, Nova's behaviour: never. VMware Cloud Director retries "
+        "twice. The host must still pass every enabled filter, else the instance goes to "
+        "another host at once; a build tried again on its host does not count against "
+        "max_attempts, which counts the hosts tried.",
+    ),
+    cfg.IntOpt(
         "service_down_time",
         default=60,
         min=1,

@@ -66,7 +66,8 @@ class BuildExpiry:
                     [(uuid, {"state": states.ERROR, "fault_reason": fault, "host": None, "node": None})])
             else:
                 hosts = [[host, instance.get("node") or host]] if host else []
-                spec.retry = Retry(num_attempts=instance.get("attempts") or 1, hosts=hosts, exc_reason=reason)
+                spec.retry = Retry(num_attempts=instance.get("attempts") or 1, hosts=hosts, exc_reason=reason,
+                                   timed_out=True)
                 self._reschedule([Job(ctxt, spec)])
             if host:
                 # Should its agent be alive and slow after all, it must not build it too.

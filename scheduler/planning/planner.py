@@ -7,6 +7,7 @@ written, claimed and cast by the Applier.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -144,7 +145,7 @@ class Planner:
                 continue
             spec.instance_uuids = admission.to_place
             fresh = not spec.retry.hosts and all(u in admitted.new for u in spec.instance_uuids)
-            if spec.retry.num_attempts > max_attempts:
+            if self.hosts_tried(spec) > max_attempts:
                 if fresh:
                     prepared.invalid.append(Invalid(admission.job, InvalidRequest(
                         f"run_instance: filter_properties.retry.num_attempts: a new request is past "
@@ -174,6 +175,20 @@ class Planner:
             prepared.placing.append(admission.job)
         return prepared
 
+    def retry_host(self, spec: RequestSpec) -> str | None:
+        """The host that sent ``spec`` back, when it builds it again ([scheduler]
+        build_retries_same_host), else None."""
+        retries = self._conf.scheduler.build_retries_same_host
+        if not retries or not spec.retry.hosts or spec.retry.timed_out:
+            return None
+        host = spec.retry.hosts[-1][0]
+        return host if spec.retry.trailing(host) <= retries else None
+
+    def hosts_tried(self, spec: RequestSpec) -> int:
+        """The hosts this attempt makes: max_attempts counts them, not a build tried again on its host."""
+        again = self.retry_host(spec) is not None
+        return spec.retry.num_attempts - spec.retry.same_host_retries() - again
+
     def check_honoured(self, spec: RequestSpec) -> None:
         """Raise InvalidHint when no enabled plugin honours a hint, the zone or the group
         policy the request asks for (scheduler.policy.hints)."""
@@ -189,7 +204,9 @@ class Planner:
         back should the transaction that records them roll back; how each host was chosen into
         ``decided`` ({uuid: Decision}). Raises NoValidHost."""
         decisions: list[Decision] | None = None if decided is None else []
-        chosen = self.selector.select(self._hosts.table, spec, decisions, LOG.isEnabledFor(logging.DEBUG))
+        chosen = self._select_again(spec, decisions)
+        if chosen is None:
+            chosen = self.selector.select(self._hosts.table, spec, decisions, LOG.isEnabledFor(logging.DEBUG))
         if decisions and decided is not None:
             decided.update(zip(spec.instance_uuids, decisions, strict=True))
         placements = []
@@ -197,6 +214,37 @@ class Planner:
             self._compensate(self._hosts.release, host.host, instance_uuid)
             placements.append(Placement(instance_uuid, host.host, host.nodename, dict(host.limits)))
         return placements
+
+    def _select_again(self, spec: RequestSpec, decisions: list[Decision] | None) -> list[Any] | None:
+        """The host that failed to build ``spec``, chosen again if it still passes the filters;
+        None to choose among the others. Raises NoValidHost when max_attempts leaves no other."""
+        host = self.retry_host(spec)
+        if host is None:
+            return None
+        uuids = ", ".join(spec.instance_uuids)
+        retry, retries = spec.retry.trailing(host), self._conf.scheduler.build_retries_same_host
+        table = self._hosts.table
+        row = table.index.get(host)
+        why = "it is no longer in the host table"
+        if row is not None:
+            # Without its own failures in the retry record, RetryFilter keeps the host for this choice.
+            tried = dataclasses.replace(spec.retry, hosts=spec.retry.hosts[:-retry])
+            again = dataclasses.replace(spec, retry=tried)
+            detail = LOG.isEnabledFor(logging.DEBUG)
+            try:
+                chosen = self.selector.select([table.view(row)], again, decisions, detail)
+            except NoValidHost as exc:
+                why = f"it no longer passes the filters ({exc})"
+            else:
+                LOG.info("Instances %s: built again on %s, which failed to build them (retry %d of %d, "
+                         "[scheduler] build_retries_same_host)", uuids, host, retry, retries)
+                return chosen
+        max_attempts = self._conf.scheduler.max_attempts
+        if spec.retry.num_attempts - spec.retry.same_host_retries() > max_attempts:
+            raise NoValidHost(f"Not built again on {host}: {why}; [scheduler] max_attempts ({max_attempts}) "
+                              f"leaves no other host to try; last failure: {spec.retry.exc_reason}")
+        LOG.info("Instances %s: not built again on %s: %s; placed on another host", uuids, host, why)
+        return None
 
     def plan(self, admitted: Admissions, prepared: Prepared,
              outcomes: Sequence[list[Placement] | NoValidHost], decided: dict[str, Decision],

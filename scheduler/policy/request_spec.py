@@ -134,6 +134,23 @@ class Retry:
     num_attempts: int = 0
     hosts: list = dataclasses.field(default_factory=list)  # [[host, node], ...]
     exc_reason: str | None = None
+    #: The last attempt's host went silent (build_timeout), rather than failing the build:
+    #: it is not tried again ([scheduler] build_retries_same_host). Not on the wire.
+    timed_out: bool = False
+
+    def trailing(self, host):
+        """How many of the last attempts, one after the other, were on ``host``."""
+        count = 0
+        for tried, _node in reversed(self.hosts):
+            if tried != host:
+                break
+            count += 1
+        return count
+
+    def same_host_retries(self):
+        """The attempts that built the instance again on the host that had just failed it."""
+        hosts = [host for host, _node in self.hosts]
+        return sum(1 for before, after in zip(hosts, hosts[1:], strict=False) if before == after)
 
     @classmethod
     def from_wire(cls, value, where="filter_properties.retry"):
