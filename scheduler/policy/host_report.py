@@ -2,7 +2,7 @@
 check of what it may hold, and its typed form.
 
 The agent builds a HostReport and sends ``to_wire()``, a flat dict; the scheduler takes it
-back with ``HostReport.from_wire``, which refuses a report whole, naming the field (BadReport),
+back with ``HostReport.from_wire``, which refuses a report whole, naming the field (bad_report),
 but for ``instance_usage``: a bad entry of it is dropped, with a warning, and the rest kept.
 Each field is named as its wire key. Keys a report carries that no field names (those of a
 newer agent, or a saved row's own columns) are kept in ``extra`` and sent on as they came.
@@ -60,12 +60,12 @@ _OPTIONAL_FIGURES = (
 )
 
 
-class BadReport(InvalidRequest):
-    """A report the scheduler refuses; ``field`` names its wrong key."""
-
-    def __init__(self, where, field, why):
-        super().__init__(f"{where}: {field}{why}"[:300])
-        self.field = field
+def bad_report(where: str, field: str, why: str) -> InvalidRequest:
+    """A report the scheduler refuses, its wrong key in ``field``. An InvalidRequest, not a
+    subclass: the class's name is what a dead letter's reason and a caller's error say."""
+    refused = InvalidRequest(f"{where}: {field}{why}"[:300])
+    refused.field = field  # type: ignore[attr-defined]
+    return refused
 
 
 #: A figure of HostLoad: a number >= 0, or None where the agent does not report it.
@@ -138,13 +138,13 @@ class HostReport(NamedTuple):
     @classmethod
     def from_wire(cls, wire: object, host: str) -> HostReport:
         """The report ``wire`` (the dict ``host``'s agent sent) if every field the scheduler reads
-        or stores is usable, against the bounds of the column that keeps it; BadReport otherwise."""
+        or stores is usable, against the bounds of the column that keeps it; InvalidRequest otherwise."""
         host_names.check(host, "report_resources: host")
         where = f"report_resources from {host}"
         if not isinstance(wire, dict):
-            raise BadReport(where, "resources", " must be an object")
+            raise bad_report(where, "resources", " must be an object")
         if wire.get("host", host) != host:
-            raise BadReport(where, "resources", f" are for host {_shown(wire.get('host'))}")
+            raise bad_report(where, "resources", f" are for host {_shown(wire.get('host'))}")
         uuids = wire.get("instance_uuids", [])
         report = cls._of(wire, host, uuids, _load_of(wire), wire.get("instance_usage"))
         _check_figures(where, report)
@@ -213,32 +213,32 @@ def _check_figures(where, report):
     for at, key in _TEXTS_AT:
         value = report[at]
         if value is not None and not _short_text(value):
-            raise BadReport(where, key, f" must be text of 1 to 255 characters, got {_shown(value)}")
+            raise bad_report(where, key, f" must be text of 1 to 255 characters, got {_shown(value)}")
     for at, key in _TIMES_AT:
         value = report[at]
         if value is not None and not _is_time(value):
-            raise BadReport(where, key, f" must be an ISO-8601 time, got {_shown(value)}")
+            raise bad_report(where, key, f" must be an ISO-8601 time, got {_shown(value)}")
 
 
 def _check_figure(where, key, value, integral, low, high):
     if isinstance(value, bool) or not isinstance(value, int | float) or (
             isinstance(value, float) and not math.isfinite(value)):
-        raise BadReport(where, key, f" must be a number, got {_shown(value)}")
+        raise bad_report(where, key, f" must be a number, got {_shown(value)}")
     if integral and isinstance(value, float) and not value.is_integer():
-        raise BadReport(where, key, f" must be a whole number, got {_shown(value)}")
+        raise bad_report(where, key, f" must be a whole number, got {_shown(value)}")
     if not low <= value <= high:
-        raise BadReport(where, key, f" must be between {low} and {high}, got {_shown(value)}")
+        raise bad_report(where, key, f" must be between {low} and {high}, got {_shown(value)}")
 
 
 def _check_uuids(where, uuids):
     if not isinstance(uuids, list) or len(uuids) > MAX_INSTANCES_PER_HOST:
-        raise BadReport(where, "instance_uuids", f" must be a list of at most {MAX_INSTANCES_PER_HOST}")
+        raise bad_report(where, "instance_uuids", f" must be a list of at most {MAX_INSTANCES_PER_HOST}")
     for i, value in enumerate(uuids):
         if not isinstance(value, str) or not _UUID.fullmatch(value):  # uuid.UUID() costs 5 times more
             try:
                 parse_uuid(value, "")  # a UUID in another form than the agents send
             except InvalidRequest:
-                raise BadReport(where, f"instance_uuids[{i}]", f": must be a UUID, got {value!r}") from None
+                raise bad_report(where, f"instance_uuids[{i}]", f": must be a UUID, got {value!r}") from None
 
 
 def _is_time(value):
@@ -261,15 +261,15 @@ def _check_placement_facts(where, wire, report):
     for key in ("io_workload", "failed_builds"):
         value = wire.get(key, 0)  # null is not a count
         if type(value) is not int or not 0 <= value <= _LIMIT:
-            raise BadReport(where, key, f" must be a count, got {value!r}")
+            raise bad_report(where, key, f" must be a count, got {value!r}")
     value = report.cpu_arch
     if value is not None and not _short_text(value):
-        raise BadReport(where, "cpu_arch", " must be a string of at most 255 characters")
+        raise bad_report(where, "cpu_arch", " must be a string of at most 255 characters")
     modes = report.vm_modes
     if modes is not None and not (
         isinstance(modes, list) and len(modes) <= MAX_SUPPORTED and all(_short_text(m) for m in modes)
     ):
-        raise BadReport(where, "vm_modes", " must be a list of strings")
+        raise bad_report(where, "vm_modes", " must be a list of strings")
     triples = report.supported_instances
     if triples is not None and not (
         isinstance(triples, list)
@@ -277,11 +277,11 @@ def _check_placement_facts(where, wire, report):
         and all(isinstance(t, list | tuple) and len(t) == 3 and all(_short_text(p) for p in t)
                 for t in triples)
     ):
-        raise BadReport(where, "supported_instances",
+        raise bad_report(where, "supported_instances",
                         " must be a list of [architecture, hypervisor_type, vm_mode]")
     host_ip = report.host_ip
     if host_ip is not None and not _is_ip(host_ip):
-        raise BadReport(where, "host_ip", f" must be an IP address, got {_shown(host_ip)}")
+        raise bad_report(where, "host_ip", f" must be an IP address, got {_shown(host_ip)}")
     _check_host_description(where, report)
 
 
@@ -307,33 +307,33 @@ def _check_host_description(where, report):
                 and all(isinstance(value, str) and len(value) <= 255 and type(n) is int
                         and 0 < n <= MAX_INSTANCES_PER_HOST for value, n in v.items())
                 for k, v in image_properties.items())):
-        raise BadReport(where, "image_properties", " must map each image property to "
+        raise bad_report(where, "image_properties", " must map each image property to "
                         "{value: how many instances}")
     version = report.version
     if version is not None and not (_short_text(version) and len(version) <= 64):
-        raise BadReport(where, "version", " must be text of at most 64 characters")
+        raise bad_report(where, "version", " must be text of at most 64 characters")
     stats = report.stats
     if stats is not None and not (
         isinstance(stats, dict) and len(stats) <= MAX_METRICS
         and all(_short_text(k) and not isinstance(v, bool) and (
             isinstance(v, int) and -_LIMIT <= v <= _LIMIT or isinstance(v, str) and len(v) <= 255)
             for k, v in stats.items())):
-        raise BadReport(where, "stats", f" must map at most {MAX_METRICS} names to a number or "
+        raise bad_report(where, "stats", f" must map at most {MAX_METRICS} names to a number or "
                         "text (Nova's compute node stats: num_instances, num_proj_<project>...)")
     metrics = report.metrics
     if metrics is not None:
         if not isinstance(metrics, dict) or len(metrics) > MAX_METRICS:
-            raise BadReport(where, "metrics", f" must be an object of at most {MAX_METRICS} entries")
+            raise bad_report(where, "metrics", f" must be an object of at most {MAX_METRICS} entries")
         for name, value in metrics.items():
             if not _short_text(name) or not is_finite(value):
-                raise BadReport(where, "metrics", f"[{str(name)[:50]!r}] must be a finite number")
+                raise bad_report(where, "metrics", f"[{str(name)[:50]!r}] must be a finite number")
 
 
 def _check_cpu_info(where, cpu_info):
     """``{arch, model, vendor: text; topology: {name: count}; features: [text];
     maxphysaddr: {mode, bits}}`` (the shape of Nova's libvirt driver), each optional."""
     if not isinstance(cpu_info, dict):
-        raise BadReport(where, "cpu_info", " must be an object")
+        raise bad_report(where, "cpu_info", " must be an object")
     for key, value in cpu_info.items():
         if key in ("arch", "model", "vendor"):
             ok = value is None or _short_text(value)
@@ -349,13 +349,13 @@ def _check_cpu_info(where, cpu_info):
         else:
             ok = False
         if not ok:
-            raise BadReport(where, "cpu_info", f"[{str(key)[:50]!r}] is not what a cpu_info holds "
+            raise bad_report(where, "cpu_info", f"[{str(key)[:50]!r}] is not what a cpu_info holds "
                             f"(arch, model, vendor: text; topology: counts; features: a list of text; "
                             f"maxphysaddr: mode and bits)")
 
 
 def _check_load(where, load):
-    """BadReport unless each figure of ``load`` (a HostLoad, or None) is usable."""
+    """InvalidRequest unless each figure of ``load`` (a HostLoad, or None) is usable."""
     if load is None:
         return
     for key, value in zip(LOAD_KEYS, load, strict=True):
@@ -364,9 +364,9 @@ def _check_load(where, load):
         if key == "utilization_sampled_at":
             if not (isinstance(value, str | int | float) and not isinstance(value, bool)
                     and len(str(value)) <= 64):
-                raise BadReport(where, key, " must be a short string")
+                raise bad_report(where, key, " must be a short string")
         elif not is_bounded_number(value, _LIMIT):
-            raise BadReport(where, key, f" must be a non-negative number, got {value!r}")
+            raise bad_report(where, key, f" must be a non-negative number, got {value!r}")
 
 
 def _load_of(wire):

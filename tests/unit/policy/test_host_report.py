@@ -7,7 +7,8 @@ from compute_agent import conf as agent_conf
 from compute_agent import driver as drivers
 from compute_agent.resource_tracker import ResourceTracker
 from scheduler import conf as berth_conf
-from scheduler.policy.host_report import BadReport, HostLoad, HostReport
+from scheduler.exception import InvalidRequest
+from scheduler.policy.host_report import HostLoad, HostReport
 
 UUID = "00000000-0000-4000-8000-0000000000a1"
 U2 = "00000000-0000-4000-8000-0000000000a2"
@@ -72,15 +73,16 @@ def wire(**changes):
     ({"host": "h2"}, "resources", "are for host 'h2'"),
 ])
 def test_a_bad_field_is_refused_by_name_with_why(changes, field, why):
-    with pytest.raises(BadReport) as refused:
+    with pytest.raises(InvalidRequest) as refused:
         HostReport.from_wire(wire(**changes), "h1")
     assert refused.value.field == field
+    assert type(refused.value) is InvalidRequest  # what a dead letter's reason names
     assert str(refused.value).startswith(f"report_resources from h1: {field}")
     assert why in str(refused.value)
 
 
 def test_what_is_not_an_object_is_refused():
-    with pytest.raises(BadReport, match="report_resources from h1: resources must be an object"):
+    with pytest.raises(InvalidRequest, match="report_resources from h1: resources must be an object"):
         HostReport.from_wire([("memory_mb", 1)], "h1")
 
 
