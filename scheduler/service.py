@@ -12,9 +12,8 @@ from sqlalchemy import exc as sa_exc
 
 from compute_agent.client import ComputeClient
 from scheduler import concurrency, rpc
-from scheduler.admin import hosts as host_admin
 from scheduler.admin.grouping import AdminEndpoint, known_host, reload_aggregates
-from scheduler.admin.hosts import HostAdminEndpoint, reload_disabled
+from scheduler.admin.hosts import SCHEDULER_BINARY, HostAdminEndpoint, heartbeat, reload_disabled
 from scheduler.client import TOPIC, SchedulerClient
 from scheduler.conf import upgrade_levels
 from scheduler.db import api as db_api
@@ -44,7 +43,7 @@ from scheduler.utils.log_once import LogOnce
 from scheduler.utils.masking import mask_url
 
 LOG = logging.getLogger(__name__)
-BINARY = host_admin.SCHEDULER_BINARY
+BINARY = SCHEDULER_BINARY
 #: Seconds between measures of the database's clock, and the gap worth a warning.
 CLOCK_CHECK_INTERVAL = 300
 CLOCK_WARNING = 2.0
@@ -251,7 +250,7 @@ class SchedulerService:
         return (
             ("saving host reports", self.save_reports),
             ("host liveness", self.parts.host_manager.notice_down_hosts),
-            ("heartbeat", lambda: host_admin.heartbeat(self.database, self.conf, TOPIC)),
+            ("heartbeat", lambda: heartbeat(self.database, self.conf, TOPIC)),
             ("build expiry", self.parts.build_expiry.expire),
             ("aggregates reload", self._reload_aggregates),  # changed through another scheduler
             ("disabled hosts reload", self._reload_disabled),
