@@ -45,6 +45,14 @@ class ComputeClient:
             return
         self._client.prepare(server=host).cast(ctxt, "terminate_instance", instance_uuid=instance_uuid)
 
+    def move_instance(self, ctxt: Context, host: str, instance: dict, request_spec: dict,
+                      filter_properties: dict, migration: dict) -> None:
+        """Tell the agent of ``host``, the destination of ``migration`` ({id, kind, source_host,
+        live}), to claim ``instance`` (its new flavor) against the limits and take it over (1.2)."""
+        self._client.prepare(server=host, version="1.2").cast(
+            ctxt, "move_instance", instance=instance, request_spec=request_spec,
+            filter_properties=filter_properties, migration=migration)
+
     # -- the fake driver's load (berth fake-load): calls, answered by the agent of ``host`` --
 
     def set_fake_load(self, ctxt: Context, host: str, cpu: float, memory: float | None = None,

@@ -17,6 +17,8 @@ SCHEDULER = API("scheduler", (
     ("1.0", "run_instance, select_destinations, report_resources, instance_update, delete_instance, "
             "list_hosts, list_instances, show_instance: the API of the releases before versions, whose "
             "messages all said 1.0"),
+    ("1.1", "moves: migrate_instance, resize_instance, confirm_resize, revert_resize, evacuate_host, "
+            "list_migrations, and move_update from the agents"),
 ))
 
 #: The compute agents' API (compute_agent.manager.ComputeEndpoint, topic ``compute.<host>``),
@@ -26,6 +28,7 @@ COMPUTE = API("compute", (
             "before versions"),
     ("1.1", "terminate_instance takes reason: why the scheduler terminates the instance (deleted, its "
             "build timed out, found deleted on the host), which the agent logs"),
+    ("1.2", "move_instance: the destination of a move claims the instance and takes it over"),
 ))
 
 #: The operators' API (scheduler.admin.grouping.AdminEndpoint: aggregates and server groups;

@@ -97,6 +97,45 @@ class SchedulerClient:
     def show_instance(self, ctxt: Context, instance_uuid: str) -> dict[str, Any]:
         return self._client.call(ctxt, "show_instance", instance_uuid=instance_uuid)
 
+    # -- moves (API 1.1) --------------------------------------------------------
+
+    def _moves(self) -> Any:
+        return self._client.prepare(version="1.1")
+
+    def migrate_instance(self, ctxt: Context, instance_uuid: str, host: str | None = None,
+                         force: bool = False, live: bool = False) -> dict[str, Any]:
+        """Move the instance to a host the filters and weighers choose, its own left out; to
+        ``host`` if given (checked by the filters unless ``force``). The migration started."""
+        return self._moves().call(ctxt, "migrate_instance", instance_uuid=instance_uuid, host=host,
+                                  force=force, live=live)
+
+    def resize_instance(self, ctxt: Context, instance_uuid: str, flavor: dict[str, Any]) -> dict[str, Any]:
+        """Give the instance ``flavor``: on its host if it still fits there, else on another. The
+        migration started."""
+        return self._moves().call(ctxt, "resize_instance", instance_uuid=instance_uuid, flavor=flavor)
+
+    def confirm_resize(self, ctxt: Context, instance_uuid: str) -> dict[str, Any]:
+        return self._moves().call(ctxt, "confirm_resize", instance_uuid=instance_uuid)
+
+    def revert_resize(self, ctxt: Context, instance_uuid: str) -> dict[str, Any]:
+        return self._moves().call(ctxt, "revert_resize", instance_uuid=instance_uuid)
+
+    def evacuate_host(self, ctxt: Context, host: str) -> list[dict[str, Any]]:
+        """Rebuild elsewhere every instance of ``host``, which must be down; the migrations started."""
+        return self._moves().call(ctxt, "evacuate_host", host=host)
+
+    def list_migrations(self, ctxt: Context, host: str | None = None, status: str | None = None,
+                        instance_uuid: str | None = None) -> list[dict[str, Any]]:
+        """Migrations, newest first: of ``host`` (as source or destination), in ``status``, of one instance."""
+        return self._moves().call(ctxt, "list_migrations", host=host, status=status,
+                                  instance_uuid=instance_uuid)
+
+    def move_update(self, ctxt: Context, instance_uuid: str, host: str, migration_id: int, outcome: str,
+                    fault: dict | None = None) -> None:
+        """From the destination's agent: the move ended (``outcome`` done or failed, with ``fault``)."""
+        self._moves().cast(ctxt, "move_update", instance_uuid=instance_uuid, host=host,
+                           migration_id=migration_id, outcome=outcome, fault=fault)
+
     # -- operators: host aggregates, server groups, hosts, scaling groups ------
 
     def admin_call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:

@@ -64,6 +64,9 @@ class Instance(Base):
     # The scaling group the instance is a member of (no foreign key: a member row outlives
     # its group in the shadow tables, and a group goes only once its members are DELETED).
     scaling_group_uuid: Mapped[str | None] = mapped_column(sa.String(36), index=True)
+    # While a move is under way (MIGRATING, VERIFY_RESIZE): the other host that holds the
+    # instance, the destination of a migration or the source of a resize waiting for confirmation.
+    move_host: Mapped[str | None] = mapped_column(sa.String(255), index=True)
 
 
 class ComputeNode(Base):
@@ -175,6 +178,29 @@ class HostGeneration(Base):
     generation: Mapped[int] = mapped_column(sa.BigInteger, nullable=False, default=0)
 
 
+class Migration(Base):
+    """One move of an instance (resize, migration, live migration, evacuation) and its outcome,
+    as Nova's migrations table keeps them."""
+
+    __tablename__ = "migrations"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    instance_uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False, index=True)
+    kind: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    # migrating, finished (a resize waiting for confirmation), confirmed, reverted, completed, error
+    status: Mapped[str] = mapped_column(sa.String(16), nullable=False, index=True)
+    source_host: Mapped[str | None] = mapped_column(sa.String(255), index=True)
+    source_node: Mapped[str | None] = mapped_column(sa.String(255))
+    dest_host: Mapped[str | None] = mapped_column(sa.String(255), index=True)
+    dest_node: Mapped[str | None] = mapped_column(sa.String(255))
+    old_flavor: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    new_flavor: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    reason: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
+    updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
 class ScalingGroup(Base):
     """A scaling group: its spec and instance template, the count the controller keeps, and
     the lease of the controller syncing it.
@@ -274,6 +300,7 @@ scaling_groups = _table(ScalingGroup)
 scaling_group_recommendations = _table(ScalingGroupRecommendation)
 scaling_group_events = _table(ScalingGroupEvent)
 instance_metrics = _table(InstanceMetric)
+migrations = _table(Migration)
 
 
 def _shadow(table: sa.Table) -> sa.Table:
