@@ -201,6 +201,15 @@ class SchedulerManager:
             self._db.update_instance(instance_uuid, {"state": states.DELETING})
             self._scheduling.applier.terminate(context_values(context), current["host"], instance_uuid,
                                                DELETED_BY_CLIENT)
+            other = current.get("move_host")
+            if other and other != current["host"]:
+                # Held on both hosts while it moves: both drop it, and the move ends.
+                self._scheduling.applier.terminate(context_values(context), other, instance_uuid,
+                                                   DELETED_BY_CLIENT)
+                migration = self._db.active_migration(instance_uuid)
+                if migration is not None:
+                    self._db.update_migration(migration["id"], {"status": "error", "finished_at": self._db.now(),
+                                                                "reason": "the instance was deleted during the move"})
         else:
             self._db.update_instance(
                 instance_uuid, {"state": states.DELETED, "deleted_at": self._db.now()}

@@ -21,8 +21,11 @@ from scheduler.fleet.build_expiry import BuildExpiry
 from scheduler.fleet.host_manager import HostManager
 from scheduler.fleet.reconciler import Reconciler
 from scheduler.manager import ReportBuffer, SchedulerManager
-from scheduler.planning.applier import Applier
+from scheduler.moves.api import MoveEndpoint
+from scheduler.moves.expiry import MoveExpiry
+from scheduler.planning.applier import Applier, MoveApplier
 from scheduler.planning.claims import HostClaims
+from scheduler.planning.moves import MovePlanner
 from scheduler.planning.planner import Planner
 from scheduler.planning.scheduling import Scheduling
 from scheduler.policy import filters, weighers
@@ -67,6 +70,9 @@ class SchedulerParts:
     reconciler: Reconciler
     refusals: Recent
     manager: SchedulerManager
+    move_planner: MovePlanner
+    move_applier: MoveApplier
+    move_expiry: MoveExpiry
 
 
 def assemble(conf, transport, database, rng=None):
@@ -83,6 +89,7 @@ def assemble(conf, transport, database, rng=None):
     applier = Applier(database, host_manager, claims, outbox, compute, refusals)
     scheduling = Scheduling(database, planner, applier)
     reports = ReportBuffer()
+    move_applier = MoveApplier(database, host_manager, outbox, compute)
     return SchedulerParts(
         host_manager=host_manager, reports=reports, outbox=outbox, undo=undo, compute=compute, claims=claims,
         planner=planner, applier=applier, scheduling=scheduling,
@@ -90,6 +97,8 @@ def assemble(conf, transport, database, rng=None):
         reconciler=Reconciler(database, conf.scheduler.service_down_time, applier.terminate),
         refusals=refusals,
         manager=SchedulerManager(conf, database, host_manager, reports, scheduling),
+        move_planner=MovePlanner(conf, database, planner), move_applier=move_applier,
+        move_expiry=MoveExpiry(conf, database, move_applier),
     )
 
 
@@ -105,12 +114,13 @@ class SchedulerService:
         self.host_admin = HostAdminEndpoint(conf, database, hosts,
                                             functools.partial(known_host, database, hosts),
                                             announce=self._announce_hosts)
+        self.moves = MoveEndpoint(conf, database, hosts, parts.applier, parts.move_planner, parts.move_applier)
         self._reload_aggregates = functools.partial(reload_aggregates, database, hosts)
         self._reload_disabled = functools.partial(reload_disabled, database, hosts)
         self._peers = SchedulerClient(transport)
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
-            [self.manager, self.admin, self.host_admin, ScalingGroupEndpoint(conf, database),
+            [self.manager, self.moves, self.admin, self.host_admin, ScalingGroupEndpoint(conf, database),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
             hearing=self.parts.host_manager,
@@ -252,6 +262,7 @@ class SchedulerService:
             ("host liveness", self.parts.host_manager.notice_down_hosts),
             ("heartbeat", lambda: heartbeat(self.database, self.conf, TOPIC)),
             ("build expiry", self.parts.build_expiry.expire),
+            ("move expiry", self.parts.move_expiry.expire),
             ("aggregates reload", self._reload_aggregates),  # changed through another scheduler
             ("disabled hosts reload", self._reload_disabled),
         )

@@ -19,6 +19,8 @@ from scheduler.conf import (
     upgrade_levels,
 )
 from scheduler.db import fastpaths as db_fastpaths
+from scheduler.moves import expiry as move_expiry
+from scheduler.planning import moves as planning_moves
 from scheduler.rpc import access as roles
 from scheduler.rpc.amqp_fast import options as amqp_fast
 from scheduler.status_page import app as status_page
@@ -26,7 +28,7 @@ from scheduler.telemetry import endpoint as telemetry_endpoint
 from scheduler.telemetry import scheduler_metrics
 
 AREAS = (default, database, db_fastpaths, messaging, amqp_fast, roles, upgrade_levels, scheduler,
-         filter_scheduler, scaling, telemetry_endpoint, scheduler_metrics, status_page)
+         filter_scheduler, planning_moves, move_expiry, scaling, telemetry_endpoint, scheduler_metrics, status_page)
 
 
 def register_opts(conf):

@@ -104,18 +104,24 @@ class ClaimQueries(DatabaseEngine):
         """Instances placed on any of ``hosts`` (on any host with None) that their agents
         may not have reported yet: those not claimed yet (SCHEDULED) and, with
         ``since`` (naive UTC, the database's clock), those BUILDING or ACTIVE updated
-        at or after it. Which of them a host's last report lists is the caller's to tell."""
+        at or after it; and the instances moving to any of them, as on their destination
+        (``host`` is the move's destination in those rows). Which of them a host's last report lists is the caller's to tell."""
         condition = instances.c.state == states.SCHEDULED
         if since is not None:
             condition = sa.or_(condition, sa.and_(
                 instances.c.state.in_([states.BUILDING, states.ACTIVE]),
                 instances.c.updated_at >= to_db_time(since)))
         query = sa.select(instances).where(condition)
+        # The destinations of moves under way hold the instance too (at its new size), as its move_host.
+        moving = sa.select(instances).where(instances.c.state == states.MIGRATING, instances.c.move_host.is_not(None))
         rows: list[sa.RowMapping] = []
+        moves: list[sa.RowMapping] = []
         with self._transaction() as connection:
             if hosts is None:
                 rows.extend(connection.execute(query).mappings().all())
+                moves.extend(connection.execute(moving).mappings().all())
             for chunk in _chunks(sorted(set(hosts or ()))):
                 rows.extend(connection.execute(query.where(instances.c.host.in_(chunk))).mappings().all())
-        return [_row_dict(row) for row in rows]
+                moves.extend(connection.execute(moving.where(instances.c.move_host.in_(chunk))).mappings().all())
+        return [_row_dict(row) for row in rows] + [dict(_row_dict(row), host=row["move_host"]) for row in moves]
 

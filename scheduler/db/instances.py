@@ -309,9 +309,10 @@ class InstanceQueries(DatabaseEngine):
 
     @_retry
     def instances_to_reconcile(self, hosts: Iterable[str], uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """{uuid: {state, host, updated_at}} of the instances named in ``uuids`` and of those
+        """{uuid: {state, host, move_host, updated_at}} of the instances named in ``uuids`` and of those
         ACTIVE or DELETING on any of ``hosts``; updated_at a naive UTC datetime."""
-        columns = (instances.c.uuid, instances.c.state, instances.c.host, instances.c.updated_at)
+        columns = (instances.c.uuid, instances.c.state, instances.c.host, instances.c.move_host,
+                   instances.c.updated_at)
         found: dict[str, dict[str, Any]] = {}
         with self._transaction() as connection:
             for chunk in _chunks(sorted(set(uuids))):
@@ -323,6 +324,20 @@ class InstanceQueries(DatabaseEngine):
                 query = sa.select(*columns).where(instances.c.host.in_(chunk), held)
                 for row in connection.execute(query).mappings():
                     found[row["uuid"]] = dict(row)
+        return found
+
+    @_retry
+    def move_hosts_of_instances(self, uuids: Iterable[str]) -> dict[str, str]:
+        """{uuid: the other host that holds it} of the instances of ``uuids`` that are moving."""
+        found: dict[str, str] = {}
+        with self._transaction() as connection:
+            for chunk in _chunks(uuids):
+                statement = sa.select(instances.c.uuid, instances.c.move_host).where(
+                    instances.c.uuid.in_(chunk),
+                    instances.c.move_host.is_not(None),
+                    instances.c.state.in_(instance_states.MOVING),
+                )
+                found.update(connection.execute(statement).all())
         return found
 
     @_retry

@@ -6,7 +6,8 @@ Pure: the caller reads the rows and acts. Each difference says what to do:
   ERROR on no host, or on another host (a terminate that was lost, a build
   moved elsewhere after its timeout), or still DELETING long after the
   terminate was sent (it failed on the agent): it must go from this host, as
-  Nova's ``running_deleted_instance_action = reap`` does.
+  Nova's ``running_deleted_instance_action = reap`` does. The other host of a
+  move under way (its ``move_host``) holds it rightly, until the move ends.
 - ``note``: worth saying, not worth acting on: an instance the agent holds and
   the database does not know at all (a database restored from an old backup
   must not make every agent destroy what it runs), or one the database has
@@ -43,6 +44,8 @@ def differences(host, held, recorded, settled_before):
                                                   "left alone"))
             continue
         state, where = row["state"], row["host"]
+        if where != host and state in states.MOVING and row.get("move_host") == host:
+            continue  # the other end of a move under way: it holds the instance until the move ends
         if state == states.DELETED:
             found.append(Difference(uuid, "terminate", f"{host} holds {uuid}, which was deleted"))
         elif where != host and state == states.ERROR:

@@ -13,11 +13,13 @@ from typing import Any
 
 from scheduler import rpc, states
 from scheduler.client import CAST_AT
+from scheduler.db.engine import to_db_time
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.planning import lookups
 from scheduler.planning.claims import HostClaims
+from scheduler.planning.moves import RESIZE, MoveRefused, flavor_of
 from scheduler.planning.plan import Build, Placement, Plan, RowUpdate
-from scheduler.policy.request_spec import RequestSpec, parse_uuid
+from scheduler.policy.request_spec import Flavor, RequestSpec, parse_uuid
 from scheduler.policy.selection import Decision
 from scheduler.telemetry import scheduler_metrics as telemetry
 
@@ -155,3 +157,152 @@ def log_decision(instance_uuid: str, host: str, decision: Decision | None, attem
         LOG.debug("Instance %s: of %s, %s; heaviest: %s", instance_uuid, _hosts(decision.considered),
                   ", ".join(f"{name} left {left}" for name, left in decision.filters) or "no filter run",
                   ", ".join(f"{name} {weight:.3f}" for name, weight in decision.top))
+
+
+# -- moves -----------------------------------------------------------------------
+
+
+def flavor_columns(flavor: Flavor) -> dict[str, Any]:
+    """The instance row's columns of ``flavor``."""
+    return {"flavor_name": flavor.name, "memory_mb": flavor.memory_mb, "root_gb": flavor.root_gb,
+            "ephemeral_gb": flavor.ephemeral_gb, "vcpus": flavor.vcpus}
+
+
+def with_flavor(instance: dict[str, Any], flavor: Flavor) -> dict[str, Any]:
+    """The instance's stored request, at ``flavor``: what later moves and reschedules place."""
+    request_spec = dict(instance.get("request_spec") or {})
+    request_spec["instance_type"] = flavor.to_wire()
+    return request_spec
+
+
+class MoveApplier:
+    """Records, claims and casts the moves the MovePlanner decides, and their ends.
+
+    During a move both hosts hold the instance: its row names its host and its
+    ``move_host``; the source releases it only once the destination has it
+    ACTIVE (a migration or an evacuation) or the resize is confirmed. Every
+    change of a row is a compare-and-set on its state and hosts: of two
+    operators moving one instance, or a message delivered twice, one acts.
+    """
+
+    def __init__(self, database: Any, hosts: Any, outbox: Any, compute: Any) -> None:
+        self._db = database
+        self._hosts = hosts
+        self._outbox = outbox
+        self._compute = compute
+
+    def start(self, move: Any, spec: RequestSpec, placement: Placement) -> dict[str, Any]:
+        """Record the move of ``move.instance`` to ``placement`` and cast it to the destination once
+        the transaction commits; the migration row. Raises MoveRefused when the instance changed
+        since it was read (its placement given back)."""
+        instance, dest = move.instance, placement.host
+        uuid, source = instance["uuid"], move.source
+        old = flavor_of(instance)
+        now = self._db.now()
+        values = {"state": states.MIGRATING, "move_host": dest, "scheduled_at": now,
+                  **flavor_columns(move.flavor)}
+        if not self._db.update_instances_if([(uuid, values, {"state": states.ACTIVE, "host": source,
+                                                             "move_host": None})]):
+            with self._hosts.lock:
+                self._hosts.release(dest, uuid)
+            raise MoveRefused(f"Instance {uuid} changed while its move was decided (another move, or a "
+                              "delete): not moved")
+        migration = self._db.create_migration({
+            "instance_uuid": uuid, "kind": move.kind, "status": "migrating",
+            "source_host": source, "source_node": instance.get("node"), "dest_host": dest,
+            "dest_node": placement.node, "old_flavor": old.to_wire(), "new_flavor": move.flavor.to_wire()})
+        request_spec, filter_properties = spec.instance_to_wire(uuid)
+        filter_properties["limits"] = placement.limits
+        wire = {"uuid": uuid, "flavor": move.flavor.to_wire(), "project_id": instance.get("project_id")}
+        self._outbox.send(self._compute.move_instance, context_values(move.context), dest, wire, request_spec,
+                          filter_properties, {"id": migration["id"], "kind": move.kind, "source_host": source,
+                                              "live": move.live, "old_flavor": old.to_wire()})
+        self._outbox.send(telemetry.count_move, move.kind, "started")
+        return migration
+
+    def _end(self, migration: dict[str, Any], instance_values: dict[str, Any], expected: dict[str, Any],
+             status: str, reason: str | None = None) -> bool:
+        """Write the end of a move on both rows, if the instance is still as ``expected``."""
+        uuid = migration["instance_uuid"]
+        if not self._db.update_instances_if([(uuid, instance_values, expected)]):
+            return False
+        now = self._db.now()
+        ended = {"status": status, "reason": reason}
+        if status != "finished":
+            ended["finished_at"] = now
+        self._db.update_migration(migration["id"], ended)
+        outcome = "completed" if status == "finished" else status
+        seconds = (now - to_db_time(migration["created_at"])).total_seconds()
+        self._outbox.send(telemetry.count_move, migration["kind"], outcome, seconds)
+        return True
+
+    def finish(self, context: Any, migration: dict[str, Any], instance: dict[str, Any]) -> bool:
+        """The destination has the instance: a resize waits for confirmation, any other move ends and
+        the source is told to release it. False when the instance is no longer moving there."""
+        uuid, source, dest = migration["instance_uuid"], migration["source_host"], migration["dest_host"]
+        expected = {"state": states.MIGRATING, "host": source, "move_host": dest}
+        moved = {"host": dest, "node": migration["dest_node"],
+                 "request_spec": with_flavor(instance, Flavor.from_wire(migration["new_flavor"]))}
+        if migration["kind"] == RESIZE:
+            values = dict(moved, state=states.VERIFY_RESIZE, move_host=source)
+            return self._end(migration, values, expected, "finished")
+        values = dict(moved, state=states.ACTIVE, move_host=None)
+        if not self._end(migration, values, expected, "completed"):
+            return False
+        LOG.info("Instance %s moved from %s to %s (%s %s)", uuid, source, dest, migration["kind"],
+                 migration["id"])
+        self.terminate(context, source, uuid, f"moved to {dest} ({migration['kind']} {migration['id']})")
+        return True
+
+    def fail(self, context: Any, migration: dict[str, Any], reason: str) -> bool:
+        """The move failed: the instance stays ACTIVE on its source with its old size."""
+        uuid, source, dest = migration["instance_uuid"], migration["source_host"], migration["dest_host"]
+        values = {"state": states.ACTIVE, "move_host": None,
+                  **flavor_columns(Flavor.from_wire(migration["old_flavor"]))}
+        expected = {"state": states.MIGRATING, "host": source, "move_host": dest}
+        if not self._end(migration, values, expected, "error", reason):
+            return False
+        LOG.warning("Instance %s: %s %s to %s failed (%s); it stays ACTIVE on %s", uuid, migration["kind"],
+                    migration["id"], dest, reason, source)
+        self._compensated_release(dest, uuid)
+        return True
+
+    def confirm(self, context: Any, migration: dict[str, Any]) -> bool:
+        """A resize confirmed: its source releases the old size."""
+        uuid, source, dest = migration["instance_uuid"], migration["source_host"], migration["dest_host"]
+        expected = {"state": states.VERIFY_RESIZE, "host": dest, "move_host": source}
+        if not self._end(migration, {"state": states.ACTIVE, "move_host": None}, expected, "confirmed"):
+            return False
+        LOG.info("Instance %s: resize %s confirmed on %s", uuid, migration["id"], dest)
+        if source == dest:
+            self._outbox.send(self._compute.end_resize, context_values(context), dest, uuid, migration["id"],
+                              True)
+        else:
+            self.terminate(context, source, uuid, f"resize {migration['id']} to {dest} confirmed")
+        return True
+
+    def revert(self, context: Any, migration: dict[str, Any], instance: dict[str, Any]) -> bool:
+        """A resize reverted: back on its source at its old size, which the source held all along."""
+        uuid, source, dest = migration["instance_uuid"], migration["source_host"], migration["dest_host"]
+        old = Flavor.from_wire(migration["old_flavor"])
+        values = {"state": states.ACTIVE, "host": source, "node": migration["source_node"], "move_host": None,
+                  "request_spec": with_flavor(instance, old), **flavor_columns(old)}
+        expected = {"state": states.VERIFY_RESIZE, "host": dest, "move_host": source}
+        if not self._end(migration, values, expected, "reverted"):
+            return False
+        LOG.info("Instance %s: resize %s reverted; back on %s at its old size", uuid, migration["id"], source)
+        if source == dest:
+            self._outbox.send(self._compute.end_resize, context_values(context), dest, uuid, migration["id"],
+                              False)
+        else:
+            self._compensated_release(dest, uuid)
+            self.terminate(context, dest, uuid, f"resize {migration['id']} reverted to {source}")
+        return True
+
+    def terminate(self, context: Any, host: str, instance_uuid: str, reason: str) -> None:
+        self._outbox.send(self._compute.terminate_instance, context_values(context), host, instance_uuid, reason)
+
+    def _compensated_release(self, host: str, instance_uuid: str) -> None:
+        """Give back what this scheduler counts of the instance on ``host`` once the transaction
+        commits (a rollback keeps it)."""
+        self._outbox.send(self._hosts.release, host, instance_uuid)

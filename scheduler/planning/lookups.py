@@ -58,7 +58,8 @@ def prepare_spec(database, spec, add_members=True):
             if missing:
                 raise InvalidHint(f"Instance {missing[0]} does not exist (scheduler hint {hint})")
             hosts = database.hosts_of_instances(uuids)
-            setattr(spec, field, sorted(set(hosts.values())))
+            moving = database.move_hosts_of_instances(uuids)
+            setattr(spec, field, sorted(set(hosts.values()) | set(moving.values())))
     return spec
 
 
@@ -84,6 +85,11 @@ def resolve_group(database, reference, instance_uuids, add_members=True):
         database.add_server_group_members(uuid, instance_uuids)
     others = [m for m in group["members"] if m not in set(instance_uuids)]
     placed = database.hosts_of_instances(others)
+    # A member moving is on two hosts until its move ends: both count for the group's rules.
+    counted = collections.Counter(placed.values())
+    for uuid, host in database.move_hosts_of_instances(others).items():
+        if host != placed.get(uuid):
+            counted[host] += 1
     return {
         "uuid": group["uuid"],
         "name": group["name"],
@@ -91,5 +97,5 @@ def resolve_group(database, reference, instance_uuids, add_members=True):
         "rules": group["rules"],
         "members": others,
         "placed": sorted(placed),
-        "hosts": dict(collections.Counter(placed.values())),
+        "hosts": dict(counted),
     }

@@ -199,14 +199,22 @@ class Planner:
 
     # -- where they go --------------------------------------------------------
 
-    def select(self, spec: RequestSpec, decided: dict[str, Decision] | None = None) -> list[Placement]:
+    @property
+    def hosts(self) -> Any:
+        """The scheduler's hosts (HostManager): its table and lock."""
+        return self._hosts
+
+    def select(self, spec: RequestSpec, decided: dict[str, Decision] | None = None,
+               among: list[Any] | None = None) -> list[Placement]:
         """A Placement for each instance of ``spec``, consumed in this scheduler's table and given
         back should the transaction that records them roll back; how each host was chosen into
-        ``decided`` ({uuid: Decision}). Raises NoValidHost."""
+        ``decided`` ({uuid: Decision}). ``among``: only these hosts (views of the table) are
+        considered. Raises NoValidHost."""
         decisions: list[Decision] | None = None if decided is None else []
-        chosen = self._select_again(spec, decisions)
+        chosen = None if among is not None else self._select_again(spec, decisions)
         if chosen is None:
-            chosen = self.selector.select(self._hosts.table, spec, decisions, LOG.isEnabledFor(logging.DEBUG))
+            hosts = self._hosts.table if among is None else among
+            chosen = self.selector.select(hosts, spec, decisions, LOG.isEnabledFor(logging.DEBUG))
         if decisions and decided is not None:
             decided.update(zip(spec.instance_uuids, decisions, strict=True))
         placements = []

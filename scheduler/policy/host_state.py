@@ -12,6 +12,7 @@ yet stay consumed on top of it until a report includes them, so an old
 report never gives back room the scheduler has promised.
 """
 
+import contextlib
 import json
 import math
 import time
@@ -268,6 +269,16 @@ class HostTable:
             self._take(row, entry[0], -1)
             if not pending:
                 del self.pending[row]
+
+    @contextlib.contextmanager
+    def leaving_out(self, row, flavor):
+        """``row`` as if ``flavor`` (an instance's own allocation) were not on it, while the block
+        runs: whether a resized instance still fits on its host."""
+        self._take(row, flavor, -1)
+        try:
+            yield
+        finally:
+            self._take(row, flavor, +1)
 
     def _take(self, row, flavor, sign):
         self._free_ram_mb[row] -= sign * flavor.memory_mb

@@ -69,6 +69,25 @@ CLAIM_CONFLICTS = Counter(
     "Hosts whose claim failed because another scheduler placed there first.")
 
 
+MOVES = Counter(
+    "berth_scheduler_moves",
+    "Moves of instances by kind (resize, migration, live-migration, evacuation) and outcome: started, "
+    "completed (a migration's or evacuation's instance ACTIVE on its destination, a resize waiting for "
+    "confirmation), confirmed, reverted, error (failed: the instance stays on its source).",
+    ["kind", "outcome"])
+
+MOVE_SECONDS = Histogram(
+    "berth_scheduler_move_seconds",
+    "Time from a move's start to its end (completed, confirmed, reverted or error), by kind.",
+    ["kind"], buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600))
+
+
+def count_move(kind: str, outcome: str, seconds: float | None = None) -> None:
+    MOVES.labels(kind, outcome).inc()
+    if seconds is not None and outcome != "started":
+        MOVE_SECONDS.labels(kind).observe(max(0.0, seconds))
+
+
 def count_outcome(outcome: str, instances: int) -> None:
     PLACEMENTS.labels(outcome).inc(instances)
 

@@ -1,0 +1,196 @@
+"""The RPC methods that move instances (scheduler API 1.1): resize, confirm and revert it,
+migrate, evacuate a host that is down, list the moves, and the destinations' word that a
+move ended (move_update).
+
+A request Berth will not honour as asked is refused with the reason
+(MoveRefused, NoValidHost's reasons included) and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from scheduler import api_versions, rpc, states
+from scheduler.exception import InstanceNotFound, InvalidRequest, NoValidHost
+from scheduler.planning.applier import log_decision
+from scheduler.planning.moves import (
+    EVACUATION,
+    LIVE_MIGRATION,
+    MIGRATION,
+    RESIZE,
+    Move,
+    MoveRefused,
+    check_movable,
+    flavor_of,
+)
+from scheduler.policy.request_spec import Flavor, parse_uuid
+from scheduler.policy.selection import Decision
+from scheduler.utils import host_names
+
+LOG = logging.getLogger(__name__)
+
+#: The statuses of a migration row, Nova's names.
+STATUSES = ("migrating", "finished", "confirmed", "reverted", "completed", "error")
+OUTCOMES = ("done", "failed")
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"{where} must be true or false, got {value!r}"[:200])
+    return value
+
+
+class MoveEndpoint:
+    RPC_API = api_versions.SCHEDULER
+
+    def __init__(self, conf: Any, database: Any, hosts: Any, applier: Any, move_planner: Any,
+                 move_applier: Any) -> None:
+        self._conf = conf
+        self._db = database
+        self._hosts = hosts  # HostManager
+        self._applier = applier  # the claims of the placements
+        self._planner = move_planner
+        self._moves = move_applier
+
+    # -- starting a move ------------------------------------------------------------
+
+    @rpc.callers(rpc.OPERATOR)
+    def migrate_instance(self, context, instance_uuid, host=None, force=False, live=False):
+        """Move the instance to the host the filters and weighers choose, its own left out; to
+        ``host`` if given, which must pass the filters unless ``force``. The migration row."""
+        uuid = parse_uuid(instance_uuid, "migrate_instance: instance_uuid")
+        if host is not None:
+            host_names.check(host, "migrate_instance: host")
+        if _bool(force, "migrate_instance: force") and host is None:
+            raise InvalidRequest("migrate_instance: force needs a host to force")
+        kind = LIVE_MIGRATION if _bool(live, "migrate_instance: live") else MIGRATION
+        instance = check_movable(self._db.get_instance(uuid), uuid, "migrated")
+        return self._start(Move(context, instance, kind, flavor_of(instance), host, force))
+
+    @rpc.callers(rpc.CLIENT)
+    def resize_instance(self, context, instance_uuid, flavor):
+        """Give the instance ``flavor``: on its own host when it still fits there ([scheduler]
+        resize_in_place), else on the host the filters choose. It then waits in VERIFY_RESIZE for
+        confirm_resize or revert_resize. The migration row."""
+        uuid = parse_uuid(instance_uuid, "resize_instance: instance_uuid")
+        new = Flavor.from_wire(flavor, "resize_instance: flavor")
+        instance = check_movable(self._db.get_instance(uuid), uuid, "resized")
+        old = flavor_of(instance)
+        if (new.memory_mb, new.root_gb, new.ephemeral_gb, new.vcpus) == \
+                (old.memory_mb, old.root_gb, old.ephemeral_gb, old.vcpus):
+            raise MoveRefused(f"Instance {uuid} has that size already ({old.memory_mb} MB, {old.disk_gb} GB, "
+                              f"{old.vcpus} vCPUs): nothing to resize")
+        return self._start(Move(context, instance, RESIZE, new))
+
+    @rpc.callers(rpc.OPERATOR)
+    def evacuate_host(self, context, host):
+        """Rebuild elsewhere each instance of ``host``, which must be down; for each instance, its
+        migration or why it stays."""
+        host_names.check(host, "evacuate_host: host")
+        state = self._hosts.get(host)
+        if state is None:
+            raise MoveRefused(f"No host {host} has reported to this scheduler: nothing to evacuate")
+        if self._hosts.is_up(state):
+            down_time = self._conf.scheduler.service_down_time
+            raise MoveRefused(f"Host {host} is up (it reported within [scheduler] service_down_time, "
+                              f"{down_time} s): evacuate only a host that is down; drain it instead "
+                              "(berth host drain)")
+        answers = []
+        for instance in self._db.list_instances(host=host, states=[states.ACTIVE, *states.MOVING]):
+            uuid = instance["uuid"]
+            try:
+                check_movable(instance, uuid, "evacuated")
+                migration = self._start(Move(context, instance, EVACUATION, flavor_of(instance)))
+            except MoveRefused as exc:
+                answers.append({"instance_uuid": uuid, "error": str(exc)})
+            else:
+                answers.append({"instance_uuid": uuid, "migration": migration})
+        LOG.info("Evacuating host %s: %d of %d instance(s) moving", host,
+                 sum("migration" in a for a in answers), len(answers))
+        return answers
+
+    def _start(self, move: Move) -> dict[str, Any]:
+        uuid = move.instance["uuid"]
+        spec = self._planner.spec(move)
+        decided: dict[str, Decision] = {}
+        [outcome] = self._applier.place([spec], lambda s: self._planner.choose(move, s, decided))
+        if isinstance(outcome, NoValidHost):
+            raise MoveRefused(f"Instance {uuid} cannot be moved ({move.kind}): {outcome}")
+        [placement] = outcome
+        migration = self._moves.start(move, spec, placement)
+        verb = "Resizing in place" if placement.host == move.source else f"Moving ({move.kind}) from {move.source}"
+        log_decision(uuid, placement.host, decided.get(uuid), verb=verb)
+        return migration
+
+    # -- ending it --------------------------------------------------------------------
+
+    @rpc.callers(rpc.CLIENT)
+    def confirm_resize(self, context, instance_uuid):
+        uuid = parse_uuid(instance_uuid, "confirm_resize: instance_uuid")
+        migration, instance = self._verifying(uuid, "confirmed")
+        if not self._moves.confirm(context, migration):
+            raise MoveRefused(f"Instance {uuid} changed meanwhile: its resize was not confirmed")
+        return self._db.get_migration(migration["id"])
+
+    @rpc.callers(rpc.CLIENT)
+    def revert_resize(self, context, instance_uuid):
+        uuid = parse_uuid(instance_uuid, "revert_resize: instance_uuid")
+        migration, instance = self._verifying(uuid, "reverted")
+        if not self._moves.revert(context, migration, instance):
+            raise MoveRefused(f"Instance {uuid} changed meanwhile: its resize was not reverted")
+        return self._db.get_migration(migration["id"])
+
+    def _verifying(self, uuid: str, verb: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        instance = self._db.get_instance(uuid)
+        if instance is None or instance["state"] == states.DELETED:
+            raise InstanceNotFound(f"No instance {uuid}")
+        migration = self._db.active_migration(uuid)
+        if instance["state"] != states.VERIFY_RESIZE or migration is None or migration["status"] != "finished":
+            raise MoveRefused(f"Instance {uuid} has no resize to be {verb}: it is {instance['state']}"
+                              + (" (its resize is under way)" if instance["state"] == states.MIGRATING else ""))
+        return migration, instance
+
+    @rpc.callers(rpc.AGENT_OF_HOST, host="host")
+    def move_update(self, context, instance_uuid, host, migration_id, outcome, fault=None):
+        """From the destination's agent: the move ended, ``done`` or ``failed`` (``fault``: why)."""
+        uuid = parse_uuid(instance_uuid, "move_update: instance_uuid")
+        host_names.check(host, "move_update: host")
+        if not isinstance(migration_id, int) or isinstance(migration_id, bool):
+            raise InvalidRequest(f"move_update: migration_id must be an integer, got {migration_id!r}"[:200])
+        if outcome not in OUTCOMES:
+            raise InvalidRequest(f"move_update: outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}"[:200])
+        if fault is not None and not (isinstance(fault, dict) and isinstance(fault.get("reason", ""), str)):
+            raise InvalidRequest("move_update: fault must be an object whose reason is a string")
+        migration = self._db.get_migration(migration_id)
+        if migration is None or migration["instance_uuid"] != uuid:
+            raise InvalidRequest(f"move_update from {host}: no migration {migration_id} of instance {uuid}")
+        if migration["dest_host"] != host:
+            raise InvalidRequest(f"move_update from {host}: migration {migration_id} goes to "
+                                 f"{migration['dest_host']}, not {host}")
+        if migration["status"] != "migrating":
+            LOG.info("Instance %s: %s of migration %s, which is %s already; ignored", uuid, outcome,
+                     migration_id, migration["status"])
+            return
+        instance = self._db.get_instance(uuid)
+        if outcome == "done":
+            ended = self._moves.finish(context, migration, instance)
+        else:
+            ended = self._moves.fail(context, migration, str((fault or {}).get("reason") or "move failed")[:4096])
+        if not ended:
+            LOG.info("Instance %s is no longer moving to %s (%s); %s of migration %s ignored", uuid, host,
+                     instance["state"] if instance else "gone", outcome, migration_id)
+
+    # -- reading ------------------------------------------------------------------------
+
+    @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
+    def list_migrations(self, context, host=None, status=None, instance_uuid=None):
+        if host is not None:
+            host_names.check(host, "list_migrations: host")
+        if status is not None and status not in STATUSES:
+            raise InvalidRequest(f"list_migrations: status must be one of {', '.join(STATUSES)}, got "
+                                 f"{status!r}"[:300])
+        if instance_uuid is not None:
+            instance_uuid = parse_uuid(instance_uuid, "list_migrations: instance_uuid")
+        return self._db.list_migrations(host=host, status=status, instance_uuid=instance_uuid)
