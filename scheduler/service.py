@@ -73,6 +73,7 @@ class SchedulerParts:
     move_planner: MovePlanner
     move_applier: MoveApplier
     move_expiry: MoveExpiry
+    moves: MoveEndpoint
 
 
 def assemble(conf, transport, database, rng=None):
@@ -90,6 +91,7 @@ def assemble(conf, transport, database, rng=None):
     scheduling = Scheduling(database, planner, applier)
     reports = ReportBuffer()
     move_applier = MoveApplier(database, host_manager, outbox, compute)
+    move_planner = MovePlanner(conf, database, planner)
     return SchedulerParts(
         host_manager=host_manager, reports=reports, outbox=outbox, undo=undo, compute=compute, claims=claims,
         planner=planner, applier=applier, scheduling=scheduling,
@@ -97,8 +99,8 @@ def assemble(conf, transport, database, rng=None):
         reconciler=Reconciler(database, conf.scheduler.service_down_time, applier.terminate),
         refusals=refusals,
         manager=SchedulerManager(conf, database, host_manager, reports, scheduling),
-        move_planner=MovePlanner(conf, database, planner), move_applier=move_applier,
-        move_expiry=MoveExpiry(conf, database, move_applier),
+        move_planner=move_planner, move_applier=move_applier, move_expiry=MoveExpiry(conf, database, move_applier),
+        moves=MoveEndpoint(conf, database, host_manager, applier, move_planner, move_applier),
     )
 
 
@@ -114,7 +116,7 @@ class SchedulerService:
         self.host_admin = HostAdminEndpoint(conf, database, hosts,
                                             functools.partial(known_host, database, hosts),
                                             announce=self._announce_hosts)
-        self.moves = MoveEndpoint(conf, database, hosts, parts.applier, parts.move_planner, parts.move_applier)
+        self.moves = parts.moves
         self._reload_aggregates = functools.partial(reload_aggregates, database, hosts)
         self._reload_disabled = functools.partial(reload_disabled, database, hosts)
         self._peers = SchedulerClient(transport)

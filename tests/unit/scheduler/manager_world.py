@@ -29,6 +29,12 @@ class Recorder:
     def terminate_instance(self, context, instance_uuid, reason=None):
         self.calls.append(("terminate_instance", instance_uuid, reason))
 
+    def move_instance(self, context, instance, request_spec, filter_properties, migration):
+        self.calls.append(("move_instance", instance, filter_properties, migration))
+
+    def end_resize(self, context, instance_uuid, migration_id, confirmed):
+        self.calls.append(("end_resize", instance_uuid, migration_id, confirmed))
+
     def marker(self, context, marker):
         self._markers[marker].set()
 

@@ -1,0 +1,267 @@
+"""Moving instances, the scheduler's side: resize, migration, evacuation and their ends, over
+memory:// and SQLite, the agents replaced by recorders (h1 8 GB, h2 16 GB, h3 4 GB)."""
+
+import datetime
+import uuid as uuidlib
+
+import pytest
+
+from scheduler import rpc
+from scheduler.exception import InvalidRequest
+from scheduler.fleet.holdings import differences
+from scheduler.planning.moves import MoveRefused
+from tests.unit.scheduler.manager_world import casts, report, request
+from tests.unit.scheduler.test_request_ids import berth, stack  # noqa: F401 (a fixture)
+
+CTX = rpc.Context({})
+FREE = {"h1": 8192, "h2": 16384, "h3": 4096}
+
+
+@pytest.fixture(autouse=True)
+def settled(world):
+    """Every cast of a test handled by its recorders before the next test's recorders listen."""
+    yield
+    for agent in world[2].values():
+        agent.handled_all_sent()
+
+
+def active(world, memory_mb=1024, host_reports=True, hints=None):
+    """An instance placed (on h2, the emptiest) and ACTIVE there, its host's report listing it."""
+    manager, database, agents = world
+    [uuid], spec, props = request(memory_mb)
+    props.update({"scheduler_hints": hints} if hints else {})
+    manager.run_instance(CTX, spec, props)
+    host = database.get_instance(uuid)["host"]
+    manager.instance_update(CTX, uuid, host, "ACTIVE")
+    if host_reports:
+        manager.report_resources({}, host, report(host, FREE[host], used=memory_mb, uuids=[uuid]))
+    return uuid, host
+
+
+def free(parts, host):
+    return parts.host_manager.get(host).free_ram_mb
+
+
+def move_casts(agents, expected):
+    received = casts(agents, expected)
+    return {host: [c for c in calls if c[0] != "run_instance"] for host, calls in received.items()}
+
+
+def test_a_migration_holds_both_hosts_until_the_destination_has_it(world, parts):
+    manager, database, agents = world
+    uuid, source = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    dest = migration["dest_host"]
+    assert (source, migration["status"], migration["kind"]) == ("h2", "migrating", "migration")
+    assert dest != source
+    row = database.get_instance(uuid)
+    assert (row["state"], row["host"], row["move_host"]) == ("MIGRATING", "h2", dest)
+    # both hold it meanwhile: the source by its report, the destination by this placement
+    assert free(parts, source) == 16384 - 1024
+    assert free(parts, dest) == FREE[dest] - 1024
+    [(name, instance, props, sent)] = move_casts(agents, 2)[dest]
+    assert (name, instance["uuid"], instance["flavor"]["memory_mb"]) == ("move_instance", uuid, 1024)
+    assert props["limits"]["memory_mb"] == FREE[dest]  # the destination's limits, as for a build
+    assert sent == {"id": migration["id"], "kind": "migration", "source_host": "h2", "live": False,
+                    "old_flavor": instance["flavor"]}
+
+    parts.moves.move_update(CTX, uuid, dest, migration["id"], "done")
+    row = database.get_instance(uuid)
+    assert (row["state"], row["host"], row["move_host"]) == ("ACTIVE", dest, None)
+    assert database.get_migration(migration["id"])["status"] == "completed"
+    terminate = move_casts(agents, 3)[source]
+    assert terminate == [("terminate_instance", uuid, f"moved to {dest} (migration {migration['id']})")]
+
+
+def test_a_second_move_of_a_moving_instance_is_refused_with_the_reason(world, parts):
+    uuid, _ = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    with pytest.raises(MoveRefused, match=f"it is MIGRATING \\(a move is under way from h2 to "
+                                          f"{migration['dest_host']}\\)"):
+        parts.moves.migrate_instance(CTX, uuid, live=True)
+    with pytest.raises(MoveRefused, match="cannot be resized: it is MIGRATING"):
+        parts.moves.resize_instance(CTX, uuid, {"memory_mb": 2048, "vcpus": 2, "root_gb": 10})
+    assert len(world[1].list_migrations(instance_uuid=uuid)) == 1
+
+
+def test_a_failed_move_leaves_the_instance_active_on_its_source_and_frees_the_destination(world, parts):
+    manager, database, agents = world
+    uuid, source = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    dest = migration["dest_host"]
+    parts.moves.move_update(CTX, uuid, dest, migration["id"], "failed", {"reason": f"{dest}: disk on fire"})
+    row = database.get_instance(uuid)
+    assert (row["state"], row["host"], row["move_host"], row["memory_mb"]) == ("ACTIVE", source, None, 1024)
+    ended = database.get_migration(migration["id"])
+    assert (ended["status"], ended["reason"]) == ("error", f"{dest}: disk on fire")
+    assert free(parts, dest) == FREE[dest]
+    # a late or repeated word changes nothing
+    parts.moves.move_update(CTX, uuid, dest, migration["id"], "done")
+    assert database.get_instance(uuid)["host"] == source
+
+
+def test_a_move_update_from_another_host_or_of_another_instance_is_refused(world, parts):
+    uuid, _ = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    wrong = next(h for h in FREE if h not in (migration["dest_host"], "h2"))
+    with pytest.raises(InvalidRequest, match=f"goes to {migration['dest_host']}, not {wrong}"):
+        parts.moves.move_update(CTX, uuid, wrong, migration["id"], "done")
+    with pytest.raises(InvalidRequest, match="outcome must be one of done, failed"):
+        parts.moves.move_update(CTX, uuid, migration["dest_host"], migration["id"], "maybe")
+    other, _ = active(world)
+    with pytest.raises(InvalidRequest, match=f"no migration {migration['id']} of instance {other}"):
+        parts.moves.move_update(CTX, other, migration["dest_host"], migration["id"], "done")
+    assert world[1].get_instance(uuid)["state"] == "MIGRATING"
+
+
+def test_migrate_to_a_named_host_runs_the_filters_unless_forced(world, parts):
+    uuid, _ = active(world, memory_mb=7000)
+    with pytest.raises(MoveRefused, match="cannot be moved \\(migration\\): .*RamFilter"):
+        parts.moves.migrate_instance(CTX, uuid, host="h3")
+    assert world[1].get_instance(uuid)["state"] == "ACTIVE"
+    assert free(parts, "h3") == 4096
+    forced = parts.moves.migrate_instance(CTX, uuid, host="h3", force=True)
+    assert forced["dest_host"] == "h3"
+    [(_, _, props, _)] = move_casts(world[2], 2)["h3"]
+    assert props["limits"] == {}  # forced: no filter, and the agent claims without a limit, as Nova's force_hosts
+
+
+def test_bad_move_requests_are_refused_and_change_nothing(world, parts):
+    uuid, _ = active(world)
+    with pytest.raises(InvalidRequest, match="force needs a host"):
+        parts.moves.migrate_instance(CTX, uuid, force=True)
+    with pytest.raises(MoveRefused, match="is on h2 already"):
+        parts.moves.migrate_instance(CTX, uuid, host="h2")
+    with pytest.raises(MoveRefused, match="No host h9 has reported"):
+        parts.moves.migrate_instance(CTX, uuid, host="h9")
+    with pytest.raises(InvalidRequest, match="resize_instance: flavor.memory_mb"):
+        parts.moves.resize_instance(CTX, uuid, {"memory_mb": -1, "vcpus": 1})
+    with pytest.raises(MoveRefused, match="has that size already"):
+        parts.moves.resize_instance(CTX, uuid, {"memory_mb": 1024, "vcpus": 2, "root_gb": 10})
+    with pytest.raises(MoveRefused, match="has no resize to be confirmed: it is ACTIVE"):
+        parts.moves.confirm_resize(CTX, uuid)
+    assert world[1].get_instance(uuid)["state"] == "ACTIVE"
+    assert world[1].list_migrations(instance_uuid=uuid) == []
+
+
+def test_a_resize_that_fits_is_done_in_place_and_confirmed(world, parts):
+    manager, database, agents = world
+    uuid, source = active(world)
+    migration = parts.moves.resize_instance(CTX, uuid, {"memory_mb": 4096, "vcpus": 2, "root_gb": 10,
+                                                        "name": "m1.large"})
+    assert (migration["dest_host"], migration["kind"]) == (source, "resize")
+    [(name, instance, _, sent)] = move_casts(agents, 2)[source]
+    assert (name, instance["flavor"]["memory_mb"], sent["old_flavor"]["memory_mb"]) == ("move_instance", 4096, 1024)
+    # until the agent reports again, the host counts the old size and the new one
+    assert free(parts, source) == 16384 - 1024 - 4096
+    parts.moves.move_update(CTX, uuid, source, migration["id"], "done")
+    row = database.get_instance(uuid)
+    assert (row["state"], row["host"], row["memory_mb"], row["flavor_name"]) == (
+        "VERIFY_RESIZE", source, 4096, "m1.large")
+    confirmed = parts.moves.confirm_resize(CTX, uuid)
+    assert confirmed["status"] == "confirmed"
+    assert database.get_instance(uuid)["state"] == "ACTIVE"
+    assert move_casts(agents, 3)[source][-1] == ("end_resize", uuid, migration["id"], True)
+
+
+def test_a_resize_that_does_not_fit_moves_and_a_revert_brings_it_back(world, parts):
+    manager, database, agents = world
+    uuid, source = active(world, memory_mb=4096)
+    manager.report_resources({}, "h2", report("h2", 16384, used=16000, uuids=[uuid]))  # h2 nearly full
+    migration = parts.moves.resize_instance(CTX, uuid, {"memory_mb": 6144, "vcpus": 2, "root_gb": 10})
+    assert migration["dest_host"] == "h1"
+    parts.moves.move_update(CTX, uuid, "h1", migration["id"], "done")
+    row = database.get_instance(uuid)
+    assert (row["state"], row["host"], row["move_host"], row["memory_mb"]) == ("VERIFY_RESIZE", "h1", "h2", 6144)
+    # the source still holds the old size: nothing told it to let go
+    assert [c[0] for c in move_casts(agents, 2)["h1"]] == ["move_instance"]
+
+    reverted = parts.moves.revert_resize(CTX, uuid)
+    assert reverted["status"] == "reverted"
+    row = database.get_instance(uuid)
+    assert (row["state"], row["host"], row["move_host"], row["memory_mb"]) == ("ACTIVE", "h2", None, 4096)
+    assert row["request_spec"]["instance_type"]["memory_mb"] == 4096
+    assert move_casts(agents, 3)["h1"][-1] == ("terminate_instance", uuid, f"resize {migration['id']} reverted to h2")
+    assert free(parts, "h1") == 8192
+
+
+def test_with_resize_in_place_off_a_resize_always_moves(world, parts, conf):
+    conf.set_override("resize_in_place", False, "scheduler")
+    uuid, source = active(world)
+    migration = parts.moves.resize_instance(CTX, uuid, {"memory_mb": 2048, "vcpus": 2, "root_gb": 10})
+    assert migration["dest_host"] != source
+
+
+def test_evacuate_is_refused_for_a_host_that_is_up_and_moves_what_a_dead_one_held(world, parts, conf):
+    manager, database, agents = world
+    uuid, source = active(world)
+    with pytest.raises(MoveRefused, match="Host h2 is up .*drain it instead"):
+        parts.moves.evacuate_host(CTX, "h2")
+    assert database.get_instance(uuid)["state"] == "ACTIVE"
+    conf.set_override("service_down_time", 1, "scheduler")
+    parts.host_manager.get("h2").updated -= 10  # its last report is old: the host is down
+    [answer] = parts.moves.evacuate_host(CTX, "h2")
+    assert answer["migration"]["kind"] == "evacuation"
+    assert answer["migration"]["dest_host"] in ("h1", "h3")
+    assert database.get_instance(uuid)["move_host"] == answer["migration"]["dest_host"]
+
+
+def test_a_resize_waiting_too_long_is_confirmed_and_a_silent_move_fails(world, parts, conf):
+    manager, database, agents = world
+    conf.set_override("resize_confirm_window", 60, "scheduler")
+    conf.set_override("move_timeout", 120, "scheduler")
+    resized, _ = active(world)
+    migration = parts.moves.resize_instance(CTX, resized, {"memory_mb": 2048, "vcpus": 2, "root_gb": 10})
+    parts.moves.move_update(CTX, resized, migration["dest_host"], migration["id"], "done")
+    stuck, _ = active(world)
+    silent = parts.moves.migrate_instance(CTX, stuck)
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    assert parts.move_expiry.expire(now=now + datetime.timedelta(seconds=30)) == 0
+    assert parts.move_expiry.expire(now=now + datetime.timedelta(seconds=90)) == 1
+    assert database.get_instance(resized)["state"] == "ACTIVE"
+    assert parts.move_expiry.expire(now=now + datetime.timedelta(seconds=200)) == 1
+    row = database.get_instance(stuck)
+    assert (row["state"], row["host"]) == ("ACTIVE", "h2")
+    assert "no word of the move for more than 120 s" in database.get_migration(silent["id"])["reason"]
+
+
+def test_without_a_window_a_resize_waits_for_the_user(world, parts):
+    uuid, _ = active(world)
+    migration = parts.moves.resize_instance(CTX, uuid, {"memory_mb": 2048, "vcpus": 2, "root_gb": 10})
+    parts.moves.move_update(CTX, uuid, migration["dest_host"], migration["id"], "done")
+    later = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + datetime.timedelta(days=30)
+    assert parts.move_expiry.expire(now=later) == 0
+    assert world[1].get_instance(uuid)["state"] == "VERIFY_RESIZE"
+
+
+def test_an_anti_affinity_peer_never_lands_on_a_host_a_moving_member_holds(world, parts):
+    manager, database, agents = world
+    group = str(uuidlib.uuid4())
+    database.create_server_group(group, "web", "anti-affinity")
+    hint = {"group": group}
+    first, _ = active(world, hints=hint)  # on h2
+    migration = parts.moves.migrate_instance(CTX, first)  # h2 -> h1 (the next emptiest)
+    assert migration["dest_host"] == "h1"
+    second, _ = active(world, hints=hint, host_reports=False)
+    # h2 and h1 both hold the moving member: the peer goes to h3, small as it is
+    assert database.get_instance(second)["host"] == "h3"
+
+
+def test_deleting_a_moving_instance_drops_it_on_both_hosts(world, parts):
+    manager, database, agents = world
+    uuid, source = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    manager.delete_instance(CTX, uuid)
+    received = move_casts(agents, 4)
+    assert received[source][-1][0] == received[migration["dest_host"]][-1][0] == "terminate_instance"
+    assert database.get_migration(migration["id"])["status"] == "error"
+
+
+def test_the_reconciler_leaves_the_other_end_of_a_move_alone(world, parts):
+    manager, database, agents = world
+    uuid, source = active(world)
+    dest = parts.moves.migrate_instance(CTX, uuid)["dest_host"]
+    recorded = database.instances_to_reconcile([dest], [uuid])
+    settled = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + datetime.timedelta(hours=1)
+    assert differences(dest, [uuid], recorded, settled) == []
+    assert differences("h3" if dest != "h3" else "h1", [uuid], recorded, settled)[0].action == "terminate"
