@@ -53,6 +53,13 @@ class ComputeClient:
             ctxt, "move_instance", instance=instance, request_spec=request_spec,
             filter_properties=filter_properties, migration=migration)
 
+    def end_resize(self, ctxt: Context, host: str, instance_uuid: str, migration_id: int,
+                   confirmed: bool) -> None:
+        """Tell the agent of ``host``, where the instance was resized in place by ``migration_id``,
+        to hold its new flavor only (``confirmed``) or its old one only (reverted) (1.2)."""
+        self._client.prepare(server=host, version="1.2").cast(
+            ctxt, "end_resize", instance_uuid=instance_uuid, migration_id=migration_id, confirmed=confirmed)
+
     # -- the fake driver's load (berth fake-load): calls, answered by the agent of ``host`` --
 
     def set_fake_load(self, ctxt: Context, host: str, cpu: float, memory: float | None = None,

@@ -89,6 +89,22 @@ opts = [
         help="Seconds a fake build takes before the instance goes ACTIVE.",
     ),
     cfg.FloatOpt(
+        "fake_migration_time_per_gb",
+        default=0.0,
+        min=0.0,
+        help="Seconds the fake driver takes to move in, or resize, an instance, per GiB of "
+        "its flavor's memory (a live migration copies its memory; the others take as long).",
+    ),
+    cfg.FloatOpt(
+        "fake_move_failure_rate",
+        default=0.0,
+        min=0.0,
+        max=1.0,
+        help="Share of the fake driver's moves (migrations, evacuations, resizes) that fail "
+        "once their time is up: 0 none, 1 every one. Drawn per move from fake_load_seed, the "
+        "instance and the migration id, so a resumed move ends as it would have.",
+    ),
+    cfg.FloatOpt(
         "fake_busy_fraction",
         default=0.0,
         min=0.0,

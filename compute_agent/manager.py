@@ -24,11 +24,11 @@ from compute_agent import telemetry, validate
 from compute_agent.client import TOPIC
 from compute_agent.instance_store import InstanceStore
 from compute_agent.load_model import Load
-from compute_agent.resource_tracker import ClaimFailed, ResourceTracker, isotime
+from compute_agent.resource_tracker import ClaimFailed, ResourceTracker, isotime, larger_flavor
 from scheduler import api_versions, concurrency, rpc
 from scheduler.client import SchedulerClient
 from scheduler.exception import InvalidRequest
-from scheduler.states import ACTIVE, BUILDING, DELETED
+from scheduler.states import ACTIVE, BUILDING, DELETED, MIGRATING
 
 LOG = logging.getLogger(__name__)
 
@@ -66,6 +66,19 @@ class ComputeEndpoint:
         """``reason`` (1.1): why the scheduler terminates it, which is logged."""
         self._manager.terminate_instance(context, validate.instance_uuid(instance_uuid, "terminate_instance"),
                                          validate.reason(reason, "terminate_instance"))
+
+    @rpc.callers(rpc.SCHEDULER)
+    def move_instance(self, context, instance, request_spec, filter_properties, migration):
+        """(1.2) Take ``instance`` over as the destination of ``migration`` (its own host's: a
+        resize in place); the outcome goes back as the scheduler's move_update."""
+        self._manager.move_instance(context, *validate.move_instance_args(
+            instance, request_spec, filter_properties, migration))
+
+    @rpc.callers(rpc.SCHEDULER)
+    def end_resize(self, context, instance_uuid, migration_id, confirmed):
+        """(1.2) Settle the resize in place ``migration_id``: hold the new flavor (``confirmed``)
+        or the old one."""
+        self._manager.end_resize(context, *validate.end_resize_args(instance_uuid, migration_id, confirmed))
 
     @rpc.callers(rpc.OPERATOR)
     def set_fake_load(self, context, cpu, memory=None, instance_uuids=None):
@@ -123,12 +136,16 @@ class ComputeManager:
         resume = []
         for uuid, record in sorted(self.store.load().items()):
             instance = record.get("instance") or {}
-            self.tracker.claim(uuid, instance.get("flavor"), image_properties=_image_properties(record),
+            self.tracker.claim(uuid, _held_flavor(record), image_properties=_image_properties(record),
                                project_id=instance.get("project_id"))
             if record.get("state") == BUILDING:
-                resume.append((uuid, record.get("request_id")))
+                resume.append((uuid, record.get("request_id"), "build"))
+            elif record.get("state") == MIGRATING:
+                resume.append((uuid, record.get("request_id"), "move"))
+            elif (record.get("resize") or {}).get("resized") is False:
+                resume.append((uuid, record.get("request_id"), "resize"))
         LOG.info(
-            "Compute agent %s (node %s, %s driver) starting with %d instance(s), %d to build",
+            "Compute agent %s (node %s, %s driver) starting with %d instance(s), %d to build or move",
             self.host,
             self.nodename,
             self.driver.hypervisor_type,
@@ -145,11 +162,11 @@ class ComputeManager:
             raise rpc.QueueInUse(f"another agent serves host {self.host}: {exc}; stop it, or give "
                                  "this one another [DEFAULT] host") from None
         self._reporter = concurrency.spawn(self._report_loop, name=f"report-{self.host}")
-        for uuid, request_id in resume:
+        for uuid, request_id, what in resume:
             ctxt = {"request_id": request_id or rpc.new_request_id()}
             with rpc.handling(ctxt):
-                LOG.info("Resuming the build of %s", uuid)
-            self._start_build(ctxt, uuid)
+                LOG.info("Resuming the %s of %s", what, uuid)
+            self._start_work(ctxt, uuid, what)
 
     def stop(self):
         """Stop consuming, interrupt builds (they resume at the next start), join."""
@@ -290,16 +307,22 @@ class ComputeManager:
     # -- builds ----------------------------------------------------------------
 
     def _start_build(self, ctxt, uuid):
+        self._start_work(ctxt, uuid, "build")
+
+    def _start_work(self, ctxt, uuid, what):
+        """Run the ``what`` (build, move, resize) of ``uuid`` in a thread of its own, which
+        stop() interrupts and joins."""
+        work = {"build": self._do_build, "move": self._move_in, "resize": self._resize}[what]
         with self._lock:
-            thread = concurrency.spawn(self._build, ctxt, uuid, name=f"build-{uuid}")
+            thread = concurrency.spawn(self._work, work, what, ctxt, uuid, name=f"{what}-{uuid}")
             self._builds[uuid] = thread
 
-    def _build(self, ctxt, uuid):
+    def _work(self, work, what, ctxt, uuid):
         with rpc.handling(ctxt):
             try:
-                self._do_build(ctxt, uuid)
+                work(ctxt, uuid)
             except Exception:
-                LOG.exception("Unexpected error building %s", uuid)
+                LOG.exception("Unexpected error in the %s of %s", what, uuid)
             finally:
                 with self._lock:
                     if self._builds.get(uuid) is threading.current_thread():
@@ -356,6 +379,235 @@ class ComputeManager:
             self.driver.destroy(instance)
         except Exception:
             LOG.exception("Destroying %s after its build failed", uuid)
+
+    # -- moves: this host the destination (migration_move) or the host of a resize in place --
+
+    def move_instance(self, context, instance, request_spec, filter_properties, migration):
+        """Claim ``instance`` (its new flavor) against the limits and take it over in a worker
+        thread; of an instance this host holds (``migration["source_host"]`` is this host), resize
+        its claim in place. The outcome goes to the scheduler as move_update."""
+        ctxt = _context_values(context)
+        if migration["source_host"] == self.host:
+            if migration["kind"] == "resize":
+                self._resize_in_place(ctxt, instance, filter_properties, migration)
+            else:
+                self._move_failed(ctxt, instance["uuid"], migration["id"],
+                                  f"{self.host}: cannot take in a {migration['kind']} from itself")
+            return
+        uuid, migration_id = instance["uuid"], migration["id"]
+        reason = None
+        with self._lock:
+            record = self.store.get(uuid)
+            if record is not None and _migration_id(record) == migration_id:
+                LOG.info("Move %s of %s is on %s already; repeated move request ignored",
+                         migration_id, uuid, self.host)
+                return
+            if record is not None or uuid in self.tracker:
+                state = (record or {}).get("state", "held")
+                reason = f"{self.host}: holds {uuid} already ({state}); cannot take it in"
+            else:
+                try:
+                    self.tracker.claim(uuid, instance.get("flavor"), filter_properties.get("limits"),
+                                       image_properties=_image_properties({"request_spec": request_spec}),
+                                       project_id=instance.get("project_id"))
+                except ClaimFailed as exc:
+                    reason = f"{self.host}: {exc}"
+                except Exception as exc:  # a malformed flavor or limits
+                    LOG.exception("Cannot claim resources for %s", uuid)
+                    reason = f"{self.host}: cannot claim: {exc}"
+                else:
+                    try:
+                        self.store.put(uuid, {
+                            "instance": instance,
+                            "state": MIGRATING,
+                            "migration": migration,
+                            "request_spec": request_spec,
+                            "filter_properties": filter_properties,
+                            "request_id": ctxt.get("request_id"),
+                        })
+                    except Exception as exc:
+                        LOG.exception("Cannot record instance %s", uuid)
+                        self.tracker.free(uuid)
+                        reason = f"{self.host}: cannot record the instance: {exc}"
+        if reason is not None:
+            LOG.warning("Cannot take in %s (%s %s) on %s: %s", uuid, migration["kind"], migration_id,
+                        self.host, reason)
+            self._move_failed(ctxt, uuid, migration_id, reason)
+            return
+        LOG.info("Claimed %s on %s; taking it in from %s (%s %s)", uuid, self.host,
+                 migration["source_host"], migration["kind"], migration_id)
+        self._report_changed()
+        self._start_work(ctxt, uuid, "move")
+
+    def _move_in(self, ctxt, uuid):
+        record = self.store.get(uuid)
+        if record is None or record.get("state") != MIGRATING:
+            return
+        instance, migration = record["instance"], record["migration"]
+        started = time.monotonic()
+        try:
+            self.driver.migrate_in(instance, migration)
+        except drivers.BuildAborted:
+            LOG.info("Move of %s interrupted; it resumes when the agent starts again", uuid)
+            return
+        except Exception as exc:
+            telemetry.MIGRATE_IN_SECONDS.observe(time.monotonic() - started)
+            LOG.exception("Move of %s failed", uuid)
+            with self._lock:
+                if not self._moving(uuid, migration["id"]):
+                    return  # terminated meanwhile
+                self.tracker.free(uuid)
+                try:
+                    self.store.delete(uuid)
+                except Exception:
+                    LOG.exception("Cannot remove %s from the instance records", uuid)
+                self._move_failed(ctxt, uuid, migration["id"], f"{self.host}: migration failed: {exc}")
+            self._report_changed()
+            self._destroy(instance, "after its move failed")
+            return
+        telemetry.MIGRATE_IN_SECONDS.observe(time.monotonic() - started)
+        with self._lock:
+            if self._moving(uuid, migration["id"]):
+                try:
+                    self.store.set_state(uuid, ACTIVE)
+                except Exception:
+                    LOG.exception("Cannot record %s as ACTIVE", uuid)
+                self._move_done(ctxt, uuid, migration["id"])
+                LOG.info("Instance %s moved in to %s (%s %s)", uuid, self.host, migration["kind"],
+                         migration["id"])
+                return
+        # Terminated while it was moving in (the move aborted, or the instance deleted).
+        self._destroy(instance, "after its move was aborted")
+
+    def _moving(self, uuid, migration_id):
+        record = self.store.get(uuid) or {}
+        return record.get("state") == MIGRATING and _migration_id(record) == migration_id
+
+    def _resize_in_place(self, ctxt, instance, filter_properties, migration):
+        uuid, migration_id = instance["uuid"], migration["id"]
+        reason = None
+        with self._lock:
+            record = self.store.get(uuid)
+            if record is not None and _migration_id(record) == migration_id:
+                LOG.info("Resize %s of %s is under way or done on %s; repeated request ignored",
+                         migration_id, uuid, self.host)
+                return
+            if record is None:
+                reason = f"{self.host}: does not hold {uuid}; cannot resize it in place"
+            elif record.get("resize"):
+                reason = (f"{self.host}: the resize {record['resize'].get('migration_id')} of {uuid} has not "
+                          "ended (end_resize); cannot resize it again")
+            elif record.get("state") != ACTIVE:
+                reason = f"{self.host}: {uuid} is {record.get('state')} here, not ACTIVE; cannot resize it"
+            else:
+                old_flavor = record["instance"].get("flavor")
+                try:
+                    self.tracker.resize(uuid, instance.get("flavor"), filter_properties.get("limits"))
+                except ClaimFailed as exc:
+                    reason = f"{self.host}: {exc}"
+                except Exception as exc:
+                    LOG.exception("Cannot claim the new flavor of %s", uuid)
+                    reason = f"{self.host}: cannot claim: {exc}"
+                else:
+                    record["migration"] = migration
+                    record["resize"] = {"migration_id": migration_id, "old_flavor": old_flavor,
+                                        "new_flavor": instance.get("flavor"), "resized": False}
+                    try:
+                        self.store.put(uuid, record)
+                    except Exception as exc:
+                        LOG.exception("Cannot record the resize of %s", uuid)
+                        self.tracker.settle_resize(uuid, old_flavor)
+                        reason = f"{self.host}: cannot record the resize: {exc}"
+        if reason is not None:
+            LOG.warning("Cannot resize %s (resize %s) on %s: %s", uuid, migration_id, self.host, reason)
+            self._move_failed(ctxt, uuid, migration_id, reason)
+            return
+        LOG.info("Claimed the new flavor of %s on %s (resize %s); resizing", uuid, self.host, migration_id)
+        self._report_changed()
+        self._start_work(ctxt, uuid, "resize")
+
+    def _resize(self, ctxt, uuid):
+        record = self.store.get(uuid)
+        resize = (record or {}).get("resize")
+        if not resize or resize.get("resized"):
+            return
+        migration_id = resize["migration_id"]
+        instance = dict(record["instance"], flavor=resize["new_flavor"])
+        started = time.monotonic()
+        try:
+            self.driver.resize(instance, record.get("migration") or {"id": migration_id, "kind": "resize"})
+        except drivers.BuildAborted:
+            LOG.info("Resize of %s interrupted; it resumes when the agent starts again", uuid)
+            return
+        except Exception as exc:
+            telemetry.MIGRATE_IN_SECONDS.observe(time.monotonic() - started)
+            LOG.exception("Resize of %s failed", uuid)
+            with self._lock:
+                held = self.store.get(uuid)
+                if (held or {}).get("resize", {}).get("migration_id") != migration_id:
+                    return  # terminated (or settled) meanwhile
+                del held["resize"]
+                try:
+                    self.store.put(uuid, held)
+                except Exception:
+                    LOG.exception("Cannot record the failed resize of %s", uuid)
+                self.tracker.settle_resize(uuid, resize["old_flavor"])
+                self._move_failed(ctxt, uuid, migration_id, f"{self.host}: resize failed: {exc}")
+            self._report_changed()
+            return
+        telemetry.MIGRATE_IN_SECONDS.observe(time.monotonic() - started)
+        with self._lock:
+            held = self.store.get(uuid)
+            if (held or {}).get("resize", {}).get("migration_id") != migration_id:
+                return  # terminated (or settled) meanwhile
+            held["resize"]["resized"] = True
+            try:
+                self.store.put(uuid, held)
+            except Exception:
+                LOG.exception("Cannot record %s as resized", uuid)
+            self._move_done(ctxt, uuid, migration_id)
+            LOG.info("Instance %s resized on %s (resize %s); holding the larger flavor until it ends",
+                     uuid, self.host, migration_id)
+
+    def end_resize(self, context, instance_uuid, migration_id, confirmed):
+        """Hold the new flavor (``confirmed``) or the old one, and no longer the larger of both;
+        the record's flavor follows. A repeat, or another migration, changes nothing."""
+        ending = "confirmed" if confirmed else "reverted"
+        with self._lock:
+            record = self.store.get(instance_uuid)
+            resize = (record or {}).get("resize")
+            if not resize or resize.get("migration_id") != migration_id:
+                LOG.info("Resize %s of %s %s: %s has no such resize under way; nothing to do",
+                         migration_id, instance_uuid, ending, self.host)
+                return
+            flavor = resize["new_flavor"] if confirmed else resize["old_flavor"]
+            record["instance"] = dict(record["instance"], flavor=flavor)
+            del record["resize"]
+            try:
+                self.store.put(instance_uuid, record)
+            except Exception as exc:
+                LOG.error("Cannot record the end of resize %s of %s (%s); it stays held at the larger "
+                          "flavor until an end_resize finds the records writable again",
+                          migration_id, instance_uuid, exc)
+                return
+            self.tracker.settle_resize(instance_uuid, flavor)
+        LOG.info("Resize %s of %s %s on %s", migration_id, instance_uuid, ending, self.host)
+        self._report_changed()
+
+    def _move_done(self, ctxt, uuid, migration_id):
+        telemetry.MOVES.labels(telemetry.DONE).inc()
+        self._tell(self.scheduler.move_update, ctxt, uuid, self.host, migration_id, "done")
+
+    def _move_failed(self, ctxt, uuid, migration_id, reason):
+        telemetry.MOVES.labels(telemetry.FAILED).inc()
+        self._tell(self.scheduler.move_update, ctxt, uuid, self.host, migration_id, "failed",
+                   fault={"reason": reason})
+
+    def _destroy(self, instance, when):
+        try:
+            self.driver.destroy(instance)
+        except Exception:
+            LOG.exception("Destroying %s %s", instance.get("uuid"), when)
 
     def _reschedule(self, ctxt, instance, request_spec, filter_properties, reason):
         """Send the instance back to the scheduler with this host in its retry record."""
@@ -451,6 +703,19 @@ class ComputeManager:
                 LOG.exception("Resource report failed")
             last = time.monotonic()
             next_periodic = last + opts.report_interval
+
+
+def _migration_id(record):
+    migration = record.get("migration")
+    return migration.get("id") if isinstance(migration, dict) else None
+
+
+def _held_flavor(record):
+    """What an instance record holds: its flavor, or the larger of both while it is resized."""
+    resize = record.get("resize")
+    if isinstance(resize, dict):
+        return larger_flavor(resize.get("old_flavor"), resize.get("new_flavor"))
+    return (record.get("instance") or {}).get("flavor")
 
 
 def _image_properties(record):

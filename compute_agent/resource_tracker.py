@@ -63,6 +63,16 @@ def normalize_flavor(flavor):
     return {key: _num(flavor.get(key)) for key in FLAVOR_KEYS}
 
 
+def larger_flavor(*flavors):
+    """Per resource (memory, disk, vCPUs), the largest of ``flavors``, normalized: what a resize
+    holds until it ends. The disk is counted whole, as root_gb."""
+    sizes = [normalize_flavor(flavor) for flavor in flavors]
+    return {"memory_mb": max(size["memory_mb"] for size in sizes),
+            "root_gb": max(size["root_gb"] + size["ephemeral_gb"] for size in sizes),
+            "ephemeral_gb": 0,
+            "vcpus": max(size["vcpus"] for size in sizes)}
+
+
 class ResourceTracker:
     def __init__(
         self,
@@ -169,23 +179,7 @@ class ResourceTracker:
         with self._lock:
             if uuid in self._instances:
                 return False
-            memory, disk, vcpus = self._used()
-            checks = (
-                ("memory", "memory_mb", "MB", wanted["memory_mb"], memory),
-                ("disk", "disk_gb", "GB", wanted["root_gb"] + wanted["ephemeral_gb"], disk),
-                ("vcpu", "vcpu", "VCPU", wanted["vcpus"], vcpus),
-            )
-            for resource, key, unit, requested, used in checks:
-                limit = limits.get(key)
-                if limit is None:
-                    continue
-                free = limit - used
-                if requested > free:
-                    raise ClaimFailed(
-                        resource,
-                        f"Insufficient {resource}: requested {_fmt(requested)} {unit}, "
-                        f"free {_fmt(free)} {unit} of limit {_fmt(limit)} {unit}",
-                    )
+            self._check(wanted, limits)
             self._instances[uuid] = wanted
             if isinstance(image_properties, dict) and image_properties:
                 self._image_properties[uuid] = {(str(k), str(v)) for k, v in image_properties.items()}
@@ -193,6 +187,59 @@ class ResourceTracker:
             self._owners[uuid] = (project_id if isinstance(project_id, str) else None,
                                   os_type if isinstance(os_type, str) else None)
             return True
+
+    def _check(self, wanted, limits, only_positive=False):
+        """Raise ClaimFailed unless ``wanted`` (a normalized flavor) fits in ``limits`` on top of
+        what is held; ``only_positive``: resources ``wanted`` asks none of are not checked."""
+        memory, disk, vcpus = self._used()
+        checks = (
+            ("memory", "memory_mb", "MB", wanted["memory_mb"], memory),
+            ("disk", "disk_gb", "GB", wanted["root_gb"] + wanted["ephemeral_gb"], disk),
+            ("vcpu", "vcpu", "VCPU", wanted["vcpus"], vcpus),
+        )
+        for resource, key, unit, requested, used in checks:
+            limit = limits.get(key)
+            if limit is None or (only_positive and requested <= 0):
+                continue
+            free = limit - used
+            if requested > free:
+                raise ClaimFailed(
+                    resource,
+                    f"Insufficient {resource}: requested {_fmt(requested)} {unit}, "
+                    f"free {_fmt(free)} {unit} of limit {_fmt(limit)} {unit}",
+                )
+
+    def resize(self, uuid, new_flavor, limits=None):
+        """Hold, for the held ``uuid``, per resource the larger of what it holds and of
+        ``new_flavor`` until the resize ends (settle_resize): a revert always fits, and a
+        shrink gives nothing away before it is confirmed. Only the increase is checked
+        against ``limits``, the instance's own usage counted as used.
+
+        Returns the flavor now held. Raises ClaimFailed (nothing changes), KeyError when
+        ``uuid`` is not held.
+        """
+        limits = limits or {}
+        with self._lock:
+            held = self._instances[uuid]
+            target = larger_flavor(held, new_flavor)
+            self._check({key: target[key] - held[key] for key in FLAVOR_KEYS}, limits, only_positive=True)
+            self._instances[uuid] = target
+            return dict(target)
+
+    def settle_resize(self, uuid, flavor):
+        """Hold exactly ``flavor`` for the held ``uuid`` (the resize confirmed, or reverted):
+        never more than resize() held, so nothing is checked. True if ``uuid`` is held."""
+        with self._lock:
+            if uuid not in self._instances:
+                return False
+            self._instances[uuid] = normalize_flavor(flavor)
+            return True
+
+    def held_flavor(self, uuid):
+        """The normalized flavor held for ``uuid``, or None."""
+        with self._lock:
+            held = self._instances.get(uuid)
+            return dict(held) if held is not None else None
 
     def build_finished(self, succeeded):
         """Count a failed build, or reset the count after a successful one."""

@@ -36,3 +36,18 @@ BUILD_SECONDS = Histogram(
 REPORTS = Counter(
     "berth_agent_reports",
     "Resource reports sent to the schedulers (periodic, and on a change of what the host holds).")
+
+DONE = "done"
+
+MOVES = Counter(
+    "berth_agent_moves",
+    "Moves this agent took in (migrations, evacuations, resizes, in place or from another host), by "
+    "outcome told the scheduler: done, or failed (refused claim or failed driver).",
+    ["outcome"])
+for _outcome in (DONE, FAILED):
+    MOVES.labels(_outcome)
+
+MIGRATE_IN_SECONDS = Histogram(
+    "berth_agent_migrate_in_seconds",
+    "Time the driver took to take in, or resize, an instance, whatever the outcome.",
+    buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800))

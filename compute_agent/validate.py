@@ -9,7 +9,8 @@ scheduler's own RequestSpec rules, so both sides agree on what is valid.
 from scheduler.exception import InvalidRequest
 from scheduler.policy.request_spec import MAX_LIST, Flavor, Retry, is_bounded_number, parse_uuid
 from scheduler.utils import amqp_names as names
-from scheduler.utils.json_checks import json_object, sized_list
+from scheduler.utils import host_names
+from scheduler.utils.json_checks import integer, json_object, sized_list
 
 LIMIT_KEYS = ("memory_mb", "disk_gb", "vcpu")
 MAX_LIMIT = 2**53
@@ -17,15 +18,20 @@ MAX_LIMIT = 2**53
 
 def run_instance_args(instance, request_spec, filter_properties):
     """The checked ``(instance, request_spec, filter_properties)`` of a build request."""
-    json_object(instance, "run_instance: instance", optional=False)
-    uuid = parse_uuid(instance.get("uuid"), "run_instance: instance.uuid")
-    Flavor.from_wire(instance.get("flavor"), "run_instance: instance.flavor")
+    return _placement_args("run_instance", instance, request_spec, filter_properties)
+
+
+def _placement_args(method, instance, request_spec, filter_properties):
+    """The checked ``(instance, request_spec, filter_properties)`` of a build or a move in."""
+    json_object(instance, f"{method}: instance", optional=False)
+    uuid = parse_uuid(instance.get("uuid"), f"{method}: instance.uuid")
+    Flavor.from_wire(instance.get("flavor"), f"{method}: instance.flavor")
     project = instance.get("project_id")
     if project is not None and (not isinstance(project, str) or len(project) > 255):
-        raise InvalidRequest("run_instance: instance.project_id must be a string")
-    request_spec = json_object(request_spec, "run_instance: request_spec:")
-    filter_properties = json_object(filter_properties, "run_instance: filter_properties:")
-    limits = json_object(filter_properties.get("limits"), "run_instance: filter_properties.limits:")
+        raise InvalidRequest(f"{method}: instance.project_id must be a string")
+    request_spec = json_object(request_spec, f"{method}: request_spec:")
+    filter_properties = json_object(filter_properties, f"{method}: filter_properties:")
+    limits = json_object(filter_properties.get("limits"), f"{method}: filter_properties.limits:")
     for key, value in limits.items():
         if key not in LIMIT_KEYS:
             continue  # limits of resources this agent does not claim
@@ -33,10 +39,46 @@ def run_instance_args(instance, request_spec, filter_properties):
             continue
         if not is_bounded_number(value, MAX_LIMIT):
             raise InvalidRequest(
-                f"run_instance: filter_properties.limits.{key} must be a number >= 0, got {value!r}"[:300]
+                f"{method}: filter_properties.limits.{key} must be a number >= 0, got {value!r}"[:300]
             )
-    Retry.from_wire(filter_properties.get("retry"), "run_instance: filter_properties.retry")
+    Retry.from_wire(filter_properties.get("retry"), f"{method}: filter_properties.retry")
     return dict(instance, uuid=uuid), request_spec, filter_properties
+
+
+#: The kinds of move a migration record names (scheduler's migrations table).
+MOVE_KINDS = ("resize", "migration", "live-migration", "evacuation")
+MAX_MIGRATION_ID = 2**53
+
+
+def migration_id(value, method):
+    return integer(value, f"{method}: migration_id", 0, MAX_MIGRATION_ID)
+
+
+def move_instance_args(instance, request_spec, filter_properties, migration):
+    """The checked ``(instance, request_spec, filter_properties, migration)`` of a move_instance:
+    ``migration`` {"id", "kind", "source_host", "live" (default False), "old_flavor" (optional)}."""
+    instance, request_spec, filter_properties = _placement_args(
+        "move_instance", instance, request_spec, filter_properties)
+    migration = json_object(migration, "move_instance: migration", optional=False)
+    integer(migration.get("id"), "move_instance: migration.id", 0, MAX_MIGRATION_ID)
+    kind = migration.get("kind")
+    if kind not in MOVE_KINDS:
+        raise InvalidRequest(f"move_instance: migration.kind must be one of {', '.join(MOVE_KINDS)}, "
+                             f"got {kind!r}"[:300])
+    host_names.check(migration.get("source_host"), "move_instance: migration.source_host")
+    live = migration.get("live", False)
+    if not isinstance(live, bool):
+        raise InvalidRequest(f"move_instance: migration.live must be true or false, got {live!r}"[:300])
+    if migration.get("old_flavor") is not None:
+        Flavor.from_wire(migration["old_flavor"], "move_instance: migration.old_flavor")
+    return instance, request_spec, filter_properties, dict(migration, live=live)
+
+
+def end_resize_args(uuid, migration, confirmed):
+    """The checked ``(instance_uuid, migration_id, confirmed)`` of an end_resize."""
+    if not isinstance(confirmed, bool):
+        raise InvalidRequest(f"end_resize: confirmed must be true or false, got {confirmed!r}"[:300])
+    return instance_uuid(uuid, "end_resize"), migration_id(migration, "end_resize"), confirmed
 
 
 def instance_uuid(value, method):

@@ -28,7 +28,8 @@ COMPUTE = API("compute", (
             "before versions"),
     ("1.1", "terminate_instance takes reason: why the scheduler terminates the instance (deleted, its "
             "build timed out, found deleted on the host), which the agent logs"),
-    ("1.2", "move_instance: the destination of a move claims the instance and takes it over"),
+    ("1.2", "move_instance: the destination of a move claims the instance and takes it over; end_resize: "
+            "the host of a resize in place holds the new flavor (confirmed) or the old one (reverted)"),
 ))
 
 #: The operators' API (scheduler.admin.grouping.AdminEndpoint: aggregates and server groups;

@@ -43,6 +43,17 @@ class ComputeDriver:
     def destroy(self, instance):
         raise NotImplementedError
 
+    def migrate_in(self, instance, migration):
+        """Take over ``instance`` (its flavor: the one it has here) from ``migration["source_host"]``
+        (``migration``: {"id", "kind", "source_host", "live", "old_flavor"}). Raises on a failed
+        move (the agent frees the claim and tells the scheduler), BuildAborted when :meth:`stop`
+        interrupts it (it resumes at the next start)."""
+        raise NotImplementedError
+
+    def resize(self, instance, migration):
+        """Give ``instance`` its new flavor (``instance["flavor"]``) on this host; raises as migrate_in."""
+        raise NotImplementedError
+
     def stop(self):
         """Interrupt builds in progress; the agent is shutting down."""
         self._stopping.set()

@@ -1,8 +1,15 @@
 """A simulated host of configurable size ([compute_agent] fake_*)."""
 
+import random
+
 from compute_agent import load_model
 from compute_agent.driver import base, host_facts
 from compute_agent.fake_load import LoadOverrides
+from compute_agent.resource_tracker import normalize_flavor
+
+
+class MoveFailed(Exception):
+    """A fake move drawn to fail (fake_move_failure_rate)."""
 
 
 class FakeDriver(base.ComputeDriver):
@@ -40,6 +47,23 @@ class FakeDriver(base.ComputeDriver):
 
     def destroy(self, instance):
         self.fake_load.forget(instance.get("uuid"))
+
+    def migrate_in(self, instance, migration):
+        self._move(instance, migration)
+
+    def resize(self, instance, migration):
+        self._move(instance, migration)
+
+    def _move(self, instance, migration):
+        """Take fake_migration_time_per_gb per GiB of the instance's memory, then fail if this
+        move is among the fake_move_failure_rate drawn to (the same draw when it is resumed)."""
+        opts = self.conf.compute_agent
+        memory_gb = normalize_flavor(instance.get("flavor"))["memory_mb"] / 1024
+        self._wait(opts.fake_migration_time_per_gb * memory_gb)
+        draw = random.Random(f"{opts.fake_load_seed}:{instance.get('uuid')}:{migration.get('id')}").random()
+        if draw < opts.fake_move_failure_rate:
+            raise MoveFailed(f"the fake driver failed the {migration.get('kind', 'move')} "
+                             f"([compute_agent] fake_move_failure_rate = {opts.fake_move_failure_rate:g})")
 
     def measure(self, instances, now=None):
         """Measured load and reservation figures of ``instances`` (compute_agent.load_model),

@@ -51,3 +51,9 @@ class HostDriver(base.ComputeDriver):
 
     def destroy(self, instance):
         pass
+
+    def migrate_in(self, instance, migration):
+        self._wait(0)
+
+    def resize(self, instance, migration):
+        self._wait(0)

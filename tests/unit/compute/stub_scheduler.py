@@ -8,7 +8,7 @@ import uuid as uuidlib
 
 import pytest
 
-from scheduler import rpc
+from scheduler import api_versions, rpc
 
 HOST = "agent-1"
 TIMEOUT = 30.0  # guards against hangs only
@@ -28,11 +28,14 @@ def wait_for(condition, what, timeout=TIMEOUT):
 class StubScheduler:
     """Records what the agent casts to the scheduler topic."""
 
+    RPC_API = api_versions.SCHEDULER
+
     def __init__(self):
         self._lock = threading.Lock()
         self.updates = []
         self.reports = []
         self.reschedules = []
+        self.moves = []  # (instance_uuid, host, migration_id, outcome, fault)
 
     def instance_update(self, context, instance_uuid, host, state, fault=None):
         with self._lock:
@@ -45,6 +48,15 @@ class StubScheduler:
     def run_instance(self, context, request_spec, filter_properties):
         with self._lock:
             self.reschedules.append((request_spec, filter_properties))
+
+    def move_update(self, context, instance_uuid, host, migration_id, outcome, fault=None):
+        with self._lock:
+            self.moves.append((instance_uuid, host, migration_id, outcome, fault))
+
+    def move_updates(self, uuid):
+        with self._lock:
+            return [(migration_id, outcome, fault) for u, _, migration_id, outcome, fault in self.moves
+                    if u == uuid]
 
     def states(self, uuid):
         with self._lock:

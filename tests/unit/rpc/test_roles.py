@@ -134,7 +134,8 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
     for name, declared in found.items():
         by_role.setdefault(" + ".join(sorted(declared)), set()).add(name.split(".")[1])
     assert by_role == {
-        "scheduler": {"hosts_changed", "aggregates_changed", "run_instance", "terminate_instance"},
+        "scheduler": {"hosts_changed", "aggregates_changed", "run_instance", "terminate_instance",
+                      "move_instance", "end_resize"},
         "agent of the host": {"report_resources", "instance_update"},
         "agent of the host + client": {"run_instance"},
         "operator": {"host_disable", "host_enable", "host_delete", "create_aggregate", "delete_aggregate",
