@@ -144,7 +144,8 @@ class SchedulerService:
         self.status = StatusSource(
             conf.host, self.parts.host_manager, database.count_instances_by_state,
             lambda: conf.filter_scheduler.default_availability_zone, down_after_s, self.parts.refusals,
-            self._server.dead_letters.recent, None if self.scaling is None else self.scaling.history)
+            self._server.dead_letters.recent, None if self.scaling is None else self.scaling.history,
+            moves=self._moves_in_progress)
 
     def _scaling_loop(self):
         casts = SchedulerClient(self.transport)
@@ -250,6 +251,12 @@ class SchedulerService:
         if pruned_at is None or now - pruned_at >= self.database.INSTANCE_METRICS_PRUNE_INTERVAL_S:
             self._instance_metrics_pruned_at = now
             self.database.prune_instance_metrics(self.conf.scaling.metric_max_age)
+
+    def _moves_in_progress(self):
+        """The moves under way and the resizes waiting for confirmation, newest first, at most 50."""
+        moves = [*self.database.list_migrations(status="migrating", limit=50),
+                 *self.database.list_migrations(status="finished", limit=50)]
+        return sorted(moves, key=lambda m: (m["created_at"], m["id"]), reverse=True)[:50]
 
     def check_clock(self):
         """Time records by the database's clock; say so when this machine's is off."""

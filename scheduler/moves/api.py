@@ -33,6 +33,8 @@ LOG = logging.getLogger(__name__)
 #: The statuses of a migration row, Nova's names.
 STATUSES = ("migrating", "finished", "confirmed", "reverted", "completed", "error")
 OUTCOMES = ("done", "failed")
+#: list_migrations answers with at most this many, the newest.
+MAX_LISTED = 1000
 
 
 def _bool(value: Any, where: str) -> bool:
@@ -186,6 +188,8 @@ class MoveEndpoint:
     @rpc.read_only
     @rpc.callers(rpc.ANYONE)
     def list_migrations(self, context, host=None, status=None, instance_uuid=None):
+        """Migrations, newest first (at most MAX_LISTED): of ``host`` (source or destination), in
+        ``status``, of one instance."""
         if host is not None:
             host_names.check(host, "list_migrations: host")
         if status is not None and status not in STATUSES:
@@ -193,4 +197,4 @@ class MoveEndpoint:
                                  f"{status!r}"[:300])
         if instance_uuid is not None:
             instance_uuid = parse_uuid(instance_uuid, "list_migrations: instance_uuid")
-        return self._db.list_migrations(host=host, status=status, instance_uuid=instance_uuid)
+        return self._db.list_migrations(host=host, status=status, instance_uuid=instance_uuid, limit=MAX_LISTED)

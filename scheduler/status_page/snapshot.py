@@ -65,7 +65,8 @@ class StatusSource:
 
     def __init__(self, host: str, host_manager: Any, count_instances: Callable[[], dict[str, int]],
                  default_zone: Callable[[], str], down_after_s: Callable[[], float], refusals: Any,
-                 dead_letters: Any, scaling_history: Any | None) -> None:
+                 dead_letters: Any, scaling_history: Any | None,
+                 moves: Callable[[], list[dict[str, Any]]] = list) -> None:
         self._host = host
         self._hosts = host_manager
         self._count_instances = count_instances
@@ -74,6 +75,7 @@ class StatusSource:
         self._refusals = refusals
         self._dead_letters = dead_letters
         self._scaling = scaling_history
+        self._moves = moves  # the moves under way, newest first
 
     def snapshot(self) -> dict[str, Any]:
         try:
@@ -82,12 +84,20 @@ class StatusSource:
         except Exception as exc:  # the page still shows the fleet
             LOG.warning("Status page: cannot count the instances: %s", mask_url(str(exc).splitlines()[0]))
             instances, instances_error = None, "the database cannot be read now"
+        try:
+            moves: list[dict[str, Any]] | None = [
+                {key: move[key] for key in ("id", "instance_uuid", "kind", "status", "source_host", "dest_host",
+                                            "created_at")} for move in self._moves()]
+        except Exception as exc:
+            LOG.warning("Status page: cannot read the moves: %s", mask_url(str(exc).splitlines()[0]))
+            moves = None
         return {
             "scheduler": self._host,
             "generated_at": time.time(),
             "hosts": fleet(self._hosts, self._default_zone(), self._down_after_s()),
             "instances": instances,
             "instances_error": instances_error,
+            "moves": moves,
             "refusals": list(reversed(self._refusals.items())),
             "dead_letters": list(reversed(self._dead_letters.items())),
             "scaling_groups": None if self._scaling is None else self._scaling.groups(),

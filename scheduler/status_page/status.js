@@ -162,6 +162,10 @@ function renderTables(data) {
   const instances = data.instances === null ? [] : Object.entries(data.instances);
   replaceRows(document.getElementById("instances"), instances.map(([state, count]) => [state, count]),
               data.instances_error || "no instance", 2);
+  replaceRows(document.getElementById("moves"), (data.moves || []).map((m) => [
+    m.created_at.replace("T", " ").slice(0, 19), m.instance_uuid, m.kind, m.source_host, m.dest_host,
+    m.status === "finished" ? "waiting for confirmation" : m.status]),
+  data.moves === null ? "the database cannot be read now" : "no move under way", 6);
   replaceRows(document.getElementById("refusals"), data.refusals.map((r) => {
     const shown = r.instances.slice(0, 3).join(", ") + (r.instances.length > 3 ? ` and ${r.instances.length - 3} more` : "");
     return [clock(r.at), shown, el("span", {class: "reason"}, r.reason)];

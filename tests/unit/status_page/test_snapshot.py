@@ -59,6 +59,20 @@ def test_a_snapshot_without_the_database_still_shows_the_fleet_and_says_why(host
     assert "s3cret" not in caplog.text and "s3cret" not in json.dumps(snapshot)
 
 
+def test_the_moves_under_way_are_shown_and_a_database_away_says_so(hosts, caplog):
+    move = {"id": 7, "instance_uuid": "u1", "kind": "migration", "status": "migrating", "source_host": "b1",
+            "dest_host": "a1", "created_at": "2026-12-03T10:00:00.000000Z", "old_flavor": {}, "reason": None}
+    source = StatusSource("sched-1", hosts, dict, lambda: "nova", lambda: 60.0, Recent(), Recent(), None,
+                          moves=lambda: [move])
+    [shown] = source.snapshot()["moves"]
+    assert shown == {key: move[key] for key in ("id", "instance_uuid", "kind", "status", "source_host",
+                                                "dest_host", "created_at")}
+    away = StatusSource("sched-1", hosts, dict, lambda: "nova", lambda: 60.0, Recent(), Recent(), None,
+                        moves=Failing())
+    assert away.snapshot()["moves"] is None
+    assert "cannot read the moves" in caplog.text and "s3cret" not in caplog.text
+
+
 def test_recent_keeps_the_last_ones():
     recent = Recent(kept=3)
     for n in range(5):
