@@ -126,7 +126,8 @@ class SchedulerClient:
 
     def list_migrations(self, ctxt: Context, host: str | None = None, status: str | None = None,
                         instance_uuid: str | None = None) -> list[dict[str, Any]]:
-        """Migrations, newest first: of ``host`` (as source or destination), in ``status``, of one instance."""
+        """Migrations, newest first: of ``host`` (as source or destination), in ``status``, of one
+        instance."""
         return self._moves().call(ctxt, "list_migrations", host=host, status=status,
                                   instance_uuid=instance_uuid)
 

@@ -208,8 +208,8 @@ class SchedulerManager:
                                                    DELETED_BY_CLIENT)
                 migration = self._db.active_migration(instance_uuid)
                 if migration is not None:
-                    self._db.update_migration(migration["id"], {"status": "error", "finished_at": self._db.now(),
-                                                                "reason": "the instance was deleted during the move"})
+                    self._db.update_migration(migration["id"], {
+                        "status": "error", "reason": "the instance was deleted during the move"})
         else:
             self._db.update_instance(
                 instance_uuid, {"state": states.DELETED, "deleted_at": self._db.now()}

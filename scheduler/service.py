@@ -99,7 +99,8 @@ def assemble(conf, transport, database, rng=None):
         reconciler=Reconciler(database, conf.scheduler.service_down_time, applier.terminate),
         refusals=refusals,
         manager=SchedulerManager(conf, database, host_manager, reports, scheduling),
-        move_planner=move_planner, move_applier=move_applier, move_expiry=MoveExpiry(conf, database, move_applier),
+        move_planner=move_planner, move_applier=move_applier,
+        move_expiry=MoveExpiry(conf, database, move_applier),
         moves=MoveEndpoint(conf, database, host_manager, applier, move_planner, move_applier),
     )
 

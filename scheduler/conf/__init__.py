@@ -28,7 +28,8 @@ from scheduler.telemetry import endpoint as telemetry_endpoint
 from scheduler.telemetry import scheduler_metrics
 
 AREAS = (default, database, db_fastpaths, messaging, amqp_fast, roles, upgrade_levels, scheduler,
-         filter_scheduler, planning_moves, move_expiry, scaling, telemetry_endpoint, scheduler_metrics, status_page)
+         filter_scheduler, planning_moves, move_expiry, scaling, telemetry_endpoint, scheduler_metrics,
+         status_page)
 
 
 def register_opts(conf):

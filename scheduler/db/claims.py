@@ -105,7 +105,8 @@ class ClaimQueries(DatabaseEngine):
         may not have reported yet: those not claimed yet (SCHEDULED) and, with
         ``since`` (naive UTC, the database's clock), those BUILDING or ACTIVE updated
         at or after it; and the instances moving to any of them, as on their destination
-        (``host`` is the move's destination in those rows). Which of them a host's last report lists is the caller's to tell."""
+        (``host`` is the move's destination in those rows). Which of them a host's last report
+        lists is the caller's to tell."""
         condition = instances.c.state == states.SCHEDULED
         if since is not None:
             condition = sa.or_(condition, sa.and_(
@@ -113,7 +114,8 @@ class ClaimQueries(DatabaseEngine):
                 instances.c.updated_at >= to_db_time(since)))
         query = sa.select(instances).where(condition)
         # The destinations of moves under way hold the instance too (at its new size), as its move_host.
-        moving = sa.select(instances).where(instances.c.state == states.MIGRATING, instances.c.move_host.is_not(None))
+        moving = sa.select(instances).where(instances.c.state == states.MIGRATING,
+                                            instances.c.move_host.is_not(None))
         rows: list[sa.RowMapping] = []
         moves: list[sa.RowMapping] = []
         with self._transaction() as connection:
@@ -123,5 +125,6 @@ class ClaimQueries(DatabaseEngine):
             for chunk in _chunks(sorted(set(hosts or ()))):
                 rows.extend(connection.execute(query.where(instances.c.host.in_(chunk))).mappings().all())
                 moves.extend(connection.execute(moving.where(instances.c.move_host.in_(chunk))).mappings().all())
-        return [_row_dict(row) for row in rows] + [dict(_row_dict(row), host=row["move_host"]) for row in moves]
+        return [_row_dict(row) for row in rows] + [dict(_row_dict(row), host=row["move_host"])
+                                                   for row in moves]
 

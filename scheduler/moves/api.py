@@ -121,7 +121,8 @@ class MoveEndpoint:
             raise MoveRefused(f"Instance {uuid} cannot be moved ({move.kind}): {outcome}")
         [placement] = outcome
         migration = self._moves.start(move, spec, placement)
-        verb = "Resizing in place" if placement.host == move.source else f"Moving ({move.kind}) from {move.source}"
+        verb = ("Resizing in place" if placement.host == move.source
+                else f"Moving ({move.kind}) from {move.source}")
         log_decision(uuid, placement.host, decided.get(uuid), verb=verb)
         return migration
 
@@ -148,9 +149,10 @@ class MoveEndpoint:
         if instance is None or instance["state"] == states.DELETED:
             raise InstanceNotFound(f"No instance {uuid}")
         migration = self._db.active_migration(uuid)
-        if instance["state"] != states.VERIFY_RESIZE or migration is None or migration["status"] != "finished":
+        waiting = migration is not None and migration["status"] == "finished"
+        if instance["state"] != states.VERIFY_RESIZE or not waiting:
             raise MoveRefused(f"Instance {uuid} has no resize to be {verb}: it is {instance['state']}"
-                              + (" (its resize is under way)" if instance["state"] == states.MIGRATING else ""))
+                              + (" (its move is under way)" if instance["state"] == states.MIGRATING else ""))
         return migration, instance
 
     @rpc.callers(rpc.AGENT_OF_HOST, host="host")
@@ -161,7 +163,8 @@ class MoveEndpoint:
         if not isinstance(migration_id, int) or isinstance(migration_id, bool):
             raise InvalidRequest(f"move_update: migration_id must be an integer, got {migration_id!r}"[:200])
         if outcome not in OUTCOMES:
-            raise InvalidRequest(f"move_update: outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}"[:200])
+            raise InvalidRequest(
+                f"move_update: outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}"[:200])
         if fault is not None and not (isinstance(fault, dict) and isinstance(fault.get("reason", ""), str)):
             raise InvalidRequest("move_update: fault must be an object whose reason is a string")
         migration = self._db.get_migration(migration_id)
@@ -178,7 +181,8 @@ class MoveEndpoint:
         if outcome == "done":
             ended = self._moves.finish(context, migration, instance)
         else:
-            ended = self._moves.fail(context, migration, str((fault or {}).get("reason") or "move failed")[:4096])
+            reason = str((fault or {}).get("reason") or "move failed")[:4096]
+            ended = self._moves.fail(context, migration, reason)
         if not ended:
             LOG.info("Instance %s is no longer moving to %s (%s); %s of migration %s ignored", uuid, host,
                      instance["state"] if instance else "gone", outcome, migration_id)
@@ -197,4 +201,5 @@ class MoveEndpoint:
                                  f"{status!r}"[:300])
         if instance_uuid is not None:
             instance_uuid = parse_uuid(instance_uuid, "list_migrations: instance_uuid")
-        return self._db.list_migrations(host=host, status=status, instance_uuid=instance_uuid, limit=MAX_LISTED)
+        return self._db.list_migrations(host=host, status=status, instance_uuid=instance_uuid,
+                                        limit=MAX_LISTED)

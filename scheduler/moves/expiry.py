@@ -57,8 +57,8 @@ class MoveExpiry:
                 continue
             ctxt = {"request_id": rpc.new_request_id()}
             with rpc.handling(ctxt):
-                reason = f"{migration['dest_host']}: no word of the move for more than {timeout} s ([scheduler] " \
-                         "move_timeout)"
+                reason = (f"{migration['dest_host']}: no word of the move for more than {timeout} s "
+                          "([scheduler] move_timeout)")
                 if self._moves.fail(ctxt, migration, reason):
                     acted += 1
                     self._moves.terminate(ctxt, migration["dest_host"], instance["uuid"], reason)

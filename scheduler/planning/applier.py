@@ -300,7 +300,8 @@ class MoveApplier:
         return True
 
     def terminate(self, context: Any, host: str, instance_uuid: str, reason: str) -> None:
-        self._outbox.send(self._compute.terminate_instance, context_values(context), host, instance_uuid, reason)
+        self._outbox.send(self._compute.terminate_instance, context_values(context), host, instance_uuid,
+                          reason)
 
     def _compensated_release(self, host: str, instance_uuid: str) -> None:
         """Give back what this scheduler counts of the instance on ``host`` once the transaction

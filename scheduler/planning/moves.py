@@ -104,8 +104,8 @@ def check_movable(instance: dict[str, Any] | None, uuid: str, verb: str) -> dict
                           f"{instance['host']} to {instance['move_host']}); wait for it to end"
                           + (", or confirm or revert the resize" if state == states.VERIFY_RESIZE else ""))
     if state != states.ACTIVE or not instance["host"]:
-        raise MoveRefused(f"Instance {uuid} cannot be {verb}: it is {state}, and only an ACTIVE instance on a "
-                          "host can be")
+        raise MoveRefused(f"Instance {uuid} cannot be {verb}: it is {state}, and only an ACTIVE instance "
+                          "on a host can be")
     return instance
 
 

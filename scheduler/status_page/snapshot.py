@@ -60,6 +60,10 @@ def fleet(host_manager: Any, default_zone: str, down_after_s: float) -> dict[str
     }
 
 
+#: What the page shows of each move under way.
+MOVE_FIELDS = ("id", "instance_uuid", "kind", "status", "source_host", "dest_host", "created_at")
+
+
 class StatusSource:
     """The status of one scheduler process: ``snapshot()`` is ``/status.json``."""
 
@@ -86,8 +90,7 @@ class StatusSource:
             instances, instances_error = None, "the database cannot be read now"
         try:
             moves: list[dict[str, Any]] | None = [
-                {key: move[key] for key in ("id", "instance_uuid", "kind", "status", "source_host", "dest_host",
-                                            "created_at")} for move in self._moves()]
+                {key: move[key] for key in MOVE_FIELDS} for move in self._moves()]
         except Exception as exc:
             LOG.warning("Status page: cannot read the moves: %s", mask_url(str(exc).splitlines()[0]))
             moves = None

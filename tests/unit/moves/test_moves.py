@@ -123,7 +123,7 @@ def test_migrate_to_a_named_host_runs_the_filters_unless_forced(world, parts):
     forced = parts.moves.migrate_instance(CTX, uuid, host="h3", force=True)
     assert forced["dest_host"] == "h3"
     [(_, _, props, _)] = move_casts(world[2], 2)["h3"]
-    assert props["limits"] == {}  # forced: no filter, and the agent claims without a limit, as Nova's force_hosts
+    assert props["limits"] == {}  # forced: no filter, and no limit to the agent's claim (Nova's force_hosts)
 
 
 def test_bad_move_requests_are_refused_and_change_nothing(world, parts):
@@ -151,7 +151,8 @@ def test_a_resize_that_fits_is_done_in_place_and_confirmed(world, parts):
                                                         "name": "m1.large"})
     assert (migration["dest_host"], migration["kind"]) == (source, "resize")
     [(name, instance, _, sent)] = move_casts(agents, 2)[source]
-    assert (name, instance["flavor"]["memory_mb"], sent["old_flavor"]["memory_mb"]) == ("move_instance", 4096, 1024)
+    assert (name, instance["flavor"]["memory_mb"], sent["old_flavor"]["memory_mb"]) == (
+        "move_instance", 4096, 1024)
     # until the agent reports again, the host counts the old size and the new one
     assert free(parts, source) == 16384 - 1024 - 4096
     parts.moves.move_update(CTX, uuid, source, migration["id"], "done")
@@ -172,7 +173,8 @@ def test_a_resize_that_does_not_fit_moves_and_a_revert_brings_it_back(world, par
     assert migration["dest_host"] == "h1"
     parts.moves.move_update(CTX, uuid, "h1", migration["id"], "done")
     row = database.get_instance(uuid)
-    assert (row["state"], row["host"], row["move_host"], row["memory_mb"]) == ("VERIFY_RESIZE", "h1", "h2", 6144)
+    assert (row["state"], row["host"], row["move_host"], row["memory_mb"]) == (
+        "VERIFY_RESIZE", "h1", "h2", 6144)
     # the source still holds the old size: nothing told it to let go
     assert [c[0] for c in move_casts(agents, 2)["h1"]] == ["move_instance"]
 
@@ -181,7 +183,8 @@ def test_a_resize_that_does_not_fit_moves_and_a_revert_brings_it_back(world, par
     row = database.get_instance(uuid)
     assert (row["state"], row["host"], row["move_host"], row["memory_mb"]) == ("ACTIVE", "h2", None, 4096)
     assert row["request_spec"]["instance_type"]["memory_mb"] == 4096
-    assert move_casts(agents, 3)["h1"][-1] == ("terminate_instance", uuid, f"resize {migration['id']} reverted to h2")
+    assert move_casts(agents, 3)["h1"][-1] == (
+        "terminate_instance", uuid, f"resize {migration['id']} reverted to h2")
     assert free(parts, "h1") == 8192
 
 
