@@ -13,6 +13,8 @@ VERIFY_RESIZE = "VERIFY_RESIZE"  # resized on its host; its move_host keeps the 
 ALL = (SCHEDULING, SCHEDULED, BUILDING, ACTIVE, ERROR, DELETING, DELETED, MIGRATING, VERIFY_RESIZE)
 #: States of an instance held on two hosts (its host and its move_host).
 MOVING = (MIGRATING, VERIFY_RESIZE)
+#: States of an instance that runs on a host: ACTIVE, and moving (a scaling group counts it as ACTIVE).
+RUNNING = (ACTIVE, *MOVING)
 #: States an agent may report.
 FROM_AGENT = (BUILDING, ACTIVE, ERROR, DELETED)
 #: States in which a reschedule from the agent that holds it is accepted.

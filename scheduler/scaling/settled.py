@@ -67,9 +67,9 @@ def settle(spec: GroupSpec, rows: Sequence[Mapping[str, Any]], usage: Mapping[st
     period = readiness.cpu_initialization_period_s
     # Launched at or before this: past the period, whatever the rounding of period_s.
     surely_past = now - timedelta(seconds=period) - _ONE_MICROSECOND
-    active = states.ACTIVE
+    running = states.RUNNING
     for row in rows:
-        if row["state"] != active:
+        if row["state"] not in running:
             return None
     if reads_cpu:
         for row in rows:

@@ -117,7 +117,7 @@ def plan_sync(
         state = member["state"]
         if state in COUNTED_STATES:
             counted.append(member)
-            if state != states.ACTIVE:
+            if state not in states.RUNNING:
                 all_active = False
                 if state == states.ERROR:
                     errors.append(member)

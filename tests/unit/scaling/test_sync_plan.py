@@ -68,3 +68,10 @@ def test_error_members_are_replaced_then_wait_their_back_off():
 def test_a_paused_group_plans_nothing():
     plan = plan_sync(SPEC, 0, rows("a"), seen(1, 1.0), {}, History([]), SETTINGS)
     assert plan.paused and (plan.victims, plan.create) == ((), 0)
+
+
+def test_members_moving_are_counted_as_running_and_no_replacement_is_made_for_them():
+    members = [*rows("a"), *rows("b", state="MIGRATING"), *rows("c", state="VERIFY_RESIZE")]
+    plan = plan_sync(SPEC, 3, members, seen(3, 1.5), {}, History([]), SETTINGS)
+    assert plan.decision.desired == 3 and plan.create == 0
+    assert plan.backoff == Backoff()  # every member running: the back-off is over
