@@ -5,6 +5,10 @@ each instance against the limits the scheduler sent, records it in the
 instance store, builds it in a worker thread, and tells the scheduler what
 happened (``instance_update``). A claim the host cannot honour goes back to
 the scheduler as a ``run_instance`` with this host in the retry record.
+A move (``move_instance``) is claimed the same way by its destination, recorded
+MIGRATING and taken in by the driver in a worker thread; a resize on the
+instance's own host holds the larger of both flavors until ``end_resize``.
+Either ends in a ``move_update`` to the scheduler.
 A reporter thread fans ``report_resources`` out to the schedulers at once,
 every ``report_interval`` seconds and (with ``report_on_change``) soon after
 every claim or release.

@@ -235,12 +235,6 @@ class ResourceTracker:
             self._instances[uuid] = normalize_flavor(flavor)
             return True
 
-    def held_flavor(self, uuid):
-        """The normalized flavor held for ``uuid``, or None."""
-        with self._lock:
-            held = self._instances.get(uuid)
-            return dict(held) if held is not None else None
-
     def build_finished(self, succeeded):
         """Count a failed build, or reset the count after a successful one."""
         with self._lock:

@@ -221,7 +221,7 @@ def test_the_fake_move_takes_its_time_per_gib_of_memory_and_a_stop_interrupts_it
     driver = drivers.FakeDriver(conf)
     started = time.monotonic()
     driver.migrate_in(make_instance(memory_mb=3072), migration_of())
-    assert time.monotonic() - started >= 0.3
+    assert time.monotonic() - started >= 0.29  # 3 GiB at 0.1 s each
     conf.set_override("fake_migration_time_per_gb", 600, "compute_agent")
     threading.Timer(0.1, driver.stop).start()
     with pytest.raises(drivers.BuildAborted):
@@ -489,3 +489,19 @@ def test_a_bad_move_on_the_wire_is_dead_lettered_and_changes_nothing(conf, trans
     assert "move_instance: migration.kind must be one of" in letter.headers[deadletter.REASON]
     assert manager.tracker.usage() == NOTHING and manager.store.records() == {}
     assert scheduler.move_updates(instance["uuid"]) == []
+
+
+def test_the_tracker_resizes_only_what_it_holds_and_a_refused_resize_changes_nothing():
+    from compute_agent.resource_tracker import ClaimFailed, ResourceTracker
+
+    tracker = ResourceTracker("h", {"memory_mb": 4096, "local_gb": 100, "vcpus": 4})
+    tracker.claim("a", SMALL)
+    with pytest.raises(KeyError):
+        tracker.resize("b", LARGE)
+    with pytest.raises(ClaimFailed, match="Insufficient vcpu: requested 7 VCPU, free 3 VCPU of limit 4 VCPU"):
+        tracker.resize("a", dict(SMALL, vcpus=8), {"vcpu": 4})
+    assert tracker.usage() == (1024, 10, 1)
+    assert tracker.resize("a", {"memory_mb": 512, "root_gb": 5, "ephemeral_gb": 20, "vcpus": 2}) == {
+        "memory_mb": 1024, "root_gb": 25, "ephemeral_gb": 0, "vcpus": 2}
+    assert tracker.settle_resize("a", SMALL) and tracker.usage() == (1024, 10, 1)
+    assert not tracker.settle_resize("b", SMALL)
