@@ -1,0 +1,141 @@
+"""The migrations table: one row per move of an instance (resize, migration, live migration,
+evacuation), created when the move starts and compared-and-set by status until it ends.
+
+(The schema's own migrations are :mod:`scheduler.db.migration` and the alembic scripts in
+``migrations/``; this module holds the queries of the table named ``migrations``, as Nova's.)
+"""
+
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+import sqlalchemy as sa
+
+from scheduler.db.engine import DatabaseEngine, _retry, to_db_time
+from scheduler.db.models import migrations
+from scheduler.db.rows import _row_dict, _time_columns
+
+MIGRATING = "migrating"
+FINISHED = "finished"  # a resize done, waiting to be confirmed or reverted
+CONFIRMED = "confirmed"
+REVERTED = "reverted"
+COMPLETED = "completed"
+ERROR = "error"
+#: Every status of a migration.
+STATUSES = (MIGRATING, FINISHED, CONFIRMED, REVERTED, COMPLETED, ERROR)
+#: Those of a move under way: the instance is held on two hosts.
+ACTIVE_STATUSES = (MIGRATING, FINISHED)
+#: Those of a move that ended; finished_at is set on entering one.
+ENDED_STATUSES = (CONFIRMED, REVERTED, COMPLETED, ERROR)
+
+RESIZE = "resize"
+MIGRATION = "migration"
+LIVE_MIGRATION = "live-migration"
+EVACUATION = "evacuation"
+#: Every kind of move.
+KINDS = (RESIZE, MIGRATION, LIVE_MIGRATION, EVACUATION)
+
+_TIMES = _time_columns(migrations)
+_WRITABLE = frozenset(migrations.c.keys()) - {"id"}
+_UPDATABLE = _WRITABLE - {"instance_uuid", "kind", "created_at"}
+
+
+def _values(values: Mapping[str, Any], allowed: AbstractSet[str]) -> dict[str, Any]:
+    unknown = set(values) - allowed
+    if unknown:
+        raise ValueError(f"not migration columns: {', '.join(sorted(unknown))}")
+    out = dict(values)
+    for key in _TIMES.intersection(out):
+        out[key] = to_db_time(out[key])
+    if "status" in out and out["status"] not in STATUSES:
+        raise ValueError(f"migration status must be one of {', '.join(STATUSES)}, got {out['status']!r}")
+    if "kind" in out and out["kind"] not in KINDS:
+        raise ValueError(f"migration kind must be one of {', '.join(KINDS)}, got {out['kind']!r}")
+    return out
+
+
+def _expected(status: str | tuple[str, ...] | None) -> tuple[str, ...] | None:
+    return (status,) if isinstance(status, str) else status
+
+
+class MigrationQueries(DatabaseEngine):
+    """The moves of instances: created, read, compared-and-set by status, listed newest first."""
+
+    @_retry
+    def create_migration(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Insert a migration ({instance_uuid, kind, status (default migrating), source_host,
+        dest_host, ...}); the row, with its id. ValueError naming what is wrong, nothing saved."""
+        row = _values(record, _WRITABLE)
+        if not row.get("instance_uuid"):
+            raise ValueError("a migration needs an instance_uuid")
+        if "kind" not in row:
+            raise ValueError(f"a migration needs a kind: one of {', '.join(KINDS)}")
+        row.setdefault("status", MIGRATING)
+        now = self.now()
+        row["created_at"] = row.get("created_at") or now
+        row["updated_at"] = row.get("updated_at") or row["created_at"]
+        if row["status"] in ENDED_STATUSES:
+            row.setdefault("finished_at", now)
+        with self._transaction(write=True) as connection:
+            new_id = connection.execute(migrations.insert().values(row)).inserted_primary_key[0]
+            found = connection.execute(sa.select(migrations).where(migrations.c.id == new_id))
+            return _row_dict(found.mappings().one())
+
+    @_retry
+    def get_migration(self, migration_id: int) -> dict[str, Any] | None:
+        with self._transaction() as connection:
+            row = connection.execute(sa.select(migrations).where(migrations.c.id == migration_id)
+                                     ).mappings().first()
+        return _row_dict(row) if row is not None else None
+
+    @_retry
+    def active_migration(self, instance_uuid: str) -> dict[str, Any] | None:
+        """The instance's move under way (migrating, or finished waiting for confirmation), or None."""
+        statement = (sa.select(migrations)
+                     .where(migrations.c.instance_uuid == instance_uuid,
+                            migrations.c.status.in_(ACTIVE_STATUSES))
+                     .order_by(migrations.c.created_at.desc(), migrations.c.id.desc()).limit(1))
+        with self._transaction() as connection:
+            row = connection.execute(statement).mappings().first()
+        return _row_dict(row) if row is not None else None
+
+    @_retry
+    def update_migration(self, migration_id: int, values: Mapping[str, Any],
+                         expected_status: str | tuple[str, ...] | None = None) -> dict[str, Any] | None:
+        """Compare-and-set: update the migration if its status is ``expected_status`` (one, or
+        one of a tuple; any when None). The updated row, or None when it is missing or in
+        another status. ``updated_at`` is set to now, and ``finished_at`` too (unless given)
+        when the new status is one of an ended move."""
+        values = _values(values, _UPDATABLE)
+        now = self.now()
+        values["updated_at"] = now
+        if values.get("status") in ENDED_STATUSES:
+            values.setdefault("finished_at", now)
+        statement = sa.update(migrations).where(migrations.c.id == migration_id).values(values)
+        expected = _expected(expected_status)
+        if expected is not None:
+            statement = statement.where(migrations.c.status.in_(expected))
+        with self._transaction(write=True) as connection:
+            if connection.execute(statement).rowcount != 1:
+                return None
+            row = connection.execute(sa.select(migrations).where(migrations.c.id == migration_id)
+                                     ).mappings().one()
+        return _row_dict(row)
+
+    @_retry
+    def list_migrations(self, host: str | None = None, status: str | None = None,
+                        instance_uuid: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Migrations, newest first: of ``host`` (its source or its destination), in
+        ``status``, of one instance; at most ``limit``."""
+        statement = sa.select(migrations).order_by(migrations.c.created_at.desc(), migrations.c.id.desc())
+        if host is not None:
+            statement = statement.where(sa.or_(migrations.c.source_host == host,
+                                               migrations.c.dest_host == host))
+        if status is not None:
+            statement = statement.where(migrations.c.status == status)
+        if instance_uuid is not None:
+            statement = statement.where(migrations.c.instance_uuid == instance_uuid)
+        if limit is not None:
+            statement = statement.limit(limit)
+        with self._transaction() as connection:
+            return [_row_dict(row) for row in connection.execute(statement).mappings()]
