@@ -16,6 +16,7 @@ from scheduler.cmd import (
     host_commands,
     instance_commands,
     instance_metric_commands,
+    move_commands,
     output,
     scaling_commands,
     simulate_command,
@@ -31,8 +32,9 @@ def add_commands(subparsers):
     instance_commands.add_boot_and_delete(subparsers)  # boot, delete
     host_commands.add_usage(subparsers)  # hosts
     instance_commands.add_listings(subparsers)  # instances, show
+    move_commands.add_commands(subparsers)  # resize, migrate, migrations
     admin_commands.add_commands(subparsers)  # aggregate ..., server-group ...
-    host_commands.add_commands(subparsers)  # host ..., service list
+    host_commands.add_commands(subparsers)  # host ... (evacuate, drain), service list
     scaling_commands.add_commands(subparsers)  # scaling-group create|list|show|set|...|what-if
     instance_metric_commands.add_commands(subparsers)  # instance-metric push|show
     fake_load_commands.add_commands(subparsers)  # fake-load set|clear (the fake agents' load)
@@ -88,6 +90,9 @@ def main(argv=None, out=None):
         return 1
     except rpc.RemoteError as exc:
         print(f"{PROG}: {exc.value}", file=sys.stderr)
+        return 1
+    except rpc.RPCVersionCapError as exc:  # [upgrade_levels] keeps the call from being sent
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
     except (rpc.BrokerUnreachable, rpc.MessageDeliveryFailure) as exc:  # the URL in it is masked
         print(f"{PROG}: {exc}", file=sys.stderr)

@@ -1,11 +1,12 @@
-"""``berth hosts``, ``berth host disable|enable|delete`` and ``berth service list``: hosts and services.
+"""``berth hosts``, ``berth host disable|enable|delete`` and ``berth service list``: hosts and services
+(``berth host evacuate|drain`` are move_commands').
 
 Each command is one RPC call to the scheduler (``hosts``: the scheduler's own
 list_hosts, the others: scheduler.admin.hosts); the scheduler checks the arguments
 and changes nothing when one is wrong.
 """
 
-from scheduler.cmd import arguments, output
+from scheduler.cmd import arguments, move_commands, output
 
 
 def add_usage(subparsers):
@@ -15,8 +16,8 @@ def add_usage(subparsers):
 
 
 def add_commands(subparsers):
-    actions = arguments.actions(subparsers, "host", "Take a compute host out of service, or forget it.",
-                                "host_action")
+    actions = arguments.actions(subparsers, "host",
+                                "Take a compute host out of service, empty it, or forget it.", "host_action")
 
     disable = actions.add_parser("disable", help="Place no new instance on a host (those on it stay).")
     disable.add_argument("target_host", metavar="HOST")
@@ -32,6 +33,8 @@ def add_commands(subparsers):
         "memberships. It comes back if its agent reports again.")
     delete.add_argument("target_host", metavar="HOST")
     delete.set_defaults(func=host_delete)
+
+    move_commands.add_host_actions(actions)
 
     actions = arguments.actions(subparsers, "service", "The schedulers and compute agents Berth knows.",
                                 "service_action")

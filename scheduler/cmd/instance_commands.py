@@ -10,7 +10,7 @@ import logging
 import uuid as uuidlib
 
 from scheduler import rpc, states
-from scheduler.cmd import output
+from scheduler.cmd import move_history, output
 from scheduler.cmd.arguments import CommandError, hint, positive
 from scheduler.cmd.references import as_uuid, group_uuid, instance_uuid, instances_by_uuid
 from scheduler.cmd.waiting import wait_for
@@ -86,7 +86,7 @@ def add_listings(subparsers):
     output.add_options(instances)
     instances.set_defaults(func=instances_command)
 
-    show = subparsers.add_parser("show", help="One instance: name, state, host, zone, fault reason.")
+    show = subparsers.add_parser("show", help="One instance: name, state, host, zone, fault reason, moves.")
     show.add_argument("reference", metavar="INSTANCE",
                       help="a UUID, or the name of exactly one instance not DELETED")
     show.set_defaults(func=show_command)
@@ -228,6 +228,9 @@ def show_command(client, args, out):
                 "ephemeral_gb", "vcpus", "attempts", "fault_reason", "created_at",
                 "scheduled_at", "launched_at", "deleted_at"):
         print(f"{key:13} {_blank(shown.get(key))}", file=out)
+    if instance.get("move_host"):  # moving: held on this host too until the move ends
+        print(f"{'move_host':13} {instance['move_host']}", file=out)
+    move_history.print_history(client, instance["uuid"], out)
     return 0
 
 

@@ -1,0 +1,150 @@
+"""``berth resize``, ``migrate``, ``migrations``, ``host evacuate`` and ``host drain``: moving
+instances.
+
+Each command but ``drain`` is one call to the scheduler (API 1.1) after the one that finds an
+instance named by name; the scheduler checks the move and refuses it, saying why, with
+nothing changed. ``drain`` is :class:`scheduler.cmd.draining.Drain`.
+"""
+
+from scheduler import rpc
+from scheduler.cmd import output
+from scheduler.cmd.arguments import CommandError, positive, whole
+from scheduler.cmd.draining import Drain
+from scheduler.cmd.instance_commands import flavor_from_args
+from scheduler.cmd.references import instance_uuid
+from scheduler.db import migrations as moves
+from scheduler.policy import flavors
+
+COLUMNS = ["ID", "INSTANCE", "KIND", "STATUS", "SOURCE", "DEST", "CREATED", "FINISHED", "REASON"]
+
+
+def add_commands(subparsers):
+    resize = subparsers.add_parser(
+        "resize", help="Give an instance another flavor (then --confirm or --revert it).")
+    resize.add_argument("reference", metavar="INSTANCE",
+                        help="a UUID, or the name of exactly one instance not DELETED")
+    resize.add_argument("--flavor", help=f"the new flavor, named: {', '.join(flavors.FLAVORS)}")
+    resize.add_argument("--flavor-ram", type=positive, metavar="MB", help="memory of an unnamed flavor")
+    resize.add_argument("--flavor-disk", type=whole, metavar="GB", help="root disk of an unnamed flavor")
+    resize.add_argument("--flavor-vcpus", type=positive, metavar="N", help="vCPUs of an unnamed flavor")
+    answer = resize.add_mutually_exclusive_group()
+    answer.add_argument("--confirm", action="store_true",
+                        help="keep the new size: the source host lets go of the old one")
+    answer.add_argument("--revert", action="store_true",
+                        help="go back to the old size on the source host")
+    output.add_options(resize)
+    resize.set_defaults(func=resize_command)
+
+    migrate = subparsers.add_parser(
+        "migrate", help="Move an instance to another host, which the scheduler chooses or --host names.")
+    migrate.add_argument("reference", metavar="INSTANCE",
+                         help="a UUID, or the name of exactly one instance not DELETED")
+    migrate.add_argument("--live", action="store_true", help="move it running (live migration)")
+    # dest differs from the option name: oslo.config's [DEFAULT] host shadows "host".
+    migrate.add_argument("--host", dest="target_host", metavar="HOST",
+                         help="to this host, if the filters let it take the instance")
+    migrate.add_argument("--force", action="store_true",
+                         help="with --host: to that host without asking the filters")
+    output.add_options(migrate)
+    migrate.set_defaults(func=migrate_command)
+
+    listing = subparsers.add_parser("migrations", help="Moves of instances, newest first.")
+    listing.add_argument("--host", dest="on_host", metavar="HOST", help="only those from or to HOST")
+    listing.add_argument("--state", type=str.lower, choices=moves.STATUSES, metavar="STATUS",
+                         help=f"only those in STATUS: {', '.join(moves.STATUSES)}")
+    listing.add_argument("--instance", metavar="INSTANCE", help="only those of INSTANCE (a UUID or a name)")
+    output.add_options(listing)
+    listing.set_defaults(func=migrations_command)
+
+
+def add_host_actions(actions):
+    """``berth host evacuate`` and ``berth host drain``, beside the other ``host`` actions."""
+    evacuate = actions.add_parser(
+        "evacuate", help="Rebuild elsewhere every instance of a host that is down.")
+    evacuate.add_argument("target_host", metavar="HOST")
+    output.add_options(evacuate)
+    evacuate.set_defaults(func=evacuate_command)
+
+    drain = actions.add_parser(
+        "drain", help="Disable a host and move its instances elsewhere, a few at a time; "
+        "say which stay, and why.")
+    drain.add_argument("target_host", metavar="HOST")
+    drain.add_argument("--live", action="store_true", help="move them running (live migration)")
+    drain.add_argument("--max-parallel", type=positive, default=2, metavar="N",
+                       help="at most N moves under way at once (default 2)")
+    drain.add_argument("--timeout", type=positive, metavar="SECONDS",
+                       help="give up after this long: start no new move, wait for none (default: no limit)")
+    drain.set_defaults(func=drain_command)
+
+
+def _moving(call, *args, **kwargs):
+    """``call``'s answer; a cap in [upgrade_levels] below the moves' API is refused as a command's error."""
+    try:
+        return call({}, *args, **kwargs)
+    except rpc.RPCVersionCapError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _rows(migrations):
+    return [[m["id"], m["instance_uuid"], m["kind"], m["status"], m.get("source_host"), m.get("dest_host"),
+             m.get("created_at"), m.get("finished_at"), m.get("reason")] for m in migrations]
+
+
+def print_migrations(migrations, out, args=None):
+    output.emit(args, COLUMNS, _rows(migrations), out)
+
+
+def resize_command(client, args, out):
+    sized = any(v is not None for v in (args.flavor, args.flavor_ram, args.flavor_disk, args.flavor_vcpus))
+    answered = "--confirm" if args.confirm else "--revert" if args.revert else None
+    if answered and sized:
+        raise CommandError(f"{answered} takes no flavor: give either a new flavor or {answered}")
+    if not answered and not sized:
+        raise CommandError("give the new flavor (--flavor NAME, or --flavor-ram and --flavor-vcpus), "
+                           "or --confirm or --revert")
+    flavor = flavor_from_args(args) if sized else None
+    uuid = instance_uuid(client, args.reference)
+    if args.confirm:
+        migration = _moving(client.confirm_resize, uuid)
+    elif args.revert:
+        migration = _moving(client.revert_resize, uuid)
+    else:
+        migration = _moving(client.resize_instance, uuid, flavor)
+    print_migrations([migration], out, args)
+    return 0
+
+
+def migrate_command(client, args, out):
+    if args.force and not args.target_host:
+        raise CommandError("--force needs --host HOST: it skips the filters for that host")
+    uuid = instance_uuid(client, args.reference)
+    migration = _moving(client.migrate_instance, uuid, host=args.target_host, force=args.force,
+                        live=args.live)
+    print_migrations([migration], out, args)
+    return 0
+
+
+def evacuate_command(client, args, out):
+    migrations = _moving(client.evacuate_host, args.target_host)
+    if not migrations and getattr(args, "output_format", None) is None:
+        print(f"host {args.target_host} has no instance to evacuate", file=out)
+        return 0
+    print_migrations(migrations, out, args)
+    return 0
+
+
+def migrations_command(client, args, out):
+    uuid = instance_uuid(client, args.instance) if args.instance else None
+    print_migrations(_moving(client.list_migrations, host=args.on_host, status=args.state,
+                             instance_uuid=uuid), out, args)
+    return 0
+
+
+def drain_command(client, args, out):
+    drain = Drain(client, args.target_host, out, live=args.live, max_parallel=args.max_parallel,
+                  timeout=args.timeout)
+    try:
+        return drain.run()
+    except KeyboardInterrupt:  # before any move started
+        print("interrupted: no instance moved", file=out)
+        return 130

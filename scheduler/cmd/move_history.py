@@ -1,0 +1,37 @@
+"""The moves of an instance, as ``berth show`` lists them under its other lines (the
+columns of ``openstack server migration list``)."""
+
+import io
+import logging
+
+from scheduler import rpc
+from scheduler.cmd import output
+from scheduler.db import migrations as moves
+
+LOG = logging.getLogger(__name__)
+
+COLUMNS = ["KIND", "FROM", "TO", "STARTED", "ENDED", "OUTCOME"]
+
+
+def print_history(client, uuid, out):
+    """The moves of instance ``uuid``, newest first, under the lines of ``berth show``: nothing
+    when it has none, or when the scheduler cannot list them (one of the release before moves)."""
+    try:
+        history = client.list_migrations({}, instance_uuid=uuid)
+    except (rpc.RemoteError, rpc.RPCVersionCapError) as exc:
+        LOG.debug("No moves shown for %s: %s", uuid, exc)
+        return
+    if not history:
+        return
+    print(f"{'moves':13} {len(history)}", file=out)
+    table = io.StringIO()
+    output.print_columns(COLUMNS, [
+        [m["kind"], m.get("source_host"), m.get("dest_host"), m.get("created_at"), m.get("finished_at"),
+         _outcome(m)] for m in history], table)
+    for line in table.getvalue().splitlines():
+        print(f"  {line}", file=out)
+
+
+def _outcome(migration):
+    status, reason = migration["status"], migration.get("reason")
+    return f"{status}: {reason}" if reason and status == moves.ERROR else status
