@@ -6,6 +6,8 @@ instance named by name; the scheduler checks the move and refuses it, saying why
 nothing changed. ``drain`` is :class:`scheduler.cmd.draining.Drain`.
 """
 
+import sys
+
 from scheduler import rpc
 from scheduler.cmd import output
 from scheduler.cmd.arguments import CommandError, positive, whole
@@ -125,12 +127,16 @@ def migrate_command(client, args, out):
 
 
 def evacuate_command(client, args, out):
-    migrations = _moving(client.evacuate_host, args.target_host)
-    if not migrations and getattr(args, "output_format", None) is None:
+    """The migrations started, then each instance that stays and why (exit 1 when one does)."""
+    answers = _moving(client.evacuate_host, args.target_host)
+    if not answers and getattr(args, "output_format", None) is None:
         print(f"host {args.target_host} has no instance to evacuate", file=out)
         return 0
-    print_migrations(migrations, out, args)
-    return 0
+    print_migrations([a["migration"] for a in answers if "migration" in a], out, args)
+    stays = [a for a in answers if "migration" not in a]
+    for answer in stays:
+        print(f"not evacuated: {answer['instance_uuid']}: {answer.get('error')}", file=sys.stderr)
+    return 1 if stays else 0
 
 
 def migrations_command(client, args, out):
