@@ -385,9 +385,9 @@ class _Run:
             while True:
                 leaving = self.departures[0][0] if self.departures else float("inf")
                 landing = self.migrations[0][0] if self.migrations else float("inf")
-                draining = self.drains[self.next_drain].at if self.next_drain < len(self.drains) else float("inf")
+                draining = self._next_drain_at()
                 upcoming = min(leaving, landing, draining, next_report, next_sync)
-                if upcoming == float("inf") or (upcoming > until and (arrival is not None or not self.moving)):
+                if upcoming == float("inf") or (upcoming > until and (arrival or not self.moving)):
                     break
                 self._charge()
                 if leaving == upcoming:
@@ -423,6 +423,9 @@ class _Run:
         self.result.groups = [group.result for group in self.groups]
         self.result.seconds = time.perf_counter() - started
         return self.result
+
+    def _next_drain_at(self) -> float:
+        return self.drains[self.next_drain].at if self.next_drain < len(self.drains) else float("inf")
 
     def _remove(self, row: int, uuid: str) -> None:
         self.agents[row].remove(uuid)
