@@ -387,7 +387,8 @@ class _Run:
                 landing = self.migrations[0][0] if self.migrations else float("inf")
                 draining = self._next_drain_at()
                 upcoming = min(leaving, landing, draining, next_report, next_sync)
-                if upcoming == float("inf") or (upcoming > until and (arrival or not self.moving)):
+                past = upcoming > until and (arrival is not None or not self.moving)
+                if upcoming == float("inf") or past:
                     break
                 self._charge()
                 if leaving == upcoming:
