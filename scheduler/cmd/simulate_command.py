@@ -121,6 +121,7 @@ def add_commands(subparsers: Any) -> None:
     parser.add_argument("--maintenance", metavar="FILE", help="host drains, as CSV: at,host[,max_parallel]")
     parser.add_argument(
         "--migration-time-per-gb",
+        metavar="SECONDS",
         type=_non_negative_number,
         default=engine.MIGRATION_TIME_PER_GB,
         help="seconds a migration takes per GiB of the instance's RAM (default "
