@@ -39,6 +39,11 @@ weighers, host_subset_size, allocation ratios...), repeat to compare; none: Bert
 Scaling groups: --scaling-group FILE (JSON: {"name", "flavor", "initial", "spec" as
 `berth scaling-group what-if` takes it, cpu metric only, "load": [[seconds, busy vCPUs of
 the whole group], ...]}), synced every --sync-period; --count 0 leaves other arrivals out.
+Maintenance: --maintenance FILE (CSV: at,host[,max_parallel]): at its time each host is
+disabled and its instances moved off it, max_parallel at a time (default 2), each placed as a
+migration is (its own request, its host left out) and taking --migration-time-per-gb seconds
+per GiB of its RAM; the report says per drain what moved, what could not and why, how long
+the drain took and the most migrations at once.
 """
 
 
@@ -112,6 +117,15 @@ def add_commands(subparsers: Any) -> None:
         type=_positive_number,
         default=15.0,
         help="seconds between the scaling groups' syncs (default 15)",
+    )
+    parser.add_argument("--maintenance", metavar="FILE", help="host drains, as CSV: at,host[,max_parallel]")
+    parser.add_argument(
+        "--migration-time-per-gb",
+        metavar="SECONDS",
+        type=_non_negative_number,
+        default=engine.MIGRATION_TIME_PER_GB,
+        help="seconds a migration takes per GiB of the instance's RAM (default "
+        f"{engine.MIGRATION_TIME_PER_GB:g}: its memory copied over a 1 Gbit/s link, about 125 MB/s)",
     )
     parser.add_argument(
         "--report-interval",
@@ -258,6 +272,45 @@ def group_table(results: list[engine.Result]) -> tuple[list[str], list[list[str]
     return headers, rows
 
 
+def drain_table(results: list[engine.Result]) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows): a row per policy and drain."""
+    headers = [
+        "policy",
+        "drained host",
+        "at",
+        "instances",
+        "moved",
+        "not moved",
+        "not moved by",
+        "left",
+        "migrations",
+        "took",
+        "peak in flight",
+    ]
+    rows = []
+    for result in results:
+        for drain in result.drains:
+            not_moved_by = (
+                ", ".join(f"{name} {count}" for name, count in drain.summary()["not_moved_by"].items()) or "-"
+            )
+            rows.append(
+                [
+                    result.policy,
+                    drain.host,
+                    f"{drain.at:g} s",
+                    str(drain.instances),
+                    str(drain.moved),
+                    str(drain.not_moved_total),
+                    not_moved_by,
+                    str(drain.left),
+                    str(drain.migrations),
+                    f"{drain.took:g} s",
+                    str(drain.peak_in_flight),
+                ]
+            )
+    return headers, rows
+
+
 def _groups_said(groups: list[inputs.SimGroup]) -> str:
     if not groups:
         return ""
@@ -289,6 +342,11 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
             )
         )
         groups = [inputs.parse_group(_read(path), path) for path in args.scaling_group or []]
+        drains = (
+            inputs.parse_maintenance(_read(args.maintenance), hosts, args.maintenance)
+            if args.maintenance
+            else []
+        )
         seen: dict[str, int] = {}
         policies = [(_policy_name(path, seen), policy_conf(path)) for path in (args.policy or [None])]
         plot_dir = pathlib.Path(args.plot) if args.plot else None
@@ -298,7 +356,18 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
         print(f"{PREFIX}: {exc}", file=sys.stderr)
         return BAD_INPUT
     results = [
-        engine.run(name, conf, hosts, arrivals, args.report_interval, args.seed, groups, args.sync_period)
+        engine.run(
+            name,
+            conf,
+            hosts,
+            arrivals,
+            args.report_interval,
+            args.seed,
+            groups,
+            args.sync_period,
+            drains=drains,
+            migration_time_per_gb=args.migration_time_per_gb,
+        )
         for name, conf in policies
     ]
     if args.json:
@@ -313,6 +382,8 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
         output.print_columns(*table(results), out)
         if groups:
             output.print_columns(*group_table(results), out)
+        if drains:
+            output.print_columns(*drain_table(results), out)
     if plot_dir is not None:
         from scheduler.simulation import plots
 

@@ -3,6 +3,11 @@ on a simulated clock, with agents that report their hosts every ``report_interva
 (allocation, and the load they measure: the busy share of their instances' vCPUs, an idle
 instance counting 5%, plus load the scheduler cannot see).
 
+Maintenance drains disable a host and move its instances off it as a move is placed
+(scheduler.planning.moves): the instance's own request and size, its host left out, the
+same selection as a build; both hosts hold it until its migration ends,
+``migration_time_per_gb`` seconds per GiB of its RAM later.
+
 Pure: no I/O, no wall clock in the figures; the same inputs and seed give the same result.
 """
 
@@ -13,6 +18,7 @@ import heapq
 import random
 import time
 import uuid as uuidlib
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,10 +35,11 @@ from scheduler.scaling.behavior import history_horizon_s
 from scheduler.scaling.settled import sample_milli
 from scheduler.scaling.spec import CPU, Recommendation, ScaleEvent, SettledMembers
 from scheduler.scaling.sync_plan import History, SyncPlan, plan_settings, plan_sync
-from scheduler.simulation.inputs import Arrival, SimGroup, SimHost
+from scheduler.simulation.inputs import Arrival, Drain, SimGroup, SimHost
 
 IDLE_LOAD = 0.05  # of each vCPU of an idle instance
 NO_HOST = "no host"  # a refusal no filter made: no host at all (every one disabled, say)
+MIGRATION_TIME_PER_GB = 8.0  # seconds a GiB of an instance's RAM takes to move: ~1 Gbit/s
 
 
 @dataclasses.dataclass
@@ -54,7 +61,9 @@ class Result:
     refusals: list[int] = dataclasses.field(default_factory=list)  # refused so far, at each report
     loads: list[Any] = dataclasses.field(default_factory=list)  # per report: each host's real load / vCPUs
     final_ram_use: list[float] = dataclasses.field(default_factory=list)  # per host, at the end
+    peak_host_ram: float = 0.0  # highest share of one host's RAM held at any time
     groups: list[GroupResult] = dataclasses.field(default_factory=list)
+    drains: list[DrainResult] = dataclasses.field(default_factory=list)
 
     @property
     def refused_total(self) -> int:
@@ -72,7 +81,9 @@ class Result:
             "hosts_used": self.hosts_used,
             "peak_ram": _round(self.peak_ram),
             "peak_vcpus": _round(self.peak_vcpus),
+            "peak_host_ram": _round(self.peak_host_ram),
             "scaling_groups": [group.summary() for group in self.groups],
+            "drains": [drain.summary() for drain in self.drains],
         }
 
 
@@ -88,10 +99,12 @@ class _Agent:
         self.instances: dict[str, Arrival] = {}
         self.memory_mb = self.vcpus = self.disk_gb = 0
         self.real = host.hidden_cores
+        self.peak_ram = 0.0  # highest share of its RAM held
 
     def add(self, uuid: str, arrival: Arrival) -> None:
         self.instances[uuid] = arrival
         self._count(arrival, 1)
+        self.peak_ram = max(self.peak_ram, self.memory_mb / self.host.memory_mb)
 
     def remove(self, uuid: str) -> None:
         self._count(self.instances.pop(uuid), -1)
@@ -171,6 +184,57 @@ class GroupResult:
         }
 
 
+@dataclasses.dataclass
+class DrainResult:
+    """A drain under one policy: what was on the host, what moved, what could not and why."""
+
+    host: str
+    at: float
+    max_parallel: int
+    instances: int = 0  # on the host when the drain began, or landing on it later
+    moved: int = 0
+    not_moved: dict[str, int] = dataclasses.field(default_factory=dict)  # filter responsible -> instances
+    left: int = 0  # instances deleted (lifetime over, scaled down) before their move ended
+    migrations: int = 0  # started
+    peak_in_flight: int = 0
+    last_end: float | None = None  # when the last migration ended
+
+    @property
+    def not_moved_total(self) -> int:
+        return sum(self.not_moved.values())
+
+    @property
+    def took(self) -> float:
+        """From the drain's start to its last migration's end (0: nothing migrated)."""
+        return 0.0 if self.last_end is None else self.last_end - self.at
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "at": self.at,
+            "max_parallel": self.max_parallel,
+            "instances": self.instances,
+            "moved": self.moved,
+            "not_moved": self.not_moved_total,
+            "not_moved_by": dict(sorted(self.not_moved.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "left": self.left,
+            "migrations": self.migrations,
+            "took_s": round(self.took, 3),
+            "peak_in_flight": self.peak_in_flight,
+        }
+
+
+class _Draining:
+    """A drain under way: the instances still to move, in the order they came to the host."""
+
+    def __init__(self, drain: Drain, row: int, queue: Sequence[str]) -> None:
+        self.row = row
+        self.max_parallel = drain.max_parallel
+        self.queue = deque(queue)
+        self.in_flight = 0
+        self.result = DrainResult(drain.host, drain.at, drain.max_parallel, len(queue))
+
+
 class _Group:
     """A scaling group as the controller keeps it: members, desired count, history."""
 
@@ -219,6 +283,8 @@ def run(
     groups: Sequence[SimGroup] = (),
     sync_period: float = 15.0,
     concurrent: bool = False,
+    drains: Sequence[Drain] = (),
+    migration_time_per_gb: float = MIGRATION_TIME_PER_GB,
 ) -> Result:
     """Replay ``arrivals`` (by time) on ``hosts`` with the filters, weighers and options of
     ``conf`` (a Berth configuration); one round of reports every ``report_interval`` seconds;
@@ -226,8 +292,24 @@ def run(
 
     ``concurrent``: the placements made at one time are decided at once, each reading the
     figures from before any of them (as separate schedulers, or requests in flight, would),
-    and charged to their hosts once that time is over."""
-    return _Run(policy, conf, hosts, arrivals, report_interval, seed, groups, sync_period, concurrent).run()
+    and charged to their hosts once that time is over.
+
+    ``drains``: at its time, each disables its host and moves the instances off it,
+    ``max_parallel`` at a time, each taking ``migration_time_per_gb`` seconds per GiB of its
+    RAM; the run goes on until every migration has ended."""
+    return _Run(
+        policy,
+        conf,
+        hosts,
+        arrivals,
+        report_interval,
+        seed,
+        groups,
+        sync_period,
+        concurrent,
+        drains,
+        migration_time_per_gb,
+    ).run()
 
 
 class _Run:
@@ -242,6 +324,8 @@ class _Run:
         groups: Sequence[SimGroup],
         sync_period: float,
         concurrent: bool,
+        drains: Sequence[Drain],
+        migration_time_per_gb: float,
     ) -> None:
         settings = conf.filter_scheduler
         self.selector = Selector(
@@ -265,7 +349,14 @@ class _Run:
         self.plan_settings = plan_settings(conf)
         self.report_interval = report_interval
         self.sync_period = sync_period
-        self.departures: list[tuple[float, int, int, str]] = []
+        self.departures: list[tuple[float, int, str]] = []  # (time, sequence, uuid)
+        self.located: dict[str, int] = {}  # uuid -> the row holding it (the source while it moves)
+        self.drains = sorted(drains, key=lambda d: d.at)
+        self.next_drain = 0
+        self.migration_time_per_gb = migration_time_per_gb
+        self.migrations: list[tuple[float, int, str]] = []  # (end, sequence, uuid)
+        self.moving: dict[str, tuple[_Draining, int, int]] = {}  # uuid -> (drain, destination, sequence)
+        self.draining: dict[int, _Draining] = {}  # row -> its drain
         sizes = [(a.memory_mb, a.vcpus, a.disk_gb) for a in arrivals] + [
             (g.memory_mb, g.vcpus, g.disk_gb) for g in groups
         ]
@@ -277,7 +368,11 @@ class _Run:
         self.sequence = 0
         self.concurrent = concurrent
         self.uncharged: list[tuple[int, str, Any, float]] = []  # (row, uuid, flavor, time)
-        last = max([arrivals[-1].at if arrivals else 0.0] + [g.load[-1][0] for g in groups])
+        last = max(
+            [arrivals[-1].at if arrivals else 0.0]
+            + [g.load[-1][0] for g in groups]
+            + [d.at for d in self.drains]
+        )
         self.end = last + report_interval
 
     def run(self) -> Result:
@@ -285,15 +380,29 @@ class _Run:
         next_report, next_sync = 0.0, 0.0 if self.groups else float("inf")
         for arrival in [*self.arrivals, None]:
             until = self.end if arrival is None else arrival.at
-            while True:  # what happens first: departures, reports, syncs, in time order
+            # What happens first: departures, migrations ending, drains, reports, syncs, in time
+            # order; after the last arrival, until the end and every migration has ended.
+            while True:
                 leaving = self.departures[0][0] if self.departures else float("inf")
-                upcoming = min(leaving, next_report, next_sync)
-                if upcoming > until or (arrival is None and upcoming == float("inf")):
+                landing = self.migrations[0][0] if self.migrations else float("inf")
+                draining = self._next_drain_at()
+                upcoming = min(leaving, landing, draining, next_report, next_sync)
+                past = upcoming > until and (arrival is not None or not self.moving)
+                if upcoming == float("inf") or past:
                     break
                 self._charge()
                 if leaving == upcoming:
-                    _, _, row, uuid = heapq.heappop(self.departures)
-                    self._remove(row, uuid)
+                    _, _, uuid = heapq.heappop(self.departures)
+                    self.clock = upcoming
+                    self._gone(uuid)
+                elif landing == upcoming:
+                    _, sequence, uuid = heapq.heappop(self.migrations)
+                    self.clock = upcoming
+                    self._land(uuid, sequence)
+                elif draining == upcoming:
+                    self.clock = upcoming
+                    self._drain(self.drains[self.next_drain])
+                    self.next_drain += 1
                 elif next_report == upcoming:
                     self._report_round(next_report)
                     next_report += self.report_interval
@@ -310,24 +419,98 @@ class _Run:
                 continue
             if arrival.lifetime is not None:
                 self.sequence += 1
-                heapq.heappush(
-                    self.departures, (arrival.at + arrival.lifetime, self.sequence, row, self.uuid)
-                )
+                heapq.heappush(self.departures, (arrival.at + arrival.lifetime, self.sequence, self.uuid))
         _finish(self.result, self.agents)
         self.result.groups = [group.result for group in self.groups]
         self.result.seconds = time.perf_counter() - started
         return self.result
 
+    def _next_drain_at(self) -> float:
+        return self.drains[self.next_drain].at if self.next_drain < len(self.drains) else float("inf")
+
     def _remove(self, row: int, uuid: str) -> None:
         self.agents[row].remove(uuid)
         self.table.release(row, uuid)
 
-    def _place(self, arrival: Arrival) -> int | None:
-        """The row ``arrival`` was placed on (its uuid in self.uuid), None if refused (counted)."""
-        self.uuid = str(uuidlib.UUID(int=self.rng.getrandbits(128), version=4))
-        spec = RequestSpec.from_wire(
+    def _gone(self, uuid: str) -> None:
+        """Instance ``uuid`` deleted: from its host, and from its destination if it was moving."""
+        self._remove(self.located.pop(uuid), uuid)
+        move = self.moving.pop(uuid, None)
+        if move is not None:
+            draining, destination, _ = move
+            self._remove(destination, uuid)
+            draining.result.left += 1
+            self._ended(draining)
+
+    def _drain(self, drain: Drain) -> None:
+        """``drain`` begins: its host takes nothing new, and its instances start moving off."""
+        row = self.table.index[drain.host]
+        self.table.view(row).disabled = True
+        # Instances on their way in are moved on once they land (_land).
+        held = [uuid for uuid in self.agents[row].instances if self.located[uuid] == row]
+        draining = self.draining[row] = _Draining(drain, row, held)
+        self.result.drains.append(draining.result)
+        self._move_next(draining)
+
+    def _move_next(self, draining: _Draining) -> None:
+        """Start migrations off the drained host while it has fewer than max_parallel; an
+        instance that finds no host stays, counted with the filter that refused it."""
+        result = draining.result
+        while draining.in_flight < draining.max_parallel and draining.queue:
+            uuid = draining.queue.popleft()
+            if self.located.get(uuid) != draining.row:
+                result.left += 1
+                continue
+            arrival = self.agents[draining.row].instances[uuid]
+            spec = self._spec(uuid, arrival, ignore_hosts=[result.host])
+            try:
+                destination = int(self.selector.select(self.table, spec)[0].row)
+            except NoValidHost as exc:
+                reason = _responsible(exc)
+                result.not_moved[reason] = result.not_moved.get(reason, 0) + 1
+                continue
+            self.agents[destination].add(uuid, arrival)
+            self.sequence += 1
+            self.moving[uuid] = (draining, destination, self.sequence)
+            ends = self.clock + self.migration_time_per_gb * arrival.memory_mb / 1024
+            heapq.heappush(self.migrations, (ends, self.sequence, uuid))
+            draining.in_flight += 1
+            result.migrations += 1
+            result.peak_in_flight = max(result.peak_in_flight, draining.in_flight)
+
+    def _land(self, uuid: str, sequence: int) -> None:
+        """A migration ends: the source lets the instance go, the destination keeps it."""
+        move = self.moving.get(uuid)
+        if move is None or move[2] != sequence:  # the instance was deleted while it moved
+            return
+        del self.moving[uuid]
+        draining, destination, _ = move
+        source = self.located[uuid]
+        busy = self.agents[source].instances[uuid].busy  # a scaling group's load may have moved
+        self._remove(source, uuid)
+        self.agents[destination].set_busy(uuid, busy)
+        self.located[uuid] = destination
+        draining.result.moved += 1
+        self._ended(draining)
+        drained = self.draining.get(destination)
+        if drained is not None:  # it landed on a host drained since it left: on it goes
+            drained.queue.append(uuid)
+            drained.result.instances += 1
+            self._move_next(drained)
+
+    def _ended(self, draining: _Draining) -> None:
+        draining.in_flight -= 1
+        draining.result.last_end = self.clock
+        self._move_next(draining)
+
+    def _spec(self, uuid: str, arrival: Arrival, ignore_hosts: Sequence[str] = ()) -> RequestSpec:
+        """The request of one instance of ``arrival``'s size and hints, as a build sends it."""
+        filter_properties: dict[str, Any] = {"scheduler_hints": dict(arrival.hints)} if arrival.hints else {}
+        if ignore_hosts:
+            filter_properties["ignore_hosts"] = list(ignore_hosts)
+        return RequestSpec.from_wire(
             {
-                "instance_uuids": [self.uuid],
+                "instance_uuids": [uuid],
                 "num_instances": 1,
                 "instance_type": {
                     "name": arrival.flavor or "sim",
@@ -336,8 +519,13 @@ class _Run:
                     "root_gb": arrival.disk_gb,
                 },
             },
-            {"scheduler_hints": dict(arrival.hints)} if arrival.hints else {},
+            filter_properties,
         )
+
+    def _place(self, arrival: Arrival) -> int | None:
+        """The row ``arrival`` was placed on (its uuid in self.uuid), None if refused (counted)."""
+        self.uuid = str(uuidlib.UUID(int=self.rng.getrandbits(128), version=4))
+        spec = self._spec(self.uuid, arrival)
         try:
             row = int(self.selector.select(self.table, spec)[0].row)
         except NoValidHost as exc:
@@ -348,6 +536,7 @@ class _Run:
             self.table.release(row, self.uuid)
             self.uncharged.append((row, self.uuid, spec.flavor, self.clock))
         self.agents[row].add(self.uuid, arrival)
+        self.located[self.uuid] = row
         self.result.placed += 1
         return row
 
@@ -371,6 +560,9 @@ class _Run:
         chose removed and the new ones placed."""
         self.clock = now
         for state in self.groups:
+            for member in state.members:  # where the drains have moved them
+                member["row"] = self.located[member["uuid"]]
+                member["host"] = self.agents[member["row"]].host.name
             group = state.group
             load = group.load_at(now)
             count = len(state.members)
@@ -394,7 +586,7 @@ class _Run:
             state.record(now, plan)
             gone = {member["uuid"] for member in plan.victims}
             for member in plan.victims:
-                self._remove(member["row"], member["uuid"])
+                self._gone(member["uuid"])
             state.members = [member for member in state.members if member["uuid"] not in gone]
             share = min(1.0, load / max(1, state.desired) / group.vcpus)
             for _ in range(plan.create):
@@ -468,3 +660,4 @@ def _finish(result: Result, agents: Sequence[_Agent]) -> None:
     if skews:
         result.skew_mean, result.skew_max = float(np.mean(skews)), float(np.max(skews))
     result.final_ram_use = [agent.memory_mb / agent.host.memory_mb for agent in agents]
+    result.peak_host_ram = max((agent.peak_ram for agent in agents), default=0.0)

@@ -12,6 +12,9 @@ Workload CSV, one instance a line, header first: ``at`` (seconds from the start)
 ``lifetime`` (seconds; empty: it stays), then either ``flavor`` (a named flavor) or
 ``memory_mb,vcpus,disk_gb``, and optionally ``busy`` (the share of its vCPUs it keeps busy,
 0 to 1; default 0) and ``hints`` (``key=value`` pairs separated by ``;``).
+
+Maintenance CSV, one drain a line, header first: ``at`` (seconds from the start), ``host``
+(a host of the fleet) and optionally ``max_parallel`` (migrations off it at once; default 2).
 """
 
 from __future__ import annotations
@@ -53,6 +56,16 @@ class Arrival:
     busy: float = 0.0
     flavor: str | None = None
     hints: tuple[tuple[str, str], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Drain:
+    """Maintenance of ``host`` from ``at``: it takes nothing new, and its instances are moved
+    off it, ``max_parallel`` at a time."""
+
+    at: float
+    host: str
+    max_parallel: int = 2
 
 
 def _rows(text: str, where: str, required: Sequence[str], optional: Sequence[str]) -> list[tuple[int, dict]]:
@@ -192,6 +205,23 @@ def parse_workload(text: str, where: str = "workload") -> list[Arrival]:
             )
         )
     return sorted(arrivals, key=lambda a: a.at)
+
+
+def parse_maintenance(text: str, hosts: Sequence[SimHost], where: str = "maintenance") -> list[Drain]:
+    """The drains of ``text``, by time; each names a host of ``hosts``, once."""
+    names = {host.name for host in hosts}
+    drains, seen = [], set()
+    for line, row in _rows(text, where, ("at", "host"), ("max_parallel",)):
+        at = f"{where}: line {line}"
+        host = row["host"]
+        if host not in names:
+            raise InputError(f"{at}: host: {host!r} is not a host of the fleet")
+        if host in seen:
+            raise InputError(f"{at}: host: {host!r} is drained twice")
+        seen.add(host)
+        max_parallel = int(_number(row.get("max_parallel") or "2", at, "max_parallel", True, 1))
+        drains.append(Drain(_number(row["at"], at, "at"), host, max_parallel))
+    return sorted(drains, key=lambda d: d.at)
 
 
 def parse_flavor_mix(text: str) -> dict[str, float]:
