@@ -91,7 +91,7 @@ def drain_fleet(tmp_path, url, transport_url):
 def check_drained(fleet, result, sampler, members, moved, booted):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "host src is empty" in result.stdout
-    final = fleet.wait_states(moved + booted, ("ACTIVE",))
+    final = fleet.wait_states(list(dict.fromkeys(members + moved + booted)), ("ACTIVE",))
     assert all(i["host"] != "src" and i["move_host"] is None for i in final.values())
     assert not [i for i in fleet.instances(include_deleted=False).values() if i["host"] == "src"]
     assert fleet.wait(lambda: fleet.hosts()["src"]["running_vms"] == 0, 30, "src's agent to hold nothing")
