@@ -19,16 +19,19 @@ MOVED_STATES = (states.ACTIVE, *states.MOVING)
 #: The statuses of a migration that moved its instance, and of one that did not.
 MOVED = (moves.COMPLETED, moves.CONFIRMED)
 NOT_MOVED = (moves.ERROR, moves.REVERTED)
+#: Seconds between two polls of the moves under way.
+POLL_INTERVAL = 1.0
 
 
 class Drain:
     """Moves the instances of ``host`` elsewhere; :meth:`run` returns the exit status (0: the
     host is empty, 1: some instance stays, 130: interrupted)."""
 
-    def __init__(self, client, host, out, live=False, max_parallel=2, timeout=None, interval=1.0,
+    def __init__(self, client, host, out, live=False, max_parallel=2, timeout=None, interval=None,
                  clock=time.monotonic, sleep=time.sleep):
         self.client, self.host, self.out = client, host, out
-        self.live, self.max_parallel, self.timeout, self.interval = live, max_parallel, timeout, interval
+        self.live, self.max_parallel, self.timeout = live, max_parallel, timeout
+        self.interval = POLL_INTERVAL if interval is None else interval
         self.clock, self.sleep = clock, sleep
         self.pending = []  # instances not started, in order
         self.under_way = {}  # uuid: (instance, migration)
@@ -50,7 +53,7 @@ class Drain:
             print(f"moving {self.total} instance(s) off {self.host}, at most {self.max_parallel} at a time",
                   file=self.out)
         deadline = None if self.timeout is None else self.clock() + self.timeout
-        while self.pending or self.under_way:
+        while self.under_way or (self.pending and not self.interrupted):
             try:
                 if deadline is not None and self.clock() >= deadline:
                     self.timed_out = True
