@@ -44,6 +44,8 @@ class Drain:
     # -- the loop -------------------------------------------------------------------
 
     def run(self):
+        # Asked first: a scheduler without the moves' API refuses before the host is disabled.
+        self.client.list_migrations({}, host=self.host, status=moves.MIGRATING)
         found = self.client.admin_call({}, "host_disable", host=self.host, reason="draining")
         print(f"host {found.get('host', self.host)} disabled: draining", file=self.out)
         instances = self.client.list_instances({}, host=self.host)
@@ -68,7 +70,7 @@ class Drain:
                 self.interrupted = True
                 print(f"interrupted: starting no new move; waiting for the {len(self.under_way)} under way "
                       "(Ctrl-C again to stop waiting)", file=self.out)
-        return self._report()
+        return self.report()
 
     def _start_moves(self):
         while not self.interrupted and self.pending and len(self.under_way) < self.max_parallel:
@@ -97,7 +99,12 @@ class Drain:
             return self.client.migrate_instance({}, instance["uuid"], live=self.live)
         except rpc.RemoteError as exc:
             self._failed(instance, exc.value or str(exc))
-            return None
+        except rpc.MessagingTimeout:  # asked, or not: its migrations say which
+            migration = self._migration_under_way(instance["uuid"])
+            if migration is not None:
+                return migration
+            self._failed(instance, "the scheduler did not answer the migrate_instance call")
+        return None
 
     def _migration_under_way(self, uuid):
         try:
@@ -134,7 +141,8 @@ class Drain:
 
     # -- the end ---------------------------------------------------------------------
 
-    def _report(self):
+    def report(self):
+        """Print what stays on the host, and why; the exit status."""
         left = {uuid: reason for uuid, reason in self.failed.items()}
         for instance, migration in self.under_way.values():
             why = "interrupted" if self.interrupted else f"timed out after {self.timeout} s"

@@ -334,7 +334,9 @@ def test_drain_disables_the_host_and_moves_everything_off_it():
     fleet = Fleet([instance(n, name=f"web-{n}") for n in range(1, 6)] + [instance(9, host="h4")])
     status, lines = drain(fleet)
     assert status == 0
-    assert fleet.calls[0] == ("host_disable", {"host": "h1", "reason": "draining"})
+    [disabled] = [n for n, (method, _) in enumerate(fleet.calls) if method == "host_disable"]
+    assert fleet.calls[disabled] == ("host_disable", {"host": "h1", "reason": "draining"})
+    assert "migrate_instance" not in [method for method, _ in fleet.calls[:disabled]]
     assert lines[:2] == ["host h1 disabled: draining", "moving 5 instance(s) off h1, at most 2 at a time"]
     moved = lines[2:-1]
     assert len(moved) == 5 and all(line.startswith("moved ") for line in moved)
@@ -372,6 +374,40 @@ def test_drain_lists_what_failed_and_why_and_exits_1():
 def test_drain_of_an_unknown_host_is_refused():
     with pytest.raises(rpc.RemoteError, match="unknown host 'nosuch'"):
         drain(Fleet(), host="nosuch")
+
+
+def test_drain_against_a_scheduler_that_predates_moves_changes_nothing():
+    class OldScheduler(Fleet):
+        def list_migrations(self, ctxt, **kwargs):
+            raise rpc.RemoteError("UnsupportedVersion", "Endpoint does not support RPC version 1.1", "")
+
+    old = OldScheduler([instance(1)])
+    with pytest.raises(rpc.RemoteError, match="does not support RPC version 1.1"):
+        drain(old)
+    assert old.calls == []  # not disabled
+
+
+def test_a_migrate_call_unanswered_is_looked_for_then_failed():
+    class Slow(Fleet):
+        def migrate_instance(self, ctxt, instance_uuid, **kwargs):
+            if instance_uuid == U1:
+                super().migrate_instance(ctxt, instance_uuid, **kwargs)  # started, the answer lost
+            raise rpc.MessagingTimeout("no reply")
+
+    fleet = Slow([instance(1), instance(2)])
+    status, lines = drain(fleet)
+    assert status == 1
+    assert f"moved {U1} to h2 (2/2)" in lines
+    assert lines[-1] == f"  {U2}: the scheduler did not answer the migrate_instance call"
+
+
+def test_ctrl_c_before_the_loop_is_reported_too(conf_file):
+    class Interrupted(Fleet):
+        def list_instances(self, ctxt, **kwargs):
+            raise KeyboardInterrupt
+
+    assert run(conf_file, Interrupted(), "host", "drain", "h1") == (
+        130, "host h1 disabled: draining\nstopped: 0 moved, 0 not moved\n")
 
 
 def test_an_instance_leaving_already_is_waited_for_not_moved_again():
