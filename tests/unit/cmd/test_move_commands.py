@@ -371,6 +371,12 @@ def test_drain_lists_what_failed_and_why_and_exits_1():
         "  00000000-0000-4000-8000-000000000004: BUILDING: only ACTIVE instances are moved"])
 
 
+def test_drain_of_an_empty_host_says_so():
+    fleet = Fleet([instance(1, host="h2")])
+    assert drain(fleet) == (0, ["host h1 disabled: draining", "host h1 is empty"])
+    assert sent(fleet, "migrate_instance") == []
+
+
 def test_drain_of_an_unknown_host_is_refused():
     with pytest.raises(rpc.RemoteError, match="unknown host 'nosuch'"):
         drain(Fleet(), host="nosuch")
