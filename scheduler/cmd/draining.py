@@ -19,16 +19,19 @@ MOVED_STATES = (states.ACTIVE, *states.MOVING)
 #: The statuses of a migration that moved its instance, and of one that did not.
 MOVED = (moves.COMPLETED, moves.CONFIRMED)
 NOT_MOVED = (moves.ERROR, moves.REVERTED)
+#: Seconds between two polls of the moves under way.
+POLL_INTERVAL = 1.0
 
 
 class Drain:
     """Moves the instances of ``host`` elsewhere; :meth:`run` returns the exit status (0: the
     host is empty, 1: some instance stays, 130: interrupted)."""
 
-    def __init__(self, client, host, out, live=False, max_parallel=2, timeout=None, interval=1.0,
+    def __init__(self, client, host, out, live=False, max_parallel=2, timeout=None, interval=None,
                  clock=time.monotonic, sleep=time.sleep):
         self.client, self.host, self.out = client, host, out
-        self.live, self.max_parallel, self.timeout, self.interval = live, max_parallel, timeout, interval
+        self.live, self.max_parallel, self.timeout = live, max_parallel, timeout
+        self.interval = POLL_INTERVAL if interval is None else interval
         self.clock, self.sleep = clock, sleep
         self.pending = []  # instances not started, in order
         self.under_way = {}  # uuid: (instance, migration)
@@ -41,6 +44,8 @@ class Drain:
     # -- the loop -------------------------------------------------------------------
 
     def run(self):
+        # Asked first: a scheduler without the moves' API refuses before the host is disabled.
+        self.client.list_migrations({}, host=self.host, status=moves.MIGRATING)
         found = self.client.admin_call({}, "host_disable", host=self.host, reason="draining")
         print(f"host {found.get('host', self.host)} disabled: draining", file=self.out)
         instances = self.client.list_instances({}, host=self.host)
@@ -50,7 +55,7 @@ class Drain:
             print(f"moving {self.total} instance(s) off {self.host}, at most {self.max_parallel} at a time",
                   file=self.out)
         deadline = None if self.timeout is None else self.clock() + self.timeout
-        while self.pending or self.under_way:
+        while self.under_way or (self.pending and not self.interrupted):
             try:
                 if deadline is not None and self.clock() >= deadline:
                     self.timed_out = True
@@ -65,7 +70,7 @@ class Drain:
                 self.interrupted = True
                 print(f"interrupted: starting no new move; waiting for the {len(self.under_way)} under way "
                       "(Ctrl-C again to stop waiting)", file=self.out)
-        return self._report()
+        return self.report()
 
     def _start_moves(self):
         while not self.interrupted and self.pending and len(self.under_way) < self.max_parallel:
@@ -94,7 +99,12 @@ class Drain:
             return self.client.migrate_instance({}, instance["uuid"], live=self.live)
         except rpc.RemoteError as exc:
             self._failed(instance, exc.value or str(exc))
-            return None
+        except rpc.MessagingTimeout:  # asked, or not: its migrations say which
+            migration = self._migration_under_way(instance["uuid"])
+            if migration is not None:
+                return migration
+            self._failed(instance, "the scheduler did not answer the migrate_instance call")
+        return None
 
     def _migration_under_way(self, uuid):
         try:
@@ -131,7 +141,8 @@ class Drain:
 
     # -- the end ---------------------------------------------------------------------
 
-    def _report(self):
+    def report(self):
+        """Print what stays on the host, and why; the exit status."""
         left = {uuid: reason for uuid, reason in self.failed.items()}
         for instance, migration in self.under_way.values():
             why = "interrupted" if self.interrupted else f"timed out after {self.timeout} s"

@@ -151,6 +151,6 @@ def drain_command(client, args, out):
                   timeout=args.timeout)
     try:
         return drain.run()
-    except KeyboardInterrupt:  # before any move started
-        print("interrupted: no instance moved", file=out)
-        return 130
+    except KeyboardInterrupt:  # outside the loop: before it, or in its last listing
+        drain.interrupted = True
+        return drain.report()

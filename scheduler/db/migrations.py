@@ -77,7 +77,7 @@ class MigrationQueries(DatabaseEngine):
         if row["status"] in ENDED_STATUSES:
             row.setdefault("finished_at", now)
         with self._transaction(write=True) as connection:
-            new_id = connection.execute(migrations.insert().values(row)).inserted_primary_key[0]
+            (new_id,) = connection.execute(migrations.insert().values(row)).inserted_primary_key or (None,)
             found = connection.execute(sa.select(migrations).where(migrations.c.id == new_id))
             return _row_dict(found.mappings().one())
 

@@ -1,0 +1,489 @@
+"""``berth resize``, ``migrate``, ``migrations``, ``host evacuate``, ``host drain`` and the moves
+``berth show`` lists: arguments, output, refusals, and the drain loop against a fake fleet."""
+
+import io
+import itertools
+import json
+
+import pytest
+
+from scheduler import rpc
+from scheduler.cmd import cli, draining
+from scheduler.cmd.arguments import CommandError
+from scheduler.cmd.draining import Drain
+from tests.unit.cli_scheduler import parse, write_conf
+
+U1 = "00000000-0000-4000-8000-000000000001"
+U2 = "00000000-0000-4000-8000-000000000002"
+
+
+def refusal(reason):
+    """What a scheduler's InvalidRequest is, as the client raises it."""
+    return rpc.RemoteError("InvalidRequest", reason, "Traceback (most recent call last): ...")
+
+
+class Fleet:
+    """A fake scheduler: instances on hosts, and the migrations it starts.
+
+    A migration ends after ``polls`` asks for the instance's migrations: completed (the
+    instance now on the next host of ``dests``), or error with ``fails[uuid]``; migrate_instance
+    of an instance in ``refuse`` raises the scheduler's refusal. Every call is recorded, and
+    the most migrations under way at once."""
+
+    def __init__(self, instances=(), polls=2, fails=None, refuse=None):
+        self.instances = {i["uuid"]: dict(i) for i in instances}
+        self.migrations = []
+        self.polls, self.fails, self.refuse = polls, fails or {}, refuse or {}
+        self.asked = {}
+        self.calls = []
+        self.dests = itertools.cycle(["h2", "h3"])
+        self.most_under_way = 0
+        self.interrupt_migrate = False
+
+    def admin_call(self, ctxt, method, **kwargs):
+        self.calls.append((method, kwargs))
+        if kwargs.get("host") == "nosuch":
+            raise refusal("unknown host 'nosuch'")
+        return {"host": kwargs["host"], "disabled_reason": kwargs.get("reason")}
+
+    def list_instances(self, ctxt, host=None, name=None, **kwargs):
+        self.calls.append(("list_instances", {"host": host, "name": name}))
+        return [dict(i) for i in self.instances.values()
+                if (host is None or i["host"] == host) and (name is None or i.get("display_name") == name)
+                and i["state"] != "DELETED"]
+
+    def show_instance(self, ctxt, instance_uuid):
+        return dict(self.instances[instance_uuid])
+
+    def _under_way(self):
+        return [m for m in self.migrations if m["status"] == "migrating"]
+
+    def migrate_instance(self, ctxt, instance_uuid, host=None, force=False, live=False):
+        self.calls.append(("migrate_instance", {"instance_uuid": instance_uuid, "host": host,
+                                                "force": force, "live": live}))
+        if instance_uuid in self.refuse:
+            raise refusal(self.refuse[instance_uuid])
+        instance = self.instances[instance_uuid]
+        migration = {"id": len(self.migrations) + 1, "instance_uuid": instance_uuid,
+                     "kind": "live-migration" if live else "migration", "status": "migrating",
+                     "source_host": instance["host"], "dest_host": host or next(self.dests),
+                     "created_at": "2026-12-03T10:00:00.000000Z", "finished_at": None, "reason": None}
+        self.migrations.append(migration)
+        instance["state"] = "MIGRATING"
+        self.most_under_way = max(self.most_under_way, len(self._under_way()))
+        if self.interrupt_migrate:  # Ctrl-C while the answer was on its way back
+            self.interrupt_migrate = False
+            raise KeyboardInterrupt
+        return dict(migration)
+
+    def list_migrations(self, ctxt, host=None, status=None, instance_uuid=None):
+        self.calls.append(("list_migrations", {"host": host, "status": status,
+                                               "instance_uuid": instance_uuid}))
+        if instance_uuid is not None and status is None:
+            self.asked[instance_uuid] = self.asked.get(instance_uuid, 0) + 1
+            if self.asked[instance_uuid] >= self.polls:
+                self._end(instance_uuid)
+        return [dict(m) for m in reversed(self.migrations)
+                if (instance_uuid is None or m["instance_uuid"] == instance_uuid)
+                and (status is None or m["status"] == status)
+                and (host is None or host in (m["source_host"], m["dest_host"]))]
+
+    def _end(self, uuid):
+        for migration in self._under_way():
+            if migration["instance_uuid"] != uuid:
+                continue
+            instance = self.instances[uuid]
+            instance["state"] = "ACTIVE"
+            migration["finished_at"] = "2026-12-03T10:01:00.000000Z"
+            if uuid in self.fails:
+                migration.update(status="error", reason=self.fails[uuid])
+            else:
+                migration["status"] = "completed"
+                instance["host"] = migration["dest_host"]
+
+    def resize_instance(self, ctxt, instance_uuid, flavor):
+        self.calls.append(("resize_instance", {"instance_uuid": instance_uuid, "flavor": flavor}))
+        return {"id": 7, "instance_uuid": instance_uuid, "kind": "resize", "status": "migrating",
+                "source_host": "h1", "dest_host": "h1", "created_at": "2026-12-03T10:00:00.000000Z"}
+
+    def confirm_resize(self, ctxt, instance_uuid):
+        self.calls.append(("confirm_resize", {"instance_uuid": instance_uuid}))
+        return {"id": 7, "instance_uuid": instance_uuid, "kind": "resize", "status": "confirmed",
+                "source_host": "h1", "dest_host": "h2"}
+
+    def revert_resize(self, ctxt, instance_uuid):
+        self.calls.append(("revert_resize", {"instance_uuid": instance_uuid}))
+        raise refusal(f"instance {instance_uuid} is ACTIVE: there is no resize to revert")
+
+    def evacuate_host(self, ctxt, host):
+        self.calls.append(("evacuate_host", {"host": host}))
+        return [self.migrate_instance(ctxt, i["uuid"]) for i in self.list_instances(ctxt, host)]
+
+
+def instance(n, host="h1", state="ACTIVE", name=None):
+    return {"uuid": f"00000000-0000-4000-8000-{n:012d}", "state": state, "host": host,
+            "display_name": name, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "vcpus": 1}
+
+
+@pytest.fixture
+def conf_file(tmp_path):
+    return write_conf(tmp_path)
+
+
+def run(conf_file, fleet, *argv):
+    """Parse ``argv`` and run its command against ``fleet``: (status, output)."""
+    args = parse(conf_file, *argv)
+    out = io.StringIO()
+    return args.func(fleet, args, out), out.getvalue()
+
+
+def sent(fleet, method):
+    return [kwargs for name, kwargs in fleet.calls if name == method]
+
+
+# -- resize, migrate, migrations, evacuate ----------------------------------------------
+
+
+def test_resize_to_a_named_flavor_prints_the_migration(conf_file):
+    fleet = Fleet([instance(1, name="web-1")])
+    status, out = run(conf_file, fleet, "resize", "web-1", "--flavor", "m1.small")
+    assert status == 0
+    [asked] = sent(fleet, "resize_instance")
+    assert asked["instance_uuid"] == U1 and asked["flavor"]["memory_mb"] == 2048
+    header, row = out.splitlines()
+    assert header.split() == ["ID", "INSTANCE", "KIND", "STATUS", "SOURCE", "DEST", "CREATED", "FINISHED",
+                              "REASON"]
+    assert row.split() == ["7", U1, "resize", "migrating", "h1", "h1", "2026-12-03T10:00:00.000000Z",
+                           "-", "-"]
+
+
+def test_resize_to_an_unnamed_flavor_as_boot_takes_it(conf_file):
+    fleet = Fleet([instance(1)])
+    status, out = run(conf_file, fleet, "resize", U1, "--flavor-ram", "1024", "--flavor-vcpus", "2",
+                      "-f", "json")
+    assert status == 0
+    assert sent(fleet, "resize_instance") == [{"instance_uuid": U1, "flavor": {
+        "memory_mb": 1024, "root_gb": 0, "ephemeral_gb": 0, "vcpus": 2}}]
+    assert json.loads(out)[0]["KIND"] == "resize"
+
+
+def test_confirm_and_revert(conf_file):
+    fleet = Fleet([instance(1)])
+    status, out = run(conf_file, fleet, "resize", U1, "--confirm", "-f", "value", "-c", "status")
+    assert (status, out) == (0, "confirmed\n")
+    with pytest.raises(rpc.RemoteError, match="there is no resize to revert"):
+        run(conf_file, fleet, "resize", U1, "--revert")
+    assert [name for name, _ in fleet.calls] == ["confirm_resize", "revert_resize"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--confirm", "--flavor", "m1.small"], "--confirm takes no flavor"),
+    (["--revert", "--flavor-ram", "512"], "--revert takes no flavor"),
+    ([], "give the new flavor (--flavor NAME, or --flavor-ram and --flavor-vcpus), or --confirm or --revert"),
+    (["--flavor", "m9.huge"], "m9.huge"),
+    (["--flavor-ram", "512"], "give --flavor NAME, or --flavor-ram and --flavor-vcpus"),
+    (["--flavor", "m1.tiny", "--flavor-vcpus", "2"], "give either --flavor or --flavor-ram"),
+])
+def test_a_bad_resize_is_refused_before_anything_is_sent(conf_file, argv, message):
+    fleet = Fleet([instance(1)])
+    with pytest.raises(CommandError) as refused:
+        run(conf_file, fleet, "resize", U1, *argv)
+    assert message in str(refused.value)
+    assert fleet.calls == []
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["resize", U1, "--confirm", "--revert"], "argument --revert: not allowed with argument --confirm"),
+    (["resize", U1, "--flavor-ram", "0"], "must be at least 1, got 0"),
+    (["migrations", "--state", "gone"], "invalid choice: 'gone'"),
+    (["host", "drain", "h1", "--max-parallel", "0"], "must be at least 1, got 0"),
+    (["host", "evacuate"], "the following arguments are required: HOST"),
+    (["migrate"], "the following arguments are required: INSTANCE"),
+])
+def test_bad_arguments_exit_2_with_the_reason(conf_file, capsys, argv, message):
+    with pytest.raises(SystemExit) as exited:
+        parse(conf_file, *argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_migrate_lets_the_scheduler_choose_or_goes_where_told(conf_file):
+    fleet = Fleet([instance(1), instance(2)])
+    status, out = run(conf_file, fleet, "migrate", U1, "-f", "json")
+    assert status == 0
+    assert json.loads(out)[0]["DEST"] == "h2"
+    run(conf_file, fleet, "migrate", U2, "--live", "--host", "h7", "--force")
+    assert sent(fleet, "migrate_instance") == [
+        {"instance_uuid": U1, "host": None, "force": False, "live": False},
+        {"instance_uuid": U2, "host": "h7", "force": True, "live": True}]
+
+
+def test_force_without_a_host_is_refused_before_anything_is_sent(conf_file):
+    fleet = Fleet([instance(1)])
+    with pytest.raises(CommandError, match="--force needs --host HOST"):
+        run(conf_file, fleet, "migrate", U1, "--force")
+    assert fleet.calls == []
+
+
+def test_migrations_filter_by_host_status_and_instance(conf_file):
+    fleet = Fleet([instance(1, name="web-1"), instance(2)])
+    fleet.migrate_instance({}, U1)
+    fleet.migrate_instance({}, U2)
+    status, out = run(conf_file, fleet, "migrations", "-f", "value", "-c", "id", "-c", "instance")
+    assert (status, out) == (0, f"2 {U2}\n1 {U1}\n")
+    _, out = run(conf_file, fleet, "migrations", "--host", "h3", "--state", "MIGRATING",
+                 "--instance", "web-1")
+    assert sent(fleet, "list_migrations")[-1] == {"host": "h3", "status": "migrating", "instance_uuid": U1}
+    assert out.splitlines() == ["ID  INSTANCE  KIND  STATUS  SOURCE  DEST  CREATED  FINISHED  REASON"]
+
+
+def test_evacuate_lists_the_migrations_started(conf_file):
+    fleet = Fleet([instance(1), instance(2), instance(3, host="h9")])
+    status, out = run(conf_file, fleet, "host", "evacuate", "h1", "-f", "value", "-c", "instance",
+                      "-c", "source")
+    assert (status, out) == (0, f"{U1} h1\n{U2} h1\n")
+    assert run(conf_file, fleet, "host", "evacuate", "h5") == (0, "host h5 has no instance to evacuate\n")
+    assert run(conf_file, fleet, "host", "evacuate", "h5", "-f", "json") == (0, "[]\n")
+
+
+def test_a_refusal_is_one_line_with_the_reason_and_exit_1(conf_file, capsys, monkeypatch):
+    fleet = Fleet([instance(1)], refuse={U1: "no host in zone az1 has 512 MB RAM free"})
+    monkeypatch.setattr(cli, "SchedulerClient", lambda transport: fleet)
+    out = io.StringIO()
+    status = cli.main(["--config-file", str(conf_file), "migrate", U1], out=out)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("berth")]
+    assert (status, out.getvalue()) == (1, "")
+    assert err == ["berth: no host in zone az1 has 512 MB RAM free"]
+
+
+def test_a_cap_below_the_moves_api_is_refused_as_one_line(tmp_path, capsys):
+    conf_file = write_conf(tmp_path, "[upgrade_levels]\nscheduler = 1.0\n")
+    out = io.StringIO()
+    status = cli.main(["--config-file", str(conf_file), "migrations"], out=out)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("berth")]
+    assert status == 1 and len(err) == 1
+    assert err[0].startswith("berth: list_migrations needs version 1.1 of the scheduler API, above its cap")
+
+
+# -- berth show: the moves ---------------------------------------------------------------
+
+
+def _shown(conf_file, fleet, reference=U1):
+    status, out = run(conf_file, fleet, "show", reference)
+    assert status == 0
+    return out.splitlines()
+
+
+def test_show_lists_the_moves_newest_first_under_the_usual_lines(conf_file):
+    fleet = Fleet([instance(1, name="web-1")], polls=1, fails={U1: "disk full on h2"})
+    fleet.migrate_instance({}, U1)
+    fleet.list_migrations({}, instance_uuid=U1)  # it ends, in error
+    fleet.fails, fleet.polls = {}, 100
+    fleet.migrate_instance({}, U1, host="h3")  # under way
+    lines = _shown(conf_file, fleet)
+    usual = dict(line.split(None, 1) for line in lines)
+    assert (usual["uuid"], usual["name"], usual["state"]) == (U1, "web-1", "MIGRATING")
+    at = lines.index("moves         2")
+    assert [line.split() for line in lines[at + 1:]] == [
+        ["KIND", "FROM", "TO", "STARTED", "ENDED", "OUTCOME"],
+        ["migration", "h1", "h3", "2026-12-03T10:00:00.000000Z", "-", "migrating"],
+        ["migration", "h1", "h2", "2026-12-03T10:00:00.000000Z", "2026-12-03T10:01:00.000000Z", "error:",
+         "disk", "full", "on", "h2"],
+    ]
+
+
+def test_show_of_an_instance_never_moved_is_as_it_was(conf_file):
+    fleet = Fleet([instance(1, name="web-1")])
+    lines = _shown(conf_file, fleet, "web-1")
+    assert [line.split()[0] for line in lines] == [
+        "uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
+        "ephemeral_gb", "vcpus", "attempts", "fault_reason", "created_at", "scheduled_at", "launched_at",
+        "deleted_at"]
+
+
+def test_show_prints_the_other_host_of_a_moving_instance(conf_file):
+    fleet = Fleet([dict(instance(1, state="VERIFY_RESIZE", host="h2"), move_host="h1")])
+    assert "move_host     h1" in _shown(conf_file, fleet)
+
+
+@pytest.mark.parametrize("error", [
+    rpc.RemoteError("UnsupportedVersion", "Endpoint does not support RPC version 1.1", ""),
+    rpc.RPCVersionCapError("list_migrations", "1.1", "1.0", "scheduler"),
+])
+def test_show_works_against_a_scheduler_that_predates_moves(conf_file, error):
+    class OldScheduler(Fleet):
+        def list_migrations(self, ctxt, **kwargs):
+            raise error
+
+    old, new = OldScheduler([instance(1)]), Fleet([instance(1)])
+    assert _shown(conf_file, old) == _shown(conf_file, new)
+
+
+# -- host drain ----------------------------------------------------------------------------
+
+
+def drain(fleet, host="h1", **options):
+    """Run a Drain of ``host`` against ``fleet`` without sleeping: (status, lines)."""
+    out = io.StringIO()
+    options.setdefault("sleep", lambda seconds: None)
+    status = Drain(fleet, host, out, **options).run()
+    return status, out.getvalue().splitlines()
+
+
+def test_drain_disables_the_host_and_moves_everything_off_it():
+    fleet = Fleet([instance(n, name=f"web-{n}") for n in range(1, 6)] + [instance(9, host="h4")])
+    status, lines = drain(fleet)
+    assert status == 0
+    [disabled] = [n for n, (method, _) in enumerate(fleet.calls) if method == "host_disable"]
+    assert fleet.calls[disabled] == ("host_disable", {"host": "h1", "reason": "draining"})
+    assert "migrate_instance" not in [method for method, _ in fleet.calls[:disabled]]
+    assert lines[:2] == ["host h1 disabled: draining", "moving 5 instance(s) off h1, at most 2 at a time"]
+    moved = lines[2:-1]
+    assert len(moved) == 5 and all(line.startswith("moved ") for line in moved)
+    assert [line.rsplit(" ", 1)[1] for line in moved] == ["(1/5)", "(2/5)", "(3/5)", "(4/5)", "(5/5)"]
+    assert moved[0] == f"moved {U1} (web-1) to h2 (1/5)"
+    assert lines[-1] == "host h1 is empty"
+    assert {i["host"] for i in fleet.instances.values()} == {"h2", "h3", "h4"}
+    assert fleet.most_under_way == 2
+
+
+@pytest.mark.parametrize("parallel", [1, 3, 10])
+def test_drain_never_has_more_moves_under_way_than_asked(parallel):
+    fleet = Fleet([instance(n) for n in range(1, 8)], polls=3)
+    assert drain(fleet, max_parallel=parallel, live=True)[0] == 0
+    assert fleet.most_under_way == min(parallel, 7)
+    assert {m["kind"] for m in fleet.migrations} == {"live-migration"}
+
+
+def test_drain_lists_what_failed_and_why_and_exits_1():
+    fleet = Fleet([instance(1), instance(2), instance(3), instance(4, state="BUILDING")],
+                  fails={U2: "disk full on h3"},
+                  refuse={U1: "no host in zone az1 has 512 MB RAM free"})
+    status, lines = drain(fleet)
+    assert status == 1
+    assert f"failed to move {U1}: no host in zone az1 has 512 MB RAM free (1/3)" in lines
+    assert any(line.startswith(f"failed to move {U2}: disk full on h3 (") for line in lines)
+    assert any(line.startswith("moved 00000000-0000-4000-8000-000000000003 to ") for line in lines)
+    at = lines.index("host h1 is not empty: 3 instance(s) not moved")
+    assert sorted(lines[at + 1:]) == sorted([
+        f"  {U1}: no host in zone az1 has 512 MB RAM free",
+        f"  {U2}: disk full on h3",
+        "  00000000-0000-4000-8000-000000000004: BUILDING: only ACTIVE instances are moved"])
+
+
+def test_drain_of_an_empty_host_says_so():
+    fleet = Fleet([instance(1, host="h2")])
+    assert drain(fleet) == (0, ["host h1 disabled: draining", "host h1 is empty"])
+    assert sent(fleet, "migrate_instance") == []
+
+
+def test_drain_of_an_unknown_host_is_refused():
+    with pytest.raises(rpc.RemoteError, match="unknown host 'nosuch'"):
+        drain(Fleet(), host="nosuch")
+
+
+def test_drain_against_a_scheduler_that_predates_moves_changes_nothing():
+    class OldScheduler(Fleet):
+        def list_migrations(self, ctxt, **kwargs):
+            raise rpc.RemoteError("UnsupportedVersion", "Endpoint does not support RPC version 1.1", "")
+
+    old = OldScheduler([instance(1)])
+    with pytest.raises(rpc.RemoteError, match="does not support RPC version 1.1"):
+        drain(old)
+    assert old.calls == []  # not disabled
+
+
+def test_a_migrate_call_unanswered_is_looked_for_then_failed():
+    class Slow(Fleet):
+        def migrate_instance(self, ctxt, instance_uuid, **kwargs):
+            if instance_uuid == U1:
+                super().migrate_instance(ctxt, instance_uuid, **kwargs)  # started, the answer lost
+            raise rpc.MessagingTimeout("no reply")
+
+    fleet = Slow([instance(1), instance(2)])
+    status, lines = drain(fleet)
+    assert status == 1
+    assert f"moved {U1} to h2 (2/2)" in lines
+    assert lines[-1] == f"  {U2}: the scheduler did not answer the migrate_instance call"
+
+
+def test_ctrl_c_before_the_loop_is_reported_too(conf_file):
+    class Interrupted(Fleet):
+        def list_instances(self, ctxt, **kwargs):
+            raise KeyboardInterrupt
+
+    assert run(conf_file, Interrupted(), "host", "drain", "h1") == (
+        130, "host h1 disabled: draining\nstopped: 0 moved, 0 not moved\n")
+
+
+def test_an_instance_leaving_already_is_waited_for_not_moved_again():
+    fleet = Fleet([instance(1), instance(2)])
+    fleet.migrate_instance({}, U1)
+    status, lines = drain(fleet)
+    assert status == 0 and lines[-1] == "host h1 is empty"
+    assert [kwargs["instance_uuid"] for kwargs in sent(fleet, "migrate_instance")] == [U1, U2]
+
+
+def test_ctrl_c_starts_no_new_move_and_waits_for_those_under_way():
+    fleet = Fleet([instance(n) for n in range(1, 6)])
+    interrupts = iter([KeyboardInterrupt])
+
+    def sleep(seconds):
+        error = next(interrupts, None)
+        if error:
+            raise error
+
+    status, lines = drain(fleet, sleep=sleep)
+    assert status == 130
+    assert len(sent(fleet, "migrate_instance")) == 2  # none started after Ctrl-C
+    assert ("interrupted: starting no new move; waiting for the 2 under way (Ctrl-C again to stop waiting)"
+            in lines)
+    assert [line for line in lines if line.startswith("moved")] == [
+        f"moved {U1} to h2 (1/5)", f"moved {U2} to h3 (2/5)"]
+    at = lines.index("stopped: 2 moved, 3 not moved")
+    assert lines[at + 1:] == [f"  00000000-0000-4000-8000-00000000000{n}: not started: interrupted"
+                              for n in (3, 4, 5)]
+
+
+def test_a_second_ctrl_c_stops_waiting():
+    fleet = Fleet([instance(1), instance(2), instance(3)], polls=100)
+
+    def sleep(seconds):
+        raise KeyboardInterrupt
+
+    status, lines = drain(fleet, sleep=sleep)
+    assert status == 130
+    assert lines[-4:] == ["stopped: 0 moved, 3 not moved",
+                          f"  {U1}: still moving (interrupted): migration 1",
+                          f"  {U2}: still moving (interrupted): migration 2",
+                          "  00000000-0000-4000-8000-000000000003: not started: interrupted"]
+
+
+def test_ctrl_c_while_a_move_is_asked_for_finds_out_whether_it_started():
+    fleet = Fleet([instance(1), instance(2)])
+    fleet.interrupt_migrate = True  # the first migrate_instance started a move, then Ctrl-C
+    status, lines = drain(fleet)
+    assert status == 130
+    assert sent(fleet, "migrate_instance") == [{"instance_uuid": U1, "host": None, "force": False,
+                                                "live": False}]
+    assert f"moved {U1} to h2 (1/2)" in lines
+    assert lines[-2:] == ["stopped: 1 moved, 1 not moved", f"  {U2}: not started: interrupted"]
+
+
+def test_the_timeout_starts_no_new_move_and_waits_for_none():
+    fleet = Fleet([instance(1), instance(2), instance(3)], polls=100)
+    ticks = itertools.count(0, 10)
+    status, lines = drain(fleet, max_parallel=1, timeout=25, clock=lambda: next(ticks))
+    assert status == 1
+    assert lines[-4:] == ["host h1 is not empty: 3 instance(s) not moved",
+                          f"  {U1}: still moving (timed out after 25 s): migration 1",
+                          f"  {U2}: not started: timed out after 25 s",
+                          "  00000000-0000-4000-8000-000000000003: not started: timed out after 25 s"]
+
+
+def test_drain_as_a_command(conf_file, monkeypatch):
+    monkeypatch.setattr(draining, "POLL_INTERVAL", 0)
+    fleet = Fleet([instance(1)])
+    assert run(conf_file, fleet, "host", "drain", "h1", "--max-parallel", "4") == (0, "\n".join([
+        "host h1 disabled: draining", "moving 1 instance(s) off h1, at most 4 at a time",
+        f"moved {U1} to h2 (1/1)", "host h1 is empty", ""]))
