@@ -99,8 +99,13 @@ class Fleet:
                                             functools.partial(known_host, self.database, hosts))
         rng = random.Random(seed)
         self.source = "bench-0000"
+        flavors = [MOVED_FLAVORS[i % len(MOVED_FLAVORS)] for i in range(n_instances)]
+        # big enough for them all, however many
+        source = {"memory_mb": max(SOURCE["memory_mb"], sum(f["memory_mb"] for f in flavors)),
+                  "local_gb": max(SOURCE["local_gb"], sum(f["root_gb"] + f["ephemeral_gb"] for f in flavors)),
+                  "vcpus": max(SOURCE["vcpus"], sum(f["vcpus"] for f in flavors))}
         #: {host: (its size, the share of it others use)}, the source's share 0.
-        self.hosts = {self.source: (SOURCE, 0.0)}
+        self.hosts = {self.source: (source, 0.0)}
         for i in range(1, n_hosts):
             size = {"memory_mb": rng.choice([131_072, 262_144]), "local_gb": rng.choice([1000, 2000]),
                     "vcpus": rng.choice([32, 64])}
@@ -108,7 +113,7 @@ class Fleet:
             self.hosts[f"bench-{i:04d}"] = (size, load)
         for host, (size, load) in self.hosts.items():
             parts.manager.report_resources(CTX, host, _report(host, size, load))
-        self.instances = self._fill_source(n_instances)
+        self.instances = self._fill_source(flavors)
 
     def handle(self, method, *args, **kwargs):
         """Run an RPC method as the RPC server runs one message: its own unit of work."""
@@ -116,20 +121,20 @@ class Fleet:
         with work, work.step(method.__name__):
             return method(*args, **kwargs)
 
-    def _fill_source(self, n_instances: int) -> list[dict[str, Any]]:
+    def _fill_source(self, flavors: list[dict[str, Any]]) -> list[dict[str, Any]]:
         manager, instances = self.parts.manager, []
-        for i in range(n_instances):
-            flavor = MOVED_FLAVORS[i % len(MOVED_FLAVORS)]
+        for flavor in flavors:
             uuid = str(uuidlib.uuid4())
             self.handle(manager.run_instance, CTX, {"instance_uuids": [uuid], "num_instances": 1,
                                                     "instance_type": flavor},
                         {"force_hosts": [self.source]})
             self.handle(manager.instance_update, CTX, uuid, self.source, states.ACTIVE)
             instances.append(dict(flavor, uuid=uuid))
-        manager.report_resources(CTX, self.source, _report(self.source, SOURCE, instances=instances))
+        manager.report_resources(CTX, self.source, _report(self.source, self.hosts[self.source][0],
+                                                           instances=instances))
         on_source = self.database.list_instances(host=self.source, states=[states.ACTIVE])
-        if len(on_source) != n_instances:
-            raise RuntimeError(f"{len(on_source)} of {n_instances} instances ACTIVE on {self.source} "
+        if len(on_source) != len(flavors):
+            raise RuntimeError(f"{len(on_source)} of {len(flavors)} instances ACTIVE on {self.source} "
                                "before the drain")
         return instances
 
@@ -279,9 +284,19 @@ def describe(row: dict[str, Any]) -> str:
             f"{row['moves_per_s_max']:,.0f}), median of {row['repeats']} drains")
 
 
+def _fleet_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of hosts, got {text!r}") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError("a drain needs at least 2 hosts: the source and a destination")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """The options of this benchmark (``prefix``ed in ``python -m benchmarks``)."""
-    parser.add_argument(f"--{prefix}hosts", type=positive, default=1000,
+    parser.add_argument(f"--{prefix}hosts", type=_fleet_size, default=1000,
                         help="fleet size, the drained host included (default 1000)")
     parser.add_argument(f"--{prefix}instances", type=positive, default=100,
                         help="ACTIVE instances on the drained host (default 100)")
@@ -298,8 +313,6 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="the row as one JSON object")
     args = parser.parse_args(argv)
-    if args.hosts < 2:
-        parser.error("--hosts: a drain needs at least 2 hosts")
     row = measure(args.hosts, args.instances, args.repeats, args.parallel)
     print(json.dumps(row) if args.json else f"{row['n_hosts']:,} hosts, {row['policy']}: {describe(row)}")
     return 0
