@@ -113,6 +113,9 @@ class Fleet:
             self.hosts[f"bench-{i:04d}"] = (size, load)
         for host, (size, load) in self.hosts.items():
             parts.manager.report_resources(CTX, host, _report(host, size, load))
+        # Every host's generation, as a scheduler that has run a while knows them (SchedulerService.start
+        # learns them): else each first placement on a host counts as a conflict and is chosen again.
+        parts.claims.learn()
         self.instances = self._fill_source(flavors)
 
     def handle(self, method, *args, **kwargs):
