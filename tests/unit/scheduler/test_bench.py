@@ -61,6 +61,7 @@ def test_a_drain_prints_its_decision_call_and_rate_figures(capsys, parallel):
     # each migrate_instance call holds its decision
     assert row["migrate_ms_median"] > row["decision_ms_median"]
     assert row["median_ms"] == row["migrate_ms_median"] <= row["p99_ms"]
+    assert 0 < row["migrate_cpu_ms_median"]
     assert 0 < row["moves_per_s_min"] == row["moves_per_s_median"] == row["moves_per_s_max"]
 
 
@@ -68,7 +69,8 @@ def test_a_drain_in_the_table_says_its_figures_and_their_spread(capsys):
     assert main(ONLY_MOVES) == 0
     [line] = capsys.readouterr().out.splitlines()[2:]
     assert line.split()[:5] == ["moves", "10", "default,", "drain", "one"]
-    assert "5 moves: decision " in line and "migrate_instance " in line and "(IQR " in line
+    assert "5 moves: decision " in line and "migrate_instance " in line
+    assert "(IQR " in line and "; CPU " in line
     assert " moves/s (" in line and line.endswith("median of 1 drains")
 
 
