@@ -1,4 +1,5 @@
-"""python -m benchmarks: decision latency, report ingestion, memory, a scaling-group sync, end to end.
+"""python -m benchmarks: decision latency, report ingestion, memory, a scaling-group sync, a host's
+drain, end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -9,7 +10,7 @@ import os
 import platform
 import sys
 
-from benchmarks import decisions, ingestion, scaling_sync
+from benchmarks import decisions, ingestion, moves, scaling_sync
 
 
 def _hosts(text):
@@ -34,8 +35,9 @@ def parse_args(argv):
     parser.add_argument("--ingest-hosts", type=int, default=10_000,
                         help="fleet size for the report ingestion rate")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "decision,reference,ingestion,memory,scaling,e2e")
+                        "decision,reference,ingestion,memory,scaling,moves,e2e")
     scaling_sync.add_arguments(parser, prefix="scaling-")
+    moves.add_arguments(parser, prefix="moves-")
     parser.add_argument("--e2e-hosts", type=int, default=1000)
     parser.add_argument("--e2e-instances", type=int, default=20_000)
     parser.add_argument("--e2e-rate", type=float, default=0,
@@ -74,6 +76,8 @@ def rows(args):
     if "scaling" not in args.skip:
         yield from scaling_sync.rows(args.scaling_backends, args.scaling_groups, args.scaling_members,
                                      args.scaling_runs, args.scaling_share)
+    if "moves" not in args.skip:
+        yield moves.measure(args.moves_hosts, args.moves_instances, args.moves_repeats, args.moves_parallel)
     if "e2e" not in args.skip:
         from benchmarks import e2e
 
@@ -106,6 +110,8 @@ def main(argv=None):
             rate = f"{row['bytes_per_host']:,.0f} bytes/host"
         if row["bench"] == "scaling":
             rate = scaling_sync.describe(row)
+        if row["bench"] == "moves":
+            rate = moves.describe(row)
         print(f"{row['bench']:<10} {_fmt(row['n_hosts']):>8} {row['policy']:<32} "
               f"{_fmt(row['median_ms']):>10} {_fmt(row['p99_ms']):>10}  {rate}", flush=True)
     return 0

@@ -4,12 +4,17 @@ import json
 
 import pytest
 
+from benchmarks import moves
 from benchmarks.__main__ import main
+from scheduler.moves.api import MoveEndpoint
+
+ONLY_MOVES = ["--skip", "decision,reference,ingestion,memory,scaling,e2e", "--moves-hosts", "10",
+              "--moves-instances", "5", "--moves-repeats", "1"]
 
 
 def test_json_rows_carry_the_documented_keys(capsys):
     assert main(["--hosts", "50,200", "--decisions", "5", "--reference-hosts", "50",
-                 "--ingest-hosts", "100", "--skip", "e2e,scaling", "--json"]) == 0
+                 "--ingest-hosts", "100", "--skip", "e2e,scaling,moves", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     decisions = [r for r in rows if r["bench"] == "decision"]
     assert {(r["n_hosts"], r["policy"]) for r in decisions} >= {
@@ -25,7 +30,7 @@ def test_json_rows_carry_the_documented_keys(capsys):
 
 def test_table_output_has_a_header_and_a_row_per_figure(capsys):
     assert main(["--hosts", "30", "--decisions", "3", "--policies", "default",
-                 "--skip", "e2e,reference,ingestion,memory,scaling"]) == 0
+                 "--skip", "e2e,reference,ingestion,memory,scaling,moves"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:3] == ["bench", "hosts", "policy"]
     assert lines[2].split()[:3] == ["decision", "30", "default"]
@@ -35,8 +40,56 @@ def test_table_output_has_a_header_and_a_row_per_figure(capsys):
     (["--hosts", "ten"], "comma-separated list of host counts"),
     (["--hosts", "0"], "host counts must be positive"),
     (["--policies", "fastest"], "unknown policy fastest"),
+    (["--moves-hosts", "1"], "a drain needs at least 2 hosts"),
+    (["--moves-instances", "0"], "--moves-instances"),
 ])
 def test_bad_arguments_are_refused(capsys, args, message):
     with pytest.raises(SystemExit):
         main(args)
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_a_drain_prints_its_decision_call_and_rate_figures(capsys, parallel):
+    assert main([*ONLY_MOVES, "--moves-parallel", str(parallel), "--json"]) == 0
+    [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (row["bench"], row["n_hosts"], row["instances"], row["moves"], row["parallel"]) == (
+        "moves", 10, 5, 5, parallel)
+    assert row["policy"] == ("default, drain one by one" if parallel == 1 else "default, drain 3 at a time")
+    assert 0 < row["decision_ms_q1"] <= row["decision_ms_median"] <= row["decision_ms_q3"]
+    assert 0 < row["migrate_ms_q1"] <= row["migrate_ms_median"] <= row["migrate_ms_q3"]
+    # each migrate_instance call holds its decision
+    assert row["migrate_ms_median"] > row["decision_ms_median"]
+    assert row["median_ms"] == row["migrate_ms_median"] <= row["p99_ms"]
+    assert 0 < row["migrate_cpu_ms_median"]
+    assert 0 < row["moves_per_s_min"] == row["moves_per_s_median"] == row["moves_per_s_max"]
+
+
+def test_a_drain_in_the_table_says_its_figures_and_their_spread(capsys):
+    assert main(ONLY_MOVES) == 0
+    [line] = capsys.readouterr().out.splitlines()[2:]
+    assert line.split()[:5] == ["moves", "10", "default,", "drain", "one"]
+    assert "5 moves: decision " in line and "migrate_instance " in line
+    assert "(IQR " in line and "; CPU " in line
+    assert " moves/s (" in line and line.endswith("median of 1 drains")
+
+
+def test_a_drain_that_leaves_instances_on_the_source_prints_no_figures(capsys, monkeypatch):
+    monkeypatch.setattr(MoveEndpoint, "move_update", lambda *args, **kwargs: None)  # no move ends
+    with pytest.raises(RuntimeError, match="the drain left 5 instance\\(s\\) on bench-0000"):
+        main([*ONLY_MOVES, "--json"])
+    assert capsys.readouterr().out == ""
+
+
+def test_a_destination_over_its_limits_fails_the_check(tmp_path):
+    fleet = moves.Fleet(str(tmp_path), 10, 5)
+    try:
+        drained = moves.drain(fleet)
+        moves.check(fleet, drained["migrations"])  # as drained: within the limits
+        dest = drained["migrations"][0]["dest_host"]
+        size, _ = fleet.hosts[dest]
+        fleet.hosts[dest] = (size, 1.0)  # had its report said it was full, the moves overfill it
+        with pytest.raises(RuntimeError, match=f"{dest} holds .* after the drain, over its limit"):
+            moves.check(fleet, drained["migrations"])
+    finally:
+        fleet.close()
