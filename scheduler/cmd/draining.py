@@ -19,6 +19,8 @@ MOVED_STATES = (states.ACTIVE, *states.MOVING)
 #: The statuses of a migration that moved its instance, and of one that did not.
 MOVED = (moves.COMPLETED, moves.CONFIRMED)
 NOT_MOVED = (moves.ERROR, moves.REVERTED)
+#: Calls of migrate_instance that time out before an instance counts as not moved.
+MAX_TIMEOUTS = 3
 #: Seconds between two polls of the moves under way.
 POLL_INTERVAL = 1.0
 
@@ -37,6 +39,7 @@ class Drain:
         self.under_way = {}  # uuid: (instance, migration)
         self.moved = {}  # uuid: destination
         self.failed = {}  # uuid: reason
+        self.timeouts = {}  # uuid: migrate_instance calls that timed out
         self.total = 0
         self.interrupted = False
         self.timed_out = False
@@ -98,12 +101,23 @@ class Drain:
         try:
             return self.client.migrate_instance({}, instance["uuid"], live=self.live)
         except rpc.RemoteError as exc:
+            # Refused: perhaps because a call of ours that timed out started its move after all.
+            migration = self._migration_under_way(instance["uuid"])
+            if migration is not None:
+                return migration
             self._failed(instance, exc.value or str(exc))
         except rpc.MessagingTimeout:  # asked, or not: its migrations say which
             migration = self._migration_under_way(instance["uuid"])
             if migration is not None:
                 return migration
-            self._failed(instance, "the scheduler did not answer the migrate_instance call")
+            # A scheduler that died with the call may hand it to another, which moves it later:
+            # asked again at the back of the line, that call is refused and the move found.
+            tries = self.timeouts[instance["uuid"]] = self.timeouts.get(instance["uuid"], 0) + 1
+            if tries < MAX_TIMEOUTS:
+                self.pending.append(instance)
+            else:
+                self._failed(instance,
+                             f"the scheduler did not answer the migrate_instance call ({tries} tries)")
         return None
 
     def _migration_under_way(self, uuid):

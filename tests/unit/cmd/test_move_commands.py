@@ -35,6 +35,7 @@ class Fleet:
         self.migrations = []
         self.polls, self.fails, self.refuse = polls, fails or {}, refuse or {}
         self.asked = {}
+        self.tried = []  # migrate_instance calls, by instance (the subclasses that count them)
         self.calls = []
         self.dests = itertools.cycle(["h2", "h3"])
         self.most_under_way = 0
@@ -117,7 +118,14 @@ class Fleet:
 
     def evacuate_host(self, ctxt, host):
         self.calls.append(("evacuate_host", {"host": host}))
-        return [self.migrate_instance(ctxt, i["uuid"]) for i in self.list_instances(ctxt, host)]
+        answers = []  # as the scheduler answers: each instance's migration, or why it stays
+        for found in self.list_instances(ctxt, host):
+            try:
+                migration = self.migrate_instance(ctxt, found["uuid"])
+                answers.append({"instance_uuid": found["uuid"], "migration": migration})
+            except rpc.RemoteError as exc:
+                answers.append({"instance_uuid": found["uuid"], "error": exc.value})
+        return answers
 
 
 def instance(n, host="h1", state="ACTIVE", name=None):
@@ -244,6 +252,14 @@ def test_evacuate_lists_the_migrations_started(conf_file):
     assert (status, out) == (0, f"{U1} h1\n{U2} h1\n")
     assert run(conf_file, fleet, "host", "evacuate", "h5") == (0, "host h5 has no instance to evacuate\n")
     assert run(conf_file, fleet, "host", "evacuate", "h5", "-f", "json") == (0, "[]\n")
+
+
+def test_evacuate_says_which_instance_stays_and_why(conf_file, capsys):
+    why = f"Instance {U2} cannot be moved (evacuation): No valid host was found: RamFilter removed 3"
+    fleet = Fleet([instance(1), instance(2)], refuse={U2: why})
+    status, out = run(conf_file, fleet, "host", "evacuate", "h1", "-f", "value", "-c", "instance")
+    assert (status, out) == (1, f"{U1}\n")
+    assert capsys.readouterr().err == f"not evacuated: {U2}: {why}\n"
 
 
 def test_a_refusal_is_one_line_with_the_reason_and_exit_1(conf_file, capsys, monkeypatch):
@@ -396,6 +412,7 @@ def test_drain_against_a_scheduler_that_predates_moves_changes_nothing():
 def test_a_migrate_call_unanswered_is_looked_for_then_failed():
     class Slow(Fleet):
         def migrate_instance(self, ctxt, instance_uuid, **kwargs):
+            self.tried.append(instance_uuid)
             if instance_uuid == U1:
                 super().migrate_instance(ctxt, instance_uuid, **kwargs)  # started, the answer lost
             raise rpc.MessagingTimeout("no reply")
@@ -404,7 +421,25 @@ def test_a_migrate_call_unanswered_is_looked_for_then_failed():
     status, lines = drain(fleet)
     assert status == 1
     assert f"moved {U1} to h2 (2/2)" in lines
-    assert lines[-1] == f"  {U2}: the scheduler did not answer the migrate_instance call"
+    assert lines[-1] == f"  {U2}: the scheduler did not answer the migrate_instance call (3 tries)"
+    assert fleet.tried.count(U2) == 3
+
+
+def test_a_migrate_call_that_timed_out_and_moved_later_is_found_by_the_next_try():
+    class Late(Fleet):
+        def migrate_instance(self, ctxt, instance_uuid, **kwargs):
+            self.tried.append(instance_uuid)
+            if self.tried.count(instance_uuid) == 1:
+                raise rpc.MessagingTimeout("no reply")  # the scheduler died with the call
+            # another scheduler took the first call from the queue: this one is refused
+            super().migrate_instance(ctxt, instance_uuid, **kwargs)
+            raise rpc.RemoteError("MoveRefused", f"Instance {instance_uuid} cannot be migrated: it is MIGRATING",
+                                  "")
+
+    fleet = Late([instance(1)])
+    status, lines = drain(fleet)
+    assert status == 0
+    assert f"moved {U1} to h2 (1/1)" in lines
 
 
 def test_ctrl_c_before_the_loop_is_reported_too(conf_file):
