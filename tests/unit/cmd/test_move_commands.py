@@ -433,8 +433,8 @@ def test_a_migrate_call_that_timed_out_and_moved_later_is_found_by_the_next_try(
                 raise rpc.MessagingTimeout("no reply")  # the scheduler died with the call
             # another scheduler took the first call from the queue: this one is refused
             super().migrate_instance(ctxt, instance_uuid, **kwargs)
-            raise rpc.RemoteError("MoveRefused", f"Instance {instance_uuid} cannot be migrated: it is MIGRATING",
-                                  "")
+            why = f"Instance {instance_uuid} cannot be migrated: it is MIGRATING"
+            raise rpc.RemoteError("MoveRefused", why, "")
 
     fleet = Late([instance(1)])
     status, lines = drain(fleet)

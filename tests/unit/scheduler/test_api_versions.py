@@ -31,7 +31,8 @@ def test_every_endpoint_declares_its_api_and_the_scaling_methods_are_the_scaling
     assert [type(e).__name__ for e in endpoints] == ["SchedulerManager", "MoveEndpoint", "AdminEndpoint",
                                                      "HostAdminEndpoint", "ScalingGroupEndpoint",
                                                      "InstanceMetricsEndpoint"]
-    assert [e.RPC_API.name for e in endpoints] == ["scheduler", "scheduler", "admin", "admin", "scaling", "scaling"]
+    assert [e.RPC_API.name for e in endpoints] == ["scheduler", "scheduler", "admin", "admin", "scaling",
+                                                   "scaling"]
     assert ComputeEndpoint.RPC_API is api_versions.COMPUTE
     assert {e.RPC_API for e in endpoints} | {ComputeEndpoint.RPC_API} == set(api_versions.ALL)
     # admin_call reaches the scaling API for these, the admin API for the rest.
