@@ -103,15 +103,21 @@ def check_drained(fleet, result, sampler, members, moved, booted):
     assert collections.Counter(m["status"] for m in migrations) == {"completed": len(moved)}
 
 
+def start_drain(fleet, max_parallel):
+    """`berth host drain src` in a thread; its CompletedProcess lands in the dict returned."""
+    draining = {}
+    drain = threading.Thread(target=lambda: draining.update(
+        result=fleet.cli("host", "drain", "src", "--max-parallel", str(max_parallel), timeout=300)))
+    drain.start()
+    return drain, draining
+
+
 def test_a_drain_moves_everything_off_a_host_while_boots_go_on(tmp_path):
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet, members, others = drain_fleet(tmp_path, url, transport_url)
         try:
             sampler = Sampler(fleet, members)
-            draining = {}
-            drain = threading.Thread(target=lambda: draining.update(
-                result=fleet.cli("host", "drain", "src", "--max-parallel", "4", timeout=300)))
-            drain.start()
+            drain, draining = start_drain(fleet, 4)
             booted = []
             while drain.is_alive() and len(booted) < 30:
                 booted += boot(fleet, 2)
@@ -128,10 +134,7 @@ def test_a_drain_survives_a_scheduler_killed_in_the_middle(tmp_path):
         fleet, members, others = drain_fleet(tmp_path, url, transport_url)
         try:
             sampler = Sampler(fleet, members)
-            draining = {}
-            drain = threading.Thread(target=lambda: draining.update(
-                result=fleet.cli("host", "drain", "src", "--max-parallel", "2", timeout=300)))
-            drain.start()
+            drain, draining = start_drain(fleet, 2)
             fleet.wait(lambda: len(fleet.client.list_migrations({}, host="src")) >= 4, 60, "4 moves to start")
             fleet.stop("sched-1", sig=signal.SIGKILL)
             booted = boot(fleet, 4)
