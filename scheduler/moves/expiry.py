@@ -14,7 +14,7 @@ from scheduler import rpc, states
 
 LOG = logging.getLogger(__name__)
 
-opts = [
+opts: list[cfg.Opt] = [
     cfg.IntOpt(
         "resize_confirm_window",
         default=0,

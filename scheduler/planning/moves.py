@@ -30,7 +30,7 @@ LIVE_MIGRATION = "live-migration"
 EVACUATION = "evacuation"
 KINDS = (RESIZE, MIGRATION, LIVE_MIGRATION, EVACUATION)
 
-opts = [
+opts: list[cfg.Opt] = [
     cfg.BoolOpt(
         "resize_in_place",
         default=True,
