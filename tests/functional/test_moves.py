@@ -1,6 +1,6 @@
 """Moving instances on real processes: RabbitMQ, PostgreSQL, schedulers and agents.
 
-A drain while boots go on (and with a scheduler SIGKILLed in the middle), an agent
+A drain while boots go on (and with a scheduler and an agent SIGKILLed in the middle), an agent
 SIGKILLed while it takes an instance in, resizes in place and with a move, confirmed
 and reverted, the evacuation of a host whose agent died, and an oslo.messaging
 client calling the new methods.
@@ -77,13 +77,14 @@ def drain_fleet(tmp_path, url, transport_url):
     fleet.start_schedulers(["sched-1", "sched-2"])
     hosts = ["src", "a", "b", "c", "d", "spare"]
     for host in hosts:
-        fleet.start_agent(host, fake_memory_mb=HOST_MB, fake_migration_time_per_gb=0.5)
+        memory = 2 * HOST_MB if host == "src" else HOST_MB
+        fleet.start_agent(host, fake_memory_mb=memory, fake_migration_time_per_gb=0.5)
     fleet.wait_hosts_up(hosts)
     group = fleet.client.admin_call({}, "create_server_group", name="web", policy="anti-affinity")
     members = []
     for host in ("src", "a", "b", "c", "d"):  # one member a host; spare holds none
         members += boot(fleet, 1, force=host, hints={"group": group["uuid"]})
-    others = boot(fleet, 15, force="src")
+    others = boot(fleet, 19, force="src")  # src holds 20
     fleet.wait_states(members + others, ("ACTIVE",))
     return fleet, members, others
 
@@ -129,7 +130,7 @@ def test_a_drain_moves_everything_off_a_host_while_boots_go_on(tmp_path):
             fleet.close()
 
 
-def test_a_drain_survives_a_scheduler_killed_in_the_middle(tmp_path):
+def test_a_drain_survives_a_scheduler_and_an_agent_killed_in_the_middle(tmp_path):
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet, members, others = drain_fleet(tmp_path, url, transport_url)
         try:
@@ -137,7 +138,10 @@ def test_a_drain_survives_a_scheduler_killed_in_the_middle(tmp_path):
             drain, draining = start_drain(fleet, 2)
             fleet.wait(lambda: len(fleet.client.list_migrations({}, host="src")) >= 4, 60, "4 moves to start")
             fleet.stop("sched-1", sig=signal.SIGKILL)
+            fleet.stop("spare", sig=signal.SIGKILL)  # a destination: what it was taking in resumes
             booted = boot(fleet, 4)
+            time.sleep(1)
+            fleet.start_agent("spare", fake_memory_mb=HOST_MB, fake_migration_time_per_gb=0.5)
             drain.join(300)
             sampler.stop()
             check_drained(fleet, draining["result"], sampler, members, members[:1] + others, booted)
