@@ -456,7 +456,8 @@ class ComputeManager:
             return
         except Exception as exc:
             telemetry.MIGRATE_IN_SECONDS.observe(time.monotonic() - started)
-            LOG.exception("Move of %s failed", uuid)
+            LOG.log(logging.WARNING if isinstance(exc, drivers.MoveFailed) else logging.ERROR,
+                    "Move of %s failed: %s", uuid, exc, exc_info=not isinstance(exc, drivers.MoveFailed))
             with self._lock:
                 if not self._moving(uuid, migration["id"]):
                     return  # terminated meanwhile
@@ -545,7 +546,8 @@ class ComputeManager:
             return
         except Exception as exc:
             telemetry.MIGRATE_IN_SECONDS.observe(time.monotonic() - started)
-            LOG.exception("Resize of %s failed", uuid)
+            LOG.log(logging.WARNING if isinstance(exc, drivers.MoveFailed) else logging.ERROR,
+                    "Resize of %s failed: %s", uuid, exc, exc_info=not isinstance(exc, drivers.MoveFailed))
             with self._lock:
                 held = self.store.get(uuid)
                 if (held or {}).get("resize", {}).get("migration_id") != migration_id:

@@ -1,13 +1,14 @@
 """Compute drivers, chosen by name with ``[compute_agent] driver``."""
 
 from compute_agent import conf as agent_conf
-from compute_agent.driver.base import BuildAborted, ComputeDriver
+from compute_agent.driver.base import BuildAborted, ComputeDriver, MoveFailed
 from compute_agent.driver.fake import FakeDriver
 from compute_agent.driver.host import HostDriver
 
 DRIVERS = {"fake": FakeDriver, "host": HostDriver}
 
-__all__ = ["DRIVERS", "BuildAborted", "ComputeDriver", "FakeDriver", "HostDriver", "load_driver"]
+__all__ = ["DRIVERS", "BuildAborted", "ComputeDriver", "FakeDriver", "HostDriver", "MoveFailed",
+           "load_driver"]
 
 
 def load_driver(conf, name=None):

@@ -7,6 +7,11 @@ class BuildAborted(Exception):
     """The agent is stopping; the build resumes when it starts again."""
 
 
+class MoveFailed(Exception):
+    """A move the driver failed for a reason its message says whole: logged in one line, without
+    the traceback an unexpected error gets."""
+
+
 class ComputeDriver:
     """Totals of the host, and building and destroying instances.
 

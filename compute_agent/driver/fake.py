@@ -8,7 +8,7 @@ from compute_agent.fake_load import LoadOverrides
 from compute_agent.resource_tracker import normalize_flavor
 
 
-class MoveFailed(Exception):
+class MoveFailed(base.MoveFailed):
     """A fake move drawn to fail (fake_move_failure_rate)."""
 
 

@@ -27,7 +27,8 @@ def add_commands(subparsers):
                         help="a UUID, or the name of exactly one instance not DELETED")
     resize.add_argument("--flavor", help=f"the new flavor, named: {', '.join(flavors.FLAVORS)}")
     resize.add_argument("--flavor-ram", type=positive, metavar="MB", help="memory of an unnamed flavor")
-    resize.add_argument("--flavor-disk", type=whole, metavar="GB", help="root disk of an unnamed flavor")
+    resize.add_argument("--flavor-disk", type=whole, metavar="GB",
+                        help="root disk of an unnamed flavor (default: the instance's own disks)")
     resize.add_argument("--flavor-vcpus", type=positive, metavar="N", help="vCPUs of an unnamed flavor")
     answer = resize.add_mutually_exclusive_group()
     answer.add_argument("--confirm", action="store_true",
@@ -106,6 +107,10 @@ def resize_command(client, args, out):
                            "or --confirm or --revert")
     flavor = flavor_from_args(args) if sized else None
     uuid = instance_uuid(client, args.reference)
+    if flavor is not None and not args.flavor and args.flavor_disk is None:
+        # Its own disks: a disk is never shrunk (the scheduler refuses), nor silently made 0.
+        shown = client.show_instance({}, uuid)
+        flavor.update(root_gb=shown.get("root_gb") or 0, ephemeral_gb=shown.get("ephemeral_gb") or 0)
     if args.confirm:
         migration = _moving(client.confirm_resize, uuid)
     elif args.revert:

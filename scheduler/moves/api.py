@@ -68,7 +68,19 @@ class MoveEndpoint:
             raise InvalidRequest("migrate_instance: force needs a host to force")
         kind = LIVE_MIGRATION if _bool(live, "migrate_instance: live") else MIGRATION
         instance = check_movable(self._db.get_instance(uuid), uuid, "migrated")
+        self._check_source(instance)
         return self._start(Move(context, instance, kind, flavor_of(instance), host, force))
+
+    def _check_source(self, instance: dict[str, Any]) -> None:
+        """Refuse to migrate or resize an instance whose host is down: only an evacuation moves it."""
+        host = instance["host"]
+        state = self._hosts.get(host)
+        if state is None or not self._hosts.is_up(state):
+            why = "has not reported to this scheduler" if state is None else (
+                f"is down (no report for more than [scheduler] service_down_time, "
+                f"{self._conf.scheduler.service_down_time} s)")
+            raise MoveRefused(f"Instance {instance['uuid']} cannot be moved: its host {host} {why}; a host "
+                              f"that is down is evacuated (berth host evacuate {host})")
 
     @rpc.callers(rpc.CLIENT)
     def resize_instance(self, context, instance_uuid, flavor):
@@ -83,6 +95,11 @@ class MoveEndpoint:
                 (old.memory_mb, old.root_gb, old.ephemeral_gb, old.vcpus):
             raise MoveRefused(f"Instance {uuid} has that size already ({old.memory_mb} MB, {old.disk_gb} GB, "
                               f"{old.vcpus} vCPUs): nothing to resize")
+        if new.root_gb < old.root_gb or new.ephemeral_gb < old.ephemeral_gb:
+            raise MoveRefused(f"Instance {uuid} cannot be resized to a smaller disk (root {old.root_gb} -> "
+                              f"{new.root_gb} GB, ephemeral {old.ephemeral_gb} -> {new.ephemeral_gb} GB): "
+                              "a disk is never shrunk, as in Nova")
+        self._check_source(instance)
         return self._start(Move(context, instance, RESIZE, new))
 
     @rpc.callers(rpc.OPERATOR)

@@ -96,8 +96,10 @@ def flavor_of(instance: dict[str, Any]) -> Flavor:
 
 def check_movable(instance: dict[str, Any] | None, uuid: str, verb: str) -> dict[str, Any]:
     """The row of an instance that may be moved now; raises InstanceNotFound or MoveRefused."""
-    if instance is None or instance["state"] == states.DELETED:
+    if instance is None:
         raise InstanceNotFound(f"No instance {uuid}")
+    if instance["state"] == states.DELETED:
+        raise MoveRefused(f"Instance {uuid} is DELETED: nothing to move")
     state = instance["state"]
     if state in states.MOVING:
         raise MoveRefused(f"Instance {uuid} cannot be {verb}: it is {state} (a move is under way from "
@@ -158,8 +160,18 @@ class MovePlanner:
             if row is None:
                 raise MoveRefused(f"No host {move.host} has reported to this scheduler: it cannot take "
                                   f"instance {uuid}")
+            target = table.view(row)
+            if not planner.hosts.is_up(target):
+                # Forced or not: an agent that does not report cannot take the instance in.
+                down_time = self._conf.scheduler.service_down_time
+                raise MoveRefused(f"Host {move.host} is down (no report for more than [scheduler] "
+                                  f"service_down_time, {down_time} s): it cannot take instance {uuid}")
+            if table.disabled[row]:
+                why = planner.hosts.disabled.get(move.host)
+                raise MoveRefused(f"Host {move.host} is disabled{f' ({why})' if why else ''}: it takes no "
+                                  f"instance; enable it first (berth host enable {move.host})")
             if move.force:
                 spec = dataclasses.replace(spec, force_hosts=[move.host])
-            return planner.select(spec, decided, among=[table.view(row)])
+            return planner.select(spec, decided, among=[target])
         away = dataclasses.replace(spec, ignore_hosts=[*spec.ignore_hosts, source])
         return planner.select(away, decided)

@@ -378,6 +378,15 @@ def cases(w):
         ("scheduler", "delete_scaling_group", CLIENTS, lambda: {"name_or_uuid": "web"}),
         ("scheduler", "push_instance_metrics", CLIENTS, lambda: {"instance_uuid": w.member,
                                                                  "metrics": {"rps": 1000}}),
+        ("scheduler", "migrate_instance", {"op"}, lambda: {"instance_uuid": victim}),
+        ("scheduler", "evacuate_host", {"op"}, lambda: {"host": "a1"}),
+        ("scheduler", "resize_instance", CLIENTS, lambda: {"instance_uuid": victim,
+                                                           "flavor": {"memory_mb": 128, "vcpus": 1}}),
+        ("scheduler", "confirm_resize", CLIENTS, lambda: {"instance_uuid": victim}),
+        ("scheduler", "revert_resize", CLIENTS, lambda: {"instance_uuid": victim}),
+        ("scheduler", "move_update", {"a1"}, lambda: {"instance_uuid": victim, "host": "a1",
+                                                      "migration_id": 1, "outcome": "done"}),
+        ("scheduler", "list_migrations", EVERYONE, dict),
         ("scheduler", "list_hosts", EVERYONE, dict),
         ("scheduler", "list_instances", EVERYONE, dict),
         ("scheduler", "show_instance", EVERYONE, lambda: {"instance_uuid": victim}),
@@ -393,6 +402,13 @@ def cases(w):
             "instance": {"uuid": str(uuid.uuid4()), "flavor": dict(TINY)}, "request_spec": {},
             "filter_properties": {"limits": {"memory_mb": 10**6}}}),
         ("compute.a1", "terminate_instance", {"sched"}, lambda: {"instance_uuid": victim}),
+        ("compute.a1", "move_instance", {"sched"}, lambda: {
+            "instance": {"uuid": str(uuid.uuid4()), "flavor": dict(TINY)}, "request_spec": {},
+            "filter_properties": {"limits": {"memory_mb": 10**6}},
+            "migration": {"id": 1, "kind": "migration", "source_host": "a2", "live": False,
+                          "old_flavor": dict(TINY)}}),
+        ("compute.a1", "end_resize", {"sched"}, lambda: {"instance_uuid": victim, "migration_id": 1,
+                                                         "confirmed": True}),
         ("compute.a1", "set_fake_load", {"op"}, lambda: {"cpu": 1.0}),
         ("compute.a1", "clear_fake_load", {"op"}, dict),
     ]
@@ -404,11 +420,12 @@ def declared_methods():
     from scheduler.admin.grouping import AdminEndpoint
     from scheduler.admin.hosts import HostAdminEndpoint
     from scheduler.manager import SchedulerManager
+    from scheduler.moves.api import MoveEndpoint
     from scheduler.scaling.api import ScalingGroupEndpoint
     from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 
     found = set()
-    for queue, classes in (("scheduler", (SchedulerManager, AdminEndpoint, HostAdminEndpoint,
+    for queue, classes in (("scheduler", (SchedulerManager, MoveEndpoint, AdminEndpoint, HostAdminEndpoint,
                                           ScalingGroupEndpoint, InstanceMetricsEndpoint)),
                            ("compute.a1", (ComputeEndpoint,))):
         found |= {(queue, name) for cls in classes for name in dir(cls)

@@ -165,14 +165,17 @@ def test_resize_to_a_named_flavor_prints_the_migration(conf_file):
                            "-", "-"]
 
 
-def test_resize_to_an_unnamed_flavor_as_boot_takes_it(conf_file):
-    fleet = Fleet([instance(1)])
+def test_resize_to_an_unnamed_flavor_as_boot_takes_it_its_disks_kept_unless_given(conf_file):
+    fleet = Fleet([dict(instance(1), root_gb=20, ephemeral_gb=5)])
     status, out = run(conf_file, fleet, "resize", U1, "--flavor-ram", "1024", "--flavor-vcpus", "2",
                       "-f", "json")
     assert status == 0
-    assert sent(fleet, "resize_instance") == [{"instance_uuid": U1, "flavor": {
-        "memory_mb": 1024, "root_gb": 0, "ephemeral_gb": 0, "vcpus": 2}}]
     assert json.loads(out)[0]["KIND"] == "resize"
+    status, _ = run(conf_file, fleet, "resize", U1, "--flavor-ram", "1024", "--flavor-vcpus", "2",
+                    "--flavor-disk", "40")
+    assert sent(fleet, "resize_instance") == [
+        {"instance_uuid": U1, "flavor": {"memory_mb": 1024, "root_gb": 20, "ephemeral_gb": 5, "vcpus": 2}},
+        {"instance_uuid": U1, "flavor": {"memory_mb": 1024, "root_gb": 40, "ephemeral_gb": 0, "vcpus": 2}}]
 
 
 def test_confirm_and_revert(conf_file):

@@ -106,16 +106,20 @@ def test_a_move_that_does_not_fit_the_limits_fails_and_holds_nothing(conf, trans
     assert scheduler.reschedules == []  # not a build: nothing is sent back to be rescheduled
 
 
-def test_a_failed_driver_move_frees_the_claim_and_reports_why(conf, transport, scheduler, agents):
+def test_a_failed_driver_move_frees_the_claim_and_reports_why(conf, transport, scheduler, agents, caplog):
     conf.set_override("fake_move_failure_rate", 1.0, "compute_agent")
     manager = agents()
     instance = make_instance()
-    move(transport, instance, migration_of(4, kind="evacuation"))
-    assert outcome(scheduler, instance["uuid"]) == [(4, "failed", {
-        "reason": f"{HOST}: migration failed: the fake driver failed the evacuation "
-                  "([compute_agent] fake_move_failure_rate = 1)"})]
+    with caplog.at_level(logging.INFO, logger="compute_agent.manager"):
+        move(transport, instance, migration_of(4, kind="evacuation"))
+        assert outcome(scheduler, instance["uuid"]) == [(4, "failed", {
+            "reason": f"{HOST}: migration failed: the fake driver failed the evacuation "
+                      "([compute_agent] fake_move_failure_rate = 1)"})]
     assert manager.tracker.usage() == NOTHING
     assert manager.store.records() == {}
+    # a failure the driver says whole is one WARNING line, not a traceback
+    [failed] = [r for r in caplog.records if r.getMessage().startswith("Move of ")]
+    assert failed.levelname == "WARNING" and not failed.exc_info
 
 
 def test_a_repeated_move_request_is_taken_in_once(conf, transport, scheduler, agents, caplog):

@@ -268,3 +268,39 @@ def test_the_reconciler_leaves_the_other_end_of_a_move_alone(world, parts):
     settled = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + datetime.timedelta(hours=1)
     assert differences(dest, [uuid], recorded, settled) == []
     assert differences("h3" if dest != "h3" else "h1", [uuid], recorded, settled)[0].action == "terminate"
+
+
+def test_no_move_goes_to_a_host_that_is_down_or_disabled_even_forced(world, parts, conf):
+    uuid, _ = active(world)
+    conf.set_override("service_down_time", 30, "scheduler")
+    parts.host_manager.get("h3").updated -= 60  # silent for a minute
+    for force in (False, True):
+        with pytest.raises(MoveRefused, match="Host h3 is down \\(no report for more than \\[scheduler\\] "
+                                              "service_down_time, 30 s\\): it cannot take instance"):
+            parts.moves.migrate_instance(CTX, uuid, host="h3", force=force)
+    parts.host_manager.set_disabled({"h1": "new disks"})
+    with pytest.raises(MoveRefused, match="Host h1 is disabled \\(new disks\\): it takes no instance"):
+        parts.moves.migrate_instance(CTX, uuid, host="h1")
+    assert world[1].list_migrations(instance_uuid=uuid) == []
+
+
+def test_an_instance_whose_host_is_down_is_evacuated_not_migrated(world, parts, conf):
+    uuid, _ = active(world)
+    conf.set_override("service_down_time", 30, "scheduler")
+    parts.host_manager.get("h2").updated -= 60
+    with pytest.raises(MoveRefused, match="its host h2 is down .*berth host evacuate h2"):
+        parts.moves.migrate_instance(CTX, uuid)
+    with pytest.raises(MoveRefused, match="its host h2 is down"):
+        parts.moves.resize_instance(CTX, uuid, {"memory_mb": 2048, "vcpus": 2, "root_gb": 10})
+    assert world[1].get_instance(uuid)["state"] == "ACTIVE"
+
+
+def test_a_disk_is_never_shrunk_and_a_deleted_instance_says_so(world, parts):
+    manager, database, agents = world
+    uuid, _ = active(world)
+    with pytest.raises(MoveRefused, match="cannot be resized to a smaller disk \\(root 10 -> 0 GB"):
+        parts.moves.resize_instance(CTX, uuid, {"memory_mb": 2048, "vcpus": 2})
+    manager.delete_instance(CTX, uuid)
+    manager.instance_update(CTX, uuid, "h2", "DELETED")
+    with pytest.raises(MoveRefused, match=f"Instance {uuid} is DELETED: nothing to move"):
+        parts.moves.migrate_instance(CTX, uuid)
