@@ -10,7 +10,7 @@ import logging
 import time
 
 from scheduler import rpc, states
-from scheduler.db import migrations as moves
+from scheduler.db import moves
 
 LOG = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from scheduler.cmd.arguments import CommandError, positive, whole
 from scheduler.cmd.draining import Drain
 from scheduler.cmd.instance_commands import flavor_from_args
 from scheduler.cmd.references import instance_uuid
-from scheduler.db import migrations as moves
+from scheduler.db import moves
 from scheduler.policy import flavors
 
 COLUMNS = ["ID", "INSTANCE", "KIND", "STATUS", "SOURCE", "DEST", "CREATED", "FINISHED", "REASON"]

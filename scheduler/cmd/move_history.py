@@ -6,7 +6,7 @@ import logging
 
 from scheduler import rpc
 from scheduler.cmd import output
-from scheduler.db import migrations as moves
+from scheduler.db import moves
 
 LOG = logging.getLogger(__name__)
 

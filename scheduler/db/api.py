@@ -12,7 +12,7 @@ in its own module:
 - :mod:`scheduler.db.server_groups`: server groups and their members;
 - :mod:`scheduler.db.scaling_groups`: scaling groups, their history and their leases;
 - :mod:`scheduler.db.instance_metrics`: the last sample of each instance's metrics;
-- :mod:`scheduler.db.migrations`: the moves of instances (the migrations table);
+- :mod:`scheduler.db.moves`: the moves of instances (the migrations table);
 - :mod:`scheduler.db.fastpaths`: the PostgreSQL fast paths.
 
 Every public method is one transaction, retried on a passing failure; times
@@ -37,7 +37,7 @@ from scheduler.db.engine import (
 from scheduler.db.hosts import HostQueries
 from scheduler.db.instance_metrics import InstanceMetricQueries
 from scheduler.db.instances import InstanceQueries
-from scheduler.db.migrations import MigrationQueries
+from scheduler.db.moves import MigrationQueries
 from scheduler.db.scaling_groups import ScalingGroupQueries
 from scheduler.db.server_groups import ServerGroupQueries
 

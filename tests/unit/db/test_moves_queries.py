@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.db import migrations as moves
+from scheduler.db import moves
 from scheduler.db.engine import to_iso
 
 U1 = "00000000-0000-4000-8000-000000000001"
