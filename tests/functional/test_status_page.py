@@ -1,6 +1,6 @@
 """The status page of a real scheduler in a real headless Chromium: it shows the fleet's
-hosts, an instance booted and a refusal's reason appear without reloading, a scaling group
-is plotted, and the browser reports no error."""
+hosts, an instance booted, a refusal's reason and a resize waiting for confirmation appear
+without reloading, a scaling group is plotted, and the browser reports no error."""
 
 from tests.functional.browser import chromium, wait_until, watched_page
 from tests.functional.test_prometheus import AGENTS, boot, fleet  # noqa: F401 - a fixture
@@ -37,6 +37,12 @@ def test_the_page_shows_the_fleet_and_follows_it_without_reloading(fleet):  # no
         refusals = "document.querySelector('#refusals tbody').innerText"
         wait_until(page, f"{refusals}.includes('RamFilter removed 2')", what="the refusal's reason shown")
         assert refused[0] in page.inner_text("#refusals")
+
+        resized = fleet.cli("resize", placed[0], "--flavor", "m1.medium")
+        assert resized.returncode == 0, resized.stdout + resized.stderr
+        moves = "document.querySelector('#moves tbody').innerText"
+        wait_until(page, f"{moves}.includes('waiting for confirmation')", what="the resize shown in progress")
+        assert placed[0] in page.inner_text("#moves")
 
         done = fleet.cli("scaling-group", "create", "web", "--flavor", "m1.tiny", "--min", "1", "--max", "3",
                          "--cpu", "50")
