@@ -59,9 +59,8 @@ class MoveExpiry:
             with rpc.handling(ctxt):
                 reason = (f"{migration['dest_host']}: no word of the move for more than {timeout} s "
                           "([scheduler] move_timeout)")
-                if self._moves.fail(ctxt, migration, reason):
+                if self._moves.abandon(ctxt, migration, reason):
                     acted += 1
-                    self._moves.terminate(ctxt, migration["dest_host"], instance["uuid"], reason)
         window = self._conf.scheduler.resize_confirm_window
         if window:
             for instance in self._db.list_instances(states=[states.VERIFY_RESIZE],

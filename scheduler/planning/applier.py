@@ -267,6 +267,19 @@ class MoveApplier:
         self._compensated_release(dest, uuid)
         return True
 
+    def abandon(self, context: Any, migration: dict[str, Any], reason: str) -> bool:
+        """Fail a move its destination never ended, and tell the destination to let go of what it
+        took: the instance, or, on its own host, the new size."""
+        if not self.fail(context, migration, reason):
+            return False
+        uuid, dest = migration["instance_uuid"], migration["dest_host"]
+        if dest == migration["source_host"]:
+            self._outbox.send(self._compute.end_resize, context_values(context), dest, uuid, migration["id"],
+                              False)
+        else:
+            self.terminate(context, dest, uuid, reason)
+        return True
+
     def confirm(self, context: Any, migration: dict[str, Any]) -> bool:
         """A resize confirmed: its source releases the old size."""
         uuid, source, dest = migration["instance_uuid"], migration["source_host"], migration["dest_host"]

@@ -304,3 +304,17 @@ def test_a_disk_is_never_shrunk_and_a_deleted_instance_says_so(world, parts):
     manager.instance_update(CTX, uuid, "h2", "DELETED")
     with pytest.raises(MoveRefused, match=f"Instance {uuid} is DELETED: nothing to move"):
         parts.moves.migrate_instance(CTX, uuid)
+
+
+def test_a_resize_in_place_that_never_ends_gives_the_old_size_back_and_destroys_nothing(world, parts, conf):
+    manager, database, agents = world
+    conf.set_override("move_timeout", 120, "scheduler")
+    uuid, source = active(world)
+    migration = parts.moves.resize_instance(CTX, uuid, {"memory_mb": 2048, "vcpus": 2, "root_gb": 10})
+    assert migration["dest_host"] == source  # in place
+    later = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + datetime.timedelta(seconds=200)
+    assert parts.move_expiry.expire(now=later) == 1
+    row = database.get_instance(uuid)
+    assert (row["state"], row["host"], row["memory_mb"]) == ("ACTIVE", source, 1024)
+    # its host is told to hold the old size again: not to terminate the instance
+    assert [c[0] for c in move_casts(agents, 3)[source]] == ["move_instance", "end_resize"]
