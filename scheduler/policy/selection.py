@@ -294,7 +294,10 @@ def candidates(table, rows, spec):
                               "says why)")
     if spec.ignore_hosts:
         ignored = [table.index[h] for h in spec.ignore_hosts if h in table.index]
-        rows = rows[~np.isin(rows, ignored)]
+        if len(ignored) == 1:  # a move's own host, a build's first failure: no set to build
+            rows = rows[rows != ignored[0]]
+        elif ignored:
+            rows = rows[~np.isin(rows, ignored)]
     if not (spec.force_hosts or spec.force_nodes):
         return rows, False
     forced_hosts, forced_nodes = set(spec.force_hosts), set(spec.force_nodes)

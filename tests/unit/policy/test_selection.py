@@ -90,6 +90,9 @@ def test_ignored_hosts_are_never_chosen(selector, table):
     hosts = [make_host("a", table=table, free_ram=8000), make_host("b", table=table, free_ram=10)]
     [chosen] = selector.select(hosts, make_spec(memory_mb=1, ignore_hosts=["a"]))
     assert chosen.host == "b"
+    hosts.append(make_host("c", table=table, free_ram=5))
+    [chosen] = selector.select(hosts, make_spec(memory_mb=1, ignore_hosts=["a", "b", "gone"]))
+    assert chosen.host == "c"
 
 
 def test_no_hosts_at_all(selector, table):
