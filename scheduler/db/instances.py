@@ -327,30 +327,18 @@ class InstanceQueries(DatabaseEngine):
         return found
 
     @_retry
-    def move_hosts_of_instances(self, uuids: Iterable[str]) -> dict[str, str]:
-        """{uuid: the other host that holds it} of the instances of ``uuids`` that are moving."""
-        found: dict[str, str] = {}
+    def hosts_of_instances(self, uuids: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        """{uuid: the hosts that hold it} of the instances of ``uuids`` that are on a host and not
+        deleted or failed: its host, and while it moves its move_host too."""
+        found: dict[str, tuple[str, ...]] = {}
         with self._transaction() as connection:
             for chunk in _chunks(uuids):
-                statement = sa.select(instances.c.uuid, instances.c.move_host).where(
-                    instances.c.uuid.in_(chunk),
-                    instances.c.move_host.is_not(None),
-                    instances.c.state.in_(instance_states.MOVING),
-                )
-                found.update(connection.execute(statement).all())
-        return found
-
-    @_retry
-    def hosts_of_instances(self, uuids: Iterable[str]) -> dict[str, str]:
-        """{uuid: host} of the instances of ``uuids`` that are on a host and not deleted or failed."""
-        found: dict[str, str] = {}
-        with self._transaction() as connection:
-            for chunk in _chunks(uuids):
-                statement = sa.select(instances.c.uuid, instances.c.host).where(
+                statement = sa.select(instances.c.uuid, instances.c.host, instances.c.move_host).where(
                     instances.c.uuid.in_(chunk),
                     instances.c.host.is_not(None),
                     instances.c.state.not_in([instance_states.DELETED, instance_states.ERROR]),
                 )
-                found.update(connection.execute(statement).all())
+                for uuid, host, other in connection.execute(statement):
+                    found[uuid] = (host,) if other in (None, host) else (host, other)
         return found
 

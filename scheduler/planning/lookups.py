@@ -57,9 +57,8 @@ def prepare_spec(database, spec, add_members=True):
             missing = [u for u in uuids if u not in known]
             if missing:
                 raise InvalidHint(f"Instance {missing[0]} does not exist (scheduler hint {hint})")
-            hosts = database.hosts_of_instances(uuids)
-            moving = database.move_hosts_of_instances(uuids)
-            setattr(spec, field, sorted(set(hosts.values()) | set(moving.values())))
+            holding = database.hosts_of_instances(uuids)  # a moving instance is on two hosts
+            setattr(spec, field, sorted({host for hosts in holding.values() for host in hosts}))
     return spec
 
 
@@ -86,10 +85,7 @@ def resolve_group(database, reference, instance_uuids, add_members=True):
     others = [m for m in group["members"] if m not in set(instance_uuids)]
     placed = database.hosts_of_instances(others)
     # A member moving is on two hosts until its move ends: both count for the group's rules.
-    counted = collections.Counter(placed.values())
-    for uuid, host in database.move_hosts_of_instances(others).items():
-        if host != placed.get(uuid):
-            counted[host] += 1
+    counted = collections.Counter(host for hosts in placed.values() for host in hosts)
     return {
         "uuid": group["uuid"],
         "name": group["name"],

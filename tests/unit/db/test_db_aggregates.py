@@ -195,13 +195,17 @@ def test_deleting_a_group_drops_its_members_only(database):
     assert database.get_server_group(keep)["members"] == [member]
 
 
-def test_hosts_of_instances_skips_unplaced_deleted_and_failed_ones(database):
-    placed, scheduling, deleted, failed, active = (_uuid() for _ in range(5))
-    database.create_instances([_instance(u) for u in (placed, scheduling, deleted, failed, active)])
+def test_hosts_of_instances_skips_unplaced_deleted_and_failed_ones_and_names_both_ends_of_a_move(database):
+    placed, scheduling, deleted, failed, active, moving, resizing = (_uuid() for _ in range(7))
+    database.create_instances([_instance(u) for u in (placed, scheduling, deleted, failed, active, moving,
+                                                      resizing)])
     database.update_instance(placed, {"state": states.SCHEDULED, "host": "h1"})
     database.update_instance(active, {"state": states.ACTIVE, "host": "h2"})
     database.update_instance(deleted, {"state": states.DELETED, "host": "h3"})
     database.update_instance(failed, {"state": states.ERROR, "host": "h3"})
-    found = database.hosts_of_instances([placed, scheduling, deleted, failed, active, _uuid()])
-    assert found == {placed: "h1", active: "h2"}
+    database.update_instance(moving, {"state": states.MIGRATING, "host": "h1", "move_host": "h4"})
+    database.update_instance(resizing, {"state": states.MIGRATING, "host": "h2", "move_host": "h2"})
+    found = database.hosts_of_instances([placed, scheduling, deleted, failed, active, moving, resizing,
+                                         _uuid()])
+    assert found == {placed: ("h1",), active: ("h2",), moving: ("h1", "h4"), resizing: ("h2",)}
     assert database.hosts_of_instances([]) == {}
