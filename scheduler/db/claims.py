@@ -112,19 +112,19 @@ class ClaimQueries(DatabaseEngine):
             condition = sa.or_(condition, sa.and_(
                 instances.c.state.in_([states.BUILDING, states.ACTIVE]),
                 instances.c.updated_at >= to_db_time(since)))
-        query = sa.select(instances).where(condition)
         # The destinations of moves under way hold the instance too (at its new size), as its move_host.
-        moving = sa.select(instances).where(instances.c.state == states.MIGRATING,
-                                            instances.c.move_host.is_not(None))
+        moving = instances.c.state == states.MIGRATING
         rows: list[sa.RowMapping] = []
-        moves: list[sa.RowMapping] = []
         with self._transaction() as connection:
             if hosts is None:
+                query = sa.select(instances).where(sa.or_(condition, sa.and_(
+                    moving, instances.c.move_host.is_not(None))))
                 rows.extend(connection.execute(query).mappings().all())
-                moves.extend(connection.execute(moving).mappings().all())
             for chunk in _chunks(sorted(set(hosts or ()))):
-                rows.extend(connection.execute(query.where(instances.c.host.in_(chunk))).mappings().all())
-                moves.extend(connection.execute(moving.where(instances.c.move_host.in_(chunk))).mappings().all())
-        return [_row_dict(row) for row in rows] + [dict(_row_dict(row), host=row["move_host"])
-                                                   for row in moves]
+                query = sa.select(instances).where(sa.or_(
+                    sa.and_(condition, instances.c.host.in_(chunk)),
+                    sa.and_(moving, instances.c.move_host.in_(chunk))))
+                rows.extend(connection.execute(query).mappings().all())
+        return [dict(_row_dict(row), host=row["move_host"]) if row["state"] == states.MIGRATING
+                else _row_dict(row) for row in rows]
 

@@ -52,6 +52,16 @@ def test_instances_placed_on_a_host_and_not_claimed_yet_are_found(database):
     assert [i["uuid"] for i in database.instances_placed_since(hosts=["h1"])] == [U1]
 
 
+def test_an_instance_moving_is_found_on_its_destination_at_its_new_size(database):
+    database.create_instances([
+        {"uuid": U1, "state": "MIGRATING", "host": "h1", "move_host": "h2", "memory_mb": 2048},
+        {"uuid": U2, "state": "SCHEDULED", "host": "h2", "memory_mb": 512}])
+    found = {(i["uuid"], i["host"], i["memory_mb"]) for i in database.instances_placed_since(hosts=["h2"])}
+    assert found == {(U1, "h2", 2048), (U2, "h2", 512)}
+    assert database.instances_placed_since(hosts=["h1"]) == []  # its source: its agent reports it
+    assert {i["host"] for i in database.instances_placed_since()} == {"h2"}
+
+
 def test_instances_claimed_recently_are_found_too(database):
     U3, U4 = "33333333-3333-4333-8333-333333333333", "44444444-4444-4444-8444-444444444444"
     noon = datetime.datetime(2026, 11, 30, 12, 0, 0)
