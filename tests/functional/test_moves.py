@@ -254,10 +254,12 @@ def test_an_oslo_messaging_client_resizes_and_migrates(small_fleet):
         assert (migration["kind"], migration["dest_host"]) == ("live-migration", "tiny")
         fleet.wait(lambda: fleet.instances([uuid])[uuid]["host"] == "tiny", 60, "the move to end")
         with pytest.raises(oslo_messaging.RemoteError) as refused:
-            client.call({}, "resize_instance", instance_uuid=uuid, flavor={"memory_mb": 9000, "vcpus": 1})
+            client.call({}, "resize_instance", instance_uuid=uuid,
+                        flavor={"memory_mb": 9000, "root_gb": 1, "vcpus": 1})
         assert refused.value.exc_type == "MoveRefused"
         assert "RamFilter" in refused.value.value
-        client.cast({}, "resize_instance", instance_uuid=uuid, flavor={"memory_mb": 2048, "vcpus": 1})
+        client.cast({}, "resize_instance", instance_uuid=uuid,
+                    flavor={"memory_mb": 2048, "root_gb": 1, "vcpus": 1})
         fleet.wait_states([uuid], ("VERIFY_RESIZE",))
         client.call({}, "confirm_resize", instance_uuid=uuid)
         fleet.wait_states([uuid], ("ACTIVE",))
