@@ -402,9 +402,7 @@ class ComputeManager:
         reason = None
         with self._lock:
             record = self.store.get(uuid)
-            if record is not None and _migration_id(record) == migration_id:
-                LOG.info("Move %s of %s is on %s already; repeated move request ignored",
-                         migration_id, uuid, self.host)
+            if self._repeated(record, uuid, migration_id, "Move"):
                 return
             if record is not None or uuid in self.tracker:
                 state = (record or {}).get("state", "held")
@@ -484,6 +482,14 @@ class ComputeManager:
         # Terminated while it was moving in (the move aborted, or the instance deleted).
         self._destroy(instance, "after its move was aborted")
 
+    def _repeated(self, record, uuid, migration_id, what):
+        """Whether ``record`` holds this migration already: a request delivered again, ignored."""
+        if record is None or _migration_id(record) != migration_id:
+            return False
+        LOG.info("%s %s of %s is on %s already; repeated move request ignored", what, migration_id, uuid,
+                 self.host)
+        return True
+
     def _moving(self, uuid, migration_id):
         record = self.store.get(uuid) or {}
         return record.get("state") == MIGRATING and _migration_id(record) == migration_id
@@ -493,9 +499,7 @@ class ComputeManager:
         reason = None
         with self._lock:
             record = self.store.get(uuid)
-            if record is not None and _migration_id(record) == migration_id:
-                LOG.info("Resize %s of %s is under way or done on %s; repeated request ignored",
-                         migration_id, uuid, self.host)
+            if self._repeated(record, uuid, migration_id, "Resize"):
                 return
             if record is None:
                 reason = f"{self.host}: does not hold {uuid}; cannot resize it in place"

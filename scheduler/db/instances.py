@@ -14,7 +14,7 @@ from scheduler import states as instance_states
 from scheduler.db import fastpaths
 from scheduler.db.engine import DatabaseEngine, TimeValue, _retry, to_db_time
 from scheduler.db.models import instances
-from scheduler.db.rows import _chunks, _column_defaults, _row_dict, _time_columns
+from scheduler.db.rows import _checked_values, _chunks, _column_defaults, _row_dict, _time_columns
 
 _INSTANCE_TIMES = _time_columns(instances)
 _INSTANCE_WRITABLE = frozenset(instances.c.keys()) - {"id"}
@@ -37,12 +37,7 @@ def _check_state(state: object) -> None:
 
 
 def _instance_values(values: Mapping[str, Any], allowed: AbstractSet[str]) -> dict[str, Any]:
-    unknown = set(values) - allowed
-    if unknown:
-        raise ValueError(f"not instance columns: {', '.join(sorted(unknown))}")
-    out = dict(values)
-    for key in _INSTANCE_TIMES.intersection(out):
-        out[key] = to_db_time(out[key])
+    out = _checked_values(values, allowed, _INSTANCE_TIMES, "instance")
     if "state" in out:
         _check_state(out["state"])
     return out

@@ -11,9 +11,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from scheduler.db.engine import DatabaseEngine, _retry, to_db_time
+from scheduler.db.engine import DatabaseEngine, _retry
 from scheduler.db.models import migrations
-from scheduler.db.rows import _row_dict, _time_columns
+from scheduler.db.rows import _checked_values, _row_dict, _time_columns
 
 MIGRATING = "migrating"
 FINISHED = "finished"  # a resize done, waiting to be confirmed or reverted
@@ -41,12 +41,7 @@ _UPDATABLE = _WRITABLE - {"instance_uuid", "kind", "created_at"}
 
 
 def _values(values: Mapping[str, Any], allowed: AbstractSet[str]) -> dict[str, Any]:
-    unknown = set(values) - allowed
-    if unknown:
-        raise ValueError(f"not migration columns: {', '.join(sorted(unknown))}")
-    out = dict(values)
-    for key in _TIMES.intersection(out):
-        out[key] = to_db_time(out[key])
+    out = _checked_values(values, allowed, _TIMES, "migration")
     if "status" in out and out["status"] not in STATUSES:
         raise ValueError(f"migration status must be one of {', '.join(STATUSES)}, got {out['status']!r}")
     if "kind" in out and out["kind"] not in KINDS:
