@@ -453,9 +453,7 @@ class ComputeManager:
             LOG.info("Move of %s interrupted; it resumes when the agent starts again", uuid)
             return
         except Exception as exc:
-            telemetry.MIGRATE_IN_SECONDS.observe(time.monotonic() - started)
-            LOG.log(logging.WARNING if isinstance(exc, drivers.MoveFailed) else logging.ERROR,
-                    "Move of %s failed: %s", uuid, exc, exc_info=not isinstance(exc, drivers.MoveFailed))
+            self._driver_failed("Move", uuid, exc, started)
             with self._lock:
                 if not self._moving(uuid, migration["id"]):
                     return  # terminated meanwhile
@@ -481,6 +479,15 @@ class ComputeManager:
                 return
         # Terminated while it was moving in (the move aborted, or the instance deleted).
         self._destroy(instance, "after its move was aborted")
+
+    @staticmethod
+    def _driver_failed(what, uuid, exc, started):
+        """Time and log a move or resize the driver failed: one WARNING line for a failure it says
+        whole (drivers.MoveFailed), an ERROR with the traceback for anything else."""
+        telemetry.MIGRATE_IN_SECONDS.observe(time.monotonic() - started)
+        said = isinstance(exc, drivers.MoveFailed)
+        LOG.log(logging.WARNING if said else logging.ERROR, "%s of %s failed: %s", what, uuid, exc,
+                exc_info=not said)
 
     def _repeated(self, record, uuid, migration_id, what):
         """Whether ``record`` holds this migration already: a request delivered again, ignored."""
@@ -549,9 +556,7 @@ class ComputeManager:
             LOG.info("Resize of %s interrupted; it resumes when the agent starts again", uuid)
             return
         except Exception as exc:
-            telemetry.MIGRATE_IN_SECONDS.observe(time.monotonic() - started)
-            LOG.log(logging.WARNING if isinstance(exc, drivers.MoveFailed) else logging.ERROR,
-                    "Resize of %s failed: %s", uuid, exc, exc_info=not isinstance(exc, drivers.MoveFailed))
+            self._driver_failed("Resize", uuid, exc, started)
             with self._lock:
                 held = self.store.get(uuid)
                 if (held or {}).get("resize", {}).get("migration_id") != migration_id:
