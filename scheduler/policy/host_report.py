@@ -129,6 +129,13 @@ class HostReport(NamedTuple):
     version: str | None = None
     stats: Mapping[str, int | str] | None = None
     metrics: Mapping[str, float] | None = None
+    #: {resource class: {total, reserved, min_unit, max_unit, step_size, allocation_ratio}}: what the
+    #: host has of each class, with Placement's meaning (scheduler.policy.resource_classes.Inventory).
+    inventories: Mapping[str, Mapping[str, int | float]] | None = None
+    #: {resource class: units the instances of ``instance_uuids`` take}, for the classes of ``inventories``.
+    usages: Mapping[str, int | float] | None = None
+    #: The host's traits (scheduler.policy.traits): its CPU's features and the operator's CUSTOM_ ones.
+    traits: Sequence[str] | None = None
     instance_uuids: Sequence[str] = ()
     load: HostLoad | None = None
     #: {instance uuid: {"cpu": vCPUs used, "memory": MB used}} of instances the report lists.

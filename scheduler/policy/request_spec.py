@@ -6,9 +6,11 @@ so that filters and weighers can trust what they are given.
 """
 
 import dataclasses
+import functools
 import uuid as uuidlib
 
 from scheduler.exception import InvalidRequest
+from scheduler.policy import resource_classes, traits
 from scheduler.utils import amqp_names as names
 from scheduler.utils import host_names
 from scheduler.utils.json_checks import integer, json_object, sized_list
@@ -21,6 +23,8 @@ MAX_DISK_GB = 1024 * 1024
 MAX_VCPUS = 4096
 MAX_LIST = 1000
 MAX_TEXT = 255
+#: The image property of the CPU policy (the flavor's hw:cpu_policy, which Berth takes).
+IMAGE_CPU_POLICY = "hw_cpu_policy"
 
 
 def is_bounded_number(value, high):
@@ -107,6 +111,24 @@ class Flavor:
     vcpus: int
     name: str | None = None
     extra_specs: dict = dataclasses.field(default_factory=dict)
+
+    #: {resource class: units} the instance takes of its host (scheduler.policy.resource_classes):
+    #: VCPU, MEMORY_MB and DISK_GB always, and whatever its extra specs ask for.
+    amounts: dict = dataclasses.field(init=False, repr=False, compare=False)
+    #: The traits its extra specs require and forbid (scheduler.policy.traits).
+    required_traits: frozenset = dataclasses.field(init=False, repr=False, compare=False)
+    forbidden_traits: frozenset = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        where = f"flavor {self.name}: extra_specs" if self.name else "flavor.extra_specs"
+        object.__setattr__(self, "amounts", resource_classes.amounts(
+            self.vcpus, self.memory_mb, self.disk_gb, self.extra_specs, where))
+        required, forbidden = traits.of_flavor(self.extra_specs, where)
+        both = required & forbidden
+        if both:
+            raise InvalidRequest(f"{where}: trait {sorted(both)[0]} is both required and forbidden")
+        object.__setattr__(self, "required_traits", required)
+        object.__setattr__(self, "forbidden_traits", forbidden)
 
     @property
     def disk_gb(self):
@@ -202,6 +224,31 @@ class RequestSpec:
     def num_instances(self):
         return len(self.instance_uuids)
 
+    @functools.cached_property
+    def required_traits(self):
+        """The traits the host must have: the flavor's and the image's."""
+        return self.flavor.required_traits | traits.of_image(self.image_properties)
+
+    @property
+    def forbidden_traits(self):
+        return self.flavor.forbidden_traits
+
+    def check_traits_and_policy(self):
+        """Raise InvalidRequest if the image's traits or CPU policy contradict the flavor's."""
+        where = "request_spec.image.properties"
+        clash = self.required_traits & self.forbidden_traits
+        if clash:
+            raise InvalidRequest(f"{where}[trait:{sorted(clash)[0]}]: the image requires a trait "
+                                 "its flavor forbids")
+        asked = self.image_properties.get(IMAGE_CPU_POLICY)
+        if asked is not None:
+            given = resource_classes.cpu_policy(self.flavor.extra_specs, "flavor.extra_specs")
+            if asked != given:
+                raise InvalidRequest(
+                    f"{where}[{IMAGE_CPU_POLICY}]: asks for {str(asked)[:40]!r} but the flavor's "
+                    f"{resource_classes.CPU_POLICY} is {given!r}: Berth takes the CPU policy from the "
+                    "flavor; set it there")
+
     @classmethod
     def from_wire(cls, request_spec, filter_properties):
         request_spec = json_object(request_spec, "request_spec:")
@@ -225,7 +272,7 @@ class RequestSpec:
         image = json_object(request_spec.get("image"), "request_spec.image:")
         names = check_display_names(props.get("display_name"), len(uuids),
                                     "request_spec.instance_properties.display_name")
-        return cls(
+        spec = cls(
             instance_uuids=uuids,
             flavor=Flavor.from_wire(request_spec.get("instance_type")),
             project_id=_text(props.get("project_id"), "request_spec.instance_properties.project_id",
@@ -250,6 +297,8 @@ class RequestSpec:
             display_names=dict(zip(uuids, names, strict=True)),
             uuids_named=request_spec.get("instance_uuids") is not None,
         )
+        spec.check_traits_and_policy()
+        return spec
 
     def to_wire(self):
         request_spec = {
