@@ -3,14 +3,15 @@
 A plugin says what it reads: ``reads_hints`` (hint keys) and ``group_policies``
 (the server group policies it enforces). A request asking for something that
 no enabled plugin honours is refused, naming the plugin to enable, rather than
-placed as if it had not asked (Nova places it silently).
+placed as if it had not asked (Nova places it silently). So is one whose flavor extra
+specs or image properties no enabled filter reads (scheduler.policy.extra_specs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scheduler.policy import server_groups
+from scheduler.policy import extra_specs, server_groups
 from scheduler.policy.filters import BaseHostFilter
 from scheduler.policy.request_spec import RequestSpec
 from scheduler.policy.weighers import BaseHostWeigher
@@ -76,6 +77,9 @@ def unhonoured(spec: RequestSpec, enabled: Iterable[Plugin],
         cls = installed[candidates[0]]
         return (f"server group {group} has policy {policy}, which {candidates[0]} enforces; it is not "
                 f"enabled: add it to {_where(cls, installed_filters.values())}")
+    why = extra_specs.unread(spec, enabled, installed_filters)
+    if why is not None:
+        return why
     for plugin in enabled:
         try:
             plugin.check_hints(spec)

@@ -47,6 +47,13 @@ class BaseHostFilter:
     reads_hints: ClassVar[tuple[str, ...]] = ()
     group_policies: ClassVar[tuple[str, ...]] = ()
 
+    #: The flavor extra specs and image properties this filter reads (scheduler.policy.extra_specs):
+    #: exact keys, ``scope:`` for every key of a scope, ``""`` for every unscoped extra spec,
+    #: ``*`` for every image property. A request carrying a key no enabled filter reads, that is
+    #: no resource and not the hypervisor's business, is refused, naming the key.
+    reads_extra_specs: ClassVar[tuple[str, ...]] = ()
+    reads_image_properties: ClassVar[tuple[str, ...]] = ()
+
     #: Aggregate metadata this filter reads as a number: {key: the value it must
     #: exceed, or None}; ``berth aggregate set-metadata`` refuses any other value.
     aggregate_numbers: ClassVar[dict[str, float | None]] = {}

@@ -40,6 +40,7 @@ def _scoped_specs(extra_specs, scope):
 
 class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
+    reads_extra_specs = ("", EXTRA_SPECS_SCOPE + ":")
 
     def check_hints(self, spec):
         for key, req in _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE):

@@ -42,6 +42,7 @@ def list_opts():
 
 class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
     run_filter_once_per_request = True
+    reads_image_properties = ("*",)
 
     def __init__(self, conf):
         super().__init__(conf)
@@ -49,6 +50,10 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
         namespace = options.aggregate_image_properties_isolation_namespace
         separator = options.aggregate_image_properties_isolation_separator or ""
         self.prefix = namespace + separator if namespace else None
+
+    def reads_image_property(self, key):
+        """Every property, or with a namespace only those in it (scheduler.policy.extra_specs)."""
+        return self._checked(key)
 
     def _checked(self, key):
         return self.prefix is None or key.startswith(self.prefix)

@@ -84,6 +84,7 @@ def _requirement_met(host_state, scope, req, unscoped):
 
 class ComputeCapabilitiesFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
+    reads_extra_specs = ("", SCOPE + ":")
 
     def check_hints(self, spec):
         for scope, req, unscoped in requirements(spec.flavor.extra_specs):

@@ -1,0 +1,159 @@
+"""No extra spec is ever ignored: who reads each key of a flavor's extra specs and of an image's
+properties.
+
+Every key a request carries must be one of:
+
+- read by an enabled filter (a filter names the keys it reads in ``reads_extra_specs`` and
+  ``reads_image_properties``: exact keys, ``scope:`` for every key of a scope, ``""`` for the
+  unscoped extra specs, ``*`` for every image property);
+- counted as a resource (``resources:CLASS``, ``hw:cpu_policy``; a class other than the classic
+  VCPU, MEMORY_MB and DISK_GB needs a filter that reads ``resources:`` enabled);
+- the hypervisor's business: applied by the agent's driver when it builds the instance, with
+  nothing for the scheduler to choose (:data:`HYPERVISOR_SCOPES`, :data:`HYPERVISOR_IMAGE_PREFIXES`);
+- or else the request is refused, naming the key and the filter that would read it, if one is
+  installed. Keys Berth knows but cannot honour (:func:`unsupported`) are refused with the reason.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from scheduler.policy import resource_classes, traits
+from scheduler.policy.filters import BaseHostFilter
+from scheduler.policy.request_spec import IMAGE_CPU_POLICY, RequestSpec
+
+#: Extra-spec scopes the scheduler leaves to the agent's driver: guest hardware (CPU topology,
+#: NUMA cells, huge pages, watchdog, serial ports...), random-number and video devices, guest OS
+#: settings, I/O and CPU quotas, and the hypervisor-specific ones. Berth does not model NUMA cells
+#: or page sizes: a host that cannot honour ``hw:numa_nodes`` or ``hw:mem_page_size`` fails the
+#: build, and the instance is rescheduled.
+HYPERVISOR_SCOPES = ("hw:", "hw_rng:", "hw_video:", "os:", "quota:", "vmware:", "powervm:", "hyperv:")
+#: Unscoped extra specs that are the hypervisor's (Nova's legacy names for them).
+HYPERVISOR_KEYS = frozenset({"hide_hypervisor_id"})
+
+#: Image properties left to the driver: Nova's image metadata namespaces (``hw_`` the guest's
+#: hardware, ``img_`` the image's handling on the host, ``os_`` the guest OS) and the legacy names
+#: Nova maps onto them.
+HYPERVISOR_IMAGE_PREFIXES = ("hw_", "img_", "os_")
+HYPERVISOR_IMAGE_KEYS = frozenset({
+    "architecture", "owner_id", "vmware_disktype", "vmware_image_version", "vmware_ostype",
+    "vmware_adaptertype", "vmware_linked_clone", "auto_disk_config", "ipxe_boot",
+    "xenapi_device_id", "xenapi_image_compression_level", "xenapi_use_agent",
+    "xenapi_skip_agent_inject_ssh", "xenapi_skip_agent_inject_files_at_boot", "cache_in_nova",
+    "vm_mode", "bittorrent", "mappings", "block_device_mapping", "bdm_v2", "root_device_name",
+    "hypervisor_type", "hypervisor_version_requires",
+})
+
+_NUMBERED = "numbered request groups are not supported: every host is a single resource provider"
+#: Extra specs Berth knows and does not honour: {key or scope: why}.
+_UNSUPPORTED = {
+    "group_policy": _NUMBERED,
+    "hw:cpu_dedicated_mask": "mixed CPU policies need guest NUMA cells, which Berth does not model",
+    "hw:pmem": "persistent memory namespaces are not tracked",
+    "hw:mem_encryption": "not turned into a resource: ask for resources:MEM_ENCRYPTION_CONTEXT=1 "
+                         "and the CPU's trait instead",
+    "hw:emulator_threads_policy": "an isolated emulator thread takes a dedicated CPU Berth does not "
+                                  "count: ask for one more with resources:PCPU",
+    "pci_passthrough:": "PCI devices are not tracked: give them a custom resource class on the "
+                        "agents ([compute_agent] resources) and ask for resources:CUSTOM_...",
+    "accel:": "no accelerator service: give the devices a custom resource class and ask for "
+              "resources:CUSTOM_...",
+}
+_UNSUPPORTED_IMAGE = {
+    "hw_mem_encryption": _UNSUPPORTED["hw:mem_encryption"],
+    "hw_emulator_threads_policy": _UNSUPPORTED["hw:emulator_threads_policy"],
+    "hw_pmem": _UNSUPPORTED["hw:pmem"],
+}
+_ENABLE = "[filter_scheduler] enabled_filters"
+
+
+def _scope(key: str) -> str:
+    return key.split(":", 1)[0] + ":" if ":" in key else ""
+
+
+def _reads(entries: Iterable[str], key: str) -> bool:
+    scope = _scope(key)
+    return any(entry == key or entry == "*" or (entry == scope and (scope or ":" not in key))
+               for entry in entries)
+
+
+def readers(plugins: Iterable, key: str, image: bool = False, everything: bool = True,
+            unscoped: bool = True) -> list[str]:
+    """The names of the filters of ``plugins`` (instances or classes) that read ``key``.
+    ``everything``: count the filters that read every image property; ``unscoped``: those that
+    read every unscoped extra spec."""
+    found = []
+    for plugin in plugins:
+        if image and everything and hasattr(plugin, "reads_image_property") and not isinstance(plugin, type):
+            reads = plugin.reads_image_property(key)
+        else:
+            entries = getattr(plugin, "reads_image_properties" if image else "reads_extra_specs", ())
+            reads = _reads([e for e in entries if (everything or e != "*") and (unscoped or e != "")], key)
+        if reads:
+            found.append(plugin.__name__ if isinstance(plugin, type) else plugin.name)
+    return found
+
+
+def unsupported(key: str, image: bool = False) -> str | None:
+    """Why Berth does not honour ``key``, or None."""
+    table = _UNSUPPORTED_IMAGE if image else _UNSUPPORTED
+    return table.get(key) or table.get(_scope(key) or key)
+
+
+def hypervisors(key: str, image: bool = False) -> bool:
+    """Whether ``key`` is the driver's business, with nothing for the scheduler to choose."""
+    if image:
+        return key in HYPERVISOR_IMAGE_KEYS or key.startswith(HYPERVISOR_IMAGE_PREFIXES)
+    return key in HYPERVISOR_KEYS or key.startswith(HYPERVISOR_SCOPES)
+
+
+def _counted(key: str, image: bool) -> bool:
+    if image:
+        return key == IMAGE_CPU_POLICY  # checked against the flavor's (RequestSpec)
+    return key.startswith(resource_classes.RESOURCES) or key == resource_classes.CPU_POLICY
+
+
+#: Scopes read only by a filter naming them, never by one reading every image property.
+_OWN_READERS = (traits.TRAIT, resource_classes.RESOURCES)
+
+
+def _why(key: str, image: bool, enabled: list, installed: dict) -> str | None:
+    what = f"image property {key}" if image else f"extra spec {key}"
+    why = unsupported(key, image)
+    if why:
+        return f"{what} is not supported: {why}"
+    if readers(enabled, key, image, everything=not key.startswith(_OWN_READERS)):
+        return None
+    # A key a filter names is that filter's, even in the hypervisor's namespaces (hw_architecture).
+    candidates = readers(installed.values(), key, image, everything=False, unscoped=False)
+    if not candidates and (_counted(key, image) or hypervisors(key, image)):
+        return None
+    candidates = candidates or readers(installed.values(), key, image, everything=False)
+    if candidates:
+        return (f"{what} is read by {' or '.join(candidates)}, which is not enabled: add it to "
+                f"{_ENABLE}, or leave the key out")
+    if image and key.startswith(traits.TRAIT):
+        return f"{what}: no installed filter reads traits"
+    return (f"{what}: no enabled filter reads it, it is not a resource, and it is not a key Berth "
+            "leaves to the hypervisor: leave it out (README, 'Flavors and images')")
+
+
+def unread(spec: RequestSpec, enabled: Iterable, installed: dict[str, type[BaseHostFilter]]) -> str | None:
+    """Why ``spec`` asks for something the ``enabled`` filters would not honour, or None.
+    ``installed``: {name: class} of every filter installed, to name the one to enable."""
+    enabled = [p for p in enabled if isinstance(p, BaseHostFilter)]
+    for image, keys in ((False, spec.flavor.extra_specs), (True, spec.image_properties)):
+        for key in keys:
+            why = _why(key, image, enabled, installed)
+            if why:
+                return why
+    for name in spec.flavor.amounts:
+        if name in resource_classes.CLASSIC or readers(enabled, resource_classes.RESOURCES + name):
+            continue
+        candidates = readers(installed.values(), resource_classes.RESOURCES + name, everything=False)
+        return (f"the flavor asks for {name}, which is counted by "
+                f"{' or '.join(candidates) or 'no installed filter'}"
+                + (f", not enabled: add it to {_ENABLE}" if candidates else ""))
+    return None
