@@ -36,7 +36,7 @@ Known differences (Berth documents them; the cases keep these inputs out):
   scheduler/policy/image_meta.py), but keep properties that are not Nova's
   ImageMetaProps fields and compare other values as text, where Nova drops the
   first and coerces the second (``yes`` and ``true`` are both ``True``): the
-  cases draw standard properties with enumerated or free-text values only.
+  cases draw only properties Nova knows, with enumerated or free-text values.
 
 Nova's ImagePropertiesWeigher loads each host's instances from its cell's
 database: parity.nova_cells gives it one cell, and the instances built for
