@@ -20,6 +20,7 @@ import itertools
 import re
 import threading
 
+from scheduler.policy import image_meta
 from scheduler.policy.host_report import HostReport
 from scheduler.version import version
 
@@ -110,7 +111,7 @@ class ResourceTracker:
         self.io_workload = 0
         self._lock = threading.Lock()
         self._instances = {}  # uuid -> normalized flavor
-        self._image_properties = {}  # uuid -> {(property, value as text)} of its image, if any
+        self._image_properties = {}  # uuid -> {(standard property, value as text)} of its image
         self._owners = {}  # uuid -> (project_id, the image's os_type), either None
         # Numbers this process's reports, so that a scheduler can tell an old one from a new one.
         self._report_numbers = itertools.count(1)
@@ -168,7 +169,8 @@ class ResourceTracker:
 
     def claim(self, uuid, flavor, limits=None, image_properties=None, project_id=None):
         """Hold ``flavor``'s resources for ``uuid`` if they fit within ``limits``
-        (``image_properties``: its image's, counted in reports for ImagePropertiesWeigher;
+        (``image_properties``: its image's, counted in reports for ImagePropertiesWeigher in their
+        standard form, scheduler.policy.image_meta;
         ``project_id`` and the image's ``os_type`` are counted in the report's stats).
 
         Returns True when claimed, False when ``uuid`` was already held (a
@@ -182,7 +184,8 @@ class ResourceTracker:
             self._check(wanted, limits)
             self._instances[uuid] = wanted
             if isinstance(image_properties, dict) and image_properties:
-                self._image_properties[uuid] = {(str(k), str(v)) for k, v in image_properties.items()}
+                standard = image_meta.standard(image_properties)
+                self._image_properties[uuid] = {(k, str(v)) for k, v in standard.items()}
             os_type = image_properties.get("os_type") if isinstance(image_properties, dict) else None
             self._owners[uuid] = (project_id if isinstance(project_id, str) else None,
                                   os_type if isinstance(os_type, str) else None)

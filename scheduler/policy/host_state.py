@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from scheduler.policy import host_load
+from scheduler.policy import host_load, image_meta
 from scheduler.policy.aggregates import AggregateIndex
 from scheduler.policy.host_report import HostReport
 
@@ -213,7 +213,7 @@ class HostTable:
         if report.host_ip:
             extra["host_ip"] = report.host_ip
         if report.image_properties:
-            extra["image_properties"] = report.image_properties
+            extra["image_properties"] = image_meta.standard_counts(report.image_properties)
         if stats:
             extra["stats"] = stats
         if report.version:

@@ -19,6 +19,7 @@ the hosts as their agents report them, the aggregates, and one request.
 """
 
 import collections
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -51,6 +52,7 @@ WEIGHERS = {
     "ServerGroupSoftAntiAffinityWeigher": "soft_anti_affinity_weight_multiplier",
     "MetricsWeigher": "weight_multiplier",  # [metrics]; aggregates: metrics_weight_multiplier
     "HypervisorVersionWeigher": "hypervisor_version_weight_multiplier",
+    "ImagePropertiesWeigher": "image_props_weight_multiplier",  # drawn by add_image_meta
 }
 
 #: option -> (Berth's group, Nova's group); None: Nova reads it from each ComputeNode.
@@ -72,13 +74,15 @@ OPTIONS = {
     "required": ("metrics", "metrics"),
     "weight_multiplier": ("metrics", "metrics"),
     "weight_of_unavailable": ("metrics", "metrics"),
+    "image_props_weight_setting": ("filter_scheduler", "filter_scheduler"),
     **{name: ("filter_scheduler", "filter_scheduler") for name in WEIGHERS.values()
        if name != "weight_multiplier"},
 }
 
 
-#: The aggregate metadata that overrides each weigher's multiplier.
-MULTIPLIER_KEYS = [name for name in WEIGHERS.values() if name != "weight_multiplier"]
+#: The aggregate metadata that overrides each weigher's multiplier (the image weigher's: add_image_meta).
+MULTIPLIER_KEYS = [name for name in WEIGHERS.values()
+                   if name not in ("weight_multiplier", "image_props_weight_multiplier")]
 MULTIPLIER_KEYS.append("metrics_weight_multiplier")
 
 
@@ -122,13 +126,15 @@ def gen_case(seed, profile=None):
             for entry in options["weight_setting"]:
                 name = entry.split("=")[0]
                 host["metrics"].setdefault(name, metric_value(rng, name))
-    return {
+    generated = {
         "seed": seed,
         "options": options,
         "hosts": hosts,
         "aggregates": [gen_aggregate(rng, i, names, profile) for i in range(rng.randint(0, 4) or 1)],
         "request": gen_request(rng, hosts, pool, options, profile),
     }
+    add_image_meta(random.Random(f"image-meta-{seed}"), generated, profile)
+    return generated
 
 
 def gen_host(rng, name, unplaced, profile):
@@ -197,6 +203,8 @@ def gen_options(rng, names):
         "weight_of_unavailable": rng.choice([-10000.0, -5.0]),
     }
     for name in WEIGHERS.values():
+        if name == "image_props_weight_multiplier":
+            continue
         # The soft (anti-)affinity multipliers may not be negative (min=0 on both sides).
         options[name] = rng.choice([1.0, 2.5, 0.0, 1000000.0] + ([] if "soft" in name else [-1.0, -0.5]))
     return options
@@ -339,12 +347,61 @@ def gen_image(rng, profile):
     for key in keys:
         name = key
         if aliases and rng.random() < 0.3:
-            name = {"hw_architecture": "architecture", "img_hv_type": "hypervisor_type",
-                    "hw_vm_mode": "vm_mode"}.get(key, key)
+            name = LEGACY.get(key, key)
         props[name] = rng.choice(choices[key])
     if profile.custom_image_props and rng.random() < 0.5:
         props["os.distro"] = "ubuntu"
     return {"id": rng.choice(IMAGES + [None]), "properties": props}
+
+
+#: Standard image property -> its legacy name (as Nova maps them).
+LEGACY = {"hw_architecture": "architecture", "img_hv_type": "hypervisor_type", "hw_vm_mode": "vm_mode",
+          "img_hv_requested_version": "hypervisor_version_requires", "os_distro": "vmware_ostype"}
+
+
+def image_properties(rng, profile, choices):
+    """Some of ``choices`` (standard name -> values), under legacy names too when the profile has
+    aliases; sometimes a property under both names, with values that may differ."""
+    props = {}
+    for key in rng.sample(sorted(choices), rng.randint(0, 3)):
+        value = rng.choice(choices[key])
+        if profile.image_aliases and key in LEGACY and rng.random() < 0.4:
+            props[LEGACY[key]] = value
+            if rng.random() < 0.3:
+                props[key] = rng.choice(choices[key])
+        else:
+            props[key] = value
+    return props
+
+
+def add_image_meta(rng, case, profile):
+    """What ImagePropertiesWeigher reads: the images of the hosts' instances, its options and
+    aggregate multipliers, and legacy names in the request's image (kept out of the other draws, so
+    that the cases of the seeds drawn before it stayed as they were)."""
+    aliases = profile.image_aliases
+    choices = {
+        "hw_architecture": ["x86_64", "aarch64"] + (["amd64", "AMD64"] if aliases else []),
+        "img_hv_type": ["kvm", "qemu"] + (["QEMU", "xapi"] if aliases else []),
+        "hw_vm_mode": ["hvm", "xen"] + (["pv", "hv"] if aliases else []),
+        "os_distro": ["ubuntu", "centos"],
+        "hw_disk_bus": ["virtio", "scsi"],
+        "img_hv_requested_version": [">=6.0", "<5.0"],
+    }
+    images = [image_properties(rng, profile, choices) for _ in range(3)]
+    for h in case["hosts"]:
+        h["instance_images"] = {u: rng.choice(images + [{}]) for u in h["instances"]}
+    props = case["request"]["image"]["properties"]
+    if aliases and rng.random() < 0.5:
+        for key, value in rng.choice(images).items():
+            props.setdefault(key, value)
+    options = case["options"]
+    options["image_props_weight_multiplier"] = rng.choice([1.0, 2.5, 0.0, -1.0, -0.5])
+    options["image_props_weight_setting"] = rng.choice([
+        [], [], ["hw_architecture=2.0", "os_distro=-1.0"], ["img_hv_type=0.5", "architecture=3.0"],
+        ["hw_vm_mode=1.5", "img_hv_requested_version=1.0"]])
+    for aggregate in case["aggregates"]:
+        if rng.random() < 0.2:
+            aggregate["metadata"]["image_props_weight_multiplier"] = rng.choice(["-1.0", "2", "0", "abc"])
 
 
 def gen_query(rng, profile, depth=0):
@@ -462,6 +519,9 @@ def build_berth(case):
         for key in ("host_ip", "cpu_info"):
             if h[key] is not None:
                 report[key] = h[key]
+        counts = image_property_counts(h)
+        if counts:
+            report["image_properties"] = counts
         row = table.add(h["name"], h["nodename"])
         table.update_from_report(row, HostReport.from_wire(report, h["name"]), now - h["age"])
         table.view(row).disabled = h["disabled"]
@@ -490,6 +550,17 @@ def build_berth(case):
                       "rules": dict(group["rules"]), "members": list(group["members"]),
                       "placed": sorted(placed), "hosts": dict(collections.Counter(placed.values()))}
     return BerthSide(conf, table, spec)
+
+
+def image_property_counts(h):
+    """The image_properties an agent holding the host's instances reports."""
+    from compute_agent.resource_tracker import ResourceTracker
+
+    tracker = ResourceTracker(h["name"], {"memory_mb": 1 << 20, "local_gb": 1 << 20, "vcpus": 1 << 10})
+    flavor = {"memory_mb": 1, "root_gb": 0, "ephemeral_gb": 0, "vcpus": 1}
+    for u, props in h.get("instance_images", {}).items():
+        tracker.claim(u, flavor, image_properties=props)
+    return tracker.report()["image_properties"]
 
 
 # --- Nova ----------------------------------------------------------------------------------------
@@ -563,7 +634,7 @@ def build_nova(case):
         state = host_manager.HostState(h["name"], h["nodename"], CELL)
         state.update(compute=compute, service=service,
                      aggregates=[a for a in aggregates if h["name"] in a.hosts],
-                     inst_dict={u: objects.Instance(uuid=u, host=h["name"]) for u in h["instances"]})
+                     inst_dict={u: nova_instance(u, h) for u in h["instances"]})
         # Nova's MonitorMetricList.from_json reads percents stored as fractions (times 100, then
         # truncated to an int): the list the HostState ends up with is built directly instead.
         state.metrics = objects.MonitorMetricList(objects=[
@@ -596,6 +667,37 @@ def build_nova(case):
     return NovaSide(hosts, spec)
 
 
+def nova_instance(u, h):
+    """An objects.Instance with its image's properties in system metadata, as Nova's compute keeps
+    them (each under image_<name>, its value as text)."""
+    from nova import objects
+
+    props = h.get("instance_images", {}).get(u, {})
+    return objects.Instance(uuid=u, host=h["name"], image_ref=None,
+                            system_metadata={f"image_{k}": str(v) for k, v in props.items()})
+
+
+@contextlib.contextmanager
+def nova_cells():
+    """Nova's ImagePropertiesWeigher looks the host's cell up and loads its instances' system
+    metadata from the cell's database: here there is one cell and the instances hold theirs."""
+    from unittest import mock
+
+    from nova import context as nova_context
+    from nova import objects
+
+    nova_conf()  # registers Nova's objects
+
+    @contextlib.contextmanager
+    def target_cell(context, cell_mapping):
+        yield context
+
+    with mock.patch.object(objects.CellMapping, "get_by_uuid",
+                           side_effect=lambda ctxt, cell_uuid: objects.CellMapping(uuid=cell_uuid)), \
+            mock.patch.object(nova_context, "target_cell", target_cell):
+        yield
+
+
 def build(case):
     """Berth and Nova, each built from ``case``."""
     return build_berth(case), build_nova(case)
@@ -614,7 +716,7 @@ def host(name, **facts):
             "free_disk_gb": 100, "vcpus": 8, "vcpus_used": 0, "instances": [], "running_vms": 0,
             "io_workload": 0, "failed_builds": 0, "hypervisor_type": "QEMU", "hypervisor_version": 6001000,
             "host_ip": "10.0.1.5", "cpu_info": None, "supported_instances": [["x86_64", "qemu", "hvm"]],
-            "metrics": {}, "disabled": False, "age": 1, **facts}
+            "metrics": {}, "disabled": False, "age": 1, "instance_images": {}, **facts}
 
 
 def case(hosts, aggregates=(), options=None, **request):

@@ -30,6 +30,19 @@ Known differences (Berth documents them; the cases keep these inputs out):
   names them (scheduler/policy/filters/aggregate_image_props.py says so), Nova only its
   ImageMetaProps fields, legacy names mapped and values coerced: the cases for
   that filter use the standard names and canonical values only.
+- ImagePropertiesFilter and ImagePropertiesWeigher read image properties in
+  standard form as Nova does (legacy names mapped, the standard name winning,
+  architecture / hypervisor type / VM mode canonical:
+  scheduler/policy/image_meta.py), but keep properties that are not Nova's
+  ImageMetaProps fields and compare other values as text, where Nova drops the
+  first and coerces the second (``yes`` and ``true`` are both ``True``): the
+  cases draw only properties Nova knows, with enumerated or free-text values.
+
+Nova's ImagePropertiesWeigher loads each host's instances from its cell's
+database: parity.nova_cells gives it one cell, and the instances built for
+Nova hold their image's properties in their system metadata, as Nova's
+compute keeps them; Berth's hosts report the counts its agent's
+ResourceTracker makes of the same images.
 
 Differences found by this test (reported, not fixed). Each has a minimal case
 in FINDINGS, which test_finding_still_holds replays, pinning both answers; the
@@ -97,6 +110,12 @@ PROFILES = {
     "ServerGroupAffinityFilter": Profile(focus="group"),
     "ServerGroupAntiAffinityFilter": Profile(focus="group"),
 }
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_cell():
+    with parity.nova_cells():
+        yield
 
 
 def profile(name):
@@ -272,7 +291,8 @@ def test_weighers(name, seeds):
     report(name, mismatches, len(seeds))
 
 
-WEIGHER_OPTIONS = set(parity.WEIGHERS.values()) | {"weight_setting", "required", "weight_of_unavailable"}
+WEIGHER_OPTIONS = set(parity.WEIGHERS.values()) | {"weight_setting", "required", "weight_of_unavailable",
+                                                    "image_props_weight_setting"}
 RATIOS = {"cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio"}
 
 

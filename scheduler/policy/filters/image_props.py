@@ -2,7 +2,8 @@
 
 The image asks with ``hw_architecture`` (or ``architecture``),
 ``img_hv_type`` (or ``hypervisor_type``) and ``hw_vm_mode`` (or
-``vm_mode``); the host offers what its agent reports as
+``vm_mode``); where an image gives both names the standard one wins
+(scheduler/policy/image_meta.py); the host offers what its agent reports as
 ``supported_instances`` ([architecture, hypervisor_type, vm_mode] triples)
 or as ``cpu_arch`` / ``hypervisor_type`` / ``vm_modes``. An image that asks
 for none of them fits anywhere; one that asks fails on a host that reports
@@ -11,10 +12,10 @@ nothing.
 As Nova's: names are canonicalized (``amd64`` is ``x86_64``, ``xapi`` is
 ``xen``, ``pv`` is ``xen``...), and each value the image asks for may be
 found anywhere in one of the host's triples. Once the image asks for one of
-them, ``img_hv_requested_version`` (``>=6.0``, ``>=5.4,<7``) must hold for
-the host's hypervisor version, and the host's CPU must address at least
-``hw_maxphysaddr_bits`` bits; a host that reports no version (or no address
-width) passes that check. A malformed version predicate or bit count
+them, ``img_hv_requested_version`` (or ``hypervisor_version_requires``:
+``>=6.0``, ``>=5.4,<7``) must hold for the host's hypervisor version, and
+the host's CPU must address at least ``hw_maxphysaddr_bits`` bits; a host
+that reports no version (or no address width) passes that check. A malformed version predicate or bit count
 refuses the request (Nova raises on the first, and Nova 34 raises on every
 ``hw_maxphysaddr_bits``, reading its cpu_info text as a dict).
 """
@@ -26,7 +27,8 @@ import numpy as np
 from oslo_config import cfg
 from oslo_utils import versionutils
 
-from scheduler.policy import filters
+from scheduler.policy import filters, image_meta
+from scheduler.policy.image_meta import canonical
 
 opts = [
     cfg.StrOpt(
@@ -41,35 +43,21 @@ def list_opts():
     return [("filter_scheduler", opts)]
 
 
-# Nova's canonical names (nova.objects.fields Architecture, HVType and VMMode).
-_ARCH_ALIASES = {"amd64": "x86_64", "i386": "i686", "i486": "i686", "i586": "i686",
-                 "x86_32": "i686", "x86_32p": "i686"}
-_HV_TYPE_ALIASES = {"xapi": "xen"}
-_VM_MODE_ALIASES = {"hv": "hvm", "pv": "xen", "baremetal": "hvm"}
-
-
-def _prop(props, *names):
-    for name in names:
-        value = props.get(name)
-        if value not in (None, ""):
-            return str(value).lower()
-    return None
+_TRIPLE = ("hw_architecture", "img_hv_type", "hw_vm_mode")
 
 
 def _canonical(triple):
-    arch, hv_type, vm_mode = (None if v in (None, "") else str(v).lower() for v in triple)
-    return (_ARCH_ALIASES.get(arch, arch), _HV_TYPE_ALIASES.get(hv_type, hv_type),
-            _VM_MODE_ALIASES.get(vm_mode, vm_mode))
+    """An (architecture, hypervisor_type, vm_mode) triple in canonical form, None where empty."""
+    return tuple(canonical(name, None if value in (None, "") else str(value))
+                 for name, value in zip(_TRIPLE, triple, strict=True))
 
 
 def requested(spec, default_architecture=None):
     """(architecture, hypervisor_type, vm_mode) the image asks for, None where it does not."""
-    props = spec.image_properties
-    return _canonical((
-        _prop(props, "hw_architecture", "architecture") or default_architecture,
-        _prop(props, "img_hv_type", "hypervisor_type"),
-        _prop(props, "hw_vm_mode", "vm_mode"),
-    ))
+    props = image_meta.standard(spec.image_properties)
+    if props.get("hw_architecture") in (None, ""):
+        props["hw_architecture"] = default_architecture
+    return _canonical(tuple(props.get(name) for name in _TRIPLE))
 
 
 def supports(supported_instances, wanted):
@@ -83,14 +71,16 @@ def supports(supported_instances, wanted):
 
 
 def version_predicate(spec):
-    """The image's ``img_hv_requested_version`` as a predicate, None if it asks none."""
-    text = spec.image_properties.get("img_hv_requested_version")
+    """The image's ``img_hv_requested_version`` (or legacy ``hypervisor_version_requires``) as a
+    predicate, None if it asks none."""
+    name = image_meta.given_name(spec.image_properties, "img_hv_requested_version")
+    text = spec.image_properties.get(name)
     if text in (None, ""):
         return None
     try:
         return versionutils.VersionPredicate(str(text))
     except ValueError:
-        raise ValueError(f"image property img_hv_requested_version {str(text)[:60]!r} is not a version "
+        raise ValueError(f"image property {name} {str(text)[:60]!r} is not a version "
                          "predicate such as '>=6.0' or '>=5.4,<7'") from None
 
 
