@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scheduler.policy import resource_classes, traits
+from scheduler.policy import image_meta, resource_classes, traits
 from scheduler.policy.filters import BaseHostFilter
 from scheduler.policy.request_spec import IMAGE_CPU_POLICY, RequestSpec
 
@@ -37,14 +37,7 @@ HYPERVISOR_KEYS = frozenset({"hide_hypervisor_id"})
 #: hardware, ``img_`` the image's handling on the host, ``os_`` the guest OS) and the legacy names
 #: Nova maps onto them.
 HYPERVISOR_IMAGE_PREFIXES = ("hw_", "img_", "os_")
-HYPERVISOR_IMAGE_KEYS = frozenset({
-    "architecture", "owner_id", "vmware_disktype", "vmware_image_version", "vmware_ostype",
-    "vmware_adaptertype", "vmware_linked_clone", "auto_disk_config", "ipxe_boot",
-    "xenapi_device_id", "xenapi_image_compression_level", "xenapi_use_agent",
-    "xenapi_skip_agent_inject_ssh", "xenapi_skip_agent_inject_files_at_boot", "cache_in_nova",
-    "vm_mode", "bittorrent", "mappings", "block_device_mapping", "bdm_v2", "root_device_name",
-    "hypervisor_type", "hypervisor_version_requires",
-})
+HYPERVISOR_IMAGE_KEYS = frozenset({*image_meta.LEGACY_NAMES, "vmware_adaptertype"})
 
 _NUMBERED = "numbered request groups are not supported: every host is a single resource provider"
 #: Extra specs Berth knows and does not honour: {key or scope: why}.

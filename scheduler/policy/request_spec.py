@@ -6,7 +6,6 @@ so that filters and weighers can trust what they are given.
 """
 
 import dataclasses
-import functools
 import uuid as uuidlib
 
 from scheduler.exception import InvalidRequest
@@ -224,7 +223,7 @@ class RequestSpec:
     def num_instances(self):
         return len(self.instance_uuids)
 
-    @functools.cached_property
+    @property
     def required_traits(self):
         """The traits the host must have: the flavor's and the image's."""
         return self.flavor.required_traits | traits.of_image(self.image_properties)

@@ -118,6 +118,10 @@ def bits_ok(bits, cpu_info):
 
 class ImagePropertiesFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
+    reads_image_properties = tuple(
+        name for standard in ("hw_architecture", "img_hv_type", "hw_vm_mode", "img_hv_requested_version",
+                              "hw_maxphysaddr_bits")
+        for name in (standard, *(old for old, new in image_meta.LEGACY_NAMES.items() if new == standard)))
 
     def __init__(self, conf):
         super().__init__(conf)
