@@ -362,18 +362,24 @@ class ResourceColumns:
     #: Figure -> its value on a host without the class: no room, and no unit count fits.
     FIGURES = {"capacity": 0.0, "used": 0.0, "min_unit": 1.0, "max_unit": 0.0, "step_size": 1.0}
 
+    #: How many unit counts the ``accepts`` masks are kept for (flavors ask for a few counts).
+    CACHED_COUNTS = 16
+
     def __init__(self, capacity):
         for name, unset in self.FIGURES.items():
             setattr(self, name, np.full(capacity, unset))
+        self._accepts = {}  # units -> bool column: the rows whose min_unit, max_unit and step take it
 
     def grow(self, capacity):
         for name, unset in self.FIGURES.items():
             column = getattr(self, name)
             setattr(self, name, np.concatenate([column, np.full(capacity - len(column), unset)]))
+        self._accepts.clear()
 
     def clear(self, row):
         for name, unset in self.FIGURES.items():
             getattr(self, name)[row] = unset
+        self._refresh(row)
 
     def set(self, row, inventory, used):
         self.capacity[row] = inventory.capacity
@@ -381,13 +387,26 @@ class ResourceColumns:
         self.min_unit[row] = inventory.min_unit
         self.max_unit[row] = inventory.largest
         self.step_size[row] = inventory.step_size
+        self._refresh(row)
 
-    def refused(self, rows, units):
-        """Boolean per row of ``rows``: ``units`` more cannot be allocated there
-        (the vector form of Inventory.refuses; a host without the class refuses)."""
-        used = self.used[rows]
-        return ((units < self.min_unit[rows]) | (units > self.max_unit[rows])
-                | (np.fmod(units, self.step_size[rows]) != 0) | (used + units > self.capacity[rows]))
+    def _refresh(self, row):
+        for units, accepts in self._accepts.items():
+            accepts[row] = self._takes(units, row)
+
+    def _takes(self, units, rows):
+        return ((units >= self.min_unit[rows]) & (units <= self.max_unit[rows])
+                & (np.fmod(units, self.step_size[rows]) == 0))
+
+    def fits(self, size, rows, units):
+        """Boolean per row of ``rows`` (of a table of ``size`` rows): ``units`` more can be
+        allocated there (the vector form of Inventory.refuses giving None; a host without
+        the class has no room)."""
+        accepts = self._accepts.get(units)
+        if accepts is None:
+            if len(self._accepts) >= self.CACHED_COUNTS:
+                self._accepts.clear()
+            accepts = self._accepts[units] = self._takes(units, slice(None))
+        return accepts[:size][rows] & (self.used[:size][rows] + units <= self.capacity[:size][rows])
 
 
 def _widened(matrix, codes, rows):

@@ -35,5 +35,5 @@ class ResourceClassFilter(filters.BaseHostFilter):
             columns = table.resource(name)
             if columns is None:
                 return False
-            passed = passed & ~columns.refused(rows, units)
+            passed = passed & columns.fits(len(table), rows, units)
         return passed
