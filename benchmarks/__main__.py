@@ -1,5 +1,5 @@
-"""python -m benchmarks: decision latency, report ingestion, memory, a scaling-group sync, a host's
-drain, end to end.
+"""python -m benchmarks: decision latency, requests for resource classes and traits, report
+ingestion, memory, a scaling-group sync, a host's drain, end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -10,7 +10,7 @@ import os
 import platform
 import sys
 
-from benchmarks import decisions, ingestion, moves, scaling_sync
+from benchmarks import decisions, ingestion, moves, resource_classes, scaling_sync
 
 
 def _hosts(text):
@@ -32,10 +32,12 @@ def parse_args(argv):
     parser.add_argument("--decisions", type=int, default=500, help="decisions measured per row")
     parser.add_argument("--reference-hosts", type=_hosts, default=[1000, 10_000],
                         help="fleet sizes at which to also time the per-host reference pipeline")
+    parser.add_argument("--traits-hosts", type=int, default=10_000,
+                        help="fleet size for requests asking for resource classes and traits")
     parser.add_argument("--ingest-hosts", type=int, default=10_000,
                         help="fleet size for the report ingestion rate")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "decision,reference,ingestion,memory,scaling,moves,e2e")
+                        "decision,reference,traits,ingestion,memory,scaling,moves,e2e")
     scaling_sync.add_arguments(parser, prefix="scaling-")
     moves.add_arguments(parser, prefix="moves-")
     parser.add_argument("--e2e-hosts", type=int, default=1000)
@@ -69,6 +71,8 @@ def rows(args):
     if "reference" not in args.skip:
         for n in args.reference_hosts:
             yield decisions.measure(n, "default", max(20, args.decisions // 20), vectorized=False)
+    if "traits" not in args.skip:
+        yield resource_classes.measure(args.traits_hosts, args.decisions)
     if "ingestion" not in args.skip:
         yield ingestion.measure_ingestion(args.ingest_hosts)
     if "memory" not in args.skip:
@@ -112,6 +116,8 @@ def main(argv=None):
             rate = scaling_sync.describe(row)
         if row["bench"] == "moves":
             rate = moves.describe(row)
+        if row["bench"] == "traits":
+            rate = resource_classes.describe(row)
         print(f"{row['bench']:<10} {_fmt(row['n_hosts']):>8} {row['policy']:<32} "
               f"{_fmt(row['median_ms']):>10} {_fmt(row['p99_ms']):>10}  {rate}", flush=True)
     return 0

@@ -56,6 +56,63 @@ def rich_facts(rng):
     return facts
 
 
+#: Resource classes beyond the classic three that hosts of the rich fleets may have.
+CUSTOM_CLASSES = ("VGPU", "CUSTOM_FPGA", "SRIOV_NET_VF")
+#: Traits hosts of the rich fleets may have, and requests may require or forbid.
+TRAITS = ("HW_CPU_X86_AVX2", "HW_CPU_X86_AVX512F", "HW_CPU_X86_SSE42", "HW_CPU_X86_VMX",
+          "HW_NIC_SRIOV", "STORAGE_DISK_SSD", "CUSTOM_GOLD", "CUSTOM_RACK_A")
+
+
+def resource_facts(rng, report, presence=0.6):
+    """Random inventories (the classic three as the report's figures, and some of PCPU and
+    CUSTOM_CLASSES), their usages, and traits: what ResourceClassFilter and TraitsFilter read.
+    Each class and each trait is on a host with probability ``presence``."""
+    inventories = {
+        "VCPU": {"total": report["vcpus"], "reserved": 0, "min_unit": 1, "max_unit": report["vcpus"],
+                 "step_size": 1, "allocation_ratio": 4.0},
+        "MEMORY_MB": {"total": report["memory_mb"], "reserved": 0, "min_unit": 1,
+                      "max_unit": report["memory_mb"], "step_size": 1, "allocation_ratio": 1.0},
+        "DISK_GB": {"total": report["local_gb"], "reserved": 0, "min_unit": 1,
+                    "max_unit": report["local_gb"], "step_size": 1, "allocation_ratio": 1.0},
+    }
+    usages = {"VCPU": report["vcpus_used"], "MEMORY_MB": report["memory_mb"] - report["free_ram_mb"],
+              "DISK_GB": report["local_gb"] - report["free_disk_gb"]}
+    for name in ("PCPU", *CUSTOM_CLASSES):
+        if rng.random() < presence:
+            total = int(rng.choice([2, 4, 8, 16]))
+            inventories[name] = {
+                "total": total, "reserved": int(rng.integers(0, 2)), "min_unit": int(rng.choice([1, 1, 2])),
+                "max_unit": int(rng.choice([total, total // 2])), "step_size": int(rng.choice([1, 1, 2])),
+                "allocation_ratio": float(rng.choice([1.0, 1.0, 1.5]))}
+            usages[name] = int(rng.integers(0, total + 1))
+    traits = [name for name in TRAITS if rng.random() < presence]
+    return {"inventories": inventories, "usages": usages, "traits": traits}
+
+
+def trait_metadata(rng, aggregates):
+    """Some of ``aggregates`` require a trait of the requests their hosts take (IsolatedAggregateFilter)."""
+    for aggregate in aggregates:
+        if rng.random() < 0.3:
+            aggregate["metadata"][f"trait:{rng.choice(TRAITS)}"] = "required"
+    return aggregates
+
+
+def resource_specs(rng, classes=1, required=1, forbidden=1, dedicated=0.3):
+    """Extra specs asking for ``classes`` of CUSTOM_CLASSES (and, at random, dedicated CPUs),
+    requiring ``required`` traits and forbidding ``forbidden``, each drawn at random."""
+    specs = {}
+    for name in rng.permutation(CUSTOM_CLASSES)[:classes]:
+        specs[f"resources:{name}"] = str(int(rng.choice([1, 2])))
+    if classes and rng.random() < dedicated:
+        specs["hw:cpu_policy"] = "dedicated"
+    picked = rng.permutation(TRAITS)
+    for name in picked[:required]:
+        specs[f"trait:{name}"] = "required"
+    for name in picked[required:required + forbidden]:
+        specs[f"trait:{name}"] = "forbidden"
+    return specs
+
+
 def random_aggregates(rng, hosts):
     """A few aggregates over ``hosts``: zones, ratio and multiplier overrides, tenants, traits."""
     found = []
@@ -94,12 +151,18 @@ def rich_spec(seed=0, table=None, count=1):
                          ("capabilities:metrics:cpu.percent", ["<= 50"])):
         if rng.random() < 0.3:
             specs[key] = str(rng.choice(choices))
+    resource_rng = np.random.default_rng(seed + 30_000)  # its own stream: the others' draws stay put
+    if resource_rng.random() < 0.6:
+        specs.update(resource_specs(resource_rng, *(int(n) for n in resource_rng.integers(0, 3, size=3))))
     spec.flavor = dataclasses.replace(spec.flavor, extra_specs=specs)
     props = {}
     if rng.random() < 0.5:
         props["hw_architecture"] = str(rng.choice(["x86_64", "aarch64", "amd64"]))
     if rng.random() < 0.3:
         props["hw_vm_mode"] = str(rng.choice(["hvm", "xen"]))
+    if resource_rng.random() < 0.2:
+        allowed = [name for name in TRAITS if name not in spec.flavor.forbidden_traits]
+        props[f"trait:{resource_rng.choice(allowed)}"] = "required"
     spec.image_properties = props
     spec.image_id = str(rng.choice(["img-1", "img-2"]))
     spec.project_id = str(rng.choice(["p1", "p2", "p4"]))
@@ -114,18 +177,23 @@ def rich_spec(seed=0, table=None, count=1):
         if rng.random() < 0.5:
             spec.same_host_hosts = hosts[1:4]
         spec.different_host_hosts = hosts[2:5]
-    return spec
+    return dataclasses.replace(spec)  # a fresh copy: none of the request's traits cached before the changes
 
 
 def random_fleet(n, seed=0, down_fraction=0.02, disabled_fraction=0.01, service_down_time=60,
-                 rich=False):
+                 rich=False, resources=None, presence=0.6):
     """A HostTable of ``n`` hosts; a few are silent past service_down_time or disabled.
 
-    ``rich``: hosts also report architectures, io workload, failed builds and
-    metrics, and sit in random aggregates (zones, ratio and multiplier overrides).
+    ``rich``: hosts also report architectures, io workload, failed builds,
+    metrics, inventories and traits, and sit in random aggregates (zones, ratio and
+    multiplier overrides, required traits). ``resources`` (default: ``rich``): the
+    inventories, traits and trait-requiring aggregates alone, each class and trait on a
+    host with probability ``presence``.
     """
+    resources = rich if resources is None else resources
     rng = np.random.default_rng(seed)
     load_rng = np.random.default_rng(seed + 20_000)  # its own stream: the others' draws stay put
+    resource_rng = np.random.default_rng(seed + 30_000)
     table = HostTable(capacity=n)
     now = time.monotonic()
     table.clock = lambda: now  # the load weighers' staleness and recent starts read the clock
@@ -136,13 +204,18 @@ def random_fleet(n, seed=0, down_fraction=0.02, disabled_fraction=0.01, service_
         report = random_report(rng, host)
         if rich:
             report.update(rich_facts(rng))
+        if resources:
+            report.update(resource_facts(resource_rng, report, presence))
         report.update(load_facts(load_rng, report))
         age = service_down_time * 2 if silent else rng.uniform(0, 30)
         table.update_from_report(row, HostReport.from_wire(report, host), now - age)
         age_load(load_rng, table, row, now)
         table.disabled[row] = rng.random() < disabled_fraction
     if rich:
-        table.set_aggregates(random_aggregates(rng, table.names))
+        table.set_aggregates(trait_metadata(resource_rng, random_aggregates(rng, table.names)))
+    elif resources:
+        table.set_aggregates(trait_metadata(resource_rng, [
+            {"name": f"isolated-{i}", "hosts": table.names[i::7], "metadata": {}} for i in range(4)]))
     return table
 
 

@@ -18,7 +18,7 @@ import uuid as uuidlib
 from scheduler import api_versions, rpc
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
-from scheduler.policy import filters, server_groups, weighers
+from scheduler.policy import filters, server_groups, traits, weighers
 from scheduler.policy.aggregates import AZ_KEY, Aggregate, as_number
 from scheduler.policy.request_spec import parse_uuid
 from scheduler.utils.json_checks import is_integer, json_object
@@ -59,7 +59,20 @@ def check_metadata(metadata):
             )
         checked[key] = value
     _check_numbers(checked)
+    _check_traits(checked)
     return checked
+
+
+def _check_traits(metadata):
+    """``trait:NAME=required`` only: what IsolatedAggregateFilter reads (Nova's isolated aggregates)."""
+    for key, value in metadata.items():
+        if value is None or not key.startswith(traits.TRAIT):
+            continue
+        where = f"metadata {key}"
+        traits.check_name(key[len(traits.TRAIT):], where)
+        if value != traits.REQUIRED:
+            raise InvalidRequest(f"{where}={value[:50]!r}: an aggregate can only require a trait "
+                                 f"(IsolatedAggregateFilter); give {key}={traits.REQUIRED}")
 
 
 def numeric_metadata():

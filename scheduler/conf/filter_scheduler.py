@@ -10,12 +10,16 @@ opts = [
     cfg.ListOpt(
         "enabled_filters",
         default=["AvailabilityZoneFilter", "ComputeFilter", "RetryFilter", "RamFilter", "DiskFilter",
-                 "CoreFilter", "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter",
-                 "ServerGroupAffinityFilter", "SameHostFilter", "DifferentHostFilter", "JsonFilter"],
+                 "CoreFilter", "ResourceClassFilter", "TraitsFilter", "ImagePropertiesFilter",
+                 "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter", "SameHostFilter",
+                 "DifferentHostFilter", "JsonFilter"],
         help="Filters run, in this order, on every candidate host; a host must pass "
         "all of them. Names are the filter classes. The default honours every hint and "
         "policy berth boot accepts; a request asking for one no enabled filter or weigher "
-        "honours is refused, naming the plugin to enable. Nova's class paths "
+        "honours is refused, naming the plugin to enable. ResourceClassFilter and TraitsFilter "
+        "check what Nova asks Placement for (resources:CLASS=N, trait:NAME=required|forbidden); "
+        "IsolatedAggregateFilter is Nova's enable_isolated_aggregate_filtering, opt-in as there: "
+        "add it here. Nova's class paths "
         "(nova.scheduler.filters.ram_filter.RamFilter) name the same filters.",
     ),
     cfg.ListOpt(

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from scheduler.policy import host_load, image_meta
+from scheduler.policy import host_load, image_meta, resource_classes
 from scheduler.policy.aggregates import AggregateIndex
 from scheduler.policy.host_report import HostReport
 
@@ -66,6 +66,11 @@ class HostTable:
         self.categories = {"hypervisor": Categories(None), "instances": Categories(()),
                            "cpu_info": Categories(None)}  # cpu_info as Nova keeps it: JSON text
         self._metrics = {}  # metric name -> column (NaN: not reported), made on first sight
+        #: Resource class other than VCPU, MEMORY_MB and DISK_GB -> its ResourceColumns, made on first sight.
+        self._resources = {}
+        #: Trait name -> its code: the row of ``_has_trait`` that says which hosts have it.
+        self.trait_codes = {}
+        self._has_trait = np.zeros((0, 0), dtype=bool)
         self._views = {}
         self.aggregate_index = AggregateIndex(self)
         self.starts = {}  # row -> {uuid: time the scheduler placed it} (recent starts)
@@ -93,6 +98,9 @@ class HostTable:
             setattr(self, "_" + name, fresh)
         for name, column in self._metrics.items():
             self._metrics[name] = np.concatenate([column, np.full(capacity - len(column), np.nan)])
+        for columns in self._resources.values():
+            columns.grow(capacity)
+        self._has_trait = _widened(self._has_trait, len(self._has_trait), capacity)
         self._capacity = capacity
         self._bind_columns()
 
@@ -122,6 +130,30 @@ class HostTable:
         """The column of reported metric ``name`` (NaN where a host does not report it), or None."""
         column = self._metrics.get(name)
         return None if column is None else column[: self.size]
+
+    def resource(self, name):
+        """The ResourceColumns of resource class ``name`` (other than the classic three), or None
+        when no host has reported it nor been given it."""
+        return self._resources.get(name)
+
+    def _resource_columns(self, name):
+        columns = self._resources.get(name)
+        if columns is None:
+            columns = self._resources[name] = ResourceColumns(self._capacity)
+        return columns
+
+    def trait_column(self, name):
+        """Boolean column over every row: which hosts have trait ``name``, or None when none has."""
+        code = self.trait_codes.get(name)
+        return None if code is None else self._has_trait[code, : self.size]
+
+    def _trait_code(self, name):
+        code = self.trait_codes.get(name)
+        if code is None:
+            code = self.trait_codes[name] = len(self.trait_codes)
+            if code == len(self._has_trait):
+                self._has_trait = _widened(self._has_trait, max(8, code * _GROW), self._capacity)
+        return code
 
     def category(self, name, row):
         """The value of string-valued attribute ``name`` (``hypervisor``, ``instances``) on ``row``."""
@@ -160,6 +192,19 @@ class HostTable:
                 column = self._metrics[name] = np.full(self._capacity, np.nan)
             column[row] = value
         return metrics
+
+    def _take_inventories(self, row, reported, usages):
+        """{class: Inventory} of the report, every class but the classic three in its columns
+        (with the report's usage); the classes the host no longer reports have no capacity."""
+        for columns in self._resources.values():
+            columns.clear(row)
+        inventories = {}
+        usages = usages or {}
+        for name, figures in (reported or {}).items():
+            inventory = inventories[name] = resource_classes.Inventory(**figures)
+            if name not in resource_classes.CLASSIC:
+                self._resource_columns(name).set(row, inventory, usages.get(name, 0))
+        return inventories
 
     def _take_stats(self, row, reported):
         """The reported stats as text, indexed by name (None when there are none)."""
@@ -210,6 +255,14 @@ class HostTable:
         metrics = self._take_metrics(row, report.metrics)
         stats = self._take_stats(row, report.stats)
         extra = self.extra[row] = {"reported_at": report.reported_at, "metrics": metrics}
+        inventories = self._take_inventories(row, report.inventories, report.usages)
+        if inventories:
+            extra["inventories"] = inventories
+        self._has_trait[:, row] = False
+        if report.traits:
+            extra["traits"] = frozenset(report.traits)
+            codes = [self._trait_code(name) for name in extra["traits"]]
+            self._has_trait[codes, row] = True
         if report.host_ip:
             extra["host_ip"] = report.host_ip
         if report.image_properties:
@@ -281,13 +334,86 @@ class HostTable:
             self._take(row, flavor, +1)
 
     def _take(self, row, flavor, sign):
-        self._free_ram_mb[row] -= sign * flavor.memory_mb
-        self._free_disk_gb[row] -= sign * flavor.disk_gb
-        self._vcpus_used[row] += sign * flavor.vcpus
+        vcpus = memory_mb = disk_gb = 0
+        for name, units in flavor.amounts.items():
+            if name == resource_classes.VCPU:
+                vcpus = units
+            elif name == resource_classes.MEMORY_MB:
+                memory_mb = units
+            elif name == resource_classes.DISK_GB:
+                disk_gb = units
+            else:
+                self._resource_columns(name).used[row] += sign * units
+        self._free_ram_mb[row] -= sign * memory_mb
+        self._free_disk_gb[row] -= sign * disk_gb
+        self._vcpus_used[row] += sign * vcpus
         self._num_instances[row] += sign
         self._num_io_ops[row] += sign
-        self._cpu_reserved[row] += sign * flavor.vcpus  # NaN (not reported) stays NaN
-        self._memory_reserved_mb[row] += sign * flavor.memory_mb
+        self._cpu_reserved[row] += sign * vcpus  # NaN (not reported) stays NaN
+        self._memory_reserved_mb[row] += sign * memory_mb
+
+
+class ResourceColumns:
+    """What every host has of one resource class, a column per figure of its Inventory:
+    ``capacity`` ((total - reserved) * allocation_ratio, 0 where a host does not report the
+    class), ``used`` (reported, plus pending placements), ``min_unit``, ``max_unit``, ``step_size``.
+    Read the first ``len(table)`` entries."""
+
+    #: Figure -> its value on a host without the class: no room, and no unit count fits.
+    FIGURES = {"capacity": 0.0, "used": 0.0, "min_unit": 1.0, "max_unit": 0.0, "step_size": 1.0}
+
+    #: How many unit counts the ``accepts`` masks are kept for (flavors ask for a few counts).
+    CACHED_COUNTS = 16
+
+    def __init__(self, capacity):
+        for name, unset in self.FIGURES.items():
+            setattr(self, name, np.full(capacity, unset))
+        self._accepts = {}  # units -> bool column: the rows whose min_unit, max_unit and step take it
+
+    def grow(self, capacity):
+        for name, unset in self.FIGURES.items():
+            column = getattr(self, name)
+            setattr(self, name, np.concatenate([column, np.full(capacity - len(column), unset)]))
+        self._accepts.clear()
+
+    def clear(self, row):
+        for name, unset in self.FIGURES.items():
+            getattr(self, name)[row] = unset
+        self._refresh(row)
+
+    def set(self, row, inventory, used):
+        self.capacity[row] = inventory.capacity
+        self.used[row] = used
+        self.min_unit[row] = inventory.min_unit
+        self.max_unit[row] = inventory.largest
+        self.step_size[row] = inventory.step_size
+        self._refresh(row)
+
+    def _refresh(self, row):
+        for units, accepts in self._accepts.items():
+            accepts[row] = self._takes(units, row)
+
+    def _takes(self, units, rows):
+        return ((units >= self.min_unit[rows]) & (units <= self.max_unit[rows])
+                & (np.fmod(units, self.step_size[rows]) == 0))
+
+    def fits(self, size, rows, units):
+        """Boolean per row of ``rows`` (of a table of ``size`` rows): ``units`` more can be
+        allocated there (the vector form of Inventory.refuses giving None; a host without
+        the class has no room)."""
+        accepts = self._accepts.get(units)
+        if accepts is None:
+            if len(self._accepts) >= self.CACHED_COUNTS:
+                self._accepts.clear()
+            accepts = self._accepts[units] = self._takes(units, slice(None))
+        return accepts[:size][rows] & (self.used[:size][rows] + units <= self.capacity[:size][rows])
+
+
+def _widened(matrix, codes, rows):
+    """A (codes, rows) boolean matrix holding ``matrix`` in its corner, the rest False."""
+    wider = np.zeros((codes, rows), dtype=bool)
+    wider[: matrix.shape[0], : matrix.shape[1]] = matrix
+    return wider
 
 
 class Categories:
@@ -467,6 +593,23 @@ class HostState:
     @property
     def aggregates(self):
         return self._table.aggregate_index.of_row(self._row)
+
+    @property
+    def inventories(self):
+        """{resource class: Inventory} as the last report gave them (VCPU, MEMORY_MB and DISK_GB
+        included); {} from an agent that reports none."""
+        return self._table.extra.get(self._row, {}).get("inventories", {})
+
+    def used(self, resource_class):
+        """Units of ``resource_class`` (not VCPU, MEMORY_MB or DISK_GB: see vcpus_used...) taken on
+        the host: those its last report counts, and the placements it does not show yet."""
+        columns = self._table.resource(resource_class)
+        return 0.0 if columns is None else float(columns.used[self._row])
+
+    @property
+    def traits(self):
+        """The host's traits (frozenset of names) as its last report gave them."""
+        return self._table.extra.get(self._row, {}).get("traits", frozenset())
 
     @property
     def reported_at(self):

@@ -284,7 +284,7 @@ def candidates(table, rows, spec):
     disabled = table.disabled[rows]
     if disabled.any():
         forced = set(spec.force_hosts) | set(spec.force_nodes)
-        refused = sorted(forced & {table.names[r] for r in rows[disabled]})
+        refused = forced and sorted(forced & {table.names[r] for r in rows[disabled]})
         if refused:
             raise NoValidHost(f"No valid host was found: forced host {', '.join(refused)} is disabled "
                               "(berth hosts says why)")

@@ -8,6 +8,12 @@ As in Nova, an instance is overcommitted against other instances, never
 against itself: one larger than the host's whole usable RAM, disk or vCPUs
 does not fit there, whatever the ratio.
 
+What each filter checks is the flavor's amount of its class (``spec.flavor.amounts``):
+the flavor's vcpus, memory_mb and disk_gb unless its extra specs say otherwise, so
+``resources:DISK_GB=0`` (booted from a volume) and ``hw:cpu_policy=dedicated`` (its
+vCPUs taken as PCPU, which ResourceClassFilter checks) ask nothing of DiskFilter and
+CoreFilter, as with Placement. A filter asked for 0 units passes every host.
+
 Where Berth knowingly differs from Nova: CoreFilter refuses a host that
 reports no vCPUs, where Nova's passed it ("fail safe"). Such a host would
 otherwise take instances it has no CPUs for, and, looking roomy to the
@@ -16,6 +22,7 @@ weighers, draw them all.
 
 from scheduler.conf import filter_scheduler
 from scheduler.policy import filters
+from scheduler.policy.resource_classes import DISK_GB, MEMORY_MB, VCPU
 
 
 class RamFilter(filters.BaseHostFilter):
@@ -24,11 +31,13 @@ class RamFilter(filters.BaseHostFilter):
         self.ratio = filter_scheduler.allocation_ratio(conf, "ram")
 
     def host_passes(self, host_state, spec):
-        total, wanted = host_state.total_usable_ram_mb, spec.flavor.memory_mb
-        return wanted <= total and total * self.ratio - host_state.ram_used_mb >= wanted
+        total, wanted = host_state.total_usable_ram_mb, spec.flavor.amounts[MEMORY_MB]
+        return not wanted or (wanted <= total and total * self.ratio - host_state.ram_used_mb >= wanted)
 
     def filter_vector(self, table, rows, spec):
-        total, wanted = table.total_ram_mb[rows], spec.flavor.memory_mb
+        total, wanted = table.total_ram_mb[rows], spec.flavor.amounts[MEMORY_MB]
+        if not wanted:
+            return True
         return (wanted <= total) & (total * self.ratio - (total - table.free_ram_mb[rows]) >= wanted)
 
     def limits(self, host_state):
@@ -41,11 +50,13 @@ class DiskFilter(filters.BaseHostFilter):
         self.ratio = filter_scheduler.allocation_ratio(conf, "disk")
 
     def host_passes(self, host_state, spec):
-        total, wanted = host_state.total_usable_disk_gb, spec.flavor.disk_gb
-        return wanted <= total and total * self.ratio - host_state.disk_used_gb >= wanted
+        total, wanted = host_state.total_usable_disk_gb, spec.flavor.amounts[DISK_GB]
+        return not wanted or (wanted <= total and total * self.ratio - host_state.disk_used_gb >= wanted)
 
     def filter_vector(self, table, rows, spec):
-        total, wanted = table.total_disk_gb[rows], spec.flavor.disk_gb
+        total, wanted = table.total_disk_gb[rows], spec.flavor.amounts[DISK_GB]
+        if not wanted:
+            return True
         return (wanted <= total) & (total * self.ratio - (total - table.free_disk_gb[rows]) >= wanted)
 
     def limits(self, host_state):
@@ -58,17 +69,22 @@ class CoreFilter(filters.BaseHostFilter):
         self.ratio = filter_scheduler.allocation_ratio(conf, "cpu")
 
     def host_passes(self, host_state, spec):
+        wanted = spec.flavor.amounts[VCPU]
+        if not wanted:
+            return True
         total = host_state.vcpus_total
         if not total > 0:
             return False  # the agent reports no CPUs: none to give (Nova passed it)
         # An instance may be overcommitted against other instances, never against itself.
-        if spec.flavor.vcpus > total:
+        if wanted > total:
             return False
-        return total * self.ratio - host_state.vcpus_used >= spec.flavor.vcpus
+        return total * self.ratio - host_state.vcpus_used >= wanted
 
     def filter_vector(self, table, rows, spec):
+        wanted = spec.flavor.amounts[VCPU]
+        if not wanted:
+            return True
         total = table.vcpus_total[rows]
-        wanted = spec.flavor.vcpus
         fits = (wanted <= total) & (total * self.ratio - table.vcpus_used[rows] >= wanted)
         return (total > 0) & fits
 

@@ -1,0 +1,29 @@
+"""TraitsFilter: the host has every trait the request requires (its flavor's ``trait:NAME=required``
+and its image's) and none its flavor forbids (``trait:NAME=forbidden``), as Placement filters
+on traits. The traits are those the host's agent last reported."""
+
+from scheduler.policy import filters
+
+
+class TraitsFilter(filters.BaseHostFilter):
+    run_filter_once_per_request = True
+
+    def host_passes(self, host_state, spec):
+        have = host_state.traits
+        return spec.required_traits <= have and not (spec.forbidden_traits & have)
+
+    def filter_vector(self, table, rows, spec):
+        required, forbidden = spec.required_traits, spec.forbidden_traits
+        if not required and not forbidden:
+            return True
+        passed = True
+        for name in required:
+            column = table.trait_column(name)
+            if column is None:
+                return False
+            passed = passed & column[rows]
+        for name in forbidden:
+            column = table.trait_column(name)
+            if column is not None:
+                passed = passed & ~column[rows]
+        return passed
