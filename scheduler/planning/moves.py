@@ -88,10 +88,16 @@ class MoveStart:
 
 
 def flavor_of(instance: dict[str, Any]) -> Flavor:
-    """The flavor an instance's row records."""
-    return Flavor(memory_mb=instance["memory_mb"], root_gb=instance["root_gb"],
-                  ephemeral_gb=instance["ephemeral_gb"], vcpus=instance["vcpus"],
-                  name=instance.get("flavor_name"))
+    """The flavor an instance's row records: its figures, and the extra specs of its stored request
+    (its GPUs, dedicated CPUs and traits move with it). Raises MoveRefused if they cannot be read."""
+    stored = (instance.get("request_spec") or {}).get("instance_type") or {}
+    try:
+        return Flavor(memory_mb=instance["memory_mb"], root_gb=instance["root_gb"],
+                      ephemeral_gb=instance["ephemeral_gb"], vcpus=instance["vcpus"],
+                      name=instance.get("flavor_name"), extra_specs=dict(stored.get("extra_specs") or {}))
+    except InvalidRequest as exc:
+        raise MoveRefused(f"Instance {instance['uuid']} cannot be moved: the extra specs of its stored "
+                          f"flavor cannot be read ({exc})") from None
 
 
 def check_movable(instance: dict[str, Any] | None, uuid: str, verb: str) -> dict[str, Any]:
