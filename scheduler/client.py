@@ -153,7 +153,3 @@ class SchedulerClient:
         if method in FLAVOR_METHODS:
             client = client.prepare(version="1.1")
         return client.call(ctxt, method, **kwargs)
-
-    def get_flavor(self, ctxt: Context, name: str) -> dict[str, Any]:
-        """The flavor named ``name`` as the scheduler keeps it (admin API 1.1)."""
-        return self.admin_call(ctxt, "show_flavor", name=name)

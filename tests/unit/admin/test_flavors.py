@@ -134,9 +134,9 @@ def test_the_client_reaches_it_at_admin_1_1(conf, world):
     server.start()
     try:
         client = SchedulerClient(transport, timeout=10)
-        assert client.get_flavor({}, "m1.small")["memory_mb"] == 2048
+        assert client.admin_call({}, "show_flavor", name="m1.small")["memory_mb"] == 2048
         with pytest.raises(rpc.RemoteError, match="no flavor named 'm9'"):
-            client.get_flavor({}, "m9")
+            client.admin_call({}, "show_flavor", name="m9")
     finally:
         server.stop()
         server.wait()

@@ -11,7 +11,7 @@ from scheduler import rpc
 from scheduler.cmd import cli, draining
 from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.draining import Drain
-from tests.unit.cli_scheduler import parse, write_conf
+from tests.unit.cli_scheduler import parse, stored_flavor, write_conf
 
 U1 = "00000000-0000-4000-8000-000000000001"
 U2 = "00000000-0000-4000-8000-000000000002"
@@ -43,6 +43,8 @@ class Fleet:
 
     def admin_call(self, ctxt, method, **kwargs):
         self.calls.append((method, kwargs))
+        if method == "show_flavor":
+            return stored_flavor(kwargs["name"])
         if kwargs.get("host") == "nosuch":
             raise refusal("unknown host 'nosuch'")
         return {"host": kwargs["host"], "disabled_reason": kwargs.get("reason")}
@@ -200,7 +202,7 @@ def test_a_bad_resize_is_refused_before_anything_is_sent(conf_file, argv, messag
     with pytest.raises(CommandError) as refused:
         run(conf_file, fleet, "resize", U1, *argv)
     assert message in str(refused.value)
-    assert fleet.calls == []
+    assert [call for call, _ in fleet.calls if call != "show_flavor"] == []  # looked up, nothing sent
 
 
 @pytest.mark.parametrize(("argv", "message"), [
