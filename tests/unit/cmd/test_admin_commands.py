@@ -2,6 +2,7 @@
 the whole command over memory:// against a real scheduler endpoint."""
 
 import io
+import json
 import uuid as uuidlib
 
 import pytest
@@ -152,6 +153,10 @@ def test_server_group_list_show_delete(conf_file):
     _, out, client = run(conf_file, "server-group", "show", GROUP, show_server_group=group)
     assert client.calls == [("show_server_group", {"group_uuid": GROUP})]
     assert "members     m1 m2" in out and "project_id  -" in out
+    _, out, client = run(conf_file, "server-group", "show", GROUP, "-f", "json", show_server_group=group)
+    assert json.loads(out) == {"uuid": GROUP, "name": "web", "policy": "anti-affinity", "project_id": None,
+                               "created_at": "2024-01-01T00:00:00Z", "rules": {"max_server_per_host": 2},
+                               "members": ["m1", "m2"]}
     _, out, client = run(conf_file, "server-group", "delete", GROUP)
     assert client.calls == [("delete_server_group", {"group_uuid": GROUP})]
 
