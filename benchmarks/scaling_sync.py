@@ -127,6 +127,7 @@ def _populate(database: db_api.Database, fleet: _Fleet) -> None:
     """Groups already synced for a while, their members ACTIVE, their recent history."""
     long_ago = T0 - timedelta(days=1)
     groups, members, history = [], [], []
+    flavors = {flavor["name"]: flavor for flavor in database.list_flavors()}
     for number, group_uuid in enumerate(fleet.uuids):
         name = f"group-{number:05d}"
         group = {"uuid": group_uuid, "name": name, "project_id": "bench", "template": TEMPLATE}
@@ -137,7 +138,7 @@ def _populate(database: db_api.Database, fleet: _Fleet) -> None:
         uuids = []
         for index in range(fleet.members_per_group):
             member_uuid = str(uuid.UUID(int=fleet.rng.getrandbits(128), version=4))
-            row = group_members.member_row(group, member_uuid, f"{name}-{index + 1}")
+            row = group_members.member_row(group, member_uuid, f"{name}-{index + 1}", flavors)
             row.update(project_id="bench", host=f"host-{(number * 7 + index) % 2000:04d}",
                        state=states.ACTIVE, scaling_group_uuid=group_uuid,
                        created_at=long_ago + timedelta(microseconds=index),

@@ -33,11 +33,14 @@ COMPUTE = API("compute", (
 ))
 
 #: The operators' API (scheduler.admin.grouping.AdminEndpoint: aggregates and server groups;
-#: scheduler.admin.hosts.HostAdminEndpoint: hosts), topic ``scheduler``, which ``berth``
+#: scheduler.admin.hosts.HostAdminEndpoint: hosts; scheduler.admin.flavors.FlavorEndpoint:
+#: flavors), topic ``scheduler``, which ``berth``
 #: and the schedulers themselves (aggregates_changed, hosts_changed) send to.
 ADMIN = API("admin", (
     ("1.0", "aggregates, server groups, host enable, disable and delete, list_services, aggregates_changed, "
             "hosts_changed: the API of the releases before versions"),
+    ("1.1", "flavors: create_flavor, list_flavors, show_flavor, set_flavor_properties, "
+            "unset_flavor_properties, delete_flavor"),
 ))
 
 #: Scaling groups and their members' metrics (scheduler.scaling.api.ScalingGroupEndpoint,

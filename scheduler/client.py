@@ -27,6 +27,11 @@ SCALING_METHODS = frozenset({
     "pause_scaling_group", "resume_scaling_group", "delete_scaling_group",
     "push_instance_metrics", "show_instance_metrics",
 })
+#: The methods of the admin API that came with its version 1.1.
+FLAVOR_METHODS = frozenset({
+    "create_flavor", "list_flavors", "show_flavor", "set_flavor_properties", "unset_flavor_properties",
+    "delete_flavor",
+})
 
 
 class SchedulerClient:
@@ -140,7 +145,11 @@ class SchedulerClient:
     # -- operators: host aggregates, server groups, hosts, scaling groups ------
 
     def admin_call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:
-        """Call one method of the admin API (scheduler.admin.grouping, scheduler.admin.hosts) or of the
-        scaling API (SCALING_METHODS), at 1.0: every method of theirs is there."""
+        """Call one method of the admin API (scheduler.admin.grouping, scheduler.admin.hosts,
+        scheduler.admin.flavors) or of the scaling API (SCALING_METHODS), at 1.0, or 1.1 for the
+        flavors' (FLAVOR_METHODS)."""
         api = api_versions.SCALING if method in SCALING_METHODS else api_versions.ADMIN
-        return self._clients[api.name].call(ctxt, method, **kwargs)
+        client = self._clients[api.name]
+        if method in FLAVOR_METHODS:
+            client = client.prepare(version="1.1")
+        return client.call(ctxt, method, **kwargs)

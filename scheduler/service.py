@@ -12,6 +12,7 @@ from sqlalchemy import exc as sa_exc
 
 from compute_agent.client import ComputeClient
 from scheduler import concurrency, rpc
+from scheduler.admin.flavors import FlavorEndpoint
 from scheduler.admin.grouping import AdminEndpoint, known_host, reload_aggregates
 from scheduler.admin.hosts import SCHEDULER_BINARY, HostAdminEndpoint, heartbeat, reload_disabled
 from scheduler.client import TOPIC, SchedulerClient
@@ -123,7 +124,8 @@ class SchedulerService:
         self._peers = SchedulerClient(transport)
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
-            [self.manager, self.moves, self.admin, self.host_admin, ScalingGroupEndpoint(conf, database),
+            [self.manager, self.moves, self.admin, self.host_admin, FlavorEndpoint(database),
+             ScalingGroupEndpoint(conf, database),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
             hearing=self.parts.host_manager,

@@ -82,6 +82,8 @@ def add_commands(subparsers):
         parser = actions.add_parser(verb, help=text)
         parser.add_argument("group_reference", metavar="GROUP",
                             help="a UUID, or the name of exactly one server group")
+        if verb == "show":
+            output.add_options(parser)
         parser.set_defaults(func=func)
 
 
@@ -162,6 +164,10 @@ def group_list(client, args, out):
 
 def group_show(client, args, out):
     group = client.admin_call({}, "show_server_group", group_uuid=group_uuid(client, args.group_reference))
+    if output.wants_format(args):
+        output.emit_one(args, {key: group.get(key) for key in (
+            "uuid", "name", "policy", "project_id", "created_at", "rules", "members")}, out)
+        return 0
     for key in ("uuid", "name", "policy", "project_id", "created_at"):
         print(f"{key:11} {group.get(key) or NONE}", file=out)
     print(f"{'rules':11} {json.dumps(group['rules']) if group['rules'] else NONE}", file=out)

@@ -13,6 +13,7 @@ from scheduler.client import SchedulerClient
 from scheduler.cmd import (
     admin_commands,
     fake_load_commands,
+    flavor_commands,
     host_commands,
     instance_commands,
     instance_metric_commands,
@@ -33,6 +34,7 @@ def add_commands(subparsers):
     host_commands.add_usage(subparsers)  # hosts
     instance_commands.add_listings(subparsers)  # instances, show
     move_commands.add_commands(subparsers)  # resize, migrate, migrations
+    flavor_commands.add_commands(subparsers)  # flavor create|list|show|set|unset|delete
     admin_commands.add_commands(subparsers)  # aggregate ..., server-group ...
     host_commands.add_commands(subparsers)  # host ... (evacuate, drain), service list
     scaling_commands.add_commands(subparsers)  # scaling-group create|list|show|set|...|what-if

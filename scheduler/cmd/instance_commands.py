@@ -15,7 +15,6 @@ from scheduler.cmd.arguments import CommandError, hint, positive
 from scheduler.cmd.references import as_uuid, group_uuid, instance_uuid, instances_by_uuid
 from scheduler.cmd.waiting import wait_for
 from scheduler.exception import InvalidRequest
-from scheduler.policy import flavors
 from scheduler.policy.request_spec import MAX_INSTANCES_PER_REQUEST, check_display_names, display_name
 
 LOG = logging.getLogger(__name__)
@@ -43,12 +42,23 @@ def _name_template(text):
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--name: ")) from None
 
 
+def _image_property(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"an image property is KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
 def add_boot_and_delete(subparsers):
     boot = subparsers.add_parser("boot", help="Request instances and print their UUIDs.")
-    boot.add_argument("--flavor", help=f"a named flavor: {', '.join(flavors.FLAVORS)}")
+    boot.add_argument("--flavor", help="a flavor the scheduler keeps, by name (berth flavor list)")
     boot.add_argument("--flavor-ram", type=positive, metavar="MB", help="memory of an unnamed flavor")
     boot.add_argument("--flavor-disk", type=_non_negative, metavar="GB", help="root disk")
     boot.add_argument("--flavor-vcpus", type=positive, metavar="N", help="vCPUs of an unnamed flavor")
+    boot.add_argument("--image-property", dest="image_properties", type=_image_property, action="append",
+                      default=[], metavar="KEY=VALUE",
+                      help="a property of the image booted (request_spec.image.properties), e.g. "
+                      "hw_architecture=x86_64; repeat for several")
     boot.add_argument("--count", type=_count, default=1,
                       help=f"how many instances, 1 to {MAX_INSTANCES_PER_REQUEST} (placed all or none)")
     # oslo.config keeps the dest "name" for the sub-command itself.
@@ -89,18 +99,29 @@ def add_listings(subparsers):
     show = subparsers.add_parser("show", help="One instance: name, state, host, zone, fault reason, moves.")
     show.add_argument("reference", metavar="INSTANCE",
                       help="a UUID, or the name of exactly one instance not DELETED")
+    output.add_options(show)
     show.set_defaults(func=show_command)
 
 
-def flavor_from_args(args):
+#: The fields of a flavor a request carries (scheduler.policy.request_spec.Flavor).
+FLAVOR_FIELDS = ("name", "memory_mb", "root_gb", "ephemeral_gb", "vcpus", "extra_specs")
+
+
+def named_flavor(client, name):
+    """The flavor ``name`` as the scheduler keeps it, in the form a request carries it."""
+    try:
+        found = client.admin_call({}, "show_flavor", name=name)
+    except rpc.RemoteError as exc:
+        raise CommandError(str(exc.value)) from None
+    return {key: found[key] for key in FLAVOR_FIELDS}
+
+
+def flavor_from_args(client, args):
     sizes = (args.flavor_ram, args.flavor_disk, args.flavor_vcpus)
     if args.flavor:
         if any(v is not None for v in sizes):
             raise CommandError("give either --flavor or --flavor-ram/--flavor-disk/--flavor-vcpus")
-        try:
-            return flavors.get(args.flavor)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+        return named_flavor(client, args.flavor)
     if args.flavor_ram is None or args.flavor_vcpus is None:
         raise CommandError("give --flavor NAME, or --flavor-ram and --flavor-vcpus (and --flavor-disk)")
     return {
@@ -111,7 +132,8 @@ def flavor_from_args(args):
     }
 
 
-def build_request(flavor, count, hints=(), project="admin", availability_zone=None, name=None):
+def build_request(flavor, count, hints=(), project="admin", availability_zone=None, name=None,
+                  image_properties=None):
     """``hints``: (key, value) pairs or a dict; a key given more than once becomes a list.
     ``name``: the instances' display_name (the scheduler numbers them: instance_names)."""
     uuids = [str(uuidlib.uuid4()) for _ in range(count)]
@@ -125,7 +147,7 @@ def build_request(flavor, count, hints=(), project="admin", availability_zone=No
         "num_instances": count,
         "instance_type": flavor,
         "instance_properties": properties,
-        "image": {"properties": {}},
+        "image": {"properties": dict(image_properties or {})},
     }
     scheduler_hints = {}
     for key, value in hints.items() if isinstance(hints, dict) else hints:
@@ -160,14 +182,18 @@ def _resolve_hints(client, hints):
 
 
 def boot_command(client, args, out):
-    flavor = flavor_from_args(args)
+    keys = [key for key, _ in args.image_properties]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise CommandError(f"--image-property {', '.join(twice)} given more than once")
+    flavor = flavor_from_args(client, args)
     try:
         check_display_names(args.display_name, args.count, "--name")
     except InvalidRequest as exc:
         raise CommandError(str(exc)) from None
     request_spec, filter_properties = build_request(
         flavor, args.count, _resolve_hints(client, args.hint), args.project, availability_zone=args.boot_zone,
-        name=args.display_name,
+        name=args.display_name, image_properties=dict(args.image_properties),
     )
     uuids = request_spec["instance_uuids"]
     ctxt = {"project_id": args.project, "request_id": rpc.new_request_id()}
@@ -221,16 +247,30 @@ def instances_command(client, args, out):
     return 0
 
 
+#: What ``berth show`` prints, in this order (then move_host while the instance moves, then its moves).
+SHOWN = ("uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
+         "ephemeral_gb", "vcpus", "attempts", "fault_reason", "created_at", "scheduled_at", "launched_at",
+         "deleted_at")
+
+
 def show_command(client, args, out):
     instance = client.show_instance({}, instance_uuid(client, args.reference))
     shown = dict(instance, name=instance.get("display_name"), zone=requested_zone(instance))
-    for key in ("uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
-                "ephemeral_gb", "vcpus", "attempts", "fault_reason", "created_at",
-                "scheduled_at", "launched_at", "deleted_at"):
+    moves_of = move_history.history(client, instance["uuid"])
+    if output.wants_format(args):
+        # One object: the fields above, every other field of the instance, and its moves (a list,
+        # null when the scheduler cannot tell them).
+        record = {key: shown.get(key) for key in SHOWN}
+        record.update((key, value) for key, value in instance.items()
+                      if key not in record and key != "display_name")
+        record["moves"] = None if moves_of is None else move_history.records(moves_of)
+        output.emit_one(args, record, out)
+        return 0
+    for key in SHOWN:
         print(f"{key:13} {_blank(shown.get(key))}", file=out)
     if instance.get("move_host"):  # moving: held on this host too until the move ends
         print(f"{'move_host':13} {instance['move_host']}", file=out)
-    move_history.print_history(client, instance["uuid"], out)
+    move_history.print_history(moves_of, out)
     return 0
 
 

@@ -15,7 +15,6 @@ from scheduler.cmd.draining import Drain
 from scheduler.cmd.instance_commands import flavor_from_args
 from scheduler.cmd.references import instance_uuid
 from scheduler.db import moves
-from scheduler.policy import flavors
 
 COLUMNS = ["ID", "INSTANCE", "KIND", "STATUS", "SOURCE", "DEST", "CREATED", "FINISHED", "REASON"]
 
@@ -25,7 +24,8 @@ def add_commands(subparsers):
         "resize", help="Give an instance another flavor (then --confirm or --revert it).")
     resize.add_argument("reference", metavar="INSTANCE",
                         help="a UUID, or the name of exactly one instance not DELETED")
-    resize.add_argument("--flavor", help=f"the new flavor, named: {', '.join(flavors.FLAVORS)}")
+    resize.add_argument("--flavor", help="the new flavor: one the scheduler keeps, by name "
+                        "(berth flavor list)")
     resize.add_argument("--flavor-ram", type=positive, metavar="MB", help="memory of an unnamed flavor")
     resize.add_argument("--flavor-disk", type=whole, metavar="GB",
                         help="root disk of an unnamed flavor (default: the instance's own disks)")
@@ -105,7 +105,7 @@ def resize_command(client, args, out):
     if not answered and not sized:
         raise CommandError("give the new flavor (--flavor NAME, or --flavor-ram and --flavor-vcpus), "
                            "or --confirm or --revert")
-    flavor = flavor_from_args(args) if sized else None
+    flavor = flavor_from_args(client, args) if sized else None
     uuid = instance_uuid(client, args.reference)
     if flavor is not None and not args.flavor and args.flavor_disk is None:
         # Its own disks: a disk is never shrunk (the scheduler refuses), nor silently made 0.

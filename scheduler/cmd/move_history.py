@@ -13,14 +13,28 @@ LOG = logging.getLogger(__name__)
 COLUMNS = ["KIND", "FROM", "TO", "STARTED", "ENDED", "OUTCOME"]
 
 
-def print_history(client, uuid, out):
-    """The moves of instance ``uuid``, newest first, under the lines of ``berth show``: nothing
-    when it has none, or when the scheduler cannot list them (one of the release before moves)."""
+#: The fields of each move in ``berth show -f json|yaml``.
+FIELDS = ("id", "kind", "status", "source_host", "dest_host", "created_at", "finished_at", "reason")
+
+
+def history(client, uuid):
+    """The moves of instance ``uuid``, newest first; None when the scheduler cannot list them
+    (one of the release before moves)."""
     try:
-        history = client.list_migrations({}, instance_uuid=uuid)
+        return client.list_migrations({}, instance_uuid=uuid)
     except (rpc.RemoteError, rpc.RPCVersionCapError) as exc:
         LOG.debug("No moves shown for %s: %s", uuid, exc)
-        return
+        return None
+
+
+def records(moves_of):
+    """Each move as ``berth show -f json`` gives it."""
+    return [{key: move.get(key) for key in FIELDS} for move in moves_of]
+
+
+def print_history(history, out):
+    """``history`` (the moves of an instance, newest first) under the lines of ``berth show``:
+    nothing when it has none."""
     if not history:
         return
     print(f"{'moves':13} {len(history)}", file=out)

@@ -1,4 +1,4 @@
-"""How listings print: aligned columns, or any format of the openstack client.
+"""How listings and single records print: aligned columns, or any format of the openstack client.
 
 Without ``-f``, a listing prints as aligned columns under a header line
 (what scripts have read since Berth's first version). ``-f table|json|
@@ -7,9 +7,13 @@ openstack client uses, so the output is byte for byte what an OpenStack
 operator's tools already parse; ``-c COLUMN`` (repeatable, any case,
 spaces or underscores) keeps only those columns, in the listing's order.
 A column the listing does not have is refused, naming the ones it has.
+A ``show`` command prints one record (:func:`emit_one`): ``-f json`` and
+``-f yaml`` give one object, its lists and objects kept whole; the other
+formats print those as JSON text.
 """
 
 import functools
+import json
 import os
 import sys
 
@@ -67,6 +71,24 @@ def emit(args, headers, rows, out):
         print_columns(headers, rows, out)
     else:
         formatters()[name].emit_list(headers, rows, out, args)
+
+
+def wants_format(args):
+    """Whether ``args`` ask for a format (-f) or for columns (-c), rather than the command's own lines."""
+    return getattr(args, "output_format", None) is not None or bool(getattr(args, "columns", None))
+
+
+def emit_one(args, record, out):
+    """Print ``record`` ({field: value}, in order) as one object, as ``args`` (-f, -c) ask."""
+    headers, [values] = select(list(record), [list(record.values())], getattr(args, "columns", None) or [])
+    name = getattr(args, "output_format", None) or "table"
+    formatter = formatters()[name]
+    if name not in ("json", "yaml"):
+        values = [json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else v for v in values]
+    if hasattr(formatter, "emit_one"):
+        formatter.emit_one(headers, values, out, args)
+    else:  # csv: one row under its header
+        formatter.emit_list(headers, [values], out, args)
 
 
 def print_columns(headers, rows, out):

@@ -71,8 +71,8 @@ def _opts() -> list[cfg.Opt]:
              "updates; sent by the agents, the API services, berth and the schedulers' scaling controller"),
         _cap(api_versions.COMPUTE, "the agents' builds and terminates; sent by the schedulers, and by "
              "berth fake-load"),
-        _cap(api_versions.ADMIN, "aggregates, server groups and hosts; sent by berth, and by the schedulers "
-             "to each other when aggregates or hosts change"),
+        _cap(api_versions.ADMIN, "aggregates, server groups, hosts and flavors; sent by berth, and by the "
+             "schedulers to each other when aggregates or hosts change"),
         _cap(api_versions.SCALING, "scaling groups and instance metrics; sent by berth"),
     ]
 

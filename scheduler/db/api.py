@@ -9,6 +9,7 @@ in its own module:
 - :mod:`scheduler.db.instances`: instance records;
 - :mod:`scheduler.db.hosts`: compute nodes and services;
 - :mod:`scheduler.db.aggregates`: host aggregates;
+- :mod:`scheduler.db.flavors`: flavors;
 - :mod:`scheduler.db.server_groups`: server groups and their members;
 - :mod:`scheduler.db.scaling_groups`: scaling groups, their history and their leases;
 - :mod:`scheduler.db.instance_metrics`: the last sample of each instance's metrics;
@@ -34,6 +35,7 @@ from scheduler.db.engine import (
     to_iso,
     utcnow,
 )
+from scheduler.db.flavors import FlavorQueries
 from scheduler.db.hosts import HostQueries
 from scheduler.db.instance_metrics import InstanceMetricQueries
 from scheduler.db.instances import InstanceQueries
@@ -56,6 +58,7 @@ __all__ = [
 ]
 
 
-class Database(ClaimQueries, InstanceQueries, HostQueries, AggregateQueries, ServerGroupQueries,
-               ScalingGroupQueries, InstanceMetricQueries, MigrationQueries, DatabaseEngine):
+class Database(ClaimQueries, InstanceQueries, HostQueries, AggregateQueries, FlavorQueries,
+               ServerGroupQueries, ScalingGroupQueries, InstanceMetricQueries, MigrationQueries,
+               DatabaseEngine):
     """The scheduler's database: an engine, the migrations and the queries."""

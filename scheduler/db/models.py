@@ -128,6 +128,23 @@ class Aggregate(Base):
     updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
+class Flavor(Base):
+    """A named flavor: the sizes and extra specs ``berth boot --flavor NAME`` requests."""
+
+    __tablename__ = "flavors"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(sa.String(255), nullable=False, unique=True)
+    memory_mb: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    root_gb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    ephemeral_gb: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    vcpus: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    # {key: value}, both strings, as Nova's flavor extra specs.
+    extra_specs: Mapped[dict[str, Any]] = mapped_column(sa.JSON, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
+    updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
 class AggregateHost(Base):
     __tablename__ = "aggregate_hosts"
     __table_args__ = (sa.UniqueConstraint("aggregate_id", "host"),)
@@ -294,6 +311,7 @@ compute_nodes = _table(ComputeNode)
 services = _table(Service)
 aggregates = _table(Aggregate)
 aggregate_hosts = _table(AggregateHost)
+flavors = _table(Flavor)
 server_groups = _table(ServerGroup)
 server_group_members = _table(ServerGroupMember)
 scaling_groups = _table(ScalingGroup)

@@ -194,7 +194,8 @@ class ScalingGroupEndpoint:
         self._check_zone(template.get("availability_zone"))
         try:
             request_spec, filter_properties = member_request(
-                {"template": template, "project_id": project_id}, str(uuidlib.uuid4()), f"{name}-1")
+                {"template": template, "project_id": project_id}, str(uuidlib.uuid4()), f"{name}-1",
+                self._stored_flavor(template.get("flavor_name")))
         except TemplateError as exc:
             raise InvalidRequest(str(exc)) from None
         spec = RequestSpec.from_wire(request_spec, filter_properties)
@@ -206,6 +207,15 @@ class ScalingGroupEndpoint:
         if why is not None:
             raise InvalidRequest(f"template: {why}")
         return template
+
+    def _stored_flavor(self, name: Any) -> dict[str, Any]:
+        """{name: the stored flavor} of the one a template names; {} when it names none that is stored."""
+        if not isinstance(name, str) or not name:
+            return {}
+        try:
+            return {name: self._db.get_flavor(name)}
+        except NotFound:
+            return {}
 
     def _check_zone(self, zone: Any) -> None:
         """A zone no aggregate has (nor is the default one) would put every member in ERROR:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
 import uuid as uuidlib
 from collections.abc import Callable, Mapping, Sequence, Set
@@ -233,19 +234,32 @@ def _spec_of(group: Mapping[str, Any]) -> tuple[GroupSpec, float]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _template_problem(template: str, project_id: str | None) -> str | None:
+def _template_problem(template: str, project_id: str | None, flavor: str | None) -> str | None:
+    """``flavor``: the JSON text of the stored flavor the template names, or None."""
+    loaded = jsonutils.loads(template)
+    flavors = {} if flavor is None else {loaded.get("flavor_name"): jsonutils.loads(flavor)}
     try:
-        group_members.member_request({"template": jsonutils.loads(template), "project_id": project_id},
-                                     _ANY_UUID, None)
+        group_members.member_request({"template": loaded, "project_id": project_id}, _ANY_UUID, None,
+                                     flavors)
     except TemplateError as exc:
         return str(exc)
     return None
 
 
-def _template_error(group: Mapping[str, Any]) -> str | None:
+@functools.lru_cache(maxsize=4096)
+def _flavor_name(template: str) -> Any:
+    loaded = jsonutils.loads(template)
+    return loaded.get("flavor_name") if isinstance(loaded, dict) else None
+
+
+def _template_error(group: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]]) -> str | None:
     """Why no member can be made of the group's template, None if one can; checked once
-    per distinct template."""
-    return _template_problem(_json_text(group["template"]), group.get("project_id"))
+    per distinct template and flavor (``flavors``: the stored ones, by name)."""
+    template = _json_text(group["template"])
+    name = _flavor_name(template)
+    flavor = flavors.get(name) if isinstance(name, str) else None
+    return _template_problem(template, group.get("project_id"),
+                             None if flavor is None else json.dumps(flavor, sort_keys=True))
 
 
 def _failed(group: Mapping[str, Any], exc: Exception, log: bool = True) -> SyncResult:
@@ -270,6 +284,9 @@ class ScalingController:
         self._metrics = metrics_source
         self._clock = clock or database.now
         self._plan_settings = settings.plan_settings()
+        #: The stored flavors by name, as read with the chunk of groups being synced: a template
+        #: names one of them (a flavor created or changed later is used from the next sync).
+        self._flavors: dict[str, dict[str, Any]] = {}
 
     def sync_once(self, now: datetime | None = None) -> list[SyncResult]:
         """Claim this owner's groups for one period and sync each; one result per group."""
@@ -296,6 +313,7 @@ class ScalingController:
         members marked and cast; one group's trouble does not stop the others."""
         try:
             found = self._db.read_scaling_syncs([g["uuid"] for g in groups])
+            self._flavors = {flavor["name"]: flavor for flavor in self._db.list_flavors()}
             counted = [m["uuid"] for g in groups if g["deleted_at"] is None
                        for m in found[g["uuid"]]["members"] if m["state"] in COUNTED_STATES]
             readings = _Readings(self._metrics, counted)
@@ -435,7 +453,7 @@ class ScalingController:
         events = [{"at": to_iso(e["recorded_at"]), "change": e["change"], "reason": e["reason"]}
                   for e in shown[-group_status.EVENTS_SHOWN:]]
         status = group_status.group_status(members, decision, events, now, reason, replace_failures,
-                                           replace_after, _template_error(group), plan.pending)
+                                           replace_after, _template_error(group, self._flavors), plan.pending)
         values = {"desired": decision.desired, "status": status, "replace_after": replace_after,
                   "replace_failures": replace_failures}
         record = SyncRecord(group["uuid"], group["version"], values, list(plan.recorded),
@@ -480,7 +498,7 @@ class ScalingController:
         wait_s = None if replace_after is None else (to_db_time(replace_after) - now).total_seconds()
         backoff = Backoff(group["replace_failures"], wait_s)
         return plan_sync(spec, group["desired"], members, seen, external, History(recommendations, events),
-                         self._plan_settings, backoff, _template_error(group))
+                         self._plan_settings, backoff, _template_error(group, self._flavors))
 
     def _new_rows(self, group: Mapping[str, Any], members: Sequence[Mapping[str, Any]],
                   plan: SyncPlan) -> list[dict[str, Any]]:
@@ -490,7 +508,8 @@ class ScalingController:
         kept = [m for m in members if m not in plan.replacing]
         names = group_members.new_names(group["name"], kept, plan.create)
         templated = {**group, "template": _json_object(group["template"])}
-        return [group_members.member_row(templated, str(uuidlib.uuid4()), name) for name in names]
+        return [group_members.member_row(templated, str(uuidlib.uuid4()), name, self._flavors)
+                for name in names]
 
     def _delete(self, victims: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """Mark ``victims`` DELETING (those not deleted meanwhile) and cast their deletes."""
@@ -536,7 +555,7 @@ class ScalingController:
         if member.get("request_spec") and member.get("filter_properties") is not None:
             return member["request_spec"], member["filter_properties"]
         group = self._db.get_scaling_group(member["scaling_group_uuid"])
-        return group_members.member_request(group, member["uuid"], member.get("display_name"))
+        return group_members.member_request(group, member["uuid"], member.get("display_name"), self._flavors)
 
     def _sync_paused(self, group: Mapping[str, Any], members: Sequence[Mapping[str, Any]], now: datetime,
                      decision: policy.Decision | None) -> SyncResult:

@@ -13,7 +13,6 @@ from typing import Any
 from scheduler import states
 from scheduler.db.engine import to_db_time
 from scheduler.exception import InvalidRequest
-from scheduler.policy import flavors
 from scheduler.policy.hints import GROUP
 from scheduler.policy.request_spec import RequestSpec
 from scheduler.scaling.spec import CPU, DEFAULT_SAMPLE_WINDOW_S, Member
@@ -34,7 +33,11 @@ class TemplateError(ValueError):
     """A group's template that no run_instance request can be made of."""
 
 
-def _flavor(template: Mapping[str, Any]) -> dict[str, Any]:
+#: The fields of a stored flavor a request carries.
+FLAVOR_FIELDS = ("name", *_SIZES, "extra_specs")
+
+
+def _flavor(template: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     name = template.get("flavor_name")
     if any(key in template for key in _SIZES):
         flavor: dict[str, Any] = {key: template.get(key, 0) for key in _SIZES}
@@ -44,16 +47,18 @@ def _flavor(template: Mapping[str, Any]) -> dict[str, Any]:
     if name is None:
         raise TemplateError("template: give flavor_name or the sizes "
                             "(memory_mb, vcpus, root_gb, ephemeral_gb)")
-    try:
-        return flavors.get(name)
-    except ValueError as exc:
-        raise TemplateError(f"template.flavor_name: {exc}") from None
+    stored = flavors.get(name) if isinstance(name, str) else None
+    if stored is None:
+        raise TemplateError(f"template.flavor_name: no flavor named {name!r}")
+    return {key: stored[key] for key in FLAVOR_FIELDS if key in stored}
 
 
-def member_request(group: Mapping[str, Any], uuid: str, name: str | None
+def member_request(group: Mapping[str, Any], uuid: str, name: str | None,
+                   flavors: Mapping[str, Mapping[str, Any]] | None = None
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(request_spec, filter_properties) of run_instance for the new member ``uuid`` named
-    ``name``: the template's flavor, zone and hints, its server group as the ``group`` hint.
+    ``name``: the template's flavor (its sizes, or the one of ``flavors``, the stored flavors
+    by name, that it names), zone and hints, its server group as the ``group`` hint.
     Raises TemplateError when the scheduler would refuse the request."""
     template = group["template"]
     unknown = sorted(set(template) - set(TEMPLATE_KEYS))
@@ -65,7 +70,8 @@ def member_request(group: Mapping[str, Any], uuid: str, name: str | None
         properties["availability_zone"] = template["availability_zone"]
     if name is not None:
         properties["display_name"] = name
-    request_spec = {"instance_uuids": [uuid], "num_instances": 1, "instance_type": _flavor(template),
+    request_spec = {"instance_uuids": [uuid], "num_instances": 1,
+                    "instance_type": _flavor(template, flavors or {}),
                     "instance_properties": properties, "image": {"properties": {}}}
     hints = dict(template.get("scheduler_hints") or {})
     if template.get("server_group_uuid"):
@@ -78,9 +84,10 @@ def member_request(group: Mapping[str, Any], uuid: str, name: str | None
     return request_spec, filter_properties
 
 
-def member_row(group: Mapping[str, Any], uuid: str, name: str) -> dict[str, Any]:
+def member_row(group: Mapping[str, Any], uuid: str, name: str,
+               flavors: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The instance row of a new member, holding its request as the scheduler stores one."""
-    request_spec, filter_properties = member_request(group, uuid, name)
+    request_spec, filter_properties = member_request(group, uuid, name, flavors)
     flavor = request_spec["instance_type"]
     return {"uuid": uuid, "display_name": name, "flavor_name": flavor.get("name"),
             "memory_mb": flavor["memory_mb"], "root_gb": flavor.get("root_gb", 0),

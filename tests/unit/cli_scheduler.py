@@ -18,8 +18,17 @@ from scheduler.cmd import cli
 from scheduler.cmd import startup as config
 from scheduler.db.api import Database
 from scheduler.manager import SchedulerManager
+from scheduler.policy.flavors import FLAVORS
 from scheduler.service import assemble
 from tests.unit.scheduler.service_parts import transport_and_database
+
+
+def stored_flavor(name: str) -> dict[str, Any]:
+    """show_flavor's answer for ``name`` from a scheduler that keeps the classic flavors only."""
+    if name not in FLAVORS:
+        raise rpc.RemoteError("InvalidRequest", f"no flavor named {name!r}", "")
+    return dict(FLAVORS[name], name=name, extra_specs={}, created_at="2026-12-03T10:00:00.000000Z",
+                updated_at="2026-12-03T10:00:00.000000Z")
 
 
 def write_conf(directory: Path, more: str = "") -> Path:

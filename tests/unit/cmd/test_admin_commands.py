@@ -2,14 +2,16 @@
 the whole command over memory:// against a real scheduler endpoint."""
 
 import io
+import json
 import uuid as uuidlib
 
 import pytest
 
+from scheduler.admin.flavors import FlavorEndpoint
 from scheduler.admin.grouping import AdminEndpoint
 from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.instance_commands import build_request
-from tests.unit.cli_scheduler import cli_scheduler, main, parse, write_conf
+from tests.unit.cli_scheduler import cli_scheduler, main, parse, stored_flavor, write_conf
 
 GROUP = "5f2b3c1e-8a4d-4e6f-9b0a-1c2d3e4f5a6b"
 
@@ -23,6 +25,8 @@ class FakeClient:
 
     def admin_call(self, ctxt, method, **kwargs):
         self.calls.append((method, kwargs))
+        if method == "show_flavor" and method not in self.answers:
+            return stored_flavor(kwargs["name"])
         return self.answers.get(method)
 
     def run_instance(self, ctxt, request_spec, filter_properties):
@@ -149,6 +153,10 @@ def test_server_group_list_show_delete(conf_file):
     _, out, client = run(conf_file, "server-group", "show", GROUP, show_server_group=group)
     assert client.calls == [("show_server_group", {"group_uuid": GROUP})]
     assert "members     m1 m2" in out and "project_id  -" in out
+    _, out, client = run(conf_file, "server-group", "show", GROUP, "-f", "json", show_server_group=group)
+    assert json.loads(out) == {"uuid": GROUP, "name": "web", "policy": "anti-affinity", "project_id": None,
+                               "created_at": "2024-01-01T00:00:00Z", "rules": {"max_server_per_host": 2},
+                               "members": ["m1", "m2"]}
     _, out, client = run(conf_file, "server-group", "delete", GROUP)
     assert client.calls == [("delete_server_group", {"group_uuid": GROUP})]
 
@@ -207,10 +215,13 @@ def test_boot_carries_the_zone_and_the_hints(conf_file):
         show_server_group={"uuid": GROUP},
     )
     assert status == 0
-    (check, check_args), (method, sent) = client.calls
+    flavor, (check, check_args), (method, sent) = client.calls
+    assert flavor == ("show_flavor", {"name": "m1.tiny"})
     assert (check, check_args) == ("show_server_group", {"group_uuid": GROUP})
     assert method == "run_instance"
     spec, props = sent["request_spec"], sent["filter_properties"]
+    assert spec["instance_type"] == {"name": "m1.tiny", "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0,
+                                     "vcpus": 1, "extra_specs": {}}
     assert spec["instance_properties"] == {"project_id": "admin", "availability_zone": "az1"}
     assert props["scheduler_hints"] == {
         "group": GROUP,
@@ -234,7 +245,7 @@ def test_a_repeated_hint_becomes_a_list(conf_file):
         "--hint",
         f"same_host={c}",
     )
-    [(_, sent)] = client.calls
+    [_flavor, (_, sent)] = client.calls
     assert sent["filter_properties"]["scheduler_hints"] == {"same_host": [a, b, c]}
     assert "availability_zone" not in sent["request_spec"]["instance_properties"]
 
@@ -279,7 +290,7 @@ def _reported_h1_and_admin(conf, database, manager):
             "running_vms": 0,
         },
     )
-    return [AdminEndpoint(conf, database, manager.host_manager)]
+    return [AdminEndpoint(conf, database, manager.host_manager), FlavorEndpoint(database)]
 
 
 def test_commands_end_to_end_and_refusals_are_one_line(scheduler, conf_file, capsys):

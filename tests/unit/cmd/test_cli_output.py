@@ -127,7 +127,7 @@ def test_debug_on_the_command_line_shows_the_log_and_debug_in_a_shared_file_does
 
     def boot(*extra):
         command = [sys.executable, "-m", "scheduler.cmd.cli", "--config-file", str(conf), *extra,
-                   "boot", "--flavor", "m1.tiny"]
+                   "boot", "--flavor-ram", "512", "--flavor-vcpus", "1"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=60,
                               env=dict(os.environ, PYTHONWARNINGS="ignore"))
         assert done.returncode == 0, done.stderr

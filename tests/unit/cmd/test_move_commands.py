@@ -11,7 +11,7 @@ from scheduler import rpc
 from scheduler.cmd import cli, draining
 from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.draining import Drain
-from tests.unit.cli_scheduler import parse, write_conf
+from tests.unit.cli_scheduler import parse, stored_flavor, write_conf
 
 U1 = "00000000-0000-4000-8000-000000000001"
 U2 = "00000000-0000-4000-8000-000000000002"
@@ -43,6 +43,8 @@ class Fleet:
 
     def admin_call(self, ctxt, method, **kwargs):
         self.calls.append((method, kwargs))
+        if method == "show_flavor":
+            return stored_flavor(kwargs["name"])
         if kwargs.get("host") == "nosuch":
             raise refusal("unknown host 'nosuch'")
         return {"host": kwargs["host"], "disabled_reason": kwargs.get("reason")}
@@ -200,7 +202,7 @@ def test_a_bad_resize_is_refused_before_anything_is_sent(conf_file, argv, messag
     with pytest.raises(CommandError) as refused:
         run(conf_file, fleet, "resize", U1, *argv)
     assert message in str(refused.value)
-    assert fleet.calls == []
+    assert [call for call, _ in fleet.calls if call != "show_flavor"] == []  # looked up, nothing sent
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -336,6 +338,34 @@ def test_show_works_against_a_scheduler_that_predates_moves(conf_file, error):
 
     old, new = OldScheduler([instance(1)]), Fleet([instance(1)])
     assert _shown(conf_file, old) == _shown(conf_file, new)
+
+
+def test_show_as_json_is_one_object_with_every_field_and_the_moves(conf_file):
+    fleet = Fleet([dict(instance(1, name="web-1"), request_spec={"instance_properties": {
+        "availability_zone": "az1"}}, move_host=None)], polls=1, fails={U1: "disk full on h2"})
+    fleet.migrate_instance({}, U1)
+    fleet.list_migrations({}, instance_uuid=U1)  # it ends, in error
+    status, out = run(conf_file, fleet, "show", U1, "-f", "json")
+    assert status == 0
+    shown = json.loads(out)
+    assert (shown["uuid"], shown["name"], shown["zone"], shown["memory_mb"]) == (U1, "web-1", "az1", 512)
+    assert "display_name" not in shown  # it is "name", as in the lines
+    assert shown["request_spec"] == {"instance_properties": {"availability_zone": "az1"}}
+    assert "move_host" in shown and "fault_reason" in shown
+    [move] = shown["moves"]
+    assert move == {"id": 1, "kind": "migration", "status": "error", "source_host": "h1", "dest_host": "h2",
+                    "created_at": "2026-12-03T10:00:00.000000Z", "finished_at": "2026-12-03T10:01:00.000000Z",
+                    "reason": "disk full on h2"}
+
+
+def test_show_picks_columns_and_the_other_formats(conf_file):
+    fleet = Fleet([instance(1, name="web-1")])
+    status, out = run(conf_file, fleet, "show", U1, "-f", "value", "-c", "state", "-c", "moves")
+    assert (status, out.split()) == (0, ["ACTIVE", "[]"])
+    status, out = run(conf_file, fleet, "show", U1, "-f", "yaml", "-c", "host")
+    assert (status, out) == (0, "host: h1\n")
+    with pytest.raises(CommandError, match="no column 'nope'"):
+        run(conf_file, fleet, "show", U1, "-f", "json", "-c", "nope")
 
 
 # -- host drain ----------------------------------------------------------------------------

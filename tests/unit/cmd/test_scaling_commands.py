@@ -400,7 +400,7 @@ def test_commands_end_to_end_and_refusals_are_one_line(scheduler, conf_file, cap
         (["create", "web", "--flavor", "m1.small", "--max", "5"],
          "berth: a scaling group named 'web' exists already"),
         (["create", "api", "--flavor", "m9.huge", "--max", "5"],
-         "berth: template.flavor_name: unknown flavor 'm9.huge'"),
+         "berth: template.flavor_name: no flavor named 'm9.huge'"),
         (["create", "api", "--flavor", "m1.small", "--max", "5", "--server-group", GROUP],
          f"berth: template.server_group_uuid: no server group {GROUP}"),
         (["create", "api", "--flavor", "m1.small", "--max", "5", "--server-group", "spread"],

@@ -51,6 +51,15 @@ def test_create_takes_desired_and_the_project_given(world):
     assert (created["desired"], created["project_id"]) == (5, "p2")
 
 
+def test_create_takes_any_stored_flavor(world):
+    world.db.create_flavor({"name": "web.big", "memory_mb": 2048, "root_gb": 1, "ephemeral_gb": 0, "vcpus": 2,
+                            "extra_specs": {}})
+    created = world.create(template={"flavor_name": "web.big"}, desired=1)
+    assert world.sync(0).outcome == SYNCED
+    [member] = world.db.list_scaling_group_members(created["uuid"])
+    assert (member["flavor_name"], member["memory_mb"], member["vcpus"]) == ("web.big", 2048, 2)
+
+
 def test_a_created_group_gets_its_members_from_the_controller(world):
     created = world.create(desired=3)
     assert world.sync(0).outcome == SYNCED
@@ -121,7 +130,7 @@ def test_a_worker_pool_on_a_queue_may_have_no_member():
 
 @pytest.mark.parametrize("template, message", [
     ("m1.small", "template: must be an object, got str"),
-    ({"flavor_name": "m9.huge"}, "template.flavor_name: unknown flavor 'm9.huge'"),
+    ({"flavor_name": "m9.huge"}, "template.flavor_name: no flavor named 'm9.huge'"),
     ({"flavor": "m1.small"}, "template: unknown key(s) flavor"),
     ({}, "template: give flavor_name or the sizes"),
     ({"memory_mb": 0, "vcpus": 1}, "template: request_spec.instance_type.memory_mb"),
@@ -289,7 +298,7 @@ def test_update_replaces_the_template_checked_as_create_checks_it(world):
     world.api.update_scaling_group({}, "web", {"template": {"memory_mb": 1024, "vcpus": 2}})
     assert world.db.get_scaling_group(created["uuid"])["template"] == {"memory_mb": 1024, "vcpus": 2}
     refused(world, lambda: world.api.update_scaling_group({}, "web", {"template": {"flavor_name": "m9"}}),
-            "template.flavor_name: unknown flavor 'm9'")
+            "template.flavor_name: no flavor named 'm9'")
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -463,7 +463,25 @@ def test_a_bad_template_creates_nothing_and_says_why(database, scheduler, contro
     database.create_scaling_group("g1", "web", {"max": 3}, {"flavor_name": "m9.huge"}, 2)
     [result] = controller.sync_once(clock.at(0))
     assert result.created == () and scheduler.builds == []
-    assert "unknown flavor 'm9.huge'" in database.get_scaling_group("g1")["status"]["template_error"]
+    assert "no flavor named 'm9.huge'" in database.get_scaling_group("g1")["status"]["template_error"]
+
+
+def test_members_get_the_stored_flavor_the_template_names_until_it_is_deleted(database, scheduler,
+                                                                               controller, clock):
+    database.create_flavor({"name": "web.cpu", "memory_mb": 3072, "root_gb": 5, "ephemeral_gb": 0,
+                            "vcpus": 3, "extra_specs": {"hw:cpu_policy": "dedicated"}})
+    database.create_scaling_group("g1", "web", {"max": 3}, {"flavor_name": "web.cpu"}, 1)
+    [result] = controller.sync_once(clock.at(0))
+    [member] = result.created
+    stored = database.get_instance(member)
+    assert (stored["flavor_name"], stored["memory_mb"], stored["vcpus"]) == ("web.cpu", 3072, 3)
+    assert stored["request_spec"]["instance_type"]["extra_specs"] == {"hw:cpu_policy": "dedicated"}
+
+    database.delete_flavor("web.cpu")
+    database.update_scaling_group("g1", {"desired": 2})
+    [result] = controller.sync_once(clock.at(15))
+    assert result.created == ()
+    assert "no flavor named 'web.cpu'" in database.get_scaling_group("g1")["status"]["template_error"]
 
 
 # -- what the scale events say -------------------------------------------------------------------

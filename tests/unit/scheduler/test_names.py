@@ -139,7 +139,7 @@ def test_a_name_too_long_once_numbered_is_refused_before_anything_is_sent(
 
 def test_boot_sends_the_name_in_the_request(conf_file):  # noqa: F811
     status, out, client = run(conf_file, "boot", *TINY, "--name", "web-%d", "--count", "2")
-    [(method, sent)] = client.calls
+    [_flavor, (method, sent)] = client.calls
     assert method == "run_instance"
     assert sent["request_spec"]["instance_properties"] == {"project_id": "admin", "display_name": "web-%d"}
     assert out.split() == sent["request_spec"]["instance_uuids"]
