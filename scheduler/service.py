@@ -124,7 +124,7 @@ class SchedulerService:
         self._peers = SchedulerClient(transport)
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
-            [self.manager, self.moves, self.admin, self.host_admin, FlavorEndpoint(database),
+            [self.manager, self.moves, self.admin, self.host_admin, FlavorEndpoint(database, conf),
              ScalingGroupEndpoint(conf, database),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,

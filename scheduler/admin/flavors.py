@@ -16,6 +16,7 @@ from scheduler.admin.grouping import _refused
 from scheduler.db.api import Conflict, NotFound
 from scheduler.db.flavors import SIZES
 from scheduler.exception import InvalidRequest
+from scheduler.policy import extra_specs, filters
 from scheduler.policy.request_spec import Flavor, display_name
 
 LOG = logging.getLogger(__name__)
@@ -57,8 +58,20 @@ def checked_flavor(values):
 class FlavorEndpoint:
     RPC_API = api_versions.ADMIN
 
-    def __init__(self, database):
+    def __init__(self, database, conf=None):
         self._db = database
+        # None: no filter check (a flavor's syntax is checked all the same).
+        self._filters = None if conf is None else filters.enabled_filters(conf)
+
+    def _honoured(self, flavor):
+        """Refuse a flavor whose requests every scheduler would refuse: an extra spec no enabled
+        filter reads, no resource and not the hypervisor's business (scheduler.policy.extra_specs)."""
+        if self._filters is None:
+            return
+        why = extra_specs.unread_flavor(Flavor.from_wire(flavor, "flavor"), self._filters,
+                                        filters.all_filters())
+        if why is not None:
+            raise InvalidRequest(f"flavor {flavor['name']}: {why}")
 
     @rpc.read_only
     @rpc.callers(rpc.CLIENT)
@@ -74,6 +87,7 @@ class FlavorEndpoint:
     @rpc.callers(rpc.OPERATOR)
     def create_flavor(self, context, flavor):
         checked = checked_flavor(flavor)
+        self._honoured(checked)
         with _refused(Conflict):
             created = self._db.create_flavor(checked)
         LOG.info("Created flavor %s: %d MB, %d+%d GB, %d vCPUs%s", created["name"], created["memory_mb"],
@@ -88,7 +102,8 @@ class FlavorEndpoint:
         with _refused(NotFound):
             current = self._db.get_flavor(name)
         # The flavor as it would be, checked whole: a spec may be wrong only beside the others.
-        checked_flavor(dict(_sizes(current), name=name, extra_specs={**current["extra_specs"], **properties}))
+        self._honoured(checked_flavor(dict(_sizes(current), name=name,
+                                           extra_specs={**current["extra_specs"], **properties})))
         with _refused(NotFound):
             changed = self._db.update_flavor_extra_specs(name, properties)
         LOG.info("Set properties of flavor %s: %s", name,

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from scheduler.policy import image_meta, resource_classes, traits
 from scheduler.policy.filters import BaseHostFilter
-from scheduler.policy.request_spec import IMAGE_CPU_POLICY, RequestSpec
+from scheduler.policy.request_spec import IMAGE_CPU_POLICY, Flavor, RequestSpec
 
 #: Extra-spec scopes the scheduler leaves to the agent's driver: guest hardware (CPU topology,
 #: NUMA cells, huge pages, watchdog, serial ports...), random-number and video devices, guest OS
@@ -103,9 +103,13 @@ def hypervisors(key: str, image: bool = False) -> bool:
 
 
 def _counted(key: str, image: bool) -> bool:
+    """Whether ``key`` changes only what the instance takes of the classic classes, which are
+    counted whatever the filters (the other classes it asks for are checked by unread_flavor)."""
     if image:
         return key == IMAGE_CPU_POLICY  # checked against the flavor's (RequestSpec)
-    return key.startswith(resource_classes.RESOURCES) or key == resource_classes.CPU_POLICY
+    if key.startswith(resource_classes.RESOURCES):
+        return key[len(resource_classes.RESOURCES):] in resource_classes.CLASSIC
+    return key == resource_classes.CPU_POLICY
 
 
 #: Scopes read only by a filter naming them, never by one reading every image property.
@@ -117,11 +121,13 @@ def _why(key: str, image: bool, enabled: list, installed: dict) -> str | None:
     why = unsupported(key, image)
     if why:
         return f"{what} is not supported: {why}"
+    if _counted(key, image):
+        return None
     if readers(enabled, key, image, everything=not key.startswith(_OWN_READERS)):
         return None
     # A key a filter names is that filter's, even in the hypervisor's namespaces (hw_architecture).
     candidates = readers(installed.values(), key, image, everything=False, unscoped=False)
-    if not candidates and (_counted(key, image) or hypervisors(key, image)):
+    if not candidates and hypervisors(key, image):
         return None
     candidates = candidates or readers(installed.values(), key, image, everything=False)
     if candidates:
@@ -136,13 +142,20 @@ def _why(key: str, image: bool, enabled: list, installed: dict) -> str | None:
 def unread(spec: RequestSpec, enabled: Iterable, installed: dict[str, type[BaseHostFilter]]) -> str | None:
     """Why ``spec`` asks for something the ``enabled`` filters would not honour, or None.
     ``installed``: {name: class} of every filter installed, to name the one to enable."""
+    return unread_flavor(spec.flavor, enabled, installed, spec.image_properties)
+
+
+def unread_flavor(flavor: Flavor, enabled: Iterable, installed: dict[str, type[BaseHostFilter]],
+                  image_properties: dict | None = None) -> str | None:
+    """Why ``flavor`` (and ``image_properties``) asks for something the ``enabled`` filters would
+    not honour, or None: what a request of that flavor would be refused for."""
     enabled = [p for p in enabled if isinstance(p, BaseHostFilter)]
-    for image, keys in ((False, spec.flavor.extra_specs), (True, spec.image_properties)):
+    for image, keys in ((False, flavor.extra_specs), (True, image_properties or {})):
         for key in keys:
             why = _why(key, image, enabled, installed)
             if why:
                 return why
-    for name in spec.flavor.amounts:
+    for name in flavor.amounts:
         if name in resource_classes.CLASSIC or readers(enabled, resource_classes.RESOURCES + name):
             continue
         candidates = readers(installed.values(), resource_classes.RESOURCES + name, everything=False)

@@ -9,7 +9,7 @@ own inventory, so this filter sends no limits.
 """
 
 from scheduler.policy import filters
-from scheduler.policy.resource_classes import CLASSIC
+from scheduler.policy.resource_classes import CLASSIC, RESOURCES
 
 
 def asked(spec):
@@ -18,6 +18,7 @@ def asked(spec):
 
 
 class ResourceClassFilter(filters.BaseHostFilter):
+    reads_extra_specs = (RESOURCES,)
     def host_passes(self, host_state, spec):
         inventories = host_state.inventories
         for name, units in asked(spec).items():

@@ -3,10 +3,13 @@ and its image's) and none its flavor forbids (``trait:NAME=forbidden``), as Plac
 on traits. The traits are those the host's agent last reported."""
 
 from scheduler.policy import filters
+from scheduler.policy.traits import TRAIT
 
 
 class TraitsFilter(filters.BaseHostFilter):
     run_filter_once_per_request = True
+    reads_extra_specs = (TRAIT,)
+    reads_image_properties = (TRAIT,)
 
     def host_passes(self, host_state, spec):
         have = host_state.traits

@@ -17,7 +17,7 @@ def _flavor(name="web.large", **values):
 @pytest.fixture
 def world(conf):
     transport, database = transport_and_database(conf)
-    yield FlavorEndpoint(database), database
+    yield FlavorEndpoint(database, conf), database
     transport.cleanup()
     database.dispose()
 
@@ -140,3 +140,30 @@ def test_the_client_reaches_it_at_admin_1_1(conf, world):
     finally:
         server.stop()
         server.wait()
+
+
+@pytest.mark.parametrize("specs, why", [
+    ({"colour": "blue"}, "flavor gpu: extra spec colour is read by AggregateInstanceExtraSpecsFilter or "
+     "ComputeCapabilitiesFilter, which is not enabled: add it to [filter_scheduler] enabled_filters, or "
+     "leave the key out"),
+    ({"zzz:x": "1"}, "flavor gpu: extra spec zzz:x: no enabled filter reads it, it is not a resource, and "
+     "it is not a key Berth leaves to the hypervisor: leave it out (README, 'Flavors and images')"),
+    ({"pci_passthrough:alias": "a1:1"}, "flavor gpu: extra spec pci_passthrough:alias is not supported"),
+    ({"resources:VGPU": "x"}, "flavor gpu: extra_specs[resources:VGPU]: the amount must be a whole number"),
+])
+def test_a_flavor_no_request_could_use_is_refused_naming_the_key(world, specs, why):
+    endpoint, database = world
+    with pytest.raises(InvalidRequest) as refused:
+        endpoint.create_flavor({}, _flavor("gpu", extra_specs=specs))
+    assert why in str(refused.value)
+    endpoint.create_flavor({}, _flavor("gpu", extra_specs={"resources:VGPU": "1"}))
+    with pytest.raises(InvalidRequest) as refused:
+        endpoint.set_flavor_properties({}, "gpu", specs)
+    assert why in str(refused.value)
+    assert database.get_flavor("gpu")["extra_specs"] == {"resources:VGPU": "1"}
+
+
+def test_a_flavor_asking_for_gpus_traits_and_dedicated_cpus_is_taken(endpoint):
+    specs = {"resources:VGPU": "1", "trait:CUSTOM_SSD": "required", "trait:HW_CPU_X86_AVX512F": "forbidden",
+             "hw:cpu_policy": "dedicated", "hw:mem_page_size": "large"}
+    assert endpoint.create_flavor({}, _flavor("gpu", extra_specs=specs))["extra_specs"] == specs
