@@ -270,12 +270,12 @@ class ResourceTracker:
         """Raise ClaimFailed unless each class of ``wanted`` ({class: units}) but the classic
         three fits in the host's inventory of it on top of what is held. ``held``: what the
         instance holds already (a resize): only a class it would hold more of is checked."""
-        used = self._usages()
         held = held or {}
-        for name, units in wanted.items():
+        more = {name: units for name, units in wanted.items()
+                if name not in CLASSIC and units > held.get(name, 0)}
+        used = self._usages() if more else {}
+        for name, units in more.items():
             before = held.get(name, 0)
-            if name in CLASSIC or units <= before:
-                continue
             inv = self._inventories.get(name)
             why = "this host has none" if inv is None else inv.refuses(used.get(name, 0) - before, units)
             if why is not None:
