@@ -2,6 +2,7 @@
 
 from oslo_config import cfg
 
+from compute_agent import inventory
 from scheduler.conf import groups
 
 group = cfg.OptGroup(
@@ -168,7 +169,8 @@ opts = [
         "fake_cpu_features",
         default=["sse", "sse2", "sse4_2", "aes", "avx", "avx2"],
         help="CPU features the fake driver reports in cpu_info (what a flavor's "
-        "'capabilities:cpu_info:features' extra spec matches).",
+        "'capabilities:cpu_info:features' extra spec matches), and as traits where os-traits "
+        "names them (avx2: HW_CPU_X86_AVX2) when fake_cpu_arch is x86.",
     ),
     cfg.IntOpt(
         "fake_hypervisor_version",
@@ -185,6 +187,53 @@ opts = [
         "fake_vm_modes",
         default=["hvm"],
         help="VM modes the fake driver reports (ImagePropertiesFilter's hw_vm_mode).",
+    ),
+    cfg.DictOpt(
+        "resources",
+        default={},
+        help="Resource classes this host has besides VCPU, MEMORY_MB, DISK_GB and PCPU, with "
+        "their totals, e.g. 'VGPU:4, CUSTOM_FPGA:2' (standard os-resource-classes names or "
+        "CUSTOM_*). A flavor takes them with resources:CLASS=N; the agent never gives out more "
+        "than the total (with resource_reserved and resource_allocation_ratio).",
+    ),
+    cfg.DictOpt(
+        "resource_reserved",
+        default={},
+        help="Units of a class of resources (or PCPU) kept for the host, e.g. 'VGPU:1'. Default 0.",
+    ),
+    cfg.DictOpt(
+        "resource_max_unit",
+        default={},
+        help="Most units of a class of resources (or PCPU) one instance may take. Default: its total.",
+    ),
+    cfg.DictOpt(
+        "resource_min_unit",
+        default={},
+        help="Fewest units of a class of resources (or PCPU) one instance may take. Default 1.",
+    ),
+    cfg.DictOpt(
+        "resource_step_size",
+        default={},
+        help="An instance takes a class of resources (or PCPU) in multiples of this. Default 1.",
+    ),
+    cfg.DictOpt(
+        "resource_allocation_ratio",
+        default={},
+        help="Overcommit of a class of resources (or PCPU): (total - reserved) * ratio units can be "
+        "given out, e.g. 'CUSTOM_LICENSE:2.0'. Default 1.0.",
+    ),
+    cfg.StrOpt(
+        "cpu_dedicated_set",
+        help="Host CPUs kept for instances of hw:cpu_policy=dedicated, reported as the PCPU "
+        "class, in Nova's syntax: '4-7,^6', '0,2,4'. The other CPUs are the shared ones: "
+        "the report's vcpus and the VCPU class. Unset: every CPU is shared and there is no PCPU.",
+    ),
+    cfg.ListOpt(
+        "traits",
+        default=[],
+        help="Traits this host has besides those read from its CPU (HW_CPU_X86_*): CUSTOM_* "
+        "names or standard os-traits ones, e.g. 'CUSTOM_SSD, COMPUTE_TRUSTED_CERTS'. A flavor "
+        "requires or forbids them with trait:NAME=required|forbidden.",
     ),
     cfg.StrOpt(
         "host_ip",
@@ -213,6 +262,11 @@ def check_driver(conf):
     """Fail start-up when the operator has not chosen a driver."""
     if conf.compute_agent.driver is None:
         raise ValueError(DRIVER_NOT_SET)
+
+
+def check_resources(conf):
+    """Fail start-up on a bad resources, resource_*, cpu_dedicated_set or traits value."""
+    inventory.from_conf(conf)
 
 
 def list_opts():

@@ -28,7 +28,14 @@ from compute_agent import telemetry, validate
 from compute_agent.client import TOPIC
 from compute_agent.instance_store import InstanceStore
 from compute_agent.load_model import Load
-from compute_agent.resource_tracker import ClaimFailed, ResourceTracker, isotime, larger_flavor
+from compute_agent.resource_tracker import (
+    ClaimFailed,
+    ResourceTracker,
+    flavor_amounts,
+    isotime,
+    larger_amounts,
+    larger_flavor,
+)
 from scheduler import api_versions, concurrency, rpc
 from scheduler.client import SchedulerClient
 from scheduler.exception import InvalidRequest
@@ -141,7 +148,8 @@ class ComputeManager:
         for uuid, record in sorted(self.store.load().items()):
             instance = record.get("instance") or {}
             self.tracker.claim(uuid, _held_flavor(record), image_properties=_image_properties(record),
-                               project_id=instance.get("project_id"))
+                               project_id=instance.get("project_id"), amounts=_held_amounts(record),
+                               checked=False)
             if record.get("state") == BUILDING:
                 resume.append((uuid, record.get("request_id"), "build"))
             elif record.get("state") == MIGRATING:
@@ -731,6 +739,15 @@ def _held_flavor(record):
     if isinstance(resize, dict):
         return larger_flavor(resize.get("old_flavor"), resize.get("new_flavor"))
     return (record.get("instance") or {}).get("flavor")
+
+
+def _held_amounts(record):
+    """The resource classes an instance record holds: its flavor's, or per class the larger of
+    both flavors' while it is resized."""
+    resize = record.get("resize")
+    if isinstance(resize, dict):
+        return larger_amounts(*(flavor_amounts(resize.get(key)) for key in ("old_flavor", "new_flavor")))
+    return flavor_amounts((record.get("instance") or {}).get("flavor"))
 
 
 def _image_properties(record):

@@ -13,6 +13,10 @@ hypervisor, and every "used" value includes the host's reserves::
 A claim is Nova's claim test against the limits the scheduler computed
 (``total * allocation_ratio``): ``free = limit - used``; the claim fails when
 the request is larger than ``free``. A missing or None limit is unlimited.
+The vCPUs counted are the flavor's VCPU amount: those of hw:cpu_policy=dedicated
+are PCPU. Every other class of the flavor's amounts (PCPU, VGPU, CUSTOM_*...)
+is claimed against the host's Inventory of it, whatever the limits, so that a
+unit is never given twice even when two schedulers choose this host at once.
 """
 
 import datetime
@@ -20,8 +24,11 @@ import itertools
 import re
 import threading
 
+from compute_agent import inventory
 from scheduler.policy import image_meta
 from scheduler.policy.host_report import HostReport
+from scheduler.policy.request_spec import Flavor
+from scheduler.policy.resource_classes import CLASSIC, VCPU
 from scheduler.version import version
 
 FLAVOR_KEYS = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
@@ -64,6 +71,23 @@ def normalize_flavor(flavor):
     return {key: _num(flavor.get(key)) for key in FLAVOR_KEYS}
 
 
+def flavor_amounts(flavor):
+    """{resource class: units} a flavor of the wire (its sizes and extra_specs) takes."""
+    sizes = normalize_flavor(flavor)
+    extra_specs = (flavor or {}).get("extra_specs") or {}
+    return Flavor(sizes["memory_mb"], sizes["root_gb"], sizes["ephemeral_gb"], sizes["vcpus"],
+                  extra_specs=extra_specs).amounts
+
+
+def larger_amounts(*amounts):
+    """Per class, the largest of ``amounts`` ({class: units} each): what a resize holds."""
+    larger = {}
+    for each in amounts:
+        for name, units in each.items():
+            larger[name] = max(larger.get(name, 0), units)
+    return larger
+
+
 def larger_flavor(*flavors):
     """Per resource (memory, disk, vCPUs), the largest of ``flavors``, normalized: what a resize
     holds until it ends. The disk is counted whole, as root_gb."""
@@ -89,6 +113,8 @@ class ResourceTracker:
         cpu_arch=None,
         vm_modes=(),
         facts=None,
+        configured=None,
+        traits=(),
     ):
         self.host = host
         self.nodename = nodename or host
@@ -105,12 +131,17 @@ class ResourceTracker:
         #: HostReport fields the driver reads from the host: cpu_info, hypervisor_version, host_ip
         #: (ComputeCapabilitiesFilter, JsonFilter...).
         self.facts = dict(facts or {})
+        #: What [compute_agent] adds to the driver's totals (compute_agent.inventory.Configured).
+        self.configured = configured or inventory.Configured()
+        #: The host's traits: the driver's (its CPU's) and the operator's.
+        self.traits = sorted(set(traits) | set(self.configured.traits))
         #: Builds failed in a row (BuildFailureWeigher); a successful build resets it.
         self.failed_builds = 0
         #: Builds and deletes in progress (IoOpsFilter), set by the agent before each report.
         self.io_workload = 0
         self._lock = threading.Lock()
         self._instances = {}  # uuid -> normalized flavor
+        self._amounts = {}  # uuid -> {resource class: units} it holds
         self._image_properties = {}  # uuid -> {(standard property, value as text)} of its image
         self._owners = {}  # uuid -> (project_id, the image's os_type), either None
         # Numbers this process's reports, so that a scheduler can tell an old one from a new one.
@@ -119,7 +150,11 @@ class ResourceTracker:
 
     @classmethod
     def from_conf(cls, conf, host, nodename, driver, started_at=None):
+        """The tracker of ``driver``'s host; ValueError (NotOnThisHost) on a configuration it
+        cannot hold (a cpu_dedicated_set naming CPUs the host does not have)."""
         opts = conf.compute_agent
+        configured = inventory.from_conf(conf)
+        inventory.check_host_cpus(configured.dedicated_cpus, driver.cpu_ids())
         fake = driver.hypervisor_type == "fake"
         return cls(
             host,
@@ -134,13 +169,19 @@ class ResourceTracker:
             started_at=started_at,
             measure=getattr(driver, "measure", None),
             facts=driver.get_facts(),
+            configured=configured,
+            traits=driver.get_traits(),
         )
 
     def set_totals(self, totals):
         with self._lock:
             self.memory_mb = _num(totals.get("memory_mb"))
             self.local_gb = _num(totals.get("local_gb"))
-            self.vcpus = _num(totals.get("vcpus"))
+            # The dedicated CPUs are PCPU: the classic figure is the shared ones.
+            self.vcpus = max(_num(totals.get("vcpus")) - len(self.configured.dedicated_cpus), 0)
+            self._inventories = inventory.host_inventories(
+                self.vcpus, self.memory_mb, self.local_gb, self.reserved_host_cpus,
+                self.reserved_host_memory_mb, self.reserved_host_disk_mb, self.configured)
 
     # -- usage -------------------------------------------------------------
 
@@ -149,8 +190,16 @@ class ResourceTracker:
         memory = self.reserved_host_memory_mb + sum(f["memory_mb"] for f in flavors)
         disk = _gb(self.reserved_host_disk_mb)
         disk += sum(f["root_gb"] + f["ephemeral_gb"] for f in flavors)
-        vcpus = self.reserved_host_cpus + sum(f["vcpus"] for f in flavors)
+        vcpus = self.reserved_host_cpus + sum(a.get(VCPU, 0) for a in self._amounts.values())
         return memory, disk, vcpus
+
+    def _usages(self):
+        """{resource class: units its instances take} of every class they take (reserves not counted)."""
+        usages = {}
+        for amounts in self._amounts.values():
+            for name, units in amounts.items():
+                usages[name] = usages.get(name, 0) + units
+        return usages
 
     def usage(self):
         """``(memory_mb_used, local_gb_used, vcpus_used)``, reserves included."""
@@ -167,22 +216,29 @@ class ResourceTracker:
 
     # -- claims ------------------------------------------------------------
 
-    def claim(self, uuid, flavor, limits=None, image_properties=None, project_id=None):
-        """Hold ``flavor``'s resources for ``uuid`` if they fit within ``limits``
-        (``image_properties``: its image's, counted in reports for ImagePropertiesWeigher in their
-        standard form, scheduler.policy.image_meta;
-        ``project_id`` and the image's ``os_type`` are counted in the report's stats).
+    def claim(self, uuid, flavor, limits=None, image_properties=None, project_id=None, amounts=None,
+              checked=True):
+        """Hold ``flavor``'s resources for ``uuid`` if they fit within ``limits`` and the host's
+        inventories (``image_properties``: its image's, counted in reports for ImagePropertiesWeigher
+        in their standard form, scheduler.policy.image_meta; ``project_id`` and the image's
+        ``os_type`` are counted in the report's stats). ``amounts``: the classes held, when not
+        ``flavor``'s own (a resize's larger of two); not ``checked``: held whatever is free (an
+        instance the agent already has, loaded at start).
 
         Returns True when claimed, False when ``uuid`` was already held (a
         redelivered request: nothing changes). Raises ClaimFailed otherwise.
         """
         wanted = normalize_flavor(flavor)
+        amounts = dict(flavor_amounts(flavor) if amounts is None else amounts)
         limits = limits or {}
         with self._lock:
             if uuid in self._instances:
                 return False
-            self._check(wanted, limits)
+            if checked:
+                self._check(wanted, amounts.get(VCPU, 0), limits)
+                self._check_classes(amounts)
             self._instances[uuid] = wanted
+            self._amounts[uuid] = amounts
             if isinstance(image_properties, dict) and image_properties:
                 standard = image_meta.standard(image_properties)
                 self._image_properties[uuid] = {(k, str(v)) for k, v in standard.items()}
@@ -191,14 +247,15 @@ class ResourceTracker:
                                   os_type if isinstance(os_type, str) else None)
             return True
 
-    def _check(self, wanted, limits, only_positive=False):
-        """Raise ClaimFailed unless ``wanted`` (a normalized flavor) fits in ``limits`` on top of
-        what is held; ``only_positive``: resources ``wanted`` asks none of are not checked."""
+    def _check(self, wanted, vcpus_wanted, limits, only_positive=False):
+        """Raise ClaimFailed unless ``wanted`` (a normalized flavor's memory and disk) and
+        ``vcpus_wanted`` fit in ``limits`` on top of what is held; ``only_positive``: resources
+        asked none of are not checked."""
         memory, disk, vcpus = self._used()
         checks = (
             ("memory", "memory_mb", "MB", wanted["memory_mb"], memory),
             ("disk", "disk_gb", "GB", wanted["root_gb"] + wanted["ephemeral_gb"], disk),
-            ("vcpu", "vcpu", "VCPU", wanted["vcpus"], vcpus),
+            ("vcpu", "vcpu", "VCPU", vcpus_wanted, vcpus),
         )
         for resource, key, unit, requested, used in checks:
             limit = limits.get(key)
@@ -212,6 +269,21 @@ class ResourceTracker:
                     f"free {_fmt(free)} {unit} of limit {_fmt(limit)} {unit}",
                 )
 
+    def _check_classes(self, wanted, held=None):
+        """Raise ClaimFailed unless each class of ``wanted`` ({class: units}) but the classic
+        three fits in the host's inventory of it on top of what is held. ``held``: what the
+        instance holds already (a resize): only a class it would hold more of is checked."""
+        held = held or {}
+        more = {name: units for name, units in wanted.items()
+                if name not in CLASSIC and units > held.get(name, 0)}
+        used = self._usages() if more else {}
+        for name, units in more.items():
+            before = held.get(name, 0)
+            inv = self._inventories.get(name)
+            why = "this host has none" if inv is None else inv.refuses(used.get(name, 0) - before, units)
+            if why is not None:
+                raise ClaimFailed(name, f"Insufficient {name}: requested {units}, {why}")
+
     def resize(self, uuid, new_flavor, limits=None):
         """Hold, for the held ``uuid``, per resource the larger of what it holds and of
         ``new_flavor`` until the resize ends (settle_resize): a revert always fits, and a
@@ -222,11 +294,17 @@ class ResourceTracker:
         ``uuid`` is not held.
         """
         limits = limits or {}
+        new_amounts = flavor_amounts(new_flavor)
         with self._lock:
             held = self._instances[uuid]
+            held_amounts = self._amounts[uuid]
             target = larger_flavor(held, new_flavor)
-            self._check({key: target[key] - held[key] for key in FLAVOR_KEYS}, limits, only_positive=True)
+            target_amounts = larger_amounts(held_amounts, new_amounts)
+            self._check({key: target[key] - held[key] for key in FLAVOR_KEYS},
+                        target_amounts.get(VCPU, 0) - held_amounts.get(VCPU, 0), limits, only_positive=True)
+            self._check_classes(new_amounts, held_amounts)
             self._instances[uuid] = target
+            self._amounts[uuid] = target_amounts
             return dict(target)
 
     def settle_resize(self, uuid, flavor):
@@ -236,6 +314,7 @@ class ResourceTracker:
             if uuid not in self._instances:
                 return False
             self._instances[uuid] = normalize_flavor(flavor)
+            self._amounts[uuid] = dict(flavor_amounts(flavor))
             return True
 
     def build_finished(self, succeeded):
@@ -248,6 +327,7 @@ class ResourceTracker:
         with self._lock:
             self._image_properties.pop(uuid, None)
             self._owners.pop(uuid, None)
+            self._amounts.pop(uuid, None)
             return self._instances.pop(uuid, None) is not None
 
     # -- the compute node record --------------------------------------------
@@ -297,6 +377,8 @@ class ResourceTracker:
         with self._lock:
             memory, disk, vcpus = self._used()
             instances = dict(self._instances)
+            usages = self._usages()
+            inventories = {name: inv.to_wire() for name, inv in self._inventories.items()}
             report = HostReport(
                 host=self.host,
                 nodename=self.nodename,
@@ -325,6 +407,9 @@ class ResourceTracker:
                 image_properties=self._image_property_counts(),
                 stats=self._stats(),
                 version=version(),
+                inventories=inventories,
+                usages={name: usages.get(name, 0) for name in inventories},
+                traits=list(self.traits),
                 **self.facts,
             )
         if self.measure is not None:

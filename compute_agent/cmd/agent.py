@@ -18,6 +18,7 @@ from oslo_config import cfg
 
 from compute_agent import conf as agent_conf  # first: the concurrency switch patches
 from compute_agent.instance_store import InstanceStoreError
+from compute_agent.inventory import NotOnThisHost
 from compute_agent.manager import ComputeManager
 from scheduler import rpc
 from scheduler.cmd import common
@@ -44,7 +45,8 @@ cli_opts = [
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     conf = config.load(argv, PROG, register=[agent_conf.register_opts],
-                       validators=[agent_conf.check_driver, access.check_options], cli_opts=cli_opts)
+                       validators=[agent_conf.check_driver, agent_conf.check_resources, access.check_options],
+                       cli_opts=cli_opts)
     if conf.agent_host:
         conf.set_override("host", conf.agent_host)
     try:
@@ -58,7 +60,8 @@ def main(argv=None):
         LOG.info("Compute agent %s: %s", conf.host, manager.driver.describe())
         upgrade_levels.log_caps(conf)
         common.run_until_signalled([MetricsEndpoint(conf, AGENT_PORT), manager], transport)
-    except (InstanceStoreError, rpc.QueueInUse, rpc.LoginRefused, CannotListen) as exc:  # said in full
+    except (InstanceStoreError, rpc.QueueInUse, rpc.LoginRefused, CannotListen,
+            NotOnThisHost) as exc:  # said in full
         LOG.error("Compute agent %s cannot start: %s", conf.host, exc)
         return f"{PROG}: cannot start: {exc}"
     except Exception as exc:

@@ -42,6 +42,14 @@ class ComputeDriver:
         "hypervisor_version" (an int, 1.2.3 as 1002003), "host_ip"}``; any may be missing."""
         return {}
 
+    def get_traits(self):
+        """The host's traits the driver reads from it (its CPU's HW_CPU_X86_* ones)."""
+        return []
+
+    def cpu_ids(self):
+        """The ids of the host's CPUs (what cpu_dedicated_set may name)."""
+        return range(self.get_totals()["vcpus"])
+
     def spawn(self, instance):
         raise NotImplementedError
 

@@ -3,7 +3,7 @@
 import random
 
 from compute_agent import load_model
-from compute_agent.driver import base, host_facts
+from compute_agent.driver import base, cpu_traits, host_facts
 from compute_agent.fake_load import LoadOverrides
 from compute_agent.resource_tracker import normalize_flavor
 
@@ -41,6 +41,10 @@ class FakeDriver(base.ComputeDriver):
             "hypervisor_version": opts.fake_hypervisor_version,
             "host_ip": host_facts.host_ip(opts.host_ip),
         }
+
+    def get_traits(self):
+        opts = self.conf.compute_agent
+        return cpu_traits.of_flags(opts.fake_cpu_arch, opts.fake_cpu_features)
 
     def spawn(self, instance):
         self._wait(self.conf.compute_agent.fake_build_time)

@@ -4,7 +4,7 @@ import os
 
 import psutil
 
-from compute_agent.driver import base, host_facts
+from compute_agent.driver import base, cpu_traits, host_facts
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -45,6 +45,11 @@ class HostDriver(base.ComputeDriver):
             "hypervisor_version": host_facts.kernel_version(),
             "host_ip": host_facts.host_ip(self.conf.compute_agent.host_ip),
         }
+
+    def get_traits(self):
+        """The traits of /proc/cpuinfo's flags."""
+        info = host_facts.cpu_info()
+        return cpu_traits.of_flags(info["arch"], info["features"])
 
     def spawn(self, instance):
         self._wait(0)

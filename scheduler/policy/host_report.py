@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from scheduler.exception import InvalidRequest
-from scheduler.policy import instance_metrics
+from scheduler.policy import instance_metrics, resource_classes, traits
 from scheduler.policy.request_spec import is_bounded_number, parse_uuid
 from scheduler.utils import amqp_names as names
 from scheduler.utils import host_names
@@ -31,6 +31,10 @@ MAX_METRICS = 200
 MAX_SUPPORTED = 100
 #: cpu_info: at most this many features, each short text (a real x86 CPU lists about 150).
 MAX_CPU_FEATURES = 1000
+#: inventories and usages: at most this many resource classes; traits: at most this many.
+MAX_CLASSES = 100
+MAX_TRAITS = 1000
+MAX_ALLOCATION_RATIO = 10_000.0
 #: The integer columns of compute_nodes are 32-bit everywhere.
 _INT32 = 2**31 - 1
 _LIMIT = 2**53
@@ -290,6 +294,68 @@ def _check_placement_facts(where, wire, report):
     if host_ip is not None and not _is_ip(host_ip):
         raise bad_report(where, "host_ip", f" must be an IP address, got {_shown(host_ip)}")
     _check_host_description(where, report)
+    _check_classes_and_traits(where, report)
+
+
+#: An inventory's fields: (name, lowest) of the whole numbers; allocation_ratio is any number above 0.
+_INVENTORY_COUNTS = (("total", 0), ("reserved", 0), ("min_unit", 1), ("max_unit", 1), ("step_size", 1))
+_INVENTORY_FIELDS = frozenset(("allocation_ratio", *(name for name, _ in _INVENTORY_COUNTS)))
+
+
+def _check_class_names(where, field, value):
+    if not isinstance(value, dict) or len(value) > MAX_CLASSES:
+        raise bad_report(where, field, f" must be an object of at most {MAX_CLASSES} resource classes")
+    for name in value:
+        try:
+            resource_classes.check_name(name, "")
+        except InvalidRequest:
+            raise bad_report(where, f"{field}[{str(name)[:60]!r}]", ": is not a resource class (a "
+                             "standard one, VCPU, PCPU, VGPU..., or CUSTOM_ and capital letters, digits "
+                             "and _)") from None
+
+
+def _check_classes_and_traits(where, report):
+    """inventories ({class: Placement's inventory fields}), usages ({class: units} of classes
+    of inventories) and traits (a list of trait names), each optional (an old agent sends none)."""
+    inventories = report.inventories
+    if inventories is not None:
+        _check_class_names(where, "inventories", inventories)
+        for name, inventory in inventories.items():
+            _check_inventory(where, f"inventories[{name!r}]", inventory)
+    usages = report.usages
+    if usages is not None:
+        _check_class_names(where, "usages", usages)
+        for name, used in usages.items():
+            if name not in (inventories or {}):
+                raise bad_report(where, f"usages[{name!r}]", ": is not a class of inventories")
+            if not is_bounded_number(used, _LIMIT):
+                raise bad_report(where, f"usages[{name!r}]", f" must be a number from 0 to {_LIMIT}, "
+                                 f"got {_shown(used)}")
+    names = report.traits
+    if names is not None:
+        if not isinstance(names, list) or len(names) > MAX_TRAITS:
+            raise bad_report(where, "traits", f" must be a list of at most {MAX_TRAITS} trait names")
+        for i, name in enumerate(names):
+            if not isinstance(name, str) or not traits.is_trait(name):
+                raise bad_report(where, f"traits[{i}]", f": {_shown(name)} is not a trait (a standard one of "
+                                 "os-traits, or CUSTOM_ and capital letters, digits and _)")
+
+
+def _check_inventory(where, field, inventory):
+    if not isinstance(inventory, dict) or inventory.keys() != _INVENTORY_FIELDS:
+        raise bad_report(where, field, " must be an object of exactly "
+                         f"{', '.join(sorted(_INVENTORY_FIELDS))}")
+    for key, low in _INVENTORY_COUNTS:
+        value = inventory[key]
+        if type(value) is not int or not low <= value <= _INT32:
+            raise bad_report(where, f"{field}.{key}", f" must be a whole number from {low} to {_INT32}, "
+                             f"got {_shown(value)}")
+    ratio = inventory["allocation_ratio"]
+    if not is_bounded_number(ratio, MAX_ALLOCATION_RATIO) or ratio <= 0:
+        raise bad_report(where, f"{field}.allocation_ratio", f" must be a number above 0 and at most "
+                         f"{MAX_ALLOCATION_RATIO:g}, got {_shown(ratio)}")
+    if inventory["reserved"] > inventory["total"] or inventory["min_unit"] > inventory["max_unit"]:
+        raise bad_report(where, field, " must have reserved <= total and min_unit <= max_unit")
 
 
 def _is_ip(value):

@@ -13,6 +13,8 @@ RECORD_KEYS = {
     "reserved_host_cpus", "reported_at", "started_at", "report_seq", "image_properties", "stats", "version",
     # for the placement filters and weighers (issue 3)
     "cpu_arch", "vm_modes", "io_workload", "failed_builds", "metrics",
+    # resource classes and traits (issue 26)
+    "inventories", "usages", "traits",
 }  # fmt: skip
 
 

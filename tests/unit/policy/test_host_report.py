@@ -34,6 +34,10 @@ PREVIOUS = {
 }
 
 
+#: A valid inventory of 4 units.
+INV = {"total": 4, "reserved": 0, "min_unit": 1, "max_unit": 4, "step_size": 1, "allocation_ratio": 1.0}
+
+
 def wire(**changes):
     tracker = ResourceTracker("h1", {"memory_mb": 4096, "local_gb": 100, "vcpus": 8})
     tracker.claim(UUID, {"memory_mb": 512, "root_gb": 1, "vcpus": 1})
@@ -71,6 +75,29 @@ def wire(**changes):
     ({"memory_burst_mb": float("nan")}, "memory_burst_mb", "must be a non-negative number, got nan"),
     ({"utilization_sampled_at": ["t0"]}, "utilization_sampled_at", "must be a short string"),
     ({"host": "h2"}, "resources", "are for host 'h2'"),
+    ({"inventories": []}, "inventories", "must be an object of at most 100 resource classes"),
+    ({"inventories": {f"CUSTOM_C{i}": INV for i in range(101)}}, "inventories", "at most 100"),
+    ({"inventories": {"GPU": INV}}, "inventories['GPU']", ": is not a resource class"),
+    ({"inventories": {"VGPU": {"total": 4}}}, "inventories['VGPU']", "must be an object of exactly"),
+    ({"inventories": {"VGPU": dict(INV, total=-1)}}, "inventories['VGPU'].total", "from 0 to 2147483647"),
+    ({"inventories": {"VGPU": dict(INV, total=2**31)}}, "inventories['VGPU'].total", "got 2147483648"),
+    ({"inventories": {"VGPU": dict(INV, step_size=0)}}, "inventories['VGPU'].step_size", "from 1 to"),
+    ({"inventories": {"VGPU": dict(INV, max_unit=1.5)}}, "inventories['VGPU'].max_unit", "got 1.5"),
+    ({"inventories": {"VGPU": dict(INV, allocation_ratio=0)}}, "inventories['VGPU'].allocation_ratio",
+     "must be a number above 0"),
+    ({"inventories": {"VGPU": dict(INV, allocation_ratio=float("nan"))}},
+     "inventories['VGPU'].allocation_ratio", "got nan"),
+    ({"inventories": {"VGPU": dict(INV, reserved=5)}}, "inventories['VGPU']", "reserved <= total"),
+    ({"inventories": {"VGPU": INV}, "usages": {"VGPU": -1}}, "usages['VGPU']", "from 0 to"),
+    ({"inventories": {"VGPU": INV}, "usages": {"VGPU": "1"}}, "usages['VGPU']", "got '1'"),
+    ({"inventories": {"VGPU": INV}, "usages": {"CUSTOM_FPGA": 1}}, "usages['CUSTOM_FPGA']",
+     ": is not a class of inventories"),
+    ({"inventories": None, "usages": {"VGPU": 1}}, "usages['VGPU']", ": is not a class of inventories"),
+    ({"usages": {"vgpu": 1}}, "usages['vgpu']", ": is not a resource class"),
+    ({"traits": "CUSTOM_SSD"}, "traits", "must be a list of at most 1000 trait names"),
+    ({"traits": ["CUSTOM_SSD"] * 1001}, "traits", "must be a list of at most 1000"),
+    ({"traits": ["CUSTOM_SSD", "HW_CPU_X86_AVX9"]}, "traits[1]", ": 'HW_CPU_X86_AVX9' is not a trait"),
+    ({"traits": [["CUSTOM_SSD"]]}, "traits[0]", "is not a trait"),
 ])
 def test_a_bad_field_is_refused_by_name_with_why(changes, field, why):
     with pytest.raises(InvalidRequest) as refused:
@@ -122,4 +149,20 @@ def test_this_release_agent_sends_the_keys_the_previous_one_sent():
     conf.set_override("driver", "fake", "compute_agent")
     tracker = ResourceTracker.from_conf(conf, "h2", "h2", drivers.load_driver(conf))
     tracker.claim(U2, {"memory_mb": 512, "root_gb": 1, "vcpus": 2})
-    assert set(tracker.report()) == set(PREVIOUS)
+    assert set(tracker.report()) == set(PREVIOUS) | {"inventories", "usages", "traits"}
+
+
+def test_resource_classes_and_traits_of_a_report_are_taken_and_given_back():
+    sent = wire(inventories={"VGPU": INV, "VCPU": dict(INV, total=8, max_unit=8, allocation_ratio=16.0)},
+                usages={"VGPU": 2, "VCPU": 1}, traits=["HW_CPU_X86_AVX2", "CUSTOM_SSD"])
+    report = HostReport.from_wire(sent, "h1")
+    assert report.inventories["VCPU"]["allocation_ratio"] == 16.0
+    assert report.usages == {"VGPU": 2, "VCPU": 1}
+    assert report.traits == ["HW_CPU_X86_AVX2", "CUSTOM_SSD"]
+    assert report.to_wire() == sent
+
+
+def test_the_agents_own_report_of_classes_and_traits_passes_the_check():
+    report = HostReport.from_wire(wire(), "h1")
+    assert set(report.inventories) == {"VCPU", "MEMORY_MB", "DISK_GB"}
+    assert report.usages == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
