@@ -318,3 +318,42 @@ def test_a_resize_in_place_that_never_ends_gives_the_old_size_back_and_destroys_
     assert (row["state"], row["host"], row["memory_mb"]) == ("ACTIVE", source, 1024)
     # its host is told to hold the old size again: not to terminate the instance
     assert [c[0] for c in move_casts(agents, 3)[source]] == ["move_instance", "end_resize"]
+
+
+def gpu_report(host, gpus, used=0, uuids=()):
+    """``report()`` of a host with ``gpus`` VGPUs, ``used`` of them by ``uuids``."""
+    figures = report(host, FREE[host], used=1024 * len(uuids), uuids=uuids)
+    inventory = {"reserved": 0, "min_unit": 1, "step_size": 1, "allocation_ratio": 1.0}
+    figures["inventories"] = {"MEMORY_MB": dict(inventory, total=FREE[host], max_unit=FREE[host])}
+    figures["usages"] = {"MEMORY_MB": 1024 * len(uuids)}
+    if gpus:
+        figures["inventories"]["VGPU"] = dict(inventory, total=gpus, max_unit=gpus)
+        figures["usages"]["VGPU"] = used
+    return figures
+
+
+def test_a_gpu_instance_moves_only_to_a_free_gpu_and_holds_one_on_both_hosts_meanwhile(world, parts):
+    manager, database, agents = world
+    for host, gpus in (("h1", 0), ("h2", 1), ("h3", 1)):
+        manager.report_resources({}, host, gpu_report(host, gpus))
+    [uuid], spec, props = request(1024)
+    spec["instance_type"]["extra_specs"] = {"resources:VGPU": "1"}
+    manager.run_instance(CTX, spec, props)
+    source = database.get_instance(uuid)["host"]
+    assert source == "h2"  # the emptiest of the two with a GPU
+    manager.instance_update(CTX, uuid, source, "ACTIVE")
+    manager.report_resources({}, source, gpu_report(source, 1, used=1, uuids=[uuid]))
+    casts(agents, 1)
+
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    assert migration["dest_host"] == "h3"  # h1 has more RAM free but no GPU
+    gpus_used = {host: parts.host_manager.get(host).used("VGPU") for host in ("h2", "h3")}
+    assert gpus_used == {"h2": 1, "h3": 1}
+    [(name, instance, _props, _sent)] = move_casts(agents, 2)["h3"]
+    assert instance["flavor"]["extra_specs"] == {"resources:VGPU": "1"}
+    # A second GPU instance finds none free while both ends hold this one.
+    [other], spec, props = request(1024)
+    spec["instance_type"]["extra_specs"] = {"resources:VGPU": "1"}
+    manager.run_instance(CTX, spec, props)
+    assert database.get_instance(other)["state"] == "ERROR"
+    assert "ResourceClassFilter removed 3" in database.get_instance(other)["fault_reason"]
