@@ -41,7 +41,7 @@ def check_name(name: str, where: str) -> str:
                          "capital letters, digits and _")
 
 
-def _amount(value, where):
+def _amount(value: object, where: str) -> int:
     text = str(value).strip()
     if not text.isdigit() or int(text) > MAX_AMOUNT:
         raise InvalidRequest(f"{where}: the amount must be a whole number from 0 to {MAX_AMOUNT}, "

@@ -34,7 +34,7 @@ def check_name(name: str, where: str) -> str:
                          "digits and _")
 
 
-def _granular(key):
+def _granular(key: str) -> bool:
     return key.startswith("trait") and not key.startswith(TRAIT) and ":" in key
 
 
