@@ -105,22 +105,12 @@ class Selector:
                   if not (f.run_filter_once_per_request and index > 0)]
         vector = [f for f in active if self.vectorized and f.filter_vector is not None]
         if vector:
-            # Over the whole fleet a slice reads the columns in place instead of gathering them.
-            whole = len(rows) == len(table) and (not len(rows) or rows[-1] == len(rows) - 1)
-            where = slice(None) if whole else rows
-            mask = np.ones(len(rows), dtype=bool)
-            masks = []
-            for host_filter in vector:
-                passed = host_filter.filter_vector(table, where, spec)
-                masks.append(passed)
-                if passed is not True:  # a filter with nothing to check for this request
-                    mask &= passed
-            rows = np.flatnonzero(mask) if whole else rows[mask]
+            rows, after = _filter_vectors(vector, table, rows, spec)
             if not len(rows):
-                removed = _removed_by_each(vector, masks, considered)
+                removed = _removed(after, considered)
                 raise NoValidHost(no_valid_host_reason(considered, removed, spec, index), removed)
             if left is not None:
-                left.extend(_left_after_each(vector, masks, considered))
+                left.extend(after)
         for host_filter in active[len(vector):]:
             passed = np.fromiter(
                 (r for r in rows if host_filter.host_passes(table.view(int(r)), spec)), dtype=np.intp
@@ -221,24 +211,40 @@ class Selector:
 TIER_BASE = 16
 
 
-def _left_after_each(vector_filters, masks, considered):
-    """[(filter name, hosts left after it)] when the masks are applied in order."""
-    left = []
-    mask = np.ones(considered, dtype=bool)
-    count = considered
-    for host_filter, passed in zip(vector_filters, masks, strict=True):
+#: Once fewer than this share of the rows are left, the next vector filters read only those
+#: rows (gathered) rather than every row (in place, a slice): both give the same answers.
+NARROW_BELOW = 0.125
+
+
+def _filter_vectors(vector_filters, table, rows, spec):
+    """(the rows of ``rows`` that pass every filter of ``vector_filters``, [(filter name, hosts
+    left after it)]), the filters applied in order."""
+    considered = len(rows)
+    # Over the whole fleet a slice reads the columns in place instead of gathering them.
+    whole = considered == len(table) and (not considered or rows[-1] == considered - 1)
+    mask = np.ones(considered, dtype=bool) if whole else None
+    kept = None if whole else rows
+    left, count = [], considered
+    for host_filter in vector_filters:
+        passed = host_filter.filter_vector(table, slice(None) if kept is None else kept, spec)
         if passed is not True:  # True: the filter had nothing to check for this request
-            mask &= passed
-            count = int(np.count_nonzero(mask))
+            if kept is None:
+                mask &= passed
+                count = int(np.count_nonzero(mask))
+                if count < NARROW_BELOW * considered:
+                    kept = np.flatnonzero(mask)
+            else:
+                kept = (kept if passed else kept[:0]) if np.ndim(passed) == 0 else kept[passed]
+                count = len(kept)
         left.append((host_filter.name, count))
-    return left
+    return (np.flatnonzero(mask) if kept is None else kept), left
 
 
-def _removed_by_each(vector_filters, masks, considered):
-    """[(filter name, hosts it removed)] when the masks are applied in order."""
+def _removed(left, considered):
+    """[(filter name, hosts it removed)] of [(filter name, hosts left after it)]."""
     removed = []
     count = considered
-    for name, now in _left_after_each(vector_filters, masks, considered):
+    for name, now in left:
         if now != count:
             removed.append((name, count - now))
         count = now
