@@ -25,6 +25,8 @@ from scheduler.utils.json_checks import is_integer, json_object
 
 LOG = logging.getLogger(__name__)
 MAX_TEXT = 255
+#: The filter that reads an aggregate's trait:NAME=required metadata.
+ISOLATING = "IsolatedAggregateFilter"
 MAX_METADATA = 100
 MAX_SERVER_PER_HOST = 1000
 _KEY = re.compile(r"^[A-Za-z0-9_.:\-]+$")
@@ -219,6 +221,7 @@ class AdminEndpoint:
         """Merge ``metadata`` (a None value unsets a key); key availability_zone sets the zone."""
         name = _name(name, "aggregate name")
         metadata = check_metadata(metadata)
+        self._check_read(metadata)
         zone_given = AZ_KEY in metadata
         zone = metadata.get(AZ_KEY)
         if zone_given and zone is not None:
@@ -230,6 +233,13 @@ class AdminEndpoint:
             LOG.info("Set the metadata of aggregate %s: %s", name, ", ".join(
                 f"{k} unset" if v is None else f"{k}={v}" for k, v in sorted(metadata.items())))
             return self._changed(changed)
+
+    def _check_read(self, metadata):
+        """Refuse a trait requirement no enabled filter would honour: set, it would change nothing."""
+        asked = sorted(k for k, v in metadata.items() if v is not None and k.startswith(traits.TRAIT))
+        if asked and ISOLATING not in {f.name for f in filters.enabled_filters(self._conf)}:
+            raise InvalidRequest(f"metadata {asked[0]}: is read by {ISOLATING}, which is not enabled: add "
+                                 "it to [filter_scheduler] enabled_filters, or leave the key out")
 
     def _zones(self, host, aggregates):
         zones = {z for a in aggregates if host in a["hosts"] for z in Aggregate.from_dict(a).zones}

@@ -26,7 +26,8 @@ def add_commands(subparsers):
                         help="a UUID, or the name of exactly one instance not DELETED")
     resize.add_argument("--flavor", help="the new flavor: one the scheduler keeps, by name "
                         "(berth flavor list)")
-    resize.add_argument("--flavor-ram", type=positive, metavar="MB", help="memory of an unnamed flavor")
+    resize.add_argument("--flavor-ram", type=positive, metavar="MB",
+                        help="memory of an unnamed flavor (which keeps the instance's extra specs)")
     resize.add_argument("--flavor-disk", type=whole, metavar="GB",
                         help="root disk of an unnamed flavor (default: the instance's own disks)")
     resize.add_argument("--flavor-vcpus", type=positive, metavar="N", help="vCPUs of an unnamed flavor")
@@ -107,10 +108,14 @@ def resize_command(client, args, out):
                            "or --confirm or --revert")
     flavor = flavor_from_args(client, args) if sized else None
     uuid = instance_uuid(client, args.reference)
-    if flavor is not None and not args.flavor and args.flavor_disk is None:
-        # Its own disks: a disk is never shrunk (the scheduler refuses), nor silently made 0.
+    if flavor is not None and not args.flavor:
+        # New sizes of its own flavor: its extra specs (GPUs, dedicated CPUs, traits) are kept, and so
+        # are its disks unless given: a disk is never shrunk (the scheduler refuses), nor silently made 0.
         shown = client.show_instance({}, uuid)
-        flavor.update(root_gb=shown.get("root_gb") or 0, ephemeral_gb=shown.get("ephemeral_gb") or 0)
+        stored = (shown.get("request_spec") or {}).get("instance_type") or {}
+        flavor["extra_specs"] = dict(stored.get("extra_specs") or {})
+        if args.flavor_disk is None:
+            flavor.update(root_gb=shown.get("root_gb") or 0, ephemeral_gb=shown.get("ephemeral_gb") or 0)
     if args.confirm:
         migration = _moving(client.confirm_resize, uuid)
     elif args.revert:

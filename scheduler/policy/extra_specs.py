@@ -9,7 +9,8 @@ Every key a request carries must be one of:
 - counted as a resource (``resources:CLASS``, ``hw:cpu_policy``; a class other than the classic
   VCPU, MEMORY_MB and DISK_GB needs a filter that reads ``resources:`` enabled);
 - the hypervisor's business: applied by the agent's driver when it builds the instance, with
-  nothing for the scheduler to choose (:data:`HYPERVISOR_SCOPES`, :data:`HYPERVISOR_IMAGE_PREFIXES`);
+  nothing for the scheduler to choose (scheduler.policy.hypervisor_keys, Nova's names: a key of
+  those namespaces that is not one of them is refused, with the name it most likely misspells);
 - or else the request is refused, naming the key and the filter that would read it, if one is
   installed. Keys Berth knows but cannot honour (:func:`unsupported`) are refused with the reason.
 
@@ -20,24 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scheduler.policy import image_meta, resource_classes, traits
+from scheduler.exception import InvalidRequest
+from scheduler.policy import hypervisor_keys, image_meta, resource_classes, traits
 from scheduler.policy.filters import BaseHostFilter
 from scheduler.policy.request_spec import IMAGE_CPU_POLICY, Flavor, RequestSpec
-
-#: Extra-spec scopes the scheduler leaves to the agent's driver: guest hardware (CPU topology,
-#: NUMA cells, huge pages, watchdog, serial ports...), random-number and video devices, guest OS
-#: settings, I/O and CPU quotas, and the hypervisor-specific ones. Berth does not model NUMA cells
-#: or page sizes: a host that cannot honour ``hw:numa_nodes`` or ``hw:mem_page_size`` fails the
-#: build, and the instance is rescheduled.
-HYPERVISOR_SCOPES = ("hw:", "hw_rng:", "hw_video:", "os:", "quota:", "vmware:", "powervm:", "hyperv:")
-#: Unscoped extra specs that are the hypervisor's (Nova's legacy names for them).
-HYPERVISOR_KEYS = frozenset({"hide_hypervisor_id"})
-
-#: Image properties left to the driver: Nova's image metadata namespaces (``hw_`` the guest's
-#: hardware, ``img_`` the image's handling on the host, ``os_`` the guest OS) and the legacy names
-#: Nova maps onto them.
-HYPERVISOR_IMAGE_PREFIXES = ("hw_", "img_", "os_")
-HYPERVISOR_IMAGE_KEYS = frozenset({*image_meta.LEGACY_NAMES, "vmware_adaptertype"})
 
 _NUMBERED = "numbered request groups are not supported: every host is a single resource provider"
 #: Extra specs Berth knows and does not honour: {key or scope: why}.
@@ -97,9 +84,7 @@ def unsupported(key: str, image: bool = False) -> str | None:
 
 def hypervisors(key: str, image: bool = False) -> bool:
     """Whether ``key`` is the driver's business, with nothing for the scheduler to choose."""
-    if image:
-        return key in HYPERVISOR_IMAGE_KEYS or key.startswith(HYPERVISOR_IMAGE_PREFIXES)
-    return key in HYPERVISOR_KEYS or key.startswith(HYPERVISOR_SCOPES)
+    return hypervisor_keys.known(key, image) or (image and key in image_meta.LEGACY_NAMES)
 
 
 def _counted(key: str, image: bool) -> bool:
@@ -133,15 +118,31 @@ def _why(key: str, image: bool, enabled: list, installed: dict) -> str | None:
     if candidates:
         return (f"{what} is read by {' or '.join(candidates)}, which is not enabled: add it to "
                 f"{_ENABLE}, or leave the key out")
+    if hypervisor_keys.namespaced(key, image):
+        counted = IMAGE_CPU_POLICY if image else resource_classes.CPU_POLICY
+        near = hypervisor_keys.nearest(key, image, _filter_keys(installed, image) | {counted})
+        return (f"{what} is no key Berth or the hypervisor knows"
+                + (f": did you mean {near}?" if near else "; leave it out (README, 'Flavors and images')"))
     if image and key.startswith(traits.TRAIT):
         return f"{what}: no installed filter reads traits"
     return (f"{what}: no enabled filter reads it, it is not a resource, and it is not a key Berth "
             "leaves to the hypervisor: leave it out (README, 'Flavors and images')")
 
 
+def _filter_keys(installed: dict, image: bool) -> frozenset:
+    """The exact keys the ``installed`` filters name."""
+    field = "reads_image_properties" if image else "reads_extra_specs"
+    return frozenset(entry for cls in installed.values() for entry in getattr(cls, field, ())
+                     if entry and not entry.endswith((":", "*")))
+
+
 def unread(spec: RequestSpec, enabled: Iterable, installed: dict[str, type[BaseHostFilter]]) -> str | None:
     """Why ``spec`` asks for something the ``enabled`` filters would not honour, or None.
     ``installed``: {name: class} of every filter installed, to name the one to enable."""
+    try:
+        spec.check_traits_and_policy()
+    except InvalidRequest as exc:
+        return str(exc)
     return unread_flavor(spec.flavor, enabled, installed, spec.image_properties)
 
 

@@ -233,7 +233,9 @@ class RequestSpec:
         return self.flavor.forbidden_traits
 
     def check_traits_and_policy(self):
-        """Raise InvalidRequest if the image's traits or CPU policy contradict the flavor's."""
+        """Raise InvalidRequest if the image's traits or CPU policy contradict the flavor's, or its
+        traits are malformed (checked with the rest of what the request asks for,
+        scheduler.policy.extra_specs, so that the refused instance keeps its name and flavor)."""
         where = "request_spec.image.properties"
         clash = self.required_traits & self.forbidden_traits
         if clash:
@@ -271,7 +273,7 @@ class RequestSpec:
         image = json_object(request_spec.get("image"), "request_spec.image:")
         names = check_display_names(props.get("display_name"), len(uuids),
                                     "request_spec.instance_properties.display_name")
-        spec = cls(
+        return cls(
             instance_uuids=uuids,
             flavor=Flavor.from_wire(request_spec.get("instance_type")),
             project_id=_text(props.get("project_id"), "request_spec.instance_properties.project_id",
@@ -296,8 +298,6 @@ class RequestSpec:
             display_names=dict(zip(uuids, names, strict=True)),
             uuids_named=request_spec.get("instance_uuids") is not None,
         )
-        spec.check_traits_and_policy()
-        return spec
 
     def to_wire(self):
         request_spec = {

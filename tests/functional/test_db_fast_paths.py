@@ -198,7 +198,8 @@ def _read_members(fast_paths):
                                                 (states.BUILDING, None), (states.DELETED, None),
                                                 (states.ERROR, None), (states.SCHEDULING, None)]):
             group = groups[n % 2]
-            row = group_members.member_row(group, _member_uuid(n), f"{PRINTABLE} {n}")
+            row = group_members.member_row(group, _member_uuid(n), f"{PRINTABLE} {n}",
+                                           {f["name"]: f for f in database.list_flavors()})
             row.update(state=state, launched_at=launched, host=None if launched is None else f"h{n}",
                        scaling_group_uuid=group["uuid"], created_at="2026-11-30T11:00:00Z")
             rows.append(row)

@@ -566,3 +566,20 @@ def test_asking_for_an_instance_there_is_no_record_of_is_an_answer_not_a_warning
         client.show_instance({}, absent)
     said = [(r.levelname, r.getMessage()) for r in caplog.records if "show_instance" in r.getMessage()]
     assert said and all(level == "INFO" and "refused" in text for level, text in said), said
+
+
+def test_a_trait_requirement_is_set_only_where_a_filter_reads_it(conf, world):
+    admin, database, _manager = world
+    admin.create_aggregate({}, "gold")
+    with pytest.raises(InvalidRequest) as refused:
+        admin.aggregate_set_metadata({}, "gold", {"trait:CUSTOM_GOLD": "required"})
+    assert str(refused.value) == ("metadata trait:CUSTOM_GOLD: is read by IsolatedAggregateFilter, which is "
+                                  "not enabled: add it to [filter_scheduler] enabled_filters, or leave the "
+                                  "key out")
+    assert database.list_aggregates()[0]["metadata"] == {}
+    conf.set_override("enabled_filters", [*conf.filter_scheduler.enabled_filters, "IsolatedAggregateFilter"],
+                      "filter_scheduler")
+    updated = admin.aggregate_set_metadata({}, "gold", {"trait:CUSTOM_GOLD": "required"})
+    assert updated["metadata"] == {"trait:CUSTOM_GOLD": "required"}
+    conf.clear_override("enabled_filters", "filter_scheduler")
+    assert admin.aggregate_set_metadata({}, "gold", {"trait:CUSTOM_GOLD": None})["metadata"] == {}

@@ -167,8 +167,10 @@ def test_resize_to_a_named_flavor_prints_the_migration(conf_file):
                            "-", "-"]
 
 
-def test_resize_to_an_unnamed_flavor_as_boot_takes_it_its_disks_kept_unless_given(conf_file):
-    fleet = Fleet([dict(instance(1), root_gb=20, ephemeral_gb=5)])
+def test_resize_to_an_unnamed_flavor_as_boot_takes_it_its_disks_and_extra_specs_kept(conf_file):
+    specs = {"resources:VGPU": "1", "trait:CUSTOM_SSD": "required"}
+    stored = {"instance_type": {"memory_mb": 512, "vcpus": 1, "extra_specs": specs}}
+    fleet = Fleet([dict(instance(1), root_gb=20, ephemeral_gb=5, request_spec=stored)])
     status, out = run(conf_file, fleet, "resize", U1, "--flavor-ram", "1024", "--flavor-vcpus", "2",
                       "-f", "json")
     assert status == 0
@@ -176,8 +178,10 @@ def test_resize_to_an_unnamed_flavor_as_boot_takes_it_its_disks_kept_unless_give
     status, _ = run(conf_file, fleet, "resize", U1, "--flavor-ram", "1024", "--flavor-vcpus", "2",
                     "--flavor-disk", "40")
     assert sent(fleet, "resize_instance") == [
-        {"instance_uuid": U1, "flavor": {"memory_mb": 1024, "root_gb": 20, "ephemeral_gb": 5, "vcpus": 2}},
-        {"instance_uuid": U1, "flavor": {"memory_mb": 1024, "root_gb": 40, "ephemeral_gb": 0, "vcpus": 2}}]
+        {"instance_uuid": U1, "flavor": {"memory_mb": 1024, "root_gb": 20, "ephemeral_gb": 5, "vcpus": 2,
+                                         "extra_specs": specs}},
+        {"instance_uuid": U1, "flavor": {"memory_mb": 1024, "root_gb": 40, "ephemeral_gb": 0, "vcpus": 2,
+                                         "extra_specs": specs}}]
 
 
 def test_confirm_and_revert(conf_file):

@@ -104,10 +104,6 @@ def test_a_flavor_takes_the_amounts_its_extra_specs_say(specs, amounts):
     ({"hw:cpu_policy": "mixed"}, {}, "mixed needs guest NUMA cells"),
     ({"hw:cpu_policy": "dedicated", "resources:PCPU": "2"}, {},
      "hw:cpu_policy=dedicated and resources:PCPU both say how the vCPUs are taken"),
-    ({}, {"trait:CUSTOM_X": "forbidden"}, "an image can only require a trait"),
-    ({"trait:CUSTOM_X": "forbidden"}, {"trait:CUSTOM_X": "required"}, "the image requires a trait its "
-     "flavor forbids"),
-    ({}, {"hw_cpu_policy": "dedicated"}, "Berth takes the CPU policy from the flavor"),
 ])
 def test_a_malformed_request_is_refused_naming_the_key(specs, props, message):
     with pytest.raises(InvalidRequest, match=None) as refused:
@@ -126,3 +122,38 @@ def test_a_resized_flavor_counts_again():
     flavor = Flavor(memory_mb=512, root_gb=1, ephemeral_gb=0, vcpus=2,
                     extra_specs={"hw:cpu_policy": "dedicated"})
     assert dataclasses.replace(flavor, vcpus=4).amounts["PCPU"] == 4
+
+
+@pytest.mark.parametrize("specs, props, message", [
+    ({}, {"trait:CUSTOM_X": "forbidden"}, "an image can only require a trait"),
+    ({}, {"trait:custom_x": "required"}, "'custom_x' is not a trait"),
+    ({"trait:CUSTOM_X": "forbidden"}, {"trait:CUSTOM_X": "required"}, "the image requires a trait its "
+     "flavor forbids"),
+    ({}, {"hw_cpu_policy": "dedicated"}, "Berth takes the CPU policy from the flavor"),
+])
+def test_an_image_contradicting_its_flavor_is_refused_as_what_no_filter_honours(conf, specs, props, message):
+    """Refused with the other unhonoured requests, after the request is read: the instance's row
+    keeps its name and flavor."""
+    assert message in unread(conf, spec(specs, props))
+
+
+@pytest.mark.parametrize("specs, props, why", [
+    ({"hw:cpu_polcy": "dedicated"}, {}, "extra spec hw:cpu_polcy is no key Berth or the hypervisor knows: "
+     "did you mean hw:cpu_policy?"),
+    ({"quota:disk_read_byte_sec": "1"}, {}, "extra spec quota:disk_read_byte_sec is no key Berth or the "
+     "hypervisor knows: did you mean quota:disk_read_bytes_sec?"),
+    ({"hw:frobnicate": "yes"}, {}, "extra spec hw:frobnicate is no key Berth or the hypervisor knows; leave "
+     "it out (README, 'Flavors and images')"),
+    ({}, {"hw_architecure": "x86_64"}, "image property hw_architecure is no key Berth or the hypervisor "
+     "knows: did you mean hw_architecture?"),
+    ({}, {"os_distr": "debian"}, "image property os_distr is no key Berth or the hypervisor knows: did you "
+     "mean os_distro?"),
+])
+def test_a_misspelt_key_of_the_hypervisors_namespaces_is_refused_with_the_likely_one(conf, specs, props, why):
+    assert unread(conf, spec(specs, props)) == why
+
+
+def test_numbered_numa_keys_and_glances_own_properties_are_the_hypervisors(conf):
+    assert unread(conf, spec({"hw:numa_nodes": "2", "hw:numa_cpus.0": "0,1", "hw:numa_mem.1": "1024"},
+                             {"hw_numa_cpus.0": "0", "os_glance_importer": "x", "os_hash_algo": "sha512",
+                              "owner_specified.openstack.md5": "abc"})) is None
