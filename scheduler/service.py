@@ -167,9 +167,7 @@ class SchedulerService:
     def start(self):
         upgrade_levels.log_caps(self.conf)
         self.check_clock()
-        nodes = self.database.list_compute_nodes()
-        self.parts.host_manager.restore(nodes, wall=self.database.now())
-        self._saved_hosts.update(node["host"] for node in nodes)
+        self.restore_hosts()
         self.parts.claims.learn()  # every host's generation and pending placements
         self._reload_aggregates()  # reloaded by the periodic task too
         self._reload_disabled()  # likewise
@@ -188,6 +186,12 @@ class SchedulerService:
             ", ".join(f.name for f in self.parts.planner.selector.filters),
             ", ".join(w.name for w in self.parts.planner.selector.weighers),
         )
+
+    def restore_hosts(self):
+        """Take the hosts' last reports saved by any scheduler into the host table."""
+        nodes = self.database.list_compute_nodes()
+        self.parts.host_manager.restore(nodes, wall=self.database.now())
+        self._saved_hosts.update(node["host"] for node in nodes)
 
     def stop(self):
         """Stop syncing scaling groups (their leases given up), stop taking messages,

@@ -110,3 +110,17 @@ def test_a_scheduler_alone_writes_every_report_once(fleet):
     writes.clear()
     round_of_reports(services, 2048, save=("sched-a",))  # no heartbeat of any: itself counts
     assert sorted(writes) == [("sched-a", host) for host in HOSTS]
+
+
+def test_a_restarted_scheduler_writes_only_its_own_hosts_from_its_first_save(fleet):
+    services, database, writes = fleet
+    heartbeats(database)
+    round_of_reports(services, 1024)
+    services["sched-b"].stop()
+    writes.clear()
+    restarted = SchedulerService(services["sched-b"].conf, services["sched-b"].transport, database)
+    restarted.restore_hosts()  # as start() does
+    for host in HOSTS:
+        restarted.manager.report_resources({}, host, report(host, 2048))
+    restarted.save_reports()
+    assert sorted(host for _, host in writes) == [host for host in HOSTS if owner(host, NAMES) == "sched-b"]
