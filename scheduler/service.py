@@ -21,6 +21,7 @@ from scheduler.db import api as db_api
 from scheduler.fleet.build_expiry import BuildExpiry
 from scheduler.fleet.host_manager import HostManager
 from scheduler.fleet.reconciler import Reconciler
+from scheduler.fleet.report_owner import ReportOwners, live_schedulers
 from scheduler.manager import ReportBuffer, SchedulerManager
 from scheduler.moves.api import MoveEndpoint
 from scheduler.moves.expiry import MoveExpiry
@@ -131,6 +132,9 @@ class SchedulerService:
             hearing=self.parts.host_manager,
             access=rpc.Access.from_conf(conf),
         )
+        #: Which hosts' reports this scheduler writes, and the hosts it knows have a row.
+        self.report_owners = ReportOwners(conf.host)
+        self._saved_hosts = set()
         self._stopping = threading.Event()
         self._periodic = None
         self._task_logs = LogOnce(LOG)  # a database away: one line a minute per task, not a traceback
@@ -163,7 +167,7 @@ class SchedulerService:
     def start(self):
         upgrade_levels.log_caps(self.conf)
         self.check_clock()
-        self.parts.host_manager.restore(self.database.list_compute_nodes(), wall=self.database.now())
+        self.restore_hosts()
         self.parts.claims.learn()  # every host's generation and pending placements
         self._reload_aggregates()  # reloaded by the periodic task too
         self._reload_disabled()  # likewise
@@ -182,6 +186,12 @@ class SchedulerService:
             ", ".join(f.name for f in self.parts.planner.selector.filters),
             ", ".join(w.name for w in self.parts.planner.selector.weighers),
         )
+
+    def restore_hosts(self):
+        """Take the hosts' last reports saved by any scheduler into the host table."""
+        nodes = self.database.list_compute_nodes()
+        self.parts.host_manager.restore(nodes, wall=self.database.now())
+        self._saved_hosts.update(node["host"] for node in nodes)
 
     def stop(self):
         """Stop syncing scaling groups (their leases given up), stop taking messages,
@@ -211,16 +221,23 @@ class SchedulerService:
         return UnitOfWork(self.database, self.parts.outbox, self.parts.undo)
 
     def save_reports(self):
-        """Save the newest report of each host; should they fail together for a reason
-        other than a passing one, each is saved alone and one that fails is left out.
-        Then save the instances' usage those reports carry (instance_metrics, not in the
-        hosts' rows), and prune the samples of instances gone, at most once a minute."""
+        """Save the newest report of each host this scheduler writes (see _to_write); should
+        they fail together for a reason other than a passing one, each is saved alone and one
+        that fails is left out. Then save the instances' usage those reports carry
+        (instance_metrics, not in the hosts' rows), and prune the samples of instances gone, at
+        most once a minute. Every report drained is reconciled, written here or not."""
         reports = self.parts.reports.drain()
         if reports:
-            # compute_nodes.updated_at doubles as each agent's last-seen time.
-            rows = [r.to_wire(usage=False) for r in reports.values()]
             try:
-                self.database.save_compute_nodes(rows)
+                written = self._to_write(reports)
+            except db_api.DatabaseUnavailable:
+                self.parts.reports.put_back(reports)
+                raise
+            # compute_nodes.updated_at doubles as each agent's last-seen time.
+            rows = [r.to_wire(usage=False) for r in written.values()]
+            try:
+                if rows:
+                    self.database.save_compute_nodes(rows)
             except db_api.DatabaseUnavailable:
                 self.parts.reports.put_back(reports)  # saved once the database is back
                 raise
@@ -237,11 +254,13 @@ class SchedulerService:
                         LOG.error("Cannot save the report of host %s, left out: %s", row["host"],
                                   str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
                         reports.pop(row["host"])
+                        written.pop(row["host"])
+            self._saved_hosts.update(written)
             self.parts.reconciler.run(reports)
             try:
-                _, strays = self.database.save_instance_usage(reports)
+                _, strays = self.database.save_instance_usage(written) if written else (0, {})
             except (sa_exc.DataError, sa_exc.IntegrityError, ValueError, TypeError) as exc:
-                LOG.error("Cannot save the instances' usage of %d host report(s), left out: %s", len(reports),
+                LOG.error("Cannot save the instances' usage of %d host report(s), left out: %s", len(written),
                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             else:
                 for host, uuids in strays.items():
@@ -254,6 +273,18 @@ class SchedulerService:
         if pruned_at is None or now - pruned_at >= self.database.INSTANCE_METRICS_PRUNE_INTERVAL_S:
             self._instance_metrics_pruned_at = now
             self.database.prune_instance_metrics(self.conf.scaling.metric_max_age)
+
+    def _to_write(self, reports):
+        """The reports of ``reports`` this scheduler writes: those of the hosts it owns among the
+        live schedulers (every scheduler takes every report; one writes it), and the first report
+        of a host it knows no row of, so that a new host's row exists after one period whatever
+        its owner's state (a cost of one write per scheduler, once per host)."""
+        heartbeats = {s["host"]: db_api.to_db_time(s.get("last_seen_at"))
+                      for s in self.database.list_services(BINARY)}
+        self.report_owners.set_live(live_schedulers(heartbeats, self.database.now(),
+                                                    self.conf.scheduler.service_down_time, self.conf.host))
+        owns, saved = self.report_owners.owns, self._saved_hosts
+        return {host: report for host, report in reports.items() if host not in saved or owns(host)}
 
     def _moves_in_progress(self):
         """The moves under way and the resizes waiting for confirmation, newest first, at most 50."""

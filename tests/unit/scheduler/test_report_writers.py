@@ -1,0 +1,126 @@
+"""Three schedulers sharing one database: each takes every host's report, one writes it."""
+
+import datetime
+
+import pytest
+
+from scheduler import conf as berth_conf
+from scheduler.client import TOPIC
+from scheduler.conf import opts
+from scheduler.fleet.report_owner import owner
+from scheduler.service import BINARY, SchedulerService
+from tests.unit.scheduler.manager_world import report
+from tests.unit.scheduler.service_parts import transport_and_database
+
+NAMES = ("sched-a", "sched-b", "sched-c")
+HOSTS = [f"h{i:02d}" for i in range(30)]
+
+
+def scheduler_conf(shared, name):
+    """A conf like ``shared`` (same state_path, transport, exchange) for scheduler ``name``."""
+    conf = berth_conf.new_conf()
+    conf([])
+    for option in ("state_path", "transport_url", "control_exchange"):
+        conf.set_override(option, shared[option])
+    conf.set_override("host", name)
+    opts.register_plugin_opts(conf)
+    return conf
+
+
+@pytest.fixture
+def fleet(conf):
+    """({name: SchedulerService}, database, writes): three schedulers on one database, not
+    started; ``writes`` lists (scheduler, host) for each host row a scheduler saved."""
+    transport, database = transport_and_database(conf)
+    services = {name: SchedulerService(scheduler_conf(conf, name), transport, database) for name in NAMES}
+    writes, saving = [], []
+    real_save = database.save_compute_nodes
+
+    def counted_save(rows):
+        rows = list(rows)
+        real_save(rows)
+        writes.extend((saving[-1], row["host"]) for row in rows)
+
+    database.save_compute_nodes = counted_save
+    for name, service in services.items():
+        real = service.save_reports
+
+        def save(real=real, name=name):
+            saving.append(name)
+            real()
+
+        service.save_reports = save
+    yield services, database, writes
+    transport.cleanup()
+    database.dispose()
+
+
+def heartbeats(database, stale=()):
+    now = database.now()
+    for name in NAMES:
+        at = now - datetime.timedelta(seconds=61) if name in stale else now  # service_down_time 60
+        database.service_heartbeat(name, BINARY, TOPIC, at=at)
+
+
+def round_of_reports(services, ram, save=NAMES):
+    """Every host reports to every scheduler (a fanout); those in ``save`` run their save."""
+    for service in services.values():
+        for host in HOSTS:
+            service.manager.report_resources({}, host, report(host, ram))
+    for name in save:
+        services[name].save_reports()
+
+
+def test_each_report_is_written_once_by_its_owner_and_a_survivor_takes_a_dead_ones_hosts(fleet):
+    services, database, writes = fleet
+    heartbeats(database)
+    round_of_reports(services, 1024)
+    # A host's first report, each scheduler writes: its row is there whichever is up.
+    assert sorted(writes) == sorted((name, host) for name in NAMES for host in HOSTS)
+
+    writes.clear()
+    round_of_reports(services, 2048)
+    assert sorted(writes) == sorted((owner(host, NAMES), host) for host in HOSTS)
+    assert {name for name, _ in writes} == set(NAMES)
+    assert {node["memory_mb"] for node in database.list_compute_nodes()} == {2048}
+
+    # sched-b is gone: its heartbeat is stale and it saves nothing.
+    writes.clear()
+    heartbeats(database, stale={"sched-b"})
+    round_of_reports(services, 4096, save=("sched-a", "sched-c"))
+    assert sorted(writes) == sorted((owner(host, ("sched-a", "sched-c")), host) for host in HOSTS)
+    taken = {host for host in HOSTS if owner(host, NAMES) == "sched-b"}
+    assert taken and {name for name, host in writes if host in taken} <= {"sched-a", "sched-c"}
+    assert {node["memory_mb"] for node in database.list_compute_nodes()} == {4096}
+
+
+def test_a_live_owner_that_does_not_save_leaves_its_hosts_to_no_one_else(fleet):
+    services, database, writes = fleet
+    heartbeats(database)
+    round_of_reports(services, 1024)
+    writes.clear()
+    round_of_reports(services, 2048, save=("sched-a", "sched-c"))
+    assert {host for _, host in writes} == {host for host in HOSTS if owner(host, NAMES) != "sched-b"}
+    assert len(writes) == len({host for _, host in writes})
+
+
+def test_a_scheduler_alone_writes_every_report_once(fleet):
+    services, database, writes = fleet
+    round_of_reports(services, 1024, save=("sched-a",))
+    writes.clear()
+    round_of_reports(services, 2048, save=("sched-a",))  # no heartbeat of any: itself counts
+    assert sorted(writes) == [("sched-a", host) for host in HOSTS]
+
+
+def test_a_restarted_scheduler_writes_only_its_own_hosts_from_its_first_save(fleet):
+    services, database, writes = fleet
+    heartbeats(database)
+    round_of_reports(services, 1024)
+    services["sched-b"].stop()
+    writes.clear()
+    restarted = SchedulerService(services["sched-b"].conf, services["sched-b"].transport, database)
+    restarted.restore_hosts()  # as start() does
+    for host in HOSTS:
+        restarted.manager.report_resources({}, host, report(host, 2048))
+    restarted.save_reports()
+    assert sorted(host for _, host in writes) == [host for host in HOSTS if owner(host, NAMES) == "sched-b"]
