@@ -84,7 +84,8 @@ def resource_facts(rng, report, presence=0.6):
             inventories[name] = {
                 "total": total, "reserved": int(rng.integers(0, 2)), "min_unit": least,
                 "max_unit": max(least, int(rng.choice([total, total // 2]))),
-                "step_size": int(rng.choice([1, 1, 2])), "allocation_ratio": float(rng.choice([1.0, 1.0, 1.5]))}
+                "step_size": int(rng.choice([1, 1, 2])),
+                "allocation_ratio": float(rng.choice([1.0, 1.0, 1.5]))}
             usages[name] = int(rng.integers(0, total + 1))
     traits = [name for name in TRAITS if rng.random() < presence]
     return {"inventories": inventories, "usages": usages, "traits": traits}

@@ -260,9 +260,11 @@ TEXTS = {
     "cpu_info:arch": ["x86_64", "aarch64"], "cpu_info:vendor": ["Intel", "AMD"],
     "cpu_info:features": FEATURES, "cpu_info:model": ["Skylake"],
 }
-#: Keys that read nothing in Nova's or Berth's HostState, or other scopes.
+#: Keys that read nothing in Nova's or Berth's HostState, or other scopes. (Not hw:cpu_policy:
+#: Berth checks its value when a flavor is made, and dedicated takes the vCPUs as PCPU, which
+#: Nova's legacy CoreFilter counted as VCPU.)
 OTHER_KEYS = {"capabilities:no_such_thing": ["1"], "capabilities:cpu_info:no_such": ["x"],
-              "hw:cpu_policy": ["dedicated"], "capabilities:free_ram_mb:x": ["1"]}
+              "hw:mem_page_size": ["large"], "capabilities:free_ram_mb:x": ["1"]}
 AGGREGATE_KEYS = {"ssd": ["true", "false"], "gpu": ["2", "4", "8"], "tier": ["gold", "bronze"],
                   "no_such_key": ["x"]}
 #: Keys read from the compute node's stats (a name that is no HostState attribute, or stats:<name>).

@@ -25,6 +25,14 @@ from scheduler.policy import filters
 from scheduler.policy.resource_classes import DISK_GB, MEMORY_MB, VCPU
 
 
+def moved_off(wanted, figure):
+    """Whether the flavor's extra specs take none of the class its ``figure`` would (resources:X=0,
+    hw:cpu_policy=dedicated): nothing to check, as Placement checks nothing. A flavor whose figure
+    is 0 by itself (a disk of 0 GB) is checked as Nova's filter checks it: an overcommitted host
+    takes not even that."""
+    return not wanted and figure != 0
+
+
 class RamFilter(filters.BaseHostFilter):
     def __init__(self, conf):
         super().__init__(conf)
@@ -32,11 +40,13 @@ class RamFilter(filters.BaseHostFilter):
 
     def host_passes(self, host_state, spec):
         total, wanted = host_state.total_usable_ram_mb, spec.flavor.amounts[MEMORY_MB]
-        return not wanted or (wanted <= total and total * self.ratio - host_state.ram_used_mb >= wanted)
+        if moved_off(wanted, spec.flavor.memory_mb):
+            return True
+        return wanted <= total and total * self.ratio - host_state.ram_used_mb >= wanted
 
     def filter_vector(self, table, rows, spec):
         total, wanted = table.total_ram_mb[rows], spec.flavor.amounts[MEMORY_MB]
-        if not wanted:
+        if moved_off(wanted, spec.flavor.memory_mb):
             return True
         return (wanted <= total) & (total * self.ratio - (total - table.free_ram_mb[rows]) >= wanted)
 
@@ -51,11 +61,13 @@ class DiskFilter(filters.BaseHostFilter):
 
     def host_passes(self, host_state, spec):
         total, wanted = host_state.total_usable_disk_gb, spec.flavor.amounts[DISK_GB]
-        return not wanted or (wanted <= total and total * self.ratio - host_state.disk_used_gb >= wanted)
+        if moved_off(wanted, spec.flavor.disk_gb):
+            return True
+        return wanted <= total and total * self.ratio - host_state.disk_used_gb >= wanted
 
     def filter_vector(self, table, rows, spec):
         total, wanted = table.total_disk_gb[rows], spec.flavor.amounts[DISK_GB]
-        if not wanted:
+        if moved_off(wanted, spec.flavor.disk_gb):
             return True
         return (wanted <= total) & (total * self.ratio - (total - table.free_disk_gb[rows]) >= wanted)
 
@@ -70,7 +82,7 @@ class CoreFilter(filters.BaseHostFilter):
 
     def host_passes(self, host_state, spec):
         wanted = spec.flavor.amounts[VCPU]
-        if not wanted:
+        if moved_off(wanted, spec.flavor.vcpus):
             return True
         total = host_state.vcpus_total
         if not total > 0:
@@ -82,7 +94,7 @@ class CoreFilter(filters.BaseHostFilter):
 
     def filter_vector(self, table, rows, spec):
         wanted = spec.flavor.amounts[VCPU]
-        if not wanted:
+        if moved_off(wanted, spec.flavor.vcpus):
             return True
         total = table.vcpus_total[rows]
         fits = (wanted <= total) & (total * self.ratio - table.vcpus_used[rows] >= wanted)

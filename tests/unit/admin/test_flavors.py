@@ -87,7 +87,8 @@ def test_an_unknown_name_is_refused_naming_it_alone(endpoint, call):
 
 def test_set_and_unset_properties(endpoint):
     endpoint.create_flavor({}, _flavor())
-    changed = endpoint.set_flavor_properties({}, "web.large", {"hw:cpu_policy": "dedicated", "quota:cpu_shares": "1"})
+    changed = endpoint.set_flavor_properties({}, "web.large",
+                                             {"hw:cpu_policy": "dedicated", "quota:cpu_shares": "1"})
     assert changed["extra_specs"] == {"hw:cpu_policy": "dedicated", "quota:cpu_shares": "1"}
     changed = endpoint.unset_flavor_properties({}, "web.large", ["quota:cpu_shares"])
     assert changed["extra_specs"] == {"hw:cpu_policy": "dedicated"}
