@@ -148,7 +148,7 @@ def test_cli_boots_waits_lists_and_deletes(fleet):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["boot", "--flavor", "m9.huge"], "unknown flavor 'm9.huge'"),
+        (["boot", "--flavor", "m9.huge"], "no flavor named 'm9.huge'"),
         (["boot", "--flavor-ram", "0", "--flavor-vcpus", "1"], "must be at least 1"),
         (["boot", "--flavor-ram", "512"], "give --flavor NAME, or --flavor-ram and --flavor-vcpus"),
         (["show", "not-a-uuid"], "No instance named not-a-uuid"),
