@@ -26,10 +26,9 @@ from scheduler.policy import hypervisor_keys, image_meta, resource_classes, trai
 from scheduler.policy.filters import BaseHostFilter
 from scheduler.policy.request_spec import IMAGE_CPU_POLICY, Flavor, RequestSpec
 
-_NUMBERED = "numbered request groups are not supported: every host is a single resource provider"
 #: Extra specs Berth knows and does not honour: {key or scope: why}.
 _UNSUPPORTED = {
-    "group_policy": _NUMBERED,
+    "group_policy": resource_classes.NUMBERED,
     "hw:cpu_dedicated_mask": "mixed CPU policies need guest NUMA cells, which Berth does not model",
     "hw:pmem": "persistent memory namespaces are not tracked",
     "hw:mem_encryption": "not turned into a resource: ask for resources:MEM_ENCRYPTION_CONTEXT=1 "
@@ -123,8 +122,6 @@ def _why(key: str, image: bool, enabled: list, installed: dict) -> str | None:
         near = hypervisor_keys.nearest(key, image, _filter_keys(installed, image) | {counted})
         return (f"{what} is no key Berth or the hypervisor knows"
                 + (f": did you mean {near}?" if near else "; leave it out (README, 'Flavors and images')"))
-    if image and key.startswith(traits.TRAIT):
-        return f"{what}: no installed filter reads traits"
     return (f"{what}: no enabled filter reads it, it is not a resource, and it is not a key Berth "
             "leaves to the hypervisor: leave it out (README, 'Flavors and images')")
 

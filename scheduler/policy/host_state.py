@@ -334,15 +334,12 @@ class HostTable:
             self._take(row, flavor, +1)
 
     def _take(self, row, flavor, sign):
-        vcpus = memory_mb = disk_gb = 0
-        for name, units in flavor.amounts.items():
-            if name == resource_classes.VCPU:
-                vcpus = units
-            elif name == resource_classes.MEMORY_MB:
-                memory_mb = units
-            elif name == resource_classes.DISK_GB:
-                disk_gb = units
-            else:
+        amounts = flavor.amounts  # the classic three always, the other classes where asked
+        vcpus = amounts[resource_classes.VCPU]
+        memory_mb = amounts[resource_classes.MEMORY_MB]
+        disk_gb = amounts[resource_classes.DISK_GB]
+        for name, units in amounts.items():
+            if name not in resource_classes.CLASSIC:
                 self._resource_columns(name).used[row] += sign * units
         self._free_ram_mb[row] -= sign * memory_mb
         self._free_disk_gb[row] -= sign * disk_gb

@@ -30,6 +30,8 @@ MAX_AMOUNT = 2**31 - 1
 _CUSTOM = re.compile(r"^CUSTOM_[A-Z0-9_]{1,248}$")
 _STANDARD = frozenset(orc.STANDARDS)
 _GRANULAR = re.compile(r"^resources[A-Za-z0-9_-]+:")
+#: Why a numbered request group (resources1:, trait1:, group_policy) is refused.
+NUMBERED = "numbered request groups are not supported: every host is a single resource provider"
 
 
 def check_name(name: str, where: str) -> str:
@@ -71,8 +73,7 @@ def amounts(vcpus: int, memory_mb: int, disk_gb: int, extra_specs: dict,
             name = check_name(key[len(RESOURCES):], f"{where}[{key}]")
             explicit[name] = _amount(value, f"{where}[{key}]")
         elif _GRANULAR.match(key):
-            raise InvalidRequest(f"{where}[{key}]: numbered request groups are not supported: every "
-                                 "host is a single resource provider in Berth; use resources:CLASS=N")
+            raise InvalidRequest(f"{where}[{key}]: {NUMBERED} in Berth; use resources:CLASS=N")
     if cpu_policy(extra_specs, where) == "dedicated":
         clash = [c for c in (VCPU, PCPU) if c in explicit]
         if clash:

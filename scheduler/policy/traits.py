@@ -14,6 +14,7 @@ import re
 import os_traits
 
 from scheduler.exception import InvalidRequest
+from scheduler.policy.resource_classes import NUMBERED
 
 TRAIT = "trait:"
 REQUIRED, FORBIDDEN = "required", "forbidden"
@@ -43,8 +44,7 @@ def of_flavor(extra_specs: dict, where: str = "flavor.extra_specs") -> tuple[fro
     required, forbidden = set(), set()
     for key, value in extra_specs.items():
         if _granular(key):
-            raise InvalidRequest(f"{where}[{key}]: numbered request groups are not supported: every "
-                                 "host is a single resource provider in Berth; use trait:NAME=required")
+            raise InvalidRequest(f"{where}[{key}]: {NUMBERED} in Berth; use trait:NAME=required")
         if not key.startswith(TRAIT):
             continue
         name = check_name(key[len(TRAIT):], f"{where}[{key}]")
