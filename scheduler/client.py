@@ -14,7 +14,7 @@ from typing import Any
 
 from scheduler import api_versions, rpc
 from scheduler.conf import upgrade_levels
-from scheduler.rpc.client import Context
+from scheduler.rpc.client import ConsumerCheck, Context
 from scheduler.rpc.versions import API
 
 TOPIC = "scheduler"
@@ -35,11 +35,14 @@ FLAVOR_METHODS = frozenset({
 
 
 class SchedulerClient:
-    def __init__(self, transport: Any, timeout: float | None = None):
+    def __init__(self, transport: Any, timeout: float | None = None, check_consumers: bool = False):
+        """``check_consumers``: the first call fails at once with NoConsumer when the broker
+        says no scheduler consumes its queue (rpc.client.ConsumerCheck)."""
+        check = ConsumerCheck() if check_consumers else None
         self.transport = transport  # the CLI reaches the compute agents over it too
         self._clients = {api.name: rpc.RPCClient(transport, rpc.Target(topic=TOPIC), timeout=timeout,
                                                  version_cap=upgrade_levels.cap(transport.conf, api),
-                                                 api=api.name)
+                                                 api=api.name, consumer_check=check)
                          for api in (api_versions.SCHEDULER, api_versions.ADMIN, api_versions.SCALING)}
         self._client = self._clients[api_versions.SCHEDULER.name]
         self._fanout = self._client.prepare(fanout=True)

@@ -73,7 +73,7 @@ def main(argv=None, out=None):
     except ValueError as exc:  # the URL in it is masked
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    client = SchedulerClient(transport)
+    client = SchedulerClient(transport, check_consumers=True)
     try:
         transport.reach(conf.connect_timeout)
         return conf.command.func(client, conf.command, out)
@@ -83,10 +83,14 @@ def main(argv=None, out=None):
     except CommandError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    except rpc.NoConsumer as exc:
+        print(f"{PROG}: no scheduler is consuming {exc.queue!r} on {exc.url}: start berth-scheduler "
+              "(or berth-all-in-one) on this transport_url", file=sys.stderr)
+        return 1
     except rpc.MessagingTimeout:
         print(
             f"{PROG}: the scheduler did not answer within {conf.rpc_response_timeout} s: "
-            "is berth-scheduler (or berth-all-in-one) running on this transport_url?",
+            f"is berth-scheduler (or berth-all-in-one) running on {transport.safe_url}?",
             file=sys.stderr,
         )
         return 1

@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.rpc import envelope, topology, versions
 from scheduler.rpc.context import REQUEST_ID
-from scheduler.rpc.exceptions import MessagingTimeout, RPCVersionCapError
+from scheduler.rpc.exceptions import MessagingTimeout, NoConsumer, RPCVersionCapError
 from scheduler.rpc.target import Target
 
 LOG = logging.getLogger(__name__)
@@ -19,14 +19,34 @@ LOG = logging.getLogger(__name__)
 Context = Any
 
 
+class ConsumerCheck:
+    """Shared by the clients of one command: its first call whose queue the broker says
+    nothing consumes raises NoConsumer at once, where it would wait out its timeout. Once a
+    consumer was there, later calls wait as any call does: a server restarting meanwhile
+    answers when it is back (a service's clients have no check: their calls may wait for a
+    server that starts later)."""
+
+    def __init__(self) -> None:
+        self.pending = True
+
+    def before_call(self, transport: Any, queue_name: str) -> None:
+        if not self.pending:
+            return
+        if transport.consumers(queue_name) == 0:
+            raise NoConsumer(queue_name, transport.safe_url)
+        self.pending = False
+
+
 class RPCClient:
     """Casts and calls to a target. ``target.version`` is the version of its API a message
     needs (None: 1.0); ``version_cap``, when set, is the newest this client may send: a
     message needing a newer one raises RPCVersionCapError, and nothing is sent. ``api``
-    names the API in that error (the ``[upgrade_levels]`` option that sets the cap)."""
+    names the API in that error (the ``[upgrade_levels]`` option that sets the cap).
+    ``consumer_check``: see ConsumerCheck."""
 
     def __init__(self, transport: Any, target: Target, timeout: float | None = None,
-                 version_cap: str | None = None, api: str | None = None):
+                 version_cap: str | None = None, api: str | None = None,
+                 consumer_check: ConsumerCheck | None = None):
         if version_cap is not None:
             versions.parse(version_cap)
         self.transport = transport
@@ -34,6 +54,7 @@ class RPCClient:
         self.timeout = timeout
         self.version_cap = version_cap
         self.api = api
+        self.consumer_check = consumer_check
 
     def prepare(self, server: str | None = None, fanout: bool | None = None,
                 timeout: float | None = None, version: str | None = None) -> RPCClient:
@@ -44,7 +65,7 @@ class RPCClient:
                             target.fanout if fanout is None else fanout,
                             target.version if version is None else version)
         return RPCClient(self.transport, target, self.timeout if timeout is None else timeout,
-                         self.version_cap, self.api)
+                         self.version_cap, self.api, self.consumer_check)
 
     def can_send_version(self, version: str | None = None) -> bool:
         """Whether the cap lets this client send ``version`` (by default its target's)."""
@@ -95,6 +116,8 @@ class RPCClient:
         if self.target.fanout:
             raise ValueError("a call cannot fan out; use cast")
         version = self._check_version_cap(method)
+        if self.consumer_check is not None:
+            self.consumer_check.before_call(self.transport, topology.routing_key(self.target))
         timeout = self._timeout()
         deadline = time.monotonic() + timeout
         listener = self.transport.reply_listener()

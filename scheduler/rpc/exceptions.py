@@ -11,6 +11,16 @@ class MessagingTimeout(MessagingException):
     """No reply to a call arrived within its timeout."""
 
 
+class NoConsumer(MessagingException):
+    """A call was not sent: the broker says nothing consumes the queue it would go to, so no
+    reply could come. Says which queue, on which broker (its URL's password masked)."""
+
+    def __init__(self, queue: str, url: str):
+        super().__init__(f"nothing is consuming queue {queue!r} on {url}")
+        self.queue = queue
+        self.url = url
+
+
 class MessageDeliveryFailure(MessagingException):
     """A message could not be handed to the broker (after the allowed retries)."""
 

@@ -258,6 +258,22 @@ class Transport:
         LOG.info("Stopped waiting for the message broker at %s", self.safe_url)
         return False
 
+    def consumers(self, queue_name, timeout=5.0):
+        """How many consumers the broker counts on ``queue_name`` (0 when it has no such queue),
+        or None when this transport cannot tell (not RabbitMQ, or the broker did not answer)."""
+        if not self.is_rabbit:
+            return None
+        try:
+            with self.connection("consumers", heartbeat=False, connect_timeout=timeout) as conn:
+                channel = conn.channel()
+                try:
+                    return channel.queue_declare(queue=queue_name, passive=True).consumer_count
+                except amqp_exceptions.NotFound:
+                    return 0
+        except Exception as exc:  # the call goes ahead and says what it meets
+            LOG.debug("Could not count the consumers of %s on %s: %r", queue_name, self.safe_url, exc)
+            return None
+
     def _failure(self, exc, timeout):
         """The BrokerUnreachable that says why connecting failed."""
         why = _reason(exc, timeout)

@@ -246,3 +246,23 @@ def test_sigterm_stops_a_daemon_waiting_for_the_broker(tmp_path):
         silent.close()
     print("\nstopped in " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in took.items()))
     assert max(took.values()) < 15
+
+
+def test_with_no_scheduler_consuming_every_call_is_refused_at_once_naming_the_queue_and_broker(tmp_path):
+    """A broker that answers but no scheduler: the commands that ask the scheduler something
+    say so at once (rpc_response_timeout is an hour here: a wait would end the test's own
+    timeout, not the command); a boot by sizes is a cast and queues, as before."""
+    with temporary_vhost() as url:
+        conf = write_conf(tmp_path / "cli.conf", {"DEFAULT": {
+            "transport_url": url, "state_path": tmp_path / "state", "rpc_response_timeout": 3600}})
+        line = (f"berth: no scheduler is consuming 'scheduler' on {masked(url)}: start berth-scheduler "
+                "(or berth-all-in-one) on this transport_url")
+        calls = [("instances",), ("hosts",), ("show", UUID), ("flavor", "list"),
+                 ("boot", "--flavor", "m1.tiny")]
+        started = {args: berth(conf, *args) for args in calls}
+        results = {args: finished(*run)[:3] for args, run in started.items()}
+        assert results == dict.fromkeys(calls, (1, [line], ""))
+        sizes = ("--flavor-ram", "512", "--flavor-disk", "1", "--flavor-vcpus", "1")
+        status, err, out, _ = finished(*berth(conf, "boot", *sizes))
+        assert (status, err) == (0, [])
+        assert len(out.split()) == 1  # the uuid of the request, waiting in the queue
