@@ -21,6 +21,7 @@ from scheduler.cmd import (
     output,
     scaling_commands,
     simulate_command,
+    unknown_options,
 )
 from scheduler.cmd import startup as config
 from scheduler.cmd.arguments import CommandError
@@ -41,6 +42,7 @@ def add_commands(subparsers):
     instance_metric_commands.add_commands(subparsers)  # instance-metric push|show
     fake_load_commands.add_commands(subparsers)  # fake-load set|clear (the fake agents' load)
     simulate_command.add_commands(subparsers)  # simulate (offline)
+    unknown_options.refuse_in_place(subparsers)
 
 
 cli_opts = [

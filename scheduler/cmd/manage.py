@@ -25,7 +25,7 @@ from datetime import timedelta
 from oslo_config import cfg
 from sqlalchemy import exc as sa_exc
 
-from scheduler.cmd import output
+from scheduler.cmd import output, unknown_options
 from scheduler.cmd import startup as config
 from scheduler.cmd.arguments import positive
 from scheduler.db import api as db_api
@@ -177,6 +177,7 @@ def _add_command_parsers(subparsers):
         parser = actions.add_parser(name, help=function.__doc__.splitlines()[0])
         if arguments is not None:
             arguments(parser)
+    unknown_options.refuse_in_place(subparsers)
 
 
 command_opt = cfg.SubCommandOpt(
