@@ -29,6 +29,7 @@ from scheduler.rpc.exceptions import (
     WorkBroken,
 )
 from scheduler.telemetry import rpc_metrics
+from scheduler.utils.log_once import LogOnce
 
 LOG = logging.getLogger(__name__)
 
@@ -112,6 +113,7 @@ class RPCServer:
         self._fanout_exchange = topology.fanout_exchange(target.topic).name
         label = f"{target.topic}.{target.server}" if target.server else target.topic
         self.dead_letters = DeadLetters(transport, label)
+        self.refusals = LogOnce(LOG)  # refused and failed calls: their callers get the failure
         self._deliveries = deliveries.DeliveryLog(
             os.path.join(transport.conf.state_path, "deliveries", label.replace(os.sep, "_") + ".json"))
         self.batch_size = max(1, batch_size)
@@ -562,7 +564,7 @@ class RPCServer:
     def _refuse_answer(self, message, context, method, exc):
         if context.unanswerable is not None:
             outcome = "it failed: " + reason_of(exc) if exc is not None else "it was done"
-            self.dead_letters.logs.log(
+            self.refusals.log(
                 (method, "unanswerable", exc is None), logging.WARNING,
                 "Call of %s on %s cannot be answered: %s; %s, and nothing is sent back",
                 method, self.target.topic, context.unanswerable, outcome,
@@ -579,12 +581,12 @@ class RPCServer:
         """A failed call: its caller gets the failure; we log it once, without traceback
         for bad input (a bug's traceback goes to the debug log)."""
         if getattr(exc, "invalid_input", False):
-            self.dead_letters.logs.log(
+            self.refusals.log(
                 log_key(method, exc), logging.INFO, "Call of %s on %s refused: %s",
                 method or "?", self.target.topic, reason_of(exc),
             )
         else:
-            self.dead_letters.logs.log(
+            self.refusals.log(
                 log_key(method, exc), logging.WARNING, "Call of %s on %s failed: %s",
                 method, self.target.topic, reason_of(exc),
             )

@@ -207,6 +207,15 @@ def test_identical_refusals_are_logged_once(transport, topic, server, caplog):
     assert lines[0].levelno == logging.WARNING and lines[0].exc_info is None
 
 
+def test_a_refused_call_is_logged_by_the_server_not_as_a_dead_letter(transport, topic, server, caplog):
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=WAIT)
+    with caplog.at_level(logging.INFO, logger="scheduler.rpc"), pytest.raises(rpc.RemoteError):
+        client.call({}, "place", hots="h1")
+    [line] = [r for r in caplog.records if r.getMessage().startswith("Call of place on")]
+    assert (line.name, line.levelno) == ("scheduler.rpc.server", logging.INFO)
+    assert "refused: InvalidArguments" in line.getMessage()
+
+
 def test_log_once_counts_what_it_suppressed():
     records = []
 
