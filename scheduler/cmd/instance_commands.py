@@ -249,13 +249,16 @@ def instances_command(client, args, out):
 
 #: What ``berth show`` prints, in this order (then move_host while the instance moves, then its moves).
 SHOWN = ("uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
-         "ephemeral_gb", "vcpus", "attempts", "fault_reason", "created_at", "scheduled_at", "launched_at",
-         "deleted_at")
+         "ephemeral_gb", "vcpus", "project", "server_group", "hints", "attempts", "fault_reason",
+         "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at")
 
 
 def show_command(client, args, out):
     instance = client.show_instance({}, instance_uuid(client, args.reference))
-    shown = dict(instance, name=instance.get("display_name"), zone=requested_zone(instance))
+    hints = requested_hints(instance)
+    shown = dict(instance, name=instance.get("display_name"), zone=requested_zone(instance),
+                 project=instance.get("project_id"), server_group=hints.pop("group", None),
+                 hints=", ".join(f"{key}={value}" for key, value in sorted(hints.items())) or None)
     moves_of = move_history.history(client, instance["uuid"])
     if output.wants_format(args):
         # One object: the fields above, every other field of the instance, and its moves (a list,
@@ -272,6 +275,13 @@ def show_command(client, args, out):
         print(f"{'move_host':13} {instance['move_host']}", file=out)
     move_history.print_history(moves_of, out)
     return 0
+
+
+def requested_hints(instance):
+    """The scheduler hints the instance's request gave (a copy), {} when it gave none."""
+    properties = instance.get("filter_properties")
+    hints = properties.get("scheduler_hints") if isinstance(properties, dict) else None
+    return dict(hints) if isinstance(hints, dict) else {}
 
 
 def requested_zone(instance):

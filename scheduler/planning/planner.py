@@ -274,9 +274,9 @@ class Planner:
                 values = {"state": states.SCHEDULED, "host": placement.host, "node": placement.node,
                           "attempts": spec.retry.num_attempts, "scheduled_at": now,
                           "filter_properties": filter_properties}
-                if instance_uuid in admitted.new:
-                    wire = (request_spec, filter_properties)
-                    plan.creates.append(instance_record(spec, instance_uuid, wire, values))
+                if instance_uuid in admitted.new:  # created when scheduled, not a moment after
+                    wire, created = (request_spec, filter_properties), dict(values, created_at=now)
+                    plan.creates.append(instance_record(spec, instance_uuid, wire, created))
                 else:
                     plan.updates.append(RowUpdate(instance_uuid, values, admitted.expected[instance_uuid]))
                 plan.builds.append(Build(job.context, spec, instance_uuid, placement.host, request_spec,

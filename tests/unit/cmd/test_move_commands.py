@@ -322,8 +322,21 @@ def test_show_of_an_instance_never_moved_is_as_it_was(conf_file):
     lines = _shown(conf_file, fleet, "web-1")
     assert [line.split()[0] for line in lines] == [
         "uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
-        "ephemeral_gb", "vcpus", "attempts", "fault_reason", "created_at", "scheduled_at", "launched_at",
-        "deleted_at"]
+        "ephemeral_gb", "vcpus", "project", "server_group", "hints", "attempts", "fault_reason",
+        "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at"]
+
+
+def test_show_names_the_project_server_group_and_hints_of_the_request(conf_file):
+    hints = {"group": "web", "different_host": U1, "query": '[">=", "$free_ram_mb", 1024]'}
+    fleet = Fleet([dict(instance(1), project_id="p1", filter_properties={"scheduler_hints": hints},
+                        updated_at="2026-12-03T10:00:01.000000Z")])
+    usual = dict(line.split(None, 1) for line in _shown(conf_file, fleet))
+    assert (usual["project"], usual["server_group"], usual["updated_at"]) == (
+        "p1", "web", "2026-12-03T10:00:01.000000Z")
+    assert usual["hints"] == f'different_host={U1}, query=[">=", "$free_ram_mb", 1024]'
+    status, out = run(conf_file, fleet, "show", U1, "-f", "json")
+    record = json.loads(out)
+    assert (record["project"], record["server_group"]) == ("p1", "web")
 
 
 def test_show_prints_the_other_host_of_a_moving_instance(conf_file):

@@ -40,6 +40,15 @@ def test_a_batch_of_requests_places_each_once_and_refuses_only_the_bad_one(world
         assert used[host] == sum(call[1]["flavor"]["memory_mb"] for call in calls)
 
 
+def test_a_new_instance_is_created_when_it_is_scheduled_not_after(world):
+    manager, database, agents = world
+    uuids, spec, props = request(count=2)
+    manager.run_instance(rpc.Context({}), spec, props)
+    casts(agents, 2)
+    for record in database.get_instances(uuids).values():
+        assert record["created_at"] == record["scheduled_at"] == record["updated_at"]
+
+
 def test_an_instance_another_worker_scheduled_meanwhile_is_left_to_it(world, monkeypatch):
     # Both workers read the instance as new; the other one inserted it first.
     manager, database, agents = world
