@@ -208,6 +208,9 @@ def main(argv=None):
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 1
     url = mask_url(conf.database.connection)
+    if not conf.config_file and not conf.config_dir:  # acting on the embedded default: say which
+        print(f"{PROG}: no configuration file (--config-file, /etc/berth/berth.conf): database {url}",
+              file=sys.stderr)
     database = None
     try:
         database = db_api.Database.from_conf(conf)

@@ -66,3 +66,22 @@ def test_missing_command(config_file):
 def test_missing_config_file(capsys, tmp_path):
     assert manage.main(["--config-file", str(tmp_path / "nope.conf"), "db", "sync"]) == 1
     assert "nope.conf" in capsys.readouterr().err
+
+
+def test_without_a_configuration_file_it_names_the_default_database_it_acts_on(tmp_path, capsys, monkeypatch):
+    from scheduler.conf import default
+
+    [state_path] = [o for o in default.opts if o.name == "state_path"]
+    monkeypatch.setattr(state_path, "default", str(tmp_path / "state"))  # the user's, in a shell
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.berth/berth.conf
+    assert manage.main(["db", "version"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "none"
+    assert err.splitlines() == [
+        "berth-manage: no configuration file (--config-file, /etc/berth/berth.conf): "
+        f"database sqlite:///{tmp_path}/state/berth.sqlite"]
+
+
+def test_with_a_configuration_file_it_says_nothing_more(config_file, capsys):
+    assert manage.main(["--config-file", config_file(), "db", "version"]) == 0
+    assert capsys.readouterr().err == ""
