@@ -205,6 +205,10 @@ def boot_command(client, args, out):
             print(u, file=out)
         return 0
     found = wait_for(client, uuids, args.timeout)
+    faults = {(found[u]["state"], found[u].get("fault_reason")) for u in uuids}
+    if len(uuids) > 1 and len(faults) == 1 and next(iter(faults))[0] == states.ERROR:
+        # One refusal of the whole request: said once, not once per instance.
+        raise CommandError(f"none of the {len(uuids)} instances booted: {next(iter(faults))[1]}")
     print_instances([found[u] for u in uuids], out)
     return 1 if any(found[u]["state"] == states.ERROR for u in uuids) else 0
 

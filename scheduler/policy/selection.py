@@ -329,4 +329,5 @@ def no_valid_host_reason(considered, removed, spec, index):
         return f"No valid host was found{which}: {hosts} considered; {detail}; none left"
     # A later instance of the request is placed among the hosts that passed for the one before.
     return (f"No valid host was found for instance {index + 1} of {spec.num_instances}: of the {hosts} "
-            f"that passed the filters for instance {index}, {detail}; none left")
+            f"that passed the filters for instance {index}, {detail}; none left (none booted: {index} of "
+            f"{spec.num_instances} fit, and a request is placed whole or not at all)")

@@ -102,11 +102,20 @@ def test_anti_affinity_spreads_members_and_refuses_one_more_than_the_hosts(fleet
     delete(fleet, list(placed) + list(unrelated))
 
 
-def test_anti_affinity_in_one_request_larger_than_the_fleet_fails_whole(fleet):
+def test_anti_affinity_in_one_request_larger_than_the_fleet_fails_whole_and_says_so_once(fleet):
     group = create_group(fleet, "anti-affinity")
-    failed = boot(fleet, "--hint", f"group={group}", count=len(AGENTS) + 1, expect="ERROR")
-    assert all(host == "-" for host in failed.values())
-    assert all("ServerGroupAntiAffinityFilter removed" in fault(fleet, u) for u in failed)
+    count = len(AGENTS) + 1
+    result = fleet.cli("boot", "--flavor", "m1.tiny", "--count", str(count), "--wait",
+                       "--hint", f"group={group}")
+    assert (result.returncode, result.stdout) == (1, ""), result.stderr
+    [line] = [text for text in result.stderr.splitlines() if text.startswith("berth")]
+    assert line.startswith(f"berth: none of the {count} instances booted: No valid host was found for "
+                           f"instance {count} of {count}: "), line
+    assert "ServerGroupAntiAffinityFilter removed" in line
+    assert line.endswith(f"(none booted: {len(AGENTS)} of {count} fit, and a request is placed whole or "
+                         "not at all)")
+    failed = [i for i in fleet.instances().values() if i["state"] == "ERROR"]
+    assert len(failed) == count and all(i["host"] is None for i in failed)
     assert all(h["pending"] == 0 for h in fleet.hosts().values())
 
 

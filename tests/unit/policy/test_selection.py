@@ -146,4 +146,5 @@ def test_a_later_instance_says_it_chose_among_the_hosts_that_passed_for_the_one_
     with pytest.raises(NoValidHost) as info:
         selector.select(hosts, make_spec(memory_mb=2048, count=3))
     assert str(info.value) == ("No valid host was found for instance 3 of 3: of the 1 host that passed "
-                               "the filters for instance 2, RamFilter removed 1; none left")
+                               "the filters for instance 2, RamFilter removed 1; none left (none booted: "
+                               "2 of 3 fit, and a request is placed whole or not at all)")
