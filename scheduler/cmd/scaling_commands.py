@@ -104,6 +104,7 @@ def what_if_command(client: object, args: Any, out: TextIO) -> int:
 
 NONE = "-"
 UNKNOWN = "<unknown>"
+INITIALIZING = "<initializing>"
 CREATE_HELP = """\
 Create a scaling group and print its UUID. Its members are booted as --flavor (or
 --flavor-ram/--flavor-vcpus/--flavor-disk) with the zone, server group and hints given,
@@ -417,7 +418,7 @@ def metric_target(metric: Mapping[str, Any]) -> tuple[str, str]:
 def _current(metric: Mapping[str, Any], reading: Mapping[str, Any] | None) -> str:
     value = None if reading is None else reading.get("current")
     if value is None:
-        return UNKNOWN
+        return INITIALIZING if reading is not None and reading.get("initializing") else UNKNOWN
     if metric.get("type") == spec.RESOURCE:
         if metric.get("target_utilization") is not None:
             return f"{number(value)}%"

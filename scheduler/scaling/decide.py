@@ -38,6 +38,8 @@ SUCCEEDED_RESCALE = "SucceededRescale"
 
 _FAILURE_REASONS = {RESOURCE: "FailedGetResourceMetric", EXTERNAL: "FailedGetExternalMetric"}
 _PODS_FAILURE = "FailedGetPodsMetric"
+#: Why no count is computed while every member is starting (not a failure: a new group's first minutes).
+MEMBERS_INITIALIZING = "MembersInitializing"
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class MetricResult:
     current: Decimal | int | None
     proposal: int | None
     error: str | None = None
+    initializing: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ def measure(metric: MetricSpec, current: int, members: Members, external: Mappin
             return MetricResult(metric, _from_milli(average), proposal)
         return _external(metric, current, members, external, tolerances)
     except MetricUnavailable as exc:
-        return MetricResult(metric, None, None, str(exc))
+        return MetricResult(metric, None, None, str(exc), isinstance(exc, replicas.MembersInitializing))
 
 
 def _external(metric: MetricSpec, current: int, members: Members,
@@ -156,7 +159,8 @@ def _combine(results: Sequence[MetricResult], current: int,
             proposal, label = result.proposal, _label(result.spec)
     if len(failed) >= len(results) or (failed and proposal < current):
         first = failed[0]
-        reason = _FAILURE_REASONS.get(first.spec.type, _PODS_FAILURE)
+        reason = (MEMBERS_INITIALIZING if all(r.initializing for r in failed)
+                  else _FAILURE_REASONS.get(first.spec.type, _PODS_FAILURE))
         conditions.set(SCALING_ACTIVE, False, reason,
                        f"unable to compute the member count: {first.error}")
         return None, reason
@@ -242,6 +246,8 @@ def to_json(decision: Decision) -> dict[str, object]:
                                     "current": _number(result.current), "proposal": result.proposal}
         if result.error is not None:
             entry["error"] = result.error
+        if result.initializing:
+            entry["initializing"] = True
         metrics.append(entry)
     return {
         "desired": decision.desired,

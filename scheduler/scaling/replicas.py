@@ -30,6 +30,12 @@ class MetricUnavailable(Exception):
     """The metric cannot be computed this time (Kubernetes returns an error)."""
 
 
+class MembersInitializing(MetricUnavailable):
+    """No sample counts yet because every member is still starting: booting, within the cpu
+    initialization period, or started within it without a sample yet. Kubernetes says
+    FailedGetResourceMetric here too; Berth tells a new group's normal first minutes apart."""
+
+
 @dataclass(frozen=True)
 class Tolerances:
     """How far from 1 the usage ratio may be with no change, each way."""
@@ -91,6 +97,10 @@ def _cpu_unready(member: Member, readiness: Readiness) -> bool:
     changed_after_start = 0.0 if started is None and since is None else (
         math.inf if started is None or since is None else started - since)
     return changed_after_start < readiness.initial_readiness_delay_s
+
+
+def _started_within(member: Member, seconds: float) -> bool:
+    return member.started_s_ago is not None and member.started_s_ago < seconds
 
 
 def group_members(members: Sequence[Member], samples: Mapping[int, int], resource: str | None,
@@ -179,6 +189,12 @@ def _readied(members: Sequence[Member], name: str, resource: str | None,
     for index in grouped.ignored | grouped.unready:
         samples.pop(index, None)
     if not samples:
+        period = readiness.cpu_initialization_period_s
+        live = [m for i, m in enumerate(members) if i not in grouped.ignored]
+        if live and all(m.state in PENDING_STATES or _started_within(m, period) for m in live):
+            raise MembersInitializing(
+                f"every member is within its initialization period (booting, or started less than "
+                f"{period:g} s ago, [scaling] cpu_initialization_period): no sample counts yet")
         raise MetricUnavailable("did not receive metrics for targeted members (members might be unready)")
     return samples, grouped
 

@@ -109,6 +109,8 @@ def group_status(members: Sequence[Mapping[str, Any]], decision: Decision,
                                  "proposal": result.proposal}
         if result.error is not None:
             entry["error"] = result.error
+        if result.initializing:
+            entry["initializing"] = True
         metrics.append(entry)
     shown = list(events)
     if decision.scale_event is not None:

@@ -323,6 +323,19 @@ def test_show_prints_a_metric_not_read_with_the_reason(conf_file, world):
     assert rps.split(":  ")[1].strip() == f"<unknown> / 100 ({status['metrics'][1]['error']})"
 
 
+def test_show_of_a_new_group_says_its_members_are_initializing_not_that_metrics_failed(conf_file, world):
+    world.create("web", desired=2)
+    world.sync(0)  # its members are created
+    world.sync(15)  # booting, no sample yet
+    _, out, _ = run(conf_file, "show", "web", client=DirectClient(world))
+    [cpu] = [line for line in out.splitlines() if line.startswith("  resource cpu on members")]
+    assert cpu.split(":  ")[1].strip().startswith(
+        "<initializing> / 50% (every member is within its initialization period")
+    [active] = [_columns(line) for line in out.splitlines() if line.startswith("  ScalingActive")]
+    assert active[:3] == ["ScalingActive", "False", "MembersInitializing"]
+    assert "FailedGetResourceMetric" not in out
+
+
 def test_show_of_a_paused_and_of_a_deleting_group(conf_file, world):
     world.create("web", desired=2)
     world.sync(0)

@@ -210,10 +210,21 @@ GROUP = [
 @pytest.mark.parametrize("fields,counted", [g[1:] for g in GROUP], ids=[g[0] for g in GROUP])
 def test_kubernetes_group_pods(fields: dict[str, Any], counted: bool) -> None:
     one = {"state": "ACTIVE", "requests": {"cpu": 1}, "usage": {"cpu": 0.5}, **fields}
-    found = what_if(case(1, CPU50, [one]))["metrics"][0]
+    result = what_if(case(1, CPU50, [one]))
+    found = result["metrics"][0]
     assert (found["proposal"] is not None) == counted
     if not counted:
-        assert "did not receive metrics" in found["error"]
+        # Berth tells a member still starting (booting, or started within the 300 s cpu
+        # initialization period) from one whose samples are missing: Kubernetes says
+        # FailedGetResourceMetric for both.
+        starting = one["state"] == "BUILDING" or one.get("started_s_ago", 1e9) < 300
+        [active] = [c for c in result["conditions"] if c["type"] == "ScalingActive"]
+        if starting:
+            assert found["error"].startswith("every member is within its initialization period")
+            assert (found.get("initializing"), active["reason"]) == (True, "MembersInitializing")
+        else:
+            assert "did not receive metrics" in found["error"]
+            assert ("initializing" not in found, active["reason"]) == (True, "FailedGetResourceMetric")
 
 
 def test_kubernetes_group_pods_a_missing_pod() -> None:
