@@ -182,7 +182,7 @@ def _retry(method: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[_E
         failures = 0
         while True:
             try:
-                return method(self, *args, **kwargs)
+                result = method(self, *args, **kwargs)
             except Exception as exc:
                 if not is_transient(exc):
                     raise
@@ -203,6 +203,9 @@ def _retry(method: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[_E
                     self.retry_interval,
                 )
                 time.sleep(self.retry_interval)
+            else:
+                self.reconnects.confirmed()
+                return result
 
     return wrapper
 
@@ -432,6 +435,7 @@ class DatabaseEngine:
                     yield self
                 finally:
                     self._work.connection = None
+        self.reconnects.confirmed()
 
     @contextlib.contextmanager
     def step(self) -> Iterator[None]:

@@ -40,8 +40,10 @@ def sqlstate_of(exc: BaseException | None) -> str | None:
 class Reconnects:
     """The connection state of one engine: lost since when (and why), the server last reached.
 
-    ``lost()`` marks the connections lost (the first failure of an outage is kept); ``reached()``
-    ends an outage and logs one line. A failure of a connection made before the last
+    ``lost()`` marks the connections lost (the first failure of an outage is kept); a
+    connection made meanwhile (``reached()``) ends the outage once a transaction on it
+    succeeds (``confirmed()``), which logs one line: a standby reached before its promotion
+    refuses every write, and ends nothing. A failure of a connection made before the last
     reconnect is the same outage's news, and marks nothing.
     """
 
@@ -50,8 +52,10 @@ class Reconnects:
         self.server: str | None = None
         self._clock = clock
         self._lock = threading.Lock()
+        self._connected = False
         self._lost_since: float | None = None
         self._reason = ""
+        self._pending: tuple[str | None, float] | None = None  # the last connection made while lost
         self._reached_at = float("-inf")
 
     @property
@@ -67,20 +71,33 @@ class Reconnects:
 
     def reached(self, server: str | None) -> float:
         """A connection was made to ``server``; returns the time it is stamped with."""
+        now = self._clock()
         with self._lock:
-            now = self._clock()
-            before, self.server = self.server, server or self.server
-            lost_since, self._lost_since = self._lost_since, None
-            if lost_since is not None:
-                self._reached_at = now
-        if lost_since is not None:
-            where = server or "the database"
-            moved = f" (it was {before})" if before and server and before != server else ""
-            LOG.warning("Database %s: connected to %s%s after %.1f s without a connection "
-                        "(first failure: %s)", self.masked_url, where, moved, now - lost_since, self._reason)
-        elif before is None:
+            first, self._connected = not self._connected, True
+            if self._lost_since is not None:
+                self._pending = (server, now)
+                return now
+            self.server = server or self.server
+        if first:
             LOG.info("Database %s: connected to %s", self.masked_url, server or "the database")
         return now
+
+    def confirmed(self) -> None:
+        """A transaction went through: the end of an outage, if one was under way."""
+        if self._lost_since is None or self._pending is None:  # the common case, without the lock
+            return
+        with self._lock:
+            if self._lost_since is None or self._pending is None:
+                return
+            (server, at), before = self._pending, self.server
+            lost_since, reason = self._lost_since, self._reason
+            self.server = server or before
+            self._lost_since = self._pending = None
+            self._reached_at = at
+        moved = f" (it was {before})" if before and server and before != server else ""
+        LOG.warning("Database %s: connected to %s%s after %.1f s without a working connection "
+                    "(first failure: %s)", self.masked_url, server or "the database", moved,
+                    at - lost_since, reason)
 
     def watch(self, engine: sa.Engine, is_lost: Callable[[BaseException], bool],
               describe: Callable[[BaseException], str]) -> None:

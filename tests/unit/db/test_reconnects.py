@@ -33,36 +33,58 @@ def lines(caplog):
 
 def test_the_first_connection_says_where_and_the_next_ones_nothing(watched, caplog):
     watched.reached("db1:5432")
+    watched.confirmed()
     watched.reached("db1:5432")
+    watched.confirmed()
     assert lines(caplog) == [f"Database {URL}: connected to db1:5432"]
 
 
-def test_one_line_per_outage_names_the_new_server(watched, caplog):
+def test_one_line_per_outage_names_the_server_that_took_the_writes(watched, caplog):
     connected_at = watched.reached("db1:5432")
     caplog.clear()
     watched._clock.now += 5
     watched.lost("OperationalError: server closed the connection unexpectedly", connected_at)
-    watched._clock.now += 1
     for _ in range(20):  # every query and every retry of the outage
+        watched._clock.now += 0.1
         watched.lost("OperationalError: connection refused")
-    watched._clock.now += 2.5
-    new_at = watched.reached("db2:5432")
-    watched.reached("db2:5432")  # the pool's other connections
+    # A standby answers before its promotion, and refuses the write: the outage goes on.
+    standby_at = watched.reached("db2:5432")
+    watched.lost("InternalError: cannot execute INSERT in a read-only transaction", standby_at)
+    watched._clock.now += 1.5
+    watched.reached("db2:5432")
+    watched._clock.now += 0.2
+    watched.confirmed()
+    watched.confirmed()  # the next transactions
     # The outage's connections made before the reconnect fail in turn: no new outage.
     watched.lost("OperationalError: server closed the connection unexpectedly", connected_at)
+    watched.lost("InternalError: cannot execute INSERT in a read-only transaction", standby_at)
     watched.reached("db2:5432")
+    watched.confirmed()
     assert lines(caplog) == [
-        f"Database {URL}: connected to db2:5432 (it was db1:5432) after 3.5 s without a connection "
+        f"Database {URL}: connected to db2:5432 (it was db1:5432) after 3.5 s without a working connection "
         "(first failure: OperationalError: server closed the connection unexpectedly)"]
     assert watched.lost_since is None and watched.server == "db2:5432"
 
     caplog.clear()
+    new_at = watched._clock.now
+    watched._clock.now += 1
     watched.lost("OperationalError: terminating connection due to administrator command", new_at)
     watched._clock.now += 1
     watched.reached("db2:5432")
+    watched.confirmed()
     assert lines(caplog) == [
-        f"Database {URL}: connected to db2:5432 after 1.0 s without a connection "
+        f"Database {URL}: connected to db2:5432 after 1.0 s without a working connection "
         "(first failure: OperationalError: terminating connection due to administrator command)"]
+
+
+def test_a_database_away_at_start_says_only_when_it_is_reached(watched, caplog):
+    watched.lost("OperationalError: connection refused")
+    watched._clock.now += 4
+    watched.reached("db1:5432")
+    watched.confirmed()
+    assert lines(caplog) == [
+        f"Database {URL}: connected to db1:5432 after 4.0 s without a working connection "
+        "(first failure: OperationalError: connection refused)"]
 
 
 class PgError(Exception):
