@@ -10,6 +10,8 @@ import re
 import threading
 import time
 
+from prometheus_client import REGISTRY
+
 from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
 from scheduler.policy import flavors
@@ -117,6 +119,8 @@ def test_a_write_that_reaches_the_standby_waits_for_its_promotion(caplog):
         promoted = threading.Timer(2.0, pair.promote_standby)
         try:
             assert sum(database.count_instances_by_state().values()) == 0  # a read: the standby answers
+            opened, retried = (REGISTRY.get_sample_value(f"berth_database_{n}_total")
+                               for n in ("connections", "retries"))
             promoted.start()
             with caplog.at_level(logging.INFO, "scheduler.db"):
                 assert database.create_instances([{
@@ -124,17 +128,22 @@ def test_a_write_that_reaches_the_standby_waits_for_its_promotion(caplog):
                     "root_gb": 1, "ephemeral_gb": 0, "vcpus": 1, "request_spec": {"num_instances": 1},
                     "filter_properties": {}}]) == ["failover-1"]
             promoted.join()
+            opened, retried = (REGISTRY.get_sample_value(f"berth_database_{n}_total") - before
+                               for n, before in (("connections", opened), ("retries", retried)))
+            # The standby's connection was dropped at each refusal: every attempt connected anew.
+            assert opened == retried >= 1
             assert database.get_instance("failover-1")["uuid"] == "failover-1"
             assert query(pair.standby, "SELECT pg_is_in_recovery()") == (False,)
         finally:
             promoted.cancel()
             database.dispose()
     said = [r.getMessage() for r in caplog.records if r.name.startswith("scheduler.db")]
-    retried = [m for m in said if "create_instances failed" in m]
-    assert len(retried) == 1 and "read-only transaction" in retried[0], said
+    warned = [m for m in said if "create_instances failed" in m]
+    assert len(warned) == 1 and "read-only transaction" in warned[0], said
     reached = [m for m in said if re.search(r": connected to \S+ after", m)]
     assert len(reached) == 1 and f"connected to {standby} after" in reached[0], said
     assert "(first failure: ReadOnlySqlTransaction: cannot execute INSERT in a read-only transaction)" \
         in reached[0]
-    print(f"\nthe write to the standby went through once it was promoted; logged once: "
+    print(f"\nthe write to the standby went through once it was promoted, after {retried:.0f} attempts "
+          f"on as many connections; logged once: "
           f"{reached[0].split(': ', 1)[1]}; test took {time.monotonic() - began:.1f} s")
