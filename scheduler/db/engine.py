@@ -5,7 +5,7 @@ strings ending in "Z" (they travel over JSON RPC); they are accepted as
 datetimes (naive means UTC), ISO-8601 strings or POSIX timestamps.
 
 Every public method is one transaction. Transient failures (connection lost
-or refused, deadlock, serialization failure, SQLite busy) are retried
+or refused, a write refused by a standby, deadlock, serialization failure, SQLite busy) are retried
 ``max_retries`` times (-1: for ever) ``retry_interval`` seconds apart, and
 then raise :class:`DatabaseUnavailable`; other errors raise at once.
 """

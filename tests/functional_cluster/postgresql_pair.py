@@ -1,8 +1,9 @@
 """A private PostgreSQL primary and a streaming standby of it, on two free ports, for a test
 to fail over: stop the primary as a crash would, promote the standby.
 
-Replication is synchronous (synchronous_standby_names = '*'): a commit the primary
-acknowledged is on the standby, as an operator who fails over without losing commits runs it.
+Replication is synchronous (synchronous_standby_names = '*') unless asked otherwise: a commit
+the primary acknowledged is on the standby, as an operator who fails over without losing
+commits runs it.
 """
 
 import contextlib
@@ -30,8 +31,9 @@ def query(cluster, sql, *params):
 class PostgresqlPair:
     """``primary`` and ``standby`` (PrivateCluster each), the standby streaming from the primary."""
 
-    def __init__(self, database="berth"):
+    def __init__(self, database="berth", synchronous=True):
         self.database = database
+        self.synchronous = synchronous
         self.primary = PrivateCluster()
         self.standby = PrivateCluster(initdb=False)
 
@@ -48,6 +50,8 @@ class PostgresqlPair:
                           "-D", self.standby.data, "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")
         self.standby.start()
         self.wait_streaming(timeout)
+        if not self.synchronous:
+            return
         query(self.primary, "ALTER SYSTEM SET synchronous_standby_names = '*'")
         query(self.primary, "SELECT pg_reload_conf()")
         self.wait_streaming(timeout, sync_state="sync")
@@ -90,9 +94,9 @@ class PostgresqlPair:
 
 
 @contextlib.contextmanager
-def postgresql_pair(database="berth"):
+def postgresql_pair(database="berth", synchronous=True):
     """A started PostgresqlPair, removed afterwards."""
-    pair = PostgresqlPair(database)
+    pair = PostgresqlPair(database, synchronous)
     try:
         pair.start()
         yield pair
