@@ -5,7 +5,7 @@ strings ending in "Z" (they travel over JSON RPC); they are accepted as
 datetimes (naive means UTC), ISO-8601 strings or POSIX timestamps.
 
 Every public method is one transaction. Transient failures (connection lost
-or refused, deadlock, serialization failure, SQLite busy) are retried
+or refused, a write refused by a standby, deadlock, serialization failure, SQLite busy) are retried
 ``max_retries`` times (-1: for ever) ``retry_interval`` seconds apart, and
 then raise :class:`DatabaseUnavailable`; other errors raise at once.
 """
@@ -26,13 +26,13 @@ import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 
-from scheduler.db import fastpaths, migration
+from scheduler.db import fastpaths, migration, urls
+from scheduler.db.reconnects import READ_ONLY, Reconnects
 from scheduler.telemetry import connection_metrics
 from scheduler.utils import jsonutils
 from scheduler.utils.log_once import LogOnce
-from scheduler.utils.masking import mask_url
 
 LOG = logging.getLogger(__name__)
 #: A database away fails every query: a line a minute for each kind, not one per attempt.
@@ -48,8 +48,9 @@ _E = TypeVar("_E", bound="DatabaseEngine")
 SQLITE_BUSY_TIMEOUT = 30.0  # seconds SQLite waits for another writer
 
 # PostgreSQL SQLSTATEs worth a retry: serialization failure, deadlock, disk full, too many
-# connections, admin/crash shutdown, cannot connect now; and class 08 (connection).
-_PG_TRANSIENT = {"40001", "40P01", "53100", "53300", "57P01", "57P02", "57P03"}
+# connections, admin/crash shutdown, cannot connect now, a write sent to a standby (a
+# failover under way); and class 08 (connection).
+_PG_TRANSIENT = {"40001", "40P01", "53100", "53300", "57P01", "57P02", "57P03", READ_ONLY}
 # Connection failures without a SQLSTATE that no retry will fix.
 _PG_PERMANENT_TEXT = (
     "authentication failed",
@@ -181,7 +182,7 @@ def _retry(method: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[_E
         failures = 0
         while True:
             try:
-                return method(self, *args, **kwargs)
+                result = method(self, *args, **kwargs)
             except Exception as exc:
                 if not is_transient(exc):
                     raise
@@ -202,6 +203,9 @@ def _retry(method: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[_E
                     self.retry_interval,
                 )
                 time.sleep(self.retry_interval)
+            else:
+                self.reconnects.confirmed()
+                return result
 
     return wrapper
 
@@ -259,12 +263,8 @@ class DatabaseEngine:
 
     def __init__(self, url: str | URL, max_retries: int = 10, retry_interval: float = 1.0, echo: bool = False,
                  fast_paths: bool | None = None) -> None:
-        try:
-            self.url = make_url(url)
-        except sa_exc.ArgumentError as exc:
-            raise ValueError(f"invalid database URL {mask_url(url)!r}: {exc}") from None
-        self.url = _installed_driver(self.url)
-        self.masked_url = self.url.render_as_string(hide_password=True)
+        self.url = _installed_driver(urls.parse(url))
+        self.masked_url = urls.masked(self.url)
         self.max_retries = max_retries
         self.retry_interval = retry_interval
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
@@ -297,6 +297,9 @@ class DatabaseEngine:
         if self.is_sqlite:
             self._setup_sqlite()
         event.listen(self.engine, "connect", _count_connection)
+        self.reconnects = Reconnects(self.masked_url)
+        if not self.is_sqlite:
+            self.reconnects.watch(self.engine, is_transient, lambda exc: self.scrub(_first_line(exc)))
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> Self:
@@ -381,7 +384,7 @@ class DatabaseEngine:
 
     def scrub(self, text: str) -> str:
         """``text`` with the database password, if it appears, replaced by ***."""
-        password = self.url.password
+        password = urls.password(self.url)
         return text.replace(password, "***") if password else text
 
     @contextlib.contextmanager
@@ -432,6 +435,7 @@ class DatabaseEngine:
                     yield self
                 finally:
                     self._work.connection = None
+        self.reconnects.confirmed()
 
     @contextlib.contextmanager
     def step(self) -> Iterator[None]:

@@ -58,6 +58,7 @@ class _Hold:
         self.since = time.monotonic()
         self._delays = delays
         self.retry_at = self.since
+        self.said = False  # whether the hold was logged: then its end is too
         self.again(exc)
 
     def again(self, exc):
@@ -267,7 +268,7 @@ class RPCServer:
             LOG.debug("%s: still %s; %d message(s) held, trying again in %.1f s", self.target.topic,
                       self._held.reason, len(held.requests), self._held.delay)
             return False
-        if not held.soon:
+        if held.said:
             LOG.warning("%s: the failure passed after %.1f s: the %d message(s) held are handled",
                         self.target.topic, time.monotonic() - held.since, len(held.requests))
         return True
@@ -351,14 +352,17 @@ class RPCServer:
             self._held = held.again(exc)
         else:
             self._held = _Hold(requests, exc, transport_mod.delays(self.transport.conf))
-            if not exc.soon:
-                LOG.warning("%s: %s; holding %d message(s), unacknowledged, until it passes (trying "
-                            "again in %.1f s, the wait growing; calls meanwhile are answered that nothing "
-                            "was done)",
-                            self.target.topic, self._held.reason, len(requests), self._held.delay)
-            else:
+            if exc.soon:
                 LOG.info("%s: %d message(s) lost a race (%s); trying them again in %.2f s",
                          self.target.topic, len(requests), self._held.reason, self._held.delay)
+        # A hold that began as a lost race may turn into an outage, and an outage end in a lost
+        # race: said once when the database is first found away, and then once when it passes.
+        if not exc.soon and not self._held.said:
+            self._held.said = True
+            LOG.warning("%s: %s; holding %d message(s), unacknowledged, until it passes (trying "
+                        "again in %.1f s, the wait growing; calls meanwhile are answered that nothing "
+                        "was done)",
+                        self.target.topic, self._held.reason, len(requests), self._held.delay)
         if not exc.soon:
             self._held.requests = self._answer_held_calls(self._held.requests, self._held)
             self._deaf(time.monotonic())

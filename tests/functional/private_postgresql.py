@@ -36,7 +36,8 @@ class PrivateCluster:
     ``postgres`` user and its programs run as that user.
     """
 
-    def __init__(self):
+    def __init__(self, initdb=True):
+        """``initdb=False``: an empty data directory, for a copy of another cluster (pg_basebackup)."""
         self.bin = _bin_dir()
         self.port = _free_port()
         self.dir = tempfile.mkdtemp(prefix="berth-pg-")
@@ -47,12 +48,13 @@ class PrivateCluster:
             owner = pwd.getpwnam("postgres")
             os.chown(self.dir, owner.pw_uid, owner.pw_gid)
             self._as = ["runuser", "-u", "postgres", "--"]
-        self._run("initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+        if initdb:
+            self._run("initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
         self.url = f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/postgres"
 
     def _run(self, program, *args):
-        subprocess.run([*self._as, os.path.join(self.bin, program), *args], check=True,
-                       capture_output=True, cwd=self.dir)
+        return subprocess.run([*self._as, os.path.join(self.bin, program), *args], check=True,
+                              capture_output=True, cwd=self.dir)
 
     def start(self):
         options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.dir} "

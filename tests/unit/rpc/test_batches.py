@@ -296,6 +296,21 @@ class Away(Work):
         return super().__enter__()
 
 
+class AwayThenRace(Away):
+    """A database away, whose first attempt once back loses a race (a deadlock, say)."""
+
+    def __init__(self):
+        super().__init__()
+        self.race = threading.Event()
+
+    def __enter__(self):
+        if not self.away.is_set() and self.race.is_set():
+            self.race.clear()
+            self.attempts += 1
+            raise rpc.RetryLater("the database is unavailable: deadlock detected", soon=True)
+        return super().__enter__()
+
+
 class Hearing:
     def __init__(self):
         self.calls = []
@@ -354,3 +369,38 @@ def test_while_the_database_is_away_casts_wait_unacknowledged_and_calls_are_told
     assert len([m for m in said if "the failure passed after" in m]) == 1, said
     # The server was deaf from the hold on, and heard again before the held messages ran.
     assert [kind for kind, _ in hearing.calls][:2] == ["deaf", "heard"]
+
+
+def test_an_outage_ending_in_a_lost_race_is_still_said_over(transport, topic, conf, caplog):
+    conf.set_override("rabbit_retry_interval", 0.2, group="oslo_messaging_rabbit")
+    conf.set_override("rabbit_retry_backoff", 0.2, group="oslo_messaging_rabbit")
+    work = AwayThenRace()
+    endpoint = Endpoint(work)
+    endpoint.go.set()
+    server = rpc.get_rpc_server(transport, rpc.Target(topic, server="s1"), [endpoint], batch_size=8,
+                                unit_of_work=work)
+    server.start()
+    client = rpc.RPCClient(transport, rpc.Target(topic), timeout=5)
+    try:
+        work.away.set()
+        work.race.set()
+        for n in range(4):
+            client.cast({}, "record", n=n)
+        for _ in range(int(WAIT / 0.05)):
+            if work.attempts >= 2:
+                break
+            threading.Event().wait(0.05)
+        work.away.clear()
+        for _ in range(int(WAIT / 0.05)):
+            if sorted(n for batch in work.commits for n in batch) == list(range(4)):
+                break
+            threading.Event().wait(0.05)
+    finally:
+        server.stop()
+        server.wait()
+    assert sorted(n for batch in work.commits for n in batch) == list(range(4))
+    assert not work.race.is_set()  # the race was lost once the database was back
+    said = [r.getMessage() for r in caplog.records if r.name == "scheduler.rpc.server"
+            and r.levelname == "WARNING"]
+    assert len([m for m in said if "; holding " in m]) == 1, said
+    assert len([m for m in said if "the failure passed after" in m]) == 1, said

@@ -26,3 +26,11 @@ def test_a_message_holding_urls_loses_their_passwords():
     masked = mask_url(message)
     assert "s3cret" not in masked and "hunter2" not in masked
     assert "postgresql://berth:***@db:5432/x" in masked and "amqp://u:***@h1,u:***@h2/" in masked
+
+
+def test_a_password_given_as_a_query_argument_goes_too():
+    message = ('cannot reach "postgresql://berth@/berth?host=db1:5432&password=s3cret&sslmode=require" '
+               "nor postgresql://u@db/x?PASSWORD=hunter2")
+    assert mask_url(message) == (
+        'cannot reach "postgresql://berth@/berth?host=db1:5432&password=***&sslmode=require" '
+        "nor postgresql://u@db/x?PASSWORD=***")
