@@ -348,6 +348,8 @@ def create_command(client: Any, args: Any, out: TextIO) -> int:
                               template=template, desired=args.scaling_desired,
                               project_id=args.scaling_project)
     print(group["uuid"], file=out)
+    if group.get("warning"):
+        print(f"berth: warning: {group['warning']}", file=sys.stderr)
     return 0
 
 

@@ -281,6 +281,18 @@ class InstanceQueries(DatabaseEngine):
             return [_row_dict(row) for row in connection.execute(statement).mappings()]
 
     @_retry
+    def display_names_starting(self, prefix: str, limit: int = 1000) -> list[str]:
+        """The names of instances not DELETED that start with ``prefix`` (at most ``limit``)."""
+        statement = (
+            sa.select(instances.c.display_name).distinct()
+            .where(instances.c.display_name.startswith(prefix, autoescape=True),
+                   instances.c.state != instance_states.DELETED)
+            .order_by(instances.c.display_name).limit(limit)
+        )
+        with self._transaction() as connection:
+            return list(connection.execute(statement).scalars())
+
+    @_retry
     def count_instances_on_hosts(self, hosts: Iterable[str]) -> dict[str, int]:
         """``{host: instances not DELETED}`` for those of ``hosts`` that hold any."""
         statement = (

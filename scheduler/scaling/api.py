@@ -286,8 +286,22 @@ class ScalingGroupEndpoint:
             raise InvalidRequest(str(exc)) from None
         LOG.info("Created scaling group %s (%s): %d..%d members, %d desired", name, created["uuid"],
                  checked.min, checked.max, desired)
-        return dict(view(created), message=f"scaling group {name} created: the controller brings it to "
-                    f"{_plural(desired, 'member')} at its next sync")
+        found = dict(view(created), message=f"scaling group {name} created: the controller brings it to "
+                     f"{_plural(desired, 'member')} at its next sync")
+        clashing = self._names_taken(name)
+        if clashing:
+            found["warning"] = (
+                f"instances outside the group already carry the names its members get ({name}-1, "
+                f"{name}-2...): {', '.join(clashing[:5])}{', ...' if len(clashing) > 5 else ''}; a "
+                f"command naming {clashing[0]} will be refused as ambiguous once the group has a member "
+                "of that name: name the group otherwise, or use UUIDs")
+        return found
+
+    def _names_taken(self, name: str) -> list[str]:
+        """Names of instances not DELETED of the form NAME-N, as the group will name its members."""
+        prefix = f"{name}-"
+        return [n for n in self._db.display_names_starting(prefix)
+                if n[len(prefix):].isdigit() and not n[len(prefix):].startswith("0")]
 
     @rpc.read_only
     @rpc.callers(rpc.ANYONE)

@@ -60,6 +60,15 @@ def sent(client: FakeClient) -> dict[str, Any]:
 # -- create: what it sends ---------------------------------------------------------------------
 
 
+def test_create_prints_the_schedulers_warning_on_standard_error(conf_file, capsys):
+    warning = "instances outside the group already carry the names ..."
+    created = dict(CREATED, warning=warning)
+    status, out, _ = run(conf_file, "create", "web", "--flavor", "m1.small", "--max", "3",
+                         create_scaling_group=created)
+    assert (status, out) == (0, CREATED["uuid"] + "\n")
+    assert capsys.readouterr().err == f"berth: warning: {warning}\n"
+
+
 def test_create_sends_the_spec_and_template_its_options_make_and_prints_the_uuid(conf_file):
     status, out, client = run(
         conf_file, "create", "web", "--flavor", "m1.small", "--min", "2", "--max", "10", "--desired", "3",

@@ -46,6 +46,21 @@ def test_create_stores_the_group_as_given_with_desired_at_min(world):
     assert stored["last_synced_at"] is None and stored["deleted_at"] is None
 
 
+def test_create_warns_when_instances_outside_the_group_carry_its_members_names(world):
+    import uuid as uuidlib
+
+    for name, state in (("web-1", "ACTIVE"), ("web-2", "ACTIVE"), ("web-9", "DELETED"), ("web-01", "ACTIVE"),
+                        ("web-x", "ACTIVE"), ("webby-1", "ACTIVE")):
+        world.db.create_instances([{"uuid": str(uuidlib.uuid4()), "state": state, "display_name": name}])
+    created = world.create("web")
+    assert created["warning"] == (
+        "instances outside the group already carry the names its members get (web-1, web-2...): web-1, "
+        "web-2; a command naming web-1 will be refused as ambiguous once the group has a member of that "
+        "name: name the group otherwise, or use UUIDs")
+    assert "): webby-1; a command naming webby-1 " in world.create("webby")["warning"]
+    assert "warning" not in world.create("api")
+
+
 def test_create_takes_desired_and_the_project_given(world):
     created = world.create(desired=5, project_id="p2")
     assert (created["desired"], created["project_id"]) == (5, "p2")
