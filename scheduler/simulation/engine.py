@@ -60,6 +60,7 @@ class Result:
     skews: list[float] = dataclasses.field(default_factory=list)
     refusals: list[int] = dataclasses.field(default_factory=list)  # refused so far, at each report
     loads: list[Any] = dataclasses.field(default_factory=list)  # per report: each host's real load / vCPUs
+    host_names: list[str] = dataclasses.field(default_factory=list)  # the hosts, in the order of loads' rows
     final_ram_use: list[float] = dataclasses.field(default_factory=list)  # per host, at the end
     peak_host_ram: float = 0.0  # highest share of one host's RAM held at any time
     groups: list[GroupResult] = dataclasses.field(default_factory=list)
@@ -625,6 +626,8 @@ def _sample(
     result.skews.append(float(real.max() / mean) if mean > 0 else float("nan"))
     result.refusals.append(result.refused_total)
     result.loads.append((real / vcpus).astype(np.float32))
+    if not result.host_names:
+        result.host_names = [agent.host.name for agent in agents]
     free_ram = (
         np.array(
             [

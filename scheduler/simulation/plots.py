@@ -30,12 +30,32 @@ def _save(figure: Any, path: pathlib.Path) -> Any:
     return figure
 
 
-def _over_time(results: Sequence[Result], path: pathlib.Path, series: str, title: str, ylabel: str) -> Any:
-    """One line per policy: ``series`` of its result at each report, against minutes."""
+#: Line styles by the number of earlier policies whose series is the same: the later lines stay
+#: visible over the one they coincide with.
+_SAME_STYLES = ("-", "--", ":", "-.")
+
+
+def _over_time(results: Sequence[Result], path: pathlib.Path, series: str, title: str, ylabel: str,
+               counts: bool = False) -> Any:
+    """One line per policy: ``series`` of its result at each report, against minutes. A series
+    the same as an earlier policy's is drawn dashed over it and says so in the legend;
+    ``counts``: whole numbers from 0 (a flat 0 gets an axis from 0 to 1)."""
     figure, [[axes]] = _figure()
+    drawn: list[tuple[str, list[Any]]] = []
     for result in results:
-        axes.plot([t / 60 for t in result.times], getattr(result, series), label=result.policy)
+        values = list(getattr(result, series))
+        same = [policy for policy, earlier in drawn if earlier == values]
+        label = result.policy + (f" (the same as {', '.join(same)})" if same else "")
+        axes.plot([t / 60 for t in result.times], values, label=label,
+                  linestyle=_SAME_STYLES[len(same) % len(_SAME_STYLES)], linewidth=2.5 if not same else 1.8)
+        drawn.append((result.policy, values))
     axes.set(title=title, xlabel="minutes", ylabel=ylabel)
+    if counts:
+        from matplotlib.ticker import MaxNLocator
+
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+        top = max(1, max((max(values, default=0) for _, values in drawn), default=0) * 1.05)
+        axes.set_ylim(-0.02 * top, top)  # a line at 0 above the frame, not hidden by it
     axes.legend()
     return _save(figure, path)
 
@@ -45,7 +65,7 @@ def skew(results: Sequence[Result], path: pathlib.Path) -> Any:
 
 
 def refusals(results: Sequence[Result], path: pathlib.Path) -> Any:
-    return _over_time(results, path, "refusals", "Instances refused so far", "refused")
+    return _over_time(results, path, "refusals", "Instances refused so far", "refused", counts=True)
 
 
 def utilization(results: Sequence[Result], path: pathlib.Path) -> Any:
@@ -82,6 +102,10 @@ def groups(results: Sequence[Result], path: pathlib.Path) -> Any:
     return _save(figure, path)
 
 
+#: The most host names a heat map's axis prints.
+MAX_HOST_LABELS = 40
+
+
 def heatmap(result: Result, path: pathlib.Path) -> Any:
     import numpy as np
 
@@ -102,6 +126,13 @@ def heatmap(result: Result, path: pathlib.Path) -> Any:
         xlabel="minutes",
         ylabel="host",
     )
+    names = result.host_names
+    if names and len(names) == loads.shape[0]:
+        # Every host named while the names can be read; beyond that, evenly spaced ones.
+        step = max(1, -(-len(names) // MAX_HOST_LABELS))
+        rows = list(range(0, len(names), step))
+        axes.set_yticks([row + 0.5 for row in rows], [names[row] for row in rows],
+                        fontsize="small" if len(rows) <= 20 else "x-small")
     figure.colorbar(image, ax=axes, label="load")
     return _save(figure, path)
 

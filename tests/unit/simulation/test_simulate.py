@@ -148,6 +148,26 @@ def test_the_skew_plot_draws_one_line_per_policy_with_each_report(policies, tmp_
     assert math.isnan(pack_y[0]) and pack_y[1] == 3.0
 
 
+def test_a_series_the_same_as_an_earlier_one_is_drawn_dashed_over_it_and_says_so(policies, tmp_path):
+    arrivals = [busy(0)]
+    results = [run(policies, name, THREE, arrivals) for name in ("pack", "spread")]
+    assert results[0].refusals == results[1].refusals == [0, 0]
+    figure = plots.refusals(results, tmp_path / "refusals.png")
+    [axes] = figure.axes
+    lines = axes.get_lines()
+    assert [line.get_label() for line in lines] == ["pack", "spread (the same as pack)"]
+    assert [line.get_linestyle() for line in lines] == ["-", "--"]
+    assert axes.get_ylim() == (-0.02, 1.0)  # no refusal: an axis from 0 to 1, not -0.04 to 0.04
+    assert [float(tick) for tick in axes.get_yticks() if -0.02 <= tick <= 1] == [0.0, 1.0]
+
+
+def test_the_heat_map_names_its_hosts(policies, tmp_path):
+    result = run(policies, "pack", THREE, [busy(0)])
+    figure = plots.heatmap(result, tmp_path / "heatmap.png")
+    axes = figure.axes[0]
+    assert [label.get_text() for label in axes.get_yticklabels()] == [host.name for host in THREE]
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
