@@ -7,6 +7,7 @@ and changes nothing when one is wrong.
 """
 
 from scheduler.cmd import arguments, move_commands, output
+from scheduler.cmd.arguments import CommandError
 
 
 def add_usage(subparsers):
@@ -18,6 +19,11 @@ def add_usage(subparsers):
 def add_commands(subparsers):
     actions = arguments.actions(subparsers, "host",
                                 "Take a compute host out of service, empty it, or forget it.", "host_action")
+
+    show = actions.add_parser("show", help="Every field the scheduler keeps of one host.")
+    show.add_argument("target_host", metavar="HOST")
+    output.add_options(show)
+    show.set_defaults(func=host_show)
 
     disable = actions.add_parser("disable", help="Place no new instance on a host (those on it stay).")
     disable.add_argument("target_host", metavar="HOST")
@@ -45,14 +51,25 @@ def add_commands(subparsers):
 
 def hosts_command(client, args, out):
     hosts = client.list_hosts({})
+    # ZONE and AGGREGATES before the reason: free text stays the last column.
     output.emit(args,
                 ["HOST", "STATE", "RAM USED/TOTAL MB", "FREE RAM MB", "DISK USED/TOTAL GB",
-                 "FREE DISK GB", "VCPUS USED/TOTAL", "INSTANCES", "DISABLED REASON"],
+                 "FREE DISK GB", "VCPUS USED/TOTAL", "INSTANCES", "ZONE", "AGGREGATES", "DISABLED REASON"],
                 [[h["host"], h["state"], f"{h['memory_mb_used']}/{h['memory_mb']}", h["free_ram_mb"],
                   f"{_num(h['local_gb_used'])}/{h['local_gb']}", _num(h["free_disk_gb"]),
-                  f"{_num(h['vcpus_used'])}/{h['vcpus']}", h["running_vms"], h.get("disabled_reason")]
+                  f"{_num(h['vcpus_used'])}/{h['vcpus']}", h["running_vms"], h.get("availability_zone"),
+                  ",".join(h.get("aggregates") or []) or None, h.get("disabled_reason")]
                  for h in hosts],
                 out)
+    return 0
+
+
+def host_show(client, args, out):
+    """Every field the scheduler keeps of one host, as ``berth hosts`` sums them up."""
+    found = [h for h in client.list_hosts({}) if h["host"] == args.target_host]
+    if not found:
+        raise CommandError(f"no host {args.target_host!r} has reported (berth hosts lists them)")
+    output.emit_one(args, found[0], out)
     return 0
 
 

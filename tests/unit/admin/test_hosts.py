@@ -2,6 +2,7 @@
 and the commands' output."""
 
 import functools
+import io
 import json
 import uuid as uuidlib
 
@@ -10,6 +11,7 @@ import pytest
 from scheduler import rpc
 from scheduler.admin.grouping import known_host
 from scheduler.admin.hosts import HostAdminEndpoint, heartbeat
+from scheduler.cmd.arguments import CommandError
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.policy.request_spec import RequestSpec
 from scheduler.service import assemble
@@ -150,3 +152,36 @@ def test_the_commands_print_what_changed(conf_file):  # noqa: F811
     assert json.loads(out) == [{"BINARY": "berth-compute-agent", "HOST": "h1", "STATUS": "enabled",
                                 "STATE": "up", "UPDATED AT": "2026-11-30T12:00:00Z", "VERSION": "0.1.0",
                                 "DISABLED REASON": None}]
+
+
+class _Lister:
+    def __init__(self, manager):
+        self.manager = manager
+
+    def list_hosts(self, ctxt):
+        return self.manager.list_hosts(ctxt)
+
+
+def _cli(conf_file, manager, *argv):  # noqa: F811
+    from tests.unit.cli_scheduler import parse
+
+    args = parse(conf_file, *argv)
+    out = io.StringIO()
+    return args.func(_Lister(manager), args, out), out.getvalue()
+
+
+def test_hosts_lists_zone_and_aggregates_and_host_show_prints_every_field(world, conf_file):  # noqa: F811
+    hosts, manager, database, _ = world
+    hosts.host_disable({}, "h1", reason="firmware")
+    status, out = _cli(conf_file, manager, "hosts", "-f", "json")
+    listing = {row["HOST"]: row for row in json.loads(out)}
+    assert status == 0
+    assert (listing["h1"]["ZONE"], listing["h1"]["DISABLED REASON"]) == ("nova", "firmware")
+    assert list(listing["h1"])[-3:] == ["ZONE", "AGGREGATES", "DISABLED REASON"]
+    status, out = _cli(conf_file, manager, "host", "show", "h2", "-f", "json")
+    shown = json.loads(out)
+    assert status == 0
+    assert (shown["host"], shown["state"], shown["availability_zone"]) == ("h2", "up", "nova")
+    assert {"free_ram_mb", "vcpus_used", "aggregates", "reported_at"} <= set(shown)
+    with pytest.raises(CommandError, match="no host 'h9' has reported"):
+        _cli(conf_file, manager, "host", "show", "h9")
