@@ -9,7 +9,7 @@ transport's configuration.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from scheduler import api_versions, rpc
@@ -35,10 +35,12 @@ FLAVOR_METHODS = frozenset({
 
 
 class SchedulerClient:
-    def __init__(self, transport: Any, timeout: float | None = None, check_consumers: bool = False):
+    def __init__(self, transport: Any, timeout: float | None = None, check_consumers: bool = False,
+                 notice: Callable[[str], None] | None = None):
         """``check_consumers``: the first call fails at once with NoConsumer when the broker
-        says no scheduler consumes its queue (rpc.client.ConsumerCheck)."""
-        check = ConsumerCheck() if check_consumers else None
+        says no scheduler consumes its queue, and ``notice`` is told when a first call the
+        broker could not count waits (rpc.client.ConsumerCheck)."""
+        check = ConsumerCheck(notice) if check_consumers else None
         self.transport = transport  # the CLI reaches the compute agents over it too
         self._clients = {api.name: rpc.RPCClient(transport, rpc.Target(topic=TOPIC), timeout=timeout,
                                                  version_cap=upgrade_levels.cap(transport.conf, api),

@@ -75,7 +75,8 @@ def main(argv=None, out=None):
     except ValueError as exc:  # the URL in it is masked
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    client = SchedulerClient(transport, check_consumers=True)
+    client = SchedulerClient(transport, check_consumers=True,
+                             notice=lambda text: print(f"{PROG}: {text}", file=sys.stderr, flush=True))
     try:
         transport.reach(conf.connect_timeout)
         return conf.command.func(client, conf.command, out)

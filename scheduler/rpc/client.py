@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
+from collections.abc import Callable
 from typing import Any
 
 from scheduler.rpc import envelope, topology, versions
@@ -26,15 +27,32 @@ class ConsumerCheck:
     answers when it is back (a service's clients have no check: their calls may wait for a
     server that starts later)."""
 
-    def __init__(self) -> None:
+    #: Seconds a first call waits, where the broker cannot count consumers (filesystem://),
+    #: before ``notice`` is told that no server has answered yet.
+    NOTICE_AFTER = 5.0
+
+    def __init__(self, notice: Callable[[str], None] | None = None) -> None:
         self.pending = True
+        self.notice = notice
+        self.uncounted: str | None = None  # the queue of a first call the broker could not count
 
     def before_call(self, transport: Any, queue_name: str) -> None:
+        self.uncounted = None
         if not self.pending:
             return
-        if transport.consumers(queue_name) == 0:
+        count = transport.consumers(queue_name)
+        if count == 0:
             raise NoConsumer(queue_name, transport.safe_url)
+        if count is None and self.notice is not None and transport.kind != "memory":
+            self.uncounted = queue_name  # filesystem://, or a broker that did not answer the count
         self.pending = False
+
+    def waited(self, transport: Any, seconds: float, timeout: float) -> None:
+        """The first call has waited ``seconds`` without a reply from a queue nobody could count."""
+        if self.uncounted is not None and self.notice is not None:
+            self.notice(f"nothing has answered on queue {self.uncounted!r} of {transport.safe_url} within "
+                        f"{seconds:g} s; waiting up to {timeout:g} s (rpc_response_timeout)")
+        self.uncounted = None
 
 
 class RPCClient:
@@ -134,15 +152,24 @@ class RPCClient:
             if LOG.isEnabledFor(logging.DEBUG):
                 LOG.debug("CALL %s to %s (msg_id %s%s)", method, key, msg_id, _of_request(msg))
             result = None
+            check = self.consumer_check
+            notice_at = (time.monotonic() + check.NOTICE_AFTER
+                         if check is not None and check.uncounted is not None else None)
             while True:
-                left = deadline - time.monotonic()
+                until = deadline if notice_at is None else min(notice_at, deadline)
                 try:
-                    data = replies.get(timeout=max(left, 0))
+                    data = replies.get(timeout=max(until - time.monotonic(), 0))
                 except queue.Empty:
+                    if notice_at is not None and notice_at < deadline:
+                        assert check is not None
+                        check.waited(self.transport, check.NOTICE_AFTER, timeout)
+                        notice_at = None
+                        continue
                     raise MessagingTimeout(
                         f"Timed out after {timeout} s waiting for a reply to {method} "
                         f"(msg_id {msg_id}) on {key}"
                     ) from None
+                notice_at = None
                 if data.get("failure"):
                     raise envelope.failure_to_error(data["failure"])
                 if data.get("result") is not None:

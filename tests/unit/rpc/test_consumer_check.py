@@ -69,3 +69,26 @@ def test_without_a_check_nothing_is_counted(transport, topic, server, monkeypatc
 
 def test_only_rabbitmq_can_count_consumers(transport):
     assert transport.consumers("scheduler") is None
+
+
+def test_where_consumers_cannot_be_counted_a_first_call_says_once_that_it_still_waits(transport, topic,
+                                                                                     monkeypatch):
+    if transport.kind == "memory":
+        pytest.skip("memory:// is the tests' own transport: nothing to tell")
+    said = []
+    check = ConsumerCheck(said.append)
+    monkeypatch.setattr(ConsumerCheck, "NOTICE_AFTER", 0.2)
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=1, consumer_check=check)
+    with pytest.raises(rpc.MessagingTimeout):
+        client.call({}, "echo", x=1)
+    assert said == [f"nothing has answered on queue {topic!r} of {transport.safe_url} within 0.2 s; "
+                    "waiting up to 1 s (rpc_response_timeout)"]
+
+
+def test_a_reply_before_the_notice_says_nothing(transport, topic, server, monkeypatch):
+    said = []
+    monkeypatch.setattr(ConsumerCheck, "NOTICE_AFTER", 30)
+    check = ConsumerCheck(said.append)
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=15, consumer_check=check)
+    assert client.call({}, "echo", x=1)["args"] == {"x": 1}
+    assert said == []
