@@ -25,7 +25,9 @@ opts = [
         "rabbit_quorum_queue",
         default=False,
         help="Declare the shared queues as quorum queues (x-queue-type=quorum), with "
-        "<control_exchange>.dlx as their dead-letter exchange (x-dead-letter-exchange). "
+        "<control_exchange>.dlx as their dead-letter exchange (x-dead-letter-exchange), and "
+        "the dead-letter queue <control_exchange>.dead-letters as a quorum queue too, so that "
+        "on a cluster the services declare and consume them while a node is down. "
         "Every peer declaring these queues, oslo.messaging ones included, must use the "
         "same arguments, or RabbitMQ refuses the declaration.",
     ),

@@ -70,12 +70,33 @@ _said_unbounded = set()
 _said_lock = threading.Lock()
 
 
-def _say_unbounded(conf, vhost, name, exc):
-    """Once per process and queue: the dead-letter queue has no bound, and how to give it one."""
+def _said_once(vhost, name):
+    """Whether the dead-letter queue's declaration was already spoken of by this process."""
     with _said_lock:
         if (vhost, name) in _said_unbounded:
-            return
+            return True
         _said_unbounded.add((vhost, name))
+        return False
+
+
+def _say_classic(vhost, name):
+    """Once per process and queue: the dead-letter queue is classic where quorum was asked."""
+    if _said_once(vhost, name):
+        return
+    LOG.warning(
+        "The dead-letter queue %s was declared as a classic queue (by an earlier Berth), not as "
+        "the quorum queue [oslo_messaging_rabbit] rabbit_quorum_queue asks for; it is used as it "
+        "is, but on a cluster no server can declare it, and so none consumes, while its node is "
+        "down. Delete it, with its dead letters, and Berth declares it a quorum queue again: "
+        "rabbitmqadmin -V %s delete queue name=%s",
+        name, vhost, name,
+    )
+
+
+def _say_unbounded(conf, vhost, name, exc):
+    """Once per process and queue: the dead-letter queue has no bound, and how to give it one."""
+    if _said_once(vhost, name):
+        return
     # The policy's keys are the arguments' without "x-".
     policy = json.dumps({key[2:]: value for key, value in topology.dead_letter_bounds(conf).items()},
                         separators=(",", ":"))
@@ -106,8 +127,9 @@ class DeadLetters:
         """Declare the exchange and its queue (on each (re)connection of a server).
 
         On RabbitMQ the queue is declared on a channel of its own: a queue an earlier Berth
-        declared without the bounds is refused (PRECONDITION_FAILED, which closes the
-        channel), and is then used as it is, the server consuming on ``channel`` as ever."""
+        declared without the bounds, or classic where it is now quorum, is refused
+        (PRECONDITION_FAILED, which closes the channel), and is then used as it is, the
+        server consuming on ``channel`` as ever."""
         queue = topology.dead_letter_queue(self.transport)
         if not self.transport.is_rabbit:
             queue(channel).declare()
@@ -118,8 +140,11 @@ class DeadLetters:
         except amqp_exceptions.PreconditionFailed as exc:
             if "inequivalent arg" not in str(exc):
                 raise
-            _say_unbounded(self.transport.conf, getattr(channel.connection, "virtual_host", None) or "/",
-                           queue.name, exc)
+            vhost = getattr(channel.connection, "virtual_host", None) or "/"
+            if "'x-queue-type'" in str(exc):
+                _say_classic(vhost, queue.name)
+            else:
+                _say_unbounded(self.transport.conf, vhost, queue.name, exc)
         finally:
             if getattr(own, "is_open", False):
                 own.close()

@@ -116,17 +116,23 @@ def dead_letter_exchange(transport):
 def dead_letter_queue(transport):
     """``<control_exchange>.dead-letters``: kept for the operator, never consumed by Berth.
 
-    A classic durable queue even with rabbit_quorum_queue: it is written once per
-    refused message, in the consumer's path, and a quorum queue's confirms are slower.
-    Bounded (:func:`dead_letter_bounds`): whoever can publish can fill it.
+    A quorum queue with rabbit_quorum_queue, as the shared queues: every server declares
+    it on each (re)connection, and on a cluster a classic durable queue cannot be declared
+    while its one node is down, which would keep every server from consuming until that
+    node is back. Bounded (:func:`dead_letter_bounds`): whoever can publish can fill it.
     """
+    arguments = None
+    if transport.is_rabbit:
+        arguments = dead_letter_bounds(transport.conf)
+        if transport.conf.oslo_messaging_rabbit.rabbit_quorum_queue:
+            arguments["x-queue-type"] = "quorum"
     return Queue(
         dead_letter_queue_name(transport.conf),
         exchange=dead_letter_exchange(transport),
         routing_key="#",
         durable=transport.durable,
         auto_delete=False,
-        queue_arguments=dead_letter_bounds(transport.conf) if transport.is_rabbit else None,
+        queue_arguments=arguments,
     )
 
 
