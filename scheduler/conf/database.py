@@ -12,7 +12,9 @@ opts = [
         "compute agents never hold database credentials. Query arguments go to the "
         "driver, which is how TLS is set up: "
         "?sslmode=verify-full&sslrootcert=/etc/berth/db-ca.pem (PostgreSQL) or "
-        "?ssl_ca=/etc/berth/db-ca.pem (PyMySQL).",
+        "?ssl_ca=/etc/berth/db-ca.pem (PyMySQL). A PostgreSQL primary and its standbys are "
+        "listed as libpq lists them, with the one that takes writes asked for: "
+        "postgresql+psycopg2://berth:secret@db1:5432,db2:5432/berth?target_session_attrs=read-write.",
     ),
     cfg.BoolOpt(
         "auto_migrate",
