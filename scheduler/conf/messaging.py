@@ -31,6 +31,15 @@ opts = [
         "Every peer declaring these queues, oslo.messaging ones included, must use the "
         "same arguments, or RabbitMQ refuses the declaration.",
     ),
+    cfg.StrOpt(
+        "kombu_failover_strategy",
+        default="round-robin",
+        choices=("round-robin", "shuffle"),
+        help="The order in which a service tries the brokers of transport_url: round-robin "
+        "from the first (every service connects to the first node that answers), or "
+        "shuffle, a random order per connection attempt, which spreads a cluster's "
+        "connections over its nodes.",
+    ),
     cfg.IntOpt(
         "delivery_limit",
         default=5,

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import logging
 import os
+import random
 import ssl as ssl_module
 import sys
 import threading
@@ -189,12 +190,15 @@ class Transport:
         if self.is_rabbit:
             name = f"{os.path.basename(sys.argv[0]) or 'python'}:{os.getpid()}:{purpose}"
             connection_class = buffered_reads.Connection if self.fast_paths else kombu.Connection
+            hosts = self._hosts
+            if rabbit.kombu_failover_strategy == "shuffle":  # kombu shuffles the failovers, not the first
+                hosts = random.sample(hosts, len(hosts))
             return connection_class(
-                self._hosts,
+                hosts,
                 # a copy: kombu writes the host name into it
                 ssl=dict(self._ssl) if isinstance(self._ssl, dict) else self._ssl,
                 heartbeat=rabbit.heartbeat_timeout_threshold if heartbeat else 0,
-                failover_strategy="round-robin",
+                failover_strategy=rabbit.kombu_failover_strategy,
                 connect_timeout=connect_timeout,
                 transport_options={
                     "confirm_publish": True,

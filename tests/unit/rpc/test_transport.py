@@ -39,6 +39,14 @@ def test_error_and_log_never_show_the_password(conf):
     assert "s3cret" not in str(info.value)
 
 
+@pytest.mark.parametrize("strategy, firsts", [("round-robin", {"h1"}), ("shuffle", {"h1", "h2", "h3"})])
+def test_the_failover_strategy_chooses_the_first_node_a_connection_tries(conf, strategy, firsts):
+    conf.set_override("kombu_failover_strategy", strategy, group="oslo_messaging_rabbit")
+    transport = rpc.get_transport(conf, "rabbit://u:p@h1,u:p@h2,u:p@h3/")
+    assert {transport.connection("test").hostname for _ in range(60)} == firsts
+    transport.cleanup()
+
+
 def test_rabbit_cluster_url_becomes_one_kombu_url_per_host(conf):
     transport = rpc.get_transport(conf, "rabbit://u:p@h1:5672,u:p@h2/vh")
     conn = transport.connection("test")
