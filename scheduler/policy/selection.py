@@ -82,7 +82,7 @@ class Selector:
                     window = self._spreader.spread_rows(table, scope, spec, self.host_subset_size)
                 weights = self.weigh(table, rows, spec)
                 row = self.pick(rows, weights, self.tiers(table, rows, spec), window,
-                                self.owned(table))
+                                None if reads_placements(spec) else self.owned(table))
                 table.consume(row, instance_uuid, spec.flavor)
                 chosen.append(row)
                 if decisions is not None:
@@ -179,7 +179,9 @@ class Selector:
 
     def owned(self, table):
         """A mask over ``table``'s rows of the hosts this scheduler owns among the live ones, or
-        None when it is the only one live (or is not told of the others)."""
+        None when it is the only one live (or is not told of the others). A request whose
+        placement depends on where others are (a server group, same_host, different_host)
+        is placed on the whole fleet: the host its group prefers may be another's."""
         owners = self.owners
         if owners is None or len(owners.live) < 2:
             return None
@@ -297,6 +299,11 @@ def top(weights, k):
     tied = np.flatnonzero(weights == kth)[: k - len(above)]
     picked = np.concatenate([above, tied])
     return picked[np.argsort(-weights[picked], kind="stable")]
+
+
+def reads_placements(spec):
+    """Whether where ``spec`` goes depends on where other instances are (its hints)."""
+    return bool(spec.group or spec.same_host_hosts or spec.different_host_hosts)
 
 
 def _table_and_rows(hosts):

@@ -187,3 +187,17 @@ def test_the_others_hosts_are_taken_when_none_of_its_own_passes(selector, table)
     # Only the others' heaviest host has room for it.
     [chosen] = selector.select(hosts, make_spec(memory_mb=int(8000 - 1000 * int(theirs[0][1:]))))
     assert chosen.host == theirs[0]
+
+
+def test_a_request_of_a_server_group_goes_where_its_group_prefers_whoever_owns_it(selector, table):
+    live = ["s1", "s2"]
+    hosts = [make_host(f"h{i}", table=table, ram=65536, free_ram=60000 - 1000 * i) for i in range(12)]
+    theirs = [h.host for h in hosts if not owners_of("s2", live).owns(h.host)]
+    selector.owners = owners_of("s2", live)
+    spec = make_spec(memory_mb=1024)
+    spec.group = {"uuid": "g", "policy": "soft-affinity", "rules": {}, "members": [], "placed": [],
+                  "hosts": {theirs[-1]: 1}}
+    [chosen] = selector.select(hosts, spec)
+    assert chosen.host == theirs[-1]
+    [alone] = selector.select(hosts, make_spec(memory_mb=1024))
+    assert alone.host not in theirs  # without the group, its own hosts
