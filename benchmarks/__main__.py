@@ -1,5 +1,6 @@
 """python -m benchmarks: decision latency, requests for resource classes and traits, report
-ingestion, memory, a scaling-group sync, a host's drain, end to end.
+ingestion, memory, a scaling-group sync, a host's drain, several schedulers on a simulated
+clock, end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -10,7 +11,7 @@ import os
 import platform
 import sys
 
-from benchmarks import decisions, ingestion, moves, resource_classes, scaling_sync
+from benchmarks import decisions, ingestion, moves, resource_classes, scale_out, scaling_sync
 
 
 def _hosts(text):
@@ -37,9 +38,10 @@ def parse_args(argv):
     parser.add_argument("--ingest-hosts", type=int, default=10_000,
                         help="fleet size for the report ingestion rate")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "decision,reference,traits,ingestion,memory,scaling,moves,e2e")
+                        "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,e2e")
     scaling_sync.add_arguments(parser, prefix="scaling-")
     moves.add_arguments(parser, prefix="moves-")
+    scale_out.add_arguments(parser, prefix="scale-out-")
     parser.add_argument("--e2e-hosts", type=int, default=1000)
     parser.add_argument("--e2e-instances", type=int, default=20_000)
     parser.add_argument("--e2e-rate", type=float, default=0,
@@ -82,6 +84,8 @@ def rows(args):
                                      args.scaling_runs, args.scaling_share)
     if "moves" not in args.skip:
         yield moves.measure(args.moves_hosts, args.moves_instances, args.moves_repeats, args.moves_parallel)
+    if "scale-out" not in args.skip:
+        yield from scale_out.rows(**scale_out.selected(args, prefix="scale-out-"))
     if "e2e" not in args.skip:
         from benchmarks import e2e
 
@@ -116,6 +120,8 @@ def main(argv=None):
             rate = scaling_sync.describe(row)
         if row["bench"] == "moves":
             rate = moves.describe(row)
+        if row["bench"] == "scale-out":
+            rate = scale_out.describe(row)
         if row["bench"] == "traits":
             rate = resource_classes.describe(row)
         print(f"{row['bench']:<10} {_fmt(row['n_hosts']):>8} {row['policy']:<32} "

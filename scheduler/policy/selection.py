@@ -49,6 +49,11 @@ class Selector:
                          if p.tier is not None or p.tier_vector is not None]
         # A weigher may confine the random pick to rows it names (``spread_rows``).
         self._spreader = next((w for w in self.weighers if w.spread_rows is not None), None)
+        #: The live schedulers and the hosts this one owns among them (the service's
+        #: ReportOwners: ``live`` and ``owns(host)``); None, or one live scheduler: no preference.
+        self.owners = None
+        self._owned_key = None
+        self._owned = None
 
     def select(self, hosts, spec, decisions=None, detail=False):
         """Choose and consume a host for each instance of ``spec``, all or none.
@@ -76,7 +81,8 @@ class Selector:
                 if self._spreader is not None:
                     window = self._spreader.spread_rows(table, scope, spec, self.host_subset_size)
                 weights = self.weigh(table, rows, spec)
-                row = self.pick(rows, weights, self.tiers(table, rows, spec), window)
+                row = self.pick(rows, weights, self.tiers(table, rows, spec), window,
+                                None if reads_placements(spec) else self.owned(table))
                 table.consume(row, instance_uuid, spec.flavor)
                 chosen.append(row)
                 if decisions is not None:
@@ -171,8 +177,29 @@ class Selector:
             combined = tier if combined is None else combined * TIER_BASE + tier
         return combined
 
-    def pick(self, rows, weights, tiers=None, window=None):
+    def owned(self, table):
+        """A mask over ``table``'s rows of the hosts this scheduler owns among the live ones, or
+        None when it is the only one live (or is not told of the others). A request whose
+        placement depends on where others are (a server group, same_host, different_host)
+        is placed on the whole fleet: the host its group prefers may be another's."""
+        owners = self.owners
+        if owners is None or len(owners.live) < 2:
+            return None
+        key = (owners.live, len(table))
+        if key != self._owned_key:
+            self._owned = np.fromiter((owners.owns(name) for name in table.names[:len(table)]),
+                                      dtype=bool, count=len(table))
+            self._owned_key = key
+        return self._owned
+
+    def pick(self, rows, weights, tiers=None, window=None, owned=None):
         """A row at random among the ``host_subset_size`` heaviest of the best tier.
+
+        With ``owned`` (a mask over the table's rows: the hosts this scheduler owns among
+        the N live ones), among the hosts it owns when any of them passed: N schedulers
+        deciding at once then choose different hosts instead of racing for the same
+        heaviest ones (their claims conflicting), each spreading its share of the requests
+        over its share of the fleet. A lone scheduler picks as before.
 
         With a ``window`` (rows a weigher names, see ``spread_rows``), at
         random among the best tier's rows in the window, or the heaviest of
@@ -193,6 +220,10 @@ class Selector:
                 rows, weights = rows[inside], weights[inside]
             else:
                 size = 1
+        if owned is not None and window is None and len(rows) > 1:
+            mine = owned[rows]
+            if mine.any():
+                rows, weights = rows[mine], weights[mine]
         if self.shuffle_best and len(rows) > size:
             tied = np.flatnonzero(weights == weights.max())
             if len(tied) > size:
@@ -268,6 +299,11 @@ def top(weights, k):
     tied = np.flatnonzero(weights == kth)[: k - len(above)]
     picked = np.concatenate([above, tied])
     return picked[np.argsort(-weights[picked], kind="stable")]
+
+
+def reads_placements(spec):
+    """Whether where ``spec`` goes depends on where other instances are (its hints)."""
+    return bool(spec.group or spec.same_host_hosts or spec.different_host_hosts)
 
 
 def _table_and_rows(hosts):

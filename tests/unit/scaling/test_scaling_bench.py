@@ -7,9 +7,11 @@ import pytest
 from benchmarks import scaling_sync
 from benchmarks.__main__ import main
 
+SKIP = "decision,reference,ingestion,memory,moves,traits,scale-out,e2e"
+
 
 def test_the_scaling_sync_row_says_what_it_measured(capsys):
-    assert main(["--skip", "decision,reference,ingestion,memory,moves,traits,e2e", "--scaling-groups", "30",
+    assert main(["--skip", SKIP, "--scaling-groups", "30",
                  "--scaling-members", "3", "--scaling-runs", "2", "--scaling-backends", "sqlite",
                  "--json"]) == 0
     [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -22,7 +24,7 @@ def test_the_scaling_sync_row_says_what_it_measured(capsys):
 
 
 def test_the_table_tells_what_the_figure_leaves_out(capsys):
-    assert main(["--skip", "decision,reference,ingestion,memory,moves,traits,e2e", "--scaling-groups", "20",
+    assert main(["--skip", SKIP, "--scaling-groups", "20",
                  "--scaling-members", "2", "--scaling-runs", "1", "--scaling-backends", "sqlite"]) == 0
     [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("scaling")]
     assert "20 groups x 2: CPU" in line and "median of 1" in line and "SQLite runs in this process" in line

@@ -8,13 +8,14 @@ from benchmarks import moves
 from benchmarks.__main__ import main
 from scheduler.moves.api import MoveEndpoint
 
-ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,scaling,e2e", "--moves-hosts", "10",
+ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,scaling,scale-out,e2e",
+              "--moves-hosts", "10",
               "--moves-instances", "5", "--moves-repeats", "1"]
 
 
 def test_json_rows_carry_the_documented_keys(capsys):
     assert main(["--hosts", "50,200", "--decisions", "5", "--reference-hosts", "50",
-                 "--ingest-hosts", "100", "--traits-hosts", "300", "--skip", "e2e,scaling,moves",
+                 "--ingest-hosts", "100", "--traits-hosts", "300", "--skip", "e2e,scaling,moves,scale-out",
                  "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     decisions = [r for r in rows if r["bench"] == "decision"]
@@ -35,7 +36,7 @@ def test_json_rows_carry_the_documented_keys(capsys):
 
 def test_table_output_has_a_header_and_a_row_per_figure(capsys):
     assert main(["--hosts", "30", "--decisions", "3", "--policies", "default",
-                 "--skip", "e2e,reference,traits,ingestion,memory,scaling,moves"]) == 0
+                 "--skip", "e2e,reference,traits,ingestion,memory,scaling,moves,scale-out"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:3] == ["bench", "hosts", "policy"]
     assert lines[2].split()[:3] == ["decision", "30", "default"]
