@@ -134,8 +134,8 @@ class SchedulerService:
         )
         #: Which hosts' reports this scheduler writes, and the hosts it knows have a row.
         self.report_owners = ReportOwners(conf.host)
-        # With other schedulers live, each prefers the hosts it owns (fewer claim conflicts).
-        self.parts.planner.selector.owners = self.report_owners
+        if conf.scheduler.prefer_owned_hosts:  # with other schedulers live: fewer claim conflicts
+            self.parts.planner.selector.owners = self.report_owners
         self._saved_hosts = set()
         self._stopping = threading.Event()
         self._periodic = None

