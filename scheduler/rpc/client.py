@@ -11,6 +11,7 @@ from scheduler.rpc import envelope, topology, versions
 from scheduler.rpc.context import REQUEST_ID
 from scheduler.rpc.exceptions import MessagingTimeout, RPCVersionCapError
 from scheduler.rpc.target import Target
+from scheduler.telemetry import rpc_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class RPCClient:
         RPCVersionCapError, and nothing sent, when the version it needs is above the cap."""
         msg = envelope.request(method, kwargs, ctxt, version=self._check_version_cap(method))
         key = self._publish(msg)
+        rpc_metrics.CASTS.labels(self.target.topic, method).inc()
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("CAST %s to %s (unique_id %s%s)", method, key, msg["_unique_id"], _of_request(msg))
 

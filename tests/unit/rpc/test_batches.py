@@ -354,3 +354,31 @@ def test_while_the_database_is_away_casts_wait_unacknowledged_and_calls_are_told
     assert len([m for m in said if "the failure passed after" in m]) == 1, said
     # The server was deaf from the hold on, and heard again before the held messages ran.
     assert [kind for kind, _ in hearing.calls][:2] == ["deaf", "heard"]
+
+
+def test_the_messages_handled_are_counted_by_method_once_committed_and_the_casts_sent_too(
+        transport, topic):
+    from tests.unit.telemetry.scrape import value
+
+    def handled(method):
+        return value("berth_rpc_messages_total", topic=topic, method=method)
+
+    work = Work(failures=1)
+    endpoint = Endpoint(work)
+    client = rpc.RPCClient(transport, rpc.Target(topic))
+    server = serve(transport, topic, endpoint, work, batch_size=8)
+    for n in range(4):
+        client.cast({}, "record", n=n)
+    client.cast({}, "refuse", n=9)
+    endpoint.go.set()
+    try:
+        assert endpoint.wait_for(4)
+        assert client.call({}, "echo", n=99)["args"] == {"n": 99}
+    finally:
+        server.stop()
+        server.wait()
+    # The batch that failed to commit is not counted; its messages are, once delivered again.
+    assert (handled("record"), handled("refuse"), handled("echo")) == (4, 1, 1)
+    casts = {method: value("berth_rpc_casts_total", topic=topic, method=method)
+             for method in ("record", "refuse", "echo")}
+    assert casts == {"record": 4, "refuse": 1, "echo": 0}
