@@ -51,8 +51,8 @@ def parse_args(argv):
     parser.add_argument("--e2e-logs", default=None, metavar="DIR",
                         help="keep the end-to-end processes' logs in DIR (default: thrown away)")
     parser.add_argument("--e2e-profile", default=None, metavar="DIR",
-                        help="run the end-to-end schedulers and fleet under yappi, leaving their "
-                        "profiles in DIR (NAME.pstat); their CPU figures then include the profiler's")
+                        help="run the end-to-end schedulers under yappi, leaving their profiles in DIR "
+                        "(scheduler-N.pstat); their CPU figures then include the profiler's")
     parser.add_argument("--transport-url", default=os.environ.get(
         "BERTH_BENCH_TRANSPORT_URL", "rabbit://guest:guest@127.0.0.1:5672/"),
         help="broker for the end-to-end section")

@@ -186,8 +186,8 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
     """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
     as one client can) to ``workers`` schedulers and a simulated fleet of ``n_hosts``;
     time each from its cast to ACTIVE. With ``logs``, the processes' logs are kept there; with
-    ``profile``, the schedulers and the fleet run under yappi and leave their profiles there
-    (NAME.pstat, for pstats)."""
+    ``profile``, the schedulers run under yappi and leave their profiles there
+    (scheduler-N.pstat, for pstats)."""
     import pathlib
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
@@ -207,7 +207,8 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                 os.makedirs(profile, exist_ok=True)
             for name, module, extra in commands:
                 log = open(tmp / f"{name}.log", "ab")  # noqa: SIM115
-                runner = ["benchmarks.profiled", os.path.join(profile, f"{name}.pstat")] if profile else []
+                profiled = profile and name.startswith("scheduler-")
+                runner = ["benchmarks.profiled", os.path.join(profile, f"{name}.pstat")] if profiled else []
                 procs[name] = subprocess.Popen([sys.executable, "-m", *runner, module, *args, *extra],
                                                stdout=log, stderr=subprocess.STDOUT)
             conf = berth_conf.new_conf()
