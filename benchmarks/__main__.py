@@ -52,6 +52,9 @@ def parse_args(argv):
                         help="[scheduler] batch_size of the schedulers end to end (default 512)")
     parser.add_argument("--e2e-logs", default=None, metavar="DIR",
                         help="keep the end-to-end processes' logs in DIR (default: thrown away)")
+    parser.add_argument("--e2e-profile", default=None, metavar="DIR",
+                        help="run the end-to-end schedulers under yappi, leaving their profiles in DIR "
+                        "(scheduler-N.pstat); their CPU figures then include the profiler's")
     parser.add_argument("--transport-url", default=os.environ.get(
         "BERTH_BENCH_TRANSPORT_URL", "rabbit://guest:guest@127.0.0.1:5672/"),
         help="broker for the end-to-end section")
@@ -91,7 +94,8 @@ def rows(args):
 
         yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances,
                           workers=args.e2e_workers, rate=args.e2e_rate or None,
-                          batch_size=args.e2e_batch_size or e2e.BATCH_SIZE, logs=args.e2e_logs)
+                          batch_size=args.e2e_batch_size or e2e.BATCH_SIZE, logs=args.e2e_logs,
+                          profile=args.e2e_profile)
 
 
 def _fmt(value, digits=3):
@@ -124,6 +128,10 @@ def main(argv=None):
             rate = scale_out.describe(row)
         if row["bench"] == "traits":
             rate = resource_classes.describe(row)
+        if row["bench"] == "e2e":
+            from benchmarks import e2e
+
+            rate = e2e.describe(row)
         print(f"{row['bench']:<10} {_fmt(row['n_hosts']):>8} {row['policy']:<32} "
               f"{_fmt(row['median_ms']):>10} {_fmt(row['p99_ms']):>10}  {rate}", flush=True)
     return 0

@@ -4,26 +4,39 @@ Starts a real berth-scheduler process and a simulated fleet process on a
 fresh RabbitMQ vhost (when rabbitmqctl is at hand) and a fresh database,
 casts single-instance requests as fast as one client can, and times each
 instance from its cast to the moment the scheduler recorded it ACTIVE.
+
+From the first cast to the moment every instance has settled, it also reads
+the CPU each process used (the schedulers, the fleet, this client, the broker
+found by the port it listens on, the PostgreSQL backends of the run's
+database), the messages each kind of process sent (the schedulers' counters,
+scraped from their metrics endpoints, and this client's) and the schedulers'
+claim conflicts: each per placement.
 """
 
 import contextlib
 import datetime
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 import uuid
 
 import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks import process_cpu
 from benchmarks.fleet import FLAVORS
 from benchmarks.fleet_sim import host_names
 from scheduler import conf as berth_conf
 from scheduler import rpc
 from scheduler.client import SchedulerClient
+from scheduler.telemetry import rpc_metrics
 from tests.fixtures import temporary_database, temporary_vhost
 
 PG_ADMIN_DSN = os.environ.get("BERTH_BENCH_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
@@ -87,6 +100,67 @@ def _wait(predicate, timeout, what, procs):
         time.sleep(0.5)
 
 
+SERVING = re.compile(rb"Serving Prometheus metrics on (http://\S+/metrics)")
+
+
+def _metrics_url(log_path):
+    """The metrics URL a process logged at start, or None before it did."""
+    match = SERVING.search(log_path.read_bytes())
+    return match.group(1).decode() if match else None
+
+
+def _counters(urls):
+    """{(name, labels...): value} of the counters served at ``urls``, summed over them."""
+    total = {}
+    for url in urls:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            if family.type != "counter":
+                continue
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    key = (sample.name, *sorted(sample.labels.items()))
+                    total[key] = total.get(key, 0.0) + sample.value
+    return total
+
+
+def _own_casts():
+    """{(topic, method): casts} this process sent."""
+    return {(s.labels["topic"], s.labels["method"]): s.value
+            for family in rpc_metrics.CASTS.collect() for s in family.samples if s.name.endswith("_total")}
+
+
+def _messages(before, after, casts_before, casts_after, workers):
+    """Messages published during the window, by kind: {kind: count}."""
+    def delta(name, **labels):
+        return sum(v - before.get(k, 0.0) for k, v in after.items()
+                   if k[0] == name and all((n, w) in k[1:] for n, w in labels.items()))
+
+    handled = {}
+    for key in after:
+        if key[0] == "berth_rpc_messages_total":
+            labels = dict(key[1:])
+            handled[labels["method"]] = handled.get(labels["method"], 0) + delta(key[0], **labels)
+    client = sum(v - casts_before.get(k, 0.0) for k, v in casts_after.items())
+    sent = {}
+    for key in after:
+        if key[0] == "berth_rpc_casts_total":
+            labels = dict(key[1:])
+            sent[labels["method"]] = sent.get(labels["method"], 0) + delta(key[0], **labels)
+    kinds = {
+        "cast in": client,
+        "build out": sent.pop("run_instance", 0),
+        "update back": handled.pop("instance_update", 0),
+        "sent back": handled.pop("run_instance", 0) - client,
+        # A fanout: each scheduler handles its own copy of one publish.
+        "report": handled.pop("report_resources", 0) / workers,
+    }
+    kinds.update({f"{m} out": n for m, n in sent.items() if n})
+    kinds.update({f"{m} in": n for m, n in handled.items() if n})
+    return kinds
+
+
 def _cast(transport, client, n_instances, rate):
     """Cast ``n_instances`` run_instance requests at ``rate`` a second (0: at once);
     returns ({uuid: time cast}, seconds the casting took)."""
@@ -108,10 +182,12 @@ def _cast(transport, client, n_instances, rate):
 
 
 def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None,
-            batch_size=BATCH_SIZE, logs=None):
+            batch_size=BATCH_SIZE, logs=None, profile=None):
     """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
     as one client can) to ``workers`` schedulers and a simulated fleet of ``n_hosts``;
-    time each from its cast to ACTIVE. With ``logs``, the processes' logs are kept there."""
+    time each from its cast to ACTIVE. With ``logs``, the processes' logs are kept there; with
+    ``profile``, the schedulers run under yappi and leave their profiles there
+    (scheduler-N.pstat, for pstats)."""
     import pathlib
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
@@ -127,12 +203,18 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                 worker_conf.write_text(f"[DEFAULT]\nhost = bench-scheduler-{worker}\n")
                 commands.append((f"scheduler-{worker}", "scheduler.cmd.scheduler",
                                  ["--config-file", str(worker_conf)]))
+            if profile:
+                os.makedirs(profile, exist_ok=True)
             for name, module, extra in commands:
                 log = open(tmp / f"{name}.log", "ab")  # noqa: SIM115
-                procs[name] = subprocess.Popen([sys.executable, "-m", module, *args, *extra],
+                profiled = profile and name.startswith("scheduler-")
+                runner = ["benchmarks.profiled", os.path.join(profile, f"{name}.pstat")] if profiled else []
+                procs[name] = subprocess.Popen([sys.executable, "-m", *runner, module, *args, *extra],
                                                stdout=log, stderr=subprocess.STDOUT)
             conf = berth_conf.new_conf()
             conf(args, project="berth-bench", default_config_files=[])
+            engine = sa.create_engine(database_url)
+            database = engine.url.database if engine.url.get_backend_name() == "postgresql" else None
             transport = rpc.get_transport(conf)
             try:
                 client = SchedulerClient(transport, timeout=30)
@@ -146,11 +228,23 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                     except rpc.MessagingTimeout:
                         return False
 
-                _wait(fleet_up, 120, f"{n_hosts} simulated hosts to report", procs)
+                _wait(fleet_up, 600 if profile else 120, f"{n_hosts} simulated hosts to report", procs)
+                schedulers = [name for name in procs if name.startswith("scheduler-")]
+                _wait(lambda: all(_metrics_url(tmp / f"{name}.log") for name in schedulers), 60,
+                      "the schedulers' metrics endpoints", procs)
+                urls = [_metrics_url(tmp / f"{name}.log") for name in schedulers]
+                window = process_cpu.Window()
+                counters_before, casts_before = _counters(urls), _own_casts()
+                window.start({
+                    "scheduler": [procs[name].pid for name in schedulers],
+                    "fleet": [procs["fleet_sim"].pid],
+                    "client": [os.getpid()],
+                    "rabbitmq": process_cpu.listening(urllib.parse.urlsplit(url).port or 5672),
+                    "postgresql": process_cpu.postgres_pids(engine, database) if database else [],
+                })
                 cast_at, cast_seconds = _cast(transport, client, n_instances, rate)
             finally:
                 transport.cleanup()
-            engine = sa.create_engine(database_url)
             try:
                 def settled():
                     with engine.connect() as db:
@@ -159,6 +253,9 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                         )).scalar() >= n_instances
 
                 _wait(settled, timeout, f"{n_instances} instances to settle", procs)
+                cpu = window.stop({"postgresql": process_cpu.postgres_pids(engine, database)}
+                                  if database else None)
+                counters_after, casts_after = _counters(urls), _own_casts()
                 with engine.connect() as db:
                     rows = db.execute(sa.text("SELECT uuid, state, launched_at FROM instances")).all()
             finally:
@@ -189,6 +286,13 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
     first, last = min(cast_at.values()), done[-1][0]
     # Sustained: the middle 80% of completions, away from the ramp-up and the tail.
     low, high = done[len(done) // 10][0], done[(len(done) * 9) // 10][0]
+    placements = max(len(done), 1)
+    cpu_ms = {name: used * 1e3 / placements for name, used in cpu.items()}
+    cpu_ms["total"] = sum(cpu_ms.values())
+    messages = {kind: n / placements for kind, n in
+                _messages(counters_before, counters_after, casts_before, casts_after, workers).items()}
+    conflicts = sum(v - counters_before.get(k, 0.0) for k, v in counters_after.items()
+                    if k[0] == "berth_scheduler_claim_conflicts_total")
     return {
         "bench": "e2e",
         "n_hosts": n_hosts,
@@ -204,7 +308,21 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
         "overall_per_s": len(done) / max(last - first, 1e-9),
         "median_ms": statistics.median(latencies) * 1e3,
         "p99_ms": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1e3,
+        "cpu_ms_per_placement": cpu_ms,
+        "messages_per_placement": messages,
+        "claim_conflicts_per_placement": conflicts / placements,
     }
+
+
+def describe(row):
+    """The rate, CPU and messages per placement of a row, for the table."""
+    cpu = row["cpu_ms_per_placement"]
+    messages = row["messages_per_placement"]
+    return (f"{row['placements_per_s']:,.0f} placements/s; CPU ms/placement {cpu['total']:.3f} = "
+            + " + ".join(f"{name} {ms:.3f}" for name, ms in cpu.items() if name != "total")
+            + f"; messages/placement {sum(messages.values()):.3f} = "
+            + " + ".join(f"{kind} {n:.3f}" for kind, n in messages.items() if n)
+            + f"; claim conflicts/placement {row['claim_conflicts_per_placement']:.4f}")
 
 
 def _epoch(value):

@@ -138,6 +138,9 @@ class FleetSimulator:
             with Consumer(conn, [queue], on_message=self.on_message, accept=["json"],
                           prefetch_count=BATCH):
                 while not self.stopping.is_set():
+                    if self.transport.is_rabbit:
+                        # Idle (a scheduler slow to start), the broker would drop us without these.
+                        conn.heartbeat_check(rate=2)
                     try:
                         conn.drain_events(timeout=0.5)
                     except TimeoutError:

@@ -12,6 +12,7 @@ from scheduler.rpc import envelope, topology, versions
 from scheduler.rpc.context import REQUEST_ID
 from scheduler.rpc.exceptions import MessagingTimeout, NoConsumer, RPCVersionCapError
 from scheduler.rpc.target import Target
+from scheduler.telemetry import rpc_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class RPCClient:
 
     def __init__(self, transport: Any, target: Target, timeout: float | None = None,
                  version_cap: str | None = None, api: str | None = None,
-                 consumer_check: ConsumerCheck | None = None):
+                 consumer_check: ConsumerCheck | None = None, _made: dict[Any, Any] | None = None):
         if version_cap is not None:
             versions.parse(version_cap)
         self.transport = transport
@@ -73,6 +74,9 @@ class RPCClient:
         self.version_cap = version_cap
         self.api = api
         self.consumer_check = consumer_check
+        # What each publish would otherwise build again from the configuration (the exchange,
+        # the size limit, the counters' children), shared with the copies prepare() makes.
+        self._made = {} if _made is None else _made
 
     def prepare(self, server: str | None = None, fanout: bool | None = None,
                 timeout: float | None = None, version: str | None = None) -> RPCClient:
@@ -83,7 +87,7 @@ class RPCClient:
                             target.fanout if fanout is None else fanout,
                             target.version if version is None else version)
         return RPCClient(self.transport, target, self.timeout if timeout is None else timeout,
-                         self.version_cap, self.api, self.consumer_check)
+                         self.version_cap, self.api, self.consumer_check, self._made)
 
     def can_send_version(self, version: str | None = None) -> bool:
         """Whether the cap lets this client send ``version`` (by default its target's)."""
@@ -102,25 +106,39 @@ class RPCClient:
             return float(self.transport.conf.rpc_response_timeout)
         return self.timeout
 
+    def _route(self) -> tuple[Any, int]:
+        """(exchange, max_message_bytes) of this client's target."""
+        target = self.target
+        made = self._made.get(("route", target.fanout and target.topic))
+        if made is None:
+            exchange = (topology.fanout_exchange(target.topic) if target.fanout
+                        else topology.topic_exchange(self.transport))
+            # Replies have no such limit: only a server refuses what it reads.
+            made = self._made[("route", target.fanout and target.topic)] = (
+                exchange, self.transport.conf.oslo_messaging_rabbit.max_message_bytes)
+        return made
+
     def _publish(self, msg: dict[str, Any], expiration: float | None = None, now: bool = False) -> str:
         target = self.target
-        if target.fanout:
-            exchange = topology.fanout_exchange(target.topic)
-            key = target.topic
-        else:
-            exchange = topology.topic_exchange(self.transport)
-            key = topology.routing_key(target)
-        # Replies have no such limit: only a server refuses what it reads.
-        limit = self.transport.conf.oslo_messaging_rabbit.max_message_bytes
+        key = target.topic if target.fanout else topology.routing_key(target)
+        exchange, limit = self._route()
         self.transport.publisher.publish(envelope.wrap(msg), exchange, key, expiration=expiration, now=now,
                                          max_bytes=limit)
         return key
+
+    def _count_cast(self, method: str) -> None:
+        counter = self._made.get(("cast", self.target.topic, method))
+        if counter is None:
+            counter = self._made[("cast", self.target.topic, method)] = rpc_metrics.CASTS.labels(
+                self.target.topic, method)
+        counter.inc()
 
     def cast(self, ctxt: Context, method: str, **kwargs: Any) -> None:
         """Send ``method(**kwargs)`` without waiting (to every server if the target fans out);
         RPCVersionCapError, and nothing sent, when the version it needs is above the cap."""
         msg = envelope.request(method, kwargs, ctxt, version=self._check_version_cap(method))
         key = self._publish(msg)
+        self._count_cast(method)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("CAST %s to %s (unique_id %s%s)", method, key, msg["_unique_id"], _of_request(msg))
 

@@ -388,6 +388,7 @@ class RPCServer:
                         outcomes.extend(self._run(work, method, form, group))
                 committed = True
                 rpc_metrics.BATCH_MESSAGES.labels(self.target.topic).observe(len(requests))
+                rpc_metrics.count_handled(self.target.topic, [method for _, _, method, _, _ in outcomes])
                 for message, context, method, result, exc in outcomes:
                     self._answer(message, context, method, result, exc)
         except Exception as exc:

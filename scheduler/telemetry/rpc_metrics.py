@@ -15,3 +15,23 @@ DEAD_LETTERS = Counter(
     "Messages a server could not process and sent to the dead-letter queue, by the queue they came "
     "from and the exception's class (InvalidRequest, NotAuthorized...).",
     ["queue", "reason"])
+
+MESSAGES = Counter(
+    "berth_rpc_messages",
+    "Messages a server handled, by topic and method, counted once their unit of work committed.",
+    ["topic", "method"])
+
+CASTS = Counter(
+    "berth_rpc_casts",
+    "Casts sent, by the topic they were sent to and method (a fanout cast once, however many "
+    "servers read it).",
+    ["topic", "method"])
+
+
+def count_handled(topic: str, methods: list[str]) -> None:
+    """Count the messages of one committed unit of work, ``methods`` naming each one's method."""
+    counts: dict[str, int] = {}
+    for method in methods:
+        counts[method] = counts.get(method, 0) + 1
+    for method, n in counts.items():
+        MESSAGES.labels(topic, method).inc(n)

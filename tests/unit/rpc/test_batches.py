@@ -404,3 +404,29 @@ def test_an_outage_ending_in_a_lost_race_is_still_said_over(transport, topic, co
             and r.levelname == "WARNING"]
     assert len([m for m in said if "; holding " in m]) == 1, said
     assert len([m for m in said if "the failure passed after" in m]) == 1, said
+
+
+def test_the_messages_handled_are_counted_by_method_and_the_casts_sent_too(transport, topic):
+    from tests.unit.telemetry.scrape import value
+
+    def handled(method):
+        return value("berth_rpc_messages_total", topic=topic, method=method)
+
+    work = Work()
+    endpoint = Endpoint(work)
+    client = rpc.RPCClient(transport, rpc.Target(topic))
+    server = serve(transport, topic, endpoint, work, batch_size=8)
+    for n in range(4):
+        client.cast({}, "record", n=n)
+    client.cast({}, "refuse", n=9)
+    endpoint.go.set()
+    try:
+        assert endpoint.wait_for(4)
+        assert client.call({}, "echo", n=99)["args"] == {"n": 99}
+    finally:
+        server.stop()
+        server.wait()
+    assert (handled("record"), handled("refuse"), handled("echo")) == (4, 1, 1)
+    casts = {method: value("berth_rpc_casts_total", topic=topic, method=method)
+             for method in ("record", "refuse", "echo")}
+    assert casts == {"record": 4, "refuse": 1, "echo": 0}
