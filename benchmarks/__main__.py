@@ -1,6 +1,6 @@
 """python -m benchmarks: decision latency, requests for resource classes and traits, report
-ingestion, memory, a scaling-group sync, a host's drain, several schedulers on a simulated
-clock, end to end.
+ingestion, memory, the reports of a large fleet on one of several schedulers, a scaling-group
+sync, a host's drain, several schedulers on a simulated clock, end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -11,7 +11,7 @@ import os
 import platform
 import sys
 
-from benchmarks import decisions, ingestion, moves, resource_classes, scale_out, scaling_sync
+from benchmarks import decisions, ingestion, moves, report_load, resource_classes, scale_out, scaling_sync
 
 
 def _hosts(text):
@@ -38,7 +38,8 @@ def parse_args(argv):
     parser.add_argument("--ingest-hosts", type=int, default=10_000,
                         help="fleet size for the report ingestion rate")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,e2e")
+                        "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,e2e")
+    report_load.add_arguments(parser, prefix="reports-")
     scaling_sync.add_arguments(parser, prefix="scaling-")
     moves.add_arguments(parser, prefix="moves-")
     scale_out.add_arguments(parser, prefix="scale-out-")
@@ -82,6 +83,8 @@ def rows(args):
         yield ingestion.measure_ingestion(args.ingest_hosts)
     if "memory" not in args.skip:
         yield ingestion.measure_memory(max(args.hosts))
+    if "reports" not in args.skip:
+        yield from report_load.rows(args, prefix="reports-")
     if "scaling" not in args.skip:
         yield from scaling_sync.rows(args.scaling_backends, args.scaling_groups, args.scaling_members,
                                      args.scaling_runs, args.scaling_share)
@@ -126,6 +129,8 @@ def main(argv=None):
             rate = moves.describe(row)
         if row["bench"] == "scale-out":
             rate = scale_out.describe(row)
+        if row["bench"] == "reports":
+            rate = report_load.describe(row)
         if row["bench"] == "traits":
             rate = resource_classes.describe(row)
         if row["bench"] == "e2e":

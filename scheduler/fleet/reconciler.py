@@ -58,9 +58,13 @@ class Reconciler:
             return []
         recorded = self._db.instances_to_reconcile(list(due), [u for held in due.values() for u in held])
         settled_before = self._db.now() - datetime.timedelta(seconds=grace)
+        on_host: dict[str, dict[str, dict]] = {}
+        for u, r in recorded.items():
+            on_host.setdefault(r["host"], {})[u] = r
         found = []
         for host, held in due.items():
-            mine = {u: r for u, r in recorded.items() if u in held or r["host"] == host}
+            mine = dict(on_host.get(host, ()))
+            mine.update((u, recorded[u]) for u in held if u in recorded)
             for difference in reconcile.differences(host, held, mine, settled_before):
                 found.append(difference)
                 self._act(host, difference, now)

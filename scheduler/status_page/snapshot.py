@@ -20,44 +20,74 @@ _COLUMNS = ("total_ram_mb", "free_ram_mb", "total_disk_gb", "free_disk_gb", "vcp
 
 
 def fleet(host_manager: Any, default_zone: str, down_after_s: float) -> dict[str, Any]:
-    """Every host the scheduler knows (but those deleted), by name, columnar: its zone (an
-    index into ``zones``), its aggregates, its state (0 up, 1 down, 2 disabled) and its
-    RAM, disk and vCPUs used and in all."""
+    """Every host the scheduler knows (but those deleted), in the order of their names,
+    columnar: its zone (an index into ``zones``), its aggregates (an index into
+    ``memberships``, the distinct lists of aggregate names), its state (0 up, 1 down,
+    2 disabled) and its RAM, disk and vCPUs used and in all."""
     hosts = host_manager
     with hosts.lock:
         table = hosts.table
-        rows = [row for row, name in enumerate(table.names) if name not in hosts.deleted]
-        picked = np.asarray(rows, dtype=np.intp)
-        names = [table.names[row] for row in rows]
-        columns = {name: np.asarray(getattr(table, name), dtype=float)[picked] for name in _COLUMNS}
-        age = time.monotonic() - np.asarray(table.updated, dtype=float)[picked]
-        disabled = np.asarray(table.disabled, dtype=bool)[picked]
-        index = table.aggregate_index
-        memberships = [index.of_row(row) for row in rows]
+        order, membership, memberships = table.aggregate_index.memo(_LAYOUT, lambda: _layout(table))
+        deleted = [table.index[name] for name in hosts.deleted if name in table.index]
+        columns = {name: np.array(getattr(table, name), dtype=float) for name in _COLUMNS}
+        updated = np.array(table.updated, dtype=float)
+        disabled = np.array(table.disabled, dtype=bool)
+        names = table.names[:]  # rows are only ever added: a row's name stays
+    if deleted:
+        gone = np.zeros(len(names), dtype=bool)
+        gone[deleted] = True
+        order = order[~gone[order]]
     zone_of: dict[str, int] = {}
-    zones, aggregates = [], []
-    for member_of in memberships:
-        zone = ",".join(sorted({z for a in member_of for z in a.zones})) or default_zone
-        zones.append(zone_of.setdefault(zone, len(zone_of)))
-        aggregates.append(sorted(a.name for a in member_of))
-    state = np.where(age > down_after_s, DOWN, np.where(disabled, DISABLED, UP))
+    zone_names = [",".join(sorted({z for a in member_of for z in a.zones})) or default_zone
+                  for member_of in memberships]
+    zone_of_set = [zone_of.setdefault(zone, len(zone_of)) for zone in zone_names]
+    state = np.where(time.monotonic() - updated[order] > down_after_s, DOWN,
+                     np.where(disabled[order], DISABLED, UP))
+    kept = membership[order]
+
+    def whole(name: str) -> list[int]:
+        return np.rint(columns[name][order]).astype(int).tolist()
 
     def used(total: str, free: str) -> list[int]:
-        return np.rint(columns[total] - columns[free]).astype(int).tolist()
+        return np.rint(columns[total][order] - columns[free][order]).astype(int).tolist()
 
     return {
         "zones": list(zone_of),
-        "names": names,
-        "zone": zones,
-        "aggregates": aggregates,
+        "names": [names[row] for row in order.tolist()],
+        "zone": np.asarray(zone_of_set, dtype=int)[kept].tolist() if memberships else [],
+        "memberships": [sorted(a.name for a in member_of) for member_of in memberships],
+        "membership": kept.tolist(),
         "state": state.astype(int).tolist(),
         "ram_used_mb": used("total_ram_mb", "free_ram_mb"),
-        "ram_mb": np.rint(columns["total_ram_mb"]).astype(int).tolist(),
+        "ram_mb": whole("total_ram_mb"),
         "disk_used_gb": used("total_disk_gb", "free_disk_gb"),
-        "disk_gb": np.rint(columns["total_disk_gb"]).astype(int).tolist(),
-        "vcpus_used": np.rint(columns["vcpus_used"]).astype(int).tolist(),
-        "vcpus": np.rint(columns["vcpus_total"]).astype(int).tolist(),
+        "disk_gb": whole("total_disk_gb"),
+        "vcpus_used": whole("vcpus_used"),
+        "vcpus": whole("vcpus_total"),
     }
+
+
+_LAYOUT = ("status page layout",)
+
+
+def _layout(table: Any) -> tuple[np.ndarray, np.ndarray, list[list[Any]]]:
+    """(the rows in the order of their names, each row's index into the distinct lists of
+    aggregates, those lists): kept until a host joins or the aggregates change."""
+    index = table.aggregate_index
+    code: dict[tuple[str, ...], int] = {}
+    memberships: list[list[Any]] = []
+    membership = np.empty(table.size, dtype=np.intp)
+    for row in range(table.size):
+        member_of = index.of_row(row)
+        key = tuple(a.name for a in member_of)
+        found = code.get(key)
+        if found is None:
+            found = code[key] = len(memberships)
+            memberships.append(member_of)
+        membership[row] = found
+    names = table.names
+    order = np.asarray(sorted(range(table.size), key=names.__getitem__), dtype=np.intp)
+    return order, membership, memberships
 
 
 #: What the page shows of each move under way.

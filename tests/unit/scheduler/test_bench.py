@@ -8,14 +8,15 @@ from benchmarks import moves
 from benchmarks.__main__ import main
 from scheduler.moves.api import MoveEndpoint
 
-ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,scaling,scale-out,e2e",
+ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,scale-out,e2e",
               "--moves-hosts", "10",
               "--moves-instances", "5", "--moves-repeats", "1"]
 
 
 def test_json_rows_carry_the_documented_keys(capsys):
     assert main(["--hosts", "50,200", "--decisions", "5", "--reference-hosts", "50",
-                 "--ingest-hosts", "100", "--traits-hosts", "300", "--skip", "e2e,scaling,moves,scale-out",
+                 "--ingest-hosts", "100", "--traits-hosts", "300",
+                 "--skip", "e2e,reports,scaling,moves,scale-out",
                  "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     decisions = [r for r in rows if r["bench"] == "decision"]
@@ -36,7 +37,7 @@ def test_json_rows_carry_the_documented_keys(capsys):
 
 def test_table_output_has_a_header_and_a_row_per_figure(capsys):
     assert main(["--hosts", "30", "--decisions", "3", "--policies", "default",
-                 "--skip", "e2e,reference,traits,ingestion,memory,scaling,moves,scale-out"]) == 0
+                 "--skip", "e2e,reference,traits,ingestion,memory,reports,scaling,moves,scale-out"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:3] == ["bench", "hosts", "policy"]
     assert lines[2].split()[:3] == ["decision", "30", "default"]
@@ -99,3 +100,20 @@ def test_a_destination_over_its_limits_fails_the_check(tmp_path):
             moves.check(fleet, drained["migrations"])
     finally:
         fleet.close()
+
+
+def test_the_reports_of_a_fleet_on_one_of_three_schedulers_print_their_cpu(capsys):
+    assert main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,e2e",
+                 "--reports-hosts", "300", "--reports-periods", "2", "--reports-backends", "sqlite",
+                 "--json"]) == 0
+    [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["bench"] == "reports" and row["n_hosts"] == 300 and row["schedulers"] == 3
+    assert row["reports_per_s"] == 30 and row["reports_per_period"] == 150  # 5 s of reports
+    # About a third of the hosts' reports are this scheduler's to write, once every host has a row.
+    assert 20 <= row["rows_written_per_period"] <= 80
+    assert len(row["cpu_ms_per_s"]) == 2 and all(v > 0 for v in row["cpu_ms_per_s"])
+    assert row["total_cpu_ms_per_s"] == row["cpu_ms_per_s"] and row["server_ms_per_period"] is None
+    assert row["first_round_cpu_s"] > 0 and row["ingestion_us_per_report"] > 0
+    main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,e2e",
+          "--reports-hosts", "300", "--reports-periods", "1", "--reports-backends", "sqlite"])
+    assert "ms CPU per s of reports" in capsys.readouterr().out

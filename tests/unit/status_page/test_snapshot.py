@@ -29,14 +29,38 @@ def hosts(conf):
     return manager
 
 
-def test_the_fleet_is_columnar_by_host_with_zone_state_and_use(hosts):
+def test_the_fleet_is_columnar_by_host_in_name_order_with_zone_aggregates_state_and_use(hosts):
     shown = fleet(hosts, "nova", 60.0)
-    assert shown["names"] == ["b1", "a1", "off", "quiet"]  # the deleted host is left out
-    assert [shown["zones"][z] for z in shown["zone"]] == ["az2", "nova", "nova", "nova"]
-    assert shown["aggregates"] == [["fast"], [], [], []]
+    assert shown["names"] == ["a1", "b1", "off", "quiet"]  # the deleted host is left out
+    assert [shown["zones"][z] for z in shown["zone"]] == ["nova", "az2", "nova", "nova"]
+    assert [shown["memberships"][m] for m in shown["membership"]] == [[], ["fast"], [], []]
     assert shown["state"] == [0, 0, 2, 1]  # up, up, disabled, down
-    assert shown["ram_used_mb"] == [2048, 0, 0, 0] and shown["ram_mb"] == [8192, 4096, 2048, 512]
+    assert shown["ram_used_mb"] == [0, 2048, 0, 0] and shown["ram_mb"] == [4096, 8192, 2048, 512]
     assert shown["vcpus"] == [8, 8, 8, 8] and shown["disk_gb"] == [100] * 4
+
+
+def test_a_new_host_a_new_aggregate_and_a_host_back_are_shown_at_once(hosts):
+    fleet(hosts, "nova", 60.0)  # what the page keeps between two reads is then stale
+    hosts.update_from_report(HostReport.from_wire(report("a0", 1024, 512), "a0"))
+    hosts.update_from_report(HostReport.from_wire(report("gone", 1024, 0), "gone"))  # deleted, reports again
+    shown = fleet(hosts, "nova", 60.0)
+    assert shown["names"] == ["a0", "a1", "b1", "gone", "off", "quiet"]
+    assert shown["ram_used_mb"][0] == 512
+    zone = {"availability_zone": "az2"}
+    hosts.table.set_aggregates([
+        Aggregate.from_dict({"name": "fast", "hosts": ["b1", "a0"], "metadata": zone}),
+        Aggregate.from_dict({"name": "gpu", "hosts": ["a0", "quiet"], "metadata": {}})])
+    shown = fleet(hosts, "nova", 60.0)
+    assert [shown["memberships"][m] for m in shown["membership"]] == [
+        ["fast", "gpu"], [], ["fast"], [], [], ["gpu"]]
+    assert [shown["zones"][z] for z in shown["zone"]] == ["az2", "nova", "az2", "nova", "nova", "nova"]
+    hosts.forget("b1")
+    assert fleet(hosts, "nova", 60.0)["names"] == ["a0", "a1", "gone", "off", "quiet"]
+
+
+def test_an_empty_fleet_is_an_empty_page(conf):
+    shown = fleet(HostManager(conf), "nova", 60.0)
+    assert shown["names"] == shown["zone"] == shown["membership"] == shown["zones"] == []
 
 
 class Failing:
