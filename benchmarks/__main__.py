@@ -1,5 +1,5 @@
 """python -m benchmarks: decision latency, requests for resource classes and traits, report
-ingestion, memory, a scaling-group sync, a host's drain, end to end.
+ingestion, memory, a scaling-group sync, a host's drain, making room for a large flavor, end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -10,7 +10,7 @@ import os
 import platform
 import sys
 
-from benchmarks import decisions, ingestion, moves, resource_classes, scaling_sync
+from benchmarks import decisions, ingestion, make_room, moves, resource_classes, scaling_sync
 
 
 def _hosts(text):
@@ -37,9 +37,10 @@ def parse_args(argv):
     parser.add_argument("--ingest-hosts", type=int, default=10_000,
                         help="fleet size for the report ingestion rate")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "decision,reference,traits,ingestion,memory,scaling,moves,e2e")
+                        "decision,reference,traits,ingestion,memory,scaling,moves,make_room,e2e")
     scaling_sync.add_arguments(parser, prefix="scaling-")
     moves.add_arguments(parser, prefix="moves-")
+    make_room.add_arguments(parser, prefix="make-room-")
     parser.add_argument("--e2e-hosts", type=int, default=1000)
     parser.add_argument("--e2e-instances", type=int, default=20_000)
     parser.add_argument("--e2e-rate", type=float, default=0,
@@ -82,6 +83,8 @@ def rows(args):
                                      args.scaling_runs, args.scaling_share)
     if "moves" not in args.skip:
         yield moves.measure(args.moves_hosts, args.moves_instances, args.moves_repeats, args.moves_parallel)
+    if "make_room" not in args.skip:
+        yield from make_room.rows(args.make_room_hosts, args.make_room_seeds, args.make_room_time_limit)
     if "e2e" not in args.skip:
         from benchmarks import e2e
 
@@ -116,6 +119,8 @@ def main(argv=None):
             rate = scaling_sync.describe(row)
         if row["bench"] == "moves":
             rate = moves.describe(row)
+        if row["bench"] == "make_room":
+            rate = make_room.describe(row)
         if row["bench"] == "traits":
             rate = resource_classes.describe(row)
         print(f"{row['bench']:<10} {_fmt(row['n_hosts']):>8} {row['policy']:<32} "
