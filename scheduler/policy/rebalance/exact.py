@@ -30,6 +30,8 @@ from scheduler.policy.request_spec import RequestSpec
 
 #: Destinations kept per instance (the roomiest the filters accept, and the greedy plan's).
 DESTINATIONS = 24
+#: Beyond this many variables the program is not solved: the greedy plan is the answer.
+MAX_VARIABLES = 40_000
 
 
 @dataclasses.dataclass
@@ -119,6 +121,8 @@ def solve(snapshot: Snapshot, judge: Judge, request: RequestSpec, targets: Seque
     amounts = np.array([movers[i].amounts for i, _ in pairs]).reshape(-1, 3)
     n_x, n_t = len(pairs), len(targets)
     n = n_x + 2 * n_t  # x, then u, then y
+    if n > MAX_VARIABLES:
+        return Solved(None, False, f"{n} variables, over the {MAX_VARIABLES} the solver is given", n)
     u0, y0 = n_x, n_x + n_t
     cost = np.zeros(n)
     cost[:n_x] = 1.0 + amounts[:, 1] / (amounts[:, 1].sum() + 1.0)

@@ -24,9 +24,6 @@ from scheduler.policy.request_spec import Flavor, RequestSpec
 
 #: Candidate targets for the first instance of a request, and more for each further one.
 TARGETS = 12
-#: Beyond this many variables, the integer program is not tried: the greedy plan is the answer.
-MAX_VARIABLES = 40_000
-
 AUTO, EXACT, GREEDY = "auto", "exact", "greedy"
 
 
@@ -86,7 +83,7 @@ def make_room(snapshot: Snapshot, flavor: Flavor, count: int = 1, filters: Seque
                           f"closest to fitting that make room for {count} x {label}")
         return _checked(snapshot, judge, request, Plan(draft.migrations, draft.placements, GREEDY, False))
     solved = _exact(snapshot, judge, request, candidates, time_limit - (time.monotonic() - started), draft)
-    if solved.draft is not None and solved.variables <= MAX_VARIABLES:
+    if solved.draft is not None:
         plan = Plan(solved.draft.migrations, solved.draft.placements, EXACT, solved.optimal,
                     "" if solved.optimal else f"best found within {time_limit:g} s ({solved.status})")
         checked = _checked(snapshot, judge, request, plan)
@@ -103,7 +100,7 @@ def make_room(snapshot: Snapshot, flavor: Flavor, count: int = 1, filters: Seque
     if solved.optimal:
         return NoPlan(f"no migrations off the {len(candidates)} hosts closest to fitting (each to a host "
                       f"the filters accept) make room for {count} x {label}")
-    return NoPlan(f"no plan found within {time_limit:g} s ({solved.status})")
+    return NoPlan(f"the exact solver found no plan within its limits ({time_limit:g} s): {solved.status}")
 
 
 def _exact(snapshot: Snapshot, judge: Judge, request: RequestSpec, candidates: list[int], time_limit: float,
@@ -133,7 +130,7 @@ def _exact(snapshot: Snapshot, judge: Judge, request: RequestSpec, candidates: l
         variables = max(variables, solved.variables)
         if solved.draft is not None and (best is None or solved.draft.cost < best.cost):
             best = solved.draft
-        if solved.draft is None and not solved.optimal:
+        if not solved.optimal:  # the time limit: what it found, if anything, is not proven the best
             optimal, status = False, solved.status
     found = best if best is not draft or draft is None else None
     if not variables and optimal:

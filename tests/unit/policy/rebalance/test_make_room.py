@@ -272,3 +272,17 @@ def test_a_flavor_that_fits_needs_no_migration(conf, enabled):
     snapshot = Snapshot.from_conf(table, [resident("X", "A", 12288)], conf)
     plan = make_room(snapshot, FOURTEEN, 1, enabled)
     assert plan.migrations == [] and plan.placements == ["B"] and plan.optimal
+
+
+def test_beyond_the_solvers_size_the_greedy_plan_is_the_answer_and_says_so(conf, enabled, monkeypatch):
+    from scheduler.policy.rebalance import exact
+
+    monkeypatch.setattr(exact, "MAX_VARIABLES", 1)
+    snapshot = group_fleet(conf, grouped=True, third_host=True)
+    plan = make_room(snapshot, FOURTEEN, 1, enabled, method="auto")
+    # no target's lower bound is below one migration: the greedy plan is the best, solver or not
+    assert plan.method == GREEDY and plan.optimal and "lower bound" in plan.note
+    assert [(m.instance, m.destination) for m in plan.migrations] == [("Z", "C")]
+    alone = make_room(snapshot, FOURTEEN, 1, enabled, method=EXACT)
+    assert isinstance(alone, NoPlan)
+    assert "variables, over the 1 the solver is given" in alone.reason
