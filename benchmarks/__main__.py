@@ -84,7 +84,8 @@ def rows(args):
     if "moves" not in args.skip:
         yield moves.measure(args.moves_hosts, args.moves_instances, args.moves_repeats, args.moves_parallel)
     if "make_room" not in args.skip:
-        yield from make_room.rows(args.make_room_hosts, args.make_room_seeds, args.make_room_time_limit)
+        yield from make_room.rows(args.make_room_hosts, args.make_room_seeds, args.make_room_time_limit,
+                                  args.make_room_count)
     if "e2e" not in args.skip:
         from benchmarks import e2e
 
