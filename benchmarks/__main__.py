@@ -1,6 +1,7 @@
 """python -m benchmarks: decision latency, requests for resource classes and traits, report
 ingestion, memory, the reports of a large fleet on one of several schedulers, a scaling-group
-sync, a host's drain, several schedulers on a simulated clock, end to end.
+sync, a host's drain, several schedulers on a simulated clock, making room for a large flavor,
+end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -11,7 +12,16 @@ import os
 import platform
 import sys
 
-from benchmarks import decisions, ingestion, moves, report_load, resource_classes, scale_out, scaling_sync
+from benchmarks import (
+    decisions,
+    ingestion,
+    make_room,
+    moves,
+    report_load,
+    resource_classes,
+    scale_out,
+    scaling_sync,
+)
 
 
 def _hosts(text):
@@ -38,11 +48,12 @@ def parse_args(argv):
     parser.add_argument("--ingest-hosts", type=int, default=10_000,
                         help="fleet size for the report ingestion rate")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,e2e")
+                        "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,make_room,e2e")
     report_load.add_arguments(parser, prefix="reports-")
     scaling_sync.add_arguments(parser, prefix="scaling-")
     moves.add_arguments(parser, prefix="moves-")
     scale_out.add_arguments(parser, prefix="scale-out-")
+    make_room.add_arguments(parser, prefix="make-room-")
     parser.add_argument("--e2e-hosts", type=int, default=1000)
     parser.add_argument("--e2e-instances", type=int, default=20_000)
     parser.add_argument("--e2e-rate", type=float, default=0,
@@ -92,6 +103,9 @@ def rows(args):
         yield moves.measure(args.moves_hosts, args.moves_instances, args.moves_repeats, args.moves_parallel)
     if "scale-out" not in args.skip:
         yield from scale_out.rows(**scale_out.selected(args, prefix="scale-out-"))
+    if "make_room" not in args.skip:
+        yield from make_room.rows(args.make_room_hosts, args.make_room_seeds, args.make_room_time_limit,
+                                  args.make_room_count)
     if "e2e" not in args.skip:
         from benchmarks import e2e
 
@@ -131,6 +145,8 @@ def main(argv=None):
             rate = scale_out.describe(row)
         if row["bench"] == "reports":
             rate = report_load.describe(row)
+        if row["bench"] == "make_room":
+            rate = make_room.describe(row)
         if row["bench"] == "traits":
             rate = resource_classes.describe(row)
         if row["bench"] == "e2e":

@@ -333,6 +333,11 @@ class HostTable:
         finally:
             self._take(row, flavor, +1)
 
+    def shift(self, row, flavor, sign):
+        """Count ``flavor`` on ``row`` (``sign`` +1) or take it off (-1), leaving no pending entry:
+        a move tried out and taken back (scheduler.policy.rebalance)."""
+        self._take(row, flavor, sign)
+
     def _take(self, row, flavor, sign):
         amounts = flavor.amounts  # the classic three always, the other classes where asked
         vcpus = amounts[resource_classes.VCPU]

@@ -8,7 +8,7 @@ from benchmarks import moves
 from benchmarks.__main__ import main
 from scheduler.moves.api import MoveEndpoint
 
-ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,scale-out,e2e",
+ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,scale-out,e2e,make_room",
               "--moves-hosts", "10",
               "--moves-instances", "5", "--moves-repeats", "1"]
 
@@ -16,7 +16,7 @@ ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,reports,scal
 def test_json_rows_carry_the_documented_keys(capsys):
     assert main(["--hosts", "50,200", "--decisions", "5", "--reference-hosts", "50",
                  "--ingest-hosts", "100", "--traits-hosts", "300",
-                 "--skip", "e2e,reports,scaling,moves,scale-out",
+                 "--skip", "e2e,reports,scaling,moves,scale-out,make_room",
                  "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     decisions = [r for r in rows if r["bench"] == "decision"]
@@ -37,7 +37,8 @@ def test_json_rows_carry_the_documented_keys(capsys):
 
 def test_table_output_has_a_header_and_a_row_per_figure(capsys):
     assert main(["--hosts", "30", "--decisions", "3", "--policies", "default",
-                 "--skip", "e2e,reference,traits,ingestion,memory,reports,scaling,moves,scale-out"]) == 0
+                 "--skip", "e2e,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,"
+                 "make_room"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:3] == ["bench", "hosts", "policy"]
     assert lines[2].split()[:3] == ["decision", "30", "default"]
@@ -49,6 +50,7 @@ def test_table_output_has_a_header_and_a_row_per_figure(capsys):
     (["--policies", "fastest"], "unknown policy fastest"),
     (["--moves-hosts", "1"], "a drain needs at least 2 hosts"),
     (["--moves-instances", "0"], "--moves-instances"),
+    (["--make-room-seeds", "0"], "--make-room-seeds"),
 ])
 def test_bad_arguments_are_refused(capsys, args, message):
     with pytest.raises(SystemExit):
@@ -103,7 +105,7 @@ def test_a_destination_over_its_limits_fails_the_check(tmp_path):
 
 
 def test_the_reports_of_a_fleet_on_one_of_three_schedulers_print_their_cpu(capsys):
-    assert main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,e2e",
+    assert main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,make_room,e2e",
                  "--reports-hosts", "300", "--reports-periods", "2", "--reports-backends", "sqlite",
                  "--json"]) == 0
     [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -114,6 +116,18 @@ def test_the_reports_of_a_fleet_on_one_of_three_schedulers_print_their_cpu(capsy
     assert len(row["cpu_ms_per_s"]) == 2 and all(v > 0 for v in row["cpu_ms_per_s"])
     assert row["total_cpu_ms_per_s"] == row["cpu_ms_per_s"] and row["server_ms_per_period"] is None
     assert row["first_round_cpu_s"] > 0 and row["ingestion_us_per_report"] > 0
-    main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,e2e",
+    main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,make_room,e2e",
           "--reports-hosts", "300", "--reports-periods", "1", "--reports-backends", "sqlite"])
     assert "ms CPU per s of reports" in capsys.readouterr().out
+
+
+def test_making_room_prints_how_often_and_how_fast_plans_are_found(capsys):
+    assert main(["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,e2e",
+                 "--make-room-hosts", "60", "--make-room-seeds", "3", "--json"]) == 0
+    [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (row["bench"], row["n_hosts"], row["seeds"]) == ("make_room", 60, 3)
+    # the large flavor fits nowhere on these fleets, and some migrations make room for it
+    assert row["plans_exist"] == row["auto_found"] == 3
+    assert row["greedy_found"] <= row["plans_exist"] and row["greedy_within_1"] <= row["greedy_found"]
+    for method in ("auto", "greedy", "exact"):
+        assert 0 < row[f"{method}_ms_min"] <= row[f"{method}_ms_median"] <= row[f"{method}_ms_p95"]
