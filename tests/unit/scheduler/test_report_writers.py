@@ -135,18 +135,22 @@ def _first_choice(service):
 
 
 @pytest.mark.parametrize("prefer", [True, False])
-def test_with_others_live_each_places_on_its_own_hosts_unless_told_not_to(fleet, prefer):
-    services, database, _ = fleet
-    if not prefer:
-        for name, service in list(services.items()):
-            service.conf.set_override("prefer_owned_hosts", False, group="scheduler")
-            services[name] = SchedulerService(service.conf, service.transport, database)
-    heartbeats(database)
-    # Every host alike: the heaviest is the first, for all. A save learns who is live.
-    round_of_reports(services, 1024, save=NAMES if prefer else ())
-    chosen = {name: _first_choice(service) for name, service in services.items()}
+def test_with_others_live_each_places_on_its_own_hosts_when_told_to(conf, prefer):
+    transport, database = transport_and_database(conf)
+    try:
+        services = {}
+        for name in NAMES:
+            service_conf = scheduler_conf(conf, name)
+            service_conf.set_override("prefer_owned_hosts", prefer, group="scheduler")
+            services[name] = SchedulerService(service_conf, transport, database)
+        heartbeats(database)
+        round_of_reports(services, 1024)  # every host alike; a save learns who is live
+        chosen = {name: _first_choice(service) for name, service in services.items()}
+    finally:
+        transport.cleanup()
+        database.dispose()
     if prefer:
         assert all(owner(host, NAMES) == name for name, host in chosen.items())
         assert len(set(chosen.values())) == 3
     else:
-        assert len(set(chosen.values())) == 1  # all three race for the same host
+        assert len(set(chosen.values())) == 1  # all three race for the same heaviest host
