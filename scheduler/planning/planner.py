@@ -205,16 +205,18 @@ class Planner:
         return self._hosts
 
     def select(self, spec: RequestSpec, decided: dict[str, Decision] | None = None,
-               among: list[Any] | None = None) -> list[Placement]:
+               among: list[Any] | None = None, whole_fleet: bool = False) -> list[Placement]:
         """A Placement for each instance of ``spec``, consumed in this scheduler's table and given
         back should the transaction that records them roll back; how each host was chosen into
         ``decided`` ({uuid: Decision}). ``among``: only these hosts (views of the table) are
-        considered. Raises NoValidHost."""
+        considered. ``whole_fleet``: a move, weighed on the whole fleet whoever owns the hosts
+        (Selector.select). Raises NoValidHost."""
         decisions: list[Decision] | None = None if decided is None else []
         chosen = None if among is not None else self._select_again(spec, decisions)
         if chosen is None:
             hosts = self._hosts.table if among is None else among
-            chosen = self.selector.select(hosts, spec, decisions, LOG.isEnabledFor(logging.DEBUG))
+            chosen = self.selector.select(hosts, spec, decisions, LOG.isEnabledFor(logging.DEBUG),
+                                          whole_fleet)
         if decisions and decided is not None:
             decided.update(zip(spec.instance_uuids, decisions, strict=True))
         placements = []

@@ -5,15 +5,16 @@ import datetime
 import pytest
 
 from scheduler import conf as berth_conf
+from scheduler import rpc
 from scheduler.client import TOPIC
 from scheduler.conf import opts
 from scheduler.fleet.report_owner import owner
 from scheduler.service import BINARY, SchedulerService
-from tests.unit.scheduler.manager_world import report
+from tests.unit.scheduler.manager_world import report, request
 from tests.unit.scheduler.service_parts import transport_and_database
 
 NAMES = ("sched-a", "sched-b", "sched-c")
-HOSTS = [f"h{i:02d}" for i in range(30)]
+HOSTS = [f"h{i:02d}" for i in range(64)]  # enough for each of three to prefer its own
 
 
 def scheduler_conf(shared, name):
@@ -154,3 +155,27 @@ def test_with_others_live_each_places_on_its_own_hosts_when_told_to(conf, prefer
         assert len(set(chosen.values())) == 3
     else:
         assert len(set(chosen.values())) == 1  # all three race for the same heaviest host
+
+
+def test_a_migration_weighs_the_whole_fleet_where_a_build_takes_its_own_host(conf):
+    transport, database = transport_and_database(conf)
+    try:
+        services = {}
+        for name in NAMES:
+            service_conf = scheduler_conf(conf, name)
+            service_conf.set_override("prefer_owned_hosts", True, group="scheduler")
+            services[name] = SchedulerService(service_conf, transport, database)
+        heartbeats(database)
+        round_of_reports(services, 4096)  # every host alike: the whole fleet's heaviest is the first
+        mover = next(name for name in NAMES if owner(HOSTS[0], NAMES) != name)
+        service, context = services[mover], rpc.Context({})
+        [uuid], spec, props = request(1024)
+        service.manager.run_instance(context, spec, props)
+        source = database.get_instance(uuid)["host"]
+        assert owner(source, NAMES) == mover
+        service.manager.instance_update(context, uuid, source, "ACTIVE")
+        migration = service.moves.migrate_instance(context, uuid)
+    finally:
+        transport.cleanup()
+        database.dispose()
+    assert (migration["source_host"], migration["dest_host"]) == (source, HOSTS[0])
