@@ -14,23 +14,27 @@ The whole fleet is weighed, as by a lone scheduler, for
 - a request whose spread matters: a server group member of any policy, a
   same_host or different_host hint, or a hint a weigher reads (preferred_hosts):
   the host they prefer may be another's;
-- a fleet too small for its shares to stand for it: fewer passing hosts than
-  OWNED_SPAN times the window below;
-- a request none of whose owned hosts is among the OWNED_SPAN x N x host_subset_size
-  heaviest that passed (N live schedulers): a scheduler owning few hosts, or whose
-  own hosts already took more than their part, then places as a lone one would.
+- a request none of whose owned hosts ranks in the heaviest quarter of the passing hosts
+  (a scheduler owning few hosts, or whose own hosts already took more than their part:
+  one placing alone while its peer is silent), or whose quarter holds fewer than
+  OWNED_SPAN x host_subset_size hosts per live scheduler (a small fleet): it places as
+  a lone scheduler would.
+
+Within that quarter its own hosts may look fuller than the others' only because it sees
+its own placements at once and the others' with their reports: a narrower window (the few
+heaviest) sends it to the others' hosts, racing for them, as soon as it placed a few.
 """
 
 import numpy as np
 
-#: A scheduler takes its own host only when it ranks among the OWNED_SPAN x N x host_subset_size
-#: heaviest hosts that passed, and only when that window is at most 1 / OWNED_SPAN of them.
+#: A scheduler takes its own host when it ranks in the heaviest 1 / OWNED_SPAN of the passing
+#: hosts, and only when that many hold at least OWNED_SPAN x host_subset_size per live scheduler.
 OWNED_SPAN = 4
 
 
-def window(live, host_subset_size):
-    """How many of the heaviest passing hosts an owned host must rank among, with ``live`` schedulers."""
-    return OWNED_SPAN * live * host_subset_size
+def smallest_fleet(live, host_subset_size):
+    """The fewest passing hosts with which each of ``live`` schedulers prefers its own."""
+    return OWNED_SPAN * OWNED_SPAN * live * host_subset_size
 
 
 def spread_matters(spec, weighers):
@@ -44,11 +48,11 @@ def spread_matters(spec, weighers):
 
 def narrow(rows, weights, owned, live, host_subset_size):
     """(rows, weights) to pick from: those of ``rows`` this scheduler owns (``owned``, a mask over
-    the table's rows) among the window of the heaviest, or all of them when none is, or when
-    the fleet is too small for the preference."""
-    span = window(live, host_subset_size)
-    if len(rows) < OWNED_SPAN * span:
+    the table's rows) in the heaviest quarter, or all of them when none is, or when the fleet
+    is too small for the preference."""
+    if len(rows) < smallest_fleet(live, host_subset_size):
         return rows, weights
+    span = len(rows) // OWNED_SPAN
     heaviest = np.argpartition(-weights, span - 1)[:span]
     mine = heaviest[owned[rows[heaviest]]]
     if not len(mine):

@@ -52,8 +52,8 @@ def test_each_of_two_live_schedulers_takes_the_heaviest_of_its_own_hosts(policy_
 
 
 def test_a_fleet_too_small_for_its_shares_is_weighed_whole(policy_conf, rng):
-    # Two live schedulers: the window is 8 hosts, and the preference needs 32 passing.
-    assert owned_hosts.window(len(LIVE), 1) * owned_hosts.OWNED_SPAN == 32
+    # Two live schedulers: the preference needs 32 passing hosts, its quarter 8.
+    assert owned_hosts.smallest_fleet(len(LIVE), 1) == 32
     picks = {}
     for me in (None, "s2"):
         table = HostTable()
@@ -69,12 +69,12 @@ def test_from_32_passing_hosts_on_it_prefers_its_own(policy_conf, rng):
     assert owner(first_choice(selector_of(policy_conf, rng, "s2"), hosts), LIVE) == "s2"
 
 
-def test_its_own_hosts_below_the_window_leave_it_the_fleets_heaviest(policy_conf, rng):
+def test_its_own_hosts_below_the_heaviest_quarter_leave_it_the_fleets_heaviest(policy_conf, rng):
     names = [f"h{i}" for i in range(200)]
     theirs = [n for n in names if owner(n, LIVE) == "s1"]
     mine = [n for n in names if owner(n, LIVE) == "s2"]
-    for rank_of_mine, expected in ((8, theirs[0]), (7, mine[0])):
-        order = theirs[:rank_of_mine] + mine[:1] + theirs[rank_of_mine:40]  # heaviest first
+    for rank_of_mine, expected in ((10, theirs[0]), (9, mine[0])):  # of 40 hosts: the quarter is 10
+        order = theirs[:rank_of_mine] + mine[:1] + theirs[rank_of_mine:39]  # heaviest first
         table = HostTable()
         hosts = [make_host(n, table=table, ram=65536, free_ram=60000 - 100 * i) for i, n in enumerate(order)]
         assert first_choice(selector_of(policy_conf, rng, "s2"), hosts) == expected
