@@ -52,7 +52,7 @@ def test_each_of_two_live_schedulers_takes_the_heaviest_of_its_own_hosts(policy_
 
 
 def test_a_fleet_too_small_for_its_shares_is_weighed_whole(policy_conf, rng):
-    # Two live schedulers: the preference needs 32 passing hosts, its quarter 8.
+    # Two live schedulers: the preference needs 32 passing hosts.
     assert owned_hosts.smallest_fleet(len(LIVE), 1) == 32
     picks = {}
     for me in (None, "s2"):
@@ -73,7 +73,8 @@ def test_its_own_hosts_below_the_heaviest_quarter_leave_it_the_fleets_heaviest(p
     names = [f"h{i}" for i in range(200)]
     theirs = [n for n in names if owner(n, LIVE) == "s1"]
     mine = [n for n in names if owner(n, LIVE) == "s2"]
-    for rank_of_mine, expected in ((10, theirs[0]), (9, mine[0])):  # of 40 hosts: the quarter is 10
+    # Two live: the window is the heaviest quarter (half the other's share), of 40 hosts 10.
+    for rank_of_mine, expected in ((10, theirs[0]), (9, mine[0])):
         order = theirs[:rank_of_mine] + mine[:1] + theirs[rank_of_mine:39]  # heaviest first
         table = HostTable()
         hosts = [make_host(n, table=table, ram=65536, free_ram=60000 - 100 * i) for i, n in enumerate(order)]
