@@ -1,5 +1,6 @@
 """Three schedulers sharing one database: each takes every host's report, one writes it."""
 
+import contextlib
 import datetime
 
 import pytest
@@ -135,8 +136,10 @@ def _first_choice(service):
     return service.parts.planner.selector.select(service.parts.host_manager.table, spec)[0].host
 
 
-@pytest.mark.parametrize("prefer", [True, False])
-def test_with_others_live_each_places_on_its_own_hosts_when_told_to(conf, prefer):
+@contextlib.contextmanager
+def three_live(conf, prefer, ram):
+    """({name: SchedulerService}, database): three live schedulers, ``prefer``-ing their own hosts
+    or not, each told of the others and of every host, all alike with ``ram`` MB free."""
     transport, database = transport_and_database(conf)
     try:
         services = {}
@@ -145,11 +148,17 @@ def test_with_others_live_each_places_on_its_own_hosts_when_told_to(conf, prefer
             service_conf.set_override("prefer_owned_hosts", prefer, group="scheduler")
             services[name] = SchedulerService(service_conf, transport, database)
         heartbeats(database)
-        round_of_reports(services, 1024)  # every host alike; a save learns who is live
-        chosen = {name: _first_choice(service) for name, service in services.items()}
+        round_of_reports(services, ram)  # a save learns who is live
+        yield services, database
     finally:
         transport.cleanup()
         database.dispose()
+
+
+@pytest.mark.parametrize("prefer", [True, False])
+def test_with_others_live_each_places_on_its_own_hosts_when_told_to(conf, prefer):
+    with three_live(conf, prefer, 1024) as (services, _):
+        chosen = {name: _first_choice(service) for name, service in services.items()}
     if prefer:
         assert all(owner(host, NAMES) == name for name, host in chosen.items())
         assert len(set(chosen.values())) == 3
@@ -158,15 +167,8 @@ def test_with_others_live_each_places_on_its_own_hosts_when_told_to(conf, prefer
 
 
 def test_a_migration_weighs_the_whole_fleet_where_a_build_takes_its_own_host(conf):
-    transport, database = transport_and_database(conf)
-    try:
-        services = {}
-        for name in NAMES:
-            service_conf = scheduler_conf(conf, name)
-            service_conf.set_override("prefer_owned_hosts", True, group="scheduler")
-            services[name] = SchedulerService(service_conf, transport, database)
-        heartbeats(database)
-        round_of_reports(services, 4096)  # every host alike: the whole fleet's heaviest is the first
+    with three_live(conf, True, 4096) as (services, database):
+        # Every host alike: the whole fleet's heaviest is the first.
         mover = next(name for name in NAMES if owner(HOSTS[0], NAMES) != name)
         service, context = services[mover], rpc.Context({})
         [uuid], spec, props = request(1024)
@@ -175,7 +177,4 @@ def test_a_migration_weighs_the_whole_fleet_where_a_build_takes_its_own_host(con
         assert owner(source, NAMES) == mover
         service.manager.instance_update(context, uuid, source, "ACTIVE")
         migration = service.moves.migrate_instance(context, uuid)
-    finally:
-        transport.cleanup()
-        database.dispose()
     assert (migration["source_host"], migration["dest_host"]) == (source, HOSTS[0])
