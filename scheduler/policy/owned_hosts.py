@@ -14,19 +14,19 @@ The whole fleet is weighed, as by a lone scheduler, for
 - a request whose spread matters: a server group member of any policy, a
   same_host or different_host hint, or a hint a weigher reads (preferred_hosts):
   the host they prefer may be another's;
-- a request none of whose owned hosts ranks among the heaviest (N - 1) / 2N of the passing
-  hosts, N live schedulers: half as many as the others own. When every other scheduler's
-  host is emptier than its own (a scheduler placing alone while its peers are silent,
-  one owning few hosts) that window holds none of its own, and it places as a lone
-  scheduler would;
+- a request none of whose owned hosts ranks among the heaviest 3/4 x (N - 1) / N of the
+  passing hosts, N live schedulers: three quarters as many as the others own. When every
+  other scheduler's host is emptier than its own (a scheduler placing alone while its
+  peers are silent, one owning few hosts) that window holds none of its own, and it
+  places as a lone scheduler would;
 - a fleet too small for its shares to stand for it: fewer than MIN_PASSING x N x
   host_subset_size passing hosts.
 
 Its own hosts may also look fuller than the others' only because it sees its own
-placements at once and the others' with their reports: a narrower window (the heaviest
-quarter, or the 4N heaviest) sent it to the others' hosts, racing for them, once it had
-placed a few (benchmarks/scale_out.py at 1,000 hosts: 45% claim conflicts per placement
-with 2 schedulers and the 4N heaviest; 3% with 8 and 14% with 16 and the quarter).
+placements at once and the others' with their reports: a narrower window sent it to the
+others' hosts, racing for them, once it had placed a few (benchmarks/scale_out.py at
+1,000 hosts: 45% claim conflicts per placement with 2 schedulers and the 8 heaviest; with
+16, 14% with the heaviest quarter and 1.7% with half the others' share; none with this).
 """
 
 import numpy as np
@@ -51,11 +51,11 @@ def spread_matters(spec, weighers):
 
 def narrow(rows, weights, owned, live, host_subset_size):
     """(rows, weights) to pick from: those of ``rows`` this scheduler owns (``owned``, a mask over
-    the table's rows) among the heaviest (live - 1) / 2 live of them, or all of them when none
-    is, or when the fleet is too small for the preference."""
+    the table's rows) among the heaviest 3/4 x (live - 1) / live of them, or all of them when
+    none is, or when the fleet is too small for the preference."""
     if len(rows) < smallest_fleet(live, host_subset_size):
         return rows, weights
-    span = len(rows) * (live - 1) // (2 * live)
+    span = len(rows) * (live - 1) * 3 // (4 * live)
     heaviest = np.argpartition(-weights, span - 1)[:span]
     mine = heaviest[owned[rows[heaviest]]]
     if not len(mine):

@@ -69,12 +69,12 @@ def test_from_32_passing_hosts_on_it_prefers_its_own(policy_conf, rng):
     assert owner(first_choice(selector_of(policy_conf, rng, "s2"), hosts), LIVE) == "s2"
 
 
-def test_its_own_hosts_below_the_heaviest_quarter_leave_it_the_fleets_heaviest(policy_conf, rng):
+def test_its_own_hosts_below_the_window_leave_it_the_fleets_heaviest(policy_conf, rng):
     names = [f"h{i}" for i in range(200)]
     theirs = [n for n in names if owner(n, LIVE) == "s1"]
     mine = [n for n in names if owner(n, LIVE) == "s2"]
-    # Two live: the window is the heaviest quarter (half the other's share), of 40 hosts 10.
-    for rank_of_mine, expected in ((10, theirs[0]), (9, mine[0])):
+    # Two live: the window is 3/4 of the other's share, the heaviest 15 of 40 hosts.
+    for rank_of_mine, expected in ((15, theirs[0]), (14, mine[0])):
         order = theirs[:rank_of_mine] + mine[:1] + theirs[rank_of_mine:39]  # heaviest first
         table = HostTable()
         hosts = [make_host(n, table=table, ram=65536, free_ram=60000 - 100 * i) for i, n in enumerate(order)]
