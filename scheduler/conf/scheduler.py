@@ -59,14 +59,12 @@ opts = [
     cfg.BoolOpt(
         "prefer_owned_hosts",
         default=True,
-        help="With N schedulers live, place a request on a host this scheduler owns (its "
-        "rendezvous share of the hosts, the one whose reports it writes) when one ranks among "
-        "the heaviest 3/4 x (N - 1) / N of the hosts that passed the filters (three quarters "
-        "as many as the others own), so that N schedulers no longer race for the same heaviest "
-        "hosts (their claims conflicting). The whole fleet is weighed, as by a lone scheduler, "
-        "when none of its own ranks there (so one placing alone while the others are silent "
-        "still spreads over the fleet), when fewer than 16 x N x host_subset_size hosts pass, for a move "
-        "(migration, evacuation, drain, resize to another host), and for a request whose "
+        help="With N schedulers live, place a request on the hosts this scheduler owns (its "
+        "rendezvous share of the hosts, the one whose reports it writes) when one of them "
+        "passes the filters, so that N schedulers no longer race for the same heaviest hosts "
+        "(their claims conflicting). The whole fleet is weighed, as by a lone scheduler, when "
+        "none of its own passes, when fewer than 16 x N x host_subset_size hosts pass, for a "
+        "move (migration, evacuation, drain, resize to another host), and for a request whose "
         "spread matters (a server group member of any policy, same_host, different_host, or a "
         "hint a weigher reads such as preferred_hosts). A lone scheduler places the same "
         "either way. False: every scheduler weighs the whole fleet.",
