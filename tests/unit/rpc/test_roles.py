@@ -340,4 +340,4 @@ def test_on_rabbit_a_daemon_says_once_that_anyone_may_call_anything_while_enforc
         "[roles] enforce is off: any user of the broker at rabbit://berth:***@rabbit1:5672/berth may call "
         "every method of scheduler (boot, delete, disable and delete hosts, tell the schedulers the hosts "
         "changed...) but those about a host ([roles] agents). List the schedulers', operators' and agents' "
-        "broker users in [roles] and set [roles] enforce = true (README: Who may speak)"]
+        "broker users in [roles] and set [roles] enforce = true (admin guide: Who may speak)"]
