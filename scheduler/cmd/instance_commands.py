@@ -96,7 +96,8 @@ def add_listings(subparsers):
     output.add_options(instances)
     instances.set_defaults(func=instances_command)
 
-    show = subparsers.add_parser("show", help="One instance: name, state, host, zone, fault reason, moves.")
+    show = subparsers.add_parser("show", help="One instance: name, state, host, zone, fault reason, "
+                                  "the request id it was booted by, moves.")
     show.add_argument("reference", metavar="INSTANCE",
                       help="a UUID, or the name of exactly one instance not DELETED")
     output.add_options(show)
@@ -254,7 +255,7 @@ def instances_command(client, args, out):
 #: What ``berth show`` prints, in this order (then move_host while the instance moves, then its moves).
 SHOWN = ("uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
          "ephemeral_gb", "vcpus", "project", "server_group", "hints", "attempts", "fault_reason",
-         "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at")
+         "request_id", "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at")
 
 
 def show_command(client, args, out):

@@ -76,7 +76,7 @@ class Applier:
         if scheduled:
             self._outbox.send(scheduled.count)
 
-    def refuse_unread(self, request_spec: Any, reason: str) -> None:
+    def refuse_unread(self, request_spec: Any, reason: str, request_id: str | None = None) -> None:
         """Record the refusal of a request that could not be read on the instances it names, so
         that their owner can see it. Only instances this request creates: a bad message naming
         an existing instance must not change it."""
@@ -89,7 +89,8 @@ class Applier:
                 continue
         if valid:
             created = self._db.create_instances(
-                [{"uuid": u, "state": states.ERROR, "fault_reason": reason} for u in valid])
+                [{"uuid": u, "state": states.ERROR, "fault_reason": reason,
+                  "request_id": request_id} for u in valid])
             self._outbox.send(telemetry.count_outcome, telemetry.ERROR, len(created))
 
     def send_build(self, build: Build) -> None:

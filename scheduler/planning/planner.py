@@ -260,6 +260,9 @@ class Planner:
         """The Plan of a segment: rows for what was placed and refused, builds for what was placed."""
         plan = Plan(deleted=admitted.deleted, group_members=[job.spec for job in prepared.placing],
                     resends=prepared.resends, refusals=prepared.refusals, invalid=prepared.invalid)
+        # The request each new instance is booted by: ``berth show`` names it, every log line carries it.
+        booted_by = {u: rpc.request_id_of(admission.job.context)
+                     for admission in admitted.each for u in admission.job.spec.instance_uuids}
         for job, placements in rpc.each_request(zip(prepared.placing, outcomes, strict=True), job_context):
             spec = job.spec
             if isinstance(placements, NoValidHost):
@@ -275,7 +278,8 @@ class Planner:
                           "attempts": spec.retry.num_attempts, "scheduled_at": now,
                           "filter_properties": filter_properties}
                 if instance_uuid in admitted.new:  # created when scheduled, not a moment after
-                    wire, created = (request_spec, filter_properties), dict(values, created_at=now)
+                    wire = (request_spec, filter_properties)
+                    created = dict(values, created_at=now, request_id=booted_by.get(instance_uuid))
                     plan.creates.append(instance_record(spec, instance_uuid, wire, created))
                 else:
                     plan.updates.append(RowUpdate(instance_uuid, values, admitted.expected[instance_uuid]))
@@ -285,14 +289,16 @@ class Planner:
             for instance_uuid in refusal.spec.instance_uuids:
                 values = {"state": states.ERROR, "fault_reason": refusal.reason, "host": None, "node": None}
                 if instance_uuid in admitted.new:
-                    plan.creates.append(instance_record(refusal.spec, instance_uuid, values=values))
+                    plan.creates.append(instance_record(refusal.spec, instance_uuid, values=dict(
+                        values, request_id=booted_by.get(instance_uuid))))
                 else:
                     plan.updates.append(RowUpdate(instance_uuid, values, admitted.expected[instance_uuid]))
         for invalid in plan.invalid:
             spec = invalid.job.spec
             if spec.uuids_named:  # their client looks for them: it finds why they are not built
                 reason = f"Invalid request: {invalid.error}"
-                plan.creates.extend(refused_record(spec, uuid, reason) for uuid in spec.instance_uuids)
+                plan.creates.extend(refused_record(spec, uuid, reason, booted_by.get(uuid))
+                                    for uuid in spec.instance_uuids)
         return plan
 
 
@@ -304,10 +310,11 @@ def build(context: Any, spec: RequestSpec, instance_uuid: str, host: str, limits
     return Build(context, spec, instance_uuid, host, request_spec, filter_properties, decision)
 
 
-def refused_record(spec: RequestSpec, instance_uuid: str, reason: str) -> dict[str, Any]:
+def refused_record(spec: RequestSpec, instance_uuid: str, reason: str,
+                   request_id: str | None = None) -> dict[str, Any]:
     """The row of an instance a request named and that is refused as invalid: its fault and
     what a listing shows, not the request (it is dead-lettered whole)."""
-    return {"uuid": instance_uuid, "state": states.ERROR, "fault_reason": reason,
+    return {"uuid": instance_uuid, "state": states.ERROR, "fault_reason": reason, "request_id": request_id,
             "project_id": spec.project_id, "display_name": spec.display_names.get(instance_uuid),
             "flavor_name": spec.flavor.name,
             "memory_mb": spec.flavor.memory_mb, "root_gb": spec.flavor.root_gb,
