@@ -101,7 +101,8 @@ class SchedulerManager:
         """Where the instances of a request go, for a caller that builds them itself:
         the chosen hosts' resources are consumed (as Nova's select_destinations does),
         and nothing is written to the database (no instance, no server group member:
-        a group's placements are read from the instances the scheduler records)."""
+        a group's placements are read from the instances the scheduler records). A request
+        with min_num_instances gets a host for as many of its instances as fit, in order."""
         spec = RequestSpec.from_wire(request_spec, filter_properties)
         planner = self._scheduling.planner
         lookups.prepare_spec(self._db, spec, add_members=False)  # zone, server group, host hints
@@ -111,7 +112,7 @@ class SchedulerManager:
             chosen = planner.selector.select(self.host_manager.table, spec, decisions,
                                              LOG.isEnabledFor(logging.DEBUG))
             selected = [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]
-        for instance_uuid, host, decision in zip(spec.instance_uuids, selected, decisions, strict=True):
+        for instance_uuid, host, decision in zip(spec.instance_uuids, selected, decisions, strict=False):
             log_decision(instance_uuid, host["host"], decision, verb="Selected")
         return selected
 
