@@ -59,8 +59,9 @@ class Applier:
             if refusal.removed:
                 self._outbox.send(telemetry.count_refusal, refusal.removed)
             self._outbox.send(telemetry.count_outcome, refusal.outcome, len(refusal.spec.instance_uuids))
-            self._outbox.send(self._refusals.add, instances=list(refusal.spec.instance_uuids),
-                              reason=refusal.reason)
+            uuids = refusal.spec.instance_uuids
+            self._outbox.send(self._refusals.add, instances=list(uuids), reason=refusal.reason,
+                              names=[refusal.spec.display_names.get(u) for u in uuids])
         for invalid in plan.invalid:
             spec = invalid.job.spec
             if spec.uuids_named:
