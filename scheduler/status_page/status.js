@@ -177,9 +177,9 @@ function rowLabels(hosts, rows, cell, columns) {
     label.style.lineHeight = `${Math.max(cell, LABEL_PX)}px`;
     labels.append(label);
   }
-  const note = every > 1 ? el("p", {class: "note"}, `1 row of hosts in ${every} labelled (${lines} rows of ` +
-    `${columns}): point at a host for its name`) : null;
-  return [labels, note];
+  const said = every > 1 ? `1 row of hosts in ${every} labelled (${lines} rows of ${columns})`
+    : rows.length > 2 && columns > 2 ? "each row labelled by its first and last host" : null;
+  return [labels, said && el("p", {class: "note"}, `${said}: point at a host for its name`)];
 }
 
 function renderHeatmap(hosts, values) {

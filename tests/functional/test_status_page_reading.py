@@ -88,6 +88,8 @@ def test_fill_is_against_what_the_host_can_take_names_and_axes_are_shown(small_f
 
         # The heat map's row says which hosts it holds, without pointing at it.
         assert page.inner_text("#heatmap .zone .labels") == "compute-1 – compute-3"
+        assert page.inner_text("#heatmap .zone .note") == (
+            "each row labelled by its first and last host: point at a host for its name")
 
         refused = page.locator("#refusals tbody tr td:nth-child(2) .instance")
         assert refused.all_inner_texts() == ["web-1", U2]
