@@ -14,6 +14,13 @@ def boot(conf, tmp_path, *argv):
     return berth(conf, tmp_path, "boot", *LARGE, "--wait", "--timeout", str(GUARD), *argv)
 
 
+def refused_boot(conf, tmp_path, capsys, *argv):
+    """(status, stdout, the command line's lines on stderr) of a boot on one agent."""
+    capsys.readouterr()
+    status, out = boot(conf, tmp_path, *argv)
+    return status, out, [line for line in capsys.readouterr().err.splitlines() if line.startswith("berth")]
+
+
 def listed(conf, tmp_path, *argv):
     status, out = berth(conf, tmp_path, "instances", "-f", "json", *argv)
     assert status == 0, out
@@ -41,11 +48,8 @@ def test_as_many_as_fit_are_booted_and_the_others_not_with_the_reason_said_once(
 
 
 def test_fewer_than_the_minimum_fit_none_is_booted_and_none_left_in_error(conf, tmp_path, stack, capsys):  # noqa: F811
-    service, add_agent, _ = stack
-    add_agent("agent-1")
-    capsys.readouterr()
-    status, out = boot(conf, tmp_path, "--min-count", "4", "--count", "5")
-    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("berth")]
+    stack[1]("agent-1")
+    status, out, said = refused_boot(conf, tmp_path, capsys, "--min-count", "4", "--count", "5")
     assert (status, out) == (1, ""), said
     assert said == [
         "berth: none of the 5 instances booted: No valid host was found for instance 4 of 5: of the 1 host "
@@ -59,11 +63,8 @@ def test_fewer_than_the_minimum_fit_none_is_booted_and_none_left_in_error(conf, 
 
 
 def test_a_minimum_above_the_count_is_refused_before_anything_is_asked(conf, tmp_path, stack, capsys):  # noqa: F811
-    service, add_agent, _ = stack
-    add_agent("agent-1")
-    capsys.readouterr()
-    status, out = boot(conf, tmp_path, "--min-count", "6", "--count", "5")
-    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("berth")]
+    stack[1]("agent-1")
+    status, out, said = refused_boot(conf, tmp_path, capsys, "--min-count", "6", "--count", "5")
     assert (status, out, said) == (1, "", ["berth: --min-count 6 is more than --count 5; nothing booted"])
     assert listed(conf, tmp_path, "--all") == []
 
