@@ -370,7 +370,8 @@ def no_valid_host_reason(considered, removed, spec, index):
     hosts = f"{considered} host{'s' if considered != 1 else ''}"
     if index == 0:
         which = f" for instance 1 of {spec.num_instances}" if spec.num_instances > 1 else ""
-        return f"No valid host was found{which}: {hosts} considered; {detail}; none left"
+        fewer = f" (none fit; at least {spec.at_least} asked)" if spec.min_instances is not None else ""
+        return f"No valid host was found{which}: {hosts} considered; {detail}; none left{fewer}"
     # A later instance of the request is placed among the hosts that passed for the one before.
     found = (f"No valid host was found for instance {index + 1} of {spec.num_instances}: of the {hosts} "
              f"that passed the filters for instance {index}, {detail}; none left")

@@ -60,6 +60,9 @@ def test_fewer_than_the_minimum_fit_none_is_booted_and_none_left_in_error(conf, 
     # Nothing held: the 3 that fit are booted by the next request.
     status, out = boot(conf, tmp_path, "--min-count", "3", "--count", "3")
     assert status == 0 and out.count(" ACTIVE ") == 3, out
+    status, out, said = refused_boot(conf, tmp_path, capsys, "--min-count", "1", "--count", "2")
+    assert said == ["berth: none of the 2 instances booted: No valid host was found for instance 1 of 2: "
+                    "1 host considered; RamFilter removed 1; none left (none fit; at least 1 asked)"]
 
 
 def test_a_minimum_above_the_count_is_refused_before_anything_is_asked(conf, tmp_path, stack, capsys):  # noqa: F811
