@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.policy.rebalance import exact, greedy
+from scheduler.policy.rebalance.figures import Figures, before_after
 from scheduler.policy.rebalance.judge import Judge, replay, request_for
 from scheduler.policy.rebalance.snapshot import CLASSES, Migration, Snapshot, amounts_of
 from scheduler.policy.request_spec import Flavor, RequestSpec
@@ -36,6 +37,9 @@ class Plan:
     #: Proven the fewest migrations (then least memory) over the candidate targets.
     optimal: bool
     note: str = ""
+    #: The fleet's figures before and after the migrations (scheduler.policy.rebalance.figures).
+    before: Figures | None = None
+    after: Figures | None = None
 
     @property
     def memory_mb(self) -> float:
@@ -178,6 +182,18 @@ def lower_bound(snapshot: Snapshot, row: int, request: RequestSpec,
             sizes = np.sort(amounts[:, c])[::-1]
             fewest = max(fewest, int(np.searchsorted(np.cumsum(sizes), need[c] - 1e-9) + 1))
     return fewest, max(float(need[1]), float(np.sort(amounts[:, 1])[:fewest].sum()))
+
+
+def with_figures(snapshot: Snapshot, judge: Judge, plan: Plan,
+                 flavors: Sequence[Flavor] | None = None) -> Plan:
+    """``plan`` with the fleet's figures before and after its migrations."""
+    plan.before, plan.after = before_after(snapshot, judge, plan.migrations, flavors)
+    return plan
+
+
+def replayed(snapshot: Snapshot, judge: Judge, plan: Plan) -> Plan | NoPlan:
+    """``plan`` (migrations alone, no new instance) once replayed step by step, or NoPlan (why)."""
+    return _checked(snapshot, judge, None, plan)
 
 
 def _checked(snapshot: Snapshot, judge: Judge, request: Any, plan: Plan) -> Plan | NoPlan:
