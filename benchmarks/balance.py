@@ -67,21 +67,11 @@ def watcher_workload_balance(snapshot: Snapshot, threshold: float | None, audits
     table = snapshot.table
     enabled = np.flatnonzero(~np.asarray(table.disabled, dtype=bool))
     vcpus = np.asarray(table.vcpus_total, dtype=float)
-    migrations: list[Migration] = []
     if threshold is None:
         use = _instance_use(snapshot)
         threshold = float(use[enabled].sum() / vcpus[enabled].sum() * 100)
-    try:
-        for _ in range(audits):
-            step = _watcher_audit(snapshot, enabled, vcpus, threshold)
-            if step is None:
-                break
-            migrations.append(step)
-            snapshot.move(step.instance, step.destination)
-    finally:
-        for migration in reversed(migrations):
-            snapshot.move(migration.instance, migration.source)
-    return migrations
+    level = threshold
+    return snapshot.planned(lambda done: _watcher_audit(snapshot, enabled, vcpus, level), audits)
 
 
 def _instance_use(snapshot: Snapshot) -> np.ndarray:

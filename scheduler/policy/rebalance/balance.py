@@ -45,19 +45,18 @@ def balance(snapshot: Snapshot, filters: Sequence[Any] = (), target_skew: float 
     if now <= target_skew:
         note = f"the skew {now:.3f} is at or below the target {target_skew:g}: nothing to move"
         return with_figures(snapshot, judge, Plan([], [], GREEDY, True, note), flavors)
-    migrations: list[Migration] = []
-    stopped = ""
-    try:
-        while len(migrations) < max_migrations and figures.skew(snapshot.load) > target_skew:
-            step, why = _best_move(snapshot, judge, {m.instance for m in migrations})
-            if step is None:
-                stopped = why
-                break
-            migrations.append(step)
-            snapshot.move(step.instance, step.destination)
-    finally:
-        for migration in reversed(migrations):
-            snapshot.move(migration.instance, migration.source)
+    stops: list[str] = []
+
+    def next_step(done: list[Migration]) -> Migration | None:
+        if figures.skew(snapshot.load) <= target_skew:
+            return None
+        step, why = _best_move(snapshot, judge, {m.instance for m in done})
+        if step is None:
+            stops.append(why)
+        return step
+
+    migrations = snapshot.planned(next_step, max_migrations)
+    stopped = stops[0] if stops else ""
     if not migrations:
         return NoPlan(f"the skew is {now:.3f} (target {target_skew:g}) and no migration lowers it: {stopped}")
     checked = replayed(snapshot, judge, Plan(migrations, [], GREEDY, False))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -159,6 +159,23 @@ class Snapshot:
         finally:
             for before in reversed(done):
                 self.move(before.uuid, before.host)
+
+    def planned(self, next_step: Callable[[list[Migration]], Migration | None],
+                limit: int) -> list[Migration]:
+        """Up to ``limit`` migrations, each ``next_step(those so far)`` (None: no more) asked once
+        those before it are made on the snapshot; all taken back before they are returned."""
+        migrations: list[Migration] = []
+        try:
+            while len(migrations) < limit:
+                step = next_step(migrations)
+                if step is None:
+                    break
+                migrations.append(step)
+                self.move(step.instance, step.destination)
+        finally:
+            for migration in reversed(migrations):
+                self.move(migration.instance, migration.source)
+        return migrations
 
     def move(self, uuid: str, destination: str) -> Resident:
         """Move instance ``uuid`` to ``destination`` in the snapshot; returns it as it was."""

@@ -8,8 +8,6 @@ import time
 import numpy as np
 import pytest
 
-from benchmarks import make_room as bench
-from scheduler.policy import filters as filters_mod
 from scheduler.policy.host_report import HostReport
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.rebalance import Migration, NoPlan, Resident, Snapshot, balance, consolidate, figures
@@ -20,18 +18,6 @@ from tests.unit.policy.rebalance.test_make_room import assert_groups_apart, chec
 SMALL = Flavor(memory_mb=8192, root_gb=40, ephemeral_gb=0, vcpus=4, name="m1.large")
 BIG = Flavor(memory_mb=65536, root_gb=100, ephemeral_gb=0, vcpus=16, name="m1.huge")
 HOST = (131072, 32, 2000)  # memory MB, vCPUs, disk GB; ratios of benchmarks.make_room: cpu 4, ram 1
-
-
-@pytest.fixture(scope="module")
-def conf():
-    conf = bench.make_conf()
-    yield conf
-    conf.reset()
-
-
-@pytest.fixture(scope="module")
-def enabled(conf):
-    return filters_mod.enabled_filters(conf)
 
 
 def fleet(conf, hosts, instances, hidden=None):
