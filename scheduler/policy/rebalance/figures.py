@@ -52,9 +52,11 @@ class Figures:
 
 def flavors_in_use(snapshot: Snapshot) -> list[Flavor]:
     """The distinct flavors of the snapshot's instances."""
+    by_object = {id(r.spec.flavor): r.spec.flavor for r in snapshot.residents.values()}
     seen: dict[tuple[object, ...], Flavor] = {}
-    for resident in snapshot.residents.values():
-        seen.setdefault((*amounts_of(resident.flavor), resident.flavor.name), resident.flavor)
+    for flavor in by_object.values():
+        seen.setdefault((flavor.name, flavor.memory_mb, flavor.vcpus, flavor.root_gb, flavor.ephemeral_gb,
+                         repr(sorted(flavor.extra_specs.items()))), flavor)
     return list(seen.values())
 
 

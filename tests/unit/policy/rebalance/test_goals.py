@@ -8,9 +8,19 @@ import time
 import numpy as np
 import pytest
 
+from benchmarks import make_room as bench
 from scheduler.policy.host_report import HostReport
 from scheduler.policy.host_state import HostTable
-from scheduler.policy.rebalance import Migration, NoPlan, Resident, Snapshot, balance, consolidate, figures
+from scheduler.policy.rebalance import (
+    Migration,
+    NoPlan,
+    Resident,
+    Snapshot,
+    balance,
+    consolidate,
+    figures,
+    make_room,
+)
 from scheduler.policy.rebalance.judge import Judge, replay, request_for
 from scheduler.policy.request_spec import Flavor, RequestSpec
 from tests.unit.policy.rebalance.test_make_room import assert_groups_apart, check_plan
@@ -253,3 +263,11 @@ def test_a_resident_load_moves_with_it(conf):
     with snapshot.moved([Migration(moved.uuid, "h0", "h1", "", 0)]):
         assert snapshot.load[:2].tolist() == [28.0, 8.4]
     assert snapshot.load[:2].tolist() == [32.0, 4.4]
+
+
+def test_a_make_room_plan_shows_its_flavor_fitting_only_after_its_migrations(conf, enabled):
+    snapshot = bench.fragmented_fleet(60, 0, conf)
+    plan = make_room(snapshot, bench.LARGE, 1, enabled)
+    assert plan and plan.migrations, plan
+    assert (plan.before.largest_fit, plan.after.largest_fit) == ("m1.xlarge", "m1.huge")
+    assert plan.before.hosts_used == plan.after.hosts_used == 60
