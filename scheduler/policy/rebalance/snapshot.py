@@ -71,16 +71,22 @@ class Snapshot:
         self.ratios = {VCPU: 16.0, MEMORY_MB: 1.5, DISK_GB: 1.0, **(ratios or {})}
         self.residents: dict[str, Resident] = {}
         self.on_host: dict[int, list[Resident]] = {}
+        #: {group uuid: {host: members}} as the instances stand now
+        self._groups: dict[str, dict[str, int]] = {}
+        self.add(residents)
+
+    def add(self, residents: Iterable[Resident]) -> None:
+        """Take in more ``residents`` (instances not held already), as when the instances of a few
+        more hosts are read."""
         for resident in residents:
-            row = table.index.get(resident.host)
+            row = self.table.index.get(resident.host)
             if row is None:
                 raise ValueError(f"instance {resident.uuid} is on {resident.host}, which the table "
                                  "does not hold")
+            if resident.uuid in self.residents:
+                raise ValueError(f"instance {resident.uuid} is held already")
             self.residents[resident.uuid] = resident
             self.on_host.setdefault(row, []).append(resident)
-        #: {group uuid: {host: members}} as the instances stand now
-        self._groups: dict[str, dict[str, int]] = {}
-        for resident in self.residents.values():
             if resident.group is not None:
                 hosts = self._groups.setdefault(resident.group, {})
                 hosts[resident.host] = hosts.get(resident.host, 0) + 1
