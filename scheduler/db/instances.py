@@ -281,6 +281,18 @@ class InstanceQueries(DatabaseEngine):
             return [_row_dict(row) for row in connection.execute(statement).mappings()]
 
     @_retry
+    def settled_instances_on_hosts(self, hosts: Iterable[str]) -> list[dict[str, Any]]:
+        """The instances ACTIVE on one of ``hosts`` and not moving: those a migration may take."""
+        found: list[dict[str, Any]] = []
+        with self._transaction() as connection:
+            for chunk in _chunks(dict.fromkeys(hosts)):
+                query = sa.select(instances).where(instances.c.host.in_(chunk),
+                                                   instances.c.state == instance_states.ACTIVE,
+                                                   instances.c.move_host.is_(None))
+                found.extend(_row_dict(row) for row in connection.execute(query).mappings())
+        return found
+
+    @_retry
     def display_names_starting(self, prefix: str, limit: int = 1000) -> list[str]:
         """The names of instances not DELETED that start with ``prefix`` (at most ``limit``)."""
         statement = (
