@@ -111,15 +111,15 @@ def fragmentation(snapshot: Snapshot, spec: RequestSpec, filters: Sequence[Any],
         return NoHint(f"no host passes the filters whatever its room "
                       f"({judge.why_not(snapshot, rows, unsized)})")
     wanted = amounts_of(spec.flavor)
+    large = allowed[(snapshot.limits()[allowed] >= wanted - 1e-9).all(axis=1)]
+    if not len(large):
+        return NoHint("no host it may use is large enough even empty")
     room = snapshot.room()
     free = np.maximum(room[allowed], 0.0).sum(axis=0)
     for c, name in enumerate(CLASSES):
         if free[c] < wanted[c]:
             return NoHint(f"the hosts it may use have {free[c]:g} {name} free in total, less than its "
                           f"{wanted[c]:g}: migrations move room, they make none")
-    large = allowed[(snapshot.limits()[allowed] >= wanted - 1e-9).all(axis=1)]
-    if not len(large):
-        return NoHint("no host it may use is large enough even empty")
     need = np.maximum(wanted - room[large], 0.0)
     share = (need / np.where(wanted > 0, wanted, 1.0)).sum(axis=1)
     order = large[np.lexsort((need[:, 1], share))]
