@@ -10,12 +10,12 @@ second on a fleet whose figures have not changed gets the same answer, and the o
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from oslo_config import cfg
 
 from scheduler.exception import BerthError, NoValidHost
@@ -68,7 +68,9 @@ class FragmentationHints:
         self._clock = clock
         self._budget = float("inf")  # seconds the hints may spend now: the limit at first
         self._refilled = clock()
-        self._answers: dict[Any, tuple[bytes, float, Hint | NoHint]] = {}
+        self._answers: dict[Any, tuple[int, float, Hint | NoHint]] = {}
+        self._seen: list[Any] = []  # the fleet's figures (_columns) when last asked, and their number
+        self._seen_number = 0
 
     def reason(self, spec: RequestSpec, refusal: NoValidHost) -> str:
         """The reason ``refusal`` of ``spec`` gives, with the hint when there is one."""
@@ -95,7 +97,7 @@ class FragmentationHints:
 
         table = self._hosts.table
         now = self._clock()
-        figures = _figures(table)
+        figures = self._figures(table)
         key = (request_key(spec), tuple(spec.ignore_hosts))
         kept = self._answers.get(key)
         if kept is not None and kept[0] == figures and now - kept[1] < REUSED_FOR:
@@ -117,6 +119,15 @@ class FragmentationHints:
         LOG.debug("Instances %s: fragmentation hint in %.3f s", uuids, spent)
         return answer
 
+    def _figures(self, table: Any) -> int:
+        """The number of the fleet's figures as they are: it changes when they do."""
+        columns = _columns(table)
+        seen = self._seen
+        if not seen or not all(np.array_equal(a, b) for a, b in zip(seen, columns, strict=True)):
+            self._seen = [column.copy() for column in columns]
+            self._seen_number += 1
+        return self._seen_number
+
     def _residents_of(self, hosts: Sequence[str]) -> list[Resident]:
         """The instances on ``hosts`` a migration may take, each with the request it would place."""
         from scheduler.policy.rebalance.snapshot import Resident
@@ -134,10 +145,7 @@ class FragmentationHints:
         return residents
 
 
-def _figures(table: Any) -> bytes:
-    """A digest of what every host has and uses: equal, the fleet's room is as it was."""
-    digest = hashlib.blake2b(digest_size=16)
-    for column in (table.total_ram_mb, table.free_ram_mb, table.total_disk_gb, table.free_disk_gb,
-                   table.vcpus_total, table.vcpus_used, table.disabled):
-        digest.update(column.tobytes())
-    return digest.digest()
+def _columns(table: Any) -> list[Any]:
+    """What every host has and uses: while they are equal, the fleet's room is as it was."""
+    return [table.total_ram_mb, table.free_ram_mb, table.total_disk_gb, table.free_disk_gb,
+            table.vcpus_total, table.vcpus_used, table.disabled]
