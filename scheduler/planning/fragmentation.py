@@ -46,6 +46,8 @@ opts: list[cfg.Opt] = [
 REUSED_FOR = 1.0
 #: Answers kept at most.
 KEPT = 256
+#: Requests of instances kept at most, read again once their row changes.
+SPECS_KEPT = 100_000
 #: Scheduler hints whose hosts a resident's move would have to look up: such instances stay put.
 PLACEMENT_HINTS = ("group", "same_host", "different_host")
 
@@ -71,6 +73,8 @@ class FragmentationHints:
         self._answers: dict[Any, tuple[int, float, Hint | NoHint]] = {}
         self._seen: list[Any] = []  # the fleet's figures (_columns) when last asked, and their number
         self._seen_number = 0
+        #: {uuid: (updated_at, the request its migration places)}
+        self._specs: dict[str, tuple[Any, RequestSpec | None]] = {}
 
     def reason(self, spec: RequestSpec, refusal: NoValidHost) -> str:
         """The reason ``refusal`` of ``spec`` gives, with the hint when there is one."""
@@ -134,15 +138,28 @@ class FragmentationHints:
 
         residents = []
         for row in self._db.settled_instances_on_hosts(hosts):
-            hints = (row.get("filter_properties") or {}).get("scheduler_hints") or {}
-            if not isinstance(hints, dict) or any(hints.get(h) for h in PLACEMENT_HINTS):
-                continue
+            spec = self._spec(row)
+            if spec is not None:
+                residents.append(Resident(row["uuid"], row["host"], spec))
+        return residents
+
+    def _spec(self, row: dict[str, Any]) -> RequestSpec | None:
+        """The request a migration of instance ``row`` places, read again only once the row has
+        changed (most of a hint's time is reading them); None when it stays put."""
+        kept = self._specs.get(row["uuid"])
+        if kept is not None and kept[0] == row.get("updated_at"):
+            return kept[1]
+        hints = (row.get("filter_properties") or {}).get("scheduler_hints") or {}
+        spec = None
+        if isinstance(hints, dict) and not any(hints.get(h) for h in PLACEMENT_HINTS):
             try:
                 spec = self._move_spec(Move(None, row, MIGRATION, flavor_of(row)))
             except BerthError:
-                continue  # its stored request cannot be read, or a move of it would be refused
-            residents.append(Resident(row["uuid"], row["host"], spec))
-        return residents
+                pass  # its stored request cannot be read, or a move of it would be refused
+        if len(self._specs) >= SPECS_KEPT:
+            self._specs.clear()
+        self._specs[row["uuid"]] = (row.get("updated_at"), spec)
+        return spec
 
 
 def _columns(table: Any) -> list[Any]:

@@ -27,8 +27,8 @@ from scheduler.policy.rebalance.snapshot import CLASSES, Resident, Snapshot, amo
 from scheduler.policy.request_spec import Flavor, RequestSpec
 from scheduler.policy.selection import candidates
 
-#: Hosts whose instances are asked for at once.
-CHUNK = 8
+#: Hosts whose instances are asked for at once (not cut short by the time limit).
+CHUNK = 2
 
 #: The instances on the named hosts that may be moved.
 ResidentsOf = Callable[[Sequence[str]], Iterable[Resident]]
