@@ -286,8 +286,9 @@ class InstanceQueries(DatabaseEngine):
         found: list[dict[str, Any]] = []
         with self._transaction() as connection:
             for chunk in _chunks(dict.fromkeys(hosts)):
-                # by host alone: SQLite would otherwise read every ACTIVE instance through the state index
-                query = sa.select(instances).where(instances.c.host.in_(chunk))
+                # not "state = ACTIVE": SQLite would read every ACTIVE instance through the state index
+                query = sa.select(instances).where(instances.c.host.in_(chunk),
+                                                   instances.c.state != instance_states.DELETED)
                 found.extend(_row_dict(row) for row in connection.execute(query).mappings()
                              if row["state"] == instance_states.ACTIVE and row["move_host"] is None)
         return found
