@@ -47,7 +47,7 @@ def fleet(hosts):
         for size in sizes:
             uuid = f"00000000-0000-4000-8000-{next(counter):012d}"
             spec = RequestSpec(instance_uuids=[uuid], flavor=flavor(size))
-            residents[host].append(Resident(uuid, host, spec))
+            residents[host].append(Resident(uuid, host, spec, load=size / (4 * GB)))
     asked = []
 
     def residents_of(names):
@@ -129,3 +129,16 @@ def test_a_request_of_several_instances_gets_no_hint(enabled):
     snapshot, residents_of, _ = fleet({"h1": [6 * GB, 6 * GB], "h2": [6 * GB, 2 * GB, 2 * GB]})
     found = fragmentation(snapshot, request_for(flavor(8 * GB), 2), enabled, residents_of, 10.0)
     assert found == NoHint("a request of several instances (the hint is for one)")
+
+
+def test_residents_added_later_count_as_those_given_at_first():
+    at_first, residents_of, _ = fleet({"h1": [6 * GB, 6 * GB], "h2": [6 * GB, 2 * GB, 2 * GB]})
+    every = residents_of(["h1", "h2"])
+    whole = Snapshot(at_first.table, every, at_first.ratios)
+    at_first.add(every[:2])
+    at_first.add(every[2:])
+    assert list(at_first.load) == list(whole.load) and at_first.load.any()
+    assert {row: [r.uuid for r in rs] for row, rs in at_first.on_host.items()} == {
+        row: [r.uuid for r in rs] for row, rs in whole.on_host.items()}
+    with pytest.raises(ValueError, match="is held already"):
+        at_first.add(every[:1])
