@@ -59,6 +59,8 @@ class Planner:
         self._compensate = compensate
         self._installed_filters = installed_filters
         self._installed_weighers = installed_weighers
+        #: Adds the fragmentation hint to a refusal's reason (FragmentationHints), if set.
+        self.fragmentation: Any = None
 
     # -- what each message should do ----------------------------------------
 
@@ -276,9 +278,10 @@ class Planner:
         for job, placements in rpc.each_request(zip(prepared.placing, outcomes, strict=True), job_context):
             spec = job.spec
             if isinstance(placements, NoValidHost):
-                LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), placements)
-                plan.refusals.append(Refusal(spec, str(placements), telemetry.NO_VALID_HOST,
-                                             placements.removed))
+                reason = str(placements) if self.fragmentation is None else self.fragmentation.reason(
+                    spec, placements)
+                LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), reason)
+                plan.refusals.append(Refusal(spec, reason, telemetry.NO_VALID_HOST, placements.removed))
                 continue
             if len(placements) < spec.num_instances:
                 plan.refusals.append(self._shortfall(job, len(placements), unplaced or {}))
