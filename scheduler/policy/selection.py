@@ -56,7 +56,7 @@ class Selector:
         self._owned_key = None
         self._owned = None
 
-    def select(self, hosts, spec, decisions=None, detail=False, whole_fleet=False):
+    def select(self, hosts, spec, decisions=None, detail=False, short=None, whole_fleet=False):
         """Choose and consume a host for each instance of ``spec``, all or none.
 
         ``hosts`` is a HostTable, or HostStates of one table. Returns one
@@ -67,6 +67,11 @@ class Selector:
         ``detail``, each says how many hosts each filter left and names the
         heaviest hosts, which costs a little more. With ``whole_fleet`` (a move), the hosts
         this scheduler owns are not preferred (scheduler.policy.owned_hosts).
+
+        A request for as many as fit (``spec.min_instances``) is placed as far as
+        hosts are found: fewer HostStates than instances are returned once at
+        least ``spec.at_least`` are, and the NoValidHost that stopped it is
+        appended to ``short`` (a list) when given.
         """
         table, rows = _table_and_rows(hosts)
         rows, forced = candidates(table, rows, spec)
@@ -92,12 +97,15 @@ class Selector:
                     decisions.append(Decision(
                         considered, len(rows), forced, tuple(left or ()),
                         _heaviest(table, rows, weights) if left is not None else ()))
-        except NoValidHost:
-            for row, instance_uuid in zip(chosen, spec.instance_uuids, strict=False):
-                table.release(row, instance_uuid)
-            if decisions is not None:
-                del decisions[recorded:]
-            raise
+        except NoValidHost as exc:
+            if len(chosen) < spec.at_least:
+                for row, instance_uuid in zip(chosen, spec.instance_uuids, strict=False):
+                    table.release(row, instance_uuid)
+                if decisions is not None:
+                    del decisions[recorded:]
+                raise
+            if short is not None:
+                short.append(exc)
         placed = []
         for row in chosen:
             host = table.view(row)
@@ -197,8 +205,8 @@ class Selector:
         """A row at random among the ``host_subset_size`` heaviest of the best tier.
 
         With ``owned`` (a mask over the table's rows: the hosts this scheduler owns among
-        the N live ones), among the hosts it owns of the heaviest few, when the fleet is
-        large enough (owned_hosts.narrow): N schedulers deciding at once then choose
+        the N live ones), among the hosts it owns when any passed and the fleet is large
+        enough (owned_hosts.narrow): N schedulers deciding at once then choose
         different hosts instead of racing for the same heaviest ones (their claims
         conflicting). A lone scheduler picks as before.
 
@@ -356,8 +364,14 @@ def no_valid_host_reason(considered, removed, spec, index):
     hosts = f"{considered} host{'s' if considered != 1 else ''}"
     if index == 0:
         which = f" for instance 1 of {spec.num_instances}" if spec.num_instances > 1 else ""
-        return f"No valid host was found{which}: {hosts} considered; {detail}; none left"
+        fewer = f" (none fit; at least {spec.at_least} asked)" if spec.min_instances is not None else ""
+        return f"No valid host was found{which}: {hosts} considered; {detail}; none left{fewer}"
     # A later instance of the request is placed among the hosts that passed for the one before.
-    return (f"No valid host was found for instance {index + 1} of {spec.num_instances}: of the {hosts} "
-            f"that passed the filters for instance {index}, {detail}; none left (none booted: {index} of "
-            f"{spec.num_instances} fit, and a request is placed whole or not at all)")
+    found = (f"No valid host was found for instance {index + 1} of {spec.num_instances}: of the {hosts} "
+             f"that passed the filters for instance {index}, {detail}; none left")
+    fit = f"none booted: {index} of {spec.num_instances} fit"
+    if spec.min_instances is None:
+        return f"{found} ({fit}, and a request is placed whole or not at all)"
+    if index < spec.at_least:
+        return f"{found} ({fit}, fewer than the {spec.at_least} asked for at least)"
+    return found  # the first instance that does not fit: those before it are booted
