@@ -9,8 +9,22 @@ waits until the scheduler is idle again; a round's CPU is the scheduler process'
 /proc), whatever its pace. The first round (each scheduler writes a host's first report) is
 given apart from the next ones.
 
-Run: ``python -m benchmarks.report_e2e [--hosts N] [--rounds R]`` (needs RabbitMQ with
-rabbitmqctl, PostgreSQL, and the test extra).
+With ``--baseline DIR`` a second scheduler process (``sched-1``) runs the code of the source
+tree DIR (a checkout of main, say) beside ``sched-0``: the fanout gives both every report at the
+same time, so that the two figures, and their ratio, are measured in one run on the same
+machine's noise. ``--option`` and ``--baseline-option`` (``GROUP.NAME=VALUE``) set either's
+configuration.
+
+A round's reports come as fast as the scheduler takes them, not every 10 s: a round lasts longer
+than the default ``[scheduler] service_down_time`` (60 s) on a loaded machine or with a large
+fleet, and every host would then be said down and up again (two log lines) and reconciled at
+each round, which no fleet reporting every 10 s to a scheduler that keeps up ever is (twice
+the CPU per report at 30,000 hosts). The schedulers run with ``service_down_time = 3600``
+(``--option scheduler.service_down_time=60`` to see the difference); the rounds that said hosts
+down anyway are counted, from the log. Reconciliation is then in the first round only.
+
+Run: ``python -m benchmarks.report_e2e [--hosts N] [--rounds R] [--baseline DIR]`` (needs
+RabbitMQ with rabbitmqctl, PostgreSQL, and the test extra).
 """
 
 from __future__ import annotations
@@ -64,18 +78,63 @@ def _idle(pid: int, proc: subprocess.Popen, window: int = 14, timeout: float = 9
             raise RuntimeError(f"the scheduler was still busy after {timeout} s")
 
 
-def measure(transport_url: str, n_hosts: int = 30_000, rounds: int = 3, per_host: int = 4) -> dict[str, Any]:
+def _option_lines(options: list[str]) -> str:
+    """``[GROUP]\nNAME = VALUE`` lines of ``GROUP.NAME=VALUE`` options (DEFAULT for a bare NAME)."""
+    groups: dict[str, list[str]] = {}
+    for option in options:
+        key, sep, value = option.partition("=")
+        group, _, name = key.strip().rpartition(".")
+        if not sep or not name:
+            raise ValueError(f"an option is GROUP.NAME=VALUE, got {option!r}")
+        groups.setdefault(group or "DEFAULT", []).append(f"{name} = {value.strip()}")
+    return "".join(f"[{group}]\n" + "".join(f"{line}\n" for line in lines) for group, lines in groups.items())
+
+
+class _Scheduler:
+    """A berth-scheduler process of the code of ``tree`` (None: this one), named ``name``."""
+
+    def __init__(self, name: str, tree: str | None, tmp: pathlib.Path, url: str, db_url: str,
+                 options: list[str]) -> None:
+        self.name, self.tree, self.log_path = name, tree, tmp / f"{name}.log"
+        conf_file = tmp / f"{name}.conf"
+        conf_file.write_text(f"[DEFAULT]\ntransport_url = {url}\nstate_path = {tmp}/state-{name}\n"
+                             f"host = {name}\n[database]\nconnection = {db_url}\n"
+                             "[prometheus]\nlisten_port = 0\n[scheduler]\nservice_down_time = 3600\n"
+                             + _option_lines(options))
+        env = dict(os.environ)
+        if tree is not None:
+            env["PYTHONPATH"] = os.pathsep.join([tree, *filter(None, [env.get("PYTHONPATH")])])
+        self._log = open(self.log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen([sys.executable, "-m", "scheduler.cmd.scheduler", "--config-file",
+                                      str(conf_file)], stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.figures: list[dict[str, float]] = []
+        self.idle = 0.0
+        self._said = 0
+
+    def said_down(self) -> int:
+        """How many "Host X is down" lines its log holds that were not counted yet."""
+        with open(self.log_path, "rb") as log:
+            total = sum(1 for line in log if b" is down: no report for " in line)
+        new, self._said = total - self._said, total
+        return new
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(60)
+        self._log.close()
+
+
+def measure(transport_url: str, n_hosts: int = 30_000, rounds: int = 3, per_host: int = 4,
+            baseline: str | None = None, options: list[str] | None = None,
+            baseline_options: list[str] | None = None) -> dict[str, Any]:
     from tests.fixtures import temporary_database, temporary_vhost  # the test extra
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-report-e2e-"))
-    proc = None
+    schedulers: list[_Scheduler] = []
     try:
         with temporary_vhost(transport_url, prefix="berth-bench") as url, \
                 temporary_database(PG_ADMIN_DSN, PG_URL, prefix="berth_bench", connect_timeout=3) as db_url:
-            conf_file = tmp / "berth.conf"
-            conf_file.write_text(f"[DEFAULT]\ntransport_url = {url}\nstate_path = {tmp}/state\n"
-                                 f"host = sched-0\n[database]\nconnection = {db_url}\n"
-                                 "[prometheus]\nlisten_port = 0\n")
             database = db_api.Database(db_url)
             database.sync()
             fleet = _Fleet(n_hosts, per_host, 0)
@@ -89,37 +148,36 @@ def measure(transport_url: str, n_hosts: int = 30_000, rounds: int = 3, per_host
                     database.service_heartbeat(name, BINARY, TOPIC)
 
             alive()
-            log = open(tmp / "scheduler.log", "ab")  # noqa: SIM115
-            proc = subprocess.Popen([sys.executable, "-m", "scheduler.cmd.scheduler", "--config-file",
-                                     str(conf_file)], stdout=log, stderr=subprocess.STDOUT)
+            schedulers.append(_Scheduler("sched-0", None, tmp, url, db_url, options or []))
+            if baseline is not None:
+                schedulers.append(_Scheduler("sched-1", baseline, tmp, url, db_url, baseline_options or []))
             conf = berth_conf.new_conf()
-            conf(["--config-file", str(conf_file)], project="berth-bench", default_config_files=[])
+            conf(["--config-file", str(tmp / "sched-0.conf")], project="berth-bench", default_config_files=[])
             transport = rpc.get_transport(conf)
-            figures = []
             try:
                 client = SchedulerClient(transport, timeout=2)
-                deadline = time.monotonic() + 120
-                while True:  # the scheduler's fanout queue exists once it answers
-                    try:
-                        client.list_hosts({})
-                        break
-                    except rpc.MessagingTimeout:
-                        if time.monotonic() > deadline or proc.poll() is not None:
-                            raise RuntimeError("the scheduler did not start: see its log") from None
-                _, idle = _idle(proc.pid, proc)
+                for scheduler in schedulers:  # its fanout queue exists once it answers
+                    _answering(client, scheduler)
+                for scheduler in schedulers:
+                    _, scheduler.idle = _idle(scheduler.proc.pid, scheduler.proc)
+                    scheduler.said_down()
                 for _ in range(rounds):
                     alive()
                     reports = [(host, jsonutils.loads(body)) for host, body in fleet.bodies(0, n_hosts)]
-                    before, started = _cpu_s(proc.pid), time.monotonic()
+                    before = [_cpu_s(s.proc.pid) for s in schedulers]
+                    started = time.monotonic()
                     for chunk in range(0, n_hosts, BATCH):
                         with transport.publisher.batch():
                             for host, resources in reports[chunk:chunk + BATCH]:
                                 client.report_resources({}, host, resources)
                     sent = time.monotonic() - started
-                    after, _ = _idle(proc.pid, proc)
-                    # Less what it spends idle (periodic tasks) over the round.
-                    figures.append({"cpu_s": after - before - idle * (time.monotonic() - started),
-                                    "publish_s": sent})
+                    for scheduler, cpu_before in zip(schedulers, before, strict=True):
+                        after, _ = _idle(scheduler.proc.pid, scheduler.proc)
+                        # Less what it spends idle (periodic tasks) over the round.
+                        scheduler.figures.append({
+                            "cpu_s": after - cpu_before - scheduler.idle * (time.monotonic() - started),
+                            "publish_s": sent, "round_s": time.monotonic() - started,
+                            "said_down": scheduler.said_down()})
             finally:
                 transport.cleanup()
             with database.engine.connect() as connection:
@@ -128,22 +186,61 @@ def measure(transport_url: str, n_hosts: int = 30_000, rounds: int = 3, per_host
             if known != n_hosts:
                 raise RuntimeError(f"{known} hosts of {n_hosts} have a row: reports were lost")
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            proc.wait(60)
+        for scheduler in schedulers:
+            scheduler.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    row = _row(schedulers[0], n_hosts, rounds)
+    if baseline is not None:
+        row["baseline"] = _row(schedulers[1], n_hosts, rounds)
+        row["ratios"] = [mine["cpu_s"] / theirs["cpu_s"] for mine, theirs in
+                         zip(schedulers[0].figures[1:], schedulers[1].figures[1:], strict=True)]
+    return row
+
+
+def _answering(client: SchedulerClient, scheduler: _Scheduler) -> None:
+    own = client._client.prepare(server=scheduler.name, timeout=2)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            own.call({}, "list_hosts")
+            return
+        except rpc.MessagingTimeout:
+            if time.monotonic() > deadline or scheduler.proc.poll() is not None:
+                raise RuntimeError(f"scheduler {scheduler.name} did not start: see its log") from None
+
+
+def _row(scheduler: _Scheduler, n_hosts: int, rounds: int) -> dict[str, Any]:
+    figures = scheduler.figures
     steady = [f["cpu_s"] / n_hosts * 1e6 for f in figures[1:]]
     return {
         "bench": "reports e2e",
-        "idle_cpu_ms_per_s": idle * 1e3,
+        "scheduler": scheduler.name,
+        "tree": scheduler.tree,
+        "idle_cpu_ms_per_s": scheduler.idle * 1e3,
         "n_hosts": n_hosts,
         "rounds": rounds,
         "first_round_us_per_report": figures[0]["cpu_s"] / n_hosts * 1e6,
         "us_per_report": steady,
         "published_per_s": [n_hosts / f["publish_s"] for f in figures],
+        "round_s": [f["round_s"] for f in figures],
+        "rounds_saying_down": sum(1 for f in figures if f["said_down"]),
         "median_ms": statistics.median(steady) / 1e3 if steady else None,
         "p99_ms": None,
     }
+
+
+def _spread(values: list[float], digits: int = 0) -> str:
+    return (f"{statistics.median(values):,.{digits}f} ({min(values):,.{digits}f}-{max(values):,.{digits}f}, "
+            f"{len(values)} rounds)")
+
+
+def describe(row: dict[str, Any]) -> str:
+    steady = row["us_per_report"]
+    down = row["rounds_saying_down"]
+    return (f"{row['scheduler']} ({row['tree'] or 'this tree'}): {_spread(steady)} us CPU per report "
+            f"after the first round, first round {row['first_round_us_per_report']:.0f} us (less its idle "
+            f"{row['idle_cpu_ms_per_s']:.0f} ms CPU per s); rounds of {_spread(row['round_s'])} s"
+            + (f", {down} of them past service_down_time (hosts said down)" if down else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,17 +249,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=positive, default=30_000)
     parser.add_argument("--rounds", type=positive, default=3,
                         help="rounds of every host's report (default 3)")
+    parser.add_argument("--baseline", metavar="DIR", default=None,
+                        help="also run a scheduler of the source tree DIR, on the same reports")
+    parser.add_argument("--option", action="append", default=[], metavar="GROUP.NAME=VALUE",
+                        help="configuration of the scheduler of this tree (repeatable)")
+    parser.add_argument("--baseline-option", action="append", default=[], metavar="GROUP.NAME=VALUE",
+                        help="configuration of the baseline's scheduler (repeatable)")
     parser.add_argument("--transport-url", default=os.environ.get(
         "BERTH_BENCH_TRANSPORT_URL", "rabbit://guest:guest@127.0.0.1:5672/"))
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    row = measure(args.transport_url, args.hosts, max(2, args.rounds))
-    steady = row["us_per_report"]
-    print(f"{args.hosts:,} hosts into a berth-scheduler process over RabbitMQ (1 of 3 schedulers, "
-          f"PostgreSQL): {statistics.median(steady):.0f} us CPU per report "
-          f"({min(steady):.0f}-{max(steady):.0f}, {len(steady)} rounds after the first), "
-          f"first round {row['first_round_us_per_report']:.0f} us (less its idle "
-          f"{row['idle_cpu_ms_per_s']:.0f} ms CPU per s); "
-          f"published at {statistics.median(row['published_per_s']):,.0f} reports/s")
+    try:
+        _option_lines(args.option + args.baseline_option)
+    except ValueError as exc:
+        parser.error(str(exc))
+    row = measure(args.transport_url, args.hosts, max(2, args.rounds), baseline=args.baseline,
+                  options=args.option, baseline_options=args.baseline_option)
+    print(f"{args.hosts:,} hosts into berth-scheduler processes over RabbitMQ (of 3 schedulers, "
+          f"PostgreSQL), published at {statistics.median(row['published_per_s']):,.0f} reports/s")
+    print(describe(row))
+    if "baseline" in row:
+        print(describe(row["baseline"]))
+        print(f"CPU per report, {row['scheduler']} / {row['baseline']['scheduler']}, round by round: "
+              f"{_spread(row['ratios'], 2)}")
     return 0
 
 

@@ -175,7 +175,7 @@ def _retry(method: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[_E
 
     @functools.wraps(method)
     def wrapper(self: _E, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if getattr(self._work, "connection", None) is not None:
+        if getattr(self._work, "stack", None) is not None:
             # Inside a unit of work the transaction is the caller's: it is
             # retried whole (its messages are redelivered), not statement by statement.
             return method(self, *args, **kwargs)
@@ -389,9 +389,8 @@ class DatabaseEngine:
 
     @contextlib.contextmanager
     def _transaction(self, write: bool = False) -> Iterator[sa.Connection]:
-        current = getattr(self._work, "connection", None)
-        if current is not None:
-            yield current
+        if getattr(self._work, "stack", None) is not None:
+            yield self._work_connection()
             return
         with self.engine.connect() as connection:
             if write:
@@ -423,26 +422,41 @@ class DatabaseEngine:
         """One transaction for everything this thread does with the database until exit.
 
         Commits when the block ends, rolls everything back if it raises.
-        ``step()`` marks out a part that can fail alone (a savepoint).
+        ``step()`` marks out a part that can fail alone (a savepoint). The connection is taken,
+        and the transaction begun, by the first statement: a block that runs none (a batch of
+        agents' reports alone) costs the database nothing, not even a check of the connection.
         """
-        if getattr(self._work, "connection", None) is not None:
+        if getattr(self._work, "stack", None) is not None:
             raise RuntimeError("a unit of work is already open on this thread")
-        with self.engine.connect() as connection:
-            connection.execution_options(berth_write=True)
-            with connection.begin():
-                self._work.connection = connection
+        self._work.connection = None
+        try:
+            with contextlib.ExitStack() as stack:
+                self._work.stack = stack
                 try:
                     yield self
                 finally:
-                    self._work.connection = None
-        self.reconnects.confirmed()
+                    self._work.stack = None
+            connected = self._work.connection is not None
+        finally:
+            self._work.connection = None
+        if connected:
+            self.reconnects.confirmed()
+
+    def _work_connection(self) -> sa.Connection:
+        """The connection of the unit of work open on this thread, its transaction begun."""
+        connection = self._work.connection
+        if connection is None:
+            connection = self._work.stack.enter_context(self.engine.connect())
+            connection.execution_options(berth_write=True)
+            self._work.stack.enter_context(connection.begin())
+            self._work.connection = connection
+        return connection
 
     @contextlib.contextmanager
     def step(self) -> Iterator[None]:
         """Inside a unit of work: undo only this block's writes if it raises."""
-        connection = getattr(self._work, "connection", None)
-        if connection is None:
+        if getattr(self._work, "stack", None) is None:
             yield
             return
-        with connection.begin_nested():
+        with self._work_connection().begin_nested():
             yield

@@ -3,6 +3,9 @@
 import datetime
 
 import pytest
+from sqlalchemy import exc as sa_exc
+
+from scheduler.db import api as db_api
 
 U1 = "11111111-1111-4111-8111-111111111111"
 U2 = "22222222-2222-4222-8222-222222222222"
@@ -33,6 +36,18 @@ def test_a_unit_of_work_that_raises_leaves_nothing(database):
         raise RuntimeError("the broker went away")
     assert database.get_instance(U1) is None
     assert database.host_generations(["h1"]) == {"h1": 0}
+
+
+def test_a_unit_of_work_that_runs_no_statement_needs_no_database():
+    # A batch of agents' reports alone: taken while the database is away, and costing it nothing.
+    away = db_api.Database("postgresql+psycopg2://berth@127.0.0.1:1/berth", max_retries=0)
+    try:
+        with away.unit_of_work():
+            pass
+        with pytest.raises(sa_exc.OperationalError, match="127.0.0.1"), away.unit_of_work():
+            away.get_instance(U1)
+    finally:
+        away.dispose()
 
 
 def test_a_failed_step_undoes_only_itself(database):

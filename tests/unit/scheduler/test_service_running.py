@@ -148,7 +148,8 @@ def _refused_connection():
 
 
 def test_a_database_that_cannot_be_reached_is_no_messages_fault(conf, monkeypatch):
-    """Connecting, a statement or the commit: each a passing failure, to hold the batch for."""
+    """Connecting (at the first statement: a batch that runs none needs no database), a statement
+    or the commit: each a passing failure, to hold the batch for."""
     database = Database.from_conf(conf)
     database.sync()
 
@@ -156,9 +157,12 @@ def test_a_database_that_cannot_be_reached_is_no_messages_fault(conf, monkeypatc
         raise _refused_connection()
 
     monkeypatch.setattr(database.engine, "connect", refuse)
-    with pytest.raises(rpc.RetryLater, match="the database is unavailable: connection to server at"):
-        with UnitOfWork(database, Outbox()):
-            pass
+    with UnitOfWork(database, Outbox()) as work, work.step("report_resources", read_only=True):
+        pass
+    for method, read_only in (("create_server_group", False), ("list_instances", True)):
+        with pytest.raises(rpc.RetryLater, match="the database is unavailable: connection to server at"):
+            with UnitOfWork(database, Outbox()) as work, work.step(method, read_only=read_only):
+                database.list_instances()
     monkeypatch.undo()
     with pytest.raises(rpc.RetryLater) as raised:
         with UnitOfWork(database, Outbox()) as work, work.step("create_server_group"):
