@@ -25,6 +25,7 @@ from scheduler.fleet.report_owner import ReportOwners, live_schedulers
 from scheduler.manager import ReportBuffer, SchedulerManager
 from scheduler.moves.api import MoveEndpoint
 from scheduler.moves.expiry import MoveExpiry
+from scheduler.moves.rebalance_api import RebalanceEndpoint
 from scheduler.planning.applier import Applier, MoveApplier
 from scheduler.planning.claims import HostClaims
 from scheduler.planning.moves import MovePlanner
@@ -76,6 +77,7 @@ class SchedulerParts:
     move_applier: MoveApplier
     move_expiry: MoveExpiry
     moves: MoveEndpoint
+    rebalance: RebalanceEndpoint
 
 
 def assemble(conf, transport, database, rng=None):
@@ -94,6 +96,7 @@ def assemble(conf, transport, database, rng=None):
     reports = ReportBuffer()
     move_applier = MoveApplier(database, host_manager, outbox, compute)
     move_planner = MovePlanner(conf, database, planner)
+    moves = MoveEndpoint(conf, database, host_manager, applier, move_planner, move_applier)
     return SchedulerParts(
         host_manager=host_manager, reports=reports, outbox=outbox, undo=undo, compute=compute, claims=claims,
         planner=planner, applier=applier, scheduling=scheduling,
@@ -103,7 +106,7 @@ def assemble(conf, transport, database, rng=None):
         manager=SchedulerManager(conf, database, host_manager, reports, scheduling),
         move_planner=move_planner, move_applier=move_applier,
         move_expiry=MoveExpiry(conf, database, move_applier),
-        moves=MoveEndpoint(conf, database, host_manager, applier, move_planner, move_applier),
+        moves=moves, rebalance=RebalanceEndpoint(conf, database, host_manager, selector, moves),
     )
 
 
@@ -126,7 +129,7 @@ class SchedulerService:
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
             [self.manager, self.moves, self.admin, self.host_admin, FlavorEndpoint(database, conf),
-             ScalingGroupEndpoint(conf, database),
+             parts.rebalance, ScalingGroupEndpoint(conf, database),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
             hearing=self.parts.host_manager,

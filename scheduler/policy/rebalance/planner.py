@@ -54,9 +54,10 @@ class NoPlan:
 
 
 def make_room(snapshot: Snapshot, flavor: Flavor, count: int = 1, filters: Sequence[Any] = (),
-              time_limit: float = 1.0, method: str = AUTO, targets: int | None = None) -> Plan | NoPlan:
-    """The plan after which ``count`` instances of ``flavor`` fit, each on a host ``filters``
-    accept, or NoPlan saying why. ``method``: ``exact`` (the integer program, within
+              time_limit: float = 1.0, method: str = AUTO, targets: int | None = None,
+              zone: str | None = None) -> Plan | NoPlan:
+    """The plan after which ``count`` instances of ``flavor`` fit (in availability ``zone``), each
+    on a host ``filters`` accept, or NoPlan saying why. ``method``: ``exact`` (the integer program, within
     ``time_limit`` seconds), ``greedy``, or ``auto``: the greedy plan, then the exact one where it
     is within size and time (falling back to the greedy plan, said in ``note``)."""
     if count < 1:
@@ -65,13 +66,14 @@ def make_room(snapshot: Snapshot, flavor: Flavor, count: int = 1, filters: Seque
         raise ValueError(f"method must be one of {AUTO}, {EXACT}, {GREEDY}")
     started = time.monotonic()  # the solver's time limit is wall time
     judge = Judge(filters)
-    request = request_for(flavor, count)
+    request = request_for(flavor, count, zone)
     wanted = amounts_of(flavor)
     label = f"flavor {flavor.name}" if flavor.name else "the flavor"
     refused = _lacking(snapshot, wanted, count, label)
     if refused is not None:
         return NoPlan(refused)
-    candidates, why = candidate_targets(snapshot, judge, flavor, (targets or TARGETS) + 2 * (count - 1))
+    candidates, why = candidate_targets(snapshot, judge, flavor, (targets or TARGETS) + 2 * (count - 1),
+                                        zone)
     if not candidates:
         return NoPlan(why)
     draft = greedy.plan(snapshot, judge, request, candidates) if method != EXACT else None
@@ -207,7 +209,7 @@ def _figures(wanted: np.ndarray) -> str:
 
 
 def candidate_targets(snapshot: Snapshot, judge: Judge, flavor: Flavor,
-                      how_many: int) -> tuple[list[int], str]:
+                      how_many: int, zone: str | None = None) -> tuple[list[int], str]:
     """(the rows closest to fitting ``flavor`` that the filters accept once their movable instances
     are gone, closest first, at most ``how_many``; why there are none, when there are none)."""
     table = snapshot.table
@@ -226,7 +228,7 @@ def candidate_targets(snapshot: Snapshot, judge: Judge, flavor: Flavor,
     need = np.maximum(wanted - room[possible], 0.0)
     share = (need / np.where(wanted > 0, wanted, 1.0)).sum(axis=1)
     order = possible[np.lexsort((need[:, 1], share))]
-    request = request_for(flavor, 1)
+    request = request_for(flavor, 1, zone)
     found: list[int] = []
     reasons: list[str] = []
     for start in range(0, len(order), max(how_many, 1) * 4):

@@ -1,0 +1,54 @@
+"""The scheduler's fleet as the rebalance planner reads it: a copy of its host table, and every
+instance on those hosts with the request it was built with (scheduler.policy.rebalance.Snapshot)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from scheduler import states
+from scheduler.exception import InvalidRequest, NoValidHost
+from scheduler.planning import lookups
+from scheduler.planning.moves import MoveRefused, flavor_of
+from scheduler.policy.rebalance import Resident, Snapshot
+from scheduler.policy.request_spec import Flavor, RequestSpec, Retry
+
+LOG = logging.getLogger(__name__)
+
+
+def fleet_snapshot(conf: Any, database: Any, hosts: Any) -> Snapshot:
+    """The host table as it is now (a copy: planning never touches the scheduler's own) and the
+    instances on its hosts. Only ACTIVE instances may move; the others (building, moving) hold
+    their room where they are. An instance whose stored request cannot be read stays put."""
+    with hosts.lock:
+        table = hosts.table.copy()
+    residents = []
+    for instance in database.list_instances(states=[states.ACTIVE, states.BUILDING, *states.MOVING]):
+        if instance["host"] not in table.index:
+            continue
+        residents.append(_resident(database, instance))
+    return Snapshot.from_conf(table, residents, conf)
+
+
+def _resident(database: Any, instance: dict[str, Any]) -> Resident:
+    uuid = instance["uuid"]
+    movable = instance["state"] == states.ACTIVE
+    try:
+        flavor = flavor_of(instance)
+        spec = RequestSpec.from_wire(instance["request_spec"], instance["filter_properties"] or {})
+        spec = dataclasses.replace(spec, instance_uuids=[uuid], flavor=flavor, retry=Retry(),
+                                   force_hosts=[], force_nodes=[], ignore_hosts=[])
+        if lookups.reads_placements(spec):
+            lookups.prepare_spec(database, spec, add_members=False)
+    except (InvalidRequest, MoveRefused, NoValidHost, TypeError) as exc:
+        LOG.info("Instance %s stays where it is in rebalance plans: its stored request cannot be read (%s)",
+                 uuid, exc)
+        spec = RequestSpec(instance_uuids=[uuid], flavor=_bare_flavor(instance))
+        movable = False
+    return Resident(uuid, instance["host"], spec, movable)
+
+
+def _bare_flavor(instance: dict[str, Any]) -> Flavor:
+    return Flavor(memory_mb=instance["memory_mb"] or 0, root_gb=instance["root_gb"] or 0,
+                  ephemeral_gb=instance["ephemeral_gb"] or 0, vcpus=instance["vcpus"] or 0)

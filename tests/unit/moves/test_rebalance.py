@@ -1,0 +1,146 @@
+"""Rebalance plans, the scheduler's side, over memory:// and SQLite (h1 8 GB, h2 16 GB, h3 4 GB,
+the agents replaced by recorders): a plan saved with its steps and generations, shown, applied
+through live migrations, refused when the fleet changed, stopped."""
+
+import pytest
+
+from scheduler import rpc
+from scheduler.exception import InvalidRequest
+from scheduler.moves.rebalance_api import NoRebalancePlan, PlanNotFound
+from scheduler.planning.moves import MoveRefused
+from tests.unit.moves.test_moves import free
+from tests.unit.scheduler.manager_world import report, request
+
+CTX = rpc.Context({})
+BIG = {"name": "big", "memory_mb": 6144, "root_gb": 10, "ephemeral_gb": 0, "vcpus": 2}
+RAM = {"h1": 8192, "h2": 16384, "h3": 4096}
+
+
+def boot(world, host, memory_mb):
+    """An instance ACTIVE on ``host``."""
+    manager, database, _ = world
+    [uuid], spec, props = request(memory_mb)
+    manager.run_instance(CTX, spec, dict(props, force_hosts=[host]))
+    assert database.get_instance(uuid)["host"] == host
+    manager.instance_update(CTX, uuid, host, "ACTIVE")
+    return uuid
+
+
+def reported(world):
+    """Each host reports the instances ACTIVE on it."""
+    manager, database, _ = world
+    for host, ram in RAM.items():
+        on = database.list_instances(host=host, states=["ACTIVE"])
+        manager.report_resources({}, host, report(host, ram, used=sum(i["memory_mb"] for i in on),
+                                                  uuids=[i["uuid"] for i in on]))
+
+
+@pytest.fixture
+def fleet(world):
+    """No host has 6 GB free (h1 2 GB, h2 5 GB, h3 2 GB): moving h1's 4 GB instance to h2 makes room."""
+    four = boot(world, "h1", 4096)
+    two = boot(world, "h1", 2048)
+    boot(world, "h2", 11264)
+    boot(world, "h3", 2048)
+    reported(world)
+    return {"four": four, "two": two}
+
+
+def test_a_plan_is_saved_with_its_steps_the_hosts_generations_and_the_figures(world, parts, fleet):
+    database = world[1]
+    generations = database.host_generations(["h1", "h2"])
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    [step] = plan["steps"]
+    assert (step["instance_uuid"], step["source_host"], step["dest_host"], step["status"]) == (
+        fleet["four"], "h1", "h2", "pending")
+    assert (step["source_generation"], step["dest_generation"]) == (generations["h1"], generations["h2"])
+    assert step["reason"] == "frees room on h1 for flavor big"
+    assert plan["state"] == "planned" and plan["summary"]["placements"] == ["h1"]
+    before, after = plan["summary"]["before"], plan["summary"]["after"]
+    assert before["largest_fit"] != "big" and after["largest_fit"] == "big"
+    assert (before["hosts_used"], after["hosts_used"]) == (3, 3)
+    # saved: shown and listed by its id
+    assert parts.rebalance.show_rebalance_plan(CTX, plan["id"])["steps"] == plan["steps"]
+    [listed] = parts.rebalance.list_rebalance_plans(CTX)
+    assert (listed["id"], listed["goal"], listed["step_count"], listed["state"]) == (
+        plan["id"], "make_room", 1, "planned")
+
+
+def test_a_goal_out_of_reach_is_refused_with_the_reason_and_nothing_is_saved(world, parts, fleet):
+    huge = dict(BIG, name="huge", memory_mb=32768)
+    with pytest.raises(NoRebalancePlan, match="No rebalance plan \\(make_room\\): no host can ever take "
+                                              "flavor huge"):
+        parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": huge})
+    with pytest.raises(InvalidRequest, match="goal must be one of make_room, got 'tidy'"):
+        parts.rebalance.plan_rebalance(CTX, "tidy", {})
+    with pytest.raises(InvalidRequest, match="method must be one of auto, greedy, exact"):
+        parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG, "method": "guess"})
+    with pytest.raises(InvalidRequest, match="count must be a whole number"):
+        parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG, "count": 0})
+    with pytest.raises(PlanNotFound, match="No rebalance plan 7"):
+        parts.rebalance.show_rebalance_plan(CTX, 7)
+    assert parts.rebalance.list_rebalance_plans(CTX) == []
+
+
+def test_applying_a_step_live_migrates_the_instance_to_its_planned_host(world, parts, fleet):
+    manager, database, _ = world
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    assert (migration["kind"], migration["source_host"], migration["dest_host"]) == (
+        "live-migration", "h1", "h2")
+    assert free(parts, "h2") == 5120 - 4096  # the destination holds it from the start
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert (shown["state"], shown["steps"][0]["status"]) == ("applying", "running")
+    with pytest.raises(MoveRefused, match="Step 1 of rebalance plan .* is running already"):
+        parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    parts.moves.move_update(CTX, fleet["four"], "h2", migration["id"], "done")
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert (shown["state"], shown["steps"][0]["status"]) == ("done", "done")
+    assert database.get_instance(fleet["four"])["host"] == "h2"
+    reported(world)  # h1's agent no longer lists it
+    assert free(parts, "h1") == 6144  # the room was made
+
+
+def test_a_step_whose_host_changed_since_the_plan_is_refused_and_the_plan_stops(world, parts, fleet):
+    database = world[1]
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    boot(world, "h2", 1024)  # placed on the planned destination meanwhile: its generation moves
+    with pytest.raises(MoveRefused, match="Rebalance plan .* stopped: step 1 refused: host h2 changed since "
+                                          "the plan was made"):
+        parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    assert database.get_instance(fleet["four"])["host"] == "h1"  # nothing else moved in its place
+    assert database.list_migrations(instance_uuid=fleet["four"]) == []
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert (shown["state"], shown["steps"][0]["status"]) == ("stopped", "failed")
+    assert shown["steps"][0]["failure"].startswith(
+        "host h2 changed since the plan was made: its generation is")
+
+
+def test_a_step_whose_instance_moved_is_refused(world, parts, fleet):
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    migration = parts.moves.migrate_instance(CTX, fleet["four"], host="h3", force=True)
+    with pytest.raises(MoveRefused, match=f"instance {fleet['four']} is no longer ACTIVE on h1 as the plan "
+                                          "saw it: it is MIGRATING on h1"):
+        parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    assert world[1].get_migration(migration["id"])["dest_host"] == "h3"
+
+
+def test_a_stopped_plan_starts_no_step(world, parts, fleet):
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    stopped = parts.rebalance.stop_rebalance_plan(CTX, plan["id"])
+    assert (stopped["state"], stopped["reason"]) == ("stopped", "stopped by berth rebalance stop")
+    with pytest.raises(MoveRefused, match="Rebalance plan .* is stopped "
+                                          "\\(stopped by berth rebalance stop\\): "
+                                          "no step starts"):
+        parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    assert world[1].get_instance(fleet["four"])["state"] == "ACTIVE"
+    with pytest.raises(MoveRefused, match="is stopped already: nothing to stop"):
+        parts.rebalance.stop_rebalance_plan(CTX, plan["id"])
+
+
+def test_stopping_while_a_step_runs_lets_it_end(world, parts, fleet):
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    assert parts.rebalance.stop_rebalance_plan(CTX, plan["id"])["state"] == "stopping"
+    parts.moves.move_update(CTX, fleet["four"], "h2", migration["id"], "done")
+    assert parts.rebalance.show_rebalance_plan(CTX, plan["id"])["state"] == "done"
