@@ -13,6 +13,7 @@ from tests.unit.scheduler.manager_world import report, request
 
 CTX = rpc.Context({})
 BIG = {"name": "big", "memory_mb": 6144, "root_gb": 10, "ephemeral_gb": 0, "vcpus": 2}
+BIGGER = dict(BIG, name="bigger", memory_mb=7168)
 RAM = {"h1": 8192, "h2": 16384, "h3": 4096}
 
 
@@ -144,3 +145,40 @@ def test_stopping_while_a_step_runs_lets_it_end(world, parts, fleet):
     assert parts.rebalance.stop_rebalance_plan(CTX, plan["id"])["state"] == "stopping"
     parts.moves.move_update(CTX, fleet["four"], "h2", migration["id"], "done")
     assert parts.rebalance.show_rebalance_plan(CTX, plan["id"])["state"] == "done"
+
+
+def test_steps_to_the_same_host_pass_its_generation_check_each_after_the_other(world, parts):
+    """h1 holds 2 + 2 + 3 GB: room for 7 GB there takes all three off, two of them onto h2."""
+    database = world[1]
+    moved = [boot(world, "h1", memory) for memory in (2048, 2048, 3072)]
+    boot(world, "h2", 11264)
+    boot(world, "h3", 2048)
+    reported(world)
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIGGER})
+    assert sorted(s["instance_uuid"] for s in plan["steps"]) == sorted(moved)
+    assert sorted(s["dest_host"] for s in plan["steps"]) == ["h2", "h2", "h3"]
+    for step in plan["steps"]:
+        migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], step["position"])
+        parts.moves.move_update(CTX, step["instance_uuid"], step["dest_host"], migration["id"], "done")
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert shown["state"] == "done" and {s["status"] for s in shown["steps"]} == {"done"}
+    assert {database.get_instance(u)["host"] for u in moved} == {"h2", "h3"}
+
+
+def test_a_step_whose_move_fails_stops_the_plan_with_the_agents_reason(world, parts):
+    for memory in (2048, 2048, 3072):
+        boot(world, "h1", memory)
+    boot(world, "h2", 11264)
+    boot(world, "h3", 2048)
+    reported(world)
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIGGER})
+    first = plan["steps"][0]
+    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    parts.moves.move_update(CTX, first["instance_uuid"], first["dest_host"], migration["id"], "failed",
+                            {"reason": "disk on fire"})
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert (shown["state"], shown["reason"]) == ("stopped", "step 1 failed: disk on fire")
+    assert [s["status"] for s in shown["steps"]] == ["failed", "pending", "pending"]
+    with pytest.raises(MoveRefused, match="is stopped \\(step 1 failed: disk on fire\\): no step starts"):
+        parts.rebalance.start_rebalance_step(CTX, plan["id"], 2)
+    assert world[1].list_migrations(instance_uuid=plan["steps"][1]["instance_uuid"]) == []
