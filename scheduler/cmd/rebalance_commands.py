@@ -123,9 +123,13 @@ def stop_command(client, args, out):
 
 
 def _step_rows(plan):
-    return [[s["position"], s["instance_uuid"], s["source_host"], s["dest_host"], f"{s['memory_mb']:g}",
+    return [[s["position"], s["instance_uuid"], s["source_host"], s["dest_host"], _number(s["memory_mb"]),
              s["status"], s.get("migration_id"), s.get("failure") if s["status"] == "failed" else s["reason"]]
             for s in plan["steps"]]
+
+
+def _number(value):
+    return int(value) if float(value).is_integer() else value
 
 
 def _record(plan):

@@ -13,6 +13,7 @@ from scheduler.planning import lookups
 from scheduler.planning.moves import MoveRefused, flavor_of
 from scheduler.policy.rebalance import Resident, Snapshot
 from scheduler.policy.request_spec import Flavor, RequestSpec, Retry
+from scheduler.utils import jsonutils
 
 LOG = logging.getLogger(__name__)
 
@@ -24,21 +25,20 @@ def fleet_snapshot(conf: Any, database: Any, hosts: Any) -> Snapshot:
     with hosts.lock:
         table = hosts.table.copy()
     residents = []
-    for instance in database.list_instances(states=[states.ACTIVE, states.BUILDING, *states.MOVING]):
+    parsed: dict[str, RequestSpec | Exception] = {}  # requests that differ only in their instance
+    for instance in database.instances_to_plan([states.ACTIVE, states.BUILDING, *states.MOVING]):
         if instance["host"] not in table.index:
             continue
-        residents.append(_resident(database, instance))
+        residents.append(_resident(database, instance, parsed))
     return Snapshot.from_conf(table, residents, conf)
 
 
-def _resident(database: Any, instance: dict[str, Any]) -> Resident:
+def _resident(database: Any, instance: dict[str, Any],
+              parsed: dict[str, RequestSpec | Exception]) -> Resident:
     uuid = instance["uuid"]
     movable = instance["state"] == states.ACTIVE
     try:
-        flavor = flavor_of(instance)
-        spec = RequestSpec.from_wire(instance["request_spec"], instance["filter_properties"] or {})
-        spec = dataclasses.replace(spec, instance_uuids=[uuid], flavor=flavor, retry=Retry(),
-                                   force_hosts=[], force_nodes=[], ignore_hosts=[])
+        spec = dataclasses.replace(_request(instance, parsed), instance_uuids=[uuid])
         if lookups.reads_placements(spec):
             lookups.prepare_spec(database, spec, add_members=False)
     except (InvalidRequest, MoveRefused, NoValidHost, TypeError) as exc:
@@ -47,6 +47,27 @@ def _resident(database: Any, instance: dict[str, Any]) -> Resident:
         spec = RequestSpec(instance_uuids=[uuid], flavor=_bare_flavor(instance))
         movable = False
     return Resident(uuid, instance["host"], spec, movable)
+
+
+def _request(instance: dict[str, Any], parsed: dict[str, RequestSpec | Exception]) -> RequestSpec:
+    """The instance's stored request with its flavor as its row records it, read once for every
+    instance whose request and flavor are the same but for the instance; raises what reading it raised."""
+    stored = {k: v for k, v in (instance["request_spec"] or {}).items() if k != "instance_uuids"} \
+        if isinstance(instance["request_spec"], dict) else instance["request_spec"]
+    sizes = [instance[c] for c in ("memory_mb", "root_gb", "ephemeral_gb", "vcpus", "flavor_name")]
+    key = jsonutils.dumps([stored, instance["filter_properties"], *sizes])
+    found = parsed.get(key)
+    if found is None:
+        try:
+            spec = RequestSpec.from_wire(instance["request_spec"], instance["filter_properties"] or {})
+            found = dataclasses.replace(spec, flavor=flavor_of(instance), retry=Retry(), force_hosts=[],
+                                        force_nodes=[], ignore_hosts=[])
+        except (InvalidRequest, MoveRefused, TypeError) as exc:
+            found = exc
+        parsed[key] = found
+    if isinstance(found, Exception):
+        raise found
+    return found
 
 
 def _bare_flavor(instance: dict[str, Any]) -> Flavor:

@@ -139,7 +139,13 @@ class RebalanceEndpoint:
     @rpc.read_only
     @rpc.callers(rpc.ANYONE)
     def list_rebalance_plans(self, context):
-        return self._db.list_rebalance_plans()
+        """Plans newest first, each in the state show_rebalance_plan gives it."""
+        plans = self._db.list_rebalance_plans()
+        for plan in plans:
+            if plan["state"] in (rows.APPLYING, rows.STOPPING):  # its steps' migrations tell where it is
+                shown = self._shown(self._get(plan["id"]))
+                plan.update(state=shown["state"], reason=shown.get("reason"))
+        return plans
 
     @rpc.read_only
     @rpc.callers(rpc.ANYONE)

@@ -108,6 +108,7 @@ def test_plan_as_json_is_one_object_with_its_figures_and_steps(tmp_path):
     assert (status, record["id"], record["method"], record["placements"]) == (0, 1, "exact", ["h1"])
     assert [s["step"] for s in record["steps"]] == [1, 2]
     assert record["steps"][0]["dest"] == "h2" and record["after"] == {"hosts_used": 3}
+    assert record["steps"][0]["memory_mb"] == 4096
 
 
 def test_bad_plan_arguments_are_refused(tmp_path, capsys):

@@ -97,6 +97,7 @@ def test_applying_a_step_live_migrates_the_instance_to_its_planned_host(world, p
     parts.moves.move_update(CTX, fleet["four"], "h2", migration["id"], "done")
     shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
     assert (shown["state"], shown["steps"][0]["status"]) == ("done", "done")
+    assert [p["state"] for p in parts.rebalance.list_rebalance_plans(CTX)] == ["done"]
     assert database.get_instance(fleet["four"])["host"] == "h2"
     reported(world)  # h1's agent no longer lists it
     assert free(parts, "h1") == 6144  # the room was made
