@@ -67,17 +67,22 @@ class Apply:
 
     def _start(self, step):
         try:
-            migration = self.client.admin_call({}, "start_rebalance_step", plan_id=self.plan_id,
-                                               position=step["position"])
-        except rpc.RemoteError as exc:
-            print(f"step {step['position']} refused: {exc.value or exc}", file=self.out)
-            self.seen[step["position"]] = "failed"
-            self.holding = True
-            return False
+            started = self.client.admin_call({}, "start_rebalance_step", plan_id=self.plan_id,
+                                             position=step["position"])
+        except rpc.RemoteError as exc:  # the plan is stopped, or the step started already
+            return self._hold(step, exc.value or str(exc))
+        if "refused" in started:
+            return self._hold(step, started["refused"])
         self.seen[step["position"]] = "running"
         print(f"step {step['position']}: moving {step['instance_uuid']} from {step['source_host']} to "
-              f"{step['dest_host']} (migration {migration['id']})", file=self.out)
+              f"{step['dest_host']} (migration {started['migration']['id']})", file=self.out)
         return True
+
+    def _hold(self, step, why):
+        print(f"step {step['position']} refused: {why}", file=self.out)
+        self.seen[step["position"]] = "failed"
+        self.holding = True
+        return False
 
     def _progress(self, plan):
         for step in plan["steps"]:

@@ -19,7 +19,7 @@ from typing import Any
 from scheduler import api_versions, rpc, states
 from scheduler.db import moves as migration_rows
 from scheduler.db import rebalance_plans as rows
-from scheduler.exception import BerthError, InvalidRequest
+from scheduler.exception import BerthError, InstanceNotFound, InvalidRequest, NoValidHost
 from scheduler.moves.fleet_snapshot import fleet_snapshot
 from scheduler.planning.moves import MoveRefused
 from scheduler.policy.rebalance import Plan, figures
@@ -186,8 +186,9 @@ class RebalanceEndpoint:
     @rpc.callers(rpc.OPERATOR)
     def start_rebalance_step(self, context, plan_id, position):
         """Start step ``position`` of the plan (a live migration to its planned host), after its
-        checks; its migration. A step that fails them is refused with the reason, and the plan
-        stops."""
+        checks: {position, migration} once started; {position, refused: why} when it fails them,
+        and the plan stops (answered, not raised: the step's failure and the stop are saved with
+        the message's transaction, which a raise would roll back)."""
         plan = self._shown(self._get(_plan_id(plan_id, "start_rebalance_step")))
         steps = {s["position"]: s for s in plan["steps"]}
         step = steps.get(position) if isinstance(position, int) and not isinstance(position, bool) else None
@@ -200,23 +201,22 @@ class RebalanceEndpoint:
             raise MoveRefused(f"Step {position} of rebalance plan {plan['id']} is {step['status']} already")
         self._db.set_rebalance_plan_state(plan["id"], rows.APPLYING, (rows.PLANNED,))
         why = self._changed(plan, step)
-        migration = None
         if why is None:
             try:
                 migration = self._moves.migrate_instance(context, step["instance_uuid"],
                                                          host=step["dest_host"], live=True)
-            except BerthError as exc:
+            except (MoveRefused, NoValidHost, InstanceNotFound, InvalidRequest) as exc:  # nothing changed
                 why = str(exc)
-        if migration is None:
-            reason = f"step {position} refused: {why}"
-            self._db.set_rebalance_step(plan["id"], position, rows.PENDING,
-                                        {"status": rows.FAILED, "failure": why})
-            self._stop(plan["id"], reason)
-            LOG.warning("Rebalance plan %s stopped: %s", plan["id"], reason)
-            raise MoveRefused(f"Rebalance plan {plan['id']} stopped: {reason}")
+            else:
+                self._db.set_rebalance_step(plan["id"], position, rows.PENDING,
+                                            {"status": rows.RUNNING, "migration_id": migration["id"]})
+                return {"position": position, "migration": migration}
+        reason = f"step {position} refused: {why}"
         self._db.set_rebalance_step(plan["id"], position, rows.PENDING,
-                                    {"status": rows.RUNNING, "migration_id": migration["id"]})
-        return migration
+                                    {"status": rows.FAILED, "failure": why})
+        self._stop(plan["id"], reason)
+        LOG.warning("Rebalance plan %s stopped: %s", plan["id"], reason)
+        return {"position": position, "refused": why}
 
     def _changed(self, plan: Mapping[str, Any], step: Mapping[str, Any]) -> str | None:
         """Why the fleet no longer is as the plan saw it for ``step``, or None."""

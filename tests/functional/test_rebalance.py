@@ -3,7 +3,8 @@
 Three 8 GB hosts each hold three 2 GB instances: 6 GB of the fleet is free, 2 GB a host, and a
 6 GB flavor fits nowhere. ``berth rebalance plan --make-room`` saves a plan of two live
 migrations, ``apply`` runs them two at a time, no host ever holds more than its memory
-meanwhile, and the 6 GB instance then boots ACTIVE.
+meanwhile, and the 6 GB instance then boots ACTIVE. The same plan made before the moves is
+refused when applied after them, the refusal saved with its reason.
 """
 
 import json
@@ -45,6 +46,8 @@ def test_a_plan_makes_room_for_a_flavor_that_fit_nowhere_and_it_then_boots(tmp_p
             assert {s["dest"] for s in plan["steps"]} == set(HOSTS) - {target}
             assert (plan["before"]["largest_fit"], plan["after"]["largest_fit"]) == ("m1.small", "big")
 
+            stale = json.loads(fleet.cli("rebalance", "plan", "--make-room", "big", "-f", "json").stdout)
+
             sampler = Sampler(fleet, [])
             applied = fleet.cli("rebalance", "apply", str(plan["id"]), "--max-parallel", "2", timeout=300)
             sampler.stop()
@@ -58,6 +61,13 @@ def test_a_plan_makes_room_for_a_flavor_that_fit_nowhere_and_it_then_boots(tmp_p
 
             shown = fleet.cli("rebalance", "show", str(plan["id"]), "-f", "json")
             assert [s["status"] for s in json.loads(shown.stdout)["steps"]] == ["done", "done"]
+            # the same plan made before: its instances moved since, so its first step is refused, and saved so
+            refused = fleet.cli("rebalance", "apply", str(stale["id"]))
+            assert refused.returncode == 1
+            assert "is no longer ACTIVE on" in refused.stdout, refused.stdout + refused.stderr
+            shown = json.loads(fleet.cli("rebalance", "show", str(stale["id"]), "-f", "json").stdout)
+            assert shown["state"] == "stopped" and shown["reason"].startswith("step 1 refused: instance ")
+            assert [s["status"] for s in shown["steps"]] == ["failed", "pending"]
             fleet.wait(lambda: fleet.hosts()[target]["memory_mb_used"] == 2048, 30,
                        f"{target}'s agent to let go of what moved")
             [big] = boot(fleet, 1, flavor=dict(BIG, name="big"))

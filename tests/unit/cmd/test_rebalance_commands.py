@@ -54,12 +54,14 @@ class Plans:
                 self.plan["steps"][position - 1].update(status="failed", failure="host h2 changed")
                 self.plan["state"] = "stopped"
                 self.plan["reason"] = f"step {position} refused: host h2 changed"
-                raise rpc.RemoteError("MoveRefused", f"Rebalance plan 1 stopped: step {position} refused: "
-                                      "host h2 changed", "")
+                return {"position": position, "refused": "host h2 changed"}
+            if self.plan["state"] not in ("planned", "applying"):
+                raise rpc.RemoteError("MoveRefused",
+                                      f"Rebalance plan 1 is {self.plan['state']}: no step starts", "")
             self.plan["state"] = "applying"
             self.plan["steps"][position - 1].update(status="running", migration_id=100 + position)
             self.looks[position] = 0
-            return {"id": 100 + position}
+            return {"position": position, "migration": {"id": 100 + position}}
         assert method == "show_rebalance_plan"
         for position in list(self.looks):
             self.looks[position] += 1
@@ -149,7 +151,7 @@ def test_apply_stops_at_a_refused_step_saying_why_and_exits_1():
     status = Apply(plans, 1, out, max_parallel=1, sleep=lambda s: None).run()
     lines = out.getvalue().splitlines()
     assert status == 1
-    assert "step 2 refused: Rebalance plan 1 stopped: step 2 refused: host h2 changed" in lines
+    assert "step 2 refused: host h2 changed" in lines
     started = [kwargs["position"] for method, kwargs in plans.calls if method == "start_rebalance_step"]
     assert started == [1, 2]  # nothing after the refusal
     assert lines[-1] == ("rebalance plan 1 stopped: 1 done, 1 failed, 2 pending "

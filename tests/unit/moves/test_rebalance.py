@@ -8,6 +8,7 @@ from scheduler import rpc
 from scheduler.exception import InvalidRequest
 from scheduler.moves.rebalance_api import NoRebalancePlan, PlanNotFound
 from scheduler.planning.moves import MoveRefused
+from scheduler.transaction.unit_of_work import UnitOfWork
 from tests.unit.moves.test_moves import free
 from tests.unit.scheduler.manager_world import report, request
 
@@ -34,6 +35,14 @@ def reported(world):
         on = database.list_instances(host=host, states=["ACTIVE"])
         manager.report_resources({}, host, report(host, ram, used=sum(i["memory_mb"] for i in on),
                                                   uuids=[i["uuid"] for i in on]))
+
+
+def served(parts, database, method, *args):
+    """``method`` run as the RPC server runs a message: in a unit of work, which rolls back
+    what the method wrote should it raise."""
+    work = UnitOfWork(database, parts.outbox, parts.undo)
+    with work, work.step(method.__name__):
+        return method(CTX, *args)
 
 
 @pytest.fixture
@@ -86,7 +95,7 @@ def test_a_goal_out_of_reach_is_refused_with_the_reason_and_nothing_is_saved(wor
 def test_applying_a_step_live_migrates_the_instance_to_its_planned_host(world, parts, fleet):
     manager, database, _ = world
     plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
-    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)["migration"]
     assert (migration["kind"], migration["source_host"], migration["dest_host"]) == (
         "live-migration", "h1", "h2")
     assert free(parts, "h2") == 5120 - 4096  # the destination holds it from the start
@@ -107,9 +116,8 @@ def test_a_step_whose_host_changed_since_the_plan_is_refused_and_the_plan_stops(
     database = world[1]
     plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
     boot(world, "h2", 1024)  # placed on the planned destination meanwhile: its generation moves
-    with pytest.raises(MoveRefused, match="Rebalance plan .* stopped: step 1 refused: host h2 changed since "
-                                          "the plan was made"):
-        parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    refused = served(parts, database, parts.rebalance.start_rebalance_step, plan["id"], 1)
+    assert refused["refused"].startswith("host h2 changed since the plan was made")
     assert database.get_instance(fleet["four"])["host"] == "h1"  # nothing else moved in its place
     assert database.list_migrations(instance_uuid=fleet["four"]) == []
     shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
@@ -121,9 +129,9 @@ def test_a_step_whose_host_changed_since_the_plan_is_refused_and_the_plan_stops(
 def test_a_step_whose_instance_moved_is_refused(world, parts, fleet):
     plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
     migration = parts.moves.migrate_instance(CTX, fleet["four"], host="h3", force=True)
-    with pytest.raises(MoveRefused, match=f"instance {fleet['four']} is no longer ACTIVE on h1 as the plan "
-                                          "saw it: it is MIGRATING on h1"):
-        parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    refused = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    assert refused == {"position": 1, "refused": f"instance {fleet['four']} is no longer ACTIVE on h1 as the "
+                                                 "plan saw it: it is MIGRATING on h1"}
     assert world[1].get_migration(migration["id"])["dest_host"] == "h3"
 
 
@@ -142,7 +150,7 @@ def test_a_stopped_plan_starts_no_step(world, parts, fleet):
 
 def test_stopping_while_a_step_runs_lets_it_end(world, parts, fleet):
     plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
-    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)["migration"]
     assert parts.rebalance.stop_rebalance_plan(CTX, plan["id"])["state"] == "stopping"
     parts.moves.move_update(CTX, fleet["four"], "h2", migration["id"], "done")
     assert parts.rebalance.show_rebalance_plan(CTX, plan["id"])["state"] == "done"
@@ -159,7 +167,7 @@ def test_steps_to_the_same_host_pass_its_generation_check_each_after_the_other(w
     assert sorted(s["instance_uuid"] for s in plan["steps"]) == sorted(moved)
     assert sorted(s["dest_host"] for s in plan["steps"]) == ["h2", "h2", "h3"]
     for step in plan["steps"]:
-        migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], step["position"])
+        migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], step["position"])["migration"]
         parts.moves.move_update(CTX, step["instance_uuid"], step["dest_host"], migration["id"], "done")
     shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
     assert shown["state"] == "done" and {s["status"] for s in shown["steps"]} == {"done"}
@@ -174,7 +182,7 @@ def test_a_step_whose_move_fails_stops_the_plan_with_the_agents_reason(world, pa
     reported(world)
     plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIGGER})
     first = plan["steps"][0]
-    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)["migration"]
     parts.moves.move_update(CTX, first["instance_uuid"], first["dest_host"], migration["id"], "failed",
                             {"reason": "disk on fire"})
     shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
