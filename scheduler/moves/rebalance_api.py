@@ -142,7 +142,7 @@ class RebalanceEndpoint:
         """Plans newest first, each in the state show_rebalance_plan gives it."""
         plans = self._db.list_rebalance_plans()
         for plan in plans:
-            if plan["state"] in (rows.APPLYING, rows.STOPPING):  # its steps' migrations tell where it is
+            if plan["state"] in (rows.APPLYING, rows.STOPPING) or not plan["step_count"]:  # as its steps say
                 shown = self._shown(self._get(plan["id"]))
                 plan.update(state=shown["state"], reason=shown.get("reason"))
         return plans
@@ -171,7 +171,9 @@ class RebalanceEndpoint:
                     step["status"] = rows.FAILED
                     step["failure"] = migration.get("reason") or f"migration {step['migration_id']} {status}"
         statuses = {s["status"] for s in plan["steps"]}
-        if plan["state"] in (rows.APPLYING, rows.STOPPING) and rows.RUNNING not in statuses:
+        if not plan["steps"]:  # it fits already: nothing to apply
+            plan["state"] = rows.DONE
+        elif plan["state"] in (rows.APPLYING, rows.STOPPING) and rows.RUNNING not in statuses:
             if statuses <= {rows.STEP_DONE}:
                 plan["state"] = rows.DONE
             elif plan["state"] == rows.STOPPING or rows.FAILED in statuses:

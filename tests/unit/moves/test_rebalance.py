@@ -92,6 +92,14 @@ def test_a_goal_out_of_reach_is_refused_with_the_reason_and_nothing_is_saved(wor
     assert parts.rebalance.list_rebalance_plans(CTX) == []
 
 
+def test_a_flavor_that_fits_already_gets_a_plan_of_no_step_that_is_done(world, parts, fleet):
+    small = dict(BIG, name="small", memory_mb=2048)
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": small})
+    assert (plan["steps"], plan["state"], plan["summary"]["note"]) == ([], "done",
+                                                                      "flavor small fits without migrations")
+    assert [p["state"] for p in parts.rebalance.list_rebalance_plans(CTX)] == ["done"]
+
+
 def test_applying_a_step_live_migrates_the_instance_to_its_planned_host(world, parts, fleet):
     manager, database, _ = world
     plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
