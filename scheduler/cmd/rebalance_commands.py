@@ -165,8 +165,9 @@ def print_plan(plan, args, out, planned=False):
     if summary.get("note"):
         print(f"note: {summary['note']}", file=out)
     output.print_columns(["FIGURE", "BEFORE", "AFTER"], summary.get("figures") or [], out)
-    print(file=out)
-    output.print_columns(STEP_COLUMNS, _step_rows(plan), out)
+    if steps:
+        print(file=out)
+        output.print_columns(STEP_COLUMNS, _step_rows(plan), out)
     if summary.get("placements"):
         print(f"then the new instance(s) fit on: {', '.join(summary['placements'])}", file=out)
     if planned and steps:
