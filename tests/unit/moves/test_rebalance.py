@@ -6,6 +6,7 @@ import pytest
 
 from scheduler import rpc
 from scheduler.exception import InvalidRequest
+from scheduler.moves.fleet_snapshot import fleet_snapshot
 from scheduler.moves.rebalance_api import NoRebalancePlan, PlanNotFound
 from scheduler.planning.moves import MoveRefused
 from scheduler.transaction.unit_of_work import UnitOfWork
@@ -199,3 +200,18 @@ def test_a_step_whose_move_fails_stops_the_plan_with_the_agents_reason(world, pa
     with pytest.raises(MoveRefused, match="is stopped \\(step 1 failed: disk on fire\\): no step starts"):
         parts.rebalance.start_rebalance_step(CTX, plan["id"], 2)
     assert world[1].list_migrations(instance_uuid=plan["steps"][1]["instance_uuid"]) == []
+
+
+def test_the_fleet_a_plan_reads_moves_only_active_instances_it_can_read(conf, world, parts, fleet):
+    database = world[1]
+    moving = boot(world, "h3", 1024)
+    parts.moves.migrate_instance(CTX, moving, host="h2")
+    database.update_instance(fleet["two"], {"request_spec": {"instance_type": "not a flavor"}})
+    snapshot = fleet_snapshot(conf, database, parts.host_manager)
+    residents = snapshot.residents
+    assert residents[fleet["four"]].movable and residents[fleet["four"]].host == "h1"
+    assert not residents[moving].movable  # MIGRATING: it holds its room where it is
+    assert not residents[fleet["two"]].movable  # its stored request cannot be read
+    assert residents[fleet["two"]].amounts == (2, 2048, 10)
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    assert fleet["two"] not in {s["instance_uuid"] for s in plan["steps"]}
