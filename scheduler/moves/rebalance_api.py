@@ -214,8 +214,11 @@ class RebalanceEndpoint:
                                             {"status": rows.RUNNING, "migration_id": migration["id"]})
                 return {"position": position, "migration": migration}
         reason = f"step {position} refused: {why}"
-        self._db.set_rebalance_step(plan["id"], position, rows.PENDING,
-                                    {"status": rows.FAILED, "failure": why})
+        if not self._db.set_rebalance_step(plan["id"], position, rows.PENDING,
+                                           {"status": rows.FAILED, "failure": why}):
+            # another apply of the same plan started it meanwhile (hence, perhaps, this refusal)
+            raise MoveRefused(f"Step {position} of rebalance plan {plan['id']} was started meanwhile "
+                              "by another apply of the plan")
         self._stop(plan["id"], reason)
         LOG.warning("Rebalance plan %s stopped: %s", plan["id"], reason)
         return {"position": position, "refused": why}
