@@ -1,7 +1,7 @@
 """python -m benchmarks: decision latency, requests for resource classes and traits, report
 ingestion, memory, the reports of a large fleet on one of several schedulers, a scaling-group
 sync, a host's drain, several schedulers on a simulated clock, making room for a large flavor,
-end to end.
+balancing real load beside Watcher's workload balance, end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -13,6 +13,7 @@ import platform
 import sys
 
 from benchmarks import (
+    balance,
     decisions,
     ingestion,
     make_room,
@@ -48,12 +49,13 @@ def parse_args(argv):
     parser.add_argument("--ingest-hosts", type=int, default=10_000,
                         help="fleet size for the report ingestion rate")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,make_room,e2e")
+                        "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,make_room,balance,e2e")
     report_load.add_arguments(parser, prefix="reports-")
     scaling_sync.add_arguments(parser, prefix="scaling-")
     moves.add_arguments(parser, prefix="moves-")
     scale_out.add_arguments(parser, prefix="scale-out-")
     make_room.add_arguments(parser, prefix="make-room-")
+    balance.add_arguments(parser, prefix="balance-")
     parser.add_argument("--e2e-hosts", type=int, default=1000)
     parser.add_argument("--e2e-instances", type=int, default=20_000)
     parser.add_argument("--e2e-rate", type=float, default=0,
@@ -103,9 +105,7 @@ def rows(args):
         yield moves.measure(args.moves_hosts, args.moves_instances, args.moves_repeats, args.moves_parallel)
     if "scale-out" not in args.skip:
         yield from scale_out.rows(**scale_out.selected(args, prefix="scale-out-"))
-    if "make_room" not in args.skip:
-        yield from make_room.rows(args.make_room_hosts, args.make_room_seeds, args.make_room_time_limit,
-                                  args.make_room_count)
+    yield from _rebalance_rows(args)
     if "e2e" not in args.skip:
         from benchmarks import e2e
 
@@ -113,6 +113,14 @@ def rows(args):
                           workers=args.e2e_workers, rate=args.e2e_rate or None,
                           batch_size=args.e2e_batch_size or e2e.BATCH_SIZE, logs=args.e2e_logs,
                           profile=args.e2e_profile)
+
+
+def _rebalance_rows(args):
+    if "make_room" not in args.skip:
+        yield from make_room.rows(args.make_room_hosts, args.make_room_seeds, args.make_room_time_limit,
+                                  args.make_room_count)
+    if "balance" not in args.skip:
+        yield from balance.rows(args.balance_hosts, args.balance_seeds, args.balance_policies)
 
 
 def _fmt(value, digits=3):
@@ -147,6 +155,8 @@ def main(argv=None):
             rate = report_load.describe(row)
         if row["bench"] == "make_room":
             rate = make_room.describe(row)
+        if row["bench"] == "balance":
+            rate = balance.describe(row)
         if row["bench"] == "traits":
             rate = resource_classes.describe(row)
         if row["bench"] == "e2e":

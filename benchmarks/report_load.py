@@ -15,12 +15,12 @@ time per second of reports at the fleet's rate (``--hosts`` hosts, one report ea
 that of the server's backends serving its connections (read from /proc: the server must be
 on this machine). The reconciler's clock is the reports' simulated one, so that it looks at
 the share of the hosts that falls due in a period of real time. Not counted: the AMQP frames
-and the server's dispatch around the handler (the end-to-end check of the README measures
+and the server's dispatch around the handler (the end-to-end check of the performance page measures
 the whole process).
 
 This machine's speed drifts, and other work on it slows a process's CPU too (caches, the
 second thread of a core): each row also gives the CPU per report of the ``ingestion``
-section (bare reports into a bare host table, README's "agent reports absorbed") measured in
+section (bare reports into a bare host table, the performance page's "agent reports absorbed") measured in
 the same process just before, to compare with that section's figures.
 
 Run: ``python -m benchmarks.report_load [--hosts N] [--backends sqlite,postgresql] ...``

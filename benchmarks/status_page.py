@@ -7,8 +7,8 @@ The fleet: ``--hosts`` hosts in four availability zones, with random use, 1% dow
 disabled; 50 refusals and dead letters, 20 scaling groups with an hour of history.
 Needs Debian's ``chromium`` and Playwright (the test extra) for the browser figures.
 
-Run: ``python -m benchmarks.status_page [--hosts N] [--runs R] [--screenshot PNG]`` (README's
-picture: ``--hosts 600 --screenshot docs/status-page.png``).
+Run: ``python -m benchmarks.status_page [--hosts N] [--runs R] [--screenshot PNG]`` (the status
+page's picture: ``--hosts 600 --screenshot doc/source/admin/status-page.png``).
 """
 
 from __future__ import annotations

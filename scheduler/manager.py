@@ -66,7 +66,8 @@ class SchedulerManager:
         agent of the host that sent it back (the last host of its retry record: see
         sent_back_by).
         """
-        invalid = self._scheduling.schedule([Job(context, self._accept(request_spec, filter_properties))])
+        job = Job(context, self._accept(context, request_spec, filter_properties))
+        invalid = self._scheduling.schedule([job])
         if invalid:
             raise InvalidRequest(str(invalid[0].error))
 
@@ -77,7 +78,7 @@ class SchedulerManager:
         outcomes, jobs = [], []
         for context, kwargs in calls:
             try:
-                jobs.append(Job(context, self._accept(**kwargs)))
+                jobs.append(Job(context, self._accept(context, **kwargs)))
                 outcomes.append(None)
             except InvalidRequest as exc:
                 outcomes.append(exc)
@@ -86,11 +87,12 @@ class SchedulerManager:
         placed = iter(jobs)
         return [outcome if outcome is not None else invalid.get(id(next(placed))) for outcome in outcomes]
 
-    def _accept(self, request_spec, filter_properties):
+    def _accept(self, context, request_spec, filter_properties):
         try:
             return RequestSpec.from_wire(request_spec, filter_properties)
         except InvalidRequest as exc:
-            self._scheduling.applier.refuse_unread(request_spec, f"Invalid request: {exc}")
+            self._scheduling.applier.refuse_unread(request_spec, f"Invalid request: {exc}",
+                                                   rpc.request_id_of(context))
             raise
 
     @rpc.read_only
@@ -99,7 +101,8 @@ class SchedulerManager:
         """Where the instances of a request go, for a caller that builds them itself:
         the chosen hosts' resources are consumed (as Nova's select_destinations does),
         and nothing is written to the database (no instance, no server group member:
-        a group's placements are read from the instances the scheduler records)."""
+        a group's placements are read from the instances the scheduler records). A request
+        with min_num_instances gets a host for as many of its instances as fit, in order."""
         spec = RequestSpec.from_wire(request_spec, filter_properties)
         planner = self._scheduling.planner
         lookups.prepare_spec(self._db, spec, add_members=False)  # zone, server group, host hints
@@ -109,7 +112,7 @@ class SchedulerManager:
             chosen = planner.selector.select(self.host_manager.table, spec, decisions,
                                              LOG.isEnabledFor(logging.DEBUG))
             selected = [{"host": h.host, "nodename": h.nodename, "limits": dict(h.limits)} for h in chosen]
-        for instance_uuid, host, decision in zip(spec.instance_uuids, selected, decisions, strict=True):
+        for instance_uuid, host, decision in zip(spec.instance_uuids, selected, decisions, strict=False):
             log_decision(instance_uuid, host["host"], decision, verb="Selected")
         return selected
 

@@ -17,6 +17,7 @@ from scheduler.admin.grouping import AdminEndpoint, known_host, reload_aggregate
 from scheduler.admin.hosts import SCHEDULER_BINARY, HostAdminEndpoint, heartbeat, reload_disabled
 from scheduler.client import TOPIC, SchedulerClient
 from scheduler.conf import upgrade_levels
+from scheduler.conf.filter_scheduler import allocation_ratios
 from scheduler.db import api as db_api
 from scheduler.fleet.build_expiry import BuildExpiry
 from scheduler.fleet.host_manager import HostManager
@@ -157,7 +158,7 @@ class SchedulerService:
             conf.host, self.parts.host_manager, database.count_instances_by_state,
             lambda: conf.filter_scheduler.default_availability_zone, down_after_s, self.parts.refusals,
             self._server.dead_letters.recent, None if self.scaling is None else self.scaling.history,
-            moves=self._moves_in_progress)
+            moves=self._moves_in_progress, ratios=lambda: allocation_ratios(conf))
 
     def _scaling_loop(self):
         casts = SchedulerClient(self.transport)

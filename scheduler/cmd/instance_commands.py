@@ -59,8 +59,13 @@ def add_boot_and_delete(subparsers):
                       default=[], metavar="KEY=VALUE",
                       help="a property of the image booted (request_spec.image.properties), e.g. "
                       "hw_architecture=x86_64; repeat for several")
-    boot.add_argument("--count", type=_count, default=1,
-                      help=f"how many instances, 1 to {MAX_INSTANCES_PER_REQUEST} (placed all or none)")
+    boot.add_argument("--count", "--max-count", "--max", dest="count", type=_count, default=1,
+                      metavar="N", help=f"how many instances, 1 to {MAX_INSTANCES_PER_REQUEST} (placed all "
+                      "or none, unless --min-count)")
+    boot.add_argument("--min-count", "--min", dest="min_count", type=_count, metavar="M",
+                      help="boot as many of the --count instances as fit, at least M (as Nova's min_count "
+                      "and max_count); fewer than M fit: none booted, and the reason said. Those that "
+                      "do not fit are not booted (DELETED, with the reason), never left in ERROR")
     # oslo.config keeps the dest "name" for the sub-command itself.
     boot.add_argument("--name", dest="display_name", type=_name_template, metavar="NAME",
                       help="the instances' name; %%d in it becomes each one's index from 1 (web-%%d: "
@@ -96,7 +101,8 @@ def add_listings(subparsers):
     output.add_options(instances)
     instances.set_defaults(func=instances_command)
 
-    show = subparsers.add_parser("show", help="One instance: name, state, host, zone, fault reason, moves.")
+    show = subparsers.add_parser("show", help="One instance: name, state, host, zone, fault reason, "
+                                  "the request id it was booted by, moves.")
     show.add_argument("reference", metavar="INSTANCE",
                       help="a UUID, or the name of exactly one instance not DELETED")
     output.add_options(show)
@@ -133,9 +139,10 @@ def flavor_from_args(client, args):
 
 
 def build_request(flavor, count, hints=(), project="admin", availability_zone=None, name=None,
-                  image_properties=None):
+                  image_properties=None, min_count=None):
     """``hints``: (key, value) pairs or a dict; a key given more than once becomes a list.
-    ``name``: the instances' display_name (the scheduler numbers them: instance_names)."""
+    ``name``: the instances' display_name (the scheduler numbers them: instance_names).
+    ``min_count``: as many of the ``count`` as fit, at least this many (else all or none)."""
     uuids = [str(uuidlib.uuid4()) for _ in range(count)]
     properties = {"project_id": project}
     if availability_zone:
@@ -149,6 +156,8 @@ def build_request(flavor, count, hints=(), project="admin", availability_zone=No
         "instance_properties": properties,
         "image": {"properties": dict(image_properties or {})},
     }
+    if min_count is not None:
+        request_spec["min_num_instances"] = min_count
     scheduler_hints = {}
     for key, value in hints.items() if isinstance(hints, dict) else hints:
         if key in scheduler_hints:
@@ -186,6 +195,8 @@ def boot_command(client, args, out):
     twice = sorted({key for key in keys if keys.count(key) > 1})
     if twice:
         raise CommandError(f"--image-property {', '.join(twice)} given more than once")
+    if args.min_count is not None and args.min_count > args.count:
+        raise CommandError(f"--min-count {args.min_count} is more than --count {args.count}; nothing booted")
     flavor = flavor_from_args(client, args)
     try:
         check_display_names(args.display_name, args.count, "--name")
@@ -193,7 +204,7 @@ def boot_command(client, args, out):
         raise CommandError(str(exc)) from None
     request_spec, filter_properties = build_request(
         flavor, args.count, _resolve_hints(client, args.hint), args.project, availability_zone=args.boot_zone,
-        name=args.display_name, image_properties=dict(args.image_properties),
+        name=args.display_name, image_properties=dict(args.image_properties), min_count=args.min_count,
     )
     uuids = request_spec["instance_uuids"]
     ctxt = {"project_id": args.project, "request_id": rpc.new_request_id()}
@@ -206,10 +217,18 @@ def boot_command(client, args, out):
         return 0
     found = wait_for(client, uuids, args.timeout)
     faults = {(found[u]["state"], found[u].get("fault_reason")) for u in uuids}
-    if len(uuids) > 1 and len(faults) == 1 and next(iter(faults))[0] == states.ERROR:
+    # Asked for as many as fit: those that did not are DELETED, never built.
+    left_out = [u for u in uuids if found[u]["state"] == states.DELETED] if args.min_count else []
+    booted = [u for u in uuids if u not in left_out]
+    if (len(uuids) > 1 or not booted) and len(faults) == 1 and next(iter(faults))[0] in (states.ERROR,
+                                                                                       states.DELETED):
         # One refusal of the whole request: said once, not once per instance.
-        raise CommandError(f"none of the {len(uuids)} instances booted: {next(iter(faults))[1]}")
-    print_instances([found[u] for u in uuids], out)
+        which = f"none of the {len(uuids)} instances" if len(uuids) > 1 else "the instance was not"
+        raise CommandError(f"{which} booted: {next(iter(faults))[1]}")
+    print_instances([found[u] for u in booted], out)
+    if left_out:
+        print(f"{len(booted)} of {len(uuids)} booted; the other {len(left_out)} not: "
+              f"{found[left_out[0]].get('fault_reason')}", file=out)
     return 1 if any(found[u]["state"] == states.ERROR for u in uuids) else 0
 
 
@@ -254,7 +273,7 @@ def instances_command(client, args, out):
 #: What ``berth show`` prints, in this order (then move_host while the instance moves, then its moves).
 SHOWN = ("uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
          "ephemeral_gb", "vcpus", "project", "server_group", "hints", "attempts", "fault_reason",
-         "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at")
+         "request_id", "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at")
 
 
 def show_command(client, args, out):

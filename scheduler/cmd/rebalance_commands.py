@@ -17,7 +17,14 @@ PLAN_COLUMNS = ["ID", "GOAL", "STATE", "STEPS", "CREATED", "REASON"]
 MAKE_ROOM = "make_room"
 METHODS = ("auto", "greedy", "exact")
 #: The goals ``plan`` takes besides --make-room: {flag: (goal, help)}.
-GOAL_FLAGS: dict[str, tuple[str, str]] = {}
+GOAL_FLAGS: dict[str, tuple[str, str]] = {
+    "balance": ("balance", "lower the skew of the hosts' measured load (max / mean) with at most "
+                "--max-migrations migrations, down to --target"),
+    "consolidate": ("consolidate", "empty as many hosts as --max-migrations migrations allow, each "
+                    "destination keeping --headroom free"),
+}
+#: The options of the goals but make_room: {option: the goal that takes it (None: both)}.
+GOAL_OPTIONS = {"target_skew": "balance", "headroom": "consolidate", "max_migrations": None}
 
 
 def _seconds(text):
@@ -43,6 +50,13 @@ def add_commands(subparsers):
     plan.add_argument("--count", type=positive, default=1, metavar="N", help="with --make-room: N instances "
                       "(default 1)")
     plan.add_argument("--zone", metavar="Z", help="with --make-room: the instances' availability zone")
+    plan.add_argument("--max-migrations", type=positive, metavar="K",
+                      help="with --balance or --consolidate: at most K migrations (default 10)")
+    plan.add_argument("--target", dest="target_skew", type=float, metavar="SKEW",
+                      help="with --balance: stop at this skew, max / mean of the hosts' load (default 1.15)")
+    plan.add_argument("--headroom", type=float, metavar="SHARE",
+                      help="with --consolidate: the share of each limit a destination keeps free "
+                      "(0 to below 1, default 0)")
     plan.add_argument("--time-limit", type=str, default="1", metavar="S",
                       help="seconds the planner may take (default 1): past it, the best plan found")
     plan.add_argument("--method", choices=METHODS, default="auto",
@@ -89,6 +103,15 @@ def plan_command(client, args, out):
         goal = next(name for name, _ in GOAL_FLAGS.values() if getattr(args, name, False))
         if args.count != 1 or args.zone:
             raise CommandError(f"--count and --zone go with --make-room, not --{goal}")
+    for name, owner in GOAL_OPTIONS.items():
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if goal == MAKE_ROOM or (owner is not None and owner != goal):
+            flag = "--target" if name == "target_skew" else "--" + name.replace("_", "-")
+            raise CommandError(f"{flag} goes with --{owner or 'balance or --consolidate'}, not "
+                               f"--{goal.replace('_', '-')}")
+        options[name] = value
     print_plan(_call(client, "plan_rebalance", goal=goal, options=options), args, out, planned=True)
     return 0
 

@@ -17,7 +17,7 @@ from scheduler.cmd import output
 from scheduler.cmd.arguments import positive, whole
 from scheduler.conf import opts
 from scheduler.policy import filters, weighers
-from scheduler.simulation import engine, inputs
+from scheduler.simulation import engine, inputs, rebalance
 
 PREFIX = "berth simulate"
 BAD_INPUT = 2
@@ -44,6 +44,10 @@ disabled and its instances moved off it, max_parallel at a time (default 2), eac
 migration is (its own request, its host left out) and taking --migration-time-per-gb seconds
 per GiB of its RAM; the report says per drain what moved, what could not and why, how long
 the drain took and the most migrations at once.
+Rebalance: --rebalance every=1h,goal=balance,max=10 runs a rebalance goal (balance: lower the
+real-load skew, target=SKEW to stop at, default 1.15; consolidate: empty hosts, headroom=SHARE
+kept free) every so often on the simulated fleet and makes its migrations; each policy is run
+without and with it, and the report says per policy what the rebalances did.
 """
 
 
@@ -128,6 +132,13 @@ def add_commands(subparsers: Any) -> None:
         f"{engine.MIGRATION_TIME_PER_GB:g}: its memory copied over a 1 Gbit/s link, about 125 MB/s)",
     )
     parser.add_argument(
+        "--rebalance",
+        metavar="SPEC",
+        type=_rebalance,
+        help="run a rebalance goal periodically, e.g. every=1h,goal=balance,max=10 (goals: balance "
+        "[target=SKEW], consolidate [headroom=SHARE]); each policy is run without and with it",
+    )
+    parser.add_argument(
         "--report-interval",
         type=_positive_number,
         default=60.0,
@@ -180,6 +191,13 @@ def _mix(text: str) -> dict[str, float]:
         return inputs.parse_flavor_mix(text)
     except inputs.InputError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--flavor-mix: ")) from None
+
+
+def _rebalance(text: str) -> rebalance.RebalanceSpec:
+    try:
+        return rebalance.parse(text)
+    except inputs.InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--rebalance: ")) from None
 
 
 def _read(path: str) -> str:
@@ -311,6 +329,26 @@ def drain_table(results: list[engine.Result]) -> tuple[list[str], list[list[str]
     return headers, rows
 
 
+def rebalance_table(results: list[engine.Result]) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows): a row per policy run with a rebalance."""
+    headers = ["policy", "rebalance", "runs", "plans", "migrations", "moved", "skew before -> after",
+               "no plan"]
+    rows = []
+    for result in results:
+        done = result.rebalance
+        if done is None:
+            continue
+        befores = [b for b, a in zip(done.skew_before, done.skew_after, strict=True) if b == b and a == a]
+        afters = [a for b, a in zip(done.skew_before, done.skew_after, strict=True) if b == b and a == a]
+        shift = (f"{sum(befores) / len(befores):.3f} -> {sum(afters) / len(afters):.3f}" if befores else "-")
+        reasons = sorted(done.no_plan.items(), key=lambda kv: -kv[1])
+        no_plan = f"{sum(done.no_plan.values())}: {reasons[0][0]}" if reasons else "-"
+        moved = f"{done.migrations / result.placed:.1%}" if result.placed else "-"
+        rows.append([result.policy, done.spec.label, str(done.runs), str(done.plans), str(done.migrations),
+                     moved, shift, no_plan])
+    return headers, rows
+
+
 def _groups_said(groups: list[inputs.SimGroup]) -> str:
     if not groups:
         return ""
@@ -355,6 +393,10 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
     except inputs.InputError as exc:
         print(f"{PREFIX}: {exc}", file=sys.stderr)
         return BAD_INPUT
+    runs = [(name, conf, None) for name, conf in policies]
+    if args.rebalance is not None:
+        runs = [run for name, conf in policies
+                for run in ((name, conf, None), (f"{name} + {args.rebalance.goal}", conf, args.rebalance))]
     results = [
         engine.run(
             name,
@@ -367,8 +409,9 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
             args.sync_period,
             drains=drains,
             migration_time_per_gb=args.migration_time_per_gb,
+            rebalance=spec,
         )
-        for name, conf in policies
+        for name, conf, spec in runs
     ]
     if args.json:
         for result in results:
@@ -384,6 +427,8 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
             output.print_columns(*group_table(results), out)
         if drains:
             output.print_columns(*drain_table(results), out)
+        if args.rebalance is not None:
+            output.print_columns(*rebalance_table(results), out)
     if plot_dir is not None:
         from scheduler.simulation import plots
 

@@ -87,5 +87,11 @@ def allocation_ratio(conf, resource):
     return group[f"initial_{resource}_allocation_ratio"] if ratio in (None, 0.0) else ratio
 
 
+def allocation_ratios(conf):
+    """{"ram", "vcpus", "disk"}: each resource's allocation_ratio, as the status page names them."""
+    return {"ram": allocation_ratio(conf, "ram"), "vcpus": allocation_ratio(conf, "cpu"),
+            "disk": allocation_ratio(conf, "disk")}
+
+
 def list_opts():
     return [(group, opts)]

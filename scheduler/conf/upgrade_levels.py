@@ -2,7 +2,7 @@
 
 During a rolling upgrade, services of two releases run side by side: a client of the
 new release capped at the previous release's version of an API sends what the servers
-of that release serve (README: Rolling upgrades). Nova's group and option names.
+of that release serve (install guide: Rolling upgrades). Nova's group and option names.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ group = cfg.OptGroup(
     "release speaks. While services of an older release still serve an API, set its cap on every "
     "service of this release to the version they serve: a message that needs a newer version is then "
     "sent in its older form where it has one, and refused with RPCVersionCapError where it has none. "
-    "Remove the caps once every service runs this release (README: Rolling upgrades).",
+    "Remove the caps once every service runs this release (install guide: Rolling upgrades).",
 )
 
 

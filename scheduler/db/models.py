@@ -67,6 +67,8 @@ class Instance(Base):
     # While a move is under way (MIGRATING, VERIFY_RESIZE): the other host that holds the
     # instance, the destination of a migration or the source of a resize waiting for confirmation.
     move_host: Mapped[str | None] = mapped_column(sa.String(255), index=True)
+    # The request id of the run_instance that booted it (req-<uuid4>): what its log lines carry.
+    request_id: Mapped[str | None] = mapped_column(sa.String(40))
 
 
 class ComputeNode(Base):

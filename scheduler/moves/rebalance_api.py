@@ -23,7 +23,8 @@ from scheduler.exception import BerthError, InstanceNotFound, InvalidRequest, No
 from scheduler.moves.fleet_snapshot import fleet_snapshot
 from scheduler.planning.moves import MoveRefused
 from scheduler.policy.rebalance import Plan, figures
-from scheduler.policy.rebalance.goals import GOALS, MAKE_ROOM
+from scheduler.policy.rebalance.balance import TARGET_SKEW
+from scheduler.policy.rebalance.goals import BALANCE, GOALS, MAKE_ROOM, MAX_MIGRATIONS
 from scheduler.policy.rebalance.judge import Judge
 from scheduler.policy.rebalance.planner import AUTO, EXACT, GREEDY
 from scheduler.policy.request_spec import Flavor
@@ -80,8 +81,28 @@ def _options(goal: Any, options: Any) -> dict[str, Any]:
             raise InvalidRequest(f"plan_rebalance: method must be one of {', '.join(METHODS)}, "
                                  f"got {str(method)[:60]!r}")
         checked["method"] = method
+        return checked
+    allowed = {"max_migrations", "time_limit"} | ({"target_skew"} if goal == BALANCE else {"headroom"})
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise InvalidRequest(f"plan_rebalance: unknown option(s) of {goal}: {', '.join(map(str, unknown))}")
+    most = options.get("max_migrations", MAX_MIGRATIONS)
+    if isinstance(most, bool) or not isinstance(most, int) or not 1 <= most <= MAX_COUNT:
+        raise InvalidRequest(f"plan_rebalance: max_migrations must be a whole number from 1 to {MAX_COUNT}, "
+                             f"got {str(most)[:60]!r}")
+    checked["max_migrations"] = most
+    if goal == BALANCE:
+        target = options.get("target_skew", TARGET_SKEW)
+        if isinstance(target, bool) or not isinstance(target, int | float) or not 1.0 <= target < math.inf:
+            raise InvalidRequest("plan_rebalance: target_skew is max / mean of the hosts' load, a number "
+                                 f"of at least 1.0, got {str(target)[:60]!r}")
+        checked["target_skew"] = float(target)
     else:
-        checked.update({k: v for k, v in options.items() if k != "time_limit"})
+        headroom = options.get("headroom", 0.0)
+        if isinstance(headroom, bool) or not isinstance(headroom, int | float) or not 0.0 <= headroom < 1.0:
+            raise InvalidRequest("plan_rebalance: headroom is the share of each limit a destination keeps "
+                                 f"free, from 0 to below 1, got {str(headroom)[:60]!r}")
+        checked["headroom"] = float(headroom)
     return checked
 
 
@@ -115,10 +136,9 @@ class RebalanceEndpoint:
         result = GOALS[goal](snapshot, {**checked, "flavor": wanted, "filters": filters})
         if not isinstance(result, Plan):
             raise NoRebalancePlan(f"No rebalance plan ({goal}): {result.reason}")
-        shown = [Flavor.from_wire(f) for f in self._db.list_flavors()]
-        if wanted is not None:
-            shown.append(wanted)
-        before, after = figures.before_after(snapshot, Judge(filters), result.migrations, shown or None)
+        if result.before is None or result.after is None:
+            result.before, result.after = figures.before_after(snapshot, Judge(filters), result.migrations)
+        before, after = result.before, result.after
         involved = sorted({h for m in result.migrations for h in (m.source, m.destination)})
         generations = self._db.host_generations(involved) if involved else {}
         steps = [{"instance_uuid": m.instance, "source_host": m.source, "dest_host": m.destination,

@@ -59,8 +59,9 @@ class Applier:
             if refusal.removed:
                 self._outbox.send(telemetry.count_refusal, refusal.removed)
             self._outbox.send(telemetry.count_outcome, refusal.outcome, len(refusal.spec.instance_uuids))
-            self._outbox.send(self._refusals.add, instances=list(refusal.spec.instance_uuids),
-                              reason=refusal.reason)
+            uuids = refusal.spec.instance_uuids
+            self._outbox.send(self._refusals.add, instances=list(uuids), reason=refusal.reason,
+                              names=[refusal.spec.display_names.get(u) for u in uuids])
         for invalid in plan.invalid:
             spec = invalid.job.spec
             if spec.uuids_named:
@@ -76,7 +77,7 @@ class Applier:
         if scheduled:
             self._outbox.send(scheduled.count)
 
-    def refuse_unread(self, request_spec: Any, reason: str) -> None:
+    def refuse_unread(self, request_spec: Any, reason: str, request_id: str | None = None) -> None:
         """Record the refusal of a request that could not be read on the instances it names, so
         that their owner can see it. Only instances this request creates: a bad message naming
         an existing instance must not change it."""
@@ -89,7 +90,8 @@ class Applier:
                 continue
         if valid:
             created = self._db.create_instances(
-                [{"uuid": u, "state": states.ERROR, "fault_reason": reason} for u in valid])
+                [{"uuid": u, "state": states.ERROR, "fault_reason": reason,
+                  "request_id": request_id} for u in valid])
             self._outbox.send(telemetry.count_outcome, telemetry.ERROR, len(created))
 
     def send_build(self, build: Build) -> None:

@@ -97,8 +97,8 @@ class HostClaims:
                     if conflicts.isdisjoint(hosts) and held.isdisjoint(hosts):
                         outcomes[index] = placements
                         continue
-                    for host, instance_uuid in zip(hosts, specs[index].instance_uuids, strict=True):
-                        self._hosts.release(host, instance_uuid)
+                    for placement in placements:  # as many as fit may be fewer than asked
+                        self._hosts.release(placement.host, placement.instance_uuid)
                     retry.append(index)
             if conflicts:
                 self.learn(conflicts)

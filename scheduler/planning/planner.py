@@ -205,20 +205,29 @@ class Planner:
         return self._hosts
 
     def select(self, spec: RequestSpec, decided: dict[str, Decision] | None = None,
-               among: list[Any] | None = None) -> list[Placement]:
+               among: list[Any] | None = None, unplaced: dict[str, NoValidHost] | None = None
+               ) -> list[Placement]:
         """A Placement for each instance of ``spec``, consumed in this scheduler's table and given
         back should the transaction that records them roll back; how each host was chosen into
         ``decided`` ({uuid: Decision}). ``among``: only these hosts (views of the table) are
-        considered. Raises NoValidHost."""
+        considered. Raises NoValidHost.
+
+        A request for as many as fit may get fewer placements than instances: each instance
+        left out goes into ``unplaced`` with the NoValidHost that stopped the placing."""
         decisions: list[Decision] | None = None if decided is None else []
+        short: list[NoValidHost] = []
         chosen = None if among is not None else self._select_again(spec, decisions)
         if chosen is None:
             hosts = self._hosts.table if among is None else among
-            chosen = self.selector.select(hosts, spec, decisions, LOG.isEnabledFor(logging.DEBUG))
+            chosen = self.selector.select(hosts, spec, decisions, LOG.isEnabledFor(logging.DEBUG), short)
         if decisions and decided is not None:
-            decided.update(zip(spec.instance_uuids, decisions, strict=True))
+            decided.update(zip(spec.instance_uuids, decisions, strict=False))
+        if unplaced is not None:
+            for instance_uuid in spec.instance_uuids:
+                unplaced.pop(instance_uuid, None)  # placed again: after a claim conflict
+            unplaced.update((instance_uuid, short[0]) for instance_uuid in spec.instance_uuids[len(chosen):])
         placements = []
-        for host, instance_uuid in zip(chosen, spec.instance_uuids, strict=True):
+        for host, instance_uuid in zip(chosen, spec.instance_uuids, strict=False):
             self._compensate(self._hosts.release, host.host, instance_uuid)
             placements.append(Placement(instance_uuid, host.host, host.nodename, dict(host.limits)))
         return placements
@@ -256,10 +265,14 @@ class Planner:
 
     def plan(self, admitted: Admissions, prepared: Prepared,
              outcomes: Sequence[list[Placement] | NoValidHost], decided: dict[str, Decision],
-             now: Any) -> Plan:
-        """The Plan of a segment: rows for what was placed and refused, builds for what was placed."""
+             now: Any, unplaced: dict[str, NoValidHost] | None = None) -> Plan:
+        """The Plan of a segment: rows for what was placed and refused, builds for what was placed.
+        ``unplaced``: the instances of requests for as many as fit that did not fit (Planner.select)."""
         plan = Plan(deleted=admitted.deleted, group_members=[job.spec for job in prepared.placing],
                     resends=prepared.resends, refusals=prepared.refusals, invalid=prepared.invalid)
+        # The request each new instance is booted by: ``berth show`` names it, every log line carries it.
+        booted_by = {u: rpc.request_id_of(admission.job.context)
+                     for admission in admitted.each for u in admission.job.spec.instance_uuids}
         for job, placements in rpc.each_request(zip(prepared.placing, outcomes, strict=True), job_context):
             spec = job.spec
             if isinstance(placements, NoValidHost):
@@ -267,6 +280,8 @@ class Planner:
                 plan.refusals.append(Refusal(spec, str(placements), telemetry.NO_VALID_HOST,
                                              placements.removed))
                 continue
+            if len(placements) < spec.num_instances:
+                plan.refusals.append(self._shortfall(job, len(placements), unplaced or {}))
             for placement in placements:
                 instance_uuid = placement.instance_uuid
                 request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
@@ -275,7 +290,8 @@ class Planner:
                           "attempts": spec.retry.num_attempts, "scheduled_at": now,
                           "filter_properties": filter_properties}
                 if instance_uuid in admitted.new:  # created when scheduled, not a moment after
-                    wire, created = (request_spec, filter_properties), dict(values, created_at=now)
+                    wire = (request_spec, filter_properties)
+                    created = dict(values, created_at=now, request_id=booted_by.get(instance_uuid))
                     plan.creates.append(instance_record(spec, instance_uuid, wire, created))
                 else:
                     plan.updates.append(RowUpdate(instance_uuid, values, admitted.expected[instance_uuid]))
@@ -284,16 +300,35 @@ class Planner:
         for refusal in plan.refusals:
             for instance_uuid in refusal.spec.instance_uuids:
                 values = {"state": states.ERROR, "fault_reason": refusal.reason, "host": None, "node": None}
+                if refusal.spec.min_instances is not None:
+                    # Asked for as many as fit: those that did not are not booted, nothing to clean up.
+                    values.update(state=states.DELETED, deleted_at=now)
                 if instance_uuid in admitted.new:
-                    plan.creates.append(instance_record(refusal.spec, instance_uuid, values=values))
+                    plan.creates.append(instance_record(refusal.spec, instance_uuid, values=dict(
+                        values, request_id=booted_by.get(instance_uuid))))
                 else:
                     plan.updates.append(RowUpdate(instance_uuid, values, admitted.expected[instance_uuid]))
         for invalid in plan.invalid:
             spec = invalid.job.spec
             if spec.uuids_named:  # their client looks for them: it finds why they are not built
                 reason = f"Invalid request: {invalid.error}"
-                plan.creates.extend(refused_record(spec, uuid, reason) for uuid in spec.instance_uuids)
+                plan.creates.extend(refused_record(spec, uuid, reason, booted_by.get(uuid))
+                                    for uuid in spec.instance_uuids)
         return plan
+
+
+    def _shortfall(self, job: Job, placed: int, unplaced: dict[str, NoValidHost]) -> Refusal:
+        """The refusal of the instances of ``job`` past the ``placed`` first, which did not fit;
+        the job's request is cut down to those placed."""
+        spec = job.spec
+        left_out = spec.instance_uuids[placed:]
+        why = unplaced[left_out[0]]
+        reason = (f"Not placed: {placed} of {spec.num_instances} fit, and the request asked for as many "
+                  f"as fit (at least {spec.at_least}); {why}")
+        LOG.info("Instances %s: %s", ", ".join(left_out), reason)
+        refused = dataclasses.replace(spec, instance_uuids=left_out)
+        spec.instance_uuids = spec.instance_uuids[:placed]  # what is booted, and joins its server group
+        return Refusal(refused, reason, telemetry.NO_VALID_HOST, why.removed)
 
 
 def build(context: Any, spec: RequestSpec, instance_uuid: str, host: str, limits: dict[str, Any],
@@ -304,10 +339,11 @@ def build(context: Any, spec: RequestSpec, instance_uuid: str, host: str, limits
     return Build(context, spec, instance_uuid, host, request_spec, filter_properties, decision)
 
 
-def refused_record(spec: RequestSpec, instance_uuid: str, reason: str) -> dict[str, Any]:
+def refused_record(spec: RequestSpec, instance_uuid: str, reason: str,
+                   request_id: str | None = None) -> dict[str, Any]:
     """The row of an instance a request named and that is refused as invalid: its fault and
     what a listing shows, not the request (it is dead-lettered whole)."""
-    return {"uuid": instance_uuid, "state": states.ERROR, "fault_reason": reason,
+    return {"uuid": instance_uuid, "state": states.ERROR, "fault_reason": reason, "request_id": request_id,
             "project_id": spec.project_id, "display_name": spec.display_names.get(instance_uuid),
             "flavor_name": spec.flavor.name,
             "memory_mb": spec.flavor.memory_mb, "root_gb": spec.flavor.root_gb,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scheduler.exception import NoValidHost
 from scheduler.planning import lookups
 from scheduler.planning.applier import Applier
 from scheduler.planning.plan import Invalid, Job, Placement
@@ -47,12 +48,13 @@ class Scheduling:
         admitted = planner.admit(jobs, rows)
         prepared = planner.prepare(admitted)
         decided: dict[str, Decision] = {}
+        unplaced: dict[str, NoValidHost] = {}
         now = self._db.now()
 
         def select(spec: RequestSpec) -> list[Placement]:
-            return planner.select(spec, decided)
+            return planner.select(spec, decided, unplaced=unplaced)
 
         outcomes = self.applier.place([job.spec for job in prepared.placing], select)
-        plan = planner.plan(admitted, prepared, outcomes, decided, now)
+        plan = planner.plan(admitted, prepared, outcomes, decided, now, unplaced)
         self.applier.commit(plan)
         return plan.invalid

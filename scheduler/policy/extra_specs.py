@@ -121,9 +121,9 @@ def _why(key: str, image: bool, enabled: list, installed: dict) -> str | None:
         counted = IMAGE_CPU_POLICY if image else resource_classes.CPU_POLICY
         near = hypervisor_keys.nearest(key, image, _filter_keys(installed, image) | {counted})
         return (f"{what} is no key Berth or the hypervisor knows"
-                + (f": did you mean {near}?" if near else "; leave it out (README, 'Flavors and images')"))
+                + (f": did you mean {near}?" if near else "; leave it out (user guide: Flavors and images)"))
     return (f"{what}: no enabled filter reads it, it is not a resource, and it is not a key Berth "
-            "leaves to the hypervisor: leave it out (README, 'Flavors and images')")
+            "leaves to the hypervisor: leave it out (user guide: Flavors and images)")
 
 
 def _filter_keys(installed: dict, image: bool) -> frozenset:

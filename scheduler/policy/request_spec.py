@@ -212,6 +212,9 @@ class RequestSpec:
     display_names: dict = dataclasses.field(default_factory=dict)
     #: The request named its instances' UUIDs (else it gave num_instances, and they were made here).
     uuids_named: bool = True
+    #: With min_num_instances (``berth boot --min-count``): as many of the instances as fit are
+    #: placed, at least this many, the rest not booted. None: all of them or none.
+    min_instances: int | None = None
     # Looked up by the scheduler before selection (scheduler.planning.lookups), never read from the wire:
     #: the server group of a ``group`` hint: {uuid, name, policy, rules, hosts: {host: members}}
     group: dict | None = None
@@ -222,6 +225,13 @@ class RequestSpec:
     @property
     def num_instances(self):
         return len(self.instance_uuids)
+
+    @property
+    def at_least(self):
+        """How many of the instances must be placed for any to be: all of them, unless the
+        request asked for as many as fit (min_instances)."""
+        least = self.min_instances
+        return self.num_instances if least is None else min(least, self.num_instances)
 
     @property
     def required_traits(self):
@@ -269,6 +279,9 @@ class RequestSpec:
                 raise InvalidRequest(
                     f"request_spec.num_instances: is {num!r} but {len(uuids)} instance_uuids given"
                 )
+        least = request_spec.get("min_num_instances")
+        if least is not None:
+            least = integer(least, "request_spec.min_num_instances:", 1, len(uuids))
         props = json_object(request_spec.get("instance_properties"), "request_spec.instance_properties:")
         image = json_object(request_spec.get("image"), "request_spec.image:")
         names = check_display_names(props.get("display_name"), len(uuids),
@@ -297,6 +310,7 @@ class RequestSpec:
             image_id=_text(image.get("id"), "request_spec.image.id", optional=True),
             display_names=dict(zip(uuids, names, strict=True)),
             uuids_named=request_spec.get("instance_uuids") is not None,
+            min_instances=least,
         )
 
     def to_wire(self):
@@ -313,6 +327,8 @@ class RequestSpec:
         }
         if self.image_id is not None:
             request_spec["image"]["id"] = self.image_id
+        if self.min_instances is not None:
+            request_spec["min_num_instances"] = min(self.min_instances, self.num_instances)
         filter_properties = {
             "scheduler_hints": dict(self.scheduler_hints),
             "force_hosts": list(self.force_hosts),
@@ -328,6 +344,7 @@ class RequestSpec:
         request_spec, filter_properties = self.to_wire()
         request_spec["instance_uuids"] = [instance_uuid]
         request_spec["num_instances"] = 1
+        request_spec.pop("min_num_instances", None)
         if self.display_names.get(instance_uuid) is not None:
             # Its own name, which a request of one instance keeps as it is (a reschedule).
             request_spec["instance_properties"]["display_name"] = self.display_names[instance_uuid]

@@ -55,7 +55,7 @@ class Selector:
         self._owned_key = None
         self._owned = None
 
-    def select(self, hosts, spec, decisions=None, detail=False):
+    def select(self, hosts, spec, decisions=None, detail=False, short=None):
         """Choose and consume a host for each instance of ``spec``, all or none.
 
         ``hosts`` is a HostTable, or HostStates of one table. Returns one
@@ -65,6 +65,11 @@ class Selector:
         a Decision per instance to it (none when NoValidHost is raised); with
         ``detail``, each says how many hosts each filter left and names the
         heaviest hosts, which costs a little more.
+
+        A request for as many as fit (``spec.min_instances``) is placed as far as
+        hosts are found: fewer HostStates than instances are returned once at
+        least ``spec.at_least`` are, and the NoValidHost that stopped it is
+        appended to ``short`` (a list) when given.
         """
         table, rows = _table_and_rows(hosts)
         rows, forced = candidates(table, rows, spec)
@@ -89,12 +94,15 @@ class Selector:
                     decisions.append(Decision(
                         considered, len(rows), forced, tuple(left or ()),
                         _heaviest(table, rows, weights) if left is not None else ()))
-        except NoValidHost:
-            for row, instance_uuid in zip(chosen, spec.instance_uuids, strict=False):
-                table.release(row, instance_uuid)
-            if decisions is not None:
-                del decisions[recorded:]
-            raise
+        except NoValidHost as exc:
+            if len(chosen) < spec.at_least:
+                for row, instance_uuid in zip(chosen, spec.instance_uuids, strict=False):
+                    table.release(row, instance_uuid)
+                if decisions is not None:
+                    del decisions[recorded:]
+                raise
+            if short is not None:
+                short.append(exc)
         placed = []
         for row in chosen:
             host = table.view(row)
@@ -362,8 +370,14 @@ def no_valid_host_reason(considered, removed, spec, index):
     hosts = f"{considered} host{'s' if considered != 1 else ''}"
     if index == 0:
         which = f" for instance 1 of {spec.num_instances}" if spec.num_instances > 1 else ""
-        return f"No valid host was found{which}: {hosts} considered; {detail}; none left"
+        fewer = f" (none fit; at least {spec.at_least} asked)" if spec.min_instances is not None else ""
+        return f"No valid host was found{which}: {hosts} considered; {detail}; none left{fewer}"
     # A later instance of the request is placed among the hosts that passed for the one before.
-    return (f"No valid host was found for instance {index + 1} of {spec.num_instances}: of the {hosts} "
-            f"that passed the filters for instance {index}, {detail}; none left (none booted: {index} of "
-            f"{spec.num_instances} fit, and a request is placed whole or not at all)")
+    found = (f"No valid host was found for instance {index + 1} of {spec.num_instances}: of the {hosts} "
+             f"that passed the filters for instance {index}, {detail}; none left")
+    fit = f"none booted: {index} of {spec.num_instances} fit"
+    if spec.min_instances is None:
+        return f"{found} ({fit}, and a request is placed whole or not at all)"
+    if index < spec.at_least:
+        return f"{found} ({fit}, fewer than the {spec.at_least} asked for at least)"
+    return found  # the first instance that does not fit: those before it are booted

@@ -9,7 +9,7 @@ server = rpc.get_rpc_server(transport, rpc.Target("compute", server=host), [endp
 
 from scheduler.rpc.access import Access
 from scheduler.rpc.client import RPCClient
-from scheduler.rpc.context import Context, each_request, handling, new_request_id
+from scheduler.rpc.context import Context, each_request, handling, new_request_id, request_id_of
 from scheduler.rpc.dispatcher import batch_of, read_only
 from scheduler.rpc.exceptions import (
     BrokerUnreachable,
@@ -67,5 +67,6 @@ __all__ = [
     "get_transport",
     "handling",
     "new_request_id",
+    "request_id_of",
     "read_only",
 ]

@@ -68,7 +68,7 @@ opts = [
         "enforce",
         default=False,
         help="Refuse every message from a broker user whose role may not call its method "
-        "(README: Who may speak), and every message without a user_id but reads. Off by "
+        "(admin guide: Who may speak), and every message without a user_id but reads. Off by "
         "default, so that the embedded setup works without broker users: then any broker user "
         "may call every method but those about a host (see agents), and a daemon on rabbit:// "
         "says so at start. Needs rabbit://, the only transport that validates user_id.",
@@ -169,7 +169,7 @@ class Access:
         _warned.append(topic)
         LOG.warning("[roles] enforce is off: any user of the broker at %s may call every method of %s (%s) "
                     "but those about a host ([roles] agents). List the schedulers', operators' and agents' "
-                    "broker users in [roles] and set [roles] enforce = true (README: Who may speak)",
+                    "broker users in [roles] and set [roles] enforce = true (admin guide: Who may speak)",
                     transport.safe_url, topic, _OPEN.get(topic, "all it serves"))
 
 

@@ -151,6 +151,12 @@ def each_request(items, context_of=lambda item: item[0]):
         _restore(previous)
 
 
+def request_id_of(context):
+    """The request id ``context`` (a Context or a ctxt dict) carries, or None."""
+    request_id = _values(context).get(REQUEST_ID)
+    return request_id if is_request_id(request_id) else None
+
+
 def current_request_id():
     """The request id of this thread's current request, or None."""
     current = oslo_context.get_current()

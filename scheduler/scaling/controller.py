@@ -122,7 +122,7 @@ class InMemoryMetrics:
 class ControllerSettings:
     owner: str  # this controller's name in the leases: one per scheduler process
     period_s: float = 15.0  # --horizontal-pod-autoscaler-sync-period; the lease is as long
-    max_groups: int = 10_000  # groups claimed per sync (see README, "Scaling groups' sync", for its cost)
+    max_groups: int = 10_000  # groups claimed per sync (its cost: the performance page)
     replace_backoff_s: float = PlanSettings.replace_backoff_s
     replace_backoff_max_s: float = PlanSettings.replace_backoff_max_s
     cast_grace_s: float = 60.0  # a member unchanged this long gets its build/delete cast again

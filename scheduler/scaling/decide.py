@@ -239,7 +239,7 @@ def _number(value: Decimal | int | None) -> float | int | None:
 
 
 def to_json(decision: Decision) -> dict[str, object]:
-    """The what-if output (see the README's "Scaling groups")."""
+    """The what-if output (see the user guide's "Scaling groups")."""
     metrics = []
     for result in decision.metrics:
         entry: dict[str, object] = {"name": result.spec.name, "type": result.spec.type,

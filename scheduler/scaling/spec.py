@@ -337,7 +337,7 @@ def parse_behavior(value: Any, path: str) -> Behavior:
 
 
 def parse_spec(value: Any, path: str = "spec") -> GroupSpec:
-    """A group spec from its JSON form (see the README's "Scaling groups")."""
+    """A group spec from its JSON form (see the user guide's "Scaling groups")."""
     data = _object(value, path, ("min", "max", "metrics", "tolerance", "behavior"), ("max",))
     low = _whole(data["min"], _join(path, "min"), 0, MAX_REPLICAS) if "min" in data else 1
     high = _whole(data["max"], _join(path, "max"), 1, MAX_REPLICAS)

@@ -29,6 +29,7 @@ from scheduler.exception import NoValidHost
 from scheduler.policy import filters, weighers
 from scheduler.policy.aggregates import Aggregate
 from scheduler.policy.host_state import HostTable
+from scheduler.policy.rebalance import Migration, NoPlan, Plan, Resident, Snapshot, figures
 from scheduler.policy.request_spec import RequestSpec
 from scheduler.policy.selection import Selector
 from scheduler.scaling.behavior import history_horizon_s
@@ -36,6 +37,7 @@ from scheduler.scaling.settled import sample_milli
 from scheduler.scaling.spec import CPU, Recommendation, ScaleEvent, SettledMembers
 from scheduler.scaling.sync_plan import History, SyncPlan, plan_settings, plan_sync
 from scheduler.simulation.inputs import Arrival, Drain, SimGroup, SimHost
+from scheduler.simulation.rebalance import RebalanceResult, RebalanceSpec
 
 IDLE_LOAD = 0.05  # of each vCPU of an idle instance
 NO_HOST = "no host"  # a refusal no filter made: no host at all (every one disabled, say)
@@ -65,6 +67,7 @@ class Result:
     peak_host_ram: float = 0.0  # highest share of one host's RAM held at any time
     groups: list[GroupResult] = dataclasses.field(default_factory=list)
     drains: list[DrainResult] = dataclasses.field(default_factory=list)
+    rebalance: RebalanceResult | None = None
 
     @property
     def refused_total(self) -> int:
@@ -85,6 +88,7 @@ class Result:
             "peak_host_ram": _round(self.peak_host_ram),
             "scaling_groups": [group.summary() for group in self.groups],
             "drains": [drain.summary() for drain in self.drains],
+            **({"rebalance": self.rebalance.summary()} if self.rebalance is not None else {}),
         }
 
 
@@ -286,6 +290,7 @@ def run(
     concurrent: bool = False,
     drains: Sequence[Drain] = (),
     migration_time_per_gb: float = MIGRATION_TIME_PER_GB,
+    rebalance: RebalanceSpec | None = None,
 ) -> Result:
     """Replay ``arrivals`` (by time) on ``hosts`` with the filters, weighers and options of
     ``conf`` (a Berth configuration); one round of reports every ``report_interval`` seconds;
@@ -297,7 +302,12 @@ def run(
 
     ``drains``: at its time, each disables its host and moves the instances off it,
     ``max_parallel`` at a time, each taking ``migration_time_per_gb`` seconds per GiB of its
-    RAM; the run goes on until every migration has ended."""
+    RAM; the run goes on until every migration has ended.
+
+    ``rebalance``: every ``rebalance.every`` seconds its goal plans on a snapshot of the fleet (the
+    table as the scheduler holds it, each instance's measured load, each host's, hidden load
+    included) and its migrations are made at once: the simulation does not hold an instance on
+    both hosts while it moves, as it does for drains."""
     return _Run(
         policy,
         conf,
@@ -310,6 +320,7 @@ def run(
         concurrent,
         drains,
         migration_time_per_gb,
+        rebalance,
     ).run()
 
 
@@ -327,10 +338,13 @@ class _Run:
         concurrent: bool,
         drains: Sequence[Drain],
         migration_time_per_gb: float,
+        rebalance: RebalanceSpec | None = None,
     ) -> None:
         settings = conf.filter_scheduler
+        self.conf = conf
+        self.filters = filters.enabled_filters(conf)
         self.selector = Selector(
-            filters.enabled_filters(conf),
+            self.filters,
             weighers.enabled_weighers(conf),
             settings.host_subset_size,
             random.Random(seed),
@@ -375,6 +389,10 @@ class _Run:
             + [d.at for d in self.drains]
         )
         self.end = last + report_interval
+        self.rebalance = rebalance
+        self.next_rebalance = rebalance.every if rebalance is not None else float("inf")
+        if rebalance is not None:
+            self.result.rebalance = RebalanceResult(rebalance)
 
     def run(self) -> Result:
         started = time.perf_counter()
@@ -387,7 +405,8 @@ class _Run:
                 leaving = self.departures[0][0] if self.departures else float("inf")
                 landing = self.migrations[0][0] if self.migrations else float("inf")
                 draining = self._next_drain_at()
-                upcoming = min(leaving, landing, draining, next_report, next_sync)
+                rebalancing = self.next_rebalance if self.next_rebalance <= self.end else float("inf")
+                upcoming = min(leaving, landing, draining, next_report, next_sync, rebalancing)
                 past = upcoming > until and (arrival is not None or not self.moving)
                 if upcoming == float("inf") or past:
                     break
@@ -404,6 +423,10 @@ class _Run:
                     self.clock = upcoming
                     self._drain(self.drains[self.next_drain])
                     self.next_drain += 1
+                elif rebalancing == upcoming:
+                    self.clock = upcoming
+                    self._rebalance()
+                    self.next_rebalance += self.rebalance.every  # type: ignore[union-attr]
                 elif next_report == upcoming:
                     self._report_round(next_report)
                     next_report += self.report_interval
@@ -547,6 +570,46 @@ class _Run:
             self.table.consume(row, uuid, flavor, at)
         self.uncharged.clear()
 
+    def snapshot(self) -> Snapshot:
+        """The fleet as a rebalance goal reads it: the table, every instance that is not moving
+        (what it keeps busy), each host's real load."""
+        residents = []
+        for row, agent in enumerate(self.agents):
+            for uuid, arrival in agent.instances.items():
+                if self.located[uuid] == row:
+                    residents.append(Resident(uuid, agent.host.name, self._spec(uuid, arrival),
+                                              movable=uuid not in self.moving,
+                                              load=arrival.vcpus * max(arrival.busy, IDLE_LOAD)))
+        return Snapshot.from_conf(self.table, residents, self.conf,
+                                  load=[agent.real for agent in self.agents])
+
+    def _rebalance(self) -> None:
+        """The goal's plan on the fleet as it is, its migrations made at once."""
+        assert self.rebalance is not None and self.result.rebalance is not None
+        self._charge()
+        snapshot = self.snapshot()
+        before = figures.skew(snapshot.load)
+        plan: Plan | NoPlan = self.rebalance.plan(snapshot, self.filters)
+        if isinstance(plan, Plan):
+            for migration in plan.migrations:
+                self._migrate(migration)
+        after = figures.skew([agent.real for agent in self.agents])
+        self.result.rebalance.record(self.clock, plan, before, after)
+
+    def _migrate(self, migration: Migration) -> None:
+        uuid = migration.instance
+        source, destination = self.located[uuid], self.table.index[migration.destination]
+        arrival = self.agents[source].instances[uuid]
+        flavor = self._spec(uuid, arrival).flavor
+        self.agents[source].remove(uuid)
+        if uuid in self.table.pending.get(source, {}):
+            self.table.release(source, uuid)
+        else:
+            self.table.shift(source, flavor, -1)
+        self.agents[destination].add(uuid, arrival)
+        self.table.consume(destination, uuid, flavor, self.clock)
+        self.located[uuid] = destination
+
     def _report_round(self, now: float) -> None:
         self.clock = now
         for row, agent in enumerate(self.agents):
@@ -621,9 +684,8 @@ def _sample(
     memory = np.array([agent.memory_mb for agent in agents], dtype=float)
     used_vcpus = np.array([agent.vcpus for agent in agents], dtype=float)
     disk = np.array([agent.disk_gb for agent in agents], dtype=float)
-    mean = real.mean() if len(real) else 0.0
     result.times.append(now)
-    result.skews.append(float(real.max() / mean) if mean > 0 else float("nan"))
+    result.skews.append(figures.skew(real))
     result.refusals.append(result.refused_total)
     result.loads.append((real / vcpus).astype(np.float32))
     if not result.host_names:
@@ -647,9 +709,8 @@ def _sample(
         )
         - disk
     )
-    stuck = (free_vcpus < smallest[1]) | (free_disk < smallest[2]) | (free_ram < smallest[0])
-    free_total = np.clip(free_ram, 0, None).sum()
-    share = float(np.clip(free_ram[stuck], 0, None).sum() / free_total) if free_total > 0 else 0.0
+    share = figures.stranded(np.column_stack([free_vcpus, free_ram, free_disk]),
+                             (smallest[1], smallest[0], smallest[2]))
     count = len(result.times)
     result.stranded += (share - result.stranded) / count
     result.hosts_used = max(result.hosts_used, int(sum(1 for agent in agents if agent.instances)))

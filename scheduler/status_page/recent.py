@@ -43,6 +43,7 @@ class ScalingHistory:
         self._points: dict[str, collections.deque[tuple[float, int, int, float | None, float | None]]] = {}
         self._scaled_at: dict[str, float] = {}
         self._synced_at: dict[str, float] = {}
+        self._metric: dict[str, tuple[str, str]] = {}  # the first metric's (name, target type)
         self._lock = threading.Lock()
 
     def record(self, results: Iterable[Any], now: float | None = None) -> None:
@@ -56,6 +57,8 @@ class ScalingHistory:
                 current, target = (None, None) if reading is None else (reading.current, reading.target)
                 point = (now, result.members or 0, result.desired or 0, current, target)
                 self._points.setdefault(result.name, collections.deque()).append(point)
+                if reading is not None:
+                    self._metric[result.name] = (reading.name, reading.target_type)
                 self._synced_at[result.name] = now
                 if result.scale_event:
                     self._scaled_at[result.name] = now
@@ -70,12 +73,19 @@ class ScalingHistory:
                 self._points = {name: self._points[name] for name in self._ranked()[: self._max]}
             self._scaled_at = {n: t for n, t in self._scaled_at.items() if n in self._points}
             self._synced_at = {n: t for n, t in self._synced_at.items() if n in self._points}
+            self._metric = {n: m for n, m in self._metric.items() if n in self._points}
 
     def _ranked(self) -> list[str]:
         return sorted(self._points, key=lambda n: (-self._scaled_at.get(n, 0.0), -self._synced_at[n], n))
 
     def groups(self) -> list[dict[str, Any]]:
-        """[{name, points: [[t, members, desired, current, target], ...]}], the latest scaled first."""
+        """[{name, points: [[t, members, desired, current, target], ...], metric: {name,
+        target_type} or None}], the latest scaled first."""
         with self._lock:
-            return [{"name": name, "points": [list(point) for point in self._points[name]]}
+            return [{"name": name, "points": [list(point) for point in self._points[name]],
+                     "metric": _metric(self._metric.get(name))}
                     for name in self._ranked()]
+
+
+def _metric(reading: tuple[str, str] | None) -> dict[str, str] | None:
+    return None if reading is None else {"name": reading[0], "target_type": reading[1]}

@@ -19,11 +19,17 @@ UP, DOWN, DISABLED = 0, 1, 2
 _COLUMNS = ("total_ram_mb", "free_ram_mb", "total_disk_gb", "free_disk_gb", "vcpus_total", "vcpus_used")
 
 
-def fleet(host_manager: Any, default_zone: str, down_after_s: float) -> dict[str, Any]:
+#: The allocation ratios of a page told none: each host's total is what it can take.
+PHYSICAL = {"ram": 1.0, "vcpus": 1.0, "disk": 1.0}
+
+
+def fleet(host_manager: Any, default_zone: str, down_after_s: float,
+          ratios: dict[str, float] | None = None) -> dict[str, Any]:
     """Every host the scheduler knows (but those deleted), in the order of their names,
     columnar: its zone (an index into ``zones``), its aggregates (an index into
     ``memberships``, the distinct lists of aggregate names), its state (0 up, 1 down,
-    2 disabled) and its RAM, disk and vCPUs used and in all."""
+    2 disabled) and its RAM, disk and vCPUs used and in all; and the allocation ``ratios``
+    ({"ram", "vcpus", "disk"}) the filters multiply each total by: what a host can take."""
     hosts = host_manager
     with hosts.lock:
         table = hosts.table
@@ -64,6 +70,7 @@ def fleet(host_manager: Any, default_zone: str, down_after_s: float) -> dict[str
         "disk_gb": whole("total_disk_gb"),
         "vcpus_used": whole("vcpus_used"),
         "vcpus": whole("vcpus_total"),
+        "ratios": dict(ratios or PHYSICAL),
     }
 
 
@@ -100,7 +107,8 @@ class StatusSource:
     def __init__(self, host: str, host_manager: Any, count_instances: Callable[[], dict[str, int]],
                  default_zone: Callable[[], str], down_after_s: Callable[[], float], refusals: Any,
                  dead_letters: Any, scaling_history: Any | None,
-                 moves: Callable[[], list[dict[str, Any]]] = list) -> None:
+                 moves: Callable[[], list[dict[str, Any]]] = list,
+                 ratios: Callable[[], dict[str, float]] = lambda: PHYSICAL) -> None:
         self._host = host
         self._hosts = host_manager
         self._count_instances = count_instances
@@ -110,6 +118,7 @@ class StatusSource:
         self._dead_letters = dead_letters
         self._scaling = scaling_history
         self._moves = moves  # the moves under way, newest first
+        self._ratios = ratios  # the allocation ratios the filters apply
 
     def snapshot(self) -> dict[str, Any]:
         try:
@@ -127,7 +136,7 @@ class StatusSource:
         return {
             "scheduler": self._host,
             "generated_at": time.time(),
-            "hosts": fleet(self._hosts, self._default_zone(), self._down_after_s()),
+            "hosts": fleet(self._hosts, self._default_zone(), self._down_after_s(), self._ratios()),
             "instances": instances,
             "instances_error": instances_error,
             "moves": moves,

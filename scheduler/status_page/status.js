@@ -27,12 +27,35 @@ function percent(used, total) {
   return total > 0 ? Math.round((100 * used) / total) + "%" : "-";
 }
 
+// Each resource: its used and total columns, and its name in hosts.ratios. A host can take
+// total x allocation ratio, as the filters see it (the agent counts what it reserves as used).
+const RESOURCES = {ram: ["ram_used_mb", "ram_mb"], vcpus: ["vcpus_used", "vcpus"], disk: ["disk_used_gb", "disk_gb"]};
+
+function ratioOf(hosts, resource) {
+  return (hosts.ratios && hosts.ratios[resource]) || 1;
+}
+
+function filled(hosts, i, resource) {  // the share of what the host can take that is used
+  const [used, total] = RESOURCES[resource];
+  const capacity = hosts[total][i] * ratioOf(hosts, resource);
+  return capacity > 0 ? hosts[used][i] / capacity : 0;
+}
+
+function ofRatio(hosts, i, resource) {  // "28% of 4.0x": the share of total x ratio used
+  const [used, total] = RESOURCES[resource];
+  const ratio = ratioOf(hosts, resource);
+  return `${percent(hosts[used][i], hosts[total][i] * ratio)} of ${ratio.toFixed(1)}x`;
+}
+
+function fill(hosts, i, resource) {  // "28% of 4.0x (113% physical)", or "50%" at a ratio of 1.0
+  const [used, total] = RESOURCES[resource];
+  const physical = percent(hosts[used][i], hosts[total][i]);
+  return ratioOf(hosts, resource) === 1 ? physical : `${ofRatio(hosts, i, resource)} (${physical} physical)`;
+}
+
 function share(hosts, i, measure) {
-  const ram = hosts.ram_mb[i] > 0 ? hosts.ram_used_mb[i] / hosts.ram_mb[i] : 0;
-  const vcpus = hosts.vcpus[i] > 0 ? hosts.vcpus_used[i] / hosts.vcpus[i] : 0;
-  const disk = hosts.disk_gb[i] > 0 ? hosts.disk_used_gb[i] / hosts.disk_gb[i] : 0;
-  const value = measure === "ram" ? ram : measure === "vcpus" ? vcpus : measure === "disk" ? disk
-    : Math.max(ram, vcpus, disk);
+  const value = measure in RESOURCES ? filled(hosts, i, measure)
+    : Math.max(filled(hosts, i, "ram"), filled(hosts, i, "vcpus"), filled(hosts, i, "disk"));
   return Math.min(1, Math.max(0, value));
 }
 
@@ -78,12 +101,17 @@ function renderSummary(data) {
   const instances = data.instances
     ? Object.entries(data.instances).filter(([state]) => state !== "DELETED").reduce((a, [, n]) => a + n, 0) : "?";
   const figure = (value, label, id) => el("div", {class: "figure", id}, el("strong", {}, value), el("span", {}, label));
+  const taken = ([used, total], resource, label) => {  // against what the hosts can take, physical apart
+    const ratio = ratioOf(hosts, resource);
+    return ratio === 1 ? [percent(used, total), label]
+      : [percent(used, total * ratio), `${label} at ${ratio.toFixed(1)}x (${percent(used, total)} physical)`];
+  };
   document.getElementById("summary").replaceChildren(
     figure(counts[0], "hosts up", "hosts-up"), figure(counts[1], "down", "hosts-down"),
     figure(counts[2], "disabled", "hosts-disabled"),
-    figure(percent(ram[0], ram[1]), "of the RAM of the hosts up used", "ram-used"),
-    figure(percent(vcpus[0], vcpus[1]), "of their vCPUs", "vcpus-used"),
-    figure(percent(disk[0], disk[1]), "of their disk", "disk-used"),
+    figure(...taken(ram, "ram", "of the RAM of the hosts up used"), "ram-used"),
+    figure(...taken(vcpus, "vcpus", "of their vCPUs"), "vcpus-used"),
+    figure(...taken(disk, "disk", "of their disk"), "disk-used"),
     figure(instances, "instances (not deleted)", "instances-total"));
 }
 
@@ -131,9 +159,32 @@ function drawCells(context, rows, hosts, values, cell, columns) {
   context.putImageData(image, 0, 0);
 }
 
+const LABEL_PX = 14;       // the least height of a row's label
+const LABELS_WIDTH = 180;  // the labels' column, left of the cells
+
+function rowLabels(hosts, rows, cell, columns) {
+  // Each row of cells by the first and last of its hosts (they come in the order of their
+  // names); rows too thin for a label of their own: one in so many, and a note says so.
+  const lines = Math.ceil(rows.length / columns);
+  const every = Math.ceil(LABEL_PX / cell);
+  const labels = el("div", {class: "labels"});
+  labels.style.height = `${lines * cell}px`;
+  for (let line = 0; line < lines; line += every) {
+    const first = rows[line * columns], last = rows[Math.min(rows.length, (line + 1) * columns) - 1];
+    const text = first === last ? hosts.names[first] : `${hosts.names[first]} – ${hosts.names[last]}`;
+    const label = el("span", {class: "label", title: text}, text);
+    label.style.top = `${line * cell}px`;
+    label.style.lineHeight = `${Math.max(cell, LABEL_PX)}px`;
+    labels.append(label);
+  }
+  const said = every > 1 ? `1 row of hosts in ${every} labelled (${lines} rows of ${columns})`
+    : rows.length > 2 && columns > 2 ? "each row labelled by its first and last host" : null;
+  return [labels, said && el("p", {class: "note"}, `${said}: point at a host for its name`)];
+}
+
 function renderHeatmap(hosts, values) {
   const container = document.getElementById("heatmap");
-  const width = Math.max(200, container.clientWidth || 800);
+  const width = Math.max(200, (container.clientWidth || 800) - LABELS_WIDTH);
   const parts = [];
   layouts = [];
   for (const [groupName, rows] of groupsOf(hosts)) {  // the hosts come in the order of their names
@@ -160,8 +211,10 @@ function renderHeatmap(hosts, values) {
     canvas.setAttribute("aria-label", `${rows.length} hosts of ${groupName}`);
     const title = `${groupName}: ${rows.length} host${rows.length === 1 ? "" : "s"}` +
       (down ? `, ${down} down` : "") + (disabled ? `, ${disabled} disabled` : "");
+    const [labels, note] = rowLabels(hosts, rows, cell, columns);
     const part = el("div", {class: "zone", "data-group": groupName, "data-hosts": String(rows.length)},
-                    el("h3", {}, title), canvas);
+                    el("h3", {}, title), el("div", {class: "map"}, labels, canvas));
+    if (note) part.append(note);
     layouts.push({canvas, rows, cell, columns});
     canvas.addEventListener("mousemove", (event) => showHost(event, layouts.find((l) => l.canvas === canvas)));
     parts.push(part);
@@ -172,9 +225,11 @@ function renderHeatmap(hosts, values) {
 function describeHost(hosts, i) {
   const names = hosts.memberships[hosts.membership[i]];
   const aggregates = names.length ? `; aggregates ${names.join(", ")}` : "";
+  const over = (resource) => ratioOf(hosts, resource) === 1 ? "" : ` (${ofRatio(hosts, i, resource)})`;
   return `${hosts.names[i]} (${hosts.zones[hosts.zone[i]]}, ${STATES[hosts.state[i]]}): ` +
-    `RAM ${hosts.ram_used_mb[i]} of ${hosts.ram_mb[i]} MB, vCPUs ${hosts.vcpus_used[i]} of ${hosts.vcpus[i]}, ` +
-    `disk ${hosts.disk_used_gb[i]} of ${hosts.disk_gb[i]} GB${aggregates}`;
+    `RAM ${hosts.ram_used_mb[i]} of ${hosts.ram_mb[i]} MB${over("ram")}, ` +
+    `vCPUs ${hosts.vcpus_used[i]} of ${hosts.vcpus[i]}${over("vcpus")}, ` +
+    `disk ${hosts.disk_used_gb[i]} of ${hosts.disk_gb[i]} GB${over("disk")}${aggregates}`;
 }
 
 function showHost(event, layout) {
@@ -201,8 +256,7 @@ function fullest(hosts, values, count) {  // the count fullest hosts not down, f
 function renderFullest(hosts, values) {
   replaceRows(document.getElementById("fullest"), fullest(hosts, values, 20).map((i) => [
     hosts.names[i], hosts.zones[hosts.zone[i]], STATES[hosts.state[i]],
-    percent(hosts.ram_used_mb[i], hosts.ram_mb[i]), percent(hosts.vcpus_used[i], hosts.vcpus[i]),
-    percent(hosts.disk_used_gb[i], hosts.disk_gb[i])]), "no host has reported", 6);
+    fill(hosts, i, "ram"), fill(hosts, i, "vcpus"), fill(hosts, i, "disk")]), "no host has reported", 6);
 }
 
 function renderTables(data) {
@@ -214,7 +268,15 @@ function renderTables(data) {
     m.status === "finished" ? "waiting for confirmation" : m.status]),
   data.moves === null ? "the database cannot be read now" : "no move under way", 6);
   replaceRows(document.getElementById("refusals"), data.refusals.map((r) => {
-    const shown = r.instances.slice(0, 3).join(", ") + (r.instances.length > 3 ? ` and ${r.instances.length - 3} more` : "");
+    // Each instance by its name where it has one, its UUID on hover; by its UUID otherwise.
+    const names = r.names || [];
+    const shown = el("span", {class: "instances"});
+    r.instances.slice(0, 3).forEach((uuid, k) => {
+      if (k) shown.append(", ");
+      shown.append(names[k] ? el("span", {class: "instance", title: uuid, "data-uuid": uuid}, names[k])
+        : el("span", {class: "instance", "data-uuid": uuid}, uuid));
+    });
+    if (r.instances.length > 3) shown.append(` and ${r.instances.length - 3} more`);
     return [clock(r.at), shown, el("span", {class: "reason"}, r.reason)];
   }), "no refusal since the scheduler started", 3);
   replaceRows(document.getElementById("letters"), data.dead_letters.map((d) => [
@@ -230,6 +292,54 @@ function line(points, x, y, style) {
   return path;
 }
 
+function svg(tag, attributes, text) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function niceTicks(max) {  // [0, step, ...] up to the first multiple of a 1-2-5 step at or above max
+  const raw = Math.max(max, 1e-9) / 2;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw);
+  const ticks = [];
+  for (let v = 0; v < max + step - 1e-9; v += step) ticks.push(Number(v.toPrecision(12)));
+  return ticks;
+}
+
+const TIME_STEPS = [10, 15, 30, 60, 120, 300, 600, 900, 1200, 1800];
+
+function timeTicks(t0, t1) {  // at most 4 times on round seconds or minutes, and their labels
+  const step = TIME_STEPS.find((s) => (t1 - t0) / s <= 4) || 3600;
+  const two = (n) => String(n).padStart(2, "0");
+  const ticks = [];
+  for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
+    const d = new Date(t * 1000);
+    ticks.push([t, `${two(d.getHours())}:${two(d.getMinutes())}` + (step < 60 ? `:${two(d.getSeconds())}` : "")]);
+  }
+  return ticks;
+}
+
+// The plot's frame (viewBox units): the counts above, the metric below, time along the bottom.
+const PLOT = {width: 340, height: 150, left: 46, right: 8, counts: [8, 60], metric: [74, 126], axis: 140};
+
+function metricUnit(metric) {
+  return metric && metric.target_type === "utilization" ? "%" : "";
+}
+
+function yAxis(plot, [top, bottom], ticks, unit, title) {  // tick labels with units, grid lines, title
+  const nodes = [];
+  const max = ticks[ticks.length - 1] || 1;
+  for (const v of ticks) {
+    const y = bottom - (v / max) * (bottom - top);
+    nodes.push(svg("line", {x1: plot.left, x2: plot.width - plot.right, y1: y, y2: y, class: "grid"}),
+               svg("text", {x: plot.left - 3, y: y + 3, "text-anchor": "end", class: "ytick"}, `${v}${unit}`));
+  }
+  nodes.push(svg("text", {x: plot.left + 3, y: top + 8, class: "axis-title"}, title));
+  return nodes;
+}
+
 function renderGroups(groups) {
   const container = document.getElementById("groups");
   if (groups === null) {
@@ -241,29 +351,35 @@ function renderGroups(groups) {
     return;
   }
   const grid = el("div", {class: "groups"});
+  const plot = PLOT;
   for (const group of groups) {
     const points = group.points;
     const [t0, t1] = [points[0][0], Math.max(points[points.length - 1][0], points[0][0] + 60)];
-    const top = Math.max(1, ...points.map((p) => Math.max(p[1], p[2])));
-    const metricTop = Math.max(1, ...points.map((p) => Math.max(p[3] || 0, p[4] || 0)));
-    const x = (t) => 4 + ((t - t0) / (t1 - t0)) * 292;
-    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-    svg.setAttribute("viewBox", "0 0 300 110");
-    svg.setAttribute("preserveAspectRatio", "none");
-    svg.setAttribute("role", "img");
+    const countTicks = niceTicks(Math.max(1, ...points.map((p) => Math.max(p[1], p[2]))));
+    const metricTicks = niceTicks(Math.max(1, ...points.map((p) => Math.max(p[3] || 0, p[4] || 0))));
+    const [top, metricTop] = [countTicks[countTicks.length - 1], metricTicks[metricTicks.length - 1]];
+    const x = (t) => plot.left + ((t - t0) / (t1 - t0)) * (plot.width - plot.left - plot.right);
+    const yIn = ([high, low], max) => (v) => low - (v / max) * (low - high);
+    const yCount = yIn(plot.counts, top), yMetric = yIn(plot.metric, metricTop);
+    const chart = svg("svg", {viewBox: `0 0 ${plot.width} ${plot.height}`, role: "img"});
     const counts = (k) => points.map((p) => [p[0], p[k]]);
     const metric = (k) => points.filter((p) => p[k] !== null).map((p) => [p[0], p[k]]);
-    const yCount = (v) => 52 - (v / top) * 46;
-    const yMetric = (v) => 106 - (v / metricTop) * 46;
-    svg.append(line(counts(2), x, yCount, {stroke: "#7a8691", "stroke-dasharray": "4 3", "stroke-width": "1.5", class: "desired"}),
-               line(counts(1), x, yCount, {stroke: "#1f6feb", "stroke-width": "2", class: "members"}),
-               line(metric(4), x, yMetric, {stroke: "#d73027", "stroke-dasharray": "4 3", "stroke-width": "1.2", class: "target"}),
-               line(metric(3), x, yMetric, {stroke: "#e08214", "stroke-width": "1.8", class: "current"}));
+    const unit = metricUnit(group.metric);
+    chart.append(...yAxis(plot, plot.counts, countTicks, "", "instances"),
+                 ...yAxis(plot, plot.metric, metricTicks, unit, group.metric ? group.metric.name : "metric"));
+    for (const [t, label] of timeTicks(t0, t1)) {
+      chart.append(svg("line", {x1: x(t), x2: x(t), y1: plot.metric[1], y2: plot.metric[1] + 3, class: "tick"}),
+                   svg("text", {x: x(t), y: plot.axis + 6, "text-anchor": "middle", class: "xtick"}, label));
+    }
+    chart.append(line(counts(2), x, yCount, {stroke: "#7a8691", "stroke-dasharray": "4 3", "stroke-width": "1.5", class: "desired"}),
+                 line(counts(1), x, yCount, {stroke: "#1f6feb", "stroke-width": "2", class: "members"}),
+                 line(metric(4), x, yMetric, {stroke: "#d73027", "stroke-dasharray": "4 3", "stroke-width": "1.2", class: "target"}),
+                 line(metric(3), x, yMetric, {stroke: "#e08214", "stroke-width": "1.8", class: "current"}));
     const now = points[points.length - 1];
-    svg.setAttribute("aria-label", `${group.name}: ${now[1]} members, desired ${now[2]}`);
-    const metricText = now[3] === null ? "its metric unread" : `metric ${now[3]} against ${now[4]}`;
+    chart.setAttribute("aria-label", `${group.name}: ${now[1]} members, desired ${now[2]}`);
+    const metricText = now[3] === null ? "its metric unread" : `metric ${now[3]}${unit} against ${now[4]}${unit}`;
     grid.append(el("div", {class: "group", "data-group": group.name},
-                   el("h3", {}, group.name), svg,
+                   el("h3", {}, group.name), chart,
                    el("p", {class: "caption"}, `${now[1]} members (blue), desired ${now[2]} (dashed); ${metricText} ` +
                       `(orange, target red) — since ${clock(t0)}`)));
   }

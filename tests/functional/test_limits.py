@@ -2,7 +2,8 @@
 requests, nothing a client sends makes storage grow without bound, a number no float holds is
 bad input, and a refused call logs no bogus line.
 
-Each test prints what it measured; README's reliability table quotes the figures.
+Each test prints what it measured; the reliability table of doc/source/admin/reliability.md quotes
+the figures.
 """
 
 import datetime

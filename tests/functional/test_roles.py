@@ -1,4 +1,4 @@
-"""Who may speak, on real processes and the RabbitMQ users README's recipe makes: the issue's
+"""Who may speak, on real processes and the RabbitMQ users the admin guide's recipe makes: the issue's
 attacks fail, every RPC method of the scheduler and the agent sent by every role that may not
 call it is refused and changes nothing, and each role's own requests still work.
 
@@ -9,7 +9,6 @@ broker lets through), each agent's user (with the recipe's permissions: to anoth
 queue only through the default exchange), and guest again without a user_id.
 """
 
-import pathlib
 import re
 import subprocess
 import threading
@@ -24,10 +23,10 @@ from scheduler import rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd.instance_commands import build_request
 from scheduler.policy import flavors
+from tests.docs_pages import blocks, page
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, write_conf
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 HOSTS = ("a1", "a2")
 SYNC_PERIOD = 2
 SCALING = {"scaling__sync_period": str(SYNC_PERIOD), "scaling__cpu_initialization_period": "0",
@@ -39,9 +38,9 @@ TINY = flavors.get("m1.tiny")
 
 
 def recipe(vhost, exchange, prefix, hosts, tag):
-    """README's rabbitmqctl recipe, its first lines (the names, the passwords) set for this test."""
-    [block] = [b for b in re.findall(r"```sh\n(.*?)```", README.read_text(), flags=re.S)
-               if "set_topic_permissions" in b]
+    """The admin guide's rabbitmqctl recipe ("Who may speak"), its first lines (the names, the
+    passwords) set for this test."""
+    [block] = [b for b in blocks("sh", page("admin/dead-letters.md")) if "set_topic_permissions" in b]
     given = {"VHOST": vhost, "EXCHANGE": exchange, "PREFIX": prefix, "HOSTS": f'"{" ".join(hosts)}"'}
     lines = []
     for line in block.splitlines():
@@ -51,7 +50,7 @@ def recipe(vhost, exchange, prefix, hosts, tag):
         elif line.startswith("password() "):
             line = f'password() {{ echo "pw-$1-{tag}"; }}'
         lines.append(line)
-    assert not given, f"README's recipe no longer sets {given}"
+    assert not given, f"the admin guide's recipe no longer sets {given}"
     return "\n".join(lines)
 
 

@@ -1,5 +1,5 @@
 """Fixtures of the cluster tests: services of their own, which each test starts and
-stops as it needs (see README, "Running on a RabbitMQ cluster")."""
+stops as it needs (see doc/source/install/clusters.md)."""
 
 import time
 

@@ -1,8 +1,8 @@
-"""The figures a plan shows before and after its migrations.
+"""The figures a plan shows before and after its migrations, and ``berth simulate`` reports.
 
-* skew: max / mean across hosts of the share of memory allocated (1.0: even; NaN: none used);
+* skew: real load, max / mean across hosts (1.0: even; NaN: no load measured);
 * hosts used: hosts holding an instance;
-* the largest flavor that fits anywhere: the largest of the flavors given (or in use) that the
+* the largest flavor that fits anywhere: the largest of the flavors asked (or in use) that the
   filters accept on some host;
 * stranded capacity: the share of the free RAM on hosts that cannot take the smallest of
   those flavors in some class (full of vCPUs or disk, or with less RAM than it takes).
@@ -52,9 +52,11 @@ class Figures:
 
 def flavors_in_use(snapshot: Snapshot) -> list[Flavor]:
     """The distinct flavors of the snapshot's instances."""
+    by_object = {id(r.spec.flavor): r.spec.flavor for r in snapshot.residents.values()}
     seen: dict[tuple[object, ...], Flavor] = {}
-    for resident in snapshot.residents.values():
-        seen.setdefault((*amounts_of(resident.flavor), resident.flavor.name), resident.flavor)
+    for flavor in by_object.values():
+        seen.setdefault((flavor.name, flavor.memory_mb, flavor.vcpus, flavor.root_gb, flavor.ephemeral_gb,
+                         repr(sorted(flavor.extra_specs.items()))), flavor)
     return list(seen.values())
 
 
@@ -64,9 +66,7 @@ def measure(snapshot: Snapshot, judge: Judge, flavors: Sequence[Flavor] | None =
     enabled = np.flatnonzero(~np.asarray(snapshot.table.disabled, dtype=bool)).astype(np.intp)
     used = sum(1 for residents in snapshot.on_host.values() if residents)
     smallest = np.min([amounts_of(f) for f in kinds], axis=0) if kinds else np.zeros(3)
-    limits = snapshot.limits()[enabled, 1]
-    share = np.divide(snapshot.used()[enabled, 1], limits, out=np.zeros(len(enabled)), where=limits > 0)
-    return Figures(skew(share), used, _largest_fit(snapshot, judge, kinds, enabled),
+    return Figures(skew(snapshot.load), used, _largest_fit(snapshot, judge, kinds, enabled),
                    stranded(snapshot.room()[enabled], smallest))
 
 

@@ -68,22 +68,23 @@ def subset_to_free(residents: Sequence[Resident], deficit: NDArray[np.float64]) 
 
 
 def destination(snapshot: Snapshot, judge: Judge, resident: Resident, excluded: NDArray[np.bool_],
-                roomiest: bool = False) -> int | None:
+                roomiest: bool = False, order: NDArray[np.float64] | None = None) -> int | None:
     """The row the filters accept for ``resident`` now that it fills the most (``roomiest``: the
-    least), outside ``excluded``."""
+    least; ``order``: the lowest of these figures, one per row), outside ``excluded``."""
     mask = judge.destinations(snapshot, resident) & ~excluded
     room = snapshot.room()
     mask &= (room >= np.array(resident.amounts) - 1e-9).all(axis=1)
     rows = np.flatnonzero(mask)
     if not len(rows):
         return None
-    # in order of memory room; confirmed by the filters on the state as it is now
-    order = rows[np.argsort(-room[rows, 1] if roomiest else room[rows, 1], kind="stable")]
+    # in order of memory room (or of ``order``); confirmed by the filters on the state as it is now
+    key = order[rows] if order is not None else -room[rows, 1] if roomiest else room[rows, 1]
+    ranked = rows[np.argsort(key, kind="stable")]
     spec = snapshot.spec_of(resident)
-    for row in order[:32]:
+    for row in ranked[:32]:
         if judge.accepts(snapshot, int(row), spec):
             return int(row)
-    passing = judge.passing(snapshot, order[32:], spec)
+    passing = judge.passing(snapshot, ranked[32:], spec)
     return int(passing[0]) if len(passing) else None
 
 

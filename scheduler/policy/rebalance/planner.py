@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.policy.rebalance import exact, greedy
+from scheduler.policy.rebalance.figures import Figures, before_after, flavors_in_use
 from scheduler.policy.rebalance.judge import Judge, replay, request_for
 from scheduler.policy.rebalance.snapshot import CLASSES, Migration, Snapshot, amounts_of
 from scheduler.policy.request_spec import Flavor, RequestSpec
@@ -36,6 +37,9 @@ class Plan:
     #: Proven the fewest migrations (then least memory) over the candidate targets.
     optimal: bool
     note: str = ""
+    #: The fleet's figures before and after the migrations (scheduler.policy.rebalance.figures).
+    before: Figures | None = None
+    after: Figures | None = None
 
     @property
     def memory_mb(self) -> float:
@@ -59,13 +63,22 @@ def make_room(snapshot: Snapshot, flavor: Flavor, count: int = 1, filters: Seque
     """The plan after which ``count`` instances of ``flavor`` fit (in availability ``zone``), each
     on a host ``filters`` accept, or NoPlan saying why. ``method``: ``exact`` (the integer program, within
     ``time_limit`` seconds), ``greedy``, or ``auto``: the greedy plan, then the exact one where it
-    is within size and time (falling back to the greedy plan, said in ``note``)."""
+    is within size and time (falling back to the greedy plan, said in ``note``). A plan carries
+    the fleet's figures before and after its migrations, ``flavor`` among those it tries to fit."""
     if count < 1:
         raise ValueError("count must be at least 1")
     if method not in (AUTO, EXACT, GREEDY):
         raise ValueError(f"method must be one of {AUTO}, {EXACT}, {GREEDY}")
-    started = time.monotonic()  # the solver's time limit is wall time
     judge = Judge(filters)
+    found = _make_room(snapshot, judge, flavor, count, time_limit, method, targets, zone)
+    if isinstance(found, NoPlan):
+        return found
+    return with_figures(snapshot, judge, found, [*flavors_in_use(snapshot), flavor])
+
+
+def _make_room(snapshot: Snapshot, judge: Judge, flavor: Flavor, count: int, time_limit: float, method: str,
+               targets: int | None, zone: str | None) -> Plan | NoPlan:
+    started = time.monotonic()  # the solver's time limit is wall time
     request = request_for(flavor, count, zone)
     wanted = amounts_of(flavor)
     label = f"flavor {flavor.name}" if flavor.name else "the flavor"
@@ -180,6 +193,18 @@ def lower_bound(snapshot: Snapshot, row: int, request: RequestSpec,
             sizes = np.sort(amounts[:, c])[::-1]
             fewest = max(fewest, int(np.searchsorted(np.cumsum(sizes), need[c] - 1e-9) + 1))
     return fewest, max(float(need[1]), float(np.sort(amounts[:, 1])[:fewest].sum()))
+
+
+def with_figures(snapshot: Snapshot, judge: Judge, plan: Plan,
+                 flavors: Sequence[Flavor] | None = None) -> Plan:
+    """``plan`` with the fleet's figures before and after its migrations."""
+    plan.before, plan.after = before_after(snapshot, judge, plan.migrations, flavors)
+    return plan
+
+
+def replayed(snapshot: Snapshot, judge: Judge, plan: Plan) -> Plan | NoPlan:
+    """``plan`` (migrations alone, no new instance) once replayed step by step, or NoPlan (why)."""
+    return _checked(snapshot, judge, None, plan)
 
 
 def _checked(snapshot: Snapshot, judge: Judge, request: Any, plan: Plan) -> Plan | NoPlan:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ class Resident:
     host: str
     spec: RequestSpec  # as it was built: flavor, zone, hints, server group
     movable: bool = True  # False: the planner never proposes to move it
+    load: float = 0.0  # vCPUs it keeps busy, as its agent measures them (instance_usage cpu)
 
     @property
     def flavor(self) -> Flavor:
@@ -66,7 +67,7 @@ class Snapshot:
     """``table`` and the ``residents`` on its hosts; ``ratios``: {class: allocation ratio}."""
 
     def __init__(self, table: HostTable, residents: Iterable[Resident],
-                 ratios: dict[str, float] | None = None) -> None:
+                 ratios: dict[str, float] | None = None, load: Sequence[float] | None = None) -> None:
         self.table: Any = table  # its columns are bound at run time (HostTable.COLUMNS)
         self.ratios = {VCPU: 16.0, MEMORY_MB: 1.5, DISK_GB: 1.0, **(ratios or {})}
         self.residents: dict[str, Resident] = {}
@@ -84,19 +85,34 @@ class Snapshot:
             if resident.group is not None:
                 hosts = self._groups.setdefault(resident.group, {})
                 hosts[resident.host] = hosts.get(resident.host, 0) + 1
+        #: Each host's measured load in busy vCPUs, load its instances do not account for included
+        #: (``load`` given: as it is; else the agents' cpu_util where measured, the residents' elsewhere).
+        self.load = self._measured_load() if load is None else np.array(load, dtype=float)
+        if self.load.shape != (len(table),):
+            raise ValueError(f"load has {self.load.size} figures for {len(table)} hosts")
+
+    def _measured_load(self) -> NDArray[np.float64]:
+        table = self.table
+        load = np.zeros(len(table))
+        for row, residents in self.on_host.items():
+            load[row] = sum(r.load for r in residents)
+        measured = np.asarray(table.util_measured, dtype=bool)
+        load[measured] = (table.cpu_util * table.vcpus_total)[measured]
+        return load
 
     def __len__(self) -> int:
         return len(self.table)
 
     @classmethod
-    def from_conf(cls, table: HostTable, residents: Iterable[Resident], conf: Any) -> Snapshot:
+    def from_conf(cls, table: HostTable, residents: Iterable[Resident], conf: Any,
+                  load: Sequence[float] | None = None) -> Snapshot:
         """With the allocation ratios of ``conf`` ([filter_scheduler] *_allocation_ratio)."""
         from scheduler.conf import filter_scheduler
 
         ratios = {VCPU: filter_scheduler.allocation_ratio(conf, "cpu"),
                   MEMORY_MB: filter_scheduler.allocation_ratio(conf, "ram"),
                   DISK_GB: filter_scheduler.allocation_ratio(conf, "disk")}
-        return cls(table, residents, ratios)
+        return cls(table, residents, ratios, load)
 
     # -- figures, one row per host and one column per class of CLASSES --------
 
@@ -144,6 +160,23 @@ class Snapshot:
             for before in reversed(done):
                 self.move(before.uuid, before.host)
 
+    def planned(self, next_step: Callable[[list[Migration]], Migration | None],
+                limit: int) -> list[Migration]:
+        """Up to ``limit`` migrations, each ``next_step(those so far)`` (None: no more) asked once
+        those before it are made on the snapshot; all taken back before they are returned."""
+        migrations: list[Migration] = []
+        try:
+            while len(migrations) < limit:
+                step = next_step(migrations)
+                if step is None:
+                    break
+                migrations.append(step)
+                self.move(step.instance, step.destination)
+        finally:
+            for migration in reversed(migrations):
+                self.move(migration.instance, migration.source)
+        return migrations
+
     def move(self, uuid: str, destination: str) -> Resident:
         """Move instance ``uuid`` to ``destination`` in the snapshot; returns it as it was."""
         resident = self.residents[uuid]
@@ -151,6 +184,8 @@ class Snapshot:
         source_row, destination_row = table.index[resident.host], table.index[destination]
         table.shift(source_row, resident.flavor, -1)
         table.shift(destination_row, resident.flavor, +1)
+        self.load[source_row] -= resident.load
+        self.load[destination_row] += resident.load
         moved = dataclasses.replace(resident, host=destination)
         self.residents[uuid] = moved
         self.on_host[source_row].remove(resident)

@@ -148,7 +148,7 @@ def test_the_client_reaches_it_at_admin_1_1(conf, world):
      "ComputeCapabilitiesFilter, which is not enabled: add it to [filter_scheduler] enabled_filters, or "
      "leave the key out"),
     ({"zzz:x": "1"}, "flavor gpu: extra spec zzz:x: no enabled filter reads it, it is not a resource, and "
-     "it is not a key Berth leaves to the hypervisor: leave it out (README, 'Flavors and images')"),
+     "it is not a key Berth leaves to the hypervisor: leave it out (user guide: Flavors and images)"),
     ({"pci_passthrough:alias": "a1:1"}, "flavor gpu: extra spec pci_passthrough:alias is not supported"),
     ({"resources:VGPU": "x"}, "flavor gpu: extra_specs[resources:VGPU]: the amount must be a whole number"),
 ])

@@ -323,7 +323,7 @@ def test_show_of_an_instance_never_moved_is_as_it_was(conf_file):
     assert [line.split()[0] for line in lines] == [
         "uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
         "ephemeral_gb", "vcpus", "project", "server_group", "hints", "attempts", "fault_reason",
-        "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at"]
+        "request_id", "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at"]
 
 
 def test_show_names_the_project_server_group_and_hints_of_the_request(conf_file):

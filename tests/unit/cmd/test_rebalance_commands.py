@@ -7,7 +7,6 @@ import json
 import pytest
 
 from scheduler import rpc
-from scheduler.cmd import rebalance_commands
 from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.rebalancing import Apply
 from tests.unit.cli_scheduler import parse, stored_flavor, write_conf
@@ -125,11 +124,24 @@ def test_bad_plan_arguments_are_refused(tmp_path, capsys):
         parse(write_conf(tmp_path), "rebalance", "plan", "--make-room", "m1.large", "--method", "guess")
 
 
-def test_no_balance_or_consolidate_flag_before_those_goals_exist(tmp_path, capsys):
-    assert rebalance_commands.GOAL_FLAGS == {}
+def test_balance_and_consolidate_send_their_own_options_and_refuse_the_others(tmp_path):
+    plans = Plans(count=1)
+    status, _ = run(tmp_path, plans, "plan", "--balance", "--target", "1.1", "--max-migrations", "4")
+    assert status == 0
+    assert plans.calls[-1] == ("plan_rebalance", {"goal": "balance", "options": {
+        "time_limit": 1.0, "target_skew": 1.1, "max_migrations": 4}})
+    run(tmp_path, plans, "plan", "--consolidate", "--headroom", "0.2")
+    assert plans.calls[-1] == ("plan_rebalance", {"goal": "consolidate", "options": {
+        "time_limit": 1.0, "headroom": 0.2}})
+    with pytest.raises(CommandError, match="--target goes with --balance, not --consolidate"):
+        run(tmp_path, plans, "plan", "--consolidate", "--target", "1.1")
+    with pytest.raises(CommandError, match="--max-migrations goes with --balance or --consolidate, not "
+                                           "--make-room"):
+        run(tmp_path, plans, "plan", "--make-room", "m1.large", "--max-migrations", "3")
+    with pytest.raises(CommandError, match="--count and --zone go with --make-room, not --balance"):
+        run(tmp_path, plans, "plan", "--balance", "--count", "2")
     with pytest.raises(SystemExit):
-        parse(write_conf(tmp_path), "rebalance", "plan", "--balance")
-    assert "unrecognized arguments: --balance" in capsys.readouterr().err
+        parse(write_conf(tmp_path), "rebalance", "plan", "--balance", "--consolidate")
 
 
 @pytest.mark.parametrize("parallel", [1, 2, 5])

@@ -82,7 +82,8 @@ def test_a_goal_out_of_reach_is_refused_with_the_reason_and_nothing_is_saved(wor
     with pytest.raises(NoRebalancePlan, match="No rebalance plan \\(make_room\\): no host can ever take "
                                               "flavor huge"):
         parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": huge})
-    with pytest.raises(InvalidRequest, match="goal must be one of make_room, got 'tidy'"):
+    with pytest.raises(InvalidRequest,
+                       match="goal must be one of balance, consolidate, make_room, got .tidy."):
         parts.rebalance.plan_rebalance(CTX, "tidy", {})
     with pytest.raises(InvalidRequest, match="method must be one of auto, greedy, exact"):
         parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG, "method": "guess"})
@@ -215,3 +216,17 @@ def test_the_fleet_a_plan_reads_moves_only_active_instances_it_can_read(conf, wo
     assert residents[fleet["two"]].amounts == (2, 2048, 10)
     plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
     assert fleet["two"] not in {s["instance_uuid"] for s in plan["steps"]}
+
+
+def test_consolidate_and_balance_are_planned_through_the_same_endpoint(world, parts, fleet):
+    plan = parts.rebalance.plan_rebalance(CTX, "consolidate", {"max_migrations": 3})
+    assert plan["goal"] == "consolidate" and plan["options"]["max_migrations"] == 3
+    assert 1 <= len(plan["steps"]) <= 3
+    assert plan["summary"]["after"]["hosts_used"] < plan["summary"]["before"]["hosts_used"]
+    with pytest.raises(NoRebalancePlan, match="No rebalance plan \\(balance\\): no host has measured load"):
+        parts.rebalance.plan_rebalance(CTX, "balance", {"target_skew": 1.1})
+    with pytest.raises(InvalidRequest, match="unknown option\\(s\\) of balance: headroom"):
+        parts.rebalance.plan_rebalance(CTX, "balance", {"headroom": 0.1})
+    with pytest.raises(InvalidRequest, match="target_skew is max / mean of the hosts' load, a number of at "
+                                             "least 1.0, got '0.5'"):
+        parts.rebalance.plan_rebalance(CTX, "balance", {"target_skew": 0.5})

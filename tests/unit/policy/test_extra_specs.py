@@ -47,10 +47,10 @@ def test_the_hypervisors_keys_and_the_classic_resources_pass_the_defaults(conf, 
      "enabled: add it to [filter_scheduler] enabled_filters, or leave the key out"),
     ({"zzz:x": "1"}, {}, None,
      "extra spec zzz:x: no enabled filter reads it, it is not a resource, and it is not a key Berth "
-     "leaves to the hypervisor: leave it out (README, 'Flavors and images')"),
+     "leaves to the hypervisor: leave it out (user guide: Flavors and images)"),
     ({}, {"description": "a nice image"}, None,
      "image property description: no enabled filter reads it, it is not a resource, and it is not a key "
-     "Berth leaves to the hypervisor: leave it out (README, 'Flavors and images')"),
+     "Berth leaves to the hypervisor: leave it out (user guide: Flavors and images)"),
     ({"pci_passthrough:alias": "a1:1"}, {}, None,
      "extra spec pci_passthrough:alias is not supported: PCI devices are not tracked: give them a custom "
      "resource class on the agents ([compute_agent] resources) and ask for resources:CUSTOM_..."),
@@ -143,7 +143,7 @@ def test_an_image_contradicting_its_flavor_is_refused_as_what_no_filter_honours(
     ({"quota:disk_read_byte_sec": "1"}, {}, "extra spec quota:disk_read_byte_sec is no key Berth or the "
      "hypervisor knows: did you mean quota:disk_read_bytes_sec?"),
     ({"hw:frobnicate": "yes"}, {}, "extra spec hw:frobnicate is no key Berth or the hypervisor knows; leave "
-     "it out (README, 'Flavors and images')"),
+     "it out (user guide: Flavors and images)"),
     ({}, {"hw_architecure": "x86_64"}, "image property hw_architecure is no key Berth or the hypervisor "
      "knows: did you mean hw_architecture?"),
     ({}, {"os_distr": "debian"}, "image property os_distr is no key Berth or the hypervisor knows: did you "

@@ -46,6 +46,14 @@ def test_the_wire_form_of_one_instance_names_only_it():
     assert filter_properties == whole[1]
 
 
+def test_a_request_for_as_many_as_fit_keeps_its_minimum_and_each_instance_is_one_of_one():
+    spec = parse({"instance_uuids": [U1, U2], "min_num_instances": 1})
+    assert (spec.min_instances, spec.at_least) == (1, 1)
+    assert RequestSpec.from_wire(*spec.to_wire()).min_instances == 1
+    assert "min_num_instances" not in spec.instance_to_wire(U2)[0]  # a reschedule is one instance
+    assert parse({"instance_uuids": [U1, U2]}).at_least == 2  # all or none
+
+
 @pytest.mark.parametrize(
     ("request_spec", "filter_properties", "message"),
     [
@@ -67,6 +75,10 @@ def test_the_wire_form_of_one_instance_names_only_it():
         ({}, {"scheduler_hints": "group=x"}, "filter_properties.scheduler_hints: must be an object"),
         ({}, {"retry": {"hosts": ["h1"]}}, r"retry.hosts\[0\]: must be a \[host, node\] pair"),
         ({}, {"force_hosts": [1]}, r"force_hosts\[0\]: must be a non-empty string"),
+        ({"instance_uuids": [U1, U2], "min_num_instances": 3}, {},
+         "request_spec.min_num_instances: must be between 1 and 2, got 3"),
+        ({"min_num_instances": 0}, {}, "request_spec.min_num_instances: must be between 1 and 1, got 0"),
+        ({"min_num_instances": "1"}, {}, "request_spec.min_num_instances: must be an integer"),
     ],
 )
 def test_bad_requests_name_the_field(request_spec, filter_properties, message):

@@ -113,7 +113,7 @@ def test_a_server_with_an_access_policy_refuses_to_start_with_an_undeclared_meth
 
 
 def test_the_scheduler_and_the_agent_declare_every_method(conf):
-    """The daemons' endpoints: each method's callers, as README's "Who may speak" lists them."""
+    """The daemons' endpoints: each method's callers, as the admin guide's "Who may speak" lists them."""
     from compute_agent.manager import ComputeEndpoint
     from scheduler.admin.grouping import AdminEndpoint
     from scheduler.admin.hosts import HostAdminEndpoint
@@ -340,4 +340,4 @@ def test_on_rabbit_a_daemon_says_once_that_anyone_may_call_anything_while_enforc
         "[roles] enforce is off: any user of the broker at rabbit://berth:***@rabbit1:5672/berth may call "
         "every method of scheduler (boot, delete, disable and delete hosts, tell the schedulers the hosts "
         "changed...) but those about a host ([roles] agents). List the schedulers', operators' and agents' "
-        "broker users in [roles] and set [roles] enforce = true (README: Who may speak)"]
+        "broker users in [roles] and set [roles] enforce = true (admin guide: Who may speak)"]

@@ -8,7 +8,8 @@ from benchmarks import moves
 from benchmarks.__main__ import main
 from scheduler.moves.api import MoveEndpoint
 
-ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,scale-out,e2e,make_room",
+ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,scale-out,e2e,make_room,"
+              "balance",
               "--moves-hosts", "10",
               "--moves-instances", "5", "--moves-repeats", "1"]
 
@@ -16,7 +17,7 @@ ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,reports,scal
 def test_json_rows_carry_the_documented_keys(capsys):
     assert main(["--hosts", "50,200", "--decisions", "5", "--reference-hosts", "50",
                  "--ingest-hosts", "100", "--traits-hosts", "300",
-                 "--skip", "e2e,reports,scaling,moves,scale-out,make_room",
+                 "--skip", "e2e,reports,scaling,moves,scale-out,make_room,balance",
                  "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     decisions = [r for r in rows if r["bench"] == "decision"]
@@ -38,7 +39,7 @@ def test_json_rows_carry_the_documented_keys(capsys):
 def test_table_output_has_a_header_and_a_row_per_figure(capsys):
     assert main(["--hosts", "30", "--decisions", "3", "--policies", "default",
                  "--skip", "e2e,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,"
-                 "make_room"]) == 0
+                 "make_room,balance"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:3] == ["bench", "hosts", "policy"]
     assert lines[2].split()[:3] == ["decision", "30", "default"]
@@ -105,7 +106,8 @@ def test_a_destination_over_its_limits_fails_the_check(tmp_path):
 
 
 def test_the_reports_of_a_fleet_on_one_of_three_schedulers_print_their_cpu(capsys):
-    assert main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,make_room,e2e",
+    assert main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,make_room,"
+                 "balance,e2e",
                  "--reports-hosts", "300", "--reports-periods", "2", "--reports-backends", "sqlite",
                  "--json"]) == 0
     [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -116,13 +118,15 @@ def test_the_reports_of_a_fleet_on_one_of_three_schedulers_print_their_cpu(capsy
     assert len(row["cpu_ms_per_s"]) == 2 and all(v > 0 for v in row["cpu_ms_per_s"])
     assert row["total_cpu_ms_per_s"] == row["cpu_ms_per_s"] and row["server_ms_per_period"] is None
     assert row["first_round_cpu_s"] > 0 and row["ingestion_us_per_report"] > 0
-    main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,make_room,e2e",
+    main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,make_room,balance,"
+          "e2e",
           "--reports-hosts", "300", "--reports-periods", "1", "--reports-backends", "sqlite"])
     assert "ms CPU per s of reports" in capsys.readouterr().out
 
 
 def test_making_room_prints_how_often_and_how_fast_plans_are_found(capsys):
-    assert main(["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,e2e",
+    assert main(["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,"
+                 "balance,e2e",
                  "--make-room-hosts", "60", "--make-room-seeds", "3", "--json"]) == 0
     [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert (row["bench"], row["n_hosts"], row["seeds"]) == ("make_room", 60, 3)
@@ -131,3 +135,31 @@ def test_making_room_prints_how_often_and_how_fast_plans_are_found(capsys):
     assert row["greedy_found"] <= row["plans_exist"] and row["greedy_within_1"] <= row["greedy_found"]
     for method in ("auto", "greedy", "exact"):
         assert 0 < row[f"{method}_ms_min"] <= row[f"{method}_ms_median"] <= row[f"{method}_ms_p95"]
+
+
+def test_balancing_prints_berth_beside_watcher_on_the_same_fleets(capsys):
+    assert main(["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,"
+                 "make_room,e2e", "--balance-hosts", "30", "--balance-seeds", "1",
+                 "--balance-policies", "balanced", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["fleet"], r["n_hosts"], r["planner"]) for r in rows] == [
+        (fleet, n, planner) for fleet, n in (("cloudstack/balanced", 9), ("generated", 30))
+        for planner in ("berth balance", "watcher, threshold 25 %", "watcher, threshold at the mean")]
+    for row in rows:
+        assert row["samples"] >= 1 and 0 <= row["moved_pct_median"] <= row["moved_pct_max"] <= 5.0
+        assert 0 < row["plan_ms_q1"] <= row["median_ms"] <= row["plan_ms_q3"] <= row["p99_ms"]
+    # the same samples for every planner; Berth's plan never leaves the skew higher than it found it
+    for berth, watcher in zip(rows[::3], rows[1::3], strict=True):
+        assert berth["skew_before_median"] == watcher["skew_before_median"] > 1.0
+        assert berth["skew_after_median"] < berth["skew_before_median"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--balance-policies", "fastest"],
+     "policies are of allocation, allocation+spread, balanced, got 'fastest'"),
+    (["--balance-seeds", "0"], "--balance-seeds"),
+])
+def test_bad_balance_arguments_are_refused(capsys, args, message):
+    with pytest.raises(SystemExit):
+        main(args)
+    assert message in capsys.readouterr().err

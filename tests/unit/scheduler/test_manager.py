@@ -220,3 +220,15 @@ def test_select_destinations_writes_nothing_not_even_a_group_member(world):
     assert database.get_server_group(group)["members"] == []
     assert database.get_instance(uuids[0]) is None
     assert type(manager).select_destinations.berth_read_only is True
+
+
+def test_select_destinations_of_as_many_as_fit_returns_a_host_for_each_that_fits(world):
+    manager, database, agents = world
+    _, spec, props = request(memory_mb=8192, count=5)  # 1 on h1, 2 on h2, none on h3
+    chosen = manager.select_destinations({}, dict(spec, min_num_instances=2), props)
+    assert sorted(d["host"] for d in chosen) == ["h1", "h2", "h2"]
+    _, spec, props = request(memory_mb=4096, count=2)  # 4096 left on h3 alone
+    fewer = r"\(none booted: 1 of 2 fit, fewer than the 2 asked for at least\)"
+    with pytest.raises(NoValidHost, match=fewer):
+        manager.select_destinations({}, dict(spec, min_num_instances=2), props)
+    assert casts(agents, 0) == {}

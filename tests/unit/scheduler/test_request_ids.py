@@ -3,6 +3,7 @@ the request; and what the scheduler logs of each decision. All on memory:// and 
 scheduler, the agents and the command line in this process, logging as a service does."""
 
 import io
+import json
 import time
 
 import pytest
@@ -80,9 +81,9 @@ def lines_of(lines, logger):
     return [line for line in lines if f" {logger} [" in line]
 
 
-def test_a_boot_from_the_command_line_is_one_request_id_in_all_three(conf, tmp_path, stack):
-    _, add_agent, _ = stack
-    add_agent("agent-1")
+def boot_logged(conf, tmp_path):
+    """``berth boot --wait`` of one m1.tiny, logged as a service logs: (its UUID, the request id
+    the command line logged it with, that line, every line logged)."""
     with service_log(conf, tmp_path / "berth.log", debug=True) as read:
         status, out = berth(conf, tmp_path, "boot", "--flavor", "m1.tiny", "--wait", "--timeout", str(GUARD))
         lines = read()
@@ -90,6 +91,13 @@ def test_a_boot_from_the_command_line_is_one_request_id_in_all_three(conf, tmp_p
     uuid = out.splitlines()[1].split()[0]
     [booting] = [line for line in lines_of(lines, BOOT_LOGGER) if f"Booting {uuid} as " in line]
     [request_id] = set(request_ids(booting))
+    return uuid, request_id, booting, lines
+
+
+def test_a_boot_from_the_command_line_is_one_request_id_in_all_three(conf, tmp_path, stack):
+    _, add_agent, _ = stack
+    add_agent("agent-1")
+    uuid, request_id, booting, lines = boot_logged(conf, tmp_path)
     about_it = [line for line in lines if uuid in line]
     assert all(request_ids(line) == [request_id] for line in about_it if line is not booting), about_it
     assert any(f"Placed instance {uuid} on host agent-1" in line
@@ -184,3 +192,28 @@ def test_a_scheduler_that_could_not_hear_does_not_count_that_time_against_the_ho
     assert hosts.is_up(hosts.get("h1"), now=now + 10 * down_time + 1)  # aged 3 s, not 10 x down_time
     assert not hosts.is_up(hosts.get("h2"), now=now + 10 * down_time + 1)
     assert "h1" in hosts.notice_down_hosts(now=now + 10 * down_time + down_time + 3)  # then it ages
+
+
+def test_berth_show_names_the_request_id_every_process_logged_the_boot_with(conf, tmp_path, stack):
+    _, add_agent, _ = stack
+    add_agent("agent-1")
+    uuid, request_id, _, _ = boot_logged(conf, tmp_path)
+    status, shown = berth(conf, tmp_path, "show", uuid)
+    assert status == 0 and f"\nrequest_id    {request_id}\n" in shown, shown
+    status, as_json = berth(conf, tmp_path, "show", uuid, "-f", "json")
+    assert status == 0 and json.loads(as_json)["request_id"] == request_id, as_json
+    status, as_yaml = berth(conf, tmp_path, "show", uuid, "-f", "yaml")
+    assert status == 0 and f"\nrequest_id: {request_id}\n" in as_yaml, as_yaml
+
+
+def test_an_instance_refused_keeps_the_request_id_it_was_refused_in(conf, tmp_path, stack):
+    service, add_agent, client = stack
+    add_agent("agent-1")
+    [uuid], request_spec, filter_properties = request(memory_mb=10 ** 6)  # larger than agent-1
+    request_id = rpc.new_request_id()
+    client.run_instance({"request_id": request_id}, request_spec, filter_properties)
+    refused = wait_for(lambda: (service.database.get_instance(uuid) or {}).get("state") == "ERROR"
+                       and service.database.get_instance(uuid), "ERROR")
+    assert refused["request_id"] == request_id
+    status, shown = berth(conf, tmp_path, "show", uuid, "-f", "json")
+    assert json.loads(shown)["request_id"] == request_id, shown

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from scheduler.conf.filter_scheduler import allocation_ratios
 from scheduler.fleet.host_manager import HostManager
 from scheduler.policy.aggregates import Aggregate
 from scheduler.policy.host_report import HostReport
@@ -12,7 +13,7 @@ from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.status_page import app
 from scheduler.status_page.recent import Recent, ScalingHistory
 from scheduler.status_page.snapshot import StatusSource, fleet
-from tests.unit.scheduler.manager_world import report
+from tests.unit.scheduler.manager_world import assembled, parts, report, request  # noqa: F401
 
 
 @pytest.fixture
@@ -149,3 +150,26 @@ def test_the_page_its_assets_and_its_data_are_served_with_a_strict_policy():
 def test_a_snapshot_that_fails_is_a_500_that_says_where_to_look():
     status, _, body = call(app.routes(Failing()), "/status.json")
     assert status.startswith("500") and body == b"the status cannot be read now: see the scheduler's log\n"
+
+
+def test_the_fleet_carries_the_allocation_ratios_the_filters_apply(hosts, conf):
+    assert fleet(hosts, "nova", 60.0)["ratios"] == {"ram": 1.0, "vcpus": 1.0, "disk": 1.0}
+    conf.set_override("cpu_allocation_ratio", 4.0, "filter_scheduler")
+    source = StatusSource("s1", hosts, dict, lambda: "nova", lambda: 60.0, Recent(), Recent(), None,
+                          ratios=lambda: allocation_ratios(conf))
+    assert source.snapshot()["hosts"]["ratios"] == {"ram": 1.0, "vcpus": 4.0, "disk": 1.0}
+
+
+def test_a_refusal_names_its_instances_by_the_names_they_were_booted_with(parts):  # noqa: F811
+    uuids, spec, props = request(memory_mb=100_000, count=2)
+    spec["instance_properties"] = {"display_name": "big"}
+    parts.manager.run_instance({}, spec, props)
+    [refusal] = parts.refusals.items()
+    assert (refusal["instances"], refusal["names"]) == (uuids, ["big-1", "big-2"])
+
+
+def test_scaling_history_says_which_metric_it_plots_and_against_what():
+    history = ScalingHistory()
+    history.record([synced("web", 2, 2, 40.0), SyncResult("api", "api", SYNCED, 1, members=1)], now=0)
+    assert {g["name"]: g["metric"] for g in history.groups()} == {
+        "web": {"name": "cpu", "target_type": "utilization"}, "api": None}

@@ -1,4 +1,4 @@
-"""The names Berth serves, README's table of them and the Grafana dashboard agree."""
+"""The names Berth serves, the admin guide's table of them and the Grafana dashboard agree."""
 
 import json
 import pathlib
@@ -14,6 +14,7 @@ from scheduler.policy.host_report import HostReport
 from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.scaling.metrics import ScalingGroupsCollector
 from scheduler.telemetry.scheduler_metrics import FleetCollector
+from tests.docs_pages import page
 from tests.unit.scheduler.manager_world import report
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -46,9 +47,8 @@ def test_every_name_the_dashboard_reads_is_served(conf):
     assert all(p["datasource"]["uid"] == "${datasource}" for p in panels)
 
 
-def test_readmes_table_names_what_is_served_and_nothing_else(conf):
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Metrics for Prometheus"):readme.index("## Calling Berth from")]
+def test_the_metrics_pages_table_names_what_is_served_and_nothing_else(conf):
+    section = page("admin/metrics.md")
     listed = set()
     for row in re.findall(r"^\| `berth_[^|]*\|", section, re.M):
         for name in re.findall(r"`(berth_\w+)", row):

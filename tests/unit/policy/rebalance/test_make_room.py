@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from benchmarks import make_room as bench
-from scheduler.policy import filters as filters_mod
 from scheduler.policy.host_report import HostReport
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.rebalance import Migration, NoPlan, Plan, Resident, Snapshot, make_room
@@ -20,18 +19,6 @@ SMALL_MIX = [Flavor(memory_mb=m, root_gb=d, ephemeral_gb=0, vcpus=c, name=n) for
     ("s", 2048, 20, 1), ("m", 4096, 40, 2), ("l", 8192, 80, 4))]
 TINY_SIZES = ((16384, 4, 200), (24576, 6, 300))
 WANTED = Flavor(memory_mb=12288, root_gb=100, ephemeral_gb=0, vcpus=4, name="big")
-
-
-@pytest.fixture(scope="module")
-def conf():
-    conf = bench.make_conf()
-    yield conf
-    conf.reset()
-
-
-@pytest.fixture(scope="module")
-def enabled(conf):
-    return filters_mod.enabled_filters(conf)
 
 
 def tiny_fleet(conf, seed, hosts=4):

@@ -1,21 +1,19 @@
-"""Every ini snippet of README.md loads as it is pasted: oslo.config takes a trailing ``# ...``
-as part of a value, so comments must stand on their own lines."""
-
-import pathlib
-import re
+"""Every ini snippet of the documentation loads as it is pasted: oslo.config takes a trailing
+``# ...`` as part of a value, so comments must stand on their own lines."""
 
 import pytest
 
 from compute_agent import conf as agent_conf
 from scheduler import conf as berth_conf
 from scheduler.conf import opts
+from tests.docs_pages import DOCS, blocks, pages
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-SNIPPETS = re.findall(r"```ini\n(.*?)```", README.read_text(), flags=re.S)
+SNIPPETS = [snippet for path in pages() for snippet in blocks("ini", path.read_text())]
 
 
-def test_readme_has_ini_snippets():
-    assert len(SNIPPETS) >= 3
+def test_the_install_and_admin_pages_have_ini_snippets():
+    for section in ("install", "admin"):
+        assert len([s for p in (DOCS / section).glob("*.md") for s in blocks("ini", p.read_text())]) >= 3
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.splitlines()[0][:30])
@@ -25,7 +23,7 @@ def test_each_ini_snippet_loads_and_every_value_is_taken_whole(tmp_path, snippet
     conf = berth_conf.new_conf()
     agent_conf.register_opts(conf)
     opts.register_plugin_opts(conf)
-    conf(["--config-file", str(path)], project="berth-readme", default_config_files=[])
+    conf(["--config-file", str(path)], project="berth-docs", default_config_files=[])
     section = "DEFAULT"
     for line in snippet.splitlines():
         line = line.strip()
