@@ -30,7 +30,23 @@ def fleet_snapshot(conf: Any, database: Any, hosts: Any) -> Snapshot:
         if instance["host"] not in table.index:
             continue
         residents.append(_resident(database, instance, parsed))
-    return Snapshot.from_conf(table, residents, conf)
+    return Snapshot.from_conf(table, _with_load(table, residents), conf)
+
+
+def _with_load(table: Any, residents: list[Resident]) -> list[Resident]:
+    """``residents`` each carrying a share of its host's measured load in proportion to its vCPUs:
+    the agents measure hosts, not each instance, and a move takes its share along (balance)."""
+    vcpus: dict[str, float] = {}
+    for resident in residents:
+        vcpus[resident.host] = vcpus.get(resident.host, 0.0) + resident.flavor.vcpus
+    shared = []
+    for resident in residents:
+        row = table.index[resident.host]
+        measured = bool(table.util_measured[row]) and vcpus[resident.host] > 0
+        load = float(table.cpu_util[row] * table.vcpus_total[row]) if measured else 0.0
+        shared.append(dataclasses.replace(resident, load=load * resident.flavor.vcpus / vcpus[resident.host])
+                      if measured else resident)
+    return shared
 
 
 def _resident(database: Any, instance: dict[str, Any],

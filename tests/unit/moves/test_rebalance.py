@@ -230,3 +230,15 @@ def test_consolidate_and_balance_are_planned_through_the_same_endpoint(world, pa
     with pytest.raises(InvalidRequest, match="target_skew is max / mean of the hosts' load, a number of at "
                                              "least 1.0, got '0.5'"):
         parts.rebalance.plan_rebalance(CTX, "balance", {"target_skew": 0.5})
+
+
+def test_each_instance_carries_its_share_of_its_hosts_measured_load(conf, world, parts, fleet):
+    table = parts.host_manager.table
+    row = table.index["h1"]
+    table.util_measured[row], table.cpu_util[row] = True, 0.5  # 4 of h1's 8 cores busy, as measured
+    snapshot = fleet_snapshot(conf, world[1], parts.host_manager)
+    # h1's two instances take 2 vCPUs each: 2 cores of load each; h2 measured nothing
+    assert {r.uuid: r.load for r in snapshot.residents.values() if r.host == "h1"} == {
+        fleet["four"]: 2.0, fleet["two"]: 2.0}
+    assert {r.load for r in snapshot.residents.values() if r.host == "h2"} == {0.0}
+    assert snapshot.load[row] == 4.0
