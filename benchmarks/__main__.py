@@ -62,6 +62,8 @@ def parse_args(argv):
                         help="run_instance casts per second offered end to end (default 0: as fast "
                         "as one client can, which measures a burst rather than a sustained rate)")
     parser.add_argument("--e2e-workers", type=int, default=1, help="berth-scheduler processes end to end")
+    parser.add_argument("--e2e-no-owners", action="store_true",
+                        help="[scheduler] prefer_owned_hosts = false: every scheduler weighs the whole fleet")
     parser.add_argument("--e2e-batch-size", type=int, default=None,
                         help="[scheduler] batch_size of the schedulers end to end (default 512)")
     parser.add_argument("--e2e-logs", default=None, metavar="DIR",
@@ -112,7 +114,7 @@ def rows(args):
         yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances,
                           workers=args.e2e_workers, rate=args.e2e_rate or None,
                           batch_size=args.e2e_batch_size or e2e.BATCH_SIZE, logs=args.e2e_logs,
-                          profile=args.e2e_profile)
+                          profile=args.e2e_profile, prefer_owned_hosts=not args.e2e_no_owners)
 
 
 def _rebalance_rows(args):

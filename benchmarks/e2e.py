@@ -68,7 +68,7 @@ def _database(tmp):
         yield url
 
 
-def _write_conf(path, transport_url, database_url, tmp, batch_size):
+def _write_conf(path, transport_url, database_url, tmp, batch_size, prefer_owned_hosts):
     path.write_text(f"""[DEFAULT]
 transport_url = {transport_url}
 state_path = {tmp}/state
@@ -78,6 +78,7 @@ connection = {database_url}
 [scheduler]
 periodic_interval = 2
 batch_size = {batch_size}
+prefer_owned_hosts = {str(prefer_owned_hosts).lower()}
 [compute_agent]
 report_interval = 10
 fake_memory_mb = 262144
@@ -182,12 +183,12 @@ def _cast(transport, client, n_instances, rate):
 
 
 def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None,
-            batch_size=BATCH_SIZE, logs=None, profile=None):
+            batch_size=BATCH_SIZE, logs=None, profile=None, prefer_owned_hosts=True):
     """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
     as one client can) to ``workers`` schedulers and a simulated fleet of ``n_hosts``;
     time each from its cast to ACTIVE. With ``logs``, the processes' logs are kept there; with
     ``profile``, the schedulers run under yappi and leave their profiles there
-    (scheduler-N.pstat, for pstats)."""
+    (scheduler-N.pstat, for pstats). ``prefer_owned_hosts``: the schedulers' [scheduler] option."""
     import pathlib
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
@@ -195,7 +196,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
     try:
         with _vhost(transport_url) as url, _database(tmp) as database_url:
             conf_file = tmp / "berth.conf"
-            _write_conf(conf_file, url, database_url, tmp, batch_size)
+            _write_conf(conf_file, url, database_url, tmp, batch_size, prefer_owned_hosts)
             args = ["--config-file", str(conf_file)]
             commands = [("fleet_sim", "benchmarks.fleet_sim", ["--hosts", str(n_hosts)])]
             for worker in range(1, workers + 1):
@@ -301,6 +302,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
         "active": len(done),
         "errors": sum(r.state == "ERROR" for r in rows),
         "workers": workers,
+        "prefer_owned_hosts": prefer_owned_hosts,
         "batch_size": batch_size,
         "offered_per_s": rate,
         "cast_per_s": n_instances / cast_seconds,
@@ -318,7 +320,10 @@ def describe(row):
     """The rate, CPU and messages per placement of a row, for the table."""
     cpu = row["cpu_ms_per_placement"]
     messages = row["messages_per_placement"]
-    return (f"{row['placements_per_s']:,.0f} placements/s; CPU ms/placement {cpu['total']:.3f} = "
+    preference = "on" if row["prefer_owned_hosts"] else "off"
+    owners = "" if row["workers"] == 1 else f" (prefer_owned_hosts {preference})"
+    return (f"{row['workers']} scheduler{'s' if row['workers'] > 1 else ''}{owners}: "
+            f"{row['placements_per_s']:,.0f} placements/s; CPU ms/placement {cpu['total']:.3f} = "
             + " + ".join(f"{name} {ms:.3f}" for name, ms in cpu.items() if name != "total")
             + f"; messages/placement {sum(messages.values()):.3f} = "
             + " + ".join(f"{kind} {n:.3f}" for kind, n in messages.items() if n)

@@ -29,6 +29,7 @@ from scheduler.moves.expiry import MoveExpiry
 from scheduler.moves.rebalance_api import RebalanceEndpoint
 from scheduler.planning.applier import Applier, MoveApplier
 from scheduler.planning.claims import HostClaims
+from scheduler.planning.fragmentation import FragmentationHints
 from scheduler.planning.moves import MovePlanner
 from scheduler.planning.planner import Planner
 from scheduler.planning.scheduling import Scheduling
@@ -98,6 +99,8 @@ def assemble(conf, transport, database, rng=None):
     move_applier = MoveApplier(database, host_manager, outbox, compute)
     move_planner = MovePlanner(conf, database, planner)
     moves = MoveEndpoint(conf, database, host_manager, applier, move_planner, move_applier)
+    planner.fragmentation = FragmentationHints(conf, database, host_manager, selector.filters,
+                                               move_planner.spec)
     return SchedulerParts(
         host_manager=host_manager, reports=reports, outbox=outbox, undo=undo, compute=compute, claims=claims,
         planner=planner, applier=applier, scheduling=scheduling,

@@ -20,6 +20,7 @@ from scheduler.conf import (
 )
 from scheduler.db import fastpaths as db_fastpaths
 from scheduler.moves import expiry as move_expiry
+from scheduler.planning import fragmentation as planning_fragmentation
 from scheduler.planning import moves as planning_moves
 from scheduler.rpc import access as roles
 from scheduler.rpc.amqp_fast import options as amqp_fast
@@ -28,8 +29,8 @@ from scheduler.telemetry import endpoint as telemetry_endpoint
 from scheduler.telemetry import scheduler_metrics
 
 AREAS = (default, database, db_fastpaths, messaging, amqp_fast, roles, upgrade_levels, scheduler,
-         filter_scheduler, planning_moves, move_expiry, scaling, telemetry_endpoint, scheduler_metrics,
-         status_page)
+         filter_scheduler, planning_moves, planning_fragmentation, move_expiry, scaling, telemetry_endpoint,
+         scheduler_metrics, status_page)
 
 
 def register_opts(conf):

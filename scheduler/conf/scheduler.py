@@ -58,17 +58,16 @@ opts = [
     ),
     cfg.BoolOpt(
         "prefer_owned_hosts",
-        default=False,
-        help="With other schedulers live, place each request on the hosts this scheduler "
-        "owns (its rendezvous share of the hosts, the one whose reports it writes) when "
-        "one of them passes the filters, and on another's host only when none does; "
-        "requests with a server group, same_host or different_host are weighed on the whole "
-        "fleet. N schedulers then no longer race for the same heaviest hosts (simulated at "
-        "1,000 and 10,000 hosts: 0 claim conflicts per placement with 2 to 16 schedulers, "
-        "against 0.5 to 2.3 without). Off by default: each scheduler's weighers then see only "
-        "its share, so a drain's migrations pile onto its own emptiest hosts and can leave "
-        "an anti-affinity member no host where weighing the whole fleet finds one. A lone "
-        "scheduler places the same either way.",
+        default=True,
+        help="With N schedulers live, place a request on the hosts this scheduler owns (its "
+        "rendezvous share of the hosts, the one whose reports it writes) when one of them "
+        "passes the filters, so that N schedulers no longer race for the same heaviest hosts "
+        "(their claims conflicting). The whole fleet is weighed, as by a lone scheduler, when "
+        "none of its own passes, when fewer than 16 x N x host_subset_size hosts pass, for a "
+        "move (migration, evacuation, drain, resize to another host), and for a request whose "
+        "spread matters (a server group member of any policy, same_host, different_host, or a "
+        "hint a weigher reads such as preferred_hosts). A lone scheduler places the same "
+        "either way. False: every scheduler weighs the whole fleet.",
     ),
 ]
 

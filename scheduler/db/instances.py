@@ -281,6 +281,19 @@ class InstanceQueries(DatabaseEngine):
             return [_row_dict(row) for row in connection.execute(statement).mappings()]
 
     @_retry
+    def settled_instances_on_hosts(self, hosts: Iterable[str]) -> list[dict[str, Any]]:
+        """The instances ACTIVE on one of ``hosts`` and not moving: those a migration may take."""
+        found: list[dict[str, Any]] = []
+        with self._transaction() as connection:
+            for chunk in _chunks(dict.fromkeys(hosts)):
+                # not "state = ACTIVE": SQLite would read every ACTIVE instance through the state index
+                query = sa.select(instances).where(instances.c.host.in_(chunk),
+                                                   instances.c.state != instance_states.DELETED)
+                found.extend(_row_dict(row) for row in connection.execute(query).mappings()
+                             if row["state"] == instance_states.ACTIVE and row["move_host"] is None)
+        return found
+
+    @_retry
     def display_names_starting(self, prefix: str, limit: int = 1000) -> list[str]:
         """The names of instances not DELETED that start with ``prefix`` (at most ``limit``)."""
         statement = (

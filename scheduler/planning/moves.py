@@ -180,4 +180,5 @@ class MovePlanner:
                 spec = dataclasses.replace(spec, force_hosts=[move.host])
             return planner.select(spec, decided, among=[target])
         away = dataclasses.replace(spec, ignore_hosts=[*spec.ignore_hosts, source])
-        return planner.select(away, decided)
+        # Moves come many at once (a drain): on the owned hosts alone they would pile up there.
+        return planner.select(away, decided, whole_fleet=True)

@@ -59,6 +59,8 @@ class Planner:
         self._compensate = compensate
         self._installed_filters = installed_filters
         self._installed_weighers = installed_weighers
+        #: Adds the fragmentation hint to a refusal's reason (FragmentationHints), if set.
+        self.fragmentation: Any = None
 
     # -- what each message should do ----------------------------------------
 
@@ -205,12 +207,13 @@ class Planner:
         return self._hosts
 
     def select(self, spec: RequestSpec, decided: dict[str, Decision] | None = None,
-               among: list[Any] | None = None, unplaced: dict[str, NoValidHost] | None = None
-               ) -> list[Placement]:
+               among: list[Any] | None = None, unplaced: dict[str, NoValidHost] | None = None,
+               whole_fleet: bool = False) -> list[Placement]:
         """A Placement for each instance of ``spec``, consumed in this scheduler's table and given
         back should the transaction that records them roll back; how each host was chosen into
         ``decided`` ({uuid: Decision}). ``among``: only these hosts (views of the table) are
-        considered. Raises NoValidHost.
+        considered. ``whole_fleet``: a move, weighed on the whole fleet whoever owns the hosts
+        (Selector.select). Raises NoValidHost.
 
         A request for as many as fit may get fewer placements than instances: each instance
         left out goes into ``unplaced`` with the NoValidHost that stopped the placing."""
@@ -219,7 +222,8 @@ class Planner:
         chosen = None if among is not None else self._select_again(spec, decisions)
         if chosen is None:
             hosts = self._hosts.table if among is None else among
-            chosen = self.selector.select(hosts, spec, decisions, LOG.isEnabledFor(logging.DEBUG), short)
+            chosen = self.selector.select(hosts, spec, decisions, LOG.isEnabledFor(logging.DEBUG), short,
+                                          whole_fleet)
         if decisions and decided is not None:
             decided.update(zip(spec.instance_uuids, decisions, strict=False))
         if unplaced is not None:
@@ -276,9 +280,10 @@ class Planner:
         for job, placements in rpc.each_request(zip(prepared.placing, outcomes, strict=True), job_context):
             spec = job.spec
             if isinstance(placements, NoValidHost):
-                LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), placements)
-                plan.refusals.append(Refusal(spec, str(placements), telemetry.NO_VALID_HOST,
-                                             placements.removed))
+                reason = str(placements) if self.fragmentation is None else self.fragmentation.reason(
+                    spec, placements)
+                LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), reason)
+                plan.refusals.append(Refusal(spec, reason, telemetry.NO_VALID_HOST, placements.removed))
                 continue
             if len(placements) < spec.num_instances:
                 plan.refusals.append(self._shortfall(job, len(placements), unplaced or {}))

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from scheduler.exception import NoValidHost
+from scheduler.policy import owned_hosts
 from scheduler.policy import weighers as weighers_mod
 
 
@@ -55,7 +56,7 @@ class Selector:
         self._owned_key = None
         self._owned = None
 
-    def select(self, hosts, spec, decisions=None, detail=False, short=None):
+    def select(self, hosts, spec, decisions=None, detail=False, short=None, whole_fleet=False):
         """Choose and consume a host for each instance of ``spec``, all or none.
 
         ``hosts`` is a HostTable, or HostStates of one table. Returns one
@@ -64,7 +65,8 @@ class Selector:
         when any instance finds no host. Given a list ``decisions``, appends
         a Decision per instance to it (none when NoValidHost is raised); with
         ``detail``, each says how many hosts each filter left and names the
-        heaviest hosts, which costs a little more.
+        heaviest hosts, which costs a little more. With ``whole_fleet`` (a move), the hosts
+        this scheduler owns are not preferred (scheduler.policy.owned_hosts).
 
         A request for as many as fit (``spec.min_instances``) is placed as far as
         hosts are found: fewer HostStates than instances are returned once at
@@ -76,6 +78,8 @@ class Selector:
         considered = len(rows)
         recorded = None if decisions is None else len(decisions)
         scope = rows if forced or self._spreader is None else self.scope(table, rows, spec)
+        owned = (None if whole_fleet or owned_hosts.spread_matters(spec, self.weighers)
+                 else self.owned(table))
         chosen = []
         try:
             for index, instance_uuid in enumerate(spec.instance_uuids):
@@ -86,8 +90,7 @@ class Selector:
                 if self._spreader is not None:
                     window = self._spreader.spread_rows(table, scope, spec, self.host_subset_size)
                 weights = self.weigh(table, rows, spec)
-                row = self.pick(rows, weights, self.tiers(table, rows, spec), window,
-                                None if reads_placements(spec) else self.owned(table))
+                row = self.pick(rows, weights, self.tiers(table, rows, spec), window, owned)
                 table.consume(row, instance_uuid, spec.flavor)
                 chosen.append(row)
                 if decisions is not None:
@@ -187,9 +190,7 @@ class Selector:
 
     def owned(self, table):
         """A mask over ``table``'s rows of the hosts this scheduler owns among the live ones, or
-        None when it is the only one live (or is not told of the others). A request whose
-        placement depends on where others are (a server group, same_host, different_host)
-        is placed on the whole fleet: the host its group prefers may be another's."""
+        None when it is the only one live (or is not told of the others)."""
         owners = self.owners
         if owners is None or len(owners.live) < 2:
             return None
@@ -204,10 +205,10 @@ class Selector:
         """A row at random among the ``host_subset_size`` heaviest of the best tier.
 
         With ``owned`` (a mask over the table's rows: the hosts this scheduler owns among
-        the N live ones), among the hosts it owns when any of them passed: N schedulers
-        deciding at once then choose different hosts instead of racing for the same
-        heaviest ones (their claims conflicting), each spreading its share of the requests
-        over its share of the fleet. A lone scheduler picks as before.
+        the N live ones), among the hosts it owns when any passed and the fleet is large
+        enough (owned_hosts.narrow): N schedulers deciding at once then choose
+        different hosts instead of racing for the same heaviest ones (their claims
+        conflicting). A lone scheduler picks as before.
 
         With a ``window`` (rows a weigher names, see ``spread_rows``), at
         random among the best tier's rows in the window, or the heaviest of
@@ -228,10 +229,8 @@ class Selector:
                 rows, weights = rows[inside], weights[inside]
             else:
                 size = 1
-        if owned is not None and window is None and len(rows) > 1:
-            mine = owned[rows]
-            if mine.any():
-                rows, weights = rows[mine], weights[mine]
+        if owned is not None and window is None:
+            rows, weights = owned_hosts.narrow(rows, weights, owned, len(self.owners.live), size)
         if self.shuffle_best and len(rows) > size:
             tied = np.flatnonzero(weights == weights.max())
             if len(tied) > size:
@@ -307,11 +306,6 @@ def top(weights, k):
     tied = np.flatnonzero(weights == kth)[: k - len(above)]
     picked = np.concatenate([above, tied])
     return picked[np.argsort(-weights[picked], kind="stable")]
-
-
-def reads_placements(spec):
-    """Whether where ``spec`` goes depends on where other instances are (its hints)."""
-    return bool(spec.group or spec.same_host_hosts or spec.different_host_hosts)
 
 
 def _table_and_rows(hosts):

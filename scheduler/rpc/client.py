@@ -51,8 +51,10 @@ class ConsumerCheck:
     def waited(self, transport: Any, seconds: float, timeout: float) -> None:
         """The first call has waited ``seconds`` without a reply from a queue nobody could count."""
         if self.uncounted is not None and self.notice is not None:
+            queued = (" (the request waits in it for a server to start)" if transport.queues_for_servers
+                      else "")
             self.notice(f"nothing has answered on queue {self.uncounted!r} of {transport.safe_url} within "
-                        f"{seconds:g} s; waiting up to {timeout:g} s (rpc_response_timeout)")
+                        f"{seconds:g} s{queued}; waiting up to {timeout:g} s (rpc_response_timeout)")
         self.uncounted = None
 
 
@@ -118,12 +120,23 @@ class RPCClient:
                 exchange, self.transport.conf.oslo_messaging_rabbit.max_message_bytes)
         return made
 
+    def _queue(self, key: str) -> Any:
+        """The queue the target's server consumes ``key`` from, where the client declares it
+        (Transport.queues_for_servers), else None. A fanout goes to the queues of the servers
+        running (each its own): one that starts later loads the state the fanout tells of."""
+        if self.target.fanout or not self.transport.queues_for_servers:
+            return None
+        made = self._made.get(("queue", key))
+        if made is None:
+            made = self._made[("queue", key)] = topology.shared_queue(self.transport, key)
+        return made
+
     def _publish(self, msg: dict[str, Any], expiration: float | None = None, now: bool = False) -> str:
         target = self.target
         key = target.topic if target.fanout else topology.routing_key(target)
         exchange, limit = self._route()
         self.transport.publisher.publish(envelope.wrap(msg), exchange, key, expiration=expiration, now=now,
-                                         max_bytes=limit)
+                                         max_bytes=limit, queue=self._queue(key))
         return key
 
     def _count_cast(self, method: str) -> None:

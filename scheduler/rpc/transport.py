@@ -143,6 +143,10 @@ class Transport:
         # py-amqp internals for speed (scheduler.rpc.amqp_fast), or its public API only
         self.fast_paths = self.is_rabbit and amqp_fast.usable(conf)
         self.durable = rabbit.amqp_durable_queues or rabbit.rabbit_quorum_queue
+        # Whether a client declares the queue it sends to, as its server would: filesystem:// drops
+        # what is published to an exchange no queue is bound to yet (as AMQP does), and there a
+        # server that is still starting must find what was sent to it meanwhile.
+        self.queues_for_servers = self.kind == "filesystem"
         self._lock = threading.Lock()
         self._reply_listener = None
         self._servers = []
@@ -394,8 +398,12 @@ class Publisher:
                 sent.ticket = self._send(pending, wait=False)
 
     def publish(self, body, exchange, routing_key, expiration=None, persistent=None,
-                headers=None, content_type=None, content_encoding=None, now=False, max_bytes=None):
+                headers=None, content_type=None, content_encoding=None, now=False, max_bytes=None,
+                queue=None):
         """Publish the dict ``body`` as JSON to ``exchange`` (a kombu Exchange).
+
+        ``queue`` (a kombu Queue bound to ``exchange``) is declared and bound before the
+        first publish to it on a connection: the message waits there for a consumer.
 
         With ``content_type``, ``body`` is sent as it is (bytes or text), not
         serialized: how a message is passed on unchanged (dead-lettering).
@@ -428,7 +436,7 @@ class Publisher:
         else:
             properties["content_type"] = content_type
             properties["content_encoding"] = content_encoding or "binary"
-        message = (body, exchange, routing_key, properties)
+        message = (body, exchange, routing_key, properties, queue)
         pending = getattr(self._local, "pending", None)
         if pending is not None and not now:
             pending.append(message)
@@ -436,7 +444,7 @@ class Publisher:
             self._send([message])
 
     def _send(self, messages, wait=True):
-        """Publish ``messages`` ([(body, exchange, routing_key, properties)]) in order;
+        """Publish ``messages`` ([(body, exchange, routing_key, properties, queue)]) in order;
         several without waiting for each confirm, then for all of them (on the
         fast paths; py-amqp's public API waits for each in turn).
 
@@ -453,10 +461,13 @@ class Publisher:
                 conn = None
                 try:
                     conn = self._connect()
-                    for _, exchange, _, properties in messages:
+                    for _, exchange, _, properties, queue in messages:
                         if exchange.name and exchange.name not in self._declared:
                             exchange(self._producer.channel).declare()
                             self._declared.add(exchange.name)
+                        if queue is not None and ("queue", queue.name) not in self._declared:
+                            queue(self._producer.channel).declare()
+                            self._declared.add(("queue", queue.name))
                         if transport.is_rabbit:
                             properties["user_id"] = conn.userid
                     channel = self._producer.channel
@@ -467,7 +478,7 @@ class Publisher:
                     batch = self._producer.batch() if several else contextlib.nullcontext()
                     try:
                         with batch:
-                            for body, exchange, routing_key, properties in messages:
+                            for body, exchange, routing_key, properties, _ in messages:
                                 self._producer.publish(
                                     body,
                                     exchange=exchange,
@@ -491,7 +502,7 @@ class Publisher:
                         redeclared = True
                         continue
                     if not recoverable:
-                        _, exchange, routing_key, _ = messages[0]
+                        _, exchange, routing_key, _, _ = messages[0]
                         what = f"a batch of {len(messages)}, the first " if len(messages) > 1 else ""
                         raise MessageDeliveryFailure(
                             f"cannot publish {what}to {exchange.name or '(default exchange)'} "

@@ -48,7 +48,7 @@ class Judge:
         """Boolean column over every row: where the filters accept ``resident`` now, its own host
         left out. Requests that differ only in their instance share one answer."""
         spec = snapshot.spec_of(resident, away=False)
-        key = _request_key(spec)
+        key = request_key(spec)
         mask = self._masks.get(key)
         if mask is None:
             mask = np.zeros(len(snapshot), dtype=bool)
@@ -59,7 +59,7 @@ class Judge:
         return mask
 
 
-def _request_key(spec: RequestSpec) -> tuple[Any, ...]:
+def request_key(spec: RequestSpec) -> tuple[Any, ...]:
     group = spec.group or {}
     flavor = spec.flavor
     return (flavor.memory_mb, flavor.root_gb, flavor.ephemeral_gb, flavor.vcpus,

@@ -72,24 +72,34 @@ class Snapshot:
         self.ratios = {VCPU: 16.0, MEMORY_MB: 1.5, DISK_GB: 1.0, **(ratios or {})}
         self.residents: dict[str, Resident] = {}
         self.on_host: dict[int, list[Resident]] = {}
-        for resident in residents:
-            row = table.index.get(resident.host)
-            if row is None:
-                raise ValueError(f"instance {resident.uuid} is on {resident.host}, which the table "
-                                 "does not hold")
-            self.residents[resident.uuid] = resident
-            self.on_host.setdefault(row, []).append(resident)
         #: {group uuid: {host: members}} as the instances stand now
         self._groups: dict[str, dict[str, int]] = {}
-        for resident in self.residents.values():
-            if resident.group is not None:
-                hosts = self._groups.setdefault(resident.group, {})
-                hosts[resident.host] = hosts.get(resident.host, 0) + 1
+        self._load_of_residents = False  # whether ``load`` counts the residents, to count those added
+        self.add(residents)
         #: Each host's measured load in busy vCPUs, load its instances do not account for included
         #: (``load`` given: as it is; else the agents' cpu_util where measured, the residents' elsewhere).
         self.load = self._measured_load() if load is None else np.array(load, dtype=float)
         if self.load.shape != (len(table),):
             raise ValueError(f"load has {self.load.size} figures for {len(table)} hosts")
+        self._load_of_residents = load is None
+
+    def add(self, residents: Iterable[Resident]) -> None:
+        """Take in more ``residents`` (instances not held already), as when the instances of a few
+        more hosts are read."""
+        for resident in residents:
+            row = self.table.index.get(resident.host)
+            if row is None:
+                raise ValueError(f"instance {resident.uuid} is on {resident.host}, which the table "
+                                 "does not hold")
+            if resident.uuid in self.residents:
+                raise ValueError(f"instance {resident.uuid} is held already")
+            self.residents[resident.uuid] = resident
+            self.on_host.setdefault(row, []).append(resident)
+            if resident.group is not None:
+                hosts = self._groups.setdefault(resident.group, {})
+                hosts[resident.host] = hosts.get(resident.host, 0) + 1
+        if self._load_of_residents:
+            self.load = self._measured_load()
 
     def _measured_load(self) -> NDArray[np.float64]:
         table = self.table

@@ -4,7 +4,6 @@ import time
 import pytest
 
 from scheduler.exception import NoValidHost
-from scheduler.fleet.report_owner import ReportOwners
 from scheduler.policy import filters, weighers
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.selection import Selector
@@ -149,56 +148,3 @@ def test_a_later_instance_says_it_chose_among_the_hosts_that_passed_for_the_one_
     assert str(info.value) == ("No valid host was found for instance 3 of 3: of the 1 host that passed "
                                "the filters for instance 2, RamFilter removed 1; none left (none booted: "
                                "2 of 3 fit, and a request is placed whole or not at all)")
-
-
-def owners_of(me, live):
-    owners = ReportOwners(me)
-    owners.set_live(live)
-    return owners
-
-
-def test_with_other_schedulers_live_each_prefers_the_hosts_it_owns(selector, table):
-    live = ["s1", "s2"]
-    hosts = [make_host(f"h{i}", table=table, ram=65536, free_ram=60000 - 1000 * i) for i in range(12)]
-    mine = {h.host for h in hosts if owners_of("s2", live).owns(h.host)}
-    assert 0 < len(mine) < len(hosts) and "h0" not in mine  # the heaviest host is the other's
-    selector.owners = owners_of("s2", live)
-    chosen = [selector.select(hosts, make_spec(memory_mb=1024))[0].host for _ in range(6)]
-    assert set(chosen) <= mine
-    assert chosen[0] == min(mine, key=lambda name: int(name[1:]))  # the heaviest of its own
-
-
-def test_a_lone_live_scheduler_picks_as_without_owners(policy_conf, rng):
-    picks = []
-    for owners in (None, owners_of("s1", ["s1"])):
-        table = HostTable()
-        hosts = [make_host(f"h{i}", table=table, free_ram=60000 - 1000 * i) for i in range(12)]
-        selector = Selector(filters.enabled_filters(policy_conf), weighers.enabled_weighers(policy_conf), 1,
-                            rng)
-        selector.owners = owners
-        picks.append([selector.select(hosts, make_spec(memory_mb=4096))[0].host for _ in range(20)])
-    assert picks[0] == picks[1]
-
-
-def test_the_others_hosts_are_taken_when_none_of_its_own_passes(selector, table):
-    live = ["s1", "s2"]
-    hosts = [make_host(f"h{i}", table=table, ram=8192, free_ram=8000 - 1000 * i) for i in range(12)]
-    theirs = [h.host for h in hosts if not owners_of("s2", live).owns(h.host)]
-    selector.owners = owners_of("s2", live)
-    # Only the others' heaviest host has room for it.
-    [chosen] = selector.select(hosts, make_spec(memory_mb=int(8000 - 1000 * int(theirs[0][1:]))))
-    assert chosen.host == theirs[0]
-
-
-def test_a_request_of_a_server_group_goes_where_its_group_prefers_whoever_owns_it(selector, table):
-    live = ["s1", "s2"]
-    hosts = [make_host(f"h{i}", table=table, ram=65536, free_ram=60000 - 1000 * i) for i in range(12)]
-    theirs = [h.host for h in hosts if not owners_of("s2", live).owns(h.host)]
-    selector.owners = owners_of("s2", live)
-    spec = make_spec(memory_mb=1024)
-    spec.group = {"uuid": "g", "policy": "soft-affinity", "rules": {}, "members": [], "placed": [],
-                  "hosts": {theirs[-1]: 1}}
-    [chosen] = selector.select(hosts, spec)
-    assert chosen.host == theirs[-1]
-    [alone] = selector.select(hosts, make_spec(memory_mb=1024))
-    assert alone.host not in theirs  # without the group, its own hosts

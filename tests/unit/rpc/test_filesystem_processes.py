@@ -3,6 +3,8 @@
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import kombu
 import pytest
@@ -21,9 +23,9 @@ def fs_transport(conf):
     transport.cleanup()
 
 
-@pytest.fixture
-def child(conf, topic):
-    proc = subprocess.Popen(
+def start_child(conf, topic):
+    """The child server's process, started: ready once its line "ready" is read."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -39,16 +41,31 @@ def child(conf, topic):
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def stop_child(proc):
+    if proc.poll() is None:
+        proc.stdin.close()
+        try:
+            proc.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def child(conf, topic):
+    proc = start_child(conf, topic)
     try:
         assert proc.stdout.readline().strip() == "ready"
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.stdin.close()
-            try:
-                proc.wait(WAIT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_child(proc)
+
+
+def queued(conf, queue):
+    """The message files waiting in ``queue``."""
+    folder = os.path.join(conf.state_path, "broker", "queues")
+    return [name for name in os.listdir(folder) if name.partition(".")[2] == f"{queue}.msg"]
 
 
 def test_call_and_cast_reach_a_server_in_another_process(fs_transport, topic, child):
@@ -61,6 +78,43 @@ def test_call_and_cast_reach_a_server_in_another_process(fs_transport, topic, ch
     assert result == {"pid": child.pid, "args": {"n": 1}, "context": {"user": "u"}}
     assert rpc.context.is_request_id(request_id)
     assert child.stdout.readline().strip() == "cast {'n': 2}"
+
+
+def test_a_cast_sent_before_its_server_ever_started_reaches_it_once_it_does(conf, fs_transport, topic):
+    rpc.RPCClient(fs_transport, rpc.Target(topic=topic)).cast({}, "record", n=1)
+    rpc.RPCClient(fs_transport, rpc.Target(topic=topic, server="child")).cast({}, "record", n=2)
+    assert len(queued(conf, topic)) == len(queued(conf, f"{topic}.child")) == 1  # waiting, not dropped
+
+    proc = start_child(conf, topic)
+    try:
+        said = sorted(proc.stdout.readline().strip() for _ in range(3))  # "ready" may come after a cast
+        assert said == ["cast {'n': 1}", "cast {'n': 2}", "ready"]
+    finally:
+        stop_child(proc)
+    assert queued(conf, topic) == queued(conf, f"{topic}.child") == []
+
+
+@pytest.mark.parametrize("server", [None, "child"], ids=["topic", "server"])
+def test_a_call_sent_before_its_server_ever_started_is_answered_once_it_does(conf, fs_transport, topic,
+                                                                            server):
+    client = rpc.RPCClient(fs_transport, rpc.Target(topic=topic, server=server), timeout=WAIT)
+    answers = []
+    calling = threading.Thread(target=lambda: answers.append(client.call({}, "echo", n=3)))
+    calling.start()
+    queue = topic if server is None else f"{topic}.{server}"
+    deadline = time.monotonic() + WAIT
+    while not queued(conf, queue) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(queued(conf, queue)) == 1  # sent while nothing had ever declared the queue
+
+    proc = start_child(conf, topic)
+    try:
+        calling.join(WAIT)
+        assert not calling.is_alive()
+        [answer] = answers
+        assert (answer["pid"], answer["args"]) == (proc.pid, {"n": 3})
+    finally:
+        stop_child(proc)
 
 
 def test_fanout_reaches_servers_in_both_processes_and_child_cleans_up(conf, fs_transport, topic, child):

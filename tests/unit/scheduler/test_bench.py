@@ -163,3 +163,15 @@ def test_bad_balance_arguments_are_refused(capsys, args, message):
     with pytest.raises(SystemExit):
         main(args)
     assert message in capsys.readouterr().err
+
+
+def test_the_fragmentation_hint_benchmark_prints_its_cost_and_what_it_found(capsys):
+    from benchmarks import fragmentation_hint
+
+    assert fragmentation_hint.main(["--hosts", "60", "--seeds", "1", "--time-limit", "5", "--json"]) == 0
+    [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (row["bench"], row["n_hosts"], row["seeds"]) == ("fragmentation_hint", 60, 1)
+    # within 5 s every host is examined: the count is exact, and some host is freed
+    assert row["examined_median"] == 60 and row["exact_counts"] == 1 and row["found_median"] >= 1
+    assert 0 < row["refusal_ms_median"] and 0 < row["hint_wall_ms_min"] <= row["hint_wall_ms_max"]
+    assert 1 <= row["burst_distinct_hinted_median"] <= 1000

@@ -1,19 +1,21 @@
 """Three schedulers sharing one database: each takes every host's report, one writes it."""
 
+import contextlib
 import datetime
 
 import pytest
 
 from scheduler import conf as berth_conf
+from scheduler import rpc
 from scheduler.client import TOPIC
 from scheduler.conf import opts
 from scheduler.fleet.report_owner import owner
 from scheduler.service import BINARY, SchedulerService
-from tests.unit.scheduler.manager_world import report
+from tests.unit.scheduler.manager_world import report, request
 from tests.unit.scheduler.service_parts import transport_and_database
 
 NAMES = ("sched-a", "sched-b", "sched-c")
-HOSTS = [f"h{i:02d}" for i in range(30)]
+HOSTS = [f"h{i:02d}" for i in range(64)]  # enough for each of three to prefer its own
 
 
 def scheduler_conf(shared, name):
@@ -134,8 +136,10 @@ def _first_choice(service):
     return service.parts.planner.selector.select(service.parts.host_manager.table, spec)[0].host
 
 
-@pytest.mark.parametrize("prefer", [True, False])
-def test_with_others_live_each_places_on_its_own_hosts_when_told_to(conf, prefer):
+@contextlib.contextmanager
+def three_live(conf, prefer, ram):
+    """({name: SchedulerService}, database): three live schedulers, ``prefer``-ing their own hosts
+    or not, each told of the others and of every host, all alike with ``ram`` MB free."""
     transport, database = transport_and_database(conf)
     try:
         services = {}
@@ -144,13 +148,33 @@ def test_with_others_live_each_places_on_its_own_hosts_when_told_to(conf, prefer
             service_conf.set_override("prefer_owned_hosts", prefer, group="scheduler")
             services[name] = SchedulerService(service_conf, transport, database)
         heartbeats(database)
-        round_of_reports(services, 1024)  # every host alike; a save learns who is live
-        chosen = {name: _first_choice(service) for name, service in services.items()}
+        round_of_reports(services, ram)  # a save learns who is live
+        yield services, database
     finally:
         transport.cleanup()
         database.dispose()
+
+
+@pytest.mark.parametrize("prefer", [True, False])
+def test_with_others_live_each_places_on_its_own_hosts_when_told_to(conf, prefer):
+    with three_live(conf, prefer, 1024) as (services, _):
+        chosen = {name: _first_choice(service) for name, service in services.items()}
     if prefer:
         assert all(owner(host, NAMES) == name for name, host in chosen.items())
         assert len(set(chosen.values())) == 3
     else:
         assert len(set(chosen.values())) == 1  # all three race for the same heaviest host
+
+
+def test_a_migration_weighs_the_whole_fleet_where_a_build_takes_its_own_host(conf):
+    with three_live(conf, True, 4096) as (services, database):
+        # Every host alike: the whole fleet's heaviest is the first.
+        mover = next(name for name in NAMES if owner(HOSTS[0], NAMES) != name)
+        service, context = services[mover], rpc.Context({})
+        [uuid], spec, props = request(1024)
+        service.manager.run_instance(context, spec, props)
+        source = database.get_instance(uuid)["host"]
+        assert owner(source, NAMES) == mover
+        service.manager.instance_update(context, uuid, source, "ACTIVE")
+        migration = service.moves.migrate_instance(context, uuid)
+    assert (migration["source_host"], migration["dest_host"]) == (source, HOSTS[0])

@@ -14,7 +14,6 @@ from benchmarks.decisions import policy_conf
 from benchmarks.sim_clock import SimClock
 from scheduler import states
 from scheduler.db import api as db_api
-from scheduler.fleet import report_owner
 from scheduler.fleet.host_manager import HostManager
 from scheduler.policy import filters, weighers
 from scheduler.policy.host_report import HostReport
@@ -89,37 +88,36 @@ def test_one_simulated_scheduler_places_what_the_selector_places():
     assert len({host for _, host in alone}) > 20  # spread over the fleet, not one host
 
 
-def two_hosts(names=("big", "small")):
-    return [dict(report, host=name, free_ram_mb=memory, memory_mb=memory) for report, name, memory
-            in zip(scale_out.fleet_reports(2), names, (262144, 65536), strict=True)]
+def one_big_host(count):
+    """Reports of ``count`` hosts: "big" far emptier than the others, every scheduler's first choice."""
+    return [dict(report, host="big" if i == 0 else f"small-{i}", free_ram_mb=memory, memory_mb=memory)
+            for i, (report, memory) in enumerate(zip(scale_out.fleet_reports(count),
+                                                     [262144] + [65536] * (count - 1), strict=True))]
 
 
-def owned_apart():
-    """Names of two hosts that the two simulated schedulers own one each."""
-    live = ["scheduler-0", "scheduler-1"]
-    return next((f"big-{i}", f"small-{i}") for i in range(100)
-                if report_owner.owner(f"big-{i}", live) != report_owner.owner(f"small-{i}", live))
-
-
-@pytest.mark.parametrize("owners", [False, True])
-def test_two_schedulers_racing_for_one_host_meet_a_conflict(owners):
+@pytest.mark.parametrize(("hosts", "owners", "conflicts"),
+                         [(2, False, 1), (40, False, 1), (40, True, 0),
+                          (2, True, 1)])  # two hosts: too few for each to prefer its own
+def test_two_schedulers_racing_for_one_host_meet_a_conflict_unless_each_prefers_its_own(hosts, owners,
+                                                                                       conflicts):
     # One request every 10 ms, one per batch: the second scheduler takes the second request
     # before any report tells it of the first placement.
-    settings = scale_out.Settings(hosts=2, schedulers=2, requests=2, rate=100.0, batch_size=1,
+    settings = scale_out.Settings(hosts=hosts, schedulers=2, requests=2, rate=100.0, batch_size=1,
                                   decision_ms=0.1, report_interval=1000.0, report_min_interval=None,
                                   owners=owners)
-    simulation = scale_out.Simulation(settings, two_hosts(owned_apart() if owners else ("big", "small")))
+    simulation = scale_out.Simulation(settings, one_big_host(hosts))
     row = simulation.run()
     assert (row["placed"], row["overfilled_hosts"]) == (2, 0)
-    if not owners:
+    chosen = [host for _, host in simulation.placements]
+    if conflicts:
         # Both chose "big"; the second's claim conflicted, it read the first's placement and
         # decided again.
         assert (row["conflicts"], row["decisions_per_placement"]) == (1, 1.5)
-        assert [host for _, host in simulation.placements] == ["big", "big"]
+        assert chosen == ["big", "big"]
     else:
-        # Each prefers the host it owns: no conflict.
+        # The owner of "big" takes it, the other the heaviest of its own hosts: no conflict.
         assert (row["conflicts"], row["decisions_per_placement"]) == (0, 1.0)
-        assert sorted(host.split("-")[0] for _, host in simulation.placements) == ["big", "small"]
+        assert "big" in chosen and len(set(chosen)) == 2
 
 
 def test_the_section_prints_a_row_per_fleet_and_scheduler_count(capsys):
