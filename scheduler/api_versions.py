@@ -34,13 +34,16 @@ COMPUTE = API("compute", (
 
 #: The operators' API (scheduler.admin.grouping.AdminEndpoint: aggregates and server groups;
 #: scheduler.admin.hosts.HostAdminEndpoint: hosts; scheduler.admin.flavors.FlavorEndpoint:
-#: flavors), topic ``scheduler``, which ``berth``
+#: flavors; scheduler.moves.rebalance_api.RebalanceEndpoint: rebalance plans), topic ``scheduler``,
+#: which ``berth``
 #: and the schedulers themselves (aggregates_changed, hosts_changed) send to.
 ADMIN = API("admin", (
     ("1.0", "aggregates, server groups, host enable, disable and delete, list_services, aggregates_changed, "
             "hosts_changed: the API of the releases before versions"),
     ("1.1", "flavors: create_flavor, list_flavors, show_flavor, set_flavor_properties, "
             "unset_flavor_properties, delete_flavor"),
+    ("1.2", "rebalance plans: plan_rebalance, list_rebalance_plans, show_rebalance_plan, "
+            "start_rebalance_step, stop_rebalance_plan"),
 ))
 
 #: Scaling groups and their members' metrics (scheduler.scaling.api.ScalingGroupEndpoint,

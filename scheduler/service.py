@@ -26,6 +26,7 @@ from scheduler.fleet.report_owner import ReportOwners, live_schedulers
 from scheduler.manager import ReportBuffer, SchedulerManager
 from scheduler.moves.api import MoveEndpoint
 from scheduler.moves.expiry import MoveExpiry
+from scheduler.moves.rebalance_api import RebalanceEndpoint
 from scheduler.planning.applier import Applier, MoveApplier
 from scheduler.planning.claims import HostClaims
 from scheduler.planning.fragmentation import FragmentationHints
@@ -78,6 +79,7 @@ class SchedulerParts:
     move_applier: MoveApplier
     move_expiry: MoveExpiry
     moves: MoveEndpoint
+    rebalance: RebalanceEndpoint
 
 
 def assemble(conf, transport, database, rng=None):
@@ -96,6 +98,7 @@ def assemble(conf, transport, database, rng=None):
     reports = ReportBuffer()
     move_applier = MoveApplier(database, host_manager, outbox, compute)
     move_planner = MovePlanner(conf, database, planner)
+    moves = MoveEndpoint(conf, database, host_manager, applier, move_planner, move_applier)
     planner.fragmentation = FragmentationHints(conf, database, host_manager, selector.filters,
                                                move_planner.spec)
     return SchedulerParts(
@@ -107,7 +110,7 @@ def assemble(conf, transport, database, rng=None):
         manager=SchedulerManager(conf, database, host_manager, reports, scheduling),
         move_planner=move_planner, move_applier=move_applier,
         move_expiry=MoveExpiry(conf, database, move_applier),
-        moves=MoveEndpoint(conf, database, host_manager, applier, move_planner, move_applier),
+        moves=moves, rebalance=RebalanceEndpoint(conf, database, host_manager, selector, moves),
     )
 
 
@@ -130,7 +133,7 @@ class SchedulerService:
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
             [self.manager, self.moves, self.admin, self.host_admin, FlavorEndpoint(database, conf),
-             ScalingGroupEndpoint(conf, database),
+             parts.rebalance, ScalingGroupEndpoint(conf, database),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
             hearing=self.parts.host_manager,

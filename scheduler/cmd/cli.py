@@ -19,6 +19,7 @@ from scheduler.cmd import (
     instance_metric_commands,
     move_commands,
     output,
+    rebalance_commands,
     scaling_commands,
     simulate_command,
     unknown_options,
@@ -38,6 +39,7 @@ def add_commands(subparsers):
     flavor_commands.add_commands(subparsers)  # flavor create|list|show|set|unset|delete
     admin_commands.add_commands(subparsers)  # aggregate ..., server-group ...
     host_commands.add_commands(subparsers)  # host ... (evacuate, drain), service list
+    rebalance_commands.add_commands(subparsers)  # rebalance plan|show|list|apply|stop
     scaling_commands.add_commands(subparsers)  # scaling-group create|list|show|set|...|what-if
     instance_metric_commands.add_commands(subparsers)  # instance-metric push|show
     fake_load_commands.add_commands(subparsers)  # fake-load set|clear (the fake agents' load)

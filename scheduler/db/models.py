@@ -220,6 +220,46 @@ class Migration(Base):
     finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
+class RebalancePlan(Base):
+    """A plan of migrations (``berth rebalance plan``) saved to be shown and applied: its goal and
+    options, the figures before and after, and how far applying it went."""
+
+    __tablename__ = "rebalance_plans"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    goal: Mapped[str] = mapped_column(sa.String(32), nullable=False)
+    options: Mapped[dict[str, Any]] = mapped_column(sa.JSON, nullable=False)
+    # planned, applying, stopping, stopped, done
+    state: Mapped[str] = mapped_column(sa.String(16), nullable=False, index=True)
+    reason: Mapped[str | None] = mapped_column(sa.Text)  # why it stopped
+    summary: Mapped[dict[str, Any]] = mapped_column(sa.JSON, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
+    updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class RebalanceStep(Base):
+    """One migration of a rebalance plan: the instance, where the plan saw it and where it goes,
+    the generations of both hosts when the plan was made, and what became of it."""
+
+    __tablename__ = "rebalance_steps"
+
+    plan_id: Mapped[int] = mapped_column(
+        sa.Integer, sa.ForeignKey("rebalance_plans.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    instance_uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False)
+    source_host: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    dest_host: Mapped[str] = mapped_column(sa.String(255), nullable=False)
+    source_generation: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    dest_generation: Mapped[int] = mapped_column(sa.BigInteger, nullable=False)
+    memory_mb: Mapped[float] = mapped_column(sa.Double, nullable=False)
+    reason: Mapped[str] = mapped_column(sa.Text, nullable=False)  # why the plan moves it
+    # pending, running, done, failed (running, done and failed read from its migration)
+    status: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    migration_id: Mapped[int | None] = mapped_column(sa.Integer)
+    failure: Mapped[str | None] = mapped_column(sa.Text)  # why it was refused
+
+
 class ScalingGroup(Base):
     """A scaling group: its spec and instance template, the count the controller keeps, and
     the lease of the controller syncing it.
@@ -321,6 +361,8 @@ scaling_group_recommendations = _table(ScalingGroupRecommendation)
 scaling_group_events = _table(ScalingGroupEvent)
 instance_metrics = _table(InstanceMetric)
 migrations = _table(Migration)
+rebalance_plans = _table(RebalancePlan)
+rebalance_steps = _table(RebalanceStep)
 
 
 def _shadow(table: sa.Table) -> sa.Table:

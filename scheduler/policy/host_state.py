@@ -13,6 +13,7 @@ report never gives back room the scheduler has promised.
 """
 
 import contextlib
+import copy
 import json
 import math
 import time
@@ -103,6 +104,12 @@ class HostTable:
         self._has_trait = _widened(self._has_trait, len(self._has_trait), capacity)
         self._capacity = capacity
         self._bind_columns()
+
+    def copy(self):
+        """An independent copy (a rebalance plan works on one while the scheduler goes on)."""
+        copied = copy.deepcopy(self)
+        copied._bind_columns()  # the copied views would no longer share the copied arrays
+        return copied
 
     def _bind_columns(self):
         for name in self.COLUMNS:

@@ -69,9 +69,11 @@ def request_key(spec: RequestSpec) -> tuple[Any, ...]:
             tuple(spec.same_host_hosts or ()), tuple(spec.different_host_hosts or ()))
 
 
-def request_for(flavor: Flavor, count: int) -> RequestSpec:
-    """The request of ``count`` new instances of ``flavor`` the room is made for."""
-    return RequestSpec(instance_uuids=[str(uuidlib.uuid4()) for _ in range(count)], flavor=flavor)
+def request_for(flavor: Flavor, count: int, zone: str | None = None) -> RequestSpec:
+    """The request of ``count`` new instances of ``flavor`` (in availability ``zone``) the room is
+    made for."""
+    return RequestSpec(instance_uuids=[str(uuidlib.uuid4()) for _ in range(count)], flavor=flavor,
+                       availability_zone=zone)
 
 
 def one_of(request: RequestSpec, index: int) -> RequestSpec:

@@ -58,9 +58,10 @@ class NoPlan:
 
 
 def make_room(snapshot: Snapshot, flavor: Flavor, count: int = 1, filters: Sequence[Any] = (),
-              time_limit: float = 1.0, method: str = AUTO, targets: int | None = None) -> Plan | NoPlan:
-    """The plan after which ``count`` instances of ``flavor`` fit, each on a host ``filters``
-    accept, or NoPlan saying why. ``method``: ``exact`` (the integer program, within
+              time_limit: float = 1.0, method: str = AUTO, targets: int | None = None,
+              zone: str | None = None) -> Plan | NoPlan:
+    """The plan after which ``count`` instances of ``flavor`` fit (in availability ``zone``), each
+    on a host ``filters`` accept, or NoPlan saying why. ``method``: ``exact`` (the integer program, within
     ``time_limit`` seconds), ``greedy``, or ``auto``: the greedy plan, then the exact one where it
     is within size and time (falling back to the greedy plan, said in ``note``). A plan carries
     the fleet's figures before and after its migrations, ``flavor`` among those it tries to fit."""
@@ -69,22 +70,23 @@ def make_room(snapshot: Snapshot, flavor: Flavor, count: int = 1, filters: Seque
     if method not in (AUTO, EXACT, GREEDY):
         raise ValueError(f"method must be one of {AUTO}, {EXACT}, {GREEDY}")
     judge = Judge(filters)
-    found = _make_room(snapshot, judge, flavor, count, time_limit, method, targets)
+    found = _make_room(snapshot, judge, flavor, count, time_limit, method, targets, zone)
     if isinstance(found, NoPlan):
         return found
     return with_figures(snapshot, judge, found, [*flavors_in_use(snapshot), flavor])
 
 
 def _make_room(snapshot: Snapshot, judge: Judge, flavor: Flavor, count: int, time_limit: float, method: str,
-               targets: int | None) -> Plan | NoPlan:
+               targets: int | None, zone: str | None) -> Plan | NoPlan:
     started = time.monotonic()  # the solver's time limit is wall time
-    request = request_for(flavor, count)
+    request = request_for(flavor, count, zone)
     wanted = amounts_of(flavor)
     label = f"flavor {flavor.name}" if flavor.name else "the flavor"
     refused = _lacking(snapshot, wanted, count, label)
     if refused is not None:
         return NoPlan(refused)
-    candidates, why = candidate_targets(snapshot, judge, flavor, (targets or TARGETS) + 2 * (count - 1))
+    candidates, why = candidate_targets(snapshot, judge, flavor, (targets or TARGETS) + 2 * (count - 1),
+                                        zone)
     if not candidates:
         return NoPlan(why)
     draft = greedy.plan(snapshot, judge, request, candidates) if method != EXACT else None
@@ -232,7 +234,7 @@ def _figures(wanted: np.ndarray) -> str:
 
 
 def candidate_targets(snapshot: Snapshot, judge: Judge, flavor: Flavor,
-                      how_many: int) -> tuple[list[int], str]:
+                      how_many: int, zone: str | None = None) -> tuple[list[int], str]:
     """(the rows closest to fitting ``flavor`` that the filters accept once their movable instances
     are gone, closest first, at most ``how_many``; why there are none, when there are none)."""
     table = snapshot.table
@@ -251,7 +253,7 @@ def candidate_targets(snapshot: Snapshot, judge: Judge, flavor: Flavor,
     need = np.maximum(wanted - room[possible], 0.0)
     share = (need / np.where(wanted > 0, wanted, 1.0)).sum(axis=1)
     order = possible[np.lexsort((need[:, 1], share))]
-    request = request_for(flavor, 1)
+    request = request_for(flavor, 1, zone)
     found: list[int] = []
     reasons: list[str] = []
     for start in range(0, len(order), max(how_many, 1) * 4):

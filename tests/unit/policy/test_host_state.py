@@ -62,3 +62,17 @@ def test_release_gives_back():
     assert (host.free_ram_mb, host.free_disk_gb, host.vcpus_used, host.num_instances) == (
         8192, 100, 0, 0,
     )
+
+
+def test_a_copy_of_the_table_moves_alone():
+    from scheduler.policy.host_state import HostTable
+
+    table = HostTable()
+    make_host("h1", table=table)
+    make_host("h2", table=table)
+    copied = table.copy()
+    copied.shift(copied.index["h1"], FLAVOR, +1)  # what a rebalance plan tries on its copy
+    assert (list(copied.free_ram_mb), list(copied.vcpus_used)) == ([7168, 8192], [2, 0])
+    assert (list(table.free_ram_mb), list(table.vcpus_used)) == ([8192, 8192], [0, 0])
+    copied.add("h3")  # its rows grow apart too
+    assert (len(copied), len(table)) == (3, 2)

@@ -1,0 +1,275 @@
+"""The RPC methods of rebalance plans (admin API 1.2): make and save a plan, list and show them,
+start one step, stop a plan.
+
+``berth rebalance apply`` drives a plan a step at a time, as ``berth host drain`` drives a drain;
+each step is checked here, where the host table and the claims are, at the moment it starts:
+the instance must still be ACTIVE where the plan saw it, both hosts' generations must be those
+the plan recorded (plus the claims of the plan's own steps), and the destination must still
+pass the filters (the path of ``berth migrate --live --host``). A step that fails a check is
+refused with the reason, and the plan stops there: nothing else is moved in its place.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler import api_versions, rpc, states
+from scheduler.db import moves as migration_rows
+from scheduler.db import rebalance_plans as rows
+from scheduler.exception import BerthError, InstanceNotFound, InvalidRequest, NoValidHost
+from scheduler.moves.fleet_snapshot import fleet_snapshot
+from scheduler.planning.moves import MoveRefused
+from scheduler.policy.rebalance import Plan, figures
+from scheduler.policy.rebalance.balance import TARGET_SKEW
+from scheduler.policy.rebalance.goals import BALANCE, GOALS, MAKE_ROOM, MAX_MIGRATIONS
+from scheduler.policy.rebalance.judge import Judge
+from scheduler.policy.rebalance.planner import AUTO, EXACT, GREEDY
+from scheduler.policy.request_spec import Flavor
+
+LOG = logging.getLogger(__name__)
+METHODS = (AUTO, GREEDY, EXACT)
+#: The longest a planner may be given, in seconds.
+MAX_TIME_LIMIT = 600.0
+#: The most instances room may be asked for at once.
+MAX_COUNT = 1000
+
+
+class PlanNotFound(BerthError):
+    invalid_input = True
+
+
+class NoRebalancePlan(BerthError):
+    """The goal cannot be reached: the planner's reason."""
+
+    invalid_input = True
+
+
+def _options(goal: Any, options: Any) -> dict[str, Any]:
+    """The goal's options checked: InvalidRequest naming what is wrong."""
+    if goal not in GOALS:
+        raise InvalidRequest(f"plan_rebalance: goal must be one of {', '.join(sorted(GOALS))}, "
+                             f"got {str(goal)[:60]!r}")
+    if not isinstance(options, dict):
+        raise InvalidRequest("plan_rebalance: options must be an object")
+    checked: dict[str, Any] = {}
+    limit = options.get("time_limit", 1.0)
+    if isinstance(limit, bool) or not isinstance(limit, int | float) or not 0 < limit <= MAX_TIME_LIMIT \
+            or not math.isfinite(limit):
+        raise InvalidRequest("plan_rebalance: time_limit must be a number of seconds in "
+                             f"(0, {MAX_TIME_LIMIT:g}], "
+                             f"got {str(limit)[:60]!r}")
+    checked["time_limit"] = float(limit)
+    if goal == MAKE_ROOM:
+        unknown = sorted(set(options) - {"flavor", "count", "zone", "method", "time_limit"})
+        if unknown:
+            raise InvalidRequest(f"plan_rebalance: unknown option(s) {', '.join(map(str, unknown))}")
+        checked["flavor"] = Flavor.from_wire(options.get("flavor"), "plan_rebalance: flavor").to_wire()
+        count = options.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
+            raise InvalidRequest(f"plan_rebalance: count must be a whole number from 1 to {MAX_COUNT}, "
+                                 f"got {str(count)[:60]!r}")
+        checked["count"] = count
+        zone = options.get("zone")
+        if zone is not None and (not isinstance(zone, str) or not zone.strip() or len(zone) > 255):
+            raise InvalidRequest("plan_rebalance: zone must be a zone's name")
+        checked["zone"] = zone
+        method = options.get("method", AUTO)
+        if method not in METHODS:
+            raise InvalidRequest(f"plan_rebalance: method must be one of {', '.join(METHODS)}, "
+                                 f"got {str(method)[:60]!r}")
+        checked["method"] = method
+        return checked
+    allowed = {"max_migrations", "time_limit"} | ({"target_skew"} if goal == BALANCE else {"headroom"})
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise InvalidRequest(f"plan_rebalance: unknown option(s) of {goal}: {', '.join(map(str, unknown))}")
+    most = options.get("max_migrations", MAX_MIGRATIONS)
+    if isinstance(most, bool) or not isinstance(most, int) or not 1 <= most <= MAX_COUNT:
+        raise InvalidRequest(f"plan_rebalance: max_migrations must be a whole number from 1 to {MAX_COUNT}, "
+                             f"got {str(most)[:60]!r}")
+    checked["max_migrations"] = most
+    if goal == BALANCE:
+        target = options.get("target_skew", TARGET_SKEW)
+        if isinstance(target, bool) or not isinstance(target, int | float) or not 1.0 <= target < math.inf:
+            raise InvalidRequest("plan_rebalance: target_skew is max / mean of the hosts' load, a number "
+                                 f"of at least 1.0, got {str(target)[:60]!r}")
+        checked["target_skew"] = float(target)
+    else:
+        headroom = options.get("headroom", 0.0)
+        if isinstance(headroom, bool) or not isinstance(headroom, int | float) or not 0.0 <= headroom < 1.0:
+            raise InvalidRequest("plan_rebalance: headroom is the share of each limit a destination keeps "
+                                 f"free, from 0 to below 1, got {str(headroom)[:60]!r}")
+        checked["headroom"] = float(headroom)
+    return checked
+
+
+def _plan_id(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidRequest(f"{where}: plan_id must be a positive whole number, got {str(value)[:60]!r}")
+    return value
+
+
+class RebalanceEndpoint:
+    RPC_API = api_versions.ADMIN
+
+    def __init__(self, conf: Any, database: Any, hosts: Any, selector: Any, moves: Any) -> None:
+        self._conf = conf
+        self._db = database
+        self._hosts = hosts  # HostManager
+        self._selector = selector  # its filters decide every destination
+        self._moves = moves  # MoveEndpoint: a step is its migrate_instance(live, host)
+
+    # -- making a plan ------------------------------------------------------------
+
+    @rpc.callers(rpc.OPERATOR)
+    def plan_rebalance(self, context, goal, options):
+        """Plan ``goal`` (GOALS) with ``options`` on the fleet as it is now and save the plan; the
+        plan with its steps. A goal that cannot be reached is refused with the planner's reason,
+        and nothing is saved."""
+        checked = _options(goal, options)
+        snapshot = fleet_snapshot(self._conf, self._db, self._hosts)
+        filters = list(self._selector.filters)
+        wanted = Flavor.from_wire(checked["flavor"]) if "flavor" in checked else None
+        result = GOALS[goal](snapshot, {**checked, "flavor": wanted, "filters": filters})
+        if not isinstance(result, Plan):
+            raise NoRebalancePlan(f"No rebalance plan ({goal}): {result.reason}")
+        if result.before is None or result.after is None:
+            result.before, result.after = figures.before_after(snapshot, Judge(filters), result.migrations)
+        before, after = result.before, result.after
+        involved = sorted({h for m in result.migrations for h in (m.source, m.destination)})
+        generations = self._db.host_generations(involved) if involved else {}
+        steps = [{"instance_uuid": m.instance, "source_host": m.source, "dest_host": m.destination,
+                  "source_generation": generations.get(m.source, 0),
+                  "dest_generation": generations.get(m.destination, 0),
+                  "memory_mb": float(m.memory_mb), "reason": m.reason} for m in result.migrations]
+        summary = {"method": result.method, "optimal": result.optimal, "note": result.note,
+                   "placements": list(result.placements), "before": before.summary(),
+                   "after": after.summary(),
+                   "figures": [[name, value, shown_after] for (name, value), (_, shown_after)
+                               in zip(figures.shown(before), figures.shown(after), strict=True)]}
+        plan = self._db.create_rebalance_plan(goal, checked, summary, steps)
+        LOG.info("Rebalance plan %s (%s): %d migration(s), %s", plan["id"], goal, len(steps), result.method)
+        return self._shown(plan)
+
+    # -- reading ------------------------------------------------------------------
+
+    @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
+    def list_rebalance_plans(self, context):
+        """Plans newest first, each in the state show_rebalance_plan gives it."""
+        plans = self._db.list_rebalance_plans()
+        for plan in plans:
+            if plan["state"] in (rows.APPLYING, rows.STOPPING) or not plan["step_count"]:  # as its steps say
+                shown = self._shown(self._get(plan["id"]))
+                plan.update(state=shown["state"], reason=shown.get("reason"))
+        return plans
+
+    @rpc.read_only
+    @rpc.callers(rpc.ANYONE)
+    def show_rebalance_plan(self, context, plan_id):
+        """The plan, each step's status as its migration says (pending, running, done, failed
+        with the reason), and the plan's state."""
+        return self._shown(self._get(_plan_id(plan_id, "show_rebalance_plan")))
+
+    def _get(self, plan_id: int) -> dict[str, Any]:
+        plan = self._db.get_rebalance_plan(plan_id)
+        if plan is None:
+            raise PlanNotFound(f"No rebalance plan {plan_id} (berth rebalance list)")
+        return plan
+
+    def _shown(self, plan: dict[str, Any]) -> dict[str, Any]:
+        for step in plan["steps"]:
+            if step["status"] == rows.RUNNING and step["migration_id"] is not None:
+                migration = self._db.get_migration(step["migration_id"]) or {}
+                status = migration.get("status")
+                if status in (migration_rows.COMPLETED, migration_rows.CONFIRMED):
+                    step["status"] = rows.STEP_DONE
+                elif status in (migration_rows.ERROR, migration_rows.REVERTED):
+                    step["status"] = rows.FAILED
+                    step["failure"] = migration.get("reason") or f"migration {step['migration_id']} {status}"
+        statuses = {s["status"] for s in plan["steps"]}
+        if not plan["steps"]:  # it fits already: nothing to apply
+            plan["state"] = rows.DONE
+        elif plan["state"] in (rows.APPLYING, rows.STOPPING) and rows.RUNNING not in statuses:
+            if statuses <= {rows.STEP_DONE}:
+                plan["state"] = rows.DONE
+            elif plan["state"] == rows.STOPPING or rows.FAILED in statuses:
+                plan["state"] = rows.STOPPED
+        if rows.FAILED in statuses and not plan.get("reason"):
+            failed = next(s for s in plan["steps"] if s["status"] == rows.FAILED)
+            plan["reason"] = f"step {failed['position']} failed: {failed['failure']}"
+        return plan
+
+    # -- applying -----------------------------------------------------------------
+
+    @rpc.callers(rpc.OPERATOR)
+    def start_rebalance_step(self, context, plan_id, position):
+        """Start step ``position`` of the plan (a live migration to its planned host), after its
+        checks: {position, migration} once started; {position, refused: why} when it fails them,
+        and the plan stops (answered, not raised: the step's failure and the stop are saved with
+        the message's transaction, which a raise would roll back)."""
+        plan = self._shown(self._get(_plan_id(plan_id, "start_rebalance_step")))
+        steps = {s["position"]: s for s in plan["steps"]}
+        step = steps.get(position) if isinstance(position, int) and not isinstance(position, bool) else None
+        if step is None:
+            raise InvalidRequest(f"start_rebalance_step: plan {plan['id']} has no step {str(position)[:20]}")
+        if plan["state"] not in (rows.PLANNED, rows.APPLYING) or plan.get("reason"):
+            raise MoveRefused(f"Rebalance plan {plan['id']} is {plan['state']}"
+                              + (f" ({plan['reason']})" if plan.get("reason") else "") + ": no step starts")
+        if step["status"] != rows.PENDING:
+            raise MoveRefused(f"Step {position} of rebalance plan {plan['id']} is {step['status']} already")
+        self._db.set_rebalance_plan_state(plan["id"], rows.APPLYING, (rows.PLANNED,))
+        why = self._changed(plan, step)
+        if why is None:
+            try:
+                migration = self._moves.migrate_instance(context, step["instance_uuid"],
+                                                         host=step["dest_host"], live=True)
+            except (MoveRefused, NoValidHost, InstanceNotFound, InvalidRequest) as exc:  # nothing changed
+                why = str(exc)
+            else:
+                self._db.set_rebalance_step(plan["id"], position, rows.PENDING,
+                                            {"status": rows.RUNNING, "migration_id": migration["id"]})
+                return {"position": position, "migration": migration}
+        reason = f"step {position} refused: {why}"
+        if not self._db.set_rebalance_step(plan["id"], position, rows.PENDING,
+                                           {"status": rows.FAILED, "failure": why}):
+            # another apply of the same plan started it meanwhile (hence, perhaps, this refusal)
+            raise MoveRefused(f"Step {position} of rebalance plan {plan['id']} was started meanwhile "
+                              "by another apply of the plan")
+        self._stop(plan["id"], reason)
+        LOG.warning("Rebalance plan %s stopped: %s", plan["id"], reason)
+        return {"position": position, "refused": why}
+
+    def _changed(self, plan: Mapping[str, Any], step: Mapping[str, Any]) -> str | None:
+        """Why the fleet no longer is as the plan saw it for ``step``, or None."""
+        uuid, source, dest = step["instance_uuid"], step["source_host"], step["dest_host"]
+        instance = self._db.get_instance(uuid)
+        if instance is None or instance["state"] != states.ACTIVE or instance["host"] != source:
+            where = "gone" if instance is None else f"{instance['state']} on {instance['host'] or 'no host'}"
+            return f"instance {uuid} is no longer ACTIVE on {source} as the plan saw it: it is {where}"
+        now = self._db.host_generations([source, dest])
+        started = [s for s in plan["steps"] if s["migration_id"] is not None]
+        for host, seen in ((source, step["source_generation"]), (dest, step["dest_generation"])):
+            # each step of this plan started since claimed its destination once
+            own = sum(1 for s in started if s["dest_host"] == host)
+            if now.get(host, 0) != seen + own:
+                return (f"host {host} changed since the plan was made: its generation is {now.get(host, 0)}, "
+                        f"the plan expected {seen + own} (something was placed on it or moved to it); "
+                        "make a new plan")
+        return None
+
+    @rpc.callers(rpc.OPERATOR)
+    def stop_rebalance_plan(self, context, plan_id):
+        """Start no more steps of the plan; those running end on their own. The plan."""
+        plan = self._shown(self._get(_plan_id(plan_id, "stop_rebalance_plan")))
+        if plan["state"] in (rows.DONE, rows.STOPPED):
+            raise MoveRefused(f"Rebalance plan {plan['id']} is {plan['state']} already: nothing to stop")
+        self._stop(plan["id"], "stopped by berth rebalance stop")
+        return self._shown(self._get(plan["id"]))
+
+    def _stop(self, plan_id: int, reason: str) -> None:
+        self._db.set_rebalance_plan_state(plan_id, rows.STOPPING, (rows.PLANNED, rows.APPLYING), reason)
+

@@ -1,0 +1,197 @@
+"""``berth rebalance plan|show|list|apply|stop``: arguments, what is sent and printed, and the
+apply loop against a fake scheduler (steps started at most N at a time, a refusal stops it)."""
+
+import io
+import json
+
+import pytest
+
+from scheduler import rpc
+from scheduler.cmd.arguments import CommandError
+from scheduler.cmd.rebalancing import Apply
+from tests.unit.cli_scheduler import parse, stored_flavor, write_conf
+
+FIGURES = [["skew", "1.400", "1.250"], ["hosts used", "3", "3"],
+           ["largest flavor that fits", "m1.medium", "m1.large"], ["stranded RAM", "40.0%", "10.0%"]]
+
+
+def step(position, source="h1", dest="h2"):
+    return {"position": position, "instance_uuid": f"00000000-0000-4000-8000-00000000000{position}",
+            "source_host": source, "dest_host": dest, "memory_mb": 4096.0, "status": "pending",
+            "migration_id": None, "failure": None, "reason": f"frees room on {source} for flavor m1.large"}
+
+
+class Plans:
+    """A fake scheduler holding plan 1 of ``count`` steps: a step started is done after ``polls``
+    looks at the plan; starting a step of ``refuse`` is refused (the plan stops, as the
+    scheduler's does)."""
+
+    def __init__(self, count=3, polls=2, refuse=()):
+        self.plan = {"id": 1, "goal": "make_room", "state": "planned", "reason": None,
+                     "options": {"flavor": {"name": "m1.large"}, "count": 1, "time_limit": 1.0},
+                     "summary": {"method": "exact", "optimal": True, "note": "", "placements": ["h1"],
+                                 "before": {"hosts_used": 3}, "after": {"hosts_used": 3}, "figures": FIGURES},
+                     "steps": [step(n) for n in range(1, count + 1)]}
+        self.polls, self.refuse = polls, set(refuse)
+        self.calls, self.looks, self.most_running = [], {}, 0
+
+    def admin_call(self, ctxt, method, **kwargs):
+        self.calls.append((method, kwargs))
+        if method == "show_flavor":
+            return stored_flavor(kwargs["name"])
+        if method == "plan_rebalance":
+            return self.plan
+        if method == "list_rebalance_plans":
+            return [{"id": 1, "goal": "make_room", "state": self.plan["state"], "step_count": 3,
+                     "created_at": "2026-12-04T23:00:00.000000Z", "reason": None}]
+        if method == "stop_rebalance_plan":
+            self.plan["state"], self.plan["reason"] = "stopping", "stopped by berth rebalance stop"
+            return self.plan
+        if method == "start_rebalance_step":
+            position = kwargs["position"]
+            if position in self.refuse:
+                self.plan["steps"][position - 1].update(status="failed", failure="host h2 changed")
+                self.plan["state"] = "stopped"
+                self.plan["reason"] = f"step {position} refused: host h2 changed"
+                return {"position": position, "refused": "host h2 changed"}
+            if self.plan["state"] not in ("planned", "applying"):
+                raise rpc.RemoteError("MoveRefused",
+                                      f"Rebalance plan 1 is {self.plan['state']}: no step starts", "")
+            self.plan["state"] = "applying"
+            self.plan["steps"][position - 1].update(status="running", migration_id=100 + position)
+            self.looks[position] = 0
+            return {"position": position, "migration": {"id": 100 + position}}
+        assert method == "show_rebalance_plan"
+        for position in list(self.looks):
+            self.looks[position] += 1
+            if self.looks[position] > self.polls:
+                self.plan["steps"][position - 1]["status"] = "done"
+                del self.looks[position]
+        running = sum(s["status"] == "running" for s in self.plan["steps"])
+        self.most_running = max(self.most_running, running)
+        if not running and all(s["status"] == "done" for s in self.plan["steps"]):
+            self.plan["state"] = "done"
+        return json.loads(json.dumps(self.plan))
+
+
+def run(tmp_path, plans, *argv):
+    args = parse(write_conf(tmp_path), "rebalance", *argv)
+    out = io.StringIO()
+    status = args.func(plans, args, out)
+    return status, out.getvalue()
+
+
+def test_plan_sends_the_goal_and_its_options_and_prints_figures_and_steps(tmp_path):
+    plans = Plans(count=1)
+    status, text = run(tmp_path, plans, "plan", "--make-room", "m1.large", "--count", "2", "--zone", "az1",
+                       "--time-limit", "5", "--method", "exact")
+    assert status == 0
+    [(method, sent)] = [c for c in plans.calls if c[0] == "plan_rebalance"]
+    assert sent["goal"] == "make_room"
+    assert sent["options"] == {"time_limit": 5.0, "count": 2, "zone": "az1", "method": "exact",
+                               "flavor": {k: v for k, v in stored_flavor("m1.large").items()
+                                          if k not in ("created_at", "updated_at")}}
+    lines = text.splitlines()
+    assert lines[0] == ("rebalance plan 1: room for 1 x m1.large: 1 migration(s), 4096 MB moved; exact "
+                        "(proven fewest); planned")
+    assert lines[1].split() == ["FIGURE", "BEFORE", "AFTER"]
+    assert lines[4].split() == ["largest", "flavor", "that", "fits", "m1.medium", "m1.large"]
+    assert lines[7].split()[:6] == ["STEP", "INSTANCE", "SOURCE", "DEST", "MEMORY_MB", "STATUS"]
+    assert lines[8].split()[:6] == ["1", "00000000-0000-4000-8000-000000000001", "h1", "h2", "4096",
+                                    "pending"]
+    assert lines[8].endswith("frees room on h1 for flavor m1.large")
+    assert lines[-2:] == ["then the new instance(s) fit on: h1", "apply it: berth rebalance apply 1"]
+
+
+def test_plan_as_json_is_one_object_with_its_figures_and_steps(tmp_path):
+    status, text = run(tmp_path, Plans(count=2), "plan", "--make-room", "m1.large", "-f", "json")
+    record = json.loads(text)
+    assert (status, record["id"], record["method"], record["placements"]) == (0, 1, "exact", ["h1"])
+    assert [s["step"] for s in record["steps"]] == [1, 2]
+    assert record["steps"][0]["dest"] == "h2" and record["after"] == {"hosts_used": 3}
+    assert record["steps"][0]["memory_mb"] == 4096
+
+
+def test_bad_plan_arguments_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        parse(write_conf(tmp_path), "rebalance", "plan")  # no goal
+    assert "one of the arguments --make-room" in capsys.readouterr().err
+    with pytest.raises(CommandError, match="--time-limit: give more than 0 and at most 600 seconds, got 0"):
+        run(tmp_path, Plans(), "plan", "--make-room", "m1.large", "--time-limit", "0")
+    with pytest.raises(CommandError, match="no flavor named 'm1.nosuch'"):
+        run(tmp_path, Plans(), "plan", "--make-room", "m1.nosuch")
+    with pytest.raises(SystemExit):
+        parse(write_conf(tmp_path), "rebalance", "plan", "--make-room", "m1.large", "--method", "guess")
+
+
+def test_balance_and_consolidate_send_their_own_options_and_refuse_the_others(tmp_path):
+    plans = Plans(count=1)
+    status, _ = run(tmp_path, plans, "plan", "--balance", "--target", "1.1", "--max-migrations", "4")
+    assert status == 0
+    assert plans.calls[-1] == ("plan_rebalance", {"goal": "balance", "options": {
+        "time_limit": 1.0, "target_skew": 1.1, "max_migrations": 4}})
+    run(tmp_path, plans, "plan", "--consolidate", "--headroom", "0.2")
+    assert plans.calls[-1] == ("plan_rebalance", {"goal": "consolidate", "options": {
+        "time_limit": 1.0, "headroom": 0.2}})
+    with pytest.raises(CommandError, match="--target goes with --balance, not --consolidate"):
+        run(tmp_path, plans, "plan", "--consolidate", "--target", "1.1")
+    with pytest.raises(CommandError, match="--max-migrations goes with --balance or --consolidate, not "
+                                           "--make-room"):
+        run(tmp_path, plans, "plan", "--make-room", "m1.large", "--max-migrations", "3")
+    with pytest.raises(CommandError, match="--count and --zone go with --make-room, not --balance"):
+        run(tmp_path, plans, "plan", "--balance", "--count", "2")
+    with pytest.raises(SystemExit):
+        parse(write_conf(tmp_path), "rebalance", "plan", "--balance", "--consolidate")
+
+
+@pytest.mark.parametrize("parallel", [1, 2, 5])
+def test_apply_starts_every_step_never_more_than_asked_at_once(parallel):
+    plans = Plans(count=5)
+    out = io.StringIO()
+    status = Apply(plans, 1, out, max_parallel=parallel, sleep=lambda s: None).run()
+    lines = out.getvalue().splitlines()
+    assert status == 0
+    assert lines[0] == f"applying rebalance plan 1: 5 step(s) to start, at most {parallel} at a time"
+    assert lines[-1] == "rebalance plan 1 done: 5 done"
+    assert sum(line.startswith("step ") and " moved " in line for line in lines) == 5
+    assert plans.most_running == parallel
+
+
+def test_apply_stops_at_a_refused_step_saying_why_and_exits_1():
+    plans = Plans(count=4, refuse={2})
+    out = io.StringIO()
+    status = Apply(plans, 1, out, max_parallel=1, sleep=lambda s: None).run()
+    lines = out.getvalue().splitlines()
+    assert status == 1
+    assert "step 2 refused: host h2 changed" in lines
+    started = [kwargs["position"] for method, kwargs in plans.calls if method == "start_rebalance_step"]
+    assert started == [1, 2]  # nothing after the refusal
+    assert lines[-1] == ("rebalance plan 1 stopped: 1 done, 1 failed, 2 pending "
+                         "(step 2 refused: host h2 changed)")
+
+
+def test_apply_starts_nothing_more_once_the_plan_is_stopped_elsewhere():
+    plans = Plans(count=3, polls=1)
+    out = io.StringIO()
+    looks = []
+
+    def sleep(_):
+        looks.append(1)
+        if len(looks) == 1:  # berth rebalance stop, from another terminal
+            plans.admin_call({}, "stop_rebalance_plan", plan_id=1)
+
+    status = Apply(plans, 1, out, max_parallel=1, sleep=sleep).run()
+    started = [kwargs["position"] for method, kwargs in plans.calls if method == "start_rebalance_step"]
+    assert (status, started) == (1, [1])
+    assert out.getvalue().splitlines()[-1].startswith("rebalance plan 1 stopping: 1 done, 2 pending")
+
+
+def test_show_list_and_stop_print_the_plans(tmp_path):
+    plans = Plans(count=2)
+    status, text = run(tmp_path, plans, "show", "1")
+    assert status == 0 and text.splitlines()[0].endswith("planned") and "apply it" not in text
+    status, text = run(tmp_path, plans, "list")
+    assert text.splitlines()[1].split()[:4] == ["1", "make_room", "planned", "3"]
+    status, text = run(tmp_path, plans, "stop", "1")
+    assert text == "rebalance plan 1 stopping\n"
+    assert plans.calls[-1] == ("stop_rebalance_plan", {"plan_id": 1})

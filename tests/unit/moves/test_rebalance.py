@@ -1,0 +1,244 @@
+"""Rebalance plans, the scheduler's side, over memory:// and SQLite (h1 8 GB, h2 16 GB, h3 4 GB,
+the agents replaced by recorders): a plan saved with its steps and generations, shown, applied
+through live migrations, refused when the fleet changed, stopped."""
+
+import pytest
+
+from scheduler import rpc
+from scheduler.exception import InvalidRequest
+from scheduler.moves.fleet_snapshot import fleet_snapshot
+from scheduler.moves.rebalance_api import NoRebalancePlan, PlanNotFound
+from scheduler.planning.moves import MoveRefused
+from scheduler.transaction.unit_of_work import UnitOfWork
+from tests.unit.moves.test_moves import free
+from tests.unit.scheduler.manager_world import report, request
+
+CTX = rpc.Context({})
+BIG = {"name": "big", "memory_mb": 6144, "root_gb": 10, "ephemeral_gb": 0, "vcpus": 2}
+BIGGER = dict(BIG, name="bigger", memory_mb=7168)
+RAM = {"h1": 8192, "h2": 16384, "h3": 4096}
+
+
+def boot(world, host, memory_mb):
+    """An instance ACTIVE on ``host``."""
+    manager, database, _ = world
+    [uuid], spec, props = request(memory_mb)
+    manager.run_instance(CTX, spec, dict(props, force_hosts=[host]))
+    assert database.get_instance(uuid)["host"] == host
+    manager.instance_update(CTX, uuid, host, "ACTIVE")
+    return uuid
+
+
+def reported(world):
+    """Each host reports the instances ACTIVE on it."""
+    manager, database, _ = world
+    for host, ram in RAM.items():
+        on = database.list_instances(host=host, states=["ACTIVE"])
+        manager.report_resources({}, host, report(host, ram, used=sum(i["memory_mb"] for i in on),
+                                                  uuids=[i["uuid"] for i in on]))
+
+
+def served(parts, database, method, *args):
+    """``method`` run as the RPC server runs a message: in a unit of work, which rolls back
+    what the method wrote should it raise."""
+    work = UnitOfWork(database, parts.outbox, parts.undo)
+    with work, work.step(method.__name__):
+        return method(CTX, *args)
+
+
+@pytest.fixture
+def fleet(world):
+    """No host has 6 GB free (h1 2 GB, h2 5 GB, h3 2 GB): moving h1's 4 GB instance to h2 makes room."""
+    four = boot(world, "h1", 4096)
+    two = boot(world, "h1", 2048)
+    boot(world, "h2", 11264)
+    boot(world, "h3", 2048)
+    reported(world)
+    return {"four": four, "two": two}
+
+
+def test_a_plan_is_saved_with_its_steps_the_hosts_generations_and_the_figures(world, parts, fleet):
+    database = world[1]
+    generations = database.host_generations(["h1", "h2"])
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    [step] = plan["steps"]
+    assert (step["instance_uuid"], step["source_host"], step["dest_host"], step["status"]) == (
+        fleet["four"], "h1", "h2", "pending")
+    assert (step["source_generation"], step["dest_generation"]) == (generations["h1"], generations["h2"])
+    assert step["reason"] == "frees room on h1 for flavor big"
+    assert plan["state"] == "planned" and plan["summary"]["placements"] == ["h1"]
+    before, after = plan["summary"]["before"], plan["summary"]["after"]
+    assert before["largest_fit"] != "big" and after["largest_fit"] == "big"
+    assert (before["hosts_used"], after["hosts_used"]) == (3, 3)
+    # saved: shown and listed by its id
+    assert parts.rebalance.show_rebalance_plan(CTX, plan["id"])["steps"] == plan["steps"]
+    [listed] = parts.rebalance.list_rebalance_plans(CTX)
+    assert (listed["id"], listed["goal"], listed["step_count"], listed["state"]) == (
+        plan["id"], "make_room", 1, "planned")
+
+
+def test_a_goal_out_of_reach_is_refused_with_the_reason_and_nothing_is_saved(world, parts, fleet):
+    huge = dict(BIG, name="huge", memory_mb=32768)
+    with pytest.raises(NoRebalancePlan, match="No rebalance plan \\(make_room\\): no host can ever take "
+                                              "flavor huge"):
+        parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": huge})
+    with pytest.raises(InvalidRequest,
+                       match="goal must be one of balance, consolidate, make_room, got .tidy."):
+        parts.rebalance.plan_rebalance(CTX, "tidy", {})
+    with pytest.raises(InvalidRequest, match="method must be one of auto, greedy, exact"):
+        parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG, "method": "guess"})
+    with pytest.raises(InvalidRequest, match="count must be a whole number"):
+        parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG, "count": 0})
+    with pytest.raises(PlanNotFound, match="No rebalance plan 7"):
+        parts.rebalance.show_rebalance_plan(CTX, 7)
+    assert parts.rebalance.list_rebalance_plans(CTX) == []
+
+
+def test_a_flavor_that_fits_already_gets_a_plan_of_no_step_that_is_done(world, parts, fleet):
+    small = dict(BIG, name="small", memory_mb=2048)
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": small})
+    assert (plan["steps"], plan["state"], plan["summary"]["note"]) == ([], "done",
+                                                                      "flavor small fits without migrations")
+    assert [p["state"] for p in parts.rebalance.list_rebalance_plans(CTX)] == ["done"]
+
+
+def test_applying_a_step_live_migrates_the_instance_to_its_planned_host(world, parts, fleet):
+    manager, database, _ = world
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)["migration"]
+    assert (migration["kind"], migration["source_host"], migration["dest_host"]) == (
+        "live-migration", "h1", "h2")
+    assert free(parts, "h2") == 5120 - 4096  # the destination holds it from the start
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert (shown["state"], shown["steps"][0]["status"]) == ("applying", "running")
+    with pytest.raises(MoveRefused, match="Step 1 of rebalance plan .* is running already"):
+        parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    parts.moves.move_update(CTX, fleet["four"], "h2", migration["id"], "done")
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert (shown["state"], shown["steps"][0]["status"]) == ("done", "done")
+    assert [p["state"] for p in parts.rebalance.list_rebalance_plans(CTX)] == ["done"]
+    assert database.get_instance(fleet["four"])["host"] == "h2"
+    reported(world)  # h1's agent no longer lists it
+    assert free(parts, "h1") == 6144  # the room was made
+
+
+def test_a_step_whose_host_changed_since_the_plan_is_refused_and_the_plan_stops(world, parts, fleet):
+    database = world[1]
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    boot(world, "h2", 1024)  # placed on the planned destination meanwhile: its generation moves
+    refused = served(parts, database, parts.rebalance.start_rebalance_step, plan["id"], 1)
+    assert refused["refused"].startswith("host h2 changed since the plan was made")
+    assert database.get_instance(fleet["four"])["host"] == "h1"  # nothing else moved in its place
+    assert database.list_migrations(instance_uuid=fleet["four"]) == []
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert (shown["state"], shown["steps"][0]["status"]) == ("stopped", "failed")
+    assert shown["steps"][0]["failure"].startswith(
+        "host h2 changed since the plan was made: its generation is")
+
+
+def test_a_step_whose_instance_moved_is_refused(world, parts, fleet):
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    migration = parts.moves.migrate_instance(CTX, fleet["four"], host="h3", force=True)
+    refused = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    assert refused == {"position": 1, "refused": f"instance {fleet['four']} is no longer ACTIVE on h1 as the "
+                                                 "plan saw it: it is MIGRATING on h1"}
+    assert world[1].get_migration(migration["id"])["dest_host"] == "h3"
+
+
+def test_a_stopped_plan_starts_no_step(world, parts, fleet):
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    stopped = parts.rebalance.stop_rebalance_plan(CTX, plan["id"])
+    assert (stopped["state"], stopped["reason"]) == ("stopped", "stopped by berth rebalance stop")
+    with pytest.raises(MoveRefused, match="Rebalance plan .* is stopped "
+                                          "\\(stopped by berth rebalance stop\\): "
+                                          "no step starts"):
+        parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
+    assert world[1].get_instance(fleet["four"])["state"] == "ACTIVE"
+    with pytest.raises(MoveRefused, match="is stopped already: nothing to stop"):
+        parts.rebalance.stop_rebalance_plan(CTX, plan["id"])
+
+
+def test_stopping_while_a_step_runs_lets_it_end(world, parts, fleet):
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)["migration"]
+    assert parts.rebalance.stop_rebalance_plan(CTX, plan["id"])["state"] == "stopping"
+    parts.moves.move_update(CTX, fleet["four"], "h2", migration["id"], "done")
+    assert parts.rebalance.show_rebalance_plan(CTX, plan["id"])["state"] == "done"
+
+
+def test_steps_to_the_same_host_pass_its_generation_check_each_after_the_other(world, parts):
+    """h1 holds 2 + 2 + 3 GB: room for 7 GB there takes all three off, two of them onto h2."""
+    database = world[1]
+    moved = [boot(world, "h1", memory) for memory in (2048, 2048, 3072)]
+    boot(world, "h2", 11264)
+    boot(world, "h3", 2048)
+    reported(world)
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIGGER})
+    assert sorted(s["instance_uuid"] for s in plan["steps"]) == sorted(moved)
+    assert sorted(s["dest_host"] for s in plan["steps"]) == ["h2", "h2", "h3"]
+    for step in plan["steps"]:
+        migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], step["position"])["migration"]
+        parts.moves.move_update(CTX, step["instance_uuid"], step["dest_host"], migration["id"], "done")
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert shown["state"] == "done" and {s["status"] for s in shown["steps"]} == {"done"}
+    assert {database.get_instance(u)["host"] for u in moved} == {"h2", "h3"}
+
+
+def test_a_step_whose_move_fails_stops_the_plan_with_the_agents_reason(world, parts):
+    for memory in (2048, 2048, 3072):
+        boot(world, "h1", memory)
+    boot(world, "h2", 11264)
+    boot(world, "h3", 2048)
+    reported(world)
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIGGER})
+    first = plan["steps"][0]
+    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)["migration"]
+    parts.moves.move_update(CTX, first["instance_uuid"], first["dest_host"], migration["id"], "failed",
+                            {"reason": "disk on fire"})
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert (shown["state"], shown["reason"]) == ("stopped", "step 1 failed: disk on fire")
+    assert [s["status"] for s in shown["steps"]] == ["failed", "pending", "pending"]
+    with pytest.raises(MoveRefused, match="is stopped \\(step 1 failed: disk on fire\\): no step starts"):
+        parts.rebalance.start_rebalance_step(CTX, plan["id"], 2)
+    assert world[1].list_migrations(instance_uuid=plan["steps"][1]["instance_uuid"]) == []
+
+
+def test_the_fleet_a_plan_reads_moves_only_active_instances_it_can_read(conf, world, parts, fleet):
+    database = world[1]
+    moving = boot(world, "h3", 1024)
+    parts.moves.migrate_instance(CTX, moving, host="h2")
+    database.update_instance(fleet["two"], {"request_spec": {"instance_type": "not a flavor"}})
+    snapshot = fleet_snapshot(conf, database, parts.host_manager)
+    residents = snapshot.residents
+    assert residents[fleet["four"]].movable and residents[fleet["four"]].host == "h1"
+    assert not residents[moving].movable  # MIGRATING: it holds its room where it is
+    assert not residents[fleet["two"]].movable  # its stored request cannot be read
+    assert residents[fleet["two"]].amounts == (2, 2048, 10)
+    plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
+    assert fleet["two"] not in {s["instance_uuid"] for s in plan["steps"]}
+
+
+def test_consolidate_and_balance_are_planned_through_the_same_endpoint(world, parts, fleet):
+    plan = parts.rebalance.plan_rebalance(CTX, "consolidate", {"max_migrations": 3})
+    assert plan["goal"] == "consolidate" and plan["options"]["max_migrations"] == 3
+    assert 1 <= len(plan["steps"]) <= 3
+    assert plan["summary"]["after"]["hosts_used"] < plan["summary"]["before"]["hosts_used"]
+    with pytest.raises(NoRebalancePlan, match="No rebalance plan \\(balance\\): no host has measured load"):
+        parts.rebalance.plan_rebalance(CTX, "balance", {"target_skew": 1.1})
+    with pytest.raises(InvalidRequest, match="unknown option\\(s\\) of balance: headroom"):
+        parts.rebalance.plan_rebalance(CTX, "balance", {"headroom": 0.1})
+    with pytest.raises(InvalidRequest, match="target_skew is max / mean of the hosts' load, a number of at "
+                                             "least 1.0, got '0.5'"):
+        parts.rebalance.plan_rebalance(CTX, "balance", {"target_skew": 0.5})
+
+
+def test_each_instance_carries_its_share_of_its_hosts_measured_load(conf, world, parts, fleet):
+    table = parts.host_manager.table
+    row = table.index["h1"]
+    table.util_measured[row], table.cpu_util[row] = True, 0.5  # 4 of h1's 8 cores busy, as measured
+    snapshot = fleet_snapshot(conf, world[1], parts.host_manager)
+    # h1's two instances take 2 vCPUs each: 2 cores of load each; h2 measured nothing
+    assert {r.uuid: r.load for r in snapshot.residents.values() if r.host == "h1"} == {
+        fleet["four"]: 2.0, fleet["two"]: 2.0}
+    assert {r.load for r in snapshot.residents.values() if r.host == "h2"} == {0.0}
+    assert snapshot.load[row] == 4.0
