@@ -1,7 +1,8 @@
 """A rebalance plan on real processes: RabbitMQ, PostgreSQL, a scheduler and three agents.
 
 Three 8 GB hosts each hold three 2 GB instances: 6 GB of the fleet is free, 2 GB a host, and a
-6 GB flavor fits nowhere. ``berth rebalance plan --make-room`` saves a plan of two live
+6 GB flavor fits nowhere: its refusal names fragmentation and the command that plans the moves.
+``berth rebalance plan --make-room`` saves a plan of two live
 migrations, ``apply`` runs them two at a time, no host ever holds more than its memory
 meanwhile, and the 6 GB instance then boots ACTIVE. The same plan made before the moves is
 refused when applied after them, the refusal saved with its reason.
@@ -36,6 +37,12 @@ def test_a_plan_makes_room_for_a_flavor_that_fit_nowhere_and_it_then_boots(tmp_p
                        "the hosts to report their instances")
             created = fleet.cli("flavor", "create", "big", "--ram", "6144", "--disk", "1", "--vcpus", "1")
             assert created.returncode == 0, created.stderr
+            # refused, and the refusal says why: the fleet has room, no host has, moves would make it
+            [refused] = boot(fleet, 1, flavor=dict(BIG, name="big"))
+            fault = fleet.wait_states([refused], ("ERROR",))[refused]["fault_reason"]
+            assert "RamFilter removed 3" in fault, fault
+            assert "fragmentation: " in fault and "would have room after moving instances off them" in fault, fault
+            assert fault.endswith("`berth rebalance plan --make-room big`"), fault
 
             planned = fleet.cli("rebalance", "plan", "--make-room", "big", "-f", "json")
             assert planned.returncode == 0, planned.stderr
