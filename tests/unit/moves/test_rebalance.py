@@ -218,6 +218,22 @@ def test_the_fleet_a_plan_reads_moves_only_active_instances_it_can_read(conf, wo
     assert fleet["two"] not in {s["instance_uuid"] for s in plan["steps"]}
 
 
+def test_each_instance_of_the_fleet_keeps_its_own_request(conf, world, parts):
+    """Instances whose stored requests are alike but for their uuid each keep their own
+    request, also when it names the instance elsewhere than in instance_uuids."""
+    database = world[1]
+    plain, named, other = (boot(world, "h2", 1024) for _ in range(3))
+    for uuid in (named, other):
+        stored = database.get_instance(uuid)["request_spec"]
+        project = dict(stored, instance_properties=dict(stored["instance_properties"], project_id=uuid))
+        database.update_instance(uuid, {"request_spec": project})
+    residents = fleet_snapshot(conf, database, parts.host_manager).residents
+    assert residents[plain].spec.project_id is None and residents[plain].spec.instance_uuids == [plain]
+    for uuid in (named, other):
+        assert residents[uuid].spec.project_id == uuid and residents[uuid].spec.instance_uuids == [uuid]
+        assert residents[uuid].amounts == (2, 1024, 10) and residents[uuid].movable
+
+
 def test_consolidate_and_balance_are_planned_through_the_same_endpoint(world, parts, fleet):
     plan = parts.rebalance.plan_rebalance(CTX, "consolidate", {"max_migrations": 3})
     assert plan["goal"] == "consolidate" and plan["options"]["max_migrations"] == 3
