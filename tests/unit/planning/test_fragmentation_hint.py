@@ -55,6 +55,8 @@ def scheduler(conf):
     """(the manager, its database), nothing reported yet."""
     conf.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
     conf.set_override("disk_allocation_ratio", 1.0, "filter_scheduler")
+    # what a hint says must not hang on how busy the machine is: 0.1 s ran out under load
+    conf.set_override("fragmentation_hint_time_limit", 10.0, "scheduler")
     transport, database = transport_and_database(conf)
     parts = assemble(conf, transport, database)
     yield parts.manager, database
