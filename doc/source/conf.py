@@ -1,5 +1,10 @@
 """Sphinx configuration of Berth's documentation (``tox -e docs``)."""
 
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "_ext"))
+
 project = "Berth"
 copyright = "Berth contributors"
 author = "Berth contributors"
@@ -8,7 +13,7 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "oslo_config.sphinxext",
-    "reno.sphinxext",
+    "release_notes",  # reno's, or the notes read directly where git cannot give them
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}

@@ -17,7 +17,12 @@ _exchanges = itertools.count()
 @pytest.fixture
 def conf(tmp_path):
     """Berth's options parsed from nothing, with a tmp state_path, memory:// and an
-    exchange no other test uses."""
+    exchange no other test uses. memory:// keeps its queues by name for the whole process,
+    whatever exchange they are bound to: they start empty, so that what an earlier test
+    left in 'compute.h1' does not reach this test's agent of that name."""
+    from kombu.transport import memory  # here: after scheduler applied BERTH_CONCURRENCY
+
+    memory.Channel.queues.clear()
     conf = berth_conf.new_conf()
     conf([])
     conf.set_override("state_path", str(tmp_path / "state"))
