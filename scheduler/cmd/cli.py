@@ -93,9 +93,8 @@ def main(argv=None, out=None):
               "(or berth-all-in-one) on this transport_url", file=sys.stderr)
         return 1
     except rpc.MessagingTimeout:
-        # There nothing expires a request: a scheduler that starts later still handles it.
-        kept = " The request stays in its queue: a scheduler that starts handles it" if (
-            transport.queues_for_servers) else ""
+        kept = (" The request expired with the wait: a scheduler that starts later drops it, unrun" if (
+            transport.queues_for_servers) else "")
         print(
             f"{PROG}: the scheduler did not answer within {conf.rpc_response_timeout} s: "
             f"is berth-scheduler (or berth-all-in-one) running on {transport.safe_url}?{kept}",

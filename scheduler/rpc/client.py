@@ -51,8 +51,8 @@ class ConsumerCheck:
     def waited(self, transport: Any, seconds: float, timeout: float) -> None:
         """The first call has waited ``seconds`` without a reply from a queue nobody could count."""
         if self.uncounted is not None and self.notice is not None:
-            queued = (" (the request waits in it for a server to start)" if transport.queues_for_servers
-                      else "")
+            queued = (" (the request waits in it for a server to start, until the timeout: then it is "
+                      "dropped, never run)" if transport.queues_for_servers else "")
             self.notice(f"nothing has answered on queue {self.uncounted!r} of {transport.safe_url} within "
                         f"{seconds:g} s{queued}; waiting up to {timeout:g} s (rpc_response_timeout)")
         self.uncounted = None

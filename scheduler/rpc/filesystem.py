@@ -10,6 +10,9 @@ that dies loses it. Here:
 * names start with a zero-padded nanosecond clock and a per-process counter, so
   that sorting the folder gives publishing order (kombu's millisecond prefix
   orders messages of the same millisecond at random);
+* a message published with an expiration (a call: its caller's timeout) that is
+  taken after it has expired is deleted, with a warning, not delivered, as RabbitMQ
+  drops it: a call its caller stopped waiting for is never run later behind its back;
 * a consumer takes a file with ``os.rename`` into a folder of its own process on
   the same file system, which is atomic: of several processes polling a shared
   queue exactly one gets each message;
@@ -126,6 +129,21 @@ def _give_back(path, queues):
     return 0
 
 
+def _expired_for(stamp, payload):
+    """(seconds since it expired, its time to live in seconds) of a message whose
+    expiration (milliseconds, as AMQP's) has passed since its file's stamp; else None."""
+    expiration = payload.get("properties", {}).get("expiration")
+    if expiration is None:
+        return None
+    try:
+        ttl = float(expiration) / 1000
+        sent = int(stamp[:20]) / 1e9
+    except ValueError:
+        return None
+    late = time.time() - sent - ttl
+    return (late, ttl) if late > 0 else None
+
+
 class Channel(filesystem.Channel):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -193,6 +211,14 @@ class Channel(filesystem.Channel):
                 os.rename(taken, aside)
                 LOG.error("Message file %s of queue %s cannot be read (%s); moved to %s", filename, queue,
                           exc, aside)
+                continue
+            expired = _expired_for(stamp, payload)
+            if expired is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(taken)
+                LOG.warning("Dropped a message of queue %s: its caller stopped waiting for it %.1f s ago "
+                            "(it expired %.1f s after it was sent, and nothing took it before)", queue,
+                            *expired)
                 continue
             if stamp.endswith(REDELIVERED):
                 payload["properties"].setdefault("delivery_info", {})["redelivered"] = True

@@ -421,7 +421,7 @@ class Publisher:
         if persistent is None:
             persistent = transport.durable
         properties = {"delivery_mode": 2 if persistent else 1}
-        if expiration is not None and transport.is_rabbit:
+        if expiration is not None and (transport.is_rabbit or transport.kind == "filesystem"):
             properties["expiration"] = expiration
         if headers:
             properties["headers"] = headers

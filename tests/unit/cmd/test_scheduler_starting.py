@@ -45,10 +45,10 @@ def test_a_listing_asked_before_the_scheduler_ever_started_is_answered_once_it_i
     assert status == 0 and out.split()[:2] == ["UUID", "STATE"]
 
 
-def test_a_timeout_says_the_request_stays_queued(conf_file, capsys):
+def test_a_timeout_says_the_request_expired_with_it(conf_file, capsys):
     text = conf_file.read_text()
     conf_file.write_text(text.replace("rpc_response_timeout = 10", "rpc_response_timeout = 1"))
     assert main(conf_file, "instances") == (1, "")
     assert capsys.readouterr().err.splitlines()[-1] == (
         "berth: the scheduler did not answer within 1 s: is berth-scheduler (or berth-all-in-one) running "
-        "on filesystem://? The request stays in its queue: a scheduler that starts handles it")
+        "on filesystem://? The request expired with the wait: a scheduler that starts later drops it, unrun")

@@ -12,15 +12,22 @@ from scheduler import conf as berth_conf
 from scheduler import rpc
 
 
+def say(line):
+    """One write per line: print() writes the line and its end apart, so that the consuming
+    thread's line could land between "ready" and its newline."""
+    sys.stdout.write(f"{line}\n")
+    sys.stdout.flush()
+
+
 class Endpoint:
     def echo(self, context, **kwargs):
         return {"pid": os.getpid(), "args": kwargs, "context": context.values}
 
     def record(self, context, **kwargs):
-        print(f"cast {kwargs}", flush=True)
+        say(f"cast {kwargs}")
 
     def block(self, context, **kwargs):
-        print(f"blocking {kwargs}", flush=True)
+        say(f"blocking {kwargs}")
         while True:
             time.sleep(1)
 
@@ -34,14 +41,14 @@ def main(url, state_path, exchange, topic, server):
     transport = rpc.get_transport(conf, url)
     rpc_server = rpc.get_rpc_server(transport, rpc.Target(topic=topic, server=server), [Endpoint()])
     rpc_server.start()
-    print("ready", flush=True)
+    say("ready")
     # os.read, not sys.stdin.read: eventlet makes it green, so the server runs meanwhile.
     while os.read(0, 1024):
         pass
     rpc_server.stop()
     rpc_server.wait()
     transport.cleanup()
-    print("stopped", flush=True)
+    say("stopped")
 
 
 if __name__ == "__main__":

@@ -82,7 +82,8 @@ def test_where_consumers_cannot_be_counted_a_first_call_says_once_that_it_still_
     with pytest.raises(rpc.MessagingTimeout):
         client.call({}, "echo", x=1)
     assert said == [f"nothing has answered on queue {topic!r} of {transport.safe_url} within 0.2 s (the "
-                    "request waits in it for a server to start); waiting up to 1 s (rpc_response_timeout)"]
+                    "request waits in it for a server to start, until the timeout: then it is dropped, never "
+                    "run); waiting up to 1 s (rpc_response_timeout)"]
 
 
 def test_a_reply_before_the_notice_says_nothing(transport, topic, server, monkeypatch):

@@ -23,7 +23,7 @@ def fs_transport(conf):
     transport.cleanup()
 
 
-def start_child(conf, topic):
+def start_child(conf, topic, **popen):
     """The child server's process, started: ready once its line "ready" is read."""
     return subprocess.Popen(
         [
@@ -40,6 +40,7 @@ def start_child(conf, topic):
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        **popen,
     )
 
 
@@ -115,6 +116,28 @@ def test_a_call_sent_before_its_server_ever_started_is_answered_once_it_does(con
         assert (answer["pid"], answer["args"]) == (proc.pid, {"n": 3})
     finally:
         stop_child(proc)
+
+
+def test_a_call_whose_caller_gave_up_is_dropped_with_a_warning_not_run_when_a_server_starts(
+        conf, fs_transport, topic):
+    client = rpc.RPCClient(fs_transport, rpc.Target(topic=topic), timeout=0.5)
+    with pytest.raises(rpc.MessagingTimeout):
+        client.call({}, "record", n=1)
+    assert len(queued(conf, topic)) == 1
+    time.sleep(0.1)  # past its expiration by the file's clock, not only by the caller's
+    rpc.RPCClient(fs_transport, rpc.Target(topic=topic)).cast({}, "record", n=2)
+
+    proc = start_child(conf, topic, stderr=subprocess.PIPE)
+    try:
+        said = sorted(proc.stdout.readline().strip() for _ in range(2))
+        assert said == ["cast {'n': 2}", "ready"]  # the call, older, would have come first
+    finally:
+        stop_child(proc)
+    assert proc.stdout.read().strip() == "stopped"
+    warning = proc.stderr.read()
+    assert f"Dropped a message of queue {topic}: its caller stopped waiting for it" in warning, warning
+    assert "it expired 0.5 s after it was sent" in warning
+    assert queued(conf, topic) == []
 
 
 def test_fanout_reaches_servers_in_both_processes_and_child_cleans_up(conf, fs_transport, topic, child):
