@@ -156,7 +156,7 @@ def test_balancing_prints_berth_beside_watcher_on_the_same_fleets(capsys):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--balance-policies", "fastest"],
-     "policies are of allocation, allocation+spread, balanced, got 'fastest'"),
+     "policies are a comma-separated list of allocation, allocation+spread, balanced, got 'fastest'"),
     (["--balance-seeds", "0"], "--balance-seeds"),
 ])
 def test_bad_balance_arguments_are_refused(capsys, args, message):
