@@ -395,8 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     parser.add_argument("--scenarios", type=command_line.names("scenarios", SCENARIOS),
                         default=list(SCENARIOS),
-                        help="comma-separated, of " + "; ".join(
-                            f"{name} ({what})" for name, (_, what) in SCENARIOS.items()) + " (default both)")
+                        help="comma-separated, of " + "; ".join(  # argparse formats help with %
+                            f"{name} ({what.replace('%', '%%')})" for name, (_, what) in SCENARIOS.items())
+                        + " (default both)")
     command_line.add_json(parser)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     swinging = f"{args.share:.0%} of the groups:"
