@@ -362,13 +362,14 @@ def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
                         help="save periods measured (default 5)")
     parser.add_argument(f"--{prefix}instances", type=int, default=4,
                         help="ACTIVE instances per host, in the reports and the database (default 4)")
-    parser.add_argument(f"--{prefix}backends", default=",".join(BACKENDS),
+    parser.add_argument(f"--{prefix}backends", type=command_line.names("backends", BACKENDS),
+                        default=list(BACKENDS),
                         help="comma-separated, of: sqlite, postgresql")
 
 
 def rows(args: argparse.Namespace, prefix: str = "") -> Iterator[dict[str, Any]]:
     get = lambda name: getattr(args, prefix.replace("-", "_") + name)  # noqa: E731
-    for backend in filter(None, get("backends").split(",")):
+    for backend in get("backends"):
         yield measure(backend, get("hosts"), get("schedulers"), get("interval"), get("periods"),
                       get("instances"))
 

@@ -52,6 +52,8 @@ def test_table_output_has_a_header_and_a_row_per_figure(capsys):
     (["--moves-hosts", "1"], "a drain needs at least 2 hosts"),
     (["--moves-instances", "0"], "--moves-instances"),
     (["--make-room-seeds", "0"], "--make-room-seeds"),
+    (["--reports-backends", "sqlite,oracle"],
+     "backends are a comma-separated list of sqlite, postgresql, got 'sqlite,oracle'"),
 ])
 def test_bad_arguments_are_refused(capsys, args, message):
     with pytest.raises(SystemExit):
