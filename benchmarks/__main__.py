@@ -14,6 +14,7 @@ import sys
 
 from benchmarks import (
     balance,
+    command_line,
     decisions,
     ingestion,
     make_room,
@@ -24,15 +25,10 @@ from benchmarks import (
     scaling_sync,
 )
 
+_hosts = command_line.counts("host counts")
 
-def _hosts(text):
-    try:
-        values = [int(v) for v in text.split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a comma-separated list of host counts, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError("host counts must be positive")
-    return values
+DESCRIBED = {"scaling": scaling_sync, "moves": moves, "scale-out": scale_out, "reports": report_load,
+             "make_room": make_room, "balance": balance, "traits": resource_classes}
 
 
 def parse_args(argv):
@@ -147,20 +143,8 @@ def main(argv=None):
                      ("decisions_per_s", "reports_per_s", "placements_per_s") if k in row), "")
         if "bytes_per_host" in row:
             rate = f"{row['bytes_per_host']:,.0f} bytes/host"
-        if row["bench"] == "scaling":
-            rate = scaling_sync.describe(row)
-        if row["bench"] == "moves":
-            rate = moves.describe(row)
-        if row["bench"] == "scale-out":
-            rate = scale_out.describe(row)
-        if row["bench"] == "reports":
-            rate = report_load.describe(row)
-        if row["bench"] == "make_room":
-            rate = make_room.describe(row)
-        if row["bench"] == "balance":
-            rate = balance.describe(row)
-        if row["bench"] == "traits":
-            rate = resource_classes.describe(row)
+        if row["bench"] in DESCRIBED:
+            rate = DESCRIBED[row["bench"]].describe(row)
         if row["bench"] == "e2e":
             from benchmarks import e2e
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import time
@@ -45,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import make_room, real_load_skew
+from benchmarks import command_line, make_room, real_load_skew
+from benchmarks.summary import quartiles
 from scheduler.cmd.arguments import positive
 from scheduler.policy import filters as filters_mod
 from scheduler.policy.rebalance import Migration, NoPlan, Snapshot, balance, figures
@@ -220,19 +220,12 @@ def generated_samples(n_hosts: int, seeds: int) -> list[dict[str, Outcome]]:
     return [compare(loaded_fleet(n_hosts, seed, conf), filters) for seed in range(seeds)]
 
 
-def _quartiles(values: list[float]) -> tuple[float, float, float]:
-    if len(values) < 2:
-        return values[0], values[0], values[0]
-    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, median, q3
-
-
 def summarise(fleet: str, n_hosts: int, samples: list[dict[str, Outcome]]) -> Iterator[dict[str, Any]]:
     for planner in samples[0]:
         outcomes = [sample[planner] for sample in samples]
-        before = _quartiles([o.before for o in outcomes])
-        after = _quartiles([o.after for o in outcomes])
-        ms = _quartiles([o.seconds * 1e3 for o in outcomes])
+        before = quartiles([o.before for o in outcomes])
+        after = quartiles([o.after for o in outcomes])
+        ms = quartiles([o.seconds * 1e3 for o in outcomes])
         moved = [o.moved * 100 for o in outcomes]
         met = sum(1 for o in outcomes if o.after <= TARGET + 1e-9 and o.moved <= BUDGET + 1e-9)
         feasible = sum(1 for o in outcomes if o.needed <= BUDGET + 1e-9)
@@ -259,22 +252,14 @@ def describe(row: dict[str, Any]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    parser.add_argument(f"--{prefix}hosts", type=make_room._hosts, default=[100, 1000],
+    parser.add_argument(f"--{prefix}hosts", type=make_room.host_counts, default=[100, 1000],
                         help="generated fleet sizes (default 100,1000)")
     parser.add_argument(f"--{prefix}seeds", type=positive, default=5,
                         help="generated fleets per size, and CloudStack workloads (default 5)")
-    parser.add_argument(f"--{prefix}policies", type=_policies, default=["allocation", "balanced"],
+    parser.add_argument(f"--{prefix}policies", type=command_line.names("policies", real_load_skew.POLICIES),
+                        default=["allocation", "balanced"],
                         help="the policies placing the CloudStack workload, comma-separated, of "
                         f"{', '.join(real_load_skew.POLICIES)} (default allocation,balanced)")
-
-
-def _policies(text: str) -> list[str]:
-    names = [name for name in text.split(",") if name]
-    unknown = [name for name in names if name not in real_load_skew.POLICIES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"policies are of {', '.join(real_load_skew.POLICIES)}, "
-                                         f"got {text!r}")
-    return names
 
 
 def rows(hosts: list[int], seeds: int, policies: list[str] = ["allocation", "balanced"]  # noqa: B006
@@ -286,15 +271,12 @@ def rows(hosts: list[int], seeds: int, policies: list[str] = ["allocation", "bal
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.balance", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line.parser("python -m benchmarks.balance", __doc__)
     add_arguments(parser)
-    parser.add_argument("--json", action="store_true")
+    command_line.add_json(parser)
     args = parser.parse_args(argv)
-    for row in rows(args.hosts, args.seeds, args.policies):
-        line = (json.dumps(row) if args.json
-                else f"{row['n_hosts']:>6,} hosts  {row['policy']:<50} {describe(row)}")
-        print(line, flush=True)
+    command_line.print_rows(rows(args.hosts, args.seeds, args.policies), args.json,
+                            lambda row: f"{row['n_hosts']:>6,} hosts  {row['policy']:<50} {describe(row)}")
     return 0
 
 

@@ -5,6 +5,7 @@ import statistics
 import time
 
 from benchmarks.fleet import random_fleet, random_spec, rich_spec
+from benchmarks.summary import percentile
 from scheduler import conf as berth_conf
 from scheduler.conf import opts
 from scheduler.exception import NoValidHost
@@ -39,11 +40,6 @@ def policy_conf(overrides):
             value = sorted(filters.all_filters() if name == "enabled_filters" else weighers.all_weighers())
         conf.set_override(name, value, "filter_scheduler")
     return conf
-
-
-def percentile(samples, q):
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def measure(n_hosts, policy="default", decisions=500, vectorized=True, seed=0):

@@ -18,9 +18,7 @@ Run alone: ``python -m benchmarks.fragmentation_hint [--hosts 1000,10000] [--see
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import threading
@@ -30,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import command_line
 from benchmarks import make_room as bench
 from scheduler.cmd.arguments import positive
 from scheduler.exception import NoValidHost
@@ -147,18 +146,16 @@ def describe(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.fragmentation_hint", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hosts", type=bench._hosts, default=[1000, 10_000],
+    parser = command_line.parser("python -m benchmarks.fragmentation_hint", __doc__)
+    parser.add_argument("--hosts", type=bench.host_counts, default=[1000, 10_000],
                         help="fleet sizes (default 1000,10000)")
     parser.add_argument("--seeds", type=positive, default=5, help="fleets per size (default 5)")
     parser.add_argument("--time-limit", type=float, default=0.1,
                         help="[scheduler] fragmentation_hint_time_limit, seconds (default 0.1)")
-    parser.add_argument("--json", action="store_true")
+    command_line.add_json(parser)
     args = parser.parse_args(argv)
-    for n in args.hosts:
-        row = measure(n, args.seeds, args.time_limit)
-        print(json.dumps(row) if args.json else f"{n:,} hosts: {describe(row)}", flush=True)
+    command_line.print_rows((measure(n, args.seeds, args.time_limit) for n in args.hosts), args.json,
+                            lambda row: f"{row['n_hosts']:,} hosts: {describe(row)}")
     return 0
 
 

@@ -19,7 +19,6 @@ Run alone: ``python -m benchmarks.make_room [--hosts 1000,10000] [--seeds N] [--
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import command_line
 from scheduler import conf as berth_conf
 from scheduler.cmd.arguments import positive
 from scheduler.conf import opts as conf_opts
@@ -178,18 +178,11 @@ def describe(row: dict[str, Any]) -> str:
             f"{row['exact_ms_max']:.0f})")
 
 
-def _hosts(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a comma-separated list of host counts, got {text!r}") from None
-    if not values or min(values) < 2:
-        raise argparse.ArgumentTypeError("host counts must be at least 2")
-    return values
+host_counts = command_line.counts("host counts", low=2)
 
 
 def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    parser.add_argument(f"--{prefix}hosts", type=_hosts, default=[1000, 10_000],
+    parser.add_argument(f"--{prefix}hosts", type=host_counts, default=[1000, 10_000],
                         help="fleet sizes (default 1000,10000)")
     parser.add_argument(f"--{prefix}seeds", type=positive, default=20, help="fleets per size (default 20)")
     parser.add_argument(f"--{prefix}time-limit", type=float, default=1.0,
@@ -204,13 +197,12 @@ def rows(hosts: list[int], seeds: int, time_limit: float, count: int = 1) -> Any
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.make_room", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line.parser("python -m benchmarks.make_room", __doc__)
     add_arguments(parser)
-    parser.add_argument("--json", action="store_true")
+    command_line.add_json(parser)
     args = parser.parse_args(argv)
-    for row in rows(args.hosts, args.seeds, args.time_limit, args.count):
-        print(json.dumps(row) if args.json else f"{row['n_hosts']:,} hosts: {describe(row)}", flush=True)
+    command_line.print_rows(rows(args.hosts, args.seeds, args.time_limit, args.count), args.json,
+                            lambda row: f"{row['n_hosts']:,} hosts: {describe(row)}")
     return 0
 
 

@@ -31,7 +31,6 @@ import contextlib
 import functools
 import gc
 import itertools
-import json
 import os
 import random
 import shutil
@@ -43,7 +42,9 @@ import uuid as uuidlib
 from collections.abc import Iterator
 from typing import Any
 
+from benchmarks import command_line
 from benchmarks.fleet import FLAVORS
+from benchmarks.summary import percentile, quartiles
 from scheduler import conf as berth_conf
 from scheduler import rpc, states
 from scheduler.admin.grouping import known_host
@@ -230,13 +231,6 @@ def _fleet(n_hosts: int, n_instances: int, seed: int) -> Iterator[Fleet]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _quartiles(samples: list[float]) -> tuple[float, float, float]:
-    if len(samples) < 2:
-        return samples[0], samples[0], samples[0]
-    q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    return q1, median, q3
-
-
 def measure(n_hosts: int = 1000, n_instances: int = 100, repeats: int = 5, parallel: int = 1,
             seed: int = 0) -> dict[str, Any]:
     """One row: ``repeats`` drains of ``n_instances`` off one host of ``n_hosts``, each on a fresh fleet."""
@@ -256,8 +250,8 @@ def measure(n_hosts: int = 1000, n_instances: int = 100, repeats: int = 5, paral
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
-    decision = _quartiles([s * 1e3 for s in decisions])
-    call = _quartiles([s * 1e3 for s in calls])
+    decision = quartiles([s * 1e3 for s in decisions])
+    call = quartiles([s * 1e3 for s in calls])
     return {
         "bench": "moves",
         "n_hosts": n_hosts,
@@ -279,7 +273,7 @@ def measure(n_hosts: int = 1000, n_instances: int = 100, repeats: int = 5, paral
         "moves_per_s_max": max(rates),
         # the columns every row of python -m benchmarks has: the migrate_instance call
         "median_ms": call[1],
-        "p99_ms": sorted(calls)[min(len(calls) - 1, int(0.99 * len(calls)))] * 1e3,
+        "p99_ms": percentile(calls, 0.99) * 1e3,
     }
 
 
@@ -317,13 +311,12 @@ def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.moves", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line.parser("python -m benchmarks.moves", __doc__)
     add_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="the row as one JSON object")
+    command_line.add_json(parser)
     args = parser.parse_args(argv)
-    row = measure(args.hosts, args.instances, args.repeats, args.parallel)
-    print(json.dumps(row) if args.json else f"{row['n_hosts']:,} hosts, {row['policy']}: {describe(row)}")
+    command_line.print_rows([measure(args.hosts, args.instances, args.repeats, args.parallel)], args.json,
+                            lambda row: f"{row['n_hosts']:,} hosts, {row['policy']}: {describe(row)}")
     return 0
 
 

@@ -29,7 +29,6 @@ RabbitMQ with rabbitmqctl, PostgreSQL, and the test extra).
 
 from __future__ import annotations
 
-import argparse
 import os
 import pathlib
 import shutil
@@ -42,7 +41,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from benchmarks import command_line
 from benchmarks.report_load import INSERT_CHUNK, PG_ADMIN_DSN, PG_URL, _Fleet
+from benchmarks.summary import spread
 from scheduler import conf as berth_conf
 from scheduler import rpc
 from scheduler.client import TOPIC, SchedulerClient
@@ -229,23 +230,18 @@ def _row(scheduler: _Scheduler, n_hosts: int, rounds: int) -> dict[str, Any]:
     }
 
 
-def _spread(values: list[float], digits: int = 0) -> str:
-    return (f"{statistics.median(values):,.{digits}f} ({min(values):,.{digits}f}-{max(values):,.{digits}f}, "
-            f"{len(values)} rounds)")
-
-
 def describe(row: dict[str, Any]) -> str:
     steady = row["us_per_report"]
     down = row["rounds_saying_down"]
-    return (f"{row['scheduler']} ({row['tree'] or 'this tree'}): {_spread(steady)} us CPU per report "
-            f"after the first round, first round {row['first_round_us_per_report']:.0f} us (less its idle "
-            f"{row['idle_cpu_ms_per_s']:.0f} ms CPU per s); rounds of {_spread(row['round_s'])} s"
+    return (f"{row['scheduler']} ({row['tree'] or 'this tree'}): {spread(steady, 0, 'rounds')} us CPU "
+            f"per report after the first round, first round {row['first_round_us_per_report']:.0f} us (less "
+            f"its idle {row['idle_cpu_ms_per_s']:.0f} ms CPU per s); rounds of "
+            f"{spread(row['round_s'], 0, 'rounds')} s"
             + (f", {down} of them past service_down_time (hosts said down)" if down else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.report_e2e", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line.parser("python -m benchmarks.report_e2e", __doc__)
     parser.add_argument("--hosts", type=positive, default=30_000)
     parser.add_argument("--rounds", type=positive, default=3,
                         help="rounds of every host's report (default 3)")
@@ -270,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     if "baseline" in row:
         print(describe(row["baseline"]))
         print(f"CPU per report, {row['scheduler']} / {row['baseline']['scheduler']}, round by round: "
-              f"{_spread(row['ratios'], 2)}")
+              f"{spread(row['ratios'], 2, 'rounds')}")
     return 0
 
 

@@ -44,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import ingestion
+from benchmarks import command_line, ingestion
+from benchmarks.summary import spread
 from scheduler import conf as berth_conf
 from scheduler import states
 from scheduler.client import TOPIC
@@ -332,22 +333,18 @@ def _transport(conf: Any) -> Any:
     return rpc.get_transport(conf)
 
 
-def _spread(values: list[float], digits: int = 1) -> str:
-    return f"{statistics.median(values):,.{digits}f} ({min(values):,.{digits}f}-{max(values):,.{digits}f})"
-
-
 def describe(row: dict[str, Any]) -> str:
     """The row's figures in words, median (min-max) over its periods."""
     own = row["cpu_ms_per_s"]
     text = (f"{row['reports_per_s']:,.0f} reports/s, {row['instances_per_host']} instances/host: "
-            f"{_spread(row['absorb_us_per_report'])} us CPU per report taken, save "
-            f"{_spread(row['save_ms_per_period'], 0)} ms CPU per {row['reports_per_period']:,} reports "
-            f"({row['rows_written_per_period']:,} rows written); scheduler {_spread(own, 0)} ms CPU per s "
+            f"{spread(row['absorb_us_per_report'])} us CPU per report taken, save "
+            f"{spread(row['save_ms_per_period'], 0)} ms CPU per {row['reports_per_period']:,} reports "
+            f"({row['rows_written_per_period']:,} rows written); scheduler {spread(own, 0)} ms CPU per s "
             f"of reports ({statistics.median(own) / 10:.0f}% of a core)")
     if row["server_ms_per_period"]:
         total = row["total_cpu_ms_per_s"]
-        text += (f", PostgreSQL's backends {_spread(row['server_ms_per_period'], 0)} ms per save, "
-                 f"both {_spread(total, 0)} ms per s ({statistics.median(total) / 10:.0f}% of a core)")
+        text += (f", PostgreSQL's backends {spread(row['server_ms_per_period'], 0)} ms per save, "
+                 f"both {spread(total, 0)} ms per s ({statistics.median(total) / 10:.0f}% of a core)")
     text += f"; first round of every host {row['first_round_cpu_s']:.1f} s CPU"
     if row["first_round_server_cpu_s"] is not None:
         text += f" (+{row['first_round_server_cpu_s']:.1f} s on the server)"
@@ -365,20 +362,20 @@ def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
                         help="save periods measured (default 5)")
     parser.add_argument(f"--{prefix}instances", type=int, default=4,
                         help="ACTIVE instances per host, in the reports and the database (default 4)")
-    parser.add_argument(f"--{prefix}backends", default=",".join(BACKENDS),
+    parser.add_argument(f"--{prefix}backends", type=command_line.names("backends", BACKENDS),
+                        default=list(BACKENDS),
                         help="comma-separated, of: sqlite, postgresql")
 
 
 def rows(args: argparse.Namespace, prefix: str = "") -> Iterator[dict[str, Any]]:
     get = lambda name: getattr(args, prefix.replace("-", "_") + name)  # noqa: E731
-    for backend in filter(None, get("backends").split(",")):
+    for backend in get("backends"):
         yield measure(backend, get("hosts"), get("schedulers"), get("interval"), get("periods"),
                       get("instances"))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.report_load", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line.parser("python -m benchmarks.report_load", __doc__)
     add_arguments(parser)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     for row in rows(args):

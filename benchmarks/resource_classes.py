@@ -16,7 +16,6 @@ Run alone: ``python -m benchmarks.resource_classes [--hosts N] [--decisions D]``
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
@@ -24,19 +23,16 @@ import time
 
 import numpy as np
 
+from benchmarks import command_line
 from benchmarks.decisions import _decide, policy_conf
 from benchmarks.fleet import FLAVORS, random_fleet, resource_specs
+from benchmarks.summary import quartiles
 from scheduler.exception import NoValidHost
 from scheduler.policy import filters, weighers
 from scheduler.policy.request_spec import RequestSpec
 from scheduler.policy.selection import Selector
 
 NEW_FILTERS = ("ResourceClassFilter", "TraitsFilter", "IsolatedAggregateFilter")
-
-
-def quartiles(samples):
-    q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    return q1, median, q3
 
 
 def requests(seed, count):
@@ -112,8 +108,7 @@ def describe(row):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.resource_classes", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line.parser("python -m benchmarks.resource_classes", __doc__)
     parser.add_argument("--hosts", type=int, default=10_000)
     parser.add_argument("--decisions", type=int, default=500)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

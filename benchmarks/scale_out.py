@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import logging
 import random
 import statistics
@@ -46,6 +45,7 @@ import greenlet
 import numpy as np
 import prometheus_client
 
+from benchmarks import command_line
 from benchmarks.claim_model import ClaimModel, Deadlock, Session
 from benchmarks.decisions import policy_conf
 from benchmarks.fleet import random_report, random_spec
@@ -358,14 +358,7 @@ def describe(row: dict[str, Any]) -> str:
             f"{row['overfilled_hosts']} hosts overfilled, {row['deadlocks']} deadlocks")
 
 
-def _counts(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a comma-separated list of counts, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError("counts must be positive")
-    return values
+_counts = command_line.counts("counts")
 
 
 def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -405,14 +398,13 @@ def selected(args: argparse.Namespace, prefix: str = "") -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale_out", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line.parser("python -m benchmarks.scale_out", __doc__)
     add_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    command_line.add_json(parser)
     args = parser.parse_args(argv)
-    for row in rows(**selected(args)):
-        print(json.dumps(row) if args.json else
-              f"{row['n_hosts']:>7,} hosts, {row['schedulers']:>2} schedulers: {describe(row)}", flush=True)
+    command_line.print_rows(rows(**selected(args)), args.json,
+                            lambda row: f"{row['n_hosts']:>7,} hosts, {row['schedulers']:>2} schedulers: "
+                            f"{describe(row)}")
     return 0
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import os
 import random
 import shutil
@@ -41,6 +40,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from benchmarks import command_line
 from scheduler import states
 from scheduler.cmd.arguments import positive
 from scheduler.cmd.common import settle_garbage_collector
@@ -364,15 +364,6 @@ def describe(row: dict[str, Any]) -> str:
             f"({row['wall_s_min']:.2f}-{row['wall_s_max']:.2f}), median of {row['runs']}{outside}")
 
 
-def _backends(text: str) -> list[str]:
-    values = [v for v in text.split(",") if v]
-    unknown = [v for v in values if v not in BACKENDS]
-    if unknown or not values:
-        raise argparse.ArgumentTypeError(f"backends are a comma-separated list of {', '.join(BACKENDS)}, "
-                                         f"got {text!r}")
-    return values
-
-
 def _share(text: str) -> float:
     try:
         value = float(text)
@@ -393,35 +384,30 @@ def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
                         help="syncs measured, after one not counted (default 5)")
     parser.add_argument(f"--{prefix}share", type=_share, default=0.1,
                         help="share of the groups whose load swings, scaling every sync (default 0.1)")
-    parser.add_argument(f"--{prefix}backends", type=_backends, default=list(BACKENDS),
+    parser.add_argument(f"--{prefix}backends", type=command_line.names("backends", BACKENDS),
+                        default=list(BACKENDS),
                         help="comma-separated, of sqlite,postgresql (PostgreSQL is skipped when "
                         "not reachable; default both)")
 
 
-def _scenarios(text: str) -> list[str]:
-    values = [v for v in text.split(",") if v]
-    unknown = [v for v in values if v not in SCENARIOS]
-    if unknown or not values:
-        raise argparse.ArgumentTypeError(f"scenarios are a comma-separated list of {', '.join(SCENARIOS)}, "
-                                         f"got {text!r}")
-    return values
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scaling_sync", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line.parser("python -m benchmarks.scaling_sync", __doc__)
     add_arguments(parser)
-    parser.add_argument("--scenarios", type=_scenarios, default=list(SCENARIOS),
-                        help="comma-separated, of " + "; ".join(
-                            f"{name} ({what})" for name, (_, what) in SCENARIOS.items()) + " (default both)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("--scenarios", type=command_line.names("scenarios", SCENARIOS),
+                        default=list(SCENARIOS),
+                        help="comma-separated, of " + "; ".join(  # argparse formats help with %
+                            f"{name} ({what.replace('%', '%%')})" for name, (_, what) in SCENARIOS.items())
+                        + " (default both)")
+    command_line.add_json(parser)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    for row in rows(args.backends, args.groups, args.members, args.runs, args.share, args.scenarios):
-        swinging = f"{args.share:.0%} of the groups:"
+    swinging = f"{args.share:.0%} of the groups:"
+
+    def text(row: dict[str, Any]) -> str:
         what = SCENARIOS[row["scenario"]][1].replace("the swinging groups'", swinging)
-        text = (json.dumps(row) if args.json
-                else f"scaling sync, {row['backend']}, {row['scenario']} ({what}): {describe(row)}")
-        print(text, flush=True)
+        return f"scaling sync, {row['backend']}, {row['scenario']} ({what}): {describe(row)}"
+
+    command_line.print_rows(rows(args.backends, args.groups, args.members, args.runs, args.share,
+                                 args.scenarios), args.json, text)
     return 0
 
 

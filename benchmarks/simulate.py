@@ -7,22 +7,18 @@ Run: ``python -m benchmarks.simulate [--hosts N] [--count N] [--runs R]``.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 
+from benchmarks import command_line
 from scheduler.cmd.arguments import positive
 from scheduler.cmd.simulate_command import policy_conf
 from scheduler.simulation import engine, inputs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.simulate",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_line.parser("python -m benchmarks.simulate", __doc__)
     parser.add_argument("--hosts", type=positive, default=1000)
     parser.add_argument("--count", type=positive, default=100_000)
     parser.add_argument("--runs", type=positive, default=3)

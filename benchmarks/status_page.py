@@ -13,7 +13,6 @@ page's picture: ``--hosts 600 --screenshot doc/source/admin/status-page.png``).
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import shutil
@@ -22,6 +21,7 @@ import sys
 import time
 from typing import Any
 
+from benchmarks import command_line
 from scheduler import conf as berth_conf
 from scheduler.cmd.arguments import positive
 from scheduler.fleet.host_manager import HostManager
@@ -174,11 +174,7 @@ def _figure(values: list[float], unit: str = "ms", digits: int = 1) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.status_page",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_line.parser("python -m benchmarks.status_page", __doc__)
     parser.add_argument("--hosts", type=positive, default=10_000, help="hosts in the fleet (default 10000)")
     parser.add_argument("--runs", type=positive, default=5, help="page loads measured (default 5)")
     parser.add_argument("--screenshot", metavar="PNG", help="also save the page as it looks, to this file")

@@ -47,6 +47,14 @@ def test_bad_sizes_are_refused(capsys, args, message):
     assert message in capsys.readouterr().err
 
 
+def test_run_alone_its_help_says_what_each_scenario_is(capsys):
+    with pytest.raises(SystemExit) as exit:
+        scaling_sync.main(["--help"])
+    assert exit.value.code == 0
+    assert "harsh (the swinging groups' load 80% over target every other sync" in " ".join(
+        capsys.readouterr().out.split())
+
+
 def test_run_alone_it_prints_each_scenario_and_what_it_is(capsys):
     assert scaling_sync.main(["--groups", "20", "--members", "2", "--runs", "1", "--backends", "sqlite"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -52,6 +52,8 @@ def test_table_output_has_a_header_and_a_row_per_figure(capsys):
     (["--moves-hosts", "1"], "a drain needs at least 2 hosts"),
     (["--moves-instances", "0"], "--moves-instances"),
     (["--make-room-seeds", "0"], "--make-room-seeds"),
+    (["--reports-backends", "sqlite,oracle"],
+     "backends are a comma-separated list of sqlite, postgresql, got 'sqlite,oracle'"),
 ])
 def test_bad_arguments_are_refused(capsys, args, message):
     with pytest.raises(SystemExit):
@@ -156,7 +158,7 @@ def test_balancing_prints_berth_beside_watcher_on_the_same_fleets(capsys):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--balance-policies", "fastest"],
-     "policies are of allocation, allocation+spread, balanced, got 'fastest'"),
+     "policies are a comma-separated list of allocation, allocation+spread, balanced, got 'fastest'"),
     (["--balance-seeds", "0"], "--balance-seeds"),
 ])
 def test_bad_balance_arguments_are_refused(capsys, args, message):
@@ -175,3 +177,24 @@ def test_the_fragmentation_hint_benchmark_prints_its_cost_and_what_it_found(caps
     assert row["examined_median"] == 60 and row["exact_counts"] == 1 and row["found_median"] >= 1
     assert 0 < row["refusal_ms_median"] and 0 < row["hint_wall_ms_min"] <= row["hint_wall_ms_max"]
     assert 1 <= row["burst_distinct_hinted_median"] <= 1000
+
+
+def test_a_report_row_reads_median_then_range_and_how_many_rounds():
+    from benchmarks import report_e2e
+
+    row = {"scheduler": "sched-0", "tree": None, "idle_cpu_ms_per_s": 1.2, "first_round_us_per_report": 286.4,
+           "us_per_report": [174.2, 155.0, 1184.6], "round_s": [8.1, 12.3], "rounds_saying_down": 1}
+    assert report_e2e.describe(row) == (
+        "sched-0 (this tree): 174 (155-1,185, 3 rounds) us CPU per report after the first round, first "
+        "round 286 us (less its idle 1 ms CPU per s); rounds of 10 (8-12, 2 rounds) s, 1 of them past "
+        "service_down_time (hosts said down)")
+
+
+def test_one_decision_with_resource_classes_is_its_own_quartiles(capsys):
+    from benchmarks import resource_classes
+
+    assert resource_classes.main(["--hosts", "100", "--decisions", "1"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith("100 hosts, 1 decisions: decision ")
+    median = line.split("decision ")[1].split(" ms")[0]
+    assert f"decision {median} ms (IQR {median}-{median})" in line
