@@ -240,7 +240,7 @@ class DigestReceiver:
             return
         if body.get("digest") != FORMAT:
             self._refuse(("format", repr(body.get("digest"))[:40]),
-                         "from %s, of format %r: this scheduler reads format %d only (a scheduler of "
+                         "from %s, of format %s: this scheduler reads format %d only (a scheduler of "
                          "another release sent it; run one release in shared report ingestion)",
                          str(sender)[:100], repr(body.get("digest"))[:40], FORMAT)
             return
