@@ -200,15 +200,20 @@ class HostTable:
             column[row] = value
         return metrics
 
-    def _take_inventories(self, row, reported, usages):
+    def _take_inventories(self, row, reported, usages, before):
         """{class: Inventory} of the report, every class but the classic three in its columns
-        (with the report's usage); the classes the host no longer reports have no capacity."""
+        (with the report's usage); the classes the host no longer reports have no capacity.
+        ``before``: the row's extra of the report before, whose Inventories are kept when the
+        host reports the same figures again (as it mostly does)."""
         for columns in self._resources.values():
             columns.clear(row)
-        inventories = {}
         usages = usages or {}
-        for name, figures in (reported or {}).items():
-            inventory = inventories[name] = resource_classes.Inventory(**figures)
+        if reported and before is not None and before.get("inventories_reported") == reported:
+            inventories = before["inventories"]
+        else:
+            inventories = {name: resource_classes.Inventory(**figures)
+                           for name, figures in (reported or {}).items()}
+        for name, inventory in inventories.items():
             if name not in resource_classes.CLASSIC:
                 self._resource_columns(name).set(row, inventory, usages.get(name, 0))
         return inventories
@@ -261,10 +266,12 @@ class HostTable:
         self._hypervisor_version[row] = np.nan if version is None else version
         metrics = self._take_metrics(row, report.metrics)
         stats = self._take_stats(row, report.stats)
+        before = self.extra.get(row)
         extra = self.extra[row] = {"reported_at": report.reported_at, "metrics": metrics}
-        inventories = self._take_inventories(row, report.inventories, report.usages)
+        inventories = self._take_inventories(row, report.inventories, report.usages, before)
         if inventories:
             extra["inventories"] = inventories
+            extra["inventories_reported"] = report.inventories
         self._has_trait[:, row] = False
         if report.traits:
             extra["traits"] = frozenset(report.traits)
