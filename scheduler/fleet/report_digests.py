@@ -48,11 +48,10 @@ opts: list[cfg.Opt] = [
         ],
         help="How the schedulers take the agents' reports. Every scheduler keeps every host "
         "current either way. 'shared' spares each scheduler most of the cost of a report it does "
-        "not take itself (a large fleet: see the install guide, Several schedulers); it needs agents "
+        "not take itself (a large fleet: see the install guide, Clusters); it needs agents "
         "that send reports to scheduler_reports_fanout (scheduler API 1.2; the reports of older "
-        "agents reach every scheduler as before). Give every scheduler the same value: a scheduler "
-        "in 'each' mode beside 'shared' ones gets every report, but the shared ones miss those it "
-        "takes (it sends no digest).",
+        "agents reach every scheduler as before). The modes mix: a scheduler in 'each' mode beside "
+        "'shared' ones takes every report itself, and the shared ones share them all between them.",
     ),
     cfg.FloatOpt(
         "report_digest_interval",
