@@ -67,7 +67,8 @@ def test_an_unreadable_report_is_left_out_and_said_the_others_taken(receiver, ca
     with caplog.at_level(logging.ERROR, logger=report_digests.__name__):
         digests.apply("sched-user", Message(body))
     assert [r.host for r in taken[0][1]] == ["h1"]
-    assert caplog.messages[0].startswith("Digest of reports refused: from other: a report of it is unreadable")
+    assert caplog.messages[0].startswith(
+        "Digest of reports refused: from other: a report of it is unreadable")
 
 
 class Publisher:
