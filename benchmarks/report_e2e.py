@@ -297,7 +297,9 @@ def _answering(client: SchedulerClient, scheduler: _Scheduler) -> None:
             return
         except rpc.MessagingTimeout:
             if time.monotonic() > deadline or scheduler.proc.poll() is not None:
-                raise RuntimeError(f"scheduler {scheduler.name} did not start: see its log") from None
+                with open(scheduler.log_path, errors="replace") as log:
+                    tail = "".join(log.readlines()[-15:])
+                raise RuntimeError(f"scheduler {scheduler.name} did not start; its log ends:\n{tail}") from None
 
 
 def _row(scheduler: _Scheduler, n_hosts: int, rounds: int) -> dict[str, Any]:
