@@ -299,7 +299,7 @@ def _answering(client: SchedulerClient, scheduler: _Scheduler) -> None:
             if time.monotonic() > deadline or scheduler.proc.poll() is not None:
                 with open(scheduler.log_path, errors="replace") as log:
                     tail = "".join(log.readlines()[-15:])
-                raise RuntimeError(f"scheduler {scheduler.name} did not start; its log ends:\n{tail}") from None
+                raise RuntimeError(f"{scheduler.name} did not start; its log ends:\n{tail}") from None
 
 
 def _row(scheduler: _Scheduler, n_hosts: int, rounds: int) -> dict[str, Any]:
