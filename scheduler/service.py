@@ -151,9 +151,9 @@ class SchedulerService:
             hearing=self.parts.host_manager,
             access=access,
             # The agents' reports: each scheduler takes them all, or they share them (see
-            # scheduler.fleet.report_digests); messages older than the hosts' down time are no news.
+            # scheduler.fleet.report_digests).
             fanouts=() if shared else (REPORTS_TOPIC,),
-            shared_fanouts=((REPORTS_TOPIC, conf.scheduler.service_down_time),) if shared else (),
+            shared_fanouts=((REPORTS_TOPIC, report_digests.REPORT_TTL),) if shared else (),
         )
         #: Which hosts' reports this scheduler writes, and the hosts it knows have a row.
         self.report_owners = ReportOwners(conf.host)

@@ -35,6 +35,9 @@ SHARED = "shared"
 DIGEST_TOPIC = "scheduler_report_digests"
 #: The format of the digests this release sends and reads; a digest of another is refused.
 FORMAT = 1
+#: Seconds a report waits at most in the shared queue: no news after that (its host has
+#: reported again). A constant: every scheduler declares the queue with the same arguments.
+REPORT_TTL = 60
 
 opts: list[cfg.Opt] = [
     cfg.StrOpt(

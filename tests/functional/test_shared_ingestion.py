@@ -7,6 +7,7 @@ import collections
 from scheduler.client import REPORTS_TOPIC
 from scheduler.cmd.instance_commands import build_request
 from scheduler.policy import flavors
+from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 SCHEDULERS = ("shared-s1", "shared-s2", "shared-s3")
@@ -30,6 +31,11 @@ def test_three_schedulers_share_the_reports_and_each_sees_every_host_current(tmp
             # One queue on the reports' exchange, which the three consume.
             fleet.wait(lambda: fleet.transport.consumers(REPORTS_TOPIC) == len(SCHEDULERS), 60,
                        "the three schedulers to consume the shared reports queue")
+            # Transient, its reports dropped after 60 s and itself once unused: none pile up.
+            listed = wire.rabbitmqctl("list_queues", "-p", wire.vhost_of(transport_url), "name", "durable",
+                                      "arguments").stdout
+            [line] = [line for line in listed.splitlines() if line.startswith(REPORTS_TOPIC + "\t")]
+            assert "\tfalse\t" in line and '"x-message-ttl",60000' in line and '"x-expires",' in line, line
             fleet.wait(lambda: all(set(AGENTS) <= {h for h, v in seen.items() if v["state"] == "up"}
                                    for seen in views(fleet).values()),
                        60, "every scheduler to see every host up", last_seen=lambda: views(fleet))
