@@ -23,8 +23,14 @@ the CPU per report at 30,000 hosts). The schedulers run with ``service_down_time
 (``--option scheduler.service_down_time=60`` to see the difference); the rounds that said hosts
 down anyway are counted, from the log. Reconciliation is then in the first round only.
 
-Run: ``python -m benchmarks.report_e2e [--hosts N] [--rounds R] [--baseline DIR]`` (needs
-RabbitMQ with rabbitmqctl, PostgreSQL, and the test extra).
+With ``--modes each,shared`` three scheduler processes run instead, all live (each writes the
+reports of its third of the hosts), in one ``[scheduler] report_ingestion`` mode then the other,
+alternated ``--cycles`` times in one run (the three restarted at each change, a warm-up round
+first): the CPU each of them spends per report of the fleet, which at one report per host every
+10 s and 100,000 hosts (10,000 reports/s) is its CPU seconds per second in units of 100 us.
+
+Run: ``python -m benchmarks.report_e2e [--hosts N] [--rounds R] [--baseline DIR | --modes each,shared
+[--cycles C]]`` (needs RabbitMQ with rabbitmqctl, PostgreSQL, and the test extra).
 """
 
 from __future__ import annotations
@@ -198,6 +204,91 @@ def measure(transport_url: str, n_hosts: int = 30_000, rounds: int = 3, per_host
     return row
 
 
+def _publish_round(transport: Any, client: SchedulerClient, fleet: Any, n_hosts: int) -> float:
+    """Every host's report, as agents send them; the seconds it took to publish them."""
+    reports = [(host, jsonutils.loads(body)) for host, body in fleet.bodies(0, n_hosts)]
+    started = time.monotonic()
+    for chunk in range(0, n_hosts, BATCH):
+        with transport.publisher.batch():
+            for host, resources in reports[chunk:chunk + BATCH]:
+                client.report_resources({}, host, resources)
+    return time.monotonic() - started
+
+
+def measure_modes(transport_url: str, modes: list[str], n_hosts: int = 30_000, rounds: int = 3,
+                  cycles: int = 2, per_host: int = 4, options: list[str] | None = None,
+                  n_schedulers: int = 3) -> dict[str, Any]:
+    """{mode: [[CPU s per report of scheduler i, for i in 0..n-1] for each measured round]}: the
+    schedulers in each mode of ``modes`` in turn, ``cycles`` times."""
+    from tests.fixtures import temporary_database, temporary_vhost  # the test extra
+
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-report-e2e-"))
+    figures: dict[str, list[list[float]]] = {mode: [] for mode in modes}
+    rounds_s: dict[str, list[float]] = {mode: [] for mode in modes}
+    schedulers: list[_Scheduler] = []
+    try:
+        with temporary_vhost(transport_url, prefix="berth-bench") as url, \
+                temporary_database(PG_ADMIN_DSN, PG_URL, prefix="berth_bench", connect_timeout=3) as db_url:
+            database = db_api.Database(db_url)
+            database.sync()
+            fleet = _Fleet(n_hosts, per_host, 0)
+            rows = list(fleet.instance_rows())
+            with database.engine.begin() as connection:
+                for start in range(0, len(rows), INSERT_CHUNK):
+                    connection.execute(instances.insert(), rows[start:start + INSERT_CHUNK])
+            del rows
+            for _ in range(cycles):
+                for mode in modes:
+                    schedulers = [_Scheduler(f"sched-{i}", None, tmp, url, db_url,
+                                             [*(options or []), f"scheduler.report_ingestion={mode}"])
+                                  for i in range(n_schedulers)]
+                    conf = berth_conf.new_conf()
+                    conf(["--config-file", str(tmp / "sched-0.conf")], project="berth-bench",
+                         default_config_files=[])
+                    transport = rpc.get_transport(conf)
+                    try:
+                        client = SchedulerClient(transport, timeout=2)
+                        for scheduler in schedulers:
+                            _answering(client, scheduler)
+                        for scheduler in schedulers:
+                            _, scheduler.idle = _idle(scheduler.proc.pid, scheduler.proc)
+                        for measured in range(rounds + 1):  # a warm-up round first
+                            before = [_cpu_s(s.proc.pid) for s in schedulers]
+                            started = time.monotonic()
+                            _publish_round(transport, client, fleet, n_hosts)
+                            spent = []
+                            for scheduler, cpu_before in zip(schedulers, before, strict=True):
+                                after, _ = _idle(scheduler.proc.pid, scheduler.proc)
+                                idle = scheduler.idle * (time.monotonic() - started)
+                                spent.append((after - cpu_before - idle) / n_hosts)
+                            if measured:
+                                figures[mode].append(spent)
+                                rounds_s[mode].append(time.monotonic() - started)
+                    finally:
+                        transport.cleanup()
+                        for scheduler in schedulers:
+                            scheduler.stop()
+            database.dispose()
+    finally:
+        for scheduler in schedulers:
+            scheduler.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"n_hosts": n_hosts, "figures": figures, "round_s": rounds_s}
+
+
+def describe_modes(row: dict[str, Any]) -> list[str]:
+    lines = []
+    for mode, figures in row["figures"].items():
+        each = [us * 1e6 for round_ in figures for us in round_]
+        worst = [max(round_) * 1e6 for round_ in figures]
+        lines.append(f"report_ingestion = {mode}: {spread(each, 0, 'scheduler-rounds')} us CPU per "
+                     f"report of the fleet per scheduler; the busiest scheduler of each round "
+                     f"{spread(worst, 0, 'rounds')}; "
+                     f"at 10,000 reports/s: {statistics.median(each) / 100:.2f} CPU s per s per scheduler; "
+                     f"rounds of {spread(row['round_s'][mode], 1, 'rounds')} s")
+    return lines
+
+
 def _answering(client: SchedulerClient, scheduler: _Scheduler) -> None:
     own = client._client.prepare(server=scheduler.name, timeout=2)
     deadline = time.monotonic() + 120
@@ -207,7 +298,9 @@ def _answering(client: SchedulerClient, scheduler: _Scheduler) -> None:
             return
         except rpc.MessagingTimeout:
             if time.monotonic() > deadline or scheduler.proc.poll() is not None:
-                raise RuntimeError(f"scheduler {scheduler.name} did not start: see its log") from None
+                with open(scheduler.log_path, errors="replace") as log:
+                    tail = "".join(log.readlines()[-15:])
+                raise RuntimeError(f"{scheduler.name} did not start; its log ends:\n{tail}") from None
 
 
 def _row(scheduler: _Scheduler, n_hosts: int, rounds: int) -> dict[str, Any]:
@@ -251,6 +344,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="configuration of the scheduler of this tree (repeatable)")
     parser.add_argument("--baseline-option", action="append", default=[], metavar="GROUP.NAME=VALUE",
                         help="configuration of the baseline's scheduler (repeatable)")
+    parser.add_argument("--modes", default=None, metavar="MODE,MODE",
+                        help="run three schedulers in each [scheduler] report_ingestion mode given "
+                        "(each, shared), alternated")
+    parser.add_argument("--cycles", type=positive, default=2,
+                        help="with --modes: how many times each mode runs (default 2)")
     parser.add_argument("--transport-url", default=os.environ.get(
         "BERTH_BENCH_TRANSPORT_URL", "rabbit://guest:guest@127.0.0.1:5672/"))
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -258,6 +356,17 @@ def main(argv: list[str] | None = None) -> int:
         _option_lines(args.option + args.baseline_option)
     except ValueError as exc:
         parser.error(str(exc))
+    if args.modes is not None:
+        modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+        if not modes or set(modes) - {"each", "shared"} or args.baseline is not None:
+            parser.error("--modes takes each and/or shared, comma-separated, and no --baseline")
+        row = measure_modes(args.transport_url, modes, args.hosts, args.rounds, args.cycles,
+                            options=args.option)
+        print(f"{args.hosts:,} hosts into 3 berth-scheduler processes over RabbitMQ (PostgreSQL), "
+              f"modes alternated {args.cycles} times, {args.rounds} rounds each after a warm-up")
+        for line in describe_modes(row):
+            print(line)
+        return 0
     row = measure(args.transport_url, args.hosts, max(2, args.rounds), baseline=args.baseline,
                   options=args.option, baseline_options=args.baseline_option)
     print(f"{args.hosts:,} hosts into berth-scheduler processes over RabbitMQ (of 3 schedulers, "

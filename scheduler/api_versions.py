@@ -19,6 +19,9 @@ SCHEDULER = API("scheduler", (
             "messages all said 1.0"),
     ("1.1", "moves: migrate_instance, resize_instance, confirm_resize, revert_resize, evacuate_host, "
             "list_migrations, and move_update from the agents"),
+    ("1.2", "report_resources is cast to the exchange scheduler_reports_fanout, which every scheduler "
+            "takes reports from (shared ingestion: [scheduler] report_ingestion), no longer to "
+            "scheduler_fanout"),
 ))
 
 #: The compute agents' API (compute_agent.manager.ComputeEndpoint, topic ``compute.<host>``),

@@ -18,6 +18,11 @@ from scheduler.rpc.client import ConsumerCheck, Context
 from scheduler.rpc.versions import API
 
 TOPIC = "scheduler"
+#: The topic of the agents' reports: cast to its fanout exchange (``scheduler_reports_fanout``),
+#: from API 1.2 (see scheduler.fleet.report_digests).
+REPORTS_TOPIC = f"{TOPIC}_reports"
+#: The version of the scheduler API from which reports go to REPORTS_TOPIC.
+REPORTS_VERSION = "1.2"
 #: The context key of a run_instance cast's wall-clock time (seconds since the epoch), from
 #: which the scheduler measures the time to SCHEDULED; callers that leave it out are not timed.
 CAST_AT = "berth_cast_at"
@@ -54,6 +59,9 @@ class SchedulerClient:
         self._client = self._clients[api_versions.SCHEDULER.name]
         self._fanout = self._client.prepare(fanout=True)
         self._admin_fanout = self._clients[api_versions.ADMIN.name].prepare(fanout=True)
+        self._reports = rpc.RPCClient(
+            transport, rpc.Target(topic=REPORTS_TOPIC, fanout=True, version=REPORTS_VERSION),
+            version_cap=self._client.version_cap, api=api_versions.SCHEDULER.name)
 
     def can_send_version(self, version: str, api: API = api_versions.SCHEDULER) -> bool:
         """Whether ``[upgrade_levels]`` lets this client send ``version`` of ``api``."""
@@ -76,7 +84,12 @@ class SchedulerClient:
         )
 
     def report_resources(self, ctxt: Context, host: str, resources: dict) -> None:
-        self._fanout.cast(ctxt, "report_resources", host=host, resources=resources)
+        """Cast a host's report to every scheduler: to the reports' exchange, or with
+        ``[upgrade_levels] scheduler`` below 1.2 (schedulers that predate it) to scheduler_fanout."""
+        if self._reports.can_send_version():
+            self._reports.cast(ctxt, "report_resources", host=host, resources=resources)
+        else:
+            self._fanout.cast(ctxt, "report_resources", host=host, resources=resources)
 
     def aggregates_changed(self, ctxt: Context, by: str) -> None:
         """Tell every scheduler to reload the aggregates (``by``: the scheduler that changed them)."""

@@ -53,6 +53,9 @@ class SchedulerManager:
         self.host_manager = host_manager
         self.reports = reports
         self._scheduling = scheduling
+        #: With shared report ingestion: ``(exchange, forward(report))``, a report taken from the
+        #: agents' exchange is passed on to the other schedulers (scheduler.fleet.report_digests).
+        self.forward = None
 
     # -- placement -------------------------------------------------------
 
@@ -124,6 +127,9 @@ class SchedulerManager:
         report = HostReport.from_wire(resources, host)
         if self.host_manager.update_from_report(report):
             self.reports.put(host, report)
+            forward = self.forward
+            if forward is not None and getattr(context, "exchange", None) == forward[0]:
+                forward[1](report)
         else:
             LOG.debug("Report %s of %s is older than the one taken already; ignored", report.report_seq, host)
 

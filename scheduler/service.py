@@ -15,10 +15,11 @@ from scheduler import concurrency, rpc
 from scheduler.admin.flavors import FlavorEndpoint
 from scheduler.admin.grouping import AdminEndpoint, known_host, reload_aggregates
 from scheduler.admin.hosts import SCHEDULER_BINARY, HostAdminEndpoint, heartbeat, reload_disabled
-from scheduler.client import TOPIC, SchedulerClient
+from scheduler.client import REPORTS_TOPIC, TOPIC, SchedulerClient
 from scheduler.conf import upgrade_levels
 from scheduler.conf.filter_scheduler import allocation_ratios
 from scheduler.db import api as db_api
+from scheduler.fleet import report_digests
 from scheduler.fleet.build_expiry import BuildExpiry
 from scheduler.fleet.host_manager import HostManager
 from scheduler.fleet.reconciler import Reconciler
@@ -35,6 +36,7 @@ from scheduler.planning.planner import Planner
 from scheduler.planning.scheduling import Scheduling
 from scheduler.policy import filters, weighers
 from scheduler.policy.selection import Selector
+from scheduler.rpc import topology
 from scheduler.scaling.api import ScalingGroupEndpoint
 from scheduler.scaling.controller import ScalingController
 from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
@@ -130,6 +132,16 @@ class SchedulerService:
         self._reload_aggregates = functools.partial(reload_aggregates, database, hosts)
         self._reload_disabled = functools.partial(reload_disabled, database, hosts)
         self._peers = SchedulerClient(transport)
+        access = rpc.Access.from_conf(conf)
+        shared = conf.scheduler.report_ingestion == report_digests.SHARED
+        self.digests_out = self.digests_in = None
+        if shared:
+            self.digests_out = report_digests.DigestSender(transport, conf.host,
+                                                           conf.scheduler.report_digest_interval,
+                                                           conf.scheduler.report_digest_size)
+            self.digests_in = report_digests.DigestReceiver(
+                transport, conf.host, report_digests.taker(parts.host_manager, parts.reports), access)
+            self.manager.forward = (topology.fanout_exchange(REPORTS_TOPIC).name, self.digests_out.add)
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
             [self.manager, self.moves, self.admin, self.host_admin, FlavorEndpoint(database, conf),
@@ -137,7 +149,11 @@ class SchedulerService:
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
             hearing=self.parts.host_manager,
-            access=rpc.Access.from_conf(conf),
+            access=access,
+            # The agents' reports: each scheduler takes them all, or they share them (see
+            # scheduler.fleet.report_digests).
+            fanouts=() if shared else (REPORTS_TOPIC,),
+            shared_fanouts=((REPORTS_TOPIC, report_digests.REPORT_TTL),) if shared else (),
         )
         #: Which hosts' reports this scheduler writes, and the hosts it knows have a row.
         self.report_owners = ReportOwners(conf.host)
@@ -180,6 +196,9 @@ class SchedulerService:
         self.parts.claims.learn()  # every host's generation and pending placements
         self._reload_aggregates()  # reloaded by the periodic task too
         self._reload_disabled()  # likewise
+        if self.digests_in is not None:
+            self.digests_in.start()
+            self.digests_out.start()
         self._server.start()
         for collector in self._collectors:
             prometheus_client.REGISTRY.register(collector)
@@ -210,6 +229,9 @@ class SchedulerService:
         self._queues.close()
         self._server.stop()
         self._server.wait()
+        if self.digests_in is not None:
+            self.digests_out.stop()  # what it took goes to the others
+            self.digests_in.stop()
         self._stopping.set()
         if self._periodic is not None:
             self._periodic.join()

@@ -19,6 +19,7 @@ from scheduler.conf import (
     upgrade_levels,
 )
 from scheduler.db import fastpaths as db_fastpaths
+from scheduler.fleet import report_digests
 from scheduler.moves import expiry as move_expiry
 from scheduler.planning import fragmentation as planning_fragmentation
 from scheduler.planning import moves as planning_moves
@@ -29,8 +30,8 @@ from scheduler.telemetry import endpoint as telemetry_endpoint
 from scheduler.telemetry import scheduler_metrics
 
 AREAS = (default, database, db_fastpaths, messaging, amqp_fast, roles, upgrade_levels, scheduler,
-         filter_scheduler, planning_moves, planning_fragmentation, move_expiry, scaling, telemetry_endpoint,
-         scheduler_metrics, status_page)
+         report_digests, filter_scheduler, planning_moves, planning_fragmentation, move_expiry, scaling,
+         telemetry_endpoint, scheduler_metrics, status_page)
 
 
 def register_opts(conf):

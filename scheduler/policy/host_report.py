@@ -169,7 +169,8 @@ class HostReport(NamedTuple):
 
     @classmethod
     def trusted(cls, wire: Mapping[str, Any]) -> HostReport:
-        """The report ``wire`` as it is, unchecked: one built in this process (a simulated agent)."""
+        """The report ``wire`` as it is, unchecked: one built in this process (a simulated agent), or
+        the ``to_wire()`` of one a Berth scheduler checked (a digest: scheduler.fleet.report_digests)."""
         return cls._of(wire, wire["host"], wire.get("instance_uuids") or (), _load_of(wire),
                        wire.get("instance_usage"))
 

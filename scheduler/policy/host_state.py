@@ -25,6 +25,8 @@ from scheduler.policy.aggregates import AggregateIndex
 from scheduler.policy.host_report import HostReport
 
 _GROW = 2
+#: Distinct inventories a host table keeps one object of (HostTable._inventory), at most.
+_INVENTORIES = 10_000
 
 
 class HostTable:
@@ -69,6 +71,7 @@ class HostTable:
         self._metrics = {}  # metric name -> column (NaN: not reported), made on first sight
         #: Resource class other than VCPU, MEMORY_MB and DISK_GB -> its ResourceColumns, made on first sight.
         self._resources = {}
+        self._inventories = {}  # (class, *its figures) -> the Inventory (_inventory)
         #: Trait name -> its code: the row of ``_has_trait`` that says which hosts have it.
         self.trait_codes = {}
         self._has_trait = np.zeros((0, 0), dtype=bool)
@@ -208,10 +211,25 @@ class HostTable:
         inventories = {}
         usages = usages or {}
         for name, figures in (reported or {}).items():
-            inventory = inventories[name] = resource_classes.Inventory(**figures)
+            inventory = inventories[name] = self._inventory(name, figures)
             if name not in resource_classes.CLASSIC:
                 self._resource_columns(name).set(row, inventory, usages.get(name, 0))
         return inventories
+
+    def _inventory(self, name, figures):
+        """The Inventory of ``figures``, one object for every host reporting the same (hosts report
+        the same inventories again and again, and many hosts alike: making one anew was a third
+        of what a report cost the table). At most _INVENTORIES kept."""
+        key = (name, *figures.items())
+        try:
+            found = self._inventories.get(key)
+        except TypeError:  # a figure that is no number: Inventory says what it makes of it
+            return resource_classes.Inventory(**figures)
+        if found is None:
+            if len(self._inventories) >= _INVENTORIES:
+                self._inventories.clear()
+            found = self._inventories[key] = resource_classes.Inventory(**figures)
+        return found
 
     def _take_stats(self, row, reported):
         """The reported stats as text, indexed by name (None when there are none)."""

@@ -55,11 +55,12 @@ class Context:
     tells that the broker delivered the message before without an ack. A call
     also carries ``msg_id`` and ``reply_q``; both are None for a cast, and for a
     call whose reply cannot be sent, which says why in ``unanswerable``. ``version``
-    is the version of its API the message asks for (scheduler.rpc.versions).
+    is the version of its API the message asks for (scheduler.rpc.versions); ``exchange`` the
+    exchange it was published to, as the broker says (None: not said).
     """
 
     def __init__(self, values=None, user_id=None, redelivered=False, msg_id=None, reply_q=None,
-                 unanswerable=None, version=versions.DEFAULT):
+                 unanswerable=None, version=versions.DEFAULT, exchange=None):
         self.values = dict(values or {})
         self.user_id = user_id
         self.redelivered = bool(redelivered)
@@ -67,6 +68,7 @@ class Context:
         self.reply_q = reply_q
         self.unanswerable = unanswerable
         self.version = version
+        self.exchange = exchange
         self._request = None  # its oslo.context RequestContext, once made current
 
     @property

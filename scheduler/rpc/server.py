@@ -45,8 +45,9 @@ HOLD_MAX_DELAY = 2.0
 
 
 def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False,
-                   hearing=None, access=None):
-    return RPCServer(transport, target, endpoints, batch_size, unit_of_work, exclusive, hearing, access)
+                   hearing=None, access=None, fanouts=(), shared_fanouts=()):
+    return RPCServer(transport, target, endpoints, batch_size, unit_of_work, exclusive, hearing, access,
+                     fanouts, shared_fanouts)
 
 
 class _Hold:
@@ -98,10 +99,15 @@ class RPCServer:
     the callers its method declares before it runs, whether alone or in a batch
     (see Dispatcher): a refused call gets NotAuthorized, a refused cast is
     dead-lettered with it.
+
+    ``fanouts``: other topics whose fanout exchanges the server's own fanout queue is bound to
+    too (it takes every message cast to them); ``shared_fanouts``: ``(topic, message_ttl)`` of
+    topics whose fanout exchange it takes from through the queue ``<topic>`` it shares with the
+    other servers consuming it (each message taken by one of them).
     """
 
     def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False,
-                 hearing=None, access=None):
+                 hearing=None, access=None, fanouts=(), shared_fanouts=()):
         if target.fanout:
             raise ValueError("a server's target cannot be fanout")
         if exclusive and not target.server:
@@ -111,7 +117,9 @@ class RPCServer:
         self.target = target
         self.dispatcher = Dispatcher(endpoints, access)
         self.fanout_queue_name = f"{target.topic}_fanout_{envelope.new_id()}"
-        self._fanout_exchange = topology.fanout_exchange(target.topic).name
+        self._fanouts = tuple(fanouts)
+        self._shared_fanouts = tuple(shared_fanouts)
+        self._fanout_exchanges = {topology.fanout_exchange(t).name for t in (target.topic, *self._fanouts)}
         label = f"{target.topic}.{target.server}" if target.server else target.topic
         self.dead_letters = DeadLetters(transport, label)
         self.refusals = LogOnce(LOG)  # refused and failed calls: their callers get the failure
@@ -148,7 +156,10 @@ class RPCServer:
         if self.target.server:
             queues.append(topology.shared_queue(self.transport, topology.routing_key(self.target),
                                                 exclusive=self.exclusive))
-        queues.append(topology.fanout_queue(self.transport, self.target.topic, self.fanout_queue_name))
+        queues.append(topology.fanout_queue(self.transport, self.target.topic, self.fanout_queue_name,
+                                            self._fanouts))
+        queues.extend(topology.shared_fanout_queue(self.transport, topic, ttl)
+                      for topic, ttl in self._shared_fanouts)
         return queues
 
     def start(self):
@@ -186,12 +197,14 @@ class RPCServer:
         return self._loop.ready.is_set()
 
     def _delete_fanout_queue(self, channel):
-        fanout = topology.fanout_queue(self.transport, self.target.topic, self.fanout_queue_name)(channel)
+        fanout = topology.fanout_queue(self.transport, self.target.topic, self.fanout_queue_name,
+                                       self._fanouts)(channel)
         if not self.transport.is_rabbit:
             fanout.purge()
         fanout.delete()
         # The memory transport keeps a deleted queue in the exchange's table.
-        fanout.unbind_from(fanout.exchange, fanout.routing_key)
+        for topic in (self.target.topic, *self._fanouts):
+            fanout.unbind_from(topology.fanout_exchange(topic), topic)
 
     def _forget(self):
         """The connection is gone: what it delivered and was not acked comes again."""
@@ -214,7 +227,7 @@ class RPCServer:
 
     def _on_message(self, message):
         if self._loop.stopping.is_set():
-            if message.delivery_info.get("exchange") == self._fanout_exchange:
+            if message.delivery_info.get("exchange") in self._fanout_exchanges:
                 message.ack()  # our fanout queue is going away with us
             else:
                 message.requeue()  # for the next server of the topic
@@ -555,6 +568,7 @@ class RPCServer:
             reply_q=reply_q,
             unanswerable=unanswerable,
             version=version,
+            exchange=message.delivery_info.get("exchange"),
         )
         return context, method, args
 

@@ -5,7 +5,7 @@ real oslo.messaging peer also declares (the control exchange, the shared topic
 queues, the fanout exchange) must match its declaration argument for argument.
 """
 
-from kombu import Exchange, Queue
+from kombu import Exchange, Queue, binding
 
 DEFAULT_EXCHANGE = Exchange("", type="direct", durable=False, auto_delete=False)
 
@@ -77,8 +77,17 @@ def _transient_arguments(transport):
     return None
 
 
-def fanout_queue(transport, topic, name):
-    """A process's own queue on ``<topic>_fanout``: auto-delete, expiring on rabbit."""
+def fanout_queue(transport, topic, name, also=()):
+    """A process's own queue on ``<topic>_fanout`` (and on the fanout exchanges of the topics
+    ``also``): auto-delete, expiring on rabbit."""
+    if also:
+        return Queue(
+            name,
+            bindings=[binding(fanout_exchange(t), routing_key=t) for t in (topic, *also)],
+            durable=False,
+            auto_delete=True,
+            queue_arguments=_transient_arguments(transport),
+        )
     return Queue(
         name,
         exchange=fanout_exchange(topic),
@@ -86,6 +95,23 @@ def fanout_queue(transport, topic, name):
         durable=False,
         auto_delete=True,
         queue_arguments=_transient_arguments(transport),
+    )
+
+
+def shared_fanout_queue(transport, topic, message_ttl):
+    """The queue ``<topic>`` on ``<topic>_fanout`` that the servers consuming it share (each
+    message taken by one): transient, its messages dropped after ``message_ttl`` seconds, and
+    the queue itself once unused for rabbit_transient_queues_ttl (on rabbit)."""
+    arguments = None
+    if transport.is_rabbit:
+        arguments = dict(_transient_arguments(transport) or {}, **{"x-message-ttl": int(message_ttl * 1000)})
+    return Queue(
+        topic,
+        exchange=fanout_exchange(topic),
+        routing_key=topic,
+        durable=False,
+        auto_delete=False,
+        queue_arguments=arguments,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from oslo_config import cfg
 
 from scheduler import rpc
+from scheduler.client import REPORTS_TOPIC
 from scheduler.cmd import cli
 from scheduler.cmd import startup as config
 from scheduler.db.api import Database
@@ -72,7 +73,7 @@ def cli_scheduler(conf_file: Path, endpoints: Endpoints) -> Iterator[Database]:
     transport, database = transport_and_database(conf)
     manager = assemble(conf, transport, database).manager
     server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"),
-                                [manager, *endpoints(conf, database, manager)])
+                                [manager, *endpoints(conf, database, manager)], fanouts=(REPORTS_TOPIC,))
     server.start()
     try:
         yield database

@@ -9,6 +9,7 @@ import uuid as uuidlib
 import pytest
 
 from scheduler import api_versions, rpc
+from scheduler.client import REPORTS_TOPIC
 
 HOST = "agent-1"
 TIMEOUT = 30.0  # guards against hangs only
@@ -74,8 +75,10 @@ class StubScheduler:
 
 @contextlib.contextmanager
 def serving(transport, stub):
-    """``stub`` on the scheduler topic of ``transport`` (server sched-1); yields it."""
-    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="sched-1"), [stub])
+    """``stub`` on the scheduler topic of ``transport`` (server sched-1), taking the agents' reports
+    as a scheduler does; yields it."""
+    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="sched-1"), [stub],
+                                fanouts=(REPORTS_TOPIC,))
     server.start()
     try:
         yield stub

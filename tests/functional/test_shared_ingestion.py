@@ -1,0 +1,75 @@
+"""Three scheduler processes with ``[scheduler] report_ingestion = shared`` on the real RabbitMQ
+and PostgreSQL: they share the agents' reports (one queue, three consumers) and every one of them
+still sees every host as its agent last reported it; boots go ACTIVE."""
+
+import collections
+
+from scheduler.client import REPORTS_TOPIC
+from scheduler.cmd.instance_commands import build_request
+from scheduler.policy import flavors
+from tests.functional import wire
+from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
+
+SCHEDULERS = ("shared-s1", "shared-s2", "shared-s3")
+AGENTS = ("shared-a", "shared-b", "shared-c", "shared-d")
+
+
+def views(fleet):
+    """{scheduler: {host: its view}} of every scheduler, each asked on its own queue."""
+    return {name: {h["host"]: h for h in fleet.scheduler_client(name).call({}, "list_hosts")}
+            for name in SCHEDULERS}
+
+
+def test_three_schedulers_share_the_reports_and_each_sees_every_host_current(tmp_path):
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false",
+                      scheduler__report_ingestion="shared")
+        try:
+            fleet.start_schedulers(SCHEDULERS)
+            for host in AGENTS:
+                fleet.start_agent(host, fake_memory_mb=65536, fake_local_gb=1024, fake_vcpus=64)
+            # One queue on the reports' exchange, which the three consume.
+            fleet.wait(lambda: fleet.transport.consumers(REPORTS_TOPIC) == len(SCHEDULERS), 60,
+                       "the three schedulers to consume the shared reports queue")
+            # Transient, its reports dropped after 60 s and itself once unused: none pile up.
+            listed = wire.rabbitmqctl("list_queues", "-p", wire.vhost_of(transport_url), "name", "durable",
+                                      "arguments").stdout
+            [line] = [line for line in listed.splitlines() if line.startswith(REPORTS_TOPIC + "\t")]
+            assert "\tfalse\t" in line and '"x-message-ttl",60000' in line and '"x-expires",' in line, line
+            fleet.wait(lambda: all(set(AGENTS) <= {h for h, v in seen.items() if v["state"] == "up"}
+                                   for seen in views(fleet).values()),
+                       60, "every scheduler to see every host up", last_seen=lambda: views(fleet))
+
+            uuids = []
+            for _ in range(6):
+                spec, props = build_request(flavors.get("m1.tiny"), 2)
+                fleet.client.run_instance({}, spec, props)
+                uuids += spec["instance_uuids"]
+            instances = fleet.wait_states(uuids, ("ACTIVE", "ERROR"), timeout=180)
+            assert {i["state"] for i in instances.values()} == {"ACTIVE"}
+            per_host = collections.Counter(i["host"] for i in instances.values())
+
+            # The agents' next reports list the instances; every scheduler sees them, through the
+            # reports it took itself and those the others passed on.
+            def current():
+                return all({h: seen[h]["running_vms"] for h in AGENTS} ==
+                           {h: per_host.get(h, 0) for h in AGENTS} for seen in views(fleet).values())
+
+            fleet.wait(current, 60, "every scheduler to see each host's instances",
+                       last_seen=lambda: {n: {h: v["running_vms"] for h, v in seen.items()}
+                                          for n, seen in views(fleet).items()})
+            # Each report is taken by one of them: the others hold it only through its digest.
+            # Every scheduler holds each host's latest report at once (between two reports).
+            def same_latest():
+                seen = views(fleet)
+                return all(len({seen[n][h]["reported_at"] for n in SCHEDULERS}) == 1 for h in AGENTS)
+
+            fleet.wait(same_latest, 30, "the three schedulers to hold the same latest report of each host",
+                       interval=0.1, last_seen=lambda: {n: {h: v["reported_at"] for h, v in seen.items()}
+                                                        for n, seen in views(fleet).items()})
+            for name in SCHEDULERS:
+                log = fleet.log(name)
+                assert "Digest of reports refused" not in log
+                assert "cannot be passed on" not in log
+        finally:
+            fleet.close()
