@@ -35,7 +35,7 @@ class LineFormatter(formatters.ContextFormatter):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._local = tz.tzlocal()
+        self._zone = tz.tzlocal()  # ContextFormatter makes one per record
 
     def format(self, record):
         fields = record.__dict__
@@ -75,7 +75,7 @@ class LineFormatter(formatters.ContextFormatter):
             return super().format(record)
 
     def _iso_time(self, created):
-        isotime = datetime.datetime.fromtimestamp(created).replace(tzinfo=self._local).isoformat()
+        isotime = datetime.datetime.fromtimestamp(created).replace(tzinfo=self._zone).isoformat()
         if created == int(created):
             # isoformat() leaves out zero microseconds; ContextFormatter puts them back.
             isotime = f"{isotime[:-6]}.000000{isotime[-6:]}"
