@@ -17,6 +17,13 @@ PLACED = ("Placed instance %s on host %s (%s considered, %d passed the filters)"
           ("6f1e7d3a-51a4-4a33-9d0c-6a4b7fb1c2d0", "sim-000042", "1,000 hosts", 997))
 
 
+@pytest.fixture(autouse=True)
+def thread_request():
+    """The thread's current request as it was before each test (the tests make others current)."""
+    with rpc_context.handling({}):
+        yield
+
+
 @pytest.fixture
 def conf():
     conf = berth_conf.new_conf()
@@ -64,14 +71,18 @@ def _failed():
     {"instance": {"uuid": "6f1e7d3a-51a4-4a33-9d0c-6a4b7fb1c2d0"}},
     {"instance_uuid": "6f1e7d3a-51a4-4a33-9d0c-6a4b7fb1c2d0"},
     {"context": {"request_id": REQUEST, "user": "u"}},
-    {"context": oslo_context.RequestContext(request_id=REQUEST, user_id="u", project_id="p",
-                                            global_request_id="req-5c0e1c55-8a8a-4c1b-9a7e-9e2a7c5a0b11")},
-    {"context": oslo_context.RequestContext(request_id=REQUEST, resource_uuid="r-1")},
+    # Made in the test (a RequestContext made becomes the thread's current request).
+    {"context": lambda: oslo_context.RequestContext(
+        request_id=REQUEST, user_id="u", project_id="p",
+        global_request_id="req-5c0e1c55-8a8a-4c1b-9a7e-9e2a7c5a0b11")},
+    {"context": lambda: oslo_context.RequestContext(request_id=REQUEST, resource_uuid="r-1")},
 ])
 @pytest.mark.parametrize("level", [logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR])
 def test_a_record_within_a_request_reads_as_oslo_log_writes_it(conf, extra, level):
     if extra.get("exc_info"):
         extra = {"exc_info": _failed()}
+    if callable(extra.get("context")):
+        extra = {"context": extra["context"]()}
     with rpc_context.handling(_request()):
         oslo, line = _both(conf, _record(level, **extra))
     assert REQUEST in oslo or "context" in extra
