@@ -24,7 +24,7 @@ ROWS = [
      "flag": False, "ratio": -0.0},
     {"n": None, "big": 7, "at": datetime.datetime(999, 1, 1), "text": None, "doc": {}, "flag": None,
      "ratio": None},
-    {"n": 2**31 - 1, "big": 0, "at": datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc),
+    {"n": 2**31 - 1, "big": 0, "at": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
      "text": "'; DROP TABLE instances; --", "doc": [], "flag": True, "ratio": float("inf")},
     {"n": True, "big": 1, "at": None, "text": "%", "doc": "%(x)s", "flag": False, "ratio": 2},
 ]
