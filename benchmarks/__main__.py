@@ -62,6 +62,9 @@ def parse_args(argv):
                         help="[scheduler] prefer_owned_hosts = false: every scheduler weighs the whole fleet")
     parser.add_argument("--e2e-batch-size", type=int, default=None,
                         help="[scheduler] batch_size of the schedulers end to end (default 512)")
+    parser.add_argument("--e2e-queue-version", type=int, choices=(1, 2), default=None,
+                        help="give the run's classic queues this RabbitMQ queue version by a policy on "
+                        "its vhost (default: the broker's own)")
     parser.add_argument("--e2e-logs", default=None, metavar="DIR",
                         help="keep the end-to-end processes' logs in DIR (default: thrown away)")
     parser.add_argument("--e2e-profile", default=None, metavar="DIR",
@@ -110,7 +113,8 @@ def rows(args):
         yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances,
                           workers=args.e2e_workers, rate=args.e2e_rate or None,
                           batch_size=args.e2e_batch_size or e2e.BATCH_SIZE, logs=args.e2e_logs,
-                          profile=args.e2e_profile, prefer_owned_hosts=not args.e2e_no_owners)
+                          profile=args.e2e_profile, prefer_owned_hosts=not args.e2e_no_owners,
+                          queue_version=args.e2e_queue_version)
 
 
 def _rebalance_rows(args):

@@ -46,13 +46,23 @@ BATCH_SIZE = 512  # the schedulers' [scheduler] batch_size
 
 
 @contextlib.contextmanager
-def _vhost(url):
-    """A fresh vhost on ``url``'s broker when rabbitmqctl can make one, else ``url`` as it is."""
+def _vhost(url, queue_version=None):
+    """A fresh vhost on ``url``'s broker when rabbitmqctl can make one, else ``url`` as it is.
+    With ``queue_version`` (1 or 2), a policy on the fresh vhost gives its classic queues that
+    version (RabbitMQ's queue-version); without a fresh vhost that cannot be done, and is refused."""
     with contextlib.ExitStack() as stack:
         try:
             url = stack.enter_context(temporary_vhost(url, prefix="berth-bench"))
         except (OSError, subprocess.CalledProcessError):
-            pass
+            if queue_version:
+                raise RuntimeError("a queue version needs a vhost of the run's own, which "
+                                   "rabbitmqctl could not make") from None
+        else:
+            if queue_version:
+                vhost = urllib.parse.unquote(urllib.parse.urlsplit(url).path[1:])
+                subprocess.run(["rabbitmqctl", "-q", "set_policy", "-p", vhost, "queue-version", ".*",
+                                f'{{"queue-version":{queue_version}}}', "--apply-to", "queues"],
+                               check=True, capture_output=True)
         yield url
 
 
@@ -183,18 +193,20 @@ def _cast(transport, client, n_instances, rate):
 
 
 def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None,
-            batch_size=BATCH_SIZE, logs=None, profile=None, prefer_owned_hosts=True):
+            batch_size=BATCH_SIZE, logs=None, profile=None, prefer_owned_hosts=True, queue_version=None):
     """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
     as one client can) to ``workers`` schedulers and a simulated fleet of ``n_hosts``;
     time each from its cast to ACTIVE. With ``logs``, the processes' logs are kept there; with
     ``profile``, the schedulers run under yappi and leave their profiles there
-    (scheduler-N.pstat, for pstats). ``prefer_owned_hosts``: the schedulers' [scheduler] option."""
+    (scheduler-N.pstat, for pstats). ``prefer_owned_hosts``: the schedulers' [scheduler] option.
+    ``queue_version``: the classic queues' version (1 or 2) by a policy on the run's vhost (None:
+    the broker's default)."""
     import pathlib
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
     procs = {}  # name -> Popen
     try:
-        with _vhost(transport_url) as url, _database(tmp) as database_url:
+        with _vhost(transport_url, queue_version) as url, _database(tmp) as database_url:
             conf_file = tmp / "berth.conf"
             _write_conf(conf_file, url, database_url, tmp, batch_size, prefer_owned_hosts)
             args = ["--config-file", str(conf_file)]
@@ -304,6 +316,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
         "workers": workers,
         "prefer_owned_hosts": prefer_owned_hosts,
         "batch_size": batch_size,
+        "queue_version": queue_version,
         "offered_per_s": rate,
         "cast_per_s": n_instances / cast_seconds,
         "placements_per_s": (len(done) * 0.8) / max(high - low, 1e-9),
@@ -322,6 +335,8 @@ def describe(row):
     messages = row["messages_per_placement"]
     preference = "on" if row["prefer_owned_hosts"] else "off"
     owners = "" if row["workers"] == 1 else f" (prefer_owned_hosts {preference})"
+    if row.get("queue_version"):
+        owners += f" (classic queues v{row['queue_version']})"
     return (f"{row['workers']} scheduler{'s' if row['workers'] > 1 else ''}{owners}: "
             f"{row['placements_per_s']:,.0f} placements/s; CPU ms/placement {cpu['total']:.3f} = "
             + " + ".join(f"{name} {ms:.3f}" for name, ms in cpu.items() if name != "total")

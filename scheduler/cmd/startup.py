@@ -9,6 +9,7 @@ from oslo_config import cfg
 from oslo_log import log
 
 from scheduler import conf as berth_conf
+from scheduler.utils import log_lines
 from scheduler.version import version
 
 LOG = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ def _setup(conf, prog):
     if conf.log_dir and not conf.log_file:
         conf.set_override("log_file", f"{prog}.log")
     log.setup(conf, prog, version=version())
+    log_lines.install(conf, prog, version())
     named = {pair.partition("=")[0] for pair in conf.default_log_levels}
     for noisy in QUIET_LOGGERS:
         if noisy not in named:

@@ -28,6 +28,7 @@ SQLAlchemy is imported only where used: scheduler.conf lists this module's
 option, and the command-line client loads that without SQLAlchemy.
 """
 
+import datetime
 import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -147,16 +148,39 @@ def _rendered_values(connection: Any, table: "sa.Table", columns: list[str],
 
     dialect = connection.dialect
     processors = [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in columns]
+    pairs = list(zip(columns, processors, strict=True))
     cursor = connection.connection.dbapi_connection.cursor()
     try:
-        template = "(" + ", ".join(["%s"] * len(columns)) + ")"
-        return b", ".join(
-            cursor.mogrify(template, [row[name] if process is None else process(row[name])
-                                      for name, process in zip(columns, processors, strict=True)])
-            for row in rows
-        ).decode(psycopg2_encodings[cursor.connection.encoding])
+        rendered = []
+        for row in rows:
+            pieces, params = [], []
+            for name, process in pairs:
+                value = row[name] if process is None else process(row[name])
+                literal = _literal(value)
+                if literal is None:
+                    pieces.append("%s")
+                    params.append(value)
+                else:
+                    pieces.append(literal)
+            rendered.append(cursor.mogrify("(" + ", ".join(pieces) + ")", params))
+        return b", ".join(rendered).decode(psycopg2_encodings[cursor.connection.encoding])
     finally:
         cursor.close()
+
+
+def _literal(value: Any) -> str | None:
+    """``value`` as psycopg2 renders it, character for character, for NULL, a non-negative int
+    (a negative one it renders with a space before) and a naive datetime, which take psycopg2 a
+    microsecond each, a third of a row; None for any other value (psycopg2 renders it). No
+    rendering here holds a quote or a percent sign of the value's own."""
+    kind = type(value)
+    if value is None:
+        return "NULL"
+    if kind is int and value >= 0:
+        return str(value)
+    if kind is datetime.datetime and value.tzinfo is None:
+        return f"'{value.isoformat()}'::timestamp"
+    return None
 
 
 def versioned_updater(dialect: Any, enabled: bool

@@ -180,8 +180,10 @@ class Planner:
     def retry_host(self, spec: RequestSpec) -> str | None:
         """The host that sent ``spec`` back, when it builds it again ([scheduler]
         build_retries_same_host), else None."""
+        if not spec.retry.hosts:
+            return None  # a first attempt: the option is not read (a lookup per placement)
         retries = self._conf.scheduler.build_retries_same_host
-        if not retries or not spec.retry.hosts or spec.retry.timed_out:
+        if not retries or spec.retry.timed_out:
             return None
         host = spec.retry.hosts[-1][0]
         return host if spec.retry.trailing(host) <= retries else None

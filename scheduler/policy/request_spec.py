@@ -6,6 +6,7 @@ so that filters and weighers can trust what they are given.
 """
 
 import dataclasses
+import re
 import uuid as uuidlib
 
 from scheduler.exception import InvalidRequest
@@ -24,6 +25,8 @@ MAX_LIST = 1000
 MAX_TEXT = 255
 #: The image property of the CPU policy (the flavor's hw:cpu_policy, which Berth takes).
 IMAGE_CPU_POLICY = "hw_cpu_policy"
+#: A UUID as str(uuid.UUID(...)) writes it.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def is_bounded_number(value, high):
@@ -84,6 +87,8 @@ def _str_list(value, where):
 
 
 def parse_uuid(value, where):
+    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value):
+        return value  # what str(UUID(value)) gives, without building the UUID
     try:
         return str(uuidlib.UUID(value))
     except (TypeError, ValueError, AttributeError):

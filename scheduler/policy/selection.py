@@ -17,6 +17,7 @@ import numpy as np
 from scheduler.exception import NoValidHost
 from scheduler.policy import owned_hosts
 from scheduler.policy import weighers as weighers_mod
+from scheduler.policy.filters import BaseHostFilter
 
 
 class Decision(NamedTuple):
@@ -46,6 +47,7 @@ class Selector:
         by_vector = [f for f in self.filters if vectorized and f.filter_vector is not None]
         # Vector filters first, over the whole fleet; per-host ones on their survivors.
         self._filter_order = by_vector + [f for f in self.filters if f not in by_vector]
+        self._limiting = [f for f in self.filters if _gives_limits(f)]
         self._tierers = [p for p in self.filters + self.weighers
                          if p.tier is not None or p.tier_vector is not None]
         # A weigher may confine the random pick to rows it names (``spread_rows``).
@@ -240,7 +242,7 @@ class Selector:
 
     def limits(self, host):
         merged = {}
-        for host_filter in self.filters:
+        for host_filter in self._limiting:
             merged.update(host_filter.limits(host))
         return merged
 
@@ -252,6 +254,12 @@ TIER_BASE = 16
 #: Once fewer than this share of the rows are left, the next vector filters read only those
 #: rows (gathered) rather than every row (in place, a slice): both give the same answers.
 NARROW_BELOW = 0.125
+
+
+def _gives_limits(host_filter):
+    """Whether ``host_filter`` has limits of its own (BaseHostFilter's are none: {})."""
+    own = "limits" in getattr(host_filter, "__dict__", {})
+    return own or getattr(type(host_filter), "limits", None) is not BaseHostFilter.limits
 
 
 def _filter_vectors(vector_filters, table, rows, spec):

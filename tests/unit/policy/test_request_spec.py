@@ -143,3 +143,16 @@ def test_a_bad_name_is_refused_naming_the_field(name, message):
     uuids = [str(uuidlib.uuid4()) for _ in range(10)]
     with pytest.raises(InvalidRequest, match=message):
         parse({"instance_uuids": uuids, "instance_properties": {"display_name": name}})
+
+
+@pytest.mark.parametrize("given", [
+    U1, U1.upper(), "{" + U1 + "}", "urn:uuid:" + U1, U1.replace("-", ""),
+])
+def test_an_instance_uuid_in_any_form_uuid_reads_is_taken_in_the_canonical_one(given):
+    assert parse({"instance_uuids": [given]}).instance_uuids == [U1]
+
+
+@pytest.mark.parametrize("given", [U1 + "\n", " " + U1, U1[:-1] + "g", U1[:-1], 7])
+def test_an_instance_uuid_that_is_not_one_is_refused(given):
+    with pytest.raises(InvalidRequest, match=r"instance_uuids\[0\]: must be a UUID"):
+        parse({"instance_uuids": [given]})

@@ -35,6 +35,30 @@ def test_chosen_host_carries_the_limits_for_the_claim(selector, table):
     assert chosen.limits == {"memory_mb": 4096.0, "disk_gb": 50.0, "vcpu": 8.0}  # ratios 1.0, 1.0, 4.0
 
 
+class _Passes(filters.BaseHostFilter):
+    """A plugin's filter without limits (BaseHostFilter's: none)."""
+
+    def host_passes(self, host_state, spec):
+        return True
+
+
+class _Gpus(_Passes):
+    """A plugin's filter with limits of its own."""
+
+    def limits(self, host_state):
+        return {"gpus": 2, "vcpu": 3.0}
+
+
+def test_a_plugin_filters_limits_are_merged_with_the_others_in_filter_order(policy_conf, rng, table):
+    enabled = filters.enabled_filters(policy_conf)
+    given = _Passes(policy_conf)
+    given.limits = lambda host_state: {"pci": 1}  # limits set on the filter itself count too
+    selector = Selector([_Passes(policy_conf), *enabled, _Gpus(policy_conf), given],
+                        weighers.enabled_weighers(policy_conf), 1, rng)
+    [chosen] = selector.select([make_host("a", table=table, ram=4096, disk=50, vcpus=2)], make_spec())
+    assert chosen.limits == {"memory_mb": 4096.0, "disk_gb": 50.0, "vcpu": 3.0, "gpus": 2, "pci": 1}
+
+
 def test_random_choice_among_the_best_subset(policy_conf, rng):
     selector = Selector(filters.enabled_filters(policy_conf), weighers.enabled_weighers(policy_conf), 2, rng)
     picks = collections.Counter()
