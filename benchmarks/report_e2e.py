@@ -35,6 +35,7 @@ Run: ``python -m benchmarks.report_e2e [--hosts N] [--rounds R] [--baseline DIR 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
@@ -43,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -132,24 +134,33 @@ class _Scheduler:
         self._log.close()
 
 
+@contextlib.contextmanager
+def _fleet_on_services(transport_url: str, n_hosts: int,
+                       per_host: int) -> Iterator[tuple[str, str, Any, Any]]:
+    """(vhost URL, database URL, Database, fleet): a fresh vhost and PostgreSQL database, the
+    latter holding the fleet's ``per_host`` ACTIVE instances a host; both dropped after."""
+    from tests.fixtures import temporary_database, temporary_vhost  # the test extra
+
+    with temporary_vhost(transport_url, prefix="berth-bench") as url, \
+            temporary_database(PG_ADMIN_DSN, PG_URL, prefix="berth_bench", connect_timeout=3) as db_url:
+        database = db_api.Database(db_url)
+        database.sync()
+        fleet = _Fleet(n_hosts, per_host, 0)
+        rows = list(fleet.instance_rows())
+        with database.engine.begin() as connection:
+            for start in range(0, len(rows), INSERT_CHUNK):
+                connection.execute(instances.insert(), rows[start:start + INSERT_CHUNK])
+        del rows
+        yield url, db_url, database, fleet
+
+
 def measure(transport_url: str, n_hosts: int = 30_000, rounds: int = 3, per_host: int = 4,
             baseline: str | None = None, options: list[str] | None = None,
             baseline_options: list[str] | None = None) -> dict[str, Any]:
-    from tests.fixtures import temporary_database, temporary_vhost  # the test extra
-
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-report-e2e-"))
     schedulers: list[_Scheduler] = []
     try:
-        with temporary_vhost(transport_url, prefix="berth-bench") as url, \
-                temporary_database(PG_ADMIN_DSN, PG_URL, prefix="berth_bench", connect_timeout=3) as db_url:
-            database = db_api.Database(db_url)
-            database.sync()
-            fleet = _Fleet(n_hosts, per_host, 0)
-            rows = list(fleet.instance_rows())
-            with database.engine.begin() as connection:
-                for start in range(0, len(rows), INSERT_CHUNK):
-                    connection.execute(instances.insert(), rows[start:start + INSERT_CHUNK])
-            del rows
+        with _fleet_on_services(transport_url, n_hosts, per_host) as (url, db_url, database, fleet):
             def alive() -> None:
                 for name in ("sched-1", "sched-2"):
                     database.service_heartbeat(name, BINARY, TOPIC)
@@ -170,14 +181,10 @@ def measure(transport_url: str, n_hosts: int = 30_000, rounds: int = 3, per_host
                     scheduler.said_down()
                 for _ in range(rounds):
                     alive()
-                    reports = [(host, jsonutils.loads(body)) for host, body in fleet.bodies(0, n_hosts)]
+                    reports = _reports(fleet, n_hosts)
                     before = [_cpu_s(s.proc.pid) for s in schedulers]
                     started = time.monotonic()
-                    for chunk in range(0, n_hosts, BATCH):
-                        with transport.publisher.batch():
-                            for host, resources in reports[chunk:chunk + BATCH]:
-                                client.report_resources({}, host, resources)
-                    sent = time.monotonic() - started
+                    sent = _publish_round(transport, client, reports)
                     for scheduler, cpu_before in zip(schedulers, before, strict=True):
                         after, _ = _idle(scheduler.proc.pid, scheduler.proc)
                         # Less what it spends idle (periodic tasks) over the round.
@@ -204,11 +211,15 @@ def measure(transport_url: str, n_hosts: int = 30_000, rounds: int = 3, per_host
     return row
 
 
-def _publish_round(transport: Any, client: SchedulerClient, fleet: Any, n_hosts: int) -> float:
+def _reports(fleet: Any, n_hosts: int) -> list[tuple[str, Any]]:
+    """(host, report) of every host, as its agent sends it."""
+    return [(host, jsonutils.loads(body)) for host, body in fleet.bodies(0, n_hosts)]
+
+
+def _publish_round(transport: Any, client: SchedulerClient, reports: list[tuple[str, Any]]) -> float:
     """Every host's report, as agents send them; the seconds it took to publish them."""
-    reports = [(host, jsonutils.loads(body)) for host, body in fleet.bodies(0, n_hosts)]
     started = time.monotonic()
-    for chunk in range(0, n_hosts, BATCH):
+    for chunk in range(0, len(reports), BATCH):
         with transport.publisher.batch():
             for host, resources in reports[chunk:chunk + BATCH]:
                 client.report_resources({}, host, resources)
@@ -220,23 +231,12 @@ def measure_modes(transport_url: str, modes: list[str], n_hosts: int = 30_000, r
                   n_schedulers: int = 3) -> dict[str, Any]:
     """{mode: [[CPU s per report of scheduler i, for i in 0..n-1] for each measured round]}: the
     schedulers in each mode of ``modes`` in turn, ``cycles`` times."""
-    from tests.fixtures import temporary_database, temporary_vhost  # the test extra
-
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-report-e2e-"))
     figures: dict[str, list[list[float]]] = {mode: [] for mode in modes}
     rounds_s: dict[str, list[float]] = {mode: [] for mode in modes}
     schedulers: list[_Scheduler] = []
     try:
-        with temporary_vhost(transport_url, prefix="berth-bench") as url, \
-                temporary_database(PG_ADMIN_DSN, PG_URL, prefix="berth_bench", connect_timeout=3) as db_url:
-            database = db_api.Database(db_url)
-            database.sync()
-            fleet = _Fleet(n_hosts, per_host, 0)
-            rows = list(fleet.instance_rows())
-            with database.engine.begin() as connection:
-                for start in range(0, len(rows), INSERT_CHUNK):
-                    connection.execute(instances.insert(), rows[start:start + INSERT_CHUNK])
-            del rows
+        with _fleet_on_services(transport_url, n_hosts, per_host) as (url, db_url, database, fleet):
             for _ in range(cycles):
                 for mode in modes:
                     schedulers = [_Scheduler(f"sched-{i}", None, tmp, url, db_url,
@@ -255,7 +255,7 @@ def measure_modes(transport_url: str, modes: list[str], n_hosts: int = 30_000, r
                         for measured in range(rounds + 1):  # a warm-up round first
                             before = [_cpu_s(s.proc.pid) for s in schedulers]
                             started = time.monotonic()
-                            _publish_round(transport, client, fleet, n_hosts)
+                            _publish_round(transport, client, _reports(fleet, n_hosts))
                             spent = []
                             for scheduler, cpu_before in zip(schedulers, before, strict=True):
                                 after, _ = _idle(scheduler.proc.pid, scheduler.proc)
