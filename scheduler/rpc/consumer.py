@@ -54,6 +54,7 @@ class ConsumeLoop:
         self.first_error = None  # what made the first attempt fail, if it did
         #: When the broker was last heard from (monotonic): what the connection last received.
         self.heard_at = None
+        self._link = None  # the connection being consumed, while it is
         self._thread = None
 
     def start(self):
@@ -104,6 +105,7 @@ class ConsumeLoop:
                 )
                 LOG.debug("%s: consumer error", self.name, exc_info=True)
             finally:
+                self._link = None
                 self.first_attempt.set()
                 try:
                     conn.release()
@@ -112,12 +114,25 @@ class ConsumeLoop:
             if waits is not None:
                 self.stopping.wait(delay)
 
+    def listen(self):
+        """Check the heartbeats of the connection being consumed, as the loop does between
+        drains: called by this loop's own handlers during a long wait (the broker's confirms
+        of what they sent), so that a broker gone silent is noticed then, and said, and the
+        broker still hears this side. Raises ConnectionLost when the check fails."""
+        link = self._link
+        if link is None:
+            return
+        try:
+            link.heartbeat()
+        except Exception as exc:
+            raise ConnectionLost(f"{type(exc).__name__}: {exc}") from exc
+
     def _consume(self, conn, lost_at):
         conn.connect()
         # The transport's own connection, held from here on: kombu's
         # ``Connection.connection`` would open a bare new one, without our
         # queues and consumers, once this one is dead.
-        link = Link(conn, self)
+        link = self._link = Link(conn, self)
         channel = conn.channel()
         queues = [queue(channel) for queue in self._queues()]
         for queue in queues:

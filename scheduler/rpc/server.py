@@ -15,7 +15,7 @@ import time
 
 from scheduler.rpc import deliveries, envelope, topology
 from scheduler.rpc import transport as transport_mod
-from scheduler.rpc.consumer import ConsumeLoop
+from scheduler.rpc.consumer import ConnectionLost, ConsumeLoop
 from scheduler.rpc.context import REQUEST_ID, Context, ensure_request_id, handling
 from scheduler.rpc.deadletter import DeadLetters, log_key, reason_of
 from scheduler.rpc.dispatcher import Dispatcher
@@ -395,7 +395,7 @@ class RPCServer:
         outcomes = []
         committed = False
         try:
-            with self.transport.publisher.batch(confirm=False) as sent:
+            with self.transport.publisher.batch(confirm=False, idle=self._loop.listen) as sent:
                 with self._unit_of_work() as work:
                     for method, form, group in self._groups(requests):
                         outcomes.extend(self._run(work, method, form, group))
@@ -404,6 +404,8 @@ class RPCServer:
                 rpc_metrics.count_handled(self.target.topic, [method for _, _, method, _, _ in outcomes])
                 for message, context, method, result, exc in outcomes:
                     self._answer(message, context, method, result, exc)
+        except ConnectionLost:
+            raise  # the consume loop's own connection: it reconnects, and they come again
         except Exception as exc:
             if not committed:
                 raise
@@ -416,7 +418,7 @@ class RPCServer:
     def _refuse(self, request, exc):
         """Refuse a message that failed alone: (Sent, [message]) to settle, as _attempt."""
         message, (context, method, _) = request
-        with self.transport.publisher.batch(confirm=False) as sent:
+        with self.transport.publisher.batch(confirm=False, idle=self._loop.listen) as sent:
             self._answer(message, context, method, None, exc)
         return sent, [message]
 
@@ -428,7 +430,9 @@ class RPCServer:
             return
         sent, messages = unsettled
         try:
-            sent.confirm()
+            sent.confirm(idle=self._loop.listen)
+        except ConnectionLost:
+            raise  # the consume loop's own connection: it reconnects, and they come again
         except Exception as exc:
             LOG.warning("%s: cannot send what %d message(s) caused (%s); handing them back",
                         self.target.topic, len(messages), reason_of(exc))

@@ -330,6 +330,10 @@ class Transport:
         self.publisher.close()
 
 
+#: Seconds between two calls of a confirm wait's ``idle`` (Sent.confirm).
+IDLE_EVERY = 0.25
+
+
 class Sent:
     """What a ``Publisher.batch(confirm=False)`` sent: ``confirm()`` waits for the
     broker's confirms, and sends the messages again if they do not come."""
@@ -339,10 +343,12 @@ class Sent:
         self.messages = []
         self.ticket = None
 
-    def confirm(self):
-        """Raises MessageDeliveryFailure when the messages cannot be sent again."""
+    def confirm(self, idle=None):
+        """Raises MessageDeliveryFailure when the messages cannot be sent again.
+
+        ``idle()`` is called every IDLE_EVERY seconds of the wait (see Publisher._confirm)."""
         if self.messages:
-            self._publisher._confirm(self.ticket, self.messages)
+            self._publisher._confirm(self.ticket, self.messages, idle)
             self.messages, self.ticket = [], None
 
 
@@ -363,7 +369,7 @@ class Publisher:
         self._local = threading.local()  # .pending: this thread's batch, if any
 
     @contextlib.contextmanager
-    def batch(self, confirm=True):
+    def batch(self, confirm=True, idle=None):
         """Hold this thread's publishes until the outermost ``batch()`` ends, then
         send them in order, waiting once for the broker to confirm them all.
 
@@ -375,6 +381,9 @@ class Publisher:
         With ``confirm=False`` the outermost batch is sent at its end without
         waiting for the confirms: ``confirm()`` on the Sent it yields waits for
         them later (and sends the batch again if they do not come).
+
+        ``idle()`` is called every IDLE_EVERY seconds while the end of the batch waits for
+        another sender to be done with the connection (see _confirm).
         """
         pending = getattr(self._local, "pending", None)
         outermost = pending is None
@@ -395,7 +404,7 @@ class Publisher:
                 self._send(pending)
             else:
                 sent.messages = pending
-                sent.ticket = self._send(pending, wait=False)
+                sent.ticket = self._send(pending, wait=False, idle=idle)
 
     def publish(self, body, exchange, routing_key, expiration=None, persistent=None,
                 headers=None, content_type=None, content_encoding=None, now=False, max_bytes=None,
@@ -443,7 +452,7 @@ class Publisher:
         else:
             self._send([message])
 
-    def _send(self, messages, wait=True):
+    def _send(self, messages, wait=True, idle=None):
         """Publish ``messages`` ([(body, exchange, routing_key, properties, queue)]) in order;
         several without waiting for each confirm, then for all of them (on the
         fast paths; py-amqp's public API waits for each in turn).
@@ -456,7 +465,7 @@ class Publisher:
         waits = delays(transport.conf)
         attempt = 0
         redeclared = False
-        with self._lock:
+        with self._lock if idle is None else self._locked(idle):
             while True:
                 conn = None
                 try:
@@ -524,24 +533,43 @@ class Publisher:
                     )
                     time.sleep(delay)
 
-    def _confirm(self, ticket, messages):
+    def _confirm(self, ticket, messages, idle=None):
         """Wait for the confirms of ``ticket`` (from ``_send(wait=False)``); if they
         do not come, or the connection they were sent on is gone, send
-        ``messages`` again, waiting."""
+        ``messages`` again, waiting.
+
+        With ``idle``, the wait is cut in slices of IDLE_EVERY seconds, the lock let go and
+        ``idle()`` called between them (what it raises ends the wait): how a consume loop
+        waiting for the confirms of what it sent keeps up its own connection's heartbeats."""
         if ticket is None:
             return
         conn, pending = ticket
-        with self._lock:
-            if conn is self._conn:
+        within = None if idle is None else IDLE_EVERY
+        while True:
+            with self._lock if idle is None else self._locked(idle):
+                if conn is not self._conn:
+                    break
                 try:
-                    for each in pending:
-                        each.wait()
-                    return
+                    if all(each.wait(within) for each in pending):
+                        return
                 except Exception as exc:
                     LOG.warning("%d published message(s) were not confirmed (%s); sending them again",
                                 len(messages), exc)
                     self._reset()
-        self._send(messages)
+                    break
+            idle()
+        self._send(messages, idle=idle)
+
+    @contextlib.contextmanager
+    def _locked(self, idle):
+        """The connection, once no other sender uses it; ``idle()`` called every IDLE_EVERY
+        seconds until then."""
+        while not self._lock.acquire(timeout=IDLE_EVERY):
+            idle()
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def connect(self, timeout):
         """Connect now if not connected: one attempt per broker host, each within

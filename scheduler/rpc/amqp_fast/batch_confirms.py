@@ -174,26 +174,32 @@ class Batch:
 
 
 class Pending:
-    """The confirms of messages ``first`` to ``last`` sent on ``channel``, to wait for."""
+    """The confirms of messages ``first`` to ``last`` sent on ``channel``, to wait for:
+    ``timeout`` seconds at most from now (None: for ever)."""
 
     def __init__(self, channel, first, last, timeout):
         self.channel, self.first, self.last, self.timeout = channel, first, last, timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
 
-    def wait(self):
-        """Return once all are confirmed; raise MessageNacked or TimeoutError."""
+    def wait(self, within=None):
+        """Return True once all are confirmed, False when ``within`` seconds passed first
+        (wait again later); raise MessageNacked, or TimeoutError once ``timeout`` is over."""
         tags, first, last = self.channel.tags, self.first, self.last
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        until = None if within is None else time.monotonic() + within
         while tags.settled < last:
-            left = None if deadline is None else deadline - time.monotonic()
+            now = time.monotonic()
+            if self.deadline is not None and now >= self.deadline:
+                raise TimeoutError(f"{last - tags.settled} of {last - first + 1} messages "
+                                   f"not confirmed within {self.timeout} s")
+            if until is not None and now >= until:
+                return False
+            ends = [end for end in (self.deadline, until) if end is not None]
             try:
-                if left is not None and left <= 0:
-                    raise TimeoutError()
                 # Returns after one ack or nack, which the channel has counted.
-                self.channel.wait([spec.Basic.Ack, spec.Basic.Nack], timeout=left)
+                self.channel.wait([spec.Basic.Ack, spec.Basic.Nack],
+                                  timeout=min(ends) - now if ends else None)
             except TimeoutError:
-                raise TimeoutError(
-                    f"{last - tags.settled} of {last - first + 1} messages "
-                    f"not confirmed within {self.timeout} s"
-                ) from None
+                continue  # the loop says which end it was
         if tags.nacked >= first:
             raise MessageNacked(f"the broker refused messages of a batch of {last - first + 1}")
+        return True

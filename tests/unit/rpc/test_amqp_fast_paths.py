@@ -166,6 +166,27 @@ def test_a_single_publish_waits_for_its_own_confirm_not_a_deferred_batchs(connec
     pending.wait()  # the batch's confirms, read meanwhile, were counted
 
 
+def test_a_wait_in_slices_says_not_yet_until_the_confirms_come_or_their_time_is_over(connect):
+    connection, broker = connect(True, silent={2})  # the first batch is acked, the second never
+    channel = publisher_channel(connection, True)
+    producer = kombu.Producer(channel, auto_declare=False)
+    pendings = []
+    for n, timeout in ((1, WAIT), (2, 0.6)):
+        channel.deferred = []
+        with producer.batch():
+            producer.publish(envelope.dumps({"n": n}), exchange="", routing_key="k", retry=False,
+                             declare=None, confirm_timeout=timeout)
+        pendings += channel.deferred
+    channel.deferred = None
+    acked, silent = pendings
+    assert acked.wait(within=WAIT) is True
+    assert silent.wait(within=0.1) is False
+    assert silent.wait(within=0.1) is False
+    with pytest.raises(TimeoutError, match="not confirmed within 0.6 s"):
+        silent.wait(within=WAIT)  # the time is counted from when they were sent
+    assert broker.published == 2
+
+
 # -- when the fast paths are taken ---------------------------------------------------
 
 

@@ -8,6 +8,7 @@ from amqp.exceptions import MessageNacked
 from scheduler import rpc
 from scheduler.rpc import envelope, topology
 from scheduler.rpc.amqp_fast import batch_confirms as confirms
+from scheduler.rpc.consumer import ConnectionLost
 from tests.unit.rpc.conftest import WAIT
 
 
@@ -64,7 +65,7 @@ def test_a_batch_confirmed_later_is_sent_again_when_its_confirms_do_not_come(tra
     assert inbox() == [1, 2]  # sent at the end of the block
 
     class Late:  # memory:// has no confirms: stands for those of the batch
-        def wait(self):
+        def wait(self, within=None):
             raise TimeoutError("2 of 2 messages not confirmed within 20 s")
 
     sent.ticket = (transport.publisher._conn, [Late()])
@@ -72,6 +73,76 @@ def test_a_batch_confirmed_later_is_sent_again_when_its_confirms_do_not_come(tra
     assert inbox() == [1, 2]
     sent.confirm()  # once confirmed, there is nothing left to do
     assert inbox() == []
+
+
+class Unconfirmed:
+    """The confirms of a batch, not come yet (memory:// has none): each wait is a slice."""
+
+    def __init__(self):
+        self.confirmed = threading.Event()
+
+    def wait(self, within=None):
+        return self.confirmed.wait(within)
+
+
+def test_a_wait_for_confirms_with_idle_calls_it_every_slice_and_ends_when_it_raises(
+        transport, client, inbox):
+    """How a consume loop waiting for what its batch sent keeps checking its own connection:
+    once that is lost, the wait ends at once, and the messages are not sent again from here."""
+    with transport.publisher.batch(confirm=False) as sent:
+        client.cast({}, "record", n=1)
+    assert inbox() == [1]
+    sent.ticket = (transport.publisher._conn, [Unconfirmed()])
+    calls = []
+
+    def idle():
+        calls.append(1)
+        if len(calls) == 3:
+            raise ConnectionLost("ConnectionForced: Too many heartbeats missed")
+
+    with pytest.raises(ConnectionLost):
+        sent.confirm(idle=idle)
+    assert len(calls) == 3
+    assert inbox() == []
+
+
+def test_a_wait_for_confirms_with_idle_calls_it_while_another_sender_holds_the_publisher(
+        transport, client, inbox):
+    with transport.publisher.batch(confirm=False) as sent:
+        client.cast({}, "record", n=1)
+    assert inbox() == [1]
+    confirms = Unconfirmed()
+    sent.ticket = (transport.publisher._conn, [confirms])
+    calls = []
+
+    def idle():
+        calls.append(1)
+        if len(calls) == 2:  # the other sender is done, and the broker confirms
+            transport.publisher._lock.release()
+            confirms.confirmed.set()
+
+    transport.publisher._lock.acquire()  # another thread's send, waiting for its own confirms
+    sent.confirm(idle=idle)
+    assert len(calls) == 2
+    assert inbox() == []  # confirmed: not sent again
+    sent.confirm()
+    assert len(calls) == 2
+
+
+def test_the_end_of_a_batch_with_idle_calls_it_while_another_sender_holds_the_publisher(
+        transport, client, inbox):
+    calls = []
+
+    def idle():
+        calls.append(1)
+        if len(calls) == 2:
+            transport.publisher._lock.release()
+
+    transport.publisher._lock.acquire()
+    with transport.publisher.batch(confirm=False, idle=idle):
+        client.cast({}, "record", n=1)
+    assert len(calls) == 2
+    assert inbox() == [1]
 
 
 def test_block_that_raises_sends_nothing(transport, client, inbox, sends):
