@@ -104,9 +104,13 @@ def buffer_reads(connection) -> None:
 
 
 class Connection(kombu.Connection):
-    """A kombu connection whose py-amqp connection reads through a buffer."""
+    """A kombu connection whose py-amqp connection reads through a buffer and hands deliveries
+    to their consumer without the generic method dispatch (``deliveries``)."""
 
     def _establish_connection(self):
+        from scheduler.rpc.amqp_fast import deliveries
+
         conn = super()._establish_connection()
         buffer_reads(conn)
+        deliveries.fast_deliveries(conn)
         return conn
