@@ -7,7 +7,6 @@ is a cast's: JSON of 700 bytes with the properties Berth's publisher sets; no br
 """
 
 import argparse
-import statistics
 import struct
 import sys
 import time
@@ -17,6 +16,7 @@ from amqp.basic_message import Message
 from amqp.channel import Channel
 from amqp.serialization import dumps
 
+from benchmarks import summary
 from scheduler.rpc.amqp_fast import deliveries
 
 TAG = "amq.ctag-Xh3kP0bq9sJ1mYfRz6wN2A"
@@ -67,15 +67,9 @@ def main(argv=None):
     parser.add_argument("--deliveries", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args(argv)
-    took = {"py-amqp's dispatch": [], "fast path": []}
-    for _ in range(args.rounds):
-        for name, fast in (("py-amqp's dispatch", False), ("fast path", True)):
-            took[name].append(_per_delivery(fast, args.deliveries))
-    for name, values in took.items():
-        quartiles = statistics.quantiles(values, n=4)
-        print(f"{name:19} {statistics.median(values):.2f} us CPU per delivery "
-              f"(IQR {quartiles[0]:.2f}-{quartiles[2]:.2f}, {args.rounds} rounds of {args.deliveries:,})")
-
+    summary.alternated({"py-amqp's dispatch": lambda: _per_delivery(False, args.deliveries),
+                        "fast path": lambda: _per_delivery(True, args.deliveries)},
+                       args.rounds, "us CPU per delivery", counted=f" of {args.deliveries:,}")
 
 if __name__ == "__main__":
     sys.exit(main())

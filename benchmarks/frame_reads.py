@@ -7,13 +7,13 @@ one process: CPU per frame. The frames are a delivery's three (method, header, b
 """
 
 import argparse
-import statistics
 import struct
 import sys
 import time
 
 from amqp import transport as amqp_transport
 
+from benchmarks import summary
 from scheduler.rpc.amqp_fast import buffered_reads
 
 
@@ -71,16 +71,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     data = (_frame(1, b"m" * 41) + _frame(2, b"h" * 90) + _frame(3, b"b" * 700)) * args.deliveries
     frames = 3 * args.deliveries
-    ways = {"sliced (before)": _Sliced, "taken in place": buffered_reads.BufferedTCPTransport}
-    took = {name: [] for name in ways}
-    for _ in range(args.rounds):
-        for name, cls in ways.items():
-            took[name].append(_per_frame(cls, data, frames))
-    for name, values in took.items():
-        quartiles = statistics.quantiles(values, n=4)
-        print(f"{name:16} {statistics.median(values):.3f} us CPU per frame "
-              f"(IQR {quartiles[0]:.3f}-{quartiles[2]:.3f}, {args.rounds} rounds of {frames:,})")
-
+    in_place = buffered_reads.BufferedTCPTransport
+    summary.alternated({"sliced (before)": lambda: _per_frame(_Sliced, data, frames),
+                        "taken in place": lambda: _per_frame(in_place, data, frames)},
+                       args.rounds, "us CPU per frame", digits=3, counted=f" of {frames:,}")
 
 if __name__ == "__main__":
     sys.exit(main())
