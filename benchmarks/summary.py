@@ -25,3 +25,17 @@ def spread(values: Sequence[float], digits: int = 1, counted: str = "") -> str:
     fmt = f",.{digits}f"
     count = f", {len(values)} {counted}" if counted else ""
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}}{count})"
+
+
+def alternated(ways: dict, rounds: int, unit: str, digits: int = 2, counted: str = "") -> None:
+    """Time each of ``ways`` ({name: a function returning its figure for one round}) ``rounds``
+    times, alternated (A B A B ...), and print each one's 'median (IQR q1-q3, counted)' ``unit``."""
+    took = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, way in ways.items():
+            took[name].append(way())
+    width = max(len(name) for name in ways)
+    for name, values in took.items():
+        q1, median, q3 = quartiles(values)
+        print(f"{name:{width}} {median:.{digits}f} {unit} (IQR {q1:.{digits}f}-{q3:.{digits}f}, "
+              f"{rounds} rounds{counted})")

@@ -28,8 +28,9 @@ from scheduler.rpc.amqp_fast import options as amqp_fast
 from scheduler.status_page import app as status_page
 from scheduler.telemetry import endpoint as telemetry_endpoint
 from scheduler.telemetry import scheduler_metrics
+from scheduler.utils import log_lines
 
-AREAS = (default, database, db_fastpaths, messaging, amqp_fast, roles, upgrade_levels, scheduler,
+AREAS = (default, log_lines, database, db_fastpaths, messaging, amqp_fast, roles, upgrade_levels, scheduler,
          report_digests, filter_scheduler, planning_moves, planning_fragmentation, move_expiry, scaling,
          telemetry_endpoint, scheduler_metrics, status_page)
 

@@ -53,7 +53,7 @@ class Fleet:
             "prometheus": {"listen_port": 0},
         }
         for group, name in FAST_PATH_OPTIONS:
-            sections.setdefault(group, {})[name] = str(FAST_PATHS).lower()
+            sections.setdefault(group or "DEFAULT", {})[name] = str(FAST_PATHS).lower()
         for key, value in overrides.items():
             section, _, name = key.partition("__")
             sections.setdefault(section, {})[name] = value

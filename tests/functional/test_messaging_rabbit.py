@@ -95,6 +95,29 @@ def test_cast_call_and_fanout(transport, topic):
             srv.wait()
 
 
+def test_deliveries_take_the_fast_path_only_with_the_fast_paths_on(conf, transport, topic, monkeypatch):
+    from scheduler.rpc.amqp_fast import deliveries
+
+    read, real = [], deliveries.deliver_arguments
+
+    def spied(payload):
+        read.append(real(payload))
+        return read[-1]
+
+    monkeypatch.setattr(deliveries, "deliver_arguments", spied)
+    recorder = Recorder()
+    server = _server(transport, topic, [recorder])
+    try:
+        rpc.RPCClient(transport, rpc.Target(topic=topic)).cast({}, "record", n=1)
+        assert recorder.wait_for(1)
+        assert recorder.received[0][1] == {"n": 1}
+    finally:
+        server.stop()
+        server.wait()
+    fast = conf.oslo_messaging_rabbit.amqp_fast_paths
+    assert bool([args for args in read if args[4] == topic]) is fast
+
+
 def test_publisher_confirms_are_on(transport, topic):
     rpc.RPCClient(transport, rpc.Target(topic=topic)).cast({}, "record")
     channel = transport.publisher._producer.channel

@@ -11,6 +11,11 @@ library promises to keep, are listed in its ``PRIVATE_NAMES``:
 ``publish_frames``
     frames a basic.publish as py-amqp does, the properties serialized once per
     distinct set: ``amqp.basic_message.Message._serialize_properties``.
+``deliveries``
+    hands a delivery to its consumer without py-amqp's generic method
+    dispatch: replaces ``Connection.on_inbound_frame`` with a py-amqp frame
+    handler of its own callback, and reads ``amqp.Channel._callbacks`` and
+    ``_pending``.
 ``batch_confirms``
     sends a batch of publishes in one write and waits once for their
     confirms: overrides ``amqp.Channel._basic_publish``, ``_on_basic_ack`` and
@@ -59,10 +64,10 @@ def problem(version: str = amqp.__version__) -> str:
         found = None
     if found is None or not _LOWEST <= found < _ABOVE:
         return f"they were written for amqp{TESTED_AMQP}, and amqp {version} is installed"
-    from scheduler.rpc.amqp_fast import batch_confirms, buffered_reads, publish_frames
+    from scheduler.rpc.amqp_fast import batch_confirms, buffered_reads, deliveries, publish_frames
 
     missing = [f"{_name(owner)}.{name}"
-               for module in (buffered_reads, publish_frames, batch_confirms)
+               for module in (buffered_reads, publish_frames, batch_confirms, deliveries)
                for owner, name in module.PRIVATE_NAMES if not _has(owner, name)]
     if missing:
         return f"amqp {version} has no {', '.join(missing)}"

@@ -29,7 +29,9 @@ class BufferedTCPTransport(amqp_transport.TCPTransport):
     """py-amqp's TCP transport with reads that fill a buffer.
 
     A connection's transport becomes one after the handshake
-    (``buffer_reads``); ``_read_buffer`` holds what was read but not taken.
+    (``buffer_reads``); ``_read_buffer`` holds what was read but not taken, as a
+    bytearray from the first fill on, so that a frame is taken off its front without
+    copying the rest.
     """
 
     __slots__ = ()
@@ -51,8 +53,11 @@ class BufferedTCPTransport(amqp_transport.TCPTransport):
             return None
         if buf[end] != FRAME_END:
             raise UnexpectedFrame(f"Received frame_end {buf[end]:#04x} while expecting 0xce")
-        payload = buf[7:end]
-        self._read_buffer = buf[end + 1:]
+        if type(buf) is not bytearray:  # what py-amqp left, before the first fill
+            buf = self._read_buffer = bytearray(buf)
+        payload = bytes(memoryview(buf)[7:end])  # bytes, as py-amqp gives: one copy, the payload's
+        # Taken off the front in place: slicing off the rest copied up to READ_SIZE bytes a frame.
+        del buf[:end + 1]
         return frame_type, channel, payload
 
     def _fill(self):
@@ -73,7 +78,11 @@ class BufferedTCPTransport(amqp_transport.TCPTransport):
         if not data:
             self.connected = False
             raise OSError("Server unexpectedly closed connection")
-        self._read_buffer += data
+        buf = self._read_buffer
+        if type(buf) is bytearray:
+            buf += data
+        else:
+            self._read_buffer = bytearray(buf + data)
 
     def having_timeout(self, timeout):
         # A frame already read needs no socket, so no timeout set and restored.
@@ -95,9 +104,13 @@ def buffer_reads(connection) -> None:
 
 
 class Connection(kombu.Connection):
-    """A kombu connection whose py-amqp connection reads through a buffer."""
+    """A kombu connection whose py-amqp connection reads through a buffer and hands deliveries
+    to their consumer without the generic method dispatch (``deliveries``)."""
 
     def _establish_connection(self):
+        from scheduler.rpc.amqp_fast import deliveries
+
         conn = super()._establish_connection()
         buffer_reads(conn)
+        deliveries.fast_deliveries(conn)
         return conn

@@ -9,13 +9,14 @@ opts = [
         "amqp_fast_paths",
         default=True,
         help="Talk to RabbitMQ through Berth's own code for the hot paths: frames read "
-        "from a buffer 64 KiB at a time, a batch of publishes framed and sent in one "
+        "from a buffer 64 KiB at a time, deliveries handed to their consumer without "
+        "py-amqp's generic method dispatch, a batch of publishes framed and sent in one "
         "write, and one wait for all their publisher confirms. This code uses py-amqp "
         "internals and is checked against the amqp versions setup.cfg allows. Turned "
         "off, Berth uses py-amqp's and kombu's public API: the same messages on the "
         "wire and the same guarantee (every message confirmed by the broker), but each "
         "publish waits for its own confirm, so batches (replies, casts to many hosts) "
-        "are sent several times slower, and receiving takes more system calls. Turn it "
+        "are sent several times slower, and receiving takes more system calls and CPU. Turn it "
         "off if something goes wrong with an amqp newer than that range; Berth also "
         "falls back by itself, with a warning at start-up, when the installed amqp is "
         "outside the range or lacks what the fast paths need.",

@@ -50,6 +50,18 @@ def test_frames_that_came_together_are_read_one_by_one(pair):
     assert read(transport) == (3, 1, b"body")
 
 
+def test_many_frames_in_one_read_come_out_whole_in_order_as_bytes(pair):
+    transport, peer = pair
+    sent = [(1 + i % 3, 1 + i % 2, bytes([i % 251]) * (i % 700)) for i in range(400)]  # ~140 KB
+    peer.sendall(b"".join(frame(*one) for one in sent))
+    got = []
+    for _ in sent:
+        with transport.having_timeout(1):
+            got.append(transport.read_frame())
+    assert got == sent
+    assert {type(payload) for _, _, payload in got} == {bytes}
+
+
 def test_a_frame_split_across_reads_waits_for_its_end(pair):
     transport, peer = pair
     whole = frame(3, 7, b"x" * 1000)

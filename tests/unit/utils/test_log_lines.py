@@ -10,6 +10,7 @@ from oslo_log import formatters
 
 from scheduler import conf as berth_conf
 from scheduler.rpc import context as rpc_context
+from scheduler.utils import log_lines
 from scheduler.utils.log_lines import LineFormatter
 
 REQUEST = "req-0c3c8c4e-1f0a-4a47-9a6f-0123456789ab"
@@ -123,3 +124,43 @@ def test_a_message_that_cannot_be_formatted_fails_as_with_oslo_log(conf):
         with pytest.raises(TypeError) as line:
             LineFormatter(**made).format(copy.copy(record))
     assert str(line.value) == str(oslo.value)
+
+
+def _formatters(conf, tmp_path):
+    """The formatters of the handlers the services' logging setup leaves, and the lines written."""
+    from tests.unit.logs import service_log
+
+    with service_log(conf, tmp_path / "berth-scheduler.log") as lines:
+        made = [type(handler.formatter) for handler in logging.getLogger().handlers]
+        with rpc_context.handling(_request()):
+            logging.getLogger("scheduler.planning.applier").info(*(PLACED[0],) + PLACED[1])
+        return made, lines()
+
+
+def test_the_services_write_their_lines_with_line_formatter(conf, tmp_path):
+    conf.set_override("oslo_log_fast_paths", True)
+    made, lines = _formatters(conf, tmp_path)
+    assert made == [LineFormatter]
+    assert any(REQUEST in line and "sim-000042" in line for line in lines)
+
+
+def test_with_oslo_log_fast_paths_off_the_lines_are_oslo_logs(conf, tmp_path):
+    conf.set_override("oslo_log_fast_paths", False)
+    made, lines = _formatters(conf, tmp_path)
+    assert made == [formatters.ContextFormatter]
+    assert any(REQUEST in line and "sim-000042" in line for line in lines)
+
+
+def test_an_oslo_log_outside_the_pin_keeps_its_own_formatter_and_says_why(conf, tmp_path, monkeypatch):
+    monkeypatch.setattr(log_lines.importlib.metadata, "version", lambda name: "9.0.0")
+    conf.set_override("oslo_log_fast_paths", True)
+    made, lines = _formatters(conf, tmp_path)
+    assert made == [formatters.ContextFormatter]
+    assert any("oslo.log 9.0.0 is outside the range" in line and "oslo_log_fast_paths" in line
+               for line in lines)
+
+
+@pytest.mark.parametrize(("version", "usable"), [("8.3.0", True), ("8.3.2", True), ("8.2.9", False),
+                                                  ("8.4.0", False), ("not.a.version", False)])
+def test_the_oslo_log_versions_line_formatter_stands_in_for(version, usable):
+    assert (log_lines.problem(version) == "") is usable
