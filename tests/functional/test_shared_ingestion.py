@@ -20,6 +20,11 @@ def views(fleet):
             for name in SCHEDULERS}
 
 
+def latest(fleet):
+    """{scheduler: {host: reported_at of the latest report it holds}}."""
+    return {n: {h: v["reported_at"] for h, v in seen.items()} for n, seen in views(fleet).items()}
+
+
 def test_three_schedulers_share_the_reports_and_each_sees_every_host_current(tmp_path):
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false",
@@ -71,5 +76,43 @@ def test_three_schedulers_share_the_reports_and_each_sees_every_host_current(tmp
                 log = fleet.log(name)
                 assert "Digest of reports refused" not in log
                 assert "cannot be passed on" not in log
+        finally:
+            fleet.close()
+
+
+def test_shared_ingestion_survives_the_broker_closing_every_connection(tmp_path):
+    """RabbitMQ closes every connection of the vhost (the schedulers' RPC servers, their digests
+    in and out, the agents): each reconnects, and every scheduler again holds every host's latest
+    report, through the reports it takes and the digests of the others; no host is said down."""
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false",
+                      scheduler__report_ingestion="shared")
+        try:
+            fleet.start_schedulers(SCHEDULERS)
+            for host in AGENTS:
+                fleet.start_agent(host, fake_memory_mb=65536, fake_local_gb=1024, fake_vcpus=64)
+            fleet.wait(lambda: all(set(AGENTS) <= {h for h, v in seen.items() if v["state"] == "up"}
+                                   for seen in views(fleet).values()),
+                       60, "every scheduler to see every host up", last_seen=lambda: views(fleet))
+            before = latest(fleet)
+            closed = wire.rabbitmqctl("close_all_connections", "--vhost", wire.vhost_of(transport_url),
+                                      "closed by the shared ingestion test")
+            assert closed.stdout.startswith("Closed"), closed.stdout
+            fleet.wait(lambda: all(f"report-digests-{name}: reconnected" in fleet.log(name)
+                                   for name in SCHEDULERS),
+                       60, "every scheduler's digests to reconnect")
+
+            # Each host's report after the close, the same one in all three schedulers.
+            def caught_up():
+                seen = latest(fleet)
+                return all(seen[n][h] > before[n][h] for n in SCHEDULERS for h in AGENTS) and all(
+                    len({seen[n][h] for n in SCHEDULERS}) == 1 for h in AGENTS)
+
+            fleet.wait(caught_up, 60, "every scheduler to hold every host's latest report again",
+                       interval=0.1, last_seen=lambda: latest(fleet))
+            for name in SCHEDULERS:
+                log = fleet.log(name)
+                assert " is down: no report for " not in log
+                assert "Digest of reports refused" not in log
         finally:
             fleet.close()
