@@ -12,15 +12,7 @@ from scheduler.fleet.host_manager import HostManager
 from scheduler.policy.host_report import HostReport
 from scheduler.rpc import consumer
 from tests.unit.scheduler.manager_world import report
-
-GUARD = 20  # against hangs only
-
-
-def wait_for(condition, what):
-    deadline = time.monotonic() + GUARD
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+from tests.unit.scheduler.test_shared_ingestion import wait_for
 
 
 def reported(hosts, host, now, seq=1):
