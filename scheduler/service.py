@@ -140,7 +140,8 @@ class SchedulerService:
                                                            conf.scheduler.report_digest_interval,
                                                            conf.scheduler.report_digest_size)
             self.digests_in = report_digests.DigestReceiver(
-                transport, conf.host, report_digests.taker(parts.host_manager, parts.reports), access)
+                transport, conf.host, report_digests.taker(parts.host_manager, parts.reports), access,
+                hearing=parts.host_manager)
             self.manager.forward = (topology.fanout_exchange(REPORTS_TOPIC).name, self.digests_out.add)
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),

@@ -39,6 +39,8 @@ class HostManager:
         self.down = set()
         #: since when (monotonic) this scheduler cannot take reports, if it cannot now.
         self.deaf_since = None
+        #: what cannot hear (its source, see deaf()) -> since when.
+        self._deaf = {}
 
     def update_from_report(self, report, now=None):
         """Take ``report`` (a HostReport) as its host's new base; True, or False when it is older
@@ -133,17 +135,23 @@ class HostManager:
     # broker, or holding its messages while the database is away, it would otherwise take every
     # host for down, when it was not listening itself.
 
-    def deaf(self, since):
-        """This scheduler stopped taking reports at ``since`` (monotonic): its connection to the
-        broker was lost, or it holds its messages. Until heard(), report ages stand still."""
+    def deaf(self, since, source=None):
+        """This scheduler stopped taking reports at ``since`` (monotonic) from ``source`` (the RPC
+        server: None; the other schedulers' digests: another): its connection to the broker was
+        lost, or it holds its messages. Until every source that went deaf is heard again, report
+        ages stand still: a host whose reports come by either way is not said down meanwhile."""
         with self.lock:
+            self._deaf.setdefault(source, since)
             if self.deaf_since is None:
                 self.deaf_since = since
 
-    def heard(self, now):
-        """This scheduler takes reports again: every report older than the deaf time is aged as if
-        that time had not passed."""
+    def heard(self, now, source=None):
+        """This scheduler takes reports from ``source`` again: once no source is deaf, every report
+        older than the deaf time is aged as if that time had not passed."""
         with self.lock:
+            self._deaf.pop(source, None)
+            if self._deaf:
+                return  # another way still does not hear: ages stand still
             since, self.deaf_since = self.deaf_since, None
             if since is None or now <= since:
                 return

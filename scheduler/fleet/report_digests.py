@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -178,20 +179,27 @@ class DigestReceiver:
     """Takes the other schedulers' digests from a queue of its own and hands their reports to
     ``take(reports, sender)`` (HostReports); its own digests are skipped. A digest that is not
     one of this release's format, or that a broker user other than a scheduler sent while
-    ``[roles] enforce`` is on, is refused with an error in the log (once a minute)."""
+    ``[roles] enforce`` is on, is refused with an error in the log (once a minute).
+
+    ``hearing`` (the host manager) is told when the digests stop coming (``deaf(since, source)``:
+    the connection is lost) and come again (``heard(now, source)``), as the RPC server tells it of
+    its own queues: the hosts whose reports the digests carry are not said down meanwhile."""
 
     def __init__(self, transport: Any, me: str, take: Callable[[list[HostReport], str], None],
-                 access: Any = None):
+                 access: Any = None, hearing: Any = None):
         self._transport = transport
         self._me = me
         self._take = take
         self._access = access
+        self._hearing = hearing
+        self._deaf_since: float | None = None
         self.queue_name = f"{DIGEST_TOPIC}_{envelope.new_id()}"
         self._refusals = LogOnce(LOG)
         self._loop = ConsumeLoop(transport, f"report-digests-{me}", queues=self._queues,
                                  on_message=self._on_message,
                                  prefetch=transport.conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count,
-                                 on_stop=self._delete_queue)
+                                 on_stop=self._delete_queue, on_lost=self._lost,
+                                 on_drained=self._drained, want_more=lambda: False)
 
     def _queues(self) -> list[Any]:
         return [topology.fanout_queue(self._transport, DIGEST_TOPIC, self.queue_name)]
@@ -207,6 +215,18 @@ class DigestReceiver:
     @property
     def ready(self) -> bool:
         return self._loop.ready.is_set()
+
+    def _lost(self) -> None:
+        if self._deaf_since is None:
+            self._deaf_since = self._loop.heard_at or time.monotonic()
+            if self._hearing is not None:
+                self._hearing.deaf(self._deaf_since, DIGEST_TOPIC)
+
+    def _drained(self) -> None:
+        if self._deaf_since is not None:
+            self._deaf_since = None
+            if self._hearing is not None:
+                self._hearing.heard(time.monotonic(), DIGEST_TOPIC)
 
     def _delete_queue(self, channel: Any) -> None:
         queue = self._queues()[0](channel)

@@ -12,6 +12,7 @@ yet stay consumed on top of it until a report includes them, so an old
 report never gives back room the scheduler has promised.
 """
 
+import bisect
 import contextlib
 import copy
 import json
@@ -59,7 +60,7 @@ class HostTable:
         self.index = {}
         # Sparse per-row state: most rows have none of it.
         self.pending = {}  # row -> {uuid: (Flavor, monotonic time)}
-        # row -> sorted hashes of the instance uuids its last report listed (none: no entry)
+        # row -> sorted hashes (a tuple) of the instance uuids its last report listed (none: no entry)
         self.reported = {}
         self.extra = {}  # row -> {"reported_at", "metrics", "order": (started_at, report_seq)}
         #: stat name -> {row: value} of the hosts that report it (ComputeCapabilitiesFilter's
@@ -263,7 +264,9 @@ class HostTable:
         self._vcpus_used[row] = report.vcpus_used
         uuids = report.instance_uuids
         if uuids:
-            self.reported[row] = np.sort(np.fromiter(map(hash, uuids), dtype=np.int64, count=len(uuids)))
+            # A sorted tuple, not a numpy array: np.fromiter and np.sort cost more than sorting
+            # a host's few hashes, on every report.
+            self.reported[row] = tuple(sorted(map(hash, uuids)))
         else:
             self.reported.pop(row, None)
         self._num_instances[row] = len(uuids) if report.running_vms is None else report.running_vms
@@ -325,8 +328,8 @@ class HostTable:
         if hashes is None:
             return False
         key = hash(instance_uuid)
-        at = np.searchsorted(hashes, key)
-        return bool(at < len(hashes) and hashes[at] == key)
+        at = bisect.bisect_left(hashes, key)
+        return at < len(hashes) and hashes[at] == key
 
     def consume(self, row, instance_uuid, flavor, now=None):
         """Reserve ``flavor`` on ``row`` for ``instance_uuid`` until the agent reports it."""
