@@ -5,7 +5,8 @@ Without ``-f``, a listing prints as aligned columns under a header line
 value|yaml|csv`` hands the rows to cliff's formatters, the ones the
 openstack client uses, so the output is byte for byte what an OpenStack
 operator's tools already parse; ``-c COLUMN`` (repeatable, any case,
-spaces or underscores) keeps only those columns, in the listing's order.
+spaces or underscores) keeps only those columns, in the order given (the openstack
+client keeps the listing's order; a script reads them as it asked for them here).
 A column the listing does not have is refused, naming the ones it has.
 A ``show`` command prints one record (:func:`emit_one`): ``-f json`` and
 ``-f yaml`` give one object, its lists and objects kept whole; the other
@@ -51,7 +52,8 @@ def _key(name):
 
 
 def select(headers, rows, wanted):
-    """``headers`` and ``rows`` cut to the columns ``wanted`` names (all when none)."""
+    """``headers`` and ``rows`` cut to the columns ``wanted`` names, in its order, each once
+    (all when none)."""
     if not wanted:
         return list(headers), [list(row) for row in rows]
     known = {_key(h): i for i, h in enumerate(headers)}
@@ -59,7 +61,7 @@ def select(headers, rows, wanted):
     if unknown:
         raise UnknownColumn(f"no column {', '.join(repr(c) for c in unknown)}; this listing has "
                             f"{', '.join(_key(h) for h in headers)}")
-    keep = sorted({known[_key(c)] for c in wanted})
+    keep = list(dict.fromkeys(known[_key(c)] for c in wanted))
     return [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
 
 

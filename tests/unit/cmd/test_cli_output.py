@@ -61,6 +61,13 @@ def test_columns_in_any_case_and_the_value_yaml_and_csv_formats(conf_file):  # n
     assert rows == [["FAULT"], [""], ["No valid host was found"]]
 
 
+def test_columns_come_in_the_order_asked_each_once(conf_file):  # noqa: F811
+    out, _ = instances(conf_file, "-f", "value", "-c", "name", "-c", "state", "-c", "host", "-c", "NAME")
+    assert out == "web-1 ACTIVE h1\nNone ERROR None\n"
+    out, _ = instances(conf_file, "-c", "host", "-c", "uuid")
+    assert out.splitlines() == ["HOST  UUID", "h1    u1", "-     u2"]
+
+
 def test_the_table_format_is_the_openstack_clients(conf_file):  # noqa: F811
     out = instances(conf_file, "-f", "table", "-c", "uuid", "-c", "host")[0]
     assert out.splitlines()[:3] == ["+------+------+", "| UUID | HOST |", "+------+------+"]
