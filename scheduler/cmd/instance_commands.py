@@ -264,9 +264,13 @@ def delete_command(client, args, out):
 
 
 def instances_command(client, args, out):
-    print_instances(
-        client.list_instances({}, host=args.on_host, state=args.state, include_deleted=args.all), out, args
-    )
+    found = client.list_instances({}, host=args.on_host, state=args.state, include_deleted=args.all)
+    # A misspelt host would list nothing, as an empty one does: say which it is.
+    host = args.on_host
+    if not found and host is not None and all(h["host"] != host for h in client.list_hosts({})):
+        raise CommandError(f"no host {host!r} has reported, and no instance is on it "
+                           "(berth hosts lists the hosts)")
+    print_instances(found, out, args)
     return 0
 
 

@@ -31,7 +31,10 @@ class Client:
 
     def list_instances(self, ctxt, **kwargs):
         self.asked = kwargs
-        return INSTANCES
+        return [i for i in INSTANCES if kwargs.get("host") in (None, i["host"])]
+
+    def list_hosts(self, ctxt):
+        return [{"host": "h1"}, {"host": "h2"}]
 
 
 def instances(conf_file, *argv):  # noqa: F811
@@ -66,6 +69,14 @@ def test_columns_come_in_the_order_asked_each_once(conf_file):  # noqa: F811
     assert out == "web-1 ACTIVE h1\nNone ERROR None\n"
     out, _ = instances(conf_file, "-c", "host", "-c", "uuid")
     assert out.splitlines() == ["HOST  UUID", "h1    u1", "-     u2"]
+
+
+def test_a_host_that_never_reported_is_refused_rather_than_listed_empty(conf_file):  # noqa: F811
+    assert instances(conf_file, "-f", "value", "-c", "uuid", "--host", "h1")[0] == "u1\n"
+    assert instances(conf_file, "-f", "value", "-c", "uuid", "--host", "h2")[0] == ""  # none on it
+    with pytest.raises(CommandError, match=r"^no host 'h3' has reported, and no instance is on it "
+                                           r"\(berth hosts lists the hosts\)$"):
+        instances(conf_file, "--host", "h3")
 
 
 def test_the_table_format_is_the_openstack_clients(conf_file):  # noqa: F811
