@@ -13,6 +13,7 @@ no client holds it long (:mod:`http_server`).
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from typing import Any
@@ -118,10 +119,12 @@ class MetricsEndpoint:
         try:
             self._server = http_server.Server(address, port, app, self._conf.read_timeout)
         except OSError as exc:
+            taken = (" (another process listens there: another Berth daemon of this machine, a "
+                     "berth-all-in-one still running?)" if exc.errno == errno.EADDRINUSE else "")
             raise CannotListen(
-                f"[prometheus] cannot listen on {address} port {port}: {exc.strerror or exc}; give each "
-                "Berth daemon on this machine a listen_port of its own (0: any free port), or set "
-                "[prometheus] enabled = false") from None
+                f"[prometheus] cannot listen on {address} port {port}: {exc.strerror or exc}{taken}; "
+                "give each Berth daemon on this machine a listen_port of its own (0: any free port), "
+                "or set [prometheus] enabled = false") from None
         self.port = self._server.port
         self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-endpoint",
                                         daemon=True)

@@ -43,9 +43,10 @@ def test_a_taken_port_is_refused_with_what_to_change(conf, endpoint):
     with pytest.raises(CannotListen) as refused:
         second.start()
     assert str(refused.value) == (
-        f"[prometheus] cannot listen on 127.0.0.1 port {endpoint.port}: Address already in use; give "
-        "each Berth daemon on this machine a listen_port of its own (0: any free port), or set "
-        "[prometheus] enabled = false")
+        f"[prometheus] cannot listen on 127.0.0.1 port {endpoint.port}: Address already in use "
+        "(another process listens there: another Berth daemon of this machine, a berth-all-in-one "
+        "still running?); give each Berth daemon on this machine a listen_port of its own (0: any "
+        "free port), or set [prometheus] enabled = false")
 
 
 def test_the_default_port_is_the_daemons_own(conf):
