@@ -332,6 +332,21 @@ class Transport:
 
 #: Seconds between two calls of a confirm wait's ``idle`` (Sent.confirm).
 IDLE_EVERY = 0.25
+#: Seconds a send with ``idle`` gives each broker host to connect (``idle`` is not called
+#: meanwhile), instead of max(rabbit_interval_max, 5).
+IDLE_CONNECT_TIMEOUT = 5.0
+
+
+def _pause(seconds, idle=None):
+    """Sleep ``seconds``; with ``idle``, call it every IDLE_EVERY seconds (what it raises ends
+    the pause): a consume loop's send waiting out the reconnect backoff keeps its heartbeats."""
+    if idle is None:
+        time.sleep(seconds)
+        return
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, IDLE_EVERY))
+        idle()
 
 
 class Sent:
@@ -469,7 +484,7 @@ class Publisher:
             while True:
                 conn = None
                 try:
-                    conn = self._connect()
+                    conn = self._connect(None if idle is None else IDLE_CONNECT_TIMEOUT)
                     for _, exchange, _, properties, queue in messages:
                         if exchange.name and exchange.name not in self._declared:
                             exchange(self._producer.channel).declare()
@@ -531,7 +546,7 @@ class Publisher:
                         attempt,
                         rabbit.publish_retries,
                     )
-                    time.sleep(delay)
+                    _pause(delay, idle)
 
     def _confirm(self, ticket, messages, idle=None):
         """Wait for the confirms of ``ticket`` (from ``_send(wait=False)``); if they

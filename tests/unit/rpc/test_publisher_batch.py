@@ -145,6 +145,29 @@ def test_the_end_of_a_batch_with_idle_calls_it_while_another_sender_holds_the_pu
     assert inbox() == [1]
 
 
+def test_a_batch_with_idle_calls_it_while_it_waits_out_the_reconnect_backoff(conf):
+    """A consume loop's send that cannot reach the broker keeps checking its own connection
+    between the attempts: once that is lost, the send ends at once, without using up its
+    retries (its messages come again with the consume loop's next connection)."""
+    conf.set_override("publish_retries", 5, group="oslo_messaging_rabbit")
+    conf.set_override("rabbit_retry_interval", 1, group="oslo_messaging_rabbit")
+    transport = rpc.get_transport(conf, "rabbit://u:p@127.0.0.1:1/")  # nothing listens there
+    client = rpc.RPCClient(transport, rpc.Target(topic="t"))
+    calls = []
+
+    def idle():
+        calls.append(1)
+        if len(calls) == 3:
+            raise ConnectionLost("ConnectionForced: Too many heartbeats missed")
+
+    try:
+        with pytest.raises(ConnectionLost), transport.publisher.batch(confirm=False, idle=idle):
+            client.cast({}, "m", n=1)
+    finally:
+        transport.cleanup()
+    assert len(calls) == 3  # every IDLE_EVERY of the first 1 s backoff, until it raised
+
+
 def test_block_that_raises_sends_nothing(transport, client, inbox, sends):
     with pytest.raises(ValueError), transport.publisher.batch():
         client.cast({}, "record", n=1)
