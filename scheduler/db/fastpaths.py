@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
+from scheduler.utils import pins
+
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
@@ -64,7 +66,6 @@ opts = [
 ]
 
 TESTED_SQLALCHEMY = ">=2.0,<2.2"  # as in setup.cfg
-_LOWEST, _ABOVE = (2, 0), (2, 2)
 
 #: The backends that have fast paths.
 BACKENDS = ("postgresql",)
@@ -101,11 +102,7 @@ def problem(version: str | None = None) -> str:
     import sqlalchemy
 
     version = sqlalchemy.__version__ if version is None else version
-    try:
-        found: tuple[int, ...] | None = tuple(int(part) for part in version.split(".")[:2])
-    except ValueError:
-        found = None
-    if found is None or not _LOWEST <= found < _ABOVE:
+    if not pins.admits(TESTED_SQLALCHEMY, version):
         return f"they were written for SQLAlchemy{TESTED_SQLALCHEMY}, and SQLAlchemy {version} is installed"
     return ""
 

@@ -23,6 +23,8 @@ from oslo_config import cfg
 from oslo_context import context as oslo_context
 from oslo_log import formatters
 
+from scheduler.utils import pins
+
 LOG = logging.getLogger(__name__)
 
 opts = [
@@ -42,7 +44,6 @@ opts = [
 ]
 
 TESTED_OSLO_LOG = ">=8.3,<8.4"  # as in setup.cfg
-_LOWEST, _ABOVE = (8, 3), (8, 4)
 
 #: The values ContextFormatter gives a record that has none of its own.
 _DEFAULTS = ("color", "user_identity", "resource", "user_name", "project_name", "global_request_id")
@@ -121,11 +122,7 @@ def problem(version: str | None = None) -> str:
             version = importlib.metadata.version("oslo.log")
         except importlib.metadata.PackageNotFoundError:
             return "oslo.log's version is unknown"
-    try:
-        release = tuple(int(part) for part in version.split(".")[:2])
-    except ValueError:
-        return f"oslo.log {version} is not a version Berth can read"
-    if not _LOWEST <= release < _ABOVE:
+    if not pins.admits(TESTED_OSLO_LOG, version):
         return f"oslo.log {version} is outside the range Berth's log lines were checked against"
     return ""
 

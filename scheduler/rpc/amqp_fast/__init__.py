@@ -33,10 +33,11 @@ import logging
 import amqp
 from oslo_config import cfg
 
+from scheduler.utils import pins
+
 LOG = logging.getLogger(__name__)
 
 TESTED_AMQP = ">=5.2,<5.5"  # as in setup.cfg
-_LOWEST, _ABOVE = (5, 2), (5, 5)
 
 _verdict = None  # why the fast paths cannot be used ("" if they can), once checked
 
@@ -58,11 +59,7 @@ def usable(conf: cfg.ConfigOpts) -> bool:
 
 def problem(version: str = amqp.__version__) -> str:
     """Why the fast paths cannot be used with amqp ``version`` as installed ("" if they can)."""
-    try:
-        found = tuple(int(part) for part in version.split(".")[:2])
-    except ValueError:
-        found = None
-    if found is None or not _LOWEST <= found < _ABOVE:
+    if not pins.admits(TESTED_AMQP, version):
         return f"they were written for amqp{TESTED_AMQP}, and amqp {version} is installed"
     from scheduler.rpc.amqp_fast import batch_confirms, buffered_reads, deliveries, publish_frames
 

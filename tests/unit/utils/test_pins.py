@@ -1,0 +1,30 @@
+"""The fast paths' version ranges: which releases each admits, and that setup.cfg pins them."""
+
+import configparser
+from pathlib import Path
+
+import pytest
+
+from scheduler.db import fastpaths
+from scheduler.rpc import amqp_fast
+from scheduler.utils import log_lines, pins
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize(("version", "admitted"), [
+    ("5.2.0", True), ("5.3.1", True), ("5.4.0", True), ("5.4.9.post1", True),
+    ("5.1.1", False), ("5.5.0", False), ("5.5.0rc1", False), ("6.0", False),
+    ("5.3.1.dev4", True), ("not.a.version", False), ("", False)])
+def test_a_range_admits_the_releases_pip_would_install_for_it(version, admitted):
+    assert pins.admits(">=5.2,<5.5", version) is admitted
+
+
+@pytest.mark.parametrize(("library", "pin"), [("amqp", amqp_fast.TESTED_AMQP),
+                                              ("SQLAlchemy", fastpaths.TESTED_SQLALCHEMY),
+                                              ("oslo.log", log_lines.TESTED_OSLO_LOG)])
+def test_setup_cfg_pins_each_library_to_the_range_its_fast_path_was_checked_against(library, pin):
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    requires = [line.strip() for line in parser["options"]["install_requires"].splitlines()]
+    assert f"{library}{pin}" in requires
