@@ -14,6 +14,8 @@ from compute_agent import conf as agent_conf
 from scheduler import conf as berth_conf
 from scheduler import rpc
 from scheduler.client import SchedulerClient
+from scheduler.cmd.instance_commands import build_request
+from scheduler.policy import flavors
 from tests.fixtures import (  # noqa: F401 (tests import them here)
     FAST_PATH_OPTIONS,
     FAST_PATHS,
@@ -194,6 +196,19 @@ class Fleet:
             timeout,
             f"hosts {sorted(names)} to report",
         )
+
+    def boot(self, flavor="m1.tiny", count=1, requests=1, hints=None, client=None):
+        """Cast ``requests`` run_instance requests of ``count`` instances each (``flavor``: a
+        name of the default catalog or a flavor dict) through ``client`` (default: the fleet's);
+        the instances' UUIDs, in the order cast."""
+        flavor = flavors.get(flavor) if isinstance(flavor, str) else flavor
+        client = client or self.client
+        uuids = []
+        for _ in range(requests):
+            spec, props = build_request(flavor, count, hints or ())
+            client.run_instance({}, spec, props)
+            uuids += spec["instance_uuids"]
+        return uuids
 
     def wait_states(self, uuids, states, timeout=180):
         found = {}

@@ -8,8 +8,6 @@ import pytest
 
 from scheduler import rpc
 from scheduler.client import SchedulerClient
-from scheduler.cmd.instance_commands import build_request
-from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost, write_conf
 
@@ -114,9 +112,7 @@ def test_a_report_for_host_a_from_agent_bs_user_is_rejected(tmp_path, agent_user
                     )
 
             # The agents' own updates are accepted: a boot goes ACTIVE.
-            spec, props = build_request(flavors.get("m1.tiny"), 4)
-            fleet.client.run_instance({}, spec, props)
-            instances = fleet.wait_states(spec["instance_uuids"], ("ACTIVE", "ERROR"))
+            instances = fleet.wait_states(fleet.boot(count=4), ("ACTIVE", "ERROR"))
             assert {i["state"] for i in instances.values()} == {"ACTIVE"}
             print(
                 f"\nauth: forged reports rejected: {len(rejected)}; "

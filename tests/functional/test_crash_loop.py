@@ -13,9 +13,7 @@ import time
 
 import pytest
 
-from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
-from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.crashing_scheduler import CRASH_UUID
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
@@ -43,9 +41,7 @@ def test_a_message_that_kills_its_worker_every_time_is_dead_lettered(tmp_path, q
             for i in range(100):
                 if i == 50:
                     fleet.client.delete_instance({}, CRASH_UUID)
-                spec, props = build_request(flavors.get("m1.tiny"), 1)
-                fleet.client.run_instance({}, spec, props)
-                uuids += spec["instance_uuids"]
+                uuids += fleet.boot()
             deadline = time.monotonic() + 180
             while wire.dead_letter_count(fleet) < 1 or fleet.processes["crashy"].poll() is not None:
                 assert time.monotonic() < deadline, f"no dead letter after {deaths} deaths"

@@ -9,8 +9,6 @@ import threading
 import time
 
 from scheduler import states
-from scheduler.cmd.instance_commands import build_request
-from scheduler.policy import flavors
 from tests.fixtures import temporary_vhost
 from tests.functional import wire
 from tests.functional.fleet import Fleet
@@ -63,9 +61,7 @@ def test_a_database_outage_holds_every_message_and_loses_none(tmp_path):
             uuids, began = [], time.monotonic()
             for n in range(RATE * SECONDS):
                 time.sleep(max(0.0, began + n / RATE - time.monotonic()))
-                spec, props = build_request(flavors.get("m1.tiny"), 1)
-                fleet.client.run_instance({}, spec, props)
-                uuids += spec["instance_uuids"]
+                uuids += fleet.boot()
             cutter.join()
 
             instances = fleet.wait_states(uuids, (states.ACTIVE, states.ERROR), timeout=180)

@@ -8,9 +8,7 @@ import signal
 import time
 
 from compute_agent.instance_store import InstanceStore
-from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
-from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
@@ -37,12 +35,7 @@ def start(
 
 
 def burst(fleet, requests, per_request=2):
-    uuids = []
-    for _ in range(requests):
-        spec, props = build_request(flavors.get("m1.tiny"), per_request)
-        fleet.client.run_instance({}, spec, props)
-        uuids += spec["instance_uuids"]
-    return uuids
+    return fleet.boot(count=per_request, requests=requests)
 
 
 def placed(database):

@@ -9,7 +9,6 @@ while room exists no request ends in NoValidHost, and no host is overfilled.
 import collections
 
 from compute_agent.instance_store import InstanceStore
-from scheduler.cmd.instance_commands import build_request
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 SCHEDULERS = ("brim-s1", "brim-s2", "brim-s3")
@@ -31,12 +30,8 @@ def test_three_schedulers_fill_every_slot_and_refuse_none_while_room_exists(tmp_
             for name in SCHEDULERS:
                 fleet.wait(lambda n=name: len(fleet.scheduler_client(n).call({}, "list_hosts"))
                            == len(AGENTS), 60, f"{name} to see every agent")
-            uuids = []
-            for _ in range(REQUESTS):
-                # Through the shared queue, where the agents' updates wait behind the burst.
-                request_spec, filter_properties = build_request(FLAVOR, 1)
-                fleet.client.run_instance({}, request_spec, filter_properties)
-                uuids += request_spec["instance_uuids"]
+            # Through the shared queue, where the agents' updates wait behind the burst.
+            uuids = fleet.boot(FLAVOR, requests=REQUESTS)
             instances = fleet.wait_states(uuids, ("ACTIVE", "ERROR"), timeout=240)
         finally:
             fleet.close()

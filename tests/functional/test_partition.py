@@ -5,8 +5,6 @@ it places at once, on every host, without waiting for a fresh report from each."
 import time
 
 from scheduler import states
-from scheduler.cmd.instance_commands import build_request
-from scheduler.policy import flavors
 from tests.fixtures import temporary_database, temporary_vhost
 from tests.functional.fleet import Fleet, write_conf
 from tests.functional.tcp_partition import Partition
@@ -17,15 +15,6 @@ HOSTS = [f"cut-{i}" for i in range(4)]
 DOWN_TIME = 16
 REPORT_INTERVAL = 4
 PARTITION = 20  # seconds after the scheduler noticed it (8 s): longer than service_down_time
-
-
-def boots(fleet, count):
-    uuids = []
-    for _ in range(count):
-        spec, props = build_request(flavors.get("m1.tiny"), 1)
-        fleet.client.run_instance({}, spec, props)
-        uuids += spec["instance_uuids"]
-    return uuids
 
 
 def test_a_scheduler_cut_off_from_its_broker_does_not_take_the_hosts_for_down(tmp_path):
@@ -47,18 +36,18 @@ def test_a_scheduler_cut_off_from_its_broker_does_not_take_the_hosts_for_down(tm
             for host in HOSTS:
                 fleet.start_agent(host, fake_memory_mb=65536, fake_local_gb=2048, fake_vcpus=64)
             fleet.wait_hosts_up(HOSTS)
-            before = boots(fleet, 20)
+            before = fleet.boot(requests=20)
             fleet.wait_states(before, (states.ACTIVE,), timeout=60)
 
             partition.cut()
             fleet.wait(lambda: " lost " in fleet.log("cut-s1"), 60, "the scheduler to notice the partition")
-            during = boots(fleet, 60)  # queued on the broker: handled once the scheduler is back
+            during = fleet.boot(requests=60)  # queued on the broker: handled once the scheduler is back
             time.sleep(PARTITION)
             reconnected = fleet.log("cut-s1").count("reconnected to")
             partition.heal()
             fleet.wait(lambda: fleet.log("cut-s1").count("reconnected to") > reconnected, 60,
                        "the scheduler to reconnect")
-            after = boots(fleet, 60)
+            after = fleet.boot(requests=60)
 
             instances = fleet.wait_states(during + after, (states.ACTIVE, states.ERROR), timeout=120)
             refused = [i["fault_reason"] for i in instances.values() if i["state"] == states.ERROR]

@@ -6,8 +6,6 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.cmd.instance_commands import build_request
-from scheduler.policy import flavors
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 AGENTS = ["prom-1", "prom-2"]
@@ -40,9 +38,7 @@ def fleet(tmp_path):
 
 
 def boot(fleet, flavor, count):
-    request_spec, filter_properties = build_request(flavors.get(flavor), count)
-    fleet.client.run_instance({}, request_spec, filter_properties)
-    return request_spec["instance_uuids"]
+    return fleet.boot(flavor, count)
 
 
 def test_the_scheduler_and_the_agents_count_what_they_did(fleet):

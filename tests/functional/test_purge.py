@@ -93,9 +93,7 @@ def _run(fleet, engine):
         failed, valid = [], []
         for i in range(BURST):
             if i % VALID_EVERY == 0:
-                spec, props = build_request(flavors.get("m1.tiny"), 1)
-                fleet.client.run_instance({}, spec, props)
-                valid += spec["instance_uuids"]
+                valid += fleet.boot()
             spec, props = _bad_request(i, group)
             fleet.client.run_instance({}, spec, props)
             failed += spec["instance_uuids"]

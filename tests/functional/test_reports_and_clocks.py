@@ -98,12 +98,7 @@ def test_a_scheduler_whose_clock_is_11_minutes_ahead_times_no_build_out(tmp_path
                 fleet.start_agent(host, fake_memory_mb=65536, fake_local_gb=4000, fake_vcpus=64,
                                   fake_build_time=4)
             fleet.wait_hosts_up(["slow-a", "slow-b"])
-            uuids = []
-            for _ in range(40):
-                spec, props = build_request(flavors.get("m1.tiny"), 1)
-                fleet.client.run_instance({}, spec, props)
-                uuids += spec["instance_uuids"]
-            instances = fleet.wait_states(uuids, ("ACTIVE", "ERROR"), timeout=120)
+            instances = fleet.wait_states(fleet.boot(requests=40), ("ACTIVE", "ERROR"), timeout=120)
             logs = fleet.log("ahead") + fleet.log("on-time")
         finally:
             database.dispose()

@@ -28,9 +28,7 @@ def boot_through_a_scheduler_with_a_stale_view(tmp_path, url, transport_url, **o
     hidden = str(uuidlib.uuid4())
     ComputeClient(fleet.transport).run_instance({}, "big", {"uuid": hidden, "flavor": FLAVOR}, {}, {})
     fleet.wait(lambda: f"Claimed {hidden} on big" in fleet.log("big"), 30, "big to build it")
-    request_spec, filter_properties = build_request(FLAVOR, 1)
-    fleet.client.run_instance({}, request_spec, filter_properties)
-    [second] = request_spec["instance_uuids"]
+    [second] = fleet.boot(FLAVOR)
     return fleet, fleet.wait_states([second], ("ACTIVE", "ERROR"))[second]
 
 
@@ -73,11 +71,7 @@ def test_a_send_back_delivered_twice_or_from_a_host_the_instance_left_changes_no
             for host in agents:
                 fleet.start_agent(host, fake_memory_mb=65536, fake_build_time=4)
             fleet.wait_hosts_up(agents)
-            uuids = []
-            for _ in range(6):
-                request_spec, filter_properties = build_request(flavors.get("m1.tiny"), 1)
-                fleet.client.run_instance({}, request_spec, filter_properties)
-                uuids += request_spec["instance_uuids"]
+            uuids = fleet.boot(requests=6)
             building = fleet.wait_states(uuids, ("BUILDING",), timeout=60)
             publisher = wire.RawPublisher(fleet)
             for uuid, instance in building.items():

@@ -29,11 +29,7 @@ def test_two_rolled_back_requests_leave_the_fleet_its_room(tmp_path):
                 spec["instance_properties"] = {"project_id": POISON}
                 fleet.client.run_instance({}, spec, props)
             fleet.wait(lambda: wire.dead_letter_count(fleet) == 2, 30, "the two to be dead-lettered")
-            uuids = []
-            for _ in range(24):
-                spec, props = build_request({"memory_mb": 256, "root_gb": 1, "vcpus": 1}, 1)
-                fleet.client.run_instance({}, spec, props)
-                uuids += spec["instance_uuids"]
+            uuids = fleet.boot({"memory_mb": 256, "root_gb": 1, "vcpus": 1}, requests=24)
             instances = fleet.wait_states(uuids, ("ACTIVE", "ERROR"), timeout=60)
         finally:
             fleet.close()

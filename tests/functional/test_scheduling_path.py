@@ -6,7 +6,6 @@ import random
 
 import pytest
 
-from scheduler.cmd.instance_commands import build_request
 from scheduler.policy import flavors
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
@@ -42,9 +41,7 @@ def fleet(tmp_path_factory):
 
 
 def boot(fleet, flavor, count, **hints):
-    request_spec, filter_properties = build_request(flavor, count, hints)
-    fleet.client.run_instance({}, request_spec, filter_properties)
-    return request_spec["instance_uuids"]
+    return fleet.boot(flavor, count, hints=hints)
 
 
 def settled_reports(fleet, expected_counts):

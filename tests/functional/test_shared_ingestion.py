@@ -6,8 +6,6 @@ import collections
 import contextlib
 
 from scheduler.client import REPORTS_TOPIC
-from scheduler.cmd.instance_commands import build_request
-from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
@@ -60,12 +58,7 @@ def test_three_schedulers_share_the_reports_and_each_sees_every_host_current(tmp
         assert "\tfalse\t" in line and '"x-message-ttl",60000' in line and '"x-expires",' in line, line
         wait_all_up(fleet)
 
-        uuids = []
-        for _ in range(6):
-            spec, props = build_request(flavors.get("m1.tiny"), 2)
-            fleet.client.run_instance({}, spec, props)
-            uuids += spec["instance_uuids"]
-        instances = fleet.wait_states(uuids, ("ACTIVE", "ERROR"), timeout=180)
+        instances = fleet.wait_states(fleet.boot(count=2, requests=6), ("ACTIVE", "ERROR"), timeout=180)
         assert {i["state"] for i in instances.values()} == {"ACTIVE"}
         per_host = collections.Counter(i["host"] for i in instances.values())
 
