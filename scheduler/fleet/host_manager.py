@@ -68,7 +68,8 @@ class HostManager:
                 row,
                 report,
                 time.monotonic() if now is None else now,
-                pending_ttl=self.conf.scheduler.service_down_time,
+                # read only where it is used: an option's lookup is a tenth of what a report costs here
+                pending_ttl=self.conf.scheduler.service_down_time if row in self.table.pending else None,
             )
         if silent is not None:
             LOG.info("Host %s is up: it reports again after %s without a report", host, _duration(silent))

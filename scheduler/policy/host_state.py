@@ -194,7 +194,7 @@ class HostTable:
     def _take_metrics(self, row, reported):
         """The reported metrics, each in its column (NaN where a host no longer reports it)."""
         metrics = dict(reported or {})
-        for name in self.extra.get(row, {}).get("metrics", ()):
+        for name in self.extra.get(row, {}).get("metrics", {}).keys() - metrics.keys():
             if name in self._metrics:
                 self._metrics[name][row] = np.nan
         for name, value in metrics.items():
@@ -237,7 +237,7 @@ class HostTable:
         stats = {name: str(value) for name, value in reported.items()} if reported else None
         old = self.extra.get(row)
         old = old and old.get("stats")
-        if stats or old:
+        if (stats or old) and stats != old:  # an agent's stats seldom change from one report to the next
             self._index_stats(row, old or {}, stats or {})
         return stats
 

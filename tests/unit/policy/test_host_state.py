@@ -1,3 +1,5 @@
+import numpy as np
+
 from scheduler.policy.request_spec import Flavor
 from tests.unit.policy.fakes import make_host
 
@@ -76,3 +78,33 @@ def test_a_copy_of_the_table_moves_alone():
     assert (list(table.free_ram_mb), list(table.vcpus_used)) == ([8192, 8192], [0, 0])
     copied.add("h3")  # its rows grow apart too
     assert (len(copied), len(table)) == (3, 2)
+
+
+def test_metrics_a_host_stops_reporting_are_unset_and_the_others_take_the_new_values():
+    from scheduler.policy.host_state import HostTable
+
+    table = HostTable()
+    make_host("h1", table=table)
+    make_host("h2", table=table)
+    h1, h2 = table.index["h1"], table.index["h2"]
+    table.update_from_report(h2, dict(report("h2"), metrics={"cpu.percent": 20.0}), now=1.0)
+    table.update_from_report(h1, dict(report("h1"), metrics={"cpu.percent": 50.0, "mem.percent": 10.0}),
+                             now=1.0)
+    table.update_from_report(h1, dict(report("h1"), metrics={"cpu.percent": 60.0}), now=2.0)
+    assert list(table.metric("cpu.percent")) == [60.0, 20.0]
+    assert np.isnan(table.metric("mem.percent")).all()
+    table.update_from_report(h1, report("h1"), now=3.0)
+    assert np.isnan(table.metric("cpu.percent")[h1]) and table.metric("cpu.percent")[h2] == 20.0
+
+
+def test_the_stats_index_follows_a_stat_whose_value_changes_and_keeps_one_that_does_not():
+    from scheduler.policy.host_state import HostTable
+
+    table = HostTable()
+    make_host("h1", table=table)
+    h1 = table.index["h1"]
+    for stats in ({"num_instances": 2, "io_workload": 0}, {"num_instances": 2, "io_workload": 0},
+                  {"num_instances": 3, "io_workload": 0}, {"num_instances": 3}):
+        table.update_from_report(h1, dict(report("h1"), stats=stats), now=1.0)
+        indexed = {name: holders[h1] for name, holders in table.stats_by_name.items()}
+        assert indexed == {name: str(value) for name, value in stats.items()}

@@ -1,6 +1,7 @@
 """python -m benchmarks prints the figures it promises."""
 
 import json
+import re
 
 import pytest
 
@@ -198,3 +199,22 @@ def test_one_decision_with_resource_classes_is_its_own_quartiles(capsys):
     assert line.startswith("100 hosts, 1 decisions: decision ")
     median = line.split("decision ")[1].split(" ms")[0]
     assert f"decision {median} ms (IQR {median}-{median})" in line
+
+
+def test_table_updates_prints_each_trees_cost_and_their_ratio(capsys):
+    from benchmarks import table_updates
+
+    assert table_updates.main(["--hosts", "20", "--rounds", "1",
+                               "--baseline", str(table_updates.HERE)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"this tree: [0-9.]+ us CPU per report \(IQR [0-9.]+-[0-9.]+, 1 rounds\)", lines[0])
+    assert re.fullmatch(r".+: [0-9.]+ us CPU per report \(IQR [0-9.]+-[0-9.]+, 1 rounds\)", lines[1])
+    assert re.fullmatch(r"this tree / baseline, round by round: [0-9.]+ \(IQR [0-9.]+-[0-9.]+\)", lines[2])
+
+
+def test_table_updates_refuses_a_baseline_that_is_no_checkout(tmp_path, capsys):
+    from benchmarks import table_updates
+
+    with pytest.raises(SystemExit):
+        table_updates.main(["--baseline", str(tmp_path)])
+    assert "is not a Berth checkout" in capsys.readouterr().err
