@@ -17,6 +17,7 @@ from benchmarks import (
     command_line,
     decisions,
     ingestion,
+    machine_speed,
     make_room,
     moves,
     report_load,
@@ -137,7 +138,8 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if not args.json:
         print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-              f"Python {platform.python_version()}")
+              f"Python {platform.python_version()}; reference loop {machine_speed.reference_us():.1f} us "
+              f"({machine_speed.LOOP}, best of 5)")
         print(f"{'bench':<10} {'hosts':>8} {'policy':<32} {'median ms':>10} {'p99 ms':>10}  rate")
     for row in rows(args):
         if args.json:

@@ -42,6 +42,8 @@ def test_table_output_has_a_header_and_a_row_per_figure(capsys):
                  "--skip", "e2e,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,"
                  "make_room,balance"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    speed = re.search(r"; reference loop ([0-9.]+) us \(sum\(range\(1000\)\), best of 5\)$", lines[0])
+    assert speed and float(speed.group(1)) > 0, lines[0]
     assert lines[1].split()[:3] == ["bench", "hosts", "policy"]
     assert lines[2].split()[:3] == ["decision", "30", "default"]
 
