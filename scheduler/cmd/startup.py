@@ -1,5 +1,7 @@
 """Command-line start-up shared by every Berth command: parse, validate, log."""
 
+import contextlib
+import io
 import logging
 import logging.handlers
 import re
@@ -39,6 +41,21 @@ def _check_transport_url(conf):
         raise ValueError(str(exc)) from None
 
 
+#: Python's words for a number it cannot read, as a configuration's reader would say it.
+_PYTHON_SAYS = (
+    (re.compile(r"^invalid literal for int\(\) with base 10: (.*)$"), "not an integer: {}"),
+    (re.compile(r"^could not convert string to float: (.*)$"), "not a number: {}"),
+)
+
+
+def _plainly(why):
+    for pattern, plain in _PYTHON_SAYS:
+        found = pattern.match(why)
+        if found:
+            return plain.format(found.group(1))
+    return why
+
+
 class _BadOption(Exception):
     def __init__(self, where, exc):
         super().__init__(where)
@@ -46,9 +63,39 @@ class _BadOption(Exception):
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         # oslo.config says "Value for option X from LocationInfo(...) is not valid: why"
         source = re.search(r"detail='([^']*)'", text)
-        why = text.split(" is not valid: ", 1)[-1]
+        why = _plainly(text.split(" is not valid: ", 1)[-1])
         self.reason = f"{why} (in {source.group(1)})" if source else why
 
+
+#: How oslo.config refuses a command-line option's value: on standard error, then SystemExit(1),
+#: without the program's name or the type's reason.
+_CLI_REFUSAL = re.compile(r"^argument --(?P<dest>[^:]+): Invalid .* value: (?P<value>.*)$")
+
+
+def _parse(conf, argv, prog, cli_opts):
+    """``conf(argv)``, with a command-line value oslo.config refuses said as a configuration
+    file's is: ``prog: invalid configuration: --name: reason (given value)``."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            conf(argv, project="berth", prog=prog, version=version())
+    except SystemExit:
+        lines = said.getvalue().splitlines()
+        refused = _CLI_REFUSAL.match(lines[-1]) if lines else None
+        opt = {opt.dest: opt for opt in cli_opts}.get(refused["dest"]) if refused else None
+        if refused is None or opt is None:  # argparse's usage errors, --help, --version
+            sys.stderr.write(said.getvalue())
+            raise
+        value = refused["value"]
+        try:
+            opt.type(value)
+            reason = lines[-1]
+        except ValueError as exc:
+            reason = _plainly(str(exc))
+        if value not in reason:
+            reason = f"{reason} (given {value!r})"
+        raise _BadOption(f"--{opt.name}", ValueError(reason)) from None
+    sys.stderr.write(said.getvalue())
 
 
 def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
@@ -66,7 +113,7 @@ def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
     try:
         for register_opts in register:  # the plugins' may fail: two of one name, say
             register_opts(conf)
-        conf(argv, project="berth", prog=prog, version=version())
+        _parse(conf, argv, prog, cli_opts)
         _check_every_value(conf)
         _check_transport_url(conf)
         for validate in validators:
