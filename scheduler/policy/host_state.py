@@ -15,6 +15,7 @@ report never gives back room the scheduler has promised.
 import bisect
 import contextlib
 import copy
+import functools
 import json
 import math
 import time
@@ -483,11 +484,20 @@ def supported_instances(report):
     """
     triples = report.supported_instances
     if triples:
-        return tuple(sorted({tuple(str(part).lower() for part in t) for t in triples}))
-    arch, hv_type = report.cpu_arch, report.hypervisor_type
-    if not arch:
+        return _given_triples(tuple(map(tuple, triples)))
+    if not report.cpu_arch:
         return ()
-    modes = report.vm_modes or ["hvm"]
+    return _triples_of(report.cpu_arch, report.hypervisor_type, tuple(report.vm_modes or ("hvm",)))
+
+
+# Hosts report the same few triples at every report: each is normalized once.
+@functools.lru_cache(maxsize=256)
+def _given_triples(triples):
+    return tuple(sorted({tuple(str(part).lower() for part in t) for t in triples}))
+
+
+@functools.lru_cache(maxsize=256)
+def _triples_of(arch, hv_type, modes):
     return tuple(sorted({(str(arch).lower(), str(hv_type or "").lower(), str(m).lower()) for m in modes}))
 
 
