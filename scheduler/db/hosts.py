@@ -9,6 +9,7 @@ from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from scheduler import states
+from scheduler.db import fastpaths
 from scheduler.db.engine import Conflict, DatabaseEngine, TimeValue, _retry, to_db_time
 from scheduler.db.models import aggregate_hosts, compute_nodes, host_generations, instances, services
 from scheduler.db.rows import _column_defaults, _row_dict, _time_columns
@@ -24,6 +25,10 @@ class HostQueries(DatabaseEngine):
     def _upsert(self, connection: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]],
                 keys: Sequence[str]) -> None:
         """Insert ``rows`` (same keys each) or update the row with the same ``keys``."""
+        fast_upsert = fastpaths.upserter(connection.dialect, self.fast_paths)
+        if fast_upsert is not None:
+            fast_upsert(connection, table, rows, tuple(keys))
+            return
         update_columns = [c for c in rows[0] if c not in keys and c not in ("id", "created_at")]
         dialect = connection.dialect.name
         if dialect in ("postgresql", "sqlite"):

@@ -252,3 +252,62 @@ def test_members_samples_are_read_the_same_with_the_fast_paths_on_and_off():
     # The third instance's samples are stale, the fourth has none: both left out.
     assert samples == {_member_uuid(0): SAMPLES, _member_uuid(1): {**SAMPLES, "fresh-only": -3.5}}
     assert none == {}
+
+
+def _node_record(i, **changes):
+    record = {"host": f"node-{i:05d}", "nodename": AWKWARD if i == 0 else f"node-{i:05d}",
+              "hypervisor_type": "kvm", "memory_mb": 262144, "memory_mb_used": 1024 * i,
+              "free_ram_mb": 262144 - 1024 * i, "local_gb": 4000, "local_gb_used": 0.5 * i,
+              "free_disk_gb": 4000 - 0.5 * i, "vcpus": 64, "vcpus_used": 0.1 + 0.2 if i == 1 else i / 3,
+              "running_vms": i % 5, "reported_at": "2026-12-05T12:00:00.123456Z",
+              "stats": {"num_instances": i % 5, "note": AWKWARD, "ratio": -0.0},
+              "cpu_arch": "x86_64", "supported_instances": [["x86_64", "kvm", "hvm"]]}
+    record.update(changes)
+    return record
+
+
+def _save_nodes_and_read(fast_paths, taken):
+    """Hosts' reports saved twice (the second time some changed, one new, more rows than one
+    statement takes), services beating and disabled: the rows as the database holds them."""
+    with _database(fast_paths) as database:
+        database.save_compute_nodes([_node_record(i) for i in range(1500)])
+        database.save_compute_nodes(
+            [_node_record(i, free_ram_mb=-512, vcpus_used=64.5, stats={"moved": True})
+             for i in range(0, 1500, 7)] + [_node_record(9999, hypervisor_type=None, reported_at=None)])
+        database.service_heartbeat("node-00001", "berth-compute", "compute", at="2026-12-05T12:00:00Z",
+                                   version="1.2.3")
+        database.service_heartbeat("node-00001", "berth-compute", "compute", at="2026-12-05T12:00:10Z",
+                                   version="1.2.4")
+        database.set_service_disabled("node-00001", "berth-compute", "compute", True, reason=AWKWARD)
+        assert bool(taken) is fast_paths
+        nodes = {row["host"]: {key: value for key, value in row.items() if key not in ("id", "updated_at")}
+                 for row in database.list_compute_nodes()}
+        services = [{key: value for key, value in row.items() if key not in ("id", "created_at")}
+                    for row in database.list_services()]
+    return nodes, services
+
+
+def test_hosts_reports_and_services_are_saved_the_same_with_the_fast_paths_on_and_off(monkeypatch):
+    taken = []
+    real = fastpaths.upsert_psycopg2
+
+    def spy(connection, table, rows, keys):
+        taken.append((table.name, len(rows)))
+        return real(connection, table, rows, keys)
+
+    monkeypatch.setattr(fastpaths, "upsert_psycopg2", spy)
+    fast = _save_nodes_and_read(True, taken)
+    assert ("compute_nodes", 1500) in taken and ("services", 1) in taken
+    taken.clear()
+    portable = _save_nodes_and_read(False, taken)
+    assert fast == portable
+    nodes, services = fast
+    assert len(nodes) == 1501
+    assert nodes["node-00000"]["nodename"] == AWKWARD
+    assert nodes["node-00007"]["free_ram_mb"] == -512 and nodes["node-00007"]["vcpus_used"] == 64.5
+    assert nodes["node-00007"]["stats"]["moved"] is True
+    assert nodes["node-00001"]["vcpus_used"] == 0.1 + 0.2
+    assert nodes["node-00002"]["stats"]["note"] == AWKWARD
+    assert nodes["node-09999"]["hypervisor_type"] is None
+    assert [(s["host"], s["version"], s["disabled"], s["disabled_reason"]) for s in services] == [
+        ("node-00001", "1.2.4", True, AWKWARD)]

@@ -99,6 +99,14 @@ def test_the_psycopg2_insert_is_taken_only_on_psycopg2_with_the_fast_paths_on():
     assert fastpaths.instance_inserter(sqlite_dialect.dialect(), True) is None
 
 
+def test_the_psycopg2_upsert_is_taken_only_on_psycopg2_with_the_fast_paths_on():
+    psycopg2_dialect = types.SimpleNamespace(driver="psycopg2")
+    assert fastpaths.upserter(psycopg2_dialect, True) is fastpaths.upsert_psycopg2
+    assert fastpaths.upserter(psycopg2_dialect, False) is None
+    assert fastpaths.upserter(types.SimpleNamespace(driver="psycopg"), True) is None
+    assert fastpaths.upserter(sqlite_dialect.dialect(), True) is None
+
+
 @pytest.mark.parametrize("enabled, unnested", [(True, True), (False, False)])
 def test_pairs_are_matched_through_unnested_arrays_only_with_the_fast_paths_on(enabled, unnested):
     connection = types.SimpleNamespace(dialect=postgresql.dialect())

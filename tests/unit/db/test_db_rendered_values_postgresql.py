@@ -27,6 +27,9 @@ ROWS = [
     {"n": 2**31 - 1, "big": 0, "at": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
      "text": "'; DROP TABLE instances; --", "doc": [], "flag": True, "ratio": float("inf")},
     {"n": True, "big": 1, "at": None, "text": "%", "doc": "%(x)s", "flag": False, "ratio": 2},
+    *({"n": 1, "big": 1, "at": None, "text": "f", "doc": None, "flag": None, "ratio": ratio}
+      for ratio in (0.0, 160.0, 1e20, 1e-07, 1099511627776.5, 0.1 + 0.2, 5e-324, 1.7976931348623157e308,
+                    -3.25, -1e-07, float("nan"), float("-inf"))),
 ]
 
 
@@ -55,3 +58,4 @@ def test_each_value_is_rendered_as_psycopg2_renders_it(connection):
         for row in ROWS).decode()
     assert fastpaths._rendered_values(connection, TABLE, columns, ROWS) == expected
     assert "'2026-12-05T02:50:01.123456'::timestamp" in expected and "( -5, " in expected
+    assert ", 0.30000000000000004)" in expected and ",  -3.25)" in expected
