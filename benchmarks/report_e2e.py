@@ -99,6 +99,18 @@ def _option_lines(options: list[str]) -> str:
     return "".join(f"[{group}]\n" + "".join(f"{line}\n" for line in lines) for group, lines in groups.items())
 
 
+def code_of(tree: str | None) -> tuple[str | None, dict[str, str]]:
+    """The working directory and environment of a process of ``python -m`` that imports Berth
+    from ``tree`` (None: from where this process would). In that tree, not only with it on
+    PYTHONPATH: ``-m`` puts the working directory before PYTHONPATH, so a baseline started from
+    a checkout would import the checkout's code."""
+    env = dict(os.environ)
+    if tree is None:
+        return None, env
+    env["PYTHONPATH"] = os.pathsep.join([tree, *filter(None, [env.get("PYTHONPATH")])])
+    return tree, env
+
+
 class _Scheduler:
     """A berth-scheduler process of the code of ``tree`` (None: this one), named ``name``."""
 
@@ -110,12 +122,11 @@ class _Scheduler:
                              f"host = {name}\n[database]\nconnection = {db_url}\n"
                              "[prometheus]\nlisten_port = 0\n[scheduler]\nservice_down_time = 3600\n"
                              + _option_lines(options))
-        env = dict(os.environ)
-        if tree is not None:
-            env["PYTHONPATH"] = os.pathsep.join([tree, *filter(None, [env.get("PYTHONPATH")])])
+        cwd, env = code_of(tree)
         self._log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen([sys.executable, "-m", "scheduler.cmd.scheduler", "--config-file",
-                                      str(conf_file)], stdout=self._log, stderr=subprocess.STDOUT, env=env)
+                                      str(conf_file)], stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     cwd=cwd)
         self.figures: list[dict[str, float]] = []
         self.idle = 0.0
         self._said = 0

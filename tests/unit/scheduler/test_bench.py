@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -191,6 +192,28 @@ def test_a_report_row_reads_median_then_range_and_how_many_rounds():
         "sched-0 (this tree): 174 (155-1,185, 3 rounds) us CPU per report after the first round, first "
         "round 286 us (less its idle 1 ms CPU per s); rounds of 10 (8-12, 2 rounds) s, 1 of them past "
         "service_down_time (hosts said down)")
+
+
+def test_a_baseline_scheduler_runs_the_baseline_trees_code_whatever_the_directory_it_is_started_from(
+        tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from benchmarks import report_e2e
+
+    baseline = tmp_path / "baseline"
+    (baseline / "scheduler").mkdir(parents=True)
+    (baseline / "scheduler" / "__init__.py").write_text("")
+    (baseline / "scheduler" / "where.py").write_text("print(__file__)\n")
+    monkeypatch.chdir(Path(report_e2e.__file__).parents[1])  # a checkout, as when run from its top
+    for tree, expected in ((str(baseline), baseline / "scheduler" / "where.py"), (None, None)):
+        cwd, env = report_e2e.code_of(tree)
+        done = subprocess.run([sys.executable, "-m", "scheduler.where"], cwd=cwd, env=env,
+                              capture_output=True, text=True)
+        if expected is None:  # this tree has no such module
+            assert done.returncode == 1 and "No module named scheduler.where" in done.stderr
+        else:
+            assert done.stdout.strip() == str(expected)
 
 
 def test_one_decision_with_resource_classes_is_its_own_quartiles(capsys):
