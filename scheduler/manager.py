@@ -124,14 +124,31 @@ class SchedulerManager:
     @rpc.read_only
     @rpc.callers(rpc.AGENT_OF_HOST, host="host")
     def report_resources(self, context, host, resources):
-        report = HostReport.from_wire(resources, host)
-        if self.host_manager.update_from_report(report):
-            self.reports.put(host, report)
-            forward = self.forward
-            if forward is not None and getattr(context, "exchange", None) == forward[0]:
-                forward[1](report)
-        else:
-            LOG.debug("Report %s of %s is older than the one taken already; ignored", report.report_seq, host)
+        [outcome] = self._reports([(context, {"host": host, "resources": resources})])
+        if outcome is not None:
+            raise outcome
+
+    @rpc.batch_of("report_resources")
+    def _reports(self, calls):
+        """Take agents' reports, each as report_resources would: one step of the unit of work
+        and one dispatch for a batch of them, not one each."""
+        outcomes = [None] * len(calls)
+        forward = self.forward
+        for index, (context, kwargs) in enumerate(rpc.each_request(calls)):
+            host = kwargs["host"]
+            try:
+                report = HostReport.from_wire(kwargs["resources"], host)
+            except InvalidRequest as exc:
+                outcomes[index] = exc
+                continue
+            if self.host_manager.update_from_report(report):
+                self.reports.put(host, report)
+                if forward is not None and getattr(context, "exchange", None) == forward[0]:
+                    forward[1](report)
+            else:
+                LOG.debug("Report %s of %s is older than the one taken already; ignored",
+                          report.report_seq, host)
+        return outcomes
 
     @rpc.callers(rpc.AGENT_OF_HOST, host="host")
     def instance_update(self, context, instance_uuid, host, state, fault=None):

@@ -11,7 +11,7 @@ from scheduler.exception import InvalidRequest
 from scheduler.rpc import deadletter
 from scheduler.service import SchedulerService
 from tests.unit.rpc.test_bad_input import dead_letters
-from tests.unit.scheduler.manager_world import casts, request
+from tests.unit.scheduler.manager_world import casts, report, request
 from tests.unit.scheduler.service_parts import transport_and_database
 
 
@@ -177,3 +177,28 @@ def test_a_lone_bad_request_is_dead_lettered_and_its_refusal_recorded(conf):
         service.stop()
         transport.cleanup()
         database.dispose()
+
+
+def test_a_batch_of_reports_takes_each_and_refuses_only_the_bad_one(world):
+    manager, _, _ = world
+    manager.reports.drain()
+
+    def sent(host, **changes):
+        return rpc.Context({}), {"host": host, "resources": dict(report(host, 16384), **changes)}
+
+    h2_free = manager.host_manager.get("h2").free_ram_mb
+    outcomes = manager._reports([
+        sent("h1", free_ram_mb=1000, report_seq=5, started_at="2026-12-05T00:00:00Z"),
+        sent("h2", memory_mb=-1),
+        sent("new-host", free_ram_mb=3000),
+        sent("h1", free_ram_mb=2000, report_seq=4, started_at="2026-12-05T00:00:00Z"),  # older: ignored
+    ])
+    assert [type(o).__name__ if o else None for o in outcomes] == [None, "InvalidRequest", None, None]
+    assert "memory_mb" in str(outcomes[1])
+    assert manager.host_manager.get("h1").free_ram_mb == 1000
+    assert manager.host_manager.get("new-host").free_ram_mb == 3000
+    assert manager.host_manager.get("h2").free_ram_mb == h2_free
+    assert sorted(manager.reports.drain()) == ["h1", "new-host"]
+    context, kwargs = sent("h2", memory_mb=-1)
+    with pytest.raises(InvalidRequest, match="memory_mb"):  # alone, as the method
+        manager.report_resources(context, **kwargs)
