@@ -2,7 +2,8 @@
 
 Each poison below once wedged a scheduler or dead-lettered every valid request
 behind it. Here each is published in the middle of 300 valid requests, to two
-schedulers and three agents on the real RabbitMQ and PostgreSQL: the valid
+schedulers and three agents on the real RabbitMQ and PostgreSQL (one fleet for
+all the poisons, one after the other, each judged by what came after it): the valid
 requests all end ACTIVE within seconds of the time the same requests take
 without the poison, the poison ends as one dead letter (a call whose answer
 cannot be sent: with nothing, logged once), and the schedulers go on.
@@ -61,7 +62,8 @@ def active(database, uuids):
 
 
 def timed_run(fleet, database, poison=None):
-    """Seconds until ``VALID`` requests, a poison (if any) cast in their middle, are all ACTIVE."""
+    """Seconds until ``VALID`` requests, a poison (if any) cast in their middle, are all ACTIVE.
+    They are deleted afterwards (not timed), so that every run meets the same empty fleet."""
     publisher = wire.RawPublisher(fleet)
     try:
         began = time.monotonic()
@@ -71,41 +73,58 @@ def timed_run(fleet, database, poison=None):
         uuids += burst(fleet, VALID - VALID // 2, per_request=1)
         fleet.wait(lambda: active(database, uuids) == len(uuids), 120,
                    f"{len(uuids)} valid requests to be ACTIVE", interval=0.1)
-        return time.monotonic() - began
+        took = time.monotonic() - began
     finally:
         publisher.close()
+    for uuid in uuids:
+        fleet.client.delete_instance({}, uuid)
+    fleet.wait(lambda: not any(n for state, n in database.count_instances_by_state().items()
+                               if state != "DELETED"),
+               120, f"the {len(uuids)} instances to be deleted", interval=0.1)
+    return took
 
 
-@pytest.mark.parametrize("name", sorted(POISONS))
-def test_a_poison_among_300_valid_requests_stalls_nothing(tmp_path, name):
+@pytest.fixture(scope="module")
+def poisoned_fleet(tmp_path_factory):
+    """Two schedulers and three agents, started once for every poison: (fleet, database, the
+    seconds of each run without a poison so far, the first before any poison)."""
     with temporary_database() as url, temporary_vhost() as transport_url:
-        fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false")
+        fleet = Fleet(tmp_path_factory.mktemp("poison"), url, transport_url, DEFAULT__debug="false")
         database = Database(url)
         try:
             fleet.start_schedulers(SCHEDULERS)
             for host in AGENTS:
                 fleet.start_agent(host, fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=256)
             fleet.wait_hosts_up(AGENTS)
-            expected, poison = POISONS[name]
-            clean = timed_run(fleet, database)
-            poisoned = timed_run(fleet, database, poison)
-            again = timed_run(fleet, database)
-            fleet.check_alive()
-            fleet.wait(lambda: wire.dead_letter_count(fleet) >= expected, 30, "the poison's dead letters")
-            time.sleep(2)  # a poison that loops would have left more by now
-            dead = wire.dead_letters(fleet, 10)
-            hosts = set(fleet.hosts())
-            logs = "".join(fleet.log(s) for s in SCHEDULERS)
+            yield fleet, database, [timed_run(fleet, database)]
         finally:
             database.dispose()
             fleet.close()
-        print(f"\n{name}: {VALID} valid requests ACTIVE in {clean:.1f} s without it, "
-              f"{poisoned:.1f} s with it, {again:.1f} s without it again; {len(dead)} dead letter(s): "
-              f"{dead[0].headers.get('x-berth-reason') if dead else None}")
-        if not expected:
-            assert "cannot be answered" in logs
-        assert poisoned <= max(clean, again) + SLACK_SECONDS
-        assert len(dead) == expected
-        assert hosts == set(AGENTS)  # no forged host was ever taken in
-        assert "Traceback" not in logs
-        assert "cannot send the answers" not in logs and "failed together" not in logs
+
+
+@pytest.mark.parametrize("name", sorted(POISONS))
+def test_a_poison_among_300_valid_requests_stalls_nothing(poisoned_fleet, name):
+    fleet, database, clean_runs = poisoned_fleet
+    assert wire.dead_letter_count(fleet) == 0  # the poison before left none unread
+    said_before = {s: len(fleet.log(s)) for s in SCHEDULERS}
+    expected, poison = POISONS[name]
+    clean = clean_runs[-1]
+    poisoned = timed_run(fleet, database, poison)
+    again = timed_run(fleet, database)
+    clean_runs.append(again)
+    fleet.check_alive()
+    fleet.wait(lambda: wire.dead_letter_count(fleet) >= expected, 30, "the poison's dead letters")
+    time.sleep(2)  # a poison that loops would have left more by now
+    dead = wire.dead_letters(fleet, 10)
+    hosts = set(fleet.hosts())
+    logs = "".join(fleet.log(s)[said_before[s]:] for s in SCHEDULERS)
+    print(f"\n{name}: {VALID} valid requests ACTIVE in {clean:.1f} s without it, "
+          f"{poisoned:.1f} s with it, {again:.1f} s without it again; {len(dead)} dead letter(s): "
+          f"{dead[0].headers.get('x-berth-reason') if dead else None}")
+    if not expected:
+        assert "cannot be answered" in logs
+    assert poisoned <= max(clean, again) + SLACK_SECONDS
+    assert len(dead) == expected
+    assert hosts == set(AGENTS)  # no forged host was ever taken in
+    assert "Traceback" not in logs
+    assert "cannot send the answers" not in logs and "failed together" not in logs
