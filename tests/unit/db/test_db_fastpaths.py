@@ -91,20 +91,16 @@ def test_the_installed_sqlalchemy_is_one_the_fast_paths_were_tested_with():
     assert fastpaths.problem() == "", "setup.cfg's SQLAlchemy pin and the installed SQLAlchemy disagree"
 
 
-def test_the_psycopg2_insert_is_taken_only_on_psycopg2_with_the_fast_paths_on():
+@pytest.mark.parametrize("chooser, fast_path", [("instance_inserter", "insert_new_instances_psycopg2"),
+                                               ("upserter", "upsert_psycopg2"),
+                                               ("versioned_updater", "update_versioned_psycopg2")])
+def test_a_psycopg2_fast_path_is_taken_only_on_psycopg2_with_the_fast_paths_on(chooser, fast_path):
+    choose = getattr(fastpaths, chooser)
     psycopg2_dialect = types.SimpleNamespace(driver="psycopg2")
-    assert fastpaths.instance_inserter(psycopg2_dialect, True) is fastpaths.insert_new_instances_psycopg2
-    assert fastpaths.instance_inserter(psycopg2_dialect, False) is None
-    assert fastpaths.instance_inserter(types.SimpleNamespace(driver="psycopg"), True) is None
-    assert fastpaths.instance_inserter(sqlite_dialect.dialect(), True) is None
-
-
-def test_the_psycopg2_upsert_is_taken_only_on_psycopg2_with_the_fast_paths_on():
-    psycopg2_dialect = types.SimpleNamespace(driver="psycopg2")
-    assert fastpaths.upserter(psycopg2_dialect, True) is fastpaths.upsert_psycopg2
-    assert fastpaths.upserter(psycopg2_dialect, False) is None
-    assert fastpaths.upserter(types.SimpleNamespace(driver="psycopg"), True) is None
-    assert fastpaths.upserter(sqlite_dialect.dialect(), True) is None
+    assert choose(psycopg2_dialect, True) is getattr(fastpaths, fast_path)
+    assert choose(psycopg2_dialect, False) is None
+    assert choose(types.SimpleNamespace(driver="psycopg"), True) is None
+    assert choose(sqlite_dialect.dialect(), True) is None
 
 
 @pytest.mark.parametrize("enabled, unnested", [(True, True), (False, False)])
