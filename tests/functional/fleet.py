@@ -8,8 +8,9 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
-import scheduler  # noqa: F401
+import scheduler
 from compute_agent import conf as agent_conf
 from scheduler import conf as berth_conf
 from scheduler import rpc
@@ -23,6 +24,19 @@ from tests.fixtures import (  # noqa: F401 (tests import them here)
     temporary_database,
     temporary_vhost,
 )
+
+#: Where the code these tests import lives: the processes a fleet starts import it too. They
+#: start in a temporary directory, so that without it they would import whatever Berth is
+#: installed, another checkout's code when the tests run from a second work tree.
+CODE_ROOT = str(Path(scheduler.__file__).resolve().parents[1])
+
+
+def child_env(env=None):
+    """The environment of a process a test starts: this one's, ``env`` over it, CODE_ROOT first
+    on PYTHONPATH (before ``env``'s own entries)."""
+    merged = dict(os.environ, **(env or {}))
+    merged["PYTHONPATH"] = os.pathsep.join(filter(None, (CODE_ROOT, merged.get("PYTHONPATH"))))
+    return merged
 
 
 def write_conf(path, sections):
@@ -77,7 +91,7 @@ class Fleet:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=self.tmp,
-            env=None if env is None else dict(os.environ, **env),
+            env=child_env(env),
         )
         self.processes[name] = proc
         return proc
@@ -162,6 +176,7 @@ class Fleet:
             text=True,
             timeout=timeout,
             cwd=self.tmp,
+            env=child_env(),
         )
 
     def wait(self, predicate, timeout=120, what="a condition", interval=0.25, last_seen=None):
