@@ -22,6 +22,8 @@ SCHEDULER = API("scheduler", (
     ("1.2", "report_resources is cast to the exchange scheduler_reports_fanout, which every scheduler "
             "takes reports from (shared ingestion: [scheduler] report_ingestion), no longer to "
             "scheduler_fanout"),
+    ("1.3", "bundles: one message carrying several casts (run_instance from a scaling group's sync or "
+            "a client casting many at once), each handled as if it came alone"),
 ))
 
 #: The compute agents' API (compute_agent.manager.ComputeEndpoint, topic ``compute.<host>``),

@@ -9,7 +9,7 @@ transport's configuration.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from scheduler import api_versions, rpc
@@ -26,6 +26,8 @@ REPORTS_VERSION = "1.2"
 #: The context key of a run_instance cast's wall-clock time (seconds since the epoch), from
 #: which the scheduler measures the time to SCHEDULED; callers that leave it out are not timed.
 CAST_AT = "berth_cast_at"
+#: The version of the scheduler API from which its servers take bundles of casts.
+BUNDLES_VERSION = "1.3"
 #: The methods of the scaling API admin_call may name; every other one is the admin API's.
 SCALING_METHODS = frozenset({
     "create_scaling_group", "list_scaling_groups", "show_scaling_group", "update_scaling_group",
@@ -73,6 +75,16 @@ class SchedulerClient:
         self._client.cast(
             values, "run_instance", request_spec=request_spec, filter_properties=filter_properties
         )
+
+    def run_instances(self, requests: Sequence[tuple[Context, dict, dict]]) -> None:
+        """Cast run_instance once per ``(context, request_spec, filter_properties)`` of
+        ``requests``, each a request of its own, bundled (API 1.3) unless the cap is lower."""
+        calls = []
+        for ctxt, request_spec, filter_properties in requests:
+            values = dict(ctxt or {}) if isinstance(ctxt, dict) or ctxt is None else ctxt.to_dict()
+            values[CAST_AT] = time.time()
+            calls.append((values, {"request_spec": request_spec, "filter_properties": filter_properties}))
+        self._client.cast_each("run_instance", calls, bundled_from=BUNDLES_VERSION)
 
     def select_destinations(self, ctxt: Context, request_spec: dict, filter_properties: dict
                             ) -> list[dict[str, Any]]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from scheduler.rpc import envelope, topology, versions
 from scheduler.rpc.context import REQUEST_ID
-from scheduler.rpc.exceptions import MessagingTimeout, NoConsumer, RPCVersionCapError
+from scheduler.rpc.exceptions import MessageTooLarge, MessagingTimeout, NoConsumer, RPCVersionCapError
 from scheduler.rpc.target import Target
 from scheduler.telemetry import rpc_metrics
 
@@ -19,6 +19,9 @@ LOG = logging.getLogger(__name__)
 
 #: A request context: an oslo.context-style object with ``to_dict()``, or its dict.
 Context = Any
+
+#: Casts a bundle carries at most (RPCClient.cast_each).
+BUNDLE_CASTS = 100
 
 
 class ConsumerCheck:
@@ -154,6 +157,47 @@ class RPCClient:
         self._count_cast(method)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("CAST %s to %s (unique_id %s%s)", method, key, msg["_unique_id"], _of_request(msg))
+
+    def cast_each(self, method: str, calls: Sequence[tuple[Context, dict[str, Any]]],
+                  bundled_from: str | None = None) -> None:
+        """Cast ``method`` once per ``(context, kwargs)`` of ``calls``: each a request of its own.
+
+        With ``bundled_from``, the version of the target's API whose servers take bundles, and a
+        cap that lets this client send it, the casts travel ``BUNDLE_CASTS`` to a message (fewer
+        when a message would pass max_message_bytes): the broker, this client and the server
+        handle one message where they handled each. Otherwise each goes alone, as cast() sends it.
+        """
+        if self.target.fanout:
+            raise ValueError("casts to a fanout target are not bundled; use cast")
+        version = self._check_version_cap(method)
+        msgs = [envelope.request(method, kwargs, ctxt, version=version) for ctxt, kwargs in calls]
+        if bundled_from is None or len(msgs) < 2 or not self.can_send_version(bundled_from):
+            for msg in msgs:
+                self._publish(msg)
+                self._count_cast(method)
+            return
+        for start in range(0, len(msgs), BUNDLE_CASTS):
+            self._publish_bundle(msgs[start:start + BUNDLE_CASTS], bundled_from)
+        for _ in msgs:
+            self._count_cast(method)
+
+    def _publish_bundle(self, msgs: list[dict[str, Any]], version: str) -> None:
+        """Publish ``msgs`` as one bundle, or halves of it, each under max_message_bytes; a cast too
+        large alone raises MessageTooLarge, as cast() would."""
+        if len(msgs) == 1:
+            self._publish(msgs[0])
+            return
+        try:
+            key = self._publish(envelope.bundle(msgs, version))
+        except MessageTooLarge:
+            half = len(msgs) // 2
+            self._publish_bundle(msgs[:half], version)
+            self._publish_bundle(msgs[half:], version)
+            return
+        rpc_metrics.BUNDLES.labels(self.target.topic).inc()
+        rpc_metrics.BUNDLED_CASTS.labels(self.target.topic).inc(len(msgs))
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug("CAST %d %s in one bundle to %s", len(msgs), msgs[0]["method"], key)
 
     def call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:
         """Run ``method(**kwargs)`` on one server and return its result.

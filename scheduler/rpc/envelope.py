@@ -194,6 +194,31 @@ def version_of(msg):
     return version
 
 
+#: The key of a bundle's inner message: the casts it carries (see bundle).
+BUNDLE_KEY = "casts"
+
+
+def bundle(casts, version):
+    """The inner message of a bundle: several casts (inner requests, as :func:`request`
+    makes them) in one message, each to be handled as if it had come alone; ``version``:
+    of the API whose servers take bundles."""
+    return {BUNDLE_KEY: list(casts), "version": version, "_unique_id": new_id()}
+
+
+def bundled_casts(msg):
+    """The casts of the bundle ``msg``, or None when it is a message of its own; raises
+    InvalidEnvelope for a bundle that carries anything but a list of objects."""
+    if BUNDLE_KEY not in msg or "method" in msg:
+        return None
+    casts = msg[BUNDLE_KEY]
+    if not isinstance(casts, list) or not casts:
+        raise InvalidEnvelope(f"a bundle's casts are not a non-empty list: {_preview(casts)}")
+    for cast in casts:
+        if not isinstance(cast, dict):
+            raise InvalidEnvelope(f"a bundle's cast is not an object: {_preview(cast)}")
+    return casts
+
+
 def reply(msg_id, result=None, failure=None, ending=True):
     """The inner message of a reply; ``failure`` is a :func:`serialize_failure` string."""
     return {

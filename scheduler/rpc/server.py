@@ -13,7 +13,7 @@ import os
 import random
 import time
 
-from scheduler.rpc import deliveries, envelope, topology
+from scheduler.rpc import bundles, deliveries, envelope, topology
 from scheduler.rpc import transport as transport_mod
 from scheduler.rpc.consumer import ConnectionLost, ConsumeLoop
 from scheduler.rpc.context import REQUEST_ID, Context, ensure_request_id, handling
@@ -291,6 +291,9 @@ class RPCServer:
         reason; the casts are returned, to be handled once it passes."""
         casts = []
         for message in messages:
+            if self._bundled(message) is not None:  # casts only, each checked once handled
+                casts.append(message)
+                continue
             request = self._parse(message)
             if request is None:
                 continue
@@ -310,29 +313,57 @@ class RPCServer:
     def _handle_run(self, messages):
         # Read once a batch, not once a message: an option's lookup is dearer than the check.
         limit = self.transport.conf.oslo_messaging_rabbit.max_message_bytes
-        parsed = [(message, self._parse(message, limit)) for message in messages]
-        requests = [(message, request) for message, request in parsed if request is not None]
-        if requests:
-            self._handle(requests)
+        requests = [request for message in messages for request in self._requests(message, limit)]
+        # A bundle carries several requests: a unit of work takes batch_size of them at most.
+        for start in range(0, len(requests), self.batch_size):
+            if self._held is not None:  # the rest waits behind what is held, in order
+                self._held.requests.extend(requests[start:])
+                return
+            self._handle(requests[start:start + self.batch_size])
 
     def _handle_redelivered(self, message):
         """Handle a message delivered before (see scheduler.rpc.deliveries) alone, and
         settle it before anything else; or dead-letter it when workers stopped
-        handling it delivery_limit times already."""
+        handling it delivery_limit times already (a bundle: see _isolate)."""
         limit = self.transport.conf.oslo_messaging_rabbit.delivery_limit
         key = deliveries.fingerprint(message)
         stopped = self._deliveries.begin(key)
-        if limit and stopped >= limit:
+        if limit and stopped >= limit and self._bundled(message) is not None:
+            self._isolate(message, key, stopped, limit)
+        elif limit and stopped >= limit:
             exc = DeliveryLimitExceeded(f"the worker handling it stopped {stopped} times; "
                                         f"delivery_limit is {limit}")
             self.dead_letters.send(message, exc)
             message.ack()
         else:
-            request = self._parse(message)
-            if request is not None:
-                self._handle([(message, request)])
+            requests = self._requests(message)
+            if requests:
+                self._handle(requests)
             self._settle()
         self._deliveries.end(key)
+
+    def _isolate(self, message, key, stopped, limit):
+        """A bundle whose handling stopped workers delivery_limit times: each of its casts
+        handled alone and settled, counted on its own; the one a worker stopped on while
+        handling it alone is dead-lettered, and only it."""
+        requests = self._requests(message)
+        for index, (cast, request) in enumerate(requests):
+            cast_key = f"{key}/{index}"
+            if self._deliveries.begin(cast_key):
+                exc = DeliveryLimitExceeded(
+                    f"the worker handling it alone stopped; its bundle had stopped the workers handling it "
+                    f"{stopped} times (delivery_limit {limit})")
+                with handling(request[0]):
+                    self.dead_letters.send(cast, exc, method=request[1])
+                cast.ack()
+            else:
+                self._handle([(cast, request)])
+                if self._held is not None:  # the rest waits behind what is held, in order
+                    self._held.requests.extend(requests[index + 1:])
+                    self._deliveries.end(cast_key)
+                    return
+                self._settle()
+            self._deliveries.end(cast_key)
 
     def _handle(self, requests, held=None):
         """Handle ``requests`` ([(message, (context, method, args))]) in one unit of work.
@@ -477,6 +508,10 @@ class RPCServer:
             return
         last = {}
         for message in messages:
+            if isinstance(message, bundles.BundledCast):
+                message = message.settle()  # the bundle's message, once its every cast is settled
+                if message is None:
+                    continue
             if message.delivery_tag > getattr(last.get(id(message.channel)), "delivery_tag", -1):
                 last[id(message.channel)] = message
         for message in last.values():
@@ -536,11 +571,50 @@ class RPCServer:
     def _parse(self, message, limit=None):
         """(context, method, args) of a message, or None once a bad one is refused and acked.
         ``limit``: ``[oslo_messaging_rabbit] max_message_bytes`` (None: read it)."""
+        msg = self._unwrapped(message, limit)
+        return None if msg is None else self._request(message, msg)
+
+    def _requests(self, message, limit=None):
+        """[(message, (context, method, args))] of a message: itself, or each cast of a bundle
+        (scheduler.rpc.bundles), each as a message of its own; what is refused is left out,
+        once dead-lettered or answered, and acked."""
+        msg = self._unwrapped(message, limit)
+        if msg is None:
+            return []
+        try:
+            casts = envelope.bundled_casts(msg)
+        except InvalidEnvelope as exc:
+            with handling({REQUEST_ID: None}):
+                self.dead_letters.send(message, exc)
+            message.ack()
+            return []
+        if casts is None:
+            request = self._request(message, msg)
+            return [] if request is None else [(message, request)]
+        requests = []
+        for cast in bundles.Bundle(message, len(casts)).casts(casts):
+            request = self._request(cast, cast.msg)
+            if request is not None:
+                requests.append((cast, request))
+        return requests
+
+    @staticmethod
+    def _bundled(message):
+        """The casts (BundledCast) of ``message`` when it is a well-formed bundle, else None;
+        refuses nothing (see _requests)."""
+        try:
+            msg = envelope.unwrap(envelope.decode(message))
+            casts = envelope.bundled_casts(msg)
+        except Exception:
+            return None
+        return None if casts is None else bundles.Bundle(message, len(casts)).casts(casts)
+
+    def _unwrapped(self, message, limit=None):
+        """The inner message of ``message``, or None once it is refused (dead-lettered) and acked."""
         # Nothing of a message is trusted before it is checked here: its size
         # (before decoding), its envelope, its method and arguments (Dispatcher),
         # then what the endpoint checks itself. A call that fails gets a failure
         # reply; a cast, or a message too broken to answer, is dead-lettered.
-        method = msg_id = reply_q = msg = None
         try:
             if limit is None:
                 limit = self.transport.conf.oslo_messaging_rabbit.max_message_bytes
@@ -551,14 +625,28 @@ class RPCServer:
                 body = envelope.decode(message)
             except Exception as exc:  # bad JSON or UTF-8, a content type other than JSON
                 raise InvalidEnvelope(f"cannot decode the body: {reason_of(exc)}") from None
-            msg = envelope.unwrap(body)
+            return envelope.unwrap(body)
+        except Exception as exc:
+            with handling({REQUEST_ID: None}):
+                self.dead_letters.send(message, exc)
+            message.ack()
+            return None
+
+    def _request(self, message, msg):
+        """(context, method, args) of the inner message ``msg`` of ``message``, or None once it is
+        refused: answered with the failure (a call), else dead-lettered; and acked."""
+        method = msg_id = reply_q = None
+        try:
             msg_id, reply_q = envelope.reply_address(msg)
             method = msg.get("method") if isinstance(msg.get("method"), str) else None
+            if isinstance(message, bundles.BundledCast) and ("_reply_q" in msg or "_msg_id" in msg):
+                msg_id = reply_q = None
+                raise InvalidEnvelope("a bundle carries casts only: a call in one would never be answered")
             method, args, values, msg_id, reply_q = envelope.parse_request(msg)
             version = envelope.version_of(msg)
             unanswerable = envelope.unanswerable(msg)
         except Exception as exc:
-            given = msg.get(envelope.CONTEXT_PREFIX + REQUEST_ID) if isinstance(msg, dict) else None
+            given = msg.get(envelope.CONTEXT_PREFIX + REQUEST_ID)
             with handling({REQUEST_ID: given}):
                 if msg_id and reply_q:
                     self._log_refusal(method, exc)

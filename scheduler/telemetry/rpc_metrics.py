@@ -27,6 +27,17 @@ CASTS = Counter(
     "servers read it).",
     ["topic", "method"])
 
+BUNDLES = Counter(
+    "berth_rpc_bundles",
+    "Bundles sent, by the topic they were sent to: messages that each carried several casts, which "
+    "berth_rpc_casts counts one by one.",
+    ["topic"])
+
+BUNDLED_CASTS = Counter(
+    "berth_rpc_bundled_casts",
+    "The casts the bundles of berth_rpc_bundles carried, by topic.",
+    ["topic"])
+
 
 def count_handled(topic: str, methods: list[str]) -> None:
     """Count the messages of one committed unit of work, ``methods`` naming each one's method."""

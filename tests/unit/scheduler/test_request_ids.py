@@ -121,6 +121,22 @@ def test_a_request_that_comes_without_a_request_id_gets_one_the_agent_keeps(conf
     assert agent_lines and all(request_ids(line) == [request_id] for line in agent_lines), agent_lines
 
 
+def test_requests_cast_in_one_bundle_are_placed_each_under_a_request_id_of_its_own(conf, tmp_path, stack):
+    service, add_agent, client = stack
+    add_agent("agent-1")
+    requests = [request() for _ in range(3)]
+    uuids = [uuid for [uuid], _, _ in requests]
+    with service_log(conf, tmp_path / "berth.log") as read:
+        client.run_instances([({"project_id": "p1"}, spec, properties) for _, spec, properties in requests])
+        wait_for(lambda: all((service.database.get_instance(u) or {}).get("state") == "ACTIVE"
+                             for u in uuids), "ACTIVE")
+        lines = read()
+    placed = [[line for line in lines_of(lines, APPLIER) if f"Placed instance {uuid}" in line]
+              for uuid in uuids]
+    assert all(len(lines) == 1 for lines in placed), placed
+    assert len({request_id for [line] in placed for request_id in request_ids(line)}) == 3
+
+
 def test_a_reschedule_and_its_final_refusal_keep_the_request_id(conf, tmp_path, stack):
     service, add_agent, _ = stack
     for host in ("agent-1", "agent-2"):
