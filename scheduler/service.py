@@ -185,6 +185,8 @@ class SchedulerService:
         controller = ScalingController(
             controller_settings(self.conf), self.database,
             cast_run_instance=lambda spec, properties: casts.run_instance({}, spec, properties),
+            cast_run_instances=lambda requests: casts.run_instances(
+                [({}, spec, properties) for spec, properties in requests]),
             cast_delete_instance=lambda uuid: casts.delete_instance({}, uuid),
             metrics_source=FleetMetrics(self.database, self._queues, self.conf.scaling.metric_max_age),
         )

@@ -66,6 +66,9 @@ _LIMITED = LogOnce(LOG, interval=3600.0)
 
 #: cast_run_instance(request_spec, filter_properties): SchedulerClient.run_instance's wire dicts.
 RunInstanceCast = Callable[[dict[str, Any], dict[str, Any]], None]
+#: cast_run_instances([(request_spec, filter_properties), ...]): several at once, each a request
+#: of its own (SchedulerClient.run_instances: one message where the API allows bundles).
+RunInstancesCast = Callable[[list[tuple[dict[str, Any], dict[str, Any]]]], None]
 #: cast_delete_instance(instance_uuid).
 DeleteInstanceCast = Callable[[str], None]
 
@@ -274,12 +277,15 @@ class ScalingController:
 
     def __init__(self, settings: ControllerSettings, database: Any, cast_run_instance: RunInstanceCast,
                  cast_delete_instance: DeleteInstanceCast, metrics_source: MetricsSource,
-                 clock: Callable[[], datetime] | None = None) -> None:
+                 clock: Callable[[], datetime] | None = None,
+                 cast_run_instances: RunInstancesCast | None = None) -> None:
         """``database``: a scheduler.db.api.Database; ``clock``: the database's time
-        (``database.now``) unless given."""
+        (``database.now``) unless given; ``cast_run_instances``: how a group's builds of one sync
+        are cast together (else one cast_run_instance each)."""
         self.settings = settings
         self._db = database
         self._run_instance = cast_run_instance
+        self._run_instances = cast_run_instances
         self._delete_instance = cast_delete_instance
         self._metrics = metrics_source
         self._clock = clock or database.now
@@ -397,8 +403,7 @@ class ScalingController:
                 deleted = tuple(m["uuid"] for m in plan.victims if m["uuid"] in marked)
                 for uuid in deleted:
                     self._delete_instance(uuid)
-                for row in sync.new_rows:
-                    self._run_instance(row["request_spec"], row["filter_properties"])
+                self._build([(row["request_spec"], row["filter_properties"]) for row in sync.new_rows])
                 recast = self._recast(sync.members, now, {m["uuid"] for m in plan.victims})
             except Exception as exc:
                 results[group["uuid"]] = _failed(group, exc)
@@ -537,7 +542,7 @@ class ScalingController:
             [(m["uuid"], {}, {"state": m["state"], "host": m["host"]}) for m in stale])
         builds = [m["uuid"] for m in stale if m["uuid"] in touched and m["state"] != states.DELETING]
         stored = self._db.get_instances(builds) if builds else {}  # their requests, as first cast
-        recast = []
+        recast, builds = [], []
         for member in stale:
             if member["uuid"] not in touched:
                 continue
@@ -545,11 +550,20 @@ class ScalingController:
             if member["state"] == states.DELETING:
                 self._delete_instance(member["uuid"])
             else:
-                request_spec, filter_properties = self._request_of(stored.get(member["uuid"], member))
-                self._run_instance(request_spec, filter_properties)
+                builds.append(self._request_of(stored.get(member["uuid"], member)))
+        self._build(builds)
         if recast:
             LOG.info("Cast again (no news for %g s): %s", grace, ", ".join(recast))
         return tuple(recast)
+
+    def _build(self, requests: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        """Cast run_instance for each (request_spec, filter_properties): together when they are
+        several and cast_run_instances was given."""
+        if self._run_instances is not None and len(requests) > 1:
+            self._run_instances(requests)
+            return
+        for request_spec, filter_properties in requests:
+            self._run_instance(request_spec, filter_properties)
 
     def _request_of(self, member: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         if member.get("request_spec") and member.get("filter_properties") is not None:

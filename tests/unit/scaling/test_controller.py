@@ -42,6 +42,7 @@ class FakeScheduler:
         self.db = database
         self.builds: list[str] = []
         self.deletes: list[str] = []
+        self.bundles: list[int] = []  # the builds each run_instances carried
         self.die_on_build = False
 
     def run_instance(self, request_spec: dict[str, Any], filter_properties: dict[str, Any]) -> None:
@@ -52,6 +53,11 @@ class FakeScheduler:
         assert row is not None, f"build of {uuid} cast before its row was committed"
         assert row["scaling_group_uuid"] is not None
         self.builds.append(uuid)
+
+    def run_instances(self, requests: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        self.bundles.append(len(requests))
+        for request_spec, filter_properties in requests:
+            self.run_instance(request_spec, filter_properties)
 
     def delete_instance(self, uuid: str) -> None:
         row = self.db.get_instance(uuid)
@@ -152,6 +158,17 @@ def test_first_sync_creates_the_members_and_casts_after_the_commit(database, sch
                                               "display_name": row["display_name"]}
     assert row["filter_properties"]["scheduler_hints"] == {"color": "blue",
                                                            "group": TEMPLATE["server_group_uuid"]}
+
+
+def test_the_builds_of_a_sync_are_cast_together_where_the_controller_can(database, scheduler, metrics, clock):
+    controller = ScalingController(ControllerSettings("sched-a"), database, scheduler.run_instance,
+                                   scheduler.delete_instance, metrics, clock,
+                                   cast_run_instances=scheduler.run_instances)
+    _group(database, desired=3)
+    _group(database, uuid="g2", name="db", desired=1)
+    results = controller.sync_once()
+    assert sorted(scheduler.builds) == sorted(uuid for result in results for uuid in result.created)
+    assert scheduler.bundles == [3]  # the lone build of g2 goes alone
 
 
 def test_scale_up_under_load_to_the_algorithms_figure(database, scheduler, metrics, controller, clock):
