@@ -179,13 +179,14 @@ import os, signal, sys
 from scheduler import client
 from scheduler.cmd import scheduler
 
-def run_instance(self, ctxt, request_spec, filter_properties):
-    # Only the scaling controller casts run_instance from a scheduler: the sync that made
-    # the members has committed them. Die before any build is cast.
+def run_instance(self, *args):
+    # Only the scaling controller casts run_instance from a scheduler (its builds of a sync
+    # together, run_instances): the sync that made the members has committed them. Die
+    # before any build is cast.
     os.kill(os.getpid(), signal.SIGKILL)
 
 if __name__ == "__main__":
-    client.SchedulerClient.run_instance = run_instance
+    client.SchedulerClient.run_instance = client.SchedulerClient.run_instances = run_instance
     sys.exit(scheduler.main())
 """
 
