@@ -66,6 +66,9 @@ def parse_args(argv):
     parser.add_argument("--e2e-queue-version", type=int, choices=(1, 2), default=None,
                         help="give the run's classic queues this RabbitMQ queue version by a policy on "
                         "its vhost (default: the broker's own)")
+    parser.add_argument("--e2e-bundle", action="store_true",
+                        help="cast the requests in bundles, up to 100 to a message (run_instances), "
+                        "instead of a message each")
     parser.add_argument("--e2e-logs", default=None, metavar="DIR",
                         help="keep the end-to-end processes' logs in DIR (default: thrown away)")
     parser.add_argument("--e2e-profile", default=None, metavar="DIR",
@@ -115,7 +118,7 @@ def rows(args):
                           workers=args.e2e_workers, rate=args.e2e_rate or None,
                           batch_size=args.e2e_batch_size or e2e.BATCH_SIZE, logs=args.e2e_logs,
                           profile=args.e2e_profile, prefer_owned_hosts=not args.e2e_no_owners,
-                          queue_version=args.e2e_queue_version)
+                          queue_version=args.e2e_queue_version, bundled=args.e2e_bundle)
 
 
 def _rebalance_rows(args):

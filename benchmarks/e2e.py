@@ -137,9 +137,16 @@ def _counters(urls):
 
 
 def _own_casts():
-    """{(topic, method): casts} this process sent."""
-    return {(s.labels["topic"], s.labels["method"]): s.value
-            for family in rpc_metrics.CASTS.collect() for s in family.samples if s.name.endswith("_total")}
+    """{("casts", topic, method): casts, ("bundles", topic): bundles, ("bundled", topic): casts
+    in them} this process sent."""
+    sent = {}
+    for kind, counter in (("casts", rpc_metrics.CASTS), ("bundles", rpc_metrics.BUNDLES),
+                          ("bundled", rpc_metrics.BUNDLED_CASTS)):
+        for family in counter.collect():
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    sent[(kind, *sample.labels.values())] = sample.value
+    return sent
 
 
 def _messages(before, after, casts_before, casts_after, workers):
@@ -153,14 +160,20 @@ def _messages(before, after, casts_before, casts_after, workers):
         if key[0] == "berth_rpc_messages_total":
             labels = dict(key[1:])
             handled[labels["method"]] = handled.get(labels["method"], 0) + delta(key[0], **labels)
-    client = sum(v - casts_before.get(k, 0.0) for k, v in casts_after.items())
+
+    def own(kind):
+        return sum(v - casts_before.get(k, 0.0) for k, v in casts_after.items() if k[0] == kind)
+
+    client = own("casts")
+    # The messages the client's casts took: a bundle is one, however many it carried.
+    client_messages = client - own("bundled") + own("bundles")
     sent = {}
     for key in after:
         if key[0] == "berth_rpc_casts_total":
             labels = dict(key[1:])
             sent[labels["method"]] = sent.get(labels["method"], 0) + delta(key[0], **labels)
     kinds = {
-        "cast in": client,
+        "cast in": client_messages,
         "build out": sent.pop("run_instance", 0),
         "update back": handled.pop("instance_update", 0),
         "sent back": handled.pop("run_instance", 0) - client,
@@ -172,8 +185,9 @@ def _messages(before, after, casts_before, casts_after, workers):
     return kinds
 
 
-def _cast(transport, client, n_instances, rate):
-    """Cast ``n_instances`` run_instance requests at ``rate`` a second (0: at once);
+def _cast(transport, client, n_instances, rate, bundled=False):
+    """Cast ``n_instances`` run_instance requests at ``rate`` a second (0: at once), each chunk
+    in bundles when ``bundled`` (SchedulerClient.run_instances), else a message each;
     returns ({uuid: time cast}, seconds the casting took)."""
     cast_at = {}
     # Paced: chunks of about 10 ms of the offered rate; else chunks of CAST_CHUNK at once.
@@ -184,23 +198,30 @@ def _cast(transport, client, n_instances, rate):
             time.sleep(max(0.0, start + number * chunk_size / rate - time.time()))
         # One publisher batch: sent together, confirmed with one wait.
         with transport.publisher.batch():
+            requests = []
             for i in range(chunk, min(chunk + chunk_size, n_instances)):
                 instance_uuid = str(uuid.uuid4())
                 cast_at[instance_uuid] = time.time()
-                client.run_instance({}, {"instance_uuids": [instance_uuid], "num_instances": 1,
-                                         "instance_type": FLAVORS[i % 3]}, {})
+                requests.append(({}, {"instance_uuids": [instance_uuid], "num_instances": 1,
+                                      "instance_type": FLAVORS[i % 3]}, {}))
+            if bundled:
+                client.run_instances(requests)
+            else:
+                for request in requests:
+                    client.run_instance(*request)
     return cast_at, time.time() - start
 
 
 def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None,
-            batch_size=BATCH_SIZE, logs=None, profile=None, prefer_owned_hosts=True, queue_version=None):
+            batch_size=BATCH_SIZE, logs=None, profile=None, prefer_owned_hosts=True, queue_version=None,
+            bundled=False):
     """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
     as one client can) to ``workers`` schedulers and a simulated fleet of ``n_hosts``;
     time each from its cast to ACTIVE. With ``logs``, the processes' logs are kept there; with
     ``profile``, the schedulers run under yappi and leave their profiles there
     (scheduler-N.pstat, for pstats). ``prefer_owned_hosts``: the schedulers' [scheduler] option.
     ``queue_version``: the classic queues' version (1 or 2) by a policy on the run's vhost (None:
-    the broker's default)."""
+    the broker's default). ``bundled``: the requests are cast in bundles (up to 100 a message)."""
     import pathlib
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
@@ -255,7 +276,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                     "rabbitmq": process_cpu.listening(urllib.parse.urlsplit(url).port or 5672),
                     "postgresql": process_cpu.postgres_pids(engine, database) if database else [],
                 })
-                cast_at, cast_seconds = _cast(transport, client, n_instances, rate)
+                cast_at, cast_seconds = _cast(transport, client, n_instances, rate, bundled)
             finally:
                 transport.cleanup()
             try:
@@ -317,6 +338,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
         "prefer_owned_hosts": prefer_owned_hosts,
         "batch_size": batch_size,
         "queue_version": queue_version,
+        "bundled": bundled,
         "offered_per_s": rate,
         "cast_per_s": n_instances / cast_seconds,
         "placements_per_s": (len(done) * 0.8) / max(high - low, 1e-9),
@@ -337,6 +359,8 @@ def describe(row):
     owners = "" if row["workers"] == 1 else f" (prefer_owned_hosts {preference})"
     if row.get("queue_version"):
         owners += f" (classic queues v{row['queue_version']})"
+    if row.get("bundled"):
+        owners += " (requests cast in bundles)"
     return (f"{row['workers']} scheduler{'s' if row['workers'] > 1 else ''}{owners}: "
             f"{row['placements_per_s']:,.0f} placements/s; CPU ms/placement {cpu['total']:.3f} = "
             + " + ".join(f"{name} {ms:.3f}" for name, ms in cpu.items() if name != "total")

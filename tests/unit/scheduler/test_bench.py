@@ -243,3 +243,19 @@ def test_table_updates_refuses_a_baseline_that_is_no_checkout(tmp_path, capsys):
     with pytest.raises(SystemExit):
         table_updates.main(["--baseline", str(tmp_path)])
     assert "is not a Berth checkout" in capsys.readouterr().err
+
+
+def test_requests_cast_in_bundles_count_as_the_messages_that_carried_them():
+    from benchmarks import e2e
+
+    def handled(method, n):
+        return {("berth_rpc_messages_total", ("method", method), ("topic", "scheduler")): n}
+
+    after = {**handled("run_instance", 200), **handled("instance_update", 200),
+             ("berth_rpc_casts_total", ("method", "run_instance"), ("topic", "compute")): 200}
+    alone = {("casts", "scheduler", "run_instance"): 200}
+    bundled = {**alone, ("bundles", "scheduler"): 2, ("bundled", "scheduler"): 200}
+    assert e2e._messages({}, after, {}, alone, 1) == {
+        "cast in": 200, "build out": 200, "update back": 200, "sent back": 0, "report": 0}
+    assert e2e._messages({}, after, {}, bundled, 1) == {
+        "cast in": 2, "build out": 200, "update back": 200, "sent back": 0, "report": 0}
