@@ -291,7 +291,7 @@ class RPCServer:
         reason; the casts are returned, to be handled once it passes."""
         casts = []
         for message in messages:
-            if self._bundled(message) is not None:  # casts only, each checked once handled
+            if self._is_bundle(message):  # casts only, each checked once handled
                 casts.append(message)
                 continue
             request = self._parse(message)
@@ -328,7 +328,7 @@ class RPCServer:
         limit = self.transport.conf.oslo_messaging_rabbit.delivery_limit
         key = deliveries.fingerprint(message)
         stopped = self._deliveries.begin(key)
-        if limit and stopped >= limit and self._bundled(message) is not None:
+        if limit and stopped >= limit and self._is_bundle(message):
             self._isolate(message, key, stopped, limit)
         elif limit and stopped >= limit:
             exc = DeliveryLimitExceeded(f"the worker handling it stopped {stopped} times; "
@@ -599,15 +599,12 @@ class RPCServer:
         return requests
 
     @staticmethod
-    def _bundled(message):
-        """The casts (BundledCast) of ``message`` when it is a well-formed bundle, else None;
-        refuses nothing (see _requests)."""
+    def _is_bundle(message):
+        """Whether ``message`` is a well-formed bundle; refuses nothing (see _requests)."""
         try:
-            msg = envelope.unwrap(envelope.decode(message))
-            casts = envelope.bundled_casts(msg)
+            return envelope.bundled_casts(envelope.unwrap(envelope.decode(message))) is not None
         except Exception:
-            return None
-        return None if casts is None else bundles.Bundle(message, len(casts)).casts(casts)
+            return False
 
     def _unwrapped(self, message, limit=None):
         """The inner message of ``message``, or None once it is refused (dead-lettered) and acked."""

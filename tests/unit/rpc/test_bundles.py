@@ -1,5 +1,7 @@
 """Bundles: several casts in one message, each handled by the server as if it came alone."""
 
+import time
+
 import kombu
 import pytest
 
@@ -8,7 +10,7 @@ from scheduler.rpc import deadletter, deliveries, envelope, topology
 from scheduler.rpc.bundles import Bundle
 from tests.unit.rpc.conftest import Recorder, stop_and_count_waiting
 from tests.unit.rpc.test_bad_input import dead_letters
-from tests.unit.rpc.test_batches import Work
+from tests.unit.rpc.test_batches import Away, Endpoint, Work
 
 
 def _waiting(transport, queue_name):
@@ -210,3 +212,35 @@ def test_a_bundle_that_stopped_its_workers_delivery_limit_times_loses_only_the_c
         "handling it 3 times (delivery_limit 3)")
     assert message.acks == 1
     assert log.begin("anything") == 0 and log.begin(key) == 0  # every count settled
+
+
+def test_bundles_wait_out_a_database_away_whole_and_then_every_cast_is_handled_once(transport, topic, conf):
+    conf.set_override("rabbit_retry_interval", 0.2, group="oslo_messaging_rabbit")
+    conf.set_override("rabbit_retry_backoff", 0.2, group="oslo_messaging_rabbit")
+    work = Away()
+    endpoint = Endpoint(work)
+    endpoint.go.set()
+    server = rpc.get_rpc_server(transport, rpc.Target(topic, server="s1"), [endpoint], batch_size=8,
+                                unit_of_work=work)
+    server.start()
+    client = rpc.RPCClient(transport, rpc.Target(topic))
+    try:
+        work.away.set()
+        # More than a unit of work takes: the first 8 are held, the other 4 wait behind them.
+        client.cast_each("record", _calls(12, first=1), bundled_from="1.0")
+        for _ in range(200):
+            if work.attempts >= 2:
+                break
+            time.sleep(0.05)
+        client.cast_each("record", _calls(3, first=13), bundled_from="1.0")  # comes while held
+        time.sleep(0.5)
+        assert work.commits == []
+        work.away.clear()
+        for _ in range(200):
+            if sorted(n for batch in work.commits for n in batch) == list(range(1, 16)):
+                break
+            time.sleep(0.05)
+    finally:
+        waiting = stop_and_count_waiting(transport, [server], [topic])
+    assert sorted(n for batch in work.commits for n in batch) == list(range(1, 16))
+    assert server.dead_letters.count == 0 and waiting == 0
