@@ -212,17 +212,23 @@ class Fleet:
             f"hosts {sorted(names)} to report",
         )
 
-    def boot(self, flavor="m1.tiny", count=1, requests=1, hints=None, client=None):
+    def boot(self, flavor="m1.tiny", count=1, requests=1, hints=None, client=None, bundled=False):
         """Cast ``requests`` run_instance requests of ``count`` instances each (``flavor``: a
-        name of the default catalog or a flavor dict) through ``client`` (default: the fleet's);
-        the instances' UUIDs, in the order cast."""
+        name of the default catalog or a flavor dict) through ``client`` (default: the fleet's),
+        a hundred to a message when ``bundled`` (run_instances); the instances' UUIDs, in the
+        order cast."""
         flavor = flavors.get(flavor) if isinstance(flavor, str) else flavor
         client = client or self.client
-        uuids = []
+        uuids, casts = [], []
         for _ in range(requests):
             spec, props = build_request(flavor, count, hints or ())
-            client.run_instance({}, spec, props)
+            casts.append(({}, spec, props))
             uuids += spec["instance_uuids"]
+        if bundled:
+            client.run_instances(casts)
+        else:
+            for cast in casts:
+                client.run_instance(*cast)
         return uuids
 
     def wait_states(self, uuids, states, timeout=180):

@@ -9,6 +9,8 @@ not rescued by a timeout, its messages all went through.
 import collections
 import time
 
+import pytest
+
 from tests.fixtures import temporary_database, temporary_vhost
 from tests.functional import wire
 from tests.functional.fleet import Fleet
@@ -68,14 +70,14 @@ def hosts_agree(fleet, instances):
     return None
 
 
-def run_through_outage(tmp_path, outage):
+def run_through_outage(tmp_path, outage, bundled):
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet = start(tmp_path, url, transport_url)
         from scheduler.db.api import Database
 
         database = Database(url)
         try:
-            uuids = burst(fleet, REQUESTS)
+            uuids = burst(fleet, REQUESTS, bundled=bundled)
             wait_placed(fleet, database, 60)
             active_at_stop = database.count_instances_by_state()["ACTIVE"]
             began = time.monotonic()
@@ -87,8 +89,9 @@ def run_through_outage(tmp_path, outage):
             instances, errors = outcome(fleet, uuids, AGENTS)
             fleet.check_alive()
             reconnected = [n for n in (*SCHEDULERS, *AGENTS) if "reconnected to" in fleet.log(n)]
-            print(f"\n{len(uuids)} instances, broker away {down_for:.1f} s with {at_restart} placed and "
-                  f"{active_at_stop} ACTIVE: {len(instances) - len(errors)} ACTIVE, {len(errors)} ERROR; "
+            cast = " cast in bundles" if bundled else ""
+            print(f"\n{len(uuids)} instances{cast}, broker away {down_for:.1f} s with {at_restart} placed "
+                  f"and {active_at_stop} ACTIVE: {len(instances) - len(errors)} ACTIVE, {len(errors)} ERROR; "
                   f"{len(queues)} queues consumed again; {len(reconnected)} processes logged their reconnect")
 
             # Every request was placed, built and made ACTIVE exactly once; nothing lost, nothing extra.
@@ -110,7 +113,12 @@ def run_through_outage(tmp_path, outage):
             fleet.close()
 
 
-def test_a_10_second_broker_stop_mid_burst(tmp_path):
+#: Each request in a message of its own, and a hundred to a message (bundles, scheduler API 1.3).
+CASTS = pytest.mark.parametrize("bundled", [False, True], ids=["alone", "bundled"])
+
+
+@CASTS
+def test_a_10_second_broker_stop_mid_burst(tmp_path, bundled):
     def outage():
         try:
             wire.rabbitmqctl("stop_app")
@@ -119,14 +127,15 @@ def test_a_10_second_broker_stop_mid_burst(tmp_path):
             wire.rabbitmqctl("start_app")
         wire.rabbitmqctl("await_startup", check=False)
 
-    run_through_outage(tmp_path, outage)
+    run_through_outage(tmp_path, outage, bundled)
 
 
-def test_a_full_broker_restart_mid_burst(tmp_path):
+@CASTS
+def test_a_full_broker_restart_mid_burst(tmp_path, bundled):
     def outage():
         try:
             wire.rabbitmqctl("stop")
         finally:
             wire.start_rabbitmq()
 
-    run_through_outage(tmp_path, outage)
+    run_through_outage(tmp_path, outage, bundled)

@@ -34,8 +34,8 @@ def start(
     return fleet
 
 
-def burst(fleet, requests, per_request=2):
-    return fleet.boot(count=per_request, requests=requests)
+def burst(fleet, requests, per_request=2, bundled=False):
+    return fleet.boot(count=per_request, requests=requests, bundled=bundled)
 
 
 def placed(database):
