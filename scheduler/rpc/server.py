@@ -584,9 +584,7 @@ class RPCServer:
         try:
             casts = envelope.bundled_casts(msg)
         except InvalidEnvelope as exc:
-            with handling({REQUEST_ID: None}):
-                self.dead_letters.send(message, exc)
-            message.ack()
+            self._refuse_whole(message, exc)
             return []
         if casts is None:
             request = self._request(message, msg)
@@ -624,10 +622,14 @@ class RPCServer:
                 raise InvalidEnvelope(f"cannot decode the body: {reason_of(exc)}") from None
             return envelope.unwrap(body)
         except Exception as exc:
-            with handling({REQUEST_ID: None}):
-                self.dead_letters.send(message, exc)
-            message.ack()
+            self._refuse_whole(message, exc)
             return None
+
+    def _refuse_whole(self, message, exc):
+        """Dead-letter ``message``, too broken to answer or to split, and ack it."""
+        with handling({REQUEST_ID: None}):
+            self.dead_letters.send(message, exc)
+        message.ack()
 
     def _request(self, message, msg):
         """(context, method, args) of the inner message ``msg`` of ``message``, or None once it is
