@@ -98,6 +98,13 @@ class InstanceStore:
         with self._lock:
             return copy.deepcopy(self._records)
 
+    def select(self, pick):
+        """{uuid: pick(record)} of the records for which ``pick`` (which must not change them)
+        answers something other than None; read in place, without a copy of every record."""
+        with self._lock:
+            return {uuid: found for uuid, record in self._records.items()
+                    if (found := pick(record)) is not None}
+
     def put(self, uuid, record):
         with self._lock:
             self._change(uuid, copy.deepcopy(record))

@@ -410,7 +410,7 @@ class ComputeManager:
         reason = None
         with self._lock:
             record = self.store.get(uuid)
-            if self._repeated(record, uuid, migration_id, "Move"):
+            if self._repeated(ctxt, record, uuid, migration_id, "Move"):
                 return
             if record is not None or uuid in self.tracker:
                 state = (record or {}).get("state", "held")
@@ -497,10 +497,18 @@ class ComputeManager:
         LOG.log(logging.WARNING if said else logging.ERROR, "%s of %s failed: %s", what, uuid, exc,
                 exc_info=not said)
 
-    def _repeated(self, record, uuid, migration_id, what):
-        """Whether ``record`` holds this migration already: a request delivered again, ignored."""
+    def _repeated(self, ctxt, record, uuid, migration_id, what):
+        """Whether ``record`` holds this migration already: a request delivered again (or told again
+        by the scheduler, which has not heard its end), not done twice. One done here is said done
+        again."""
         if record is None or _migration_id(record) != migration_id:
             return False
+        resize = record.get("resize")
+        if (resize or {}).get("resized") or (not resize and record.get("state") == ACTIVE):
+            LOG.info("%s %s of %s is done on %s already; saying so again", what, migration_id, uuid,
+                     self.host)
+            self._move_done(ctxt, uuid, migration_id)
+            return True
         LOG.info("%s %s of %s is on %s already; repeated move request ignored", what, migration_id, uuid,
                  self.host)
         return True
@@ -514,7 +522,7 @@ class ComputeManager:
         reason = None
         with self._lock:
             record = self.store.get(uuid)
-            if self._repeated(record, uuid, migration_id, "Resize"):
+            if self._repeated(ctxt, record, uuid, migration_id, "Resize"):
                 return
             if record is None:
                 reason = f"{self.host}: does not hold {uuid}; cannot resize it in place"
@@ -691,6 +699,9 @@ class ComputeManager:
         self.tracker.io_workload = len(self._builds)  # IoOpsFilter: builds in progress
         self._send_unsent()
         resources = self.tracker.report()
+        open_moves = self.store.select(_open_move)
+        if open_moves:
+            resources["open_moves"] = open_moves
         if self._cast(self.scheduler.report_resources, {}, self.host, resources):
             telemetry.REPORTS.inc()
         return resources
@@ -731,6 +742,20 @@ class ComputeManager:
 def _migration_id(record):
     migration = record.get("migration")
     return migration.get("id") if isinstance(migration, dict) else None
+
+
+def _open_move(record):
+    """[migration id, "moving" or "done"] of a move ``record`` holds open (an instance this agent
+    takes in; a resize in place, done or not, whose end it has not heard), else None: what the
+    scheduler sets against its record, to tell this agent again what it missed."""
+    resize = record.get("resize")
+    if isinstance(resize, dict):
+        found, step = resize.get("migration_id"), "done" if resize.get("resized") else "moving"
+    elif record.get("state") == MIGRATING:
+        found, step = _migration_id(record), "moving"
+    else:
+        return None
+    return [found, step] if type(found) is int else None
 
 
 def _held_flavor(record):

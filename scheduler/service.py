@@ -107,11 +107,13 @@ def assemble(conf, transport, database, rng=None):
         host_manager=host_manager, reports=reports, outbox=outbox, undo=undo, compute=compute, claims=claims,
         planner=planner, applier=applier, scheduling=scheduling,
         build_expiry=BuildExpiry(conf, database, scheduling.schedule, applier.terminate),
-        reconciler=Reconciler(database, conf.scheduler.service_down_time, applier.terminate),
+        reconciler=Reconciler(database, conf.scheduler.service_down_time, applier.terminate,
+                              moves=move_applier),
         refusals=refusals,
         manager=SchedulerManager(conf, database, host_manager, reports, scheduling),
         move_planner=move_planner, move_applier=move_applier,
-        move_expiry=MoveExpiry(conf, database, move_applier),
+        move_expiry=MoveExpiry(conf, database, move_applier,
+                               functools.partial(UnitOfWork, database, outbox, undo)),
         moves=moves, rebalance=RebalanceEndpoint(conf, database, host_manager, selector, moves),
     )
 

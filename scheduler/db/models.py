@@ -215,6 +215,9 @@ class Migration(Base):
     old_flavor: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     new_flavor: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     reason: Mapped[str | None] = mapped_column(sa.Text)
+    #: What the destination is told (the move_instance cast's instance, request_spec,
+    #: filter_properties and migration), kept to be told again: None for moves of a Berth before it.
+    request: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
     updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
     finished_at: Mapped[datetime | None] = mapped_column(Timestamp)

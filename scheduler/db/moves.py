@@ -5,7 +5,7 @@ evacuation), created when the move starts and compared-and-set by status until i
 ``migrations/``; this module holds the queries of the table named ``migrations``, as Nova's.)
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -49,6 +49,14 @@ def _values(values: Mapping[str, Any], allowed: AbstractSet[str]) -> dict[str, A
     return out
 
 
+def _row(row: Any, request: bool = False) -> dict[str, Any]:
+    """A migration row as answered: without what its destination is told, unless ``request``."""
+    found = _row_dict(row)
+    if not request:
+        found.pop("request", None)
+    return found
+
+
 def _expected(status: str | tuple[str, ...] | None) -> tuple[str, ...] | None:
     return (status,) if isinstance(status, str) else status
 
@@ -74,25 +82,40 @@ class MigrationQueries(DatabaseEngine):
         with self._transaction(write=True) as connection:
             (new_id,) = connection.execute(migrations.insert().values(row)).inserted_primary_key or (None,)
             found = connection.execute(sa.select(migrations).where(migrations.c.id == new_id))
-            return _row_dict(found.mappings().one())
+            return _row(found.mappings().one())
 
     @_retry
-    def get_migration(self, migration_id: int) -> dict[str, Any] | None:
+    def get_migration(self, migration_id: int, request: bool = False) -> dict[str, Any] | None:
+        """The migration, with what its destination is told if ``request``."""
         with self._transaction() as connection:
             row = connection.execute(sa.select(migrations).where(migrations.c.id == migration_id)
                                      ).mappings().first()
-        return _row_dict(row) if row is not None else None
+        return _row(row, request) if row is not None else None
 
     @_retry
-    def active_migration(self, instance_uuid: str) -> dict[str, Any] | None:
-        """The instance's move under way (migrating, or finished waiting for confirmation), or None."""
+    def active_migration(self, instance_uuid: str, request: bool = False) -> dict[str, Any] | None:
+        """The instance's move under way (migrating, or finished waiting for confirmation), or None;
+        with what its destination is told if ``request``."""
         statement = (sa.select(migrations)
                      .where(migrations.c.instance_uuid == instance_uuid,
                             migrations.c.status.in_(ACTIVE_STATUSES))
                      .order_by(migrations.c.created_at.desc(), migrations.c.id.desc()).limit(1))
         with self._transaction() as connection:
             row = connection.execute(statement).mappings().first()
-        return _row_dict(row) if row is not None else None
+        return _row(row, request) if row is not None else None
+
+    @_retry
+    def moves_to_check(self, ids: Iterable[int] = ()) -> dict[int, dict[str, Any]]:
+        """{id: migration, with its request} of the moves under way to a destination (migrating),
+        and of those of ``ids``, whatever their status: what the reconciler sets against the agents'
+        word."""
+        wanted = migrations.c.status == MIGRATING
+        ids = sorted(set(ids))
+        if ids:
+            wanted = sa.or_(wanted, migrations.c.id.in_(ids))
+        with self._transaction() as connection:
+            return {row["id"]: _row(row, True)
+                    for row in connection.execute(sa.select(migrations).where(wanted)).mappings()}
 
     @_retry
     def update_migration(self, migration_id: int, values: Mapping[str, Any],
@@ -115,7 +138,7 @@ class MigrationQueries(DatabaseEngine):
                 return None
             row = connection.execute(sa.select(migrations).where(migrations.c.id == migration_id)
                                      ).mappings().one()
-        return _row_dict(row)
+        return _row(row)
 
     @_retry
     def list_migrations(self, host: str | None = None, status: str | None = None,
@@ -133,4 +156,4 @@ class MigrationQueries(DatabaseEngine):
         if limit is not None:
             statement = statement.limit(limit)
         with self._transaction() as connection:
-            return [_row_dict(row) for row in connection.execute(statement).mappings()]
+            return [_row(row) for row in connection.execute(statement).mappings()]

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from scheduler import rpc
+from scheduler.db.engine import to_db_time
 from scheduler.fleet import holdings as reconcile
 from scheduler.utils.log_once import LogOnce
 
@@ -32,20 +34,27 @@ class Reconciler:
     often."""
 
     def __init__(self, database: Any, grace: float, terminate: Callable[[dict, str, str, str], None],
-                 rng: random.Random | None = None):
-        """``terminate(context, host, uuid, reason)`` tells an agent to drop an instance."""
+                 rng: random.Random | None = None, moves: Any = None):
+        """``terminate(context, host, uuid, reason)`` tells an agent to drop an instance;
+        ``moves`` (MoveApplier) tells a destination a move again (``send_move``) and a host a
+        move's end (``send_end``)."""
         self._db = database
         self._grace = grace
         self._terminate = terminate
+        self._moves = moves
         self._rng = rng or random.Random()
         self._looked_at: dict[str, tuple[Any, float]] = {}  # host -> (agent's started_at, due again)
-        self._sent: dict[str, float] = {}  # instance uuid -> monotonic time its terminate was sent
+        # instance uuid, or (command, migration id), -> monotonic time it was last sent
+        self._sent: dict[Any, float] = {}
         self._notes = LogOnce(LOG, interval=3600)
 
     def run(self, reports: dict[str, HostReport], now: float | None = None) -> list[reconcile.Difference]:
         """Set what each agent of ``reports`` ({host: HostReport}) holds against the database;
-        returns the differences found on the hosts that were due."""
+        returns the differences found on the hosts that were due. Every report is set against
+        the moves under way, and the commands its agent missed are sent again."""
         now = time.monotonic() if now is None else now
+        if self._moves is not None and reports:
+            self._tell_again(reports, now)
         grace = self._grace
         due = {}
         for host, report in reports.items():
@@ -71,6 +80,34 @@ class Reconciler:
         if len(self._sent) > RECONCILE_KEEP:
             self._sent = {u: t for u, t in self._sent.items() if now - t < grace}
         return found
+
+    def _tell_again(self, reports: dict[str, HostReport], now: float) -> None:
+        moves = self._db.moves_to_check(
+            [entry[0] for report in reports.values() for entry in (report.open_moves or {}).values()])
+        if not moves:
+            return
+        for migration in moves.values():
+            migration["updated_at"] = to_db_time(migration["updated_at"])
+        settled_before = self._db.now() - datetime.timedelta(seconds=self._grace)
+        for host, report in reports.items():
+            for unheard in reconcile.unheard(host, frozenset(report.instance_uuids), report.open_moves, moves,
+                                             settled_before):
+                key = (unheard.command, unheard.migration["id"])
+                sent = self._sent.get(key)
+                if sent is not None and now - sent < self._grace:
+                    continue
+                self._sent[key] = now
+                LOG.warning("%s: telling it again", unheard.why)
+                try:
+                    if unheard.command == "end":
+                        self._moves.send_end({}, unheard.migration, unheard.why)
+                    elif not self._moves.send_move({}, unheard.migration):
+                        LOG.warning("Migration %s was recorded by an earlier Berth, without what its "
+                                    "destination is told: it fails after [scheduler] move_timeout",
+                                    unheard.migration["id"])
+                except rpc.MessageDeliveryFailure as exc:
+                    LOG.warning("Cannot tell %s now (%s); trying again later", host, exc)
+                    del self._sent[key]
 
     def _act(self, host: str, difference: reconcile.Difference, now: float) -> None:
         if difference.action != "terminate":

@@ -67,7 +67,11 @@ class MoveEndpoint:
         if _bool(force, "migrate_instance: force") and host is None:
             raise InvalidRequest("migrate_instance: force needs a host to force")
         kind = LIVE_MIGRATION if _bool(live, "migrate_instance: live") else MIGRATION
-        instance = check_movable(self._db.get_instance(uuid), uuid, "migrated")
+        instance = self._db.get_instance(uuid)
+        repeated = self._under_way(context, instance, kind, lambda m: host in (None, m["dest_host"]))
+        if repeated is not None:
+            return repeated
+        instance = check_movable(instance, uuid, "migrated")
         self._check_source(instance)
         return self._start(Move(context, instance, kind, flavor_of(instance), host, force))
 
@@ -89,7 +93,12 @@ class MoveEndpoint:
         confirm_resize or revert_resize. The migration row."""
         uuid = parse_uuid(instance_uuid, "resize_instance: instance_uuid")
         new = Flavor.from_wire(flavor, "resize_instance: flavor")
-        instance = check_movable(self._db.get_instance(uuid), uuid, "resized")
+        instance = self._db.get_instance(uuid)
+        repeated = self._under_way(context, instance, RESIZE,
+                                   lambda m: Flavor.from_wire(m["new_flavor"]).to_wire() == new.to_wire())
+        if repeated is not None:
+            return repeated
+        instance = check_movable(instance, uuid, "resized")
         old = flavor_of(instance)
         if (new.memory_mb, new.root_gb, new.ephemeral_gb, new.vcpus) == \
                 (old.memory_mb, old.root_gb, old.ephemeral_gb, old.vcpus):
@@ -118,6 +127,10 @@ class MoveEndpoint:
         answers = []
         for instance in self._db.list_instances(host=host, states=[states.ACTIVE, *states.MOVING]):
             uuid = instance["uuid"]
+            repeated = self._under_way(context, instance, EVACUATION, lambda m: True)
+            if repeated is not None:
+                answers.append({"instance_uuid": uuid, "migration": repeated})
+                continue
             try:
                 check_movable(instance, uuid, "evacuated")
                 migration = self._start(Move(context, instance, EVACUATION, flavor_of(instance)))
@@ -128,6 +141,26 @@ class MoveEndpoint:
         LOG.info("Evacuating host %s: %d of %d instance(s) moving", host,
                  sum("migration" in a for a in answers), len(answers))
         return answers
+
+    def _under_way(self, context: Any, instance: dict[str, Any] | None, kind: str,
+                   same: Any) -> dict[str, Any] | None:
+        """The move of ``kind`` from the instance's host under way already, if ``same(migration)``
+        says it is the one asked for: a request delivered again (its scheduler died after the
+        commit, before its casts left) or repeated is answered with what was committed, and the
+        destination is told again (it ignores a repeat)."""
+        if instance is None or instance["state"] not in states.MOVING:
+            return None
+        migration = self._db.active_migration(instance["uuid"], request=True)
+        source = instance["host"] if instance["state"] == states.MIGRATING else instance["move_host"]
+        if migration is None or migration["kind"] != kind or migration["source_host"] != source \
+                or not same(migration):
+            return None
+        LOG.info("Instance %s: its %s %s to %s (%s) asked for again; answered with it", instance["uuid"],
+                 kind, migration["id"], migration["dest_host"], migration["status"])
+        if migration["status"] == "migrating":
+            self._moves.send_move(context, migration)
+        migration.pop("request", None)
+        return migration
 
     def _start(self, move: Move) -> dict[str, Any]:
         uuid = move.instance["uuid"]
@@ -148,23 +181,32 @@ class MoveEndpoint:
     @rpc.callers(rpc.CLIENT)
     def confirm_resize(self, context, instance_uuid):
         uuid = parse_uuid(instance_uuid, "confirm_resize: instance_uuid")
-        migration, instance = self._verifying(uuid, "confirmed")
-        if not self._moves.confirm(context, migration):
+        migration, instance = self._verifying(context, uuid, "confirmed")
+        if migration["status"] == "finished" and not self._moves.confirm(context, migration):
             raise MoveRefused(f"Instance {uuid} changed meanwhile: its resize was not confirmed")
         return self._db.get_migration(migration["id"])
 
     @rpc.callers(rpc.CLIENT)
     def revert_resize(self, context, instance_uuid):
         uuid = parse_uuid(instance_uuid, "revert_resize: instance_uuid")
-        migration, instance = self._verifying(uuid, "reverted")
-        if not self._moves.revert(context, migration, instance):
+        migration, instance = self._verifying(context, uuid, "reverted")
+        if migration["status"] == "finished" and not self._moves.revert(context, migration, instance):
             raise MoveRefused(f"Instance {uuid} changed meanwhile: its resize was not reverted")
         return self._db.get_migration(migration["id"])
 
-    def _verifying(self, uuid: str, verb: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _verifying(self, context: Any, uuid: str, verb: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The resize waiting to be ``verb`` and its instance; or, when its last resize was ``verb``
+        already (a request delivered again, or repeated, or a confirm after the window's), that
+        resize, its end told to the agents again."""
         instance = self._db.get_instance(uuid)
         if instance is None or instance["state"] == states.DELETED:
             raise InstanceNotFound(f"No instance {uuid}")
+        if instance["state"] == states.ACTIVE:
+            [last] = self._db.list_migrations(instance_uuid=uuid, limit=1) or [None]
+            if last is not None and last["kind"] == RESIZE and last["status"] == verb:
+                LOG.info("Instance %s: resize %s was %s already; answered with it", uuid, last["id"], verb)
+                self._moves.send_end(context, last, f"resize {last['id']} {verb}")
+                return last, instance
         migration = self._db.active_migration(uuid)
         waiting = migration is not None and migration["status"] == "finished"
         if instance["state"] != states.VERIFY_RESIZE or not waiting:

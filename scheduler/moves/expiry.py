@@ -4,13 +4,16 @@ the instance's row makes one of them act."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from oslo_config import cfg
 
 from scheduler import rpc, states
+from scheduler.db.engine import DatabaseUnavailable
 
 LOG = logging.getLogger(__name__)
 
@@ -39,10 +42,14 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
 
 
 class MoveExpiry:
-    def __init__(self, conf: Any, database: Any, move_applier: Any) -> None:
+    def __init__(self, conf: Any, database: Any, move_applier: Any,
+                 unit_of_work: Callable[[], Any] = contextlib.nullcontext) -> None:
+        """``unit_of_work()``: one transaction whose casts go out once it commits (the scheduler's
+        UnitOfWork), so that both rows of a move's end are written together, before its casts."""
         self._conf = conf
         self._db = database
         self._moves = move_applier
+        self._unit_of_work = unit_of_work
 
     def expire(self, now: datetime.datetime | None = None) -> int:
         """Confirm the resizes and fail the moves that waited too long at ``now`` (the database's
@@ -50,28 +57,39 @@ class MoveExpiry:
         now = now or self._db.now()
         acted = 0
         timeout = self._conf.scheduler.move_timeout
+        reason = f"no word of the move for more than {timeout} s ([scheduler] move_timeout)"
+
+        def abandon(ctxt, migration):
+            return self._moves.abandon(ctxt, migration, f"{migration['dest_host']}: {reason}")
+
         for instance in self._db.list_instances(states=[states.MIGRATING],
                                                 updated_before=now - datetime.timedelta(seconds=timeout)):
-            migration = self._db.active_migration(instance["uuid"])
-            if migration is None or migration["status"] != "migrating":
-                continue
-            ctxt = {"request_id": rpc.new_request_id()}
-            with rpc.handling(ctxt):
-                reason = (f"{migration['dest_host']}: no word of the move for more than {timeout} s "
-                          "([scheduler] move_timeout)")
-                if self._moves.abandon(ctxt, migration, reason):
-                    acted += 1
+            acted += self._act(instance, "migrating", abandon)
         window = self._conf.scheduler.resize_confirm_window
         if window:
             for instance in self._db.list_instances(states=[states.VERIFY_RESIZE],
                                                     updated_before=now - datetime.timedelta(seconds=window)):
-                migration = self._db.active_migration(instance["uuid"])
-                if migration is None or migration["status"] != "finished":
-                    continue
-                ctxt = {"request_id": rpc.new_request_id()}
-                with rpc.handling(ctxt):
+                def confirm(ctxt, migration):
                     LOG.info("Instance %s: resize %s confirmed by itself after %s s ([scheduler] "
-                             "resize_confirm_window)", instance["uuid"], migration["id"], window)
-                    if self._moves.confirm(ctxt, migration):
-                        acted += 1
+                             "resize_confirm_window)", migration["instance_uuid"], migration["id"], window)
+                    return self._moves.confirm(ctxt, migration)
+                acted += self._act(instance, "finished", confirm)
         return acted
+
+    def _act(self, instance: dict[str, Any], status: str, act: Callable[[Any, dict[str, Any]], bool]) -> bool:
+        """``act`` on the instance's move in ``status``, in a transaction of its own. Its casts are
+        sent once it commits; should the broker be away then, the agents' next reports show what
+        they did not hear, and it is told again (scheduler.fleet.reconciler)."""
+        ctxt = {"request_id": rpc.new_request_id()}
+        with rpc.handling(ctxt):
+            try:
+                with self._unit_of_work():
+                    migration = self._db.active_migration(instance["uuid"])
+                    return migration is not None and migration["status"] == status and act(ctxt, migration)
+            except rpc.RetryLater as exc:  # the commit met the database away, or lost a race
+                raise DatabaseUnavailable(str(exc)) from exc
+            except rpc.MessageDeliveryFailure as exc:
+                LOG.warning("Instance %s: its move's end is recorded, but the agents could not be told now "
+                            "(%s); they are told again once their reports show they did not hear",
+                            instance["uuid"], exc)
+                return True

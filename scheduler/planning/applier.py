@@ -194,9 +194,9 @@ class MoveApplier:
         self._compute = compute
 
     def start(self, move: Any, spec: RequestSpec, placement: Placement) -> dict[str, Any]:
-        """Record the move of ``move.instance`` to ``placement`` and cast it to the destination once
-        the transaction commits; the migration row. Raises MoveRefused when the instance changed
-        since it was read (its placement given back)."""
+        """Record the move of ``move.instance`` to ``placement``, with what its destination is to be
+        told, and tell it once the transaction commits; the migration row. Raises MoveRefused when
+        the instance changed since it was read (its placement given back)."""
         instance, dest = move.instance, placement.host
         uuid, source = instance["uuid"], move.source
         old = flavor_of(instance)
@@ -209,25 +209,54 @@ class MoveApplier:
                 self._hosts.release(dest, uuid)
             raise MoveRefused(f"Instance {uuid} changed while its move was decided (another move, or a "
                               "delete): not moved")
+        request_spec, filter_properties = spec.instance_to_wire(uuid)
+        filter_properties["limits"] = placement.limits
+        request = {"instance": {"uuid": uuid, "flavor": move.flavor.to_wire(),
+                                "project_id": instance.get("project_id")},
+                   "request_spec": request_spec, "filter_properties": filter_properties,
+                   "migration": {"kind": move.kind, "source_host": source, "live": move.live,
+                                 "old_flavor": old.to_wire()}}
         migration = self._db.create_migration({
             "instance_uuid": uuid, "kind": move.kind, "status": "migrating",
             "source_host": source, "source_node": instance.get("node"), "dest_host": dest,
-            "dest_node": placement.node, "old_flavor": old.to_wire(), "new_flavor": move.flavor.to_wire()})
-        request_spec, filter_properties = spec.instance_to_wire(uuid)
-        filter_properties["limits"] = placement.limits
-        wire = {"uuid": uuid, "flavor": move.flavor.to_wire(), "project_id": instance.get("project_id")}
-        self._outbox.send(self._compute.move_instance, context_values(move.context), dest, wire, request_spec,
-                          filter_properties, {"id": migration["id"], "kind": move.kind, "source_host": source,
-                                              "live": move.live, "old_flavor": old.to_wire()})
+            "dest_node": placement.node, "old_flavor": old.to_wire(), "new_flavor": move.flavor.to_wire(),
+            "request": request})
+        self.send_move(move.context, migration, request)
         self._outbox.send(telemetry.count_move, move.kind, "started")
         return migration
 
+    def send_move(self, context: Any, migration: dict[str, Any],
+                  request: dict[str, Any] | None = None) -> bool:
+        """Tell the destination of a move under way to take it (again: an agent that has it already
+        ignores the repeat), once the transaction commits; False for a move recorded without its
+        request (by a Berth before 0011), which cannot be told again."""
+        request = request or migration.get("request")
+        if not request:
+            return False
+        self._outbox.send(self._compute.move_instance, context_values(context), migration["dest_host"],
+                          request["instance"], request["request_spec"], request["filter_properties"],
+                          dict(request["migration"], id=migration["id"]))
+        return True
+
+    def send_end(self, context: Any, migration: dict[str, Any], reason: str) -> None:
+        """Tell the agents what follows the end of ``migration`` (its ended status), once the
+        transaction commits: a resize in place ends on its host, at the size confirmed or at the
+        old one; a move kept lets its source go, one undone its destination. Repeats are harmless."""
+        uuid, source, dest = migration["instance_uuid"], migration["source_host"], migration["dest_host"]
+        kept = migration["status"] in ("confirmed", "completed")
+        if source == dest:
+            self._outbox.send(self._compute.end_resize, context_values(context), dest, uuid, migration["id"],
+                              kept)
+        else:
+            self.terminate(context, source if kept else dest, uuid, reason)
+
     def _end(self, migration: dict[str, Any], instance_values: dict[str, Any], expected: dict[str, Any],
-             status: str, reason: str | None = None) -> bool:
-        """Write the end of a move on both rows, if the instance is still as ``expected``."""
+             status: str, reason: str | None = None) -> dict[str, Any] | None:
+        """Write the end of a move on both rows, if the instance is still as ``expected``; the
+        migration as ended, or None. Both rows in one transaction: the caller's unit of work."""
         uuid = migration["instance_uuid"]
         if not self._db.update_instances_if([(uuid, instance_values, expected)]):
-            return False
+            return None
         now = self._db.now()
         ended = {"status": status, "reason": reason}
         if status != "finished":
@@ -236,7 +265,7 @@ class MoveApplier:
         outcome = "completed" if status == "finished" else status
         seconds = (now - to_db_time(migration["created_at"])).total_seconds()
         self._outbox.send(telemetry.count_move, migration["kind"], outcome, seconds)
-        return True
+        return dict(migration, **ended)
 
     def finish(self, context: Any, migration: dict[str, Any], instance: dict[str, Any]) -> bool:
         """The destination has the instance: a resize waits for confirmation, any other move ends and
@@ -247,13 +276,14 @@ class MoveApplier:
                  "request_spec": with_flavor(instance, Flavor.from_wire(migration["new_flavor"]))}
         if migration["kind"] == RESIZE:
             values = dict(moved, state=states.VERIFY_RESIZE, move_host=source)
-            return self._end(migration, values, expected, "finished")
+            return self._end(migration, values, expected, "finished") is not None
         values = dict(moved, state=states.ACTIVE, move_host=None)
-        if not self._end(migration, values, expected, "completed"):
+        ended = self._end(migration, values, expected, "completed")
+        if ended is None:
             return False
         LOG.info("Instance %s moved from %s to %s (%s %s)", uuid, source, dest, migration["kind"],
                  migration["id"])
-        self.terminate(context, source, uuid, f"moved to {dest} ({migration['kind']} {migration['id']})")
+        self.send_end(context, ended, f"moved to {dest} ({migration['kind']} {migration['id']})")
         return True
 
     def fail(self, context: Any, migration: dict[str, Any], reason: str) -> bool:
@@ -262,7 +292,7 @@ class MoveApplier:
         values = {"state": states.ACTIVE, "move_host": None,
                   **flavor_columns(Flavor.from_wire(migration["old_flavor"]))}
         expected = {"state": states.MIGRATING, "host": source, "move_host": dest}
-        if not self._end(migration, values, expected, "error", reason):
+        if self._end(migration, values, expected, "error", reason) is None:
             return False
         LOG.warning("Instance %s: %s %s to %s failed (%s); it stays ACTIVE on %s", uuid, migration["kind"],
                     migration["id"], dest, reason, source)
@@ -274,26 +304,18 @@ class MoveApplier:
         took: the instance, or, on its own host, the new size."""
         if not self.fail(context, migration, reason):
             return False
-        uuid, dest = migration["instance_uuid"], migration["dest_host"]
-        if dest == migration["source_host"]:
-            self._outbox.send(self._compute.end_resize, context_values(context), dest, uuid, migration["id"],
-                              False)
-        else:
-            self.terminate(context, dest, uuid, reason)
+        self.send_end(context, dict(migration, status="error"), reason)
         return True
 
     def confirm(self, context: Any, migration: dict[str, Any]) -> bool:
         """A resize confirmed: its source releases the old size."""
         uuid, source, dest = migration["instance_uuid"], migration["source_host"], migration["dest_host"]
         expected = {"state": states.VERIFY_RESIZE, "host": dest, "move_host": source}
-        if not self._end(migration, {"state": states.ACTIVE, "move_host": None}, expected, "confirmed"):
+        ended = self._end(migration, {"state": states.ACTIVE, "move_host": None}, expected, "confirmed")
+        if ended is None:
             return False
         LOG.info("Instance %s: resize %s confirmed on %s", uuid, migration["id"], dest)
-        if source == dest:
-            self._outbox.send(self._compute.end_resize, context_values(context), dest, uuid, migration["id"],
-                              True)
-        else:
-            self.terminate(context, source, uuid, f"resize {migration['id']} to {dest} confirmed")
+        self.send_end(context, ended, f"resize {migration['id']} to {dest} confirmed")
         return True
 
     def revert(self, context: Any, migration: dict[str, Any], instance: dict[str, Any]) -> bool:
@@ -303,15 +325,13 @@ class MoveApplier:
         values = {"state": states.ACTIVE, "host": source, "node": migration["source_node"], "move_host": None,
                   "request_spec": with_flavor(instance, old), **flavor_columns(old)}
         expected = {"state": states.VERIFY_RESIZE, "host": dest, "move_host": source}
-        if not self._end(migration, values, expected, "reverted"):
+        ended = self._end(migration, values, expected, "reverted")
+        if ended is None:
             return False
         LOG.info("Instance %s: resize %s reverted; back on %s at its old size", uuid, migration["id"], source)
-        if source == dest:
-            self._outbox.send(self._compute.end_resize, context_values(context), dest, uuid, migration["id"],
-                              False)
-        else:
+        if source != dest:
             self._compensated_release(dest, uuid)
-            self.terminate(context, dest, uuid, f"resize {migration['id']} reverted to {source}")
+        self.send_end(context, ended, f"resize {migration['id']} reverted to {source}")
         return True
 
     def terminate(self, context: Any, host: str, instance_uuid: str, reason: str) -> None:

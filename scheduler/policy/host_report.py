@@ -144,6 +144,10 @@ class HostReport(NamedTuple):
     load: HostLoad | None = None
     #: {instance uuid: {"cpu": vCPUs used, "memory": MB used}} of instances the report lists.
     instance_usage: Mapping[str, Mapping[str, float]] | None = None
+    #: {instance uuid: [migration id, "moving" or "done"]} of the moves the agent holds open: an
+    #: instance it takes in, a resize in place whose end it has not heard (end_resize). Not stored
+    #: with the host's row.
+    open_moves: Mapping[str, Sequence[Any]] | None = None
     extra: Mapping[str, Any] = MappingProxyType({})
 
     @classmethod
@@ -160,6 +164,8 @@ class HostReport(NamedTuple):
         report = cls._of(wire, host, uuids, _load_of(wire), wire.get("instance_usage"))
         _check_figures(where, report)
         _check_uuids(where, uuids)
+        if report.open_moves is not None:
+            _check_open_moves(where, report.open_moves, uuids)
         _check_placement_facts(where, wire, report)
         _check_load(where, report.load)
         if report.instance_usage is None:
@@ -178,7 +184,8 @@ class HostReport(NamedTuple):
     def _of(cls, wire, host, uuids, load, usage):
         """The report of ``wire``'s values, unchecked: each field read once, in one pass."""
         extra = _NO_EXTRA if wire.keys() <= _KNOWN else {k: wire[k] for k in wire.keys() - _KNOWN}
-        return tuple.__new__(cls, (host, *map(wire.get, _PLAIN), uuids, load, usage, extra))
+        return tuple.__new__(cls, (host, *map(wire.get, _PLAIN), uuids, load, usage, wire.get("open_moves"),
+                                   extra))
 
     def to_wire(self, usage: bool = True) -> dict[str, Any]:
         """The dict an agent sends (without ``instance_usage`` if not ``usage``): each field under
@@ -189,6 +196,8 @@ class HostReport(NamedTuple):
             wire.update((k, v) for k in LOAD_KEYS if (v := getattr(self.load, k)) is not None)
         if usage and self.instance_usage is not None:
             wire["instance_usage"] = self.instance_usage
+        if usage and self.open_moves is not None:
+            wire["open_moves"] = self.open_moves
         wire.update(self.extra)
         return wire
 
@@ -206,7 +215,7 @@ _TIMES_AT = tuple((HostReport._fields.index(key), key) for key in ("reported_at"
 #: A field sent even when None: an agent says it knows no architecture (it has always sent it).
 _SENT_AS_NULL = frozenset({"cpu_arch"})
 _SENT = ("host", *_PLAIN)
-_KNOWN = frozenset((*_SENT, "instance_uuids", "instance_usage", *LOAD_KEYS))
+_KNOWN = frozenset((*_SENT, "instance_uuids", "instance_usage", "open_moves", *LOAD_KEYS))
 
 
 def _shown(value):
@@ -251,6 +260,20 @@ def _check_uuids(where, uuids):
                 parse_uuid(value, "")  # a UUID in another form than the agents send
             except InvalidRequest:
                 raise bad_report(where, f"instance_uuids[{i}]", f": must be a UUID, got {value!r}") from None
+
+
+def _check_open_moves(where, open_moves, uuids):
+    if not isinstance(open_moves, dict) or len(open_moves) > MAX_INSTANCES_PER_HOST:
+        raise bad_report(where, "open_moves",
+                         f" must be an object of at most {MAX_INSTANCES_PER_HOST} entries")
+    held = set(uuids)
+    for uuid, entry in open_moves.items():
+        if uuid not in held:
+            raise bad_report(where, f"open_moves[{_shown(uuid)}]", ": is not an instance of instance_uuids")
+        if not (isinstance(entry, list) and len(entry) == 2 and type(entry[0]) is int
+                and 0 < entry[0] < 2 ** 63 and entry[1] in ("moving", "done")):
+            raise bad_report(where, f"open_moves[{_shown(uuid)}]", ': must be [migration id (a positive '
+                             f'integer), "moving" or "done"], got {_shown(entry)}')
 
 
 def _is_time(value):

@@ -136,9 +136,12 @@ def test_a_repeated_move_request_is_taken_in_once(conf, transport, scheduler, ag
         manager.move_instance({}, instance, *request_for(instance), migration_of(5))  # and again once done
         sync(scheduler, ComputeClient(transport))
     assert driver.moved_in == [(uuid, 5)]
-    assert scheduler.move_updates(uuid) == [(5, "done", None)]
+    # once done, a repeat is answered "done" again: the scheduler tells a move again when it has not
+    # heard its end
+    assert scheduler.move_updates(uuid) == [(5, "done", None), (5, "done", None)]
     assert manager.tracker.usage() == (RESERVED + 1024, 10, 1)
-    assert caplog.messages.count(f"Move 5 of {uuid} is on {HOST} already; repeated move request ignored") == 2
+    assert caplog.messages.count(f"Move 5 of {uuid} is on {HOST} already; repeated move request ignored") == 1
+    assert caplog.messages.count(f"Move 5 of {uuid} is done on {HOST} already; saying so again") == 1
 
 
 def test_a_move_of_an_instance_held_here_already_fails_and_changes_nothing(conf, transport, scheduler,
@@ -354,10 +357,10 @@ def test_a_second_resize_before_the_first_ends_fails_and_a_repeat_is_ignored(con
     boot(transport, scheduler, instance)
     resize_in_place(transport, scheduler, instance, 17, LARGE)
     outcome(scheduler, uuid)
-    resize_in_place(transport, scheduler, instance, 17, LARGE)  # redelivered: ignored
+    resize_in_place(transport, scheduler, instance, 17, LARGE)  # redelivered: said done again
     resize_in_place(transport, scheduler, instance, 18, dict(LARGE, memory_mb=8192))
-    wait_for(lambda: len(scheduler.move_updates(uuid)) == 2, "the second resize's outcome")
-    assert scheduler.move_updates(uuid) == [(17, "done", None), (18, "failed", {
+    wait_for(lambda: len(scheduler.move_updates(uuid)) == 3, "the second resize's outcome")
+    assert scheduler.move_updates(uuid) == [(17, "done", None), (17, "done", None), (18, "failed", {
         "reason": f"{HOST}: the resize 17 of {uuid} has not ended (end_resize); cannot resize it again"})]
     assert manager.tracker.usage() == used(LARGE)
 
@@ -509,3 +512,19 @@ def test_the_tracker_resizes_only_what_it_holds_and_a_refused_resize_changes_not
         "memory_mb": 1024, "root_gb": 25, "ephemeral_gb": 0, "vcpus": 2}
     assert tracker.settle_resize("a", SMALL) and tracker.usage() == (1024, 10, 1)
     assert not tracker.settle_resize("b", SMALL)
+
+
+def test_a_report_names_the_moves_held_open_until_they_end(conf, transport, scheduler, agents):
+    """What the scheduler sets against the database to tell again an end this agent missed."""
+    conf.set_override("report_interval", 3600, "compute_agent")
+    manager = agents()
+    instance = make_instance(**SMALL)
+    uuid = instance["uuid"]
+    boot(transport, scheduler, instance)
+    assert "open_moves" not in manager.send_report()
+    resize_in_place(transport, scheduler, instance, 12, LARGE)
+    assert outcome(scheduler, uuid) == [(12, "done", None)]
+    assert manager.send_report()["open_moves"] == {uuid: [12, "done"]}  # its end not heard yet
+    ComputeClient(transport).end_resize({}, HOST, uuid, 12, True)
+    wait_for(lambda: "resize" not in manager.store.get(uuid), "the resize settled")
+    assert "open_moves" not in manager.send_report()

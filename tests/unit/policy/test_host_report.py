@@ -98,6 +98,11 @@ def wire(**changes):
     ({"traits": ["CUSTOM_SSD"] * 1001}, "traits", "must be a list of at most 1000"),
     ({"traits": ["CUSTOM_SSD", "HW_CPU_X86_AVX9"]}, "traits[1]", ": 'HW_CPU_X86_AVX9' is not a trait"),
     ({"traits": [["CUSTOM_SSD"]]}, "traits[0]", "is not a trait"),
+    ({"open_moves": [UUID]}, "open_moves", "must be an object of at most 100000 entries"),
+    ({"open_moves": {U2: [3, "done"]}}, f"open_moves[{U2!r}]", ": is not an instance of instance_uuids"),
+    ({"open_moves": {UUID: 3}}, f"open_moves[{UUID!r}]", 'must be [migration id (a positive integer), "mov'),
+    ({"open_moves": {UUID: [0, "done"]}}, f"open_moves[{UUID!r}]", "got [0, 'done']"),
+    ({"open_moves": {UUID: [3, "gone"]}}, f"open_moves[{UUID!r}]", "got [3, 'gone']"),
 ])
 def test_a_bad_field_is_refused_by_name_with_why(changes, field, why):
     with pytest.raises(InvalidRequest) as refused:
@@ -106,6 +111,14 @@ def test_a_bad_field_is_refused_by_name_with_why(changes, field, why):
     assert type(refused.value) is InvalidRequest  # what a dead letter's reason names
     assert str(refused.value).startswith(f"report_resources from h1: {field}")
     assert why in str(refused.value)
+
+
+def test_the_moves_an_agent_holds_open_travel_with_its_report_but_not_into_the_hosts_row():
+    report = HostReport.from_wire(wire(open_moves={UUID: [7, "moving"]}), "h1")
+    assert report.open_moves == {UUID: [7, "moving"]}
+    assert report.to_wire()["open_moves"] == {UUID: [7, "moving"]}  # passed on to the other schedulers
+    assert "open_moves" not in report.to_wire(usage=False)  # the row saved of the host
+    assert HostReport.from_wire(wire(), "h1").open_moves is None
 
 
 def test_what_is_not_an_object_is_refused():
