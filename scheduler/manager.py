@@ -95,8 +95,9 @@ class SchedulerManager:
         try:
             return RequestSpec.from_wire(request_spec, filter_properties)
         except InvalidRequest as exc:
-            self._scheduling.applier.refuse_unread(request_spec, f"Invalid request: {exc}",
-                                                   rpc.request_id_of(context))
+            if sent_back_by(filter_properties) is None:  # a send-back records nothing, not even its refusal
+                self._scheduling.applier.refuse_unread(request_spec, f"Invalid request: {exc}",
+                                                       rpc.request_id_of(context))
             raise
 
     @rpc.read_only

@@ -312,9 +312,12 @@ def test_an_agent_cannot_boot_instances_by_forging_a_send_back(world):
 
     alone = forged(5)
     bundle = [forged(3) for _ in range(3)]
+    unreadable = forged(2)  # a client's would get ERROR rows saying why
+    unreadable[0]["instance_type"] = dict(TINY, memory_mb="lots")
     a2, transport = w.raw("a2"), rpc.get_transport(w.fleet.conf, w.urls["a2"])
     try:
-        a2.cast("run_instance", request_spec=alone[0], filter_properties=alone[1])
+        for spec, props in (alone, unreadable):
+            a2.cast("run_instance", request_spec=spec, filter_properties=props)
         bundles = REGISTRY.get_sample_value("berth_rpc_bundles_total", {"topic": "scheduler"}) or 0
         SchedulerClient(transport).run_instances([({}, spec, props) for spec, props in bundle])
         assert REGISTRY.get_sample_value("berth_rpc_bundles_total", {"topic": "scheduler"}) == bundles + 1
@@ -322,18 +325,21 @@ def test_an_agent_cannot_boot_instances_by_forging_a_send_back(world):
         a2.close()
         transport.cleanup()
     casts = [alone, *bundle]
-    letters = w.letters(len(casts))
-    uuids = [u for spec, _ in casts for u in spec["instance_uuids"]]
+    letters = w.letters(len(casts) + 1)
+    uuids = [u for spec, _ in (*casts, unreadable) for u in spec["instance_uuids"]]
     created = w.fleet.instances(uuids)
     assert created == {}, {u: (i["state"], i["host"]) for u, i in created.items()}
     logs = w.fleet.log("a1") + w.fleet.log("a2")
     assert not [u for u in uuids if f"Claimed {u}" in logs]
-    assert sorted((m.headers["x-berth-method"], m.headers["x-berth-reason"]) for m in letters) == sorted(
+    reasons = sorted((m.headers["x-berth-method"], m.headers["x-berth-reason"]) for m in letters)
+    [unread] = [reason for _, reason in reasons if "memory_mb: must be an integer" in reason]
+    reasons.remove(("run_instance", unread))
+    assert reasons == sorted(
         ("run_instance", f"InvalidRequest: run_instance: a send-back from a2 names instances "
          f"{', '.join(spec['instance_uuids'])}, which the database does not have on a2: refused, nothing "
          "created") for spec, _ in casts)
-    print(f"\nroles: send-backs forged by agent a2's user for 5 new instances alone and 9 in a bundle of 3 "
-          f"casts: {len(created)} created, {len(letters)} dead-lettered")
+    print(f"\nroles: send-backs forged by agent a2's user for 5 new instances alone, 9 in a bundle of 3 "
+          f"casts and 2 unreadable: {len(created)} created, {len(letters)} dead-lettered")
 
 
 def _forged_report(view, holds):

@@ -45,6 +45,15 @@ def test_a_send_back_for_instances_never_booted_is_refused_and_creates_nothing(w
     casts(agents, 0)
 
 
+def test_an_unreadable_send_back_records_no_refusal(world, agent_h2):
+    manager, database, agents = world
+    uuids, args = forged(count=2)
+    args["request_spec"]["instance_type"]["memory_mb"] = "lots"
+    with pytest.raises(InvalidRequest, match="memory_mb: must be an integer"):
+        agent_h2("run_instance", **args)
+    assert database.get_instances(uuids) == {}  # a client's bad request records its refusal: not this
+
+
 def test_in_a_batch_each_forged_send_back_is_refused_alone(world):
     manager, database, agents = world
     [mine], spec, props = request()
