@@ -65,12 +65,9 @@ class Planner:
     # -- what each message should do ----------------------------------------
 
     def begin_attempt(self, jobs: Iterable[Job]) -> None:
-        """Count the attempt; a reschedule gives back what it held on the host that sent it back."""
+        """Count the attempt."""
         for job in jobs:
             job.spec.retry.num_attempts += 1
-            for host, _node in job.spec.retry.hosts[-1:]:
-                for instance_uuid in job.spec.instance_uuids:
-                    self._hosts.release(host, instance_uuid)
 
     def admit(self, jobs: Sequence[Job], rows: dict[str, dict[str, Any]]) -> Admissions:
         """What each job's message should place, given the rows of its instances.
@@ -112,13 +109,15 @@ class Planner:
 
     def _admit_sent_back(self, admission: Admission, instance_uuid: str, row: dict[str, Any], sender: str,
                          admitted: Admissions) -> bool:
-        """Admit one instance of a reschedule (its row read); whether the batch has dealt with it."""
+        """Admit one instance of a reschedule (its row read); whether the batch has dealt with it.
+        What the instance held on the host that sent it back is given back."""
         attempt = admission.job.spec.retry.num_attempts - 1
         if (row["host"], row["attempts"]) != (sender, attempt):
             LOG.info("Instance %s: reschedule sent back by %s (attempt %d) ignored: the instance is "
                      "on %s (attempt %s) now", instance_uuid, sender, attempt, row["host"] or "no host",
                      row["attempts"])
             return False
+        self._hosts.release(sender, instance_uuid)
         if row["state"] in states.RESCHEDULABLE:
             admission.to_place.append(instance_uuid)
             admitted.expected[instance_uuid] = {"state": states.RESCHEDULABLE, "host": sender,

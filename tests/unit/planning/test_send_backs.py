@@ -107,3 +107,14 @@ def test_a_send_back_from_a_host_a_deleting_instance_is_not_on_leaves_it_to_its_
     as_sent_by(conf, manager, "agent-h2")("run_instance", **sent_back)
     assert database.get_instance(mine)["state"] == "DELETED"
     casts(agents, 2)  # the build and the terminate: nothing else
+
+
+def test_a_send_back_ignored_leaves_what_the_instance_holds_on_its_host(world):
+    manager, database, agents = world
+    [mine], spec, props = request()
+    manager.run_instance(rpc.Context({}), spec, props)
+    assert list(casts(agents, 1)) == ["h2"]
+    retry = {"num_attempts": 3, "hosts": [["h2", "h2"]], "exc_reason": "h2: refused"}  # not its attempt
+    manager.run_instance(rpc.Context({}), spec, {"retry": retry})
+    assert database.get_instance(mine)["attempts"] == 1
+    assert manager.host_manager.get("h2").free_ram_mb == 16384 - 1024  # still held until h2 reports it
