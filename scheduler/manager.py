@@ -67,7 +67,8 @@ class SchedulerManager:
         dead-letters it, once) after recording the refusal on the new instances it
         names (none on those it only counts); a reschedule is accepted only from the
         agent of the host that sent it back (the last host of its retry record: see
-        sent_back_by).
+        sent_back_by), and only for instances the database has (Planner.admit): a
+        send-back refused records nothing.
         """
         job = Job(context, self._accept(context, request_spec, filter_properties))
         invalid = self._scheduling.schedule([job])
@@ -94,8 +95,9 @@ class SchedulerManager:
         try:
             return RequestSpec.from_wire(request_spec, filter_properties)
         except InvalidRequest as exc:
-            self._scheduling.applier.refuse_unread(request_spec, f"Invalid request: {exc}",
-                                                   rpc.request_id_of(context))
+            if sent_back_by(filter_properties) is None:  # a send-back records nothing, not even its refusal
+                self._scheduling.applier.refuse_unread(request_spec, f"Invalid request: {exc}",
+                                                       rpc.request_id_of(context))
             raise
 
     @rpc.read_only

@@ -64,7 +64,7 @@ class Applier:
                               names=[refusal.spec.display_names.get(u) for u in uuids])
         for invalid in plan.invalid:
             spec = invalid.job.spec
-            if spec.uuids_named:
+            if invalid.recorded and spec.uuids_named:
                 self._outbox.send(telemetry.count_outcome, telemetry.ERROR, len(spec.instance_uuids))
         taken = self._create(plan.creates)
         taken.update(self._update(plan.updates))

@@ -43,6 +43,8 @@ class Admissions:
     expected: dict[str, dict[str, Any]]
     #: Instances deleted before they were placed: DELETED now, not placed.
     deleted: list[str]
+    #: Send-backs naming an instance the database does not have: refused, nothing recorded.
+    invalid: list[Invalid] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,11 +86,14 @@ class Refusal:
 @dataclasses.dataclass
 class Invalid:
     """A request for new instances only that fails the checks before placing, whatever the
-    fleet (a hint naming nothing, past max_attempts): refused once, as a whole (dead-lettered),
-    and recorded only on the instances it names, whose client looks for them."""
+    fleet (a hint naming nothing, past max_attempts), or a send-back naming an instance the
+    database does not have: refused once, as a whole (dead-lettered), and recorded only on
+    the instances a client's request names, as its client looks for them."""
 
     job: Job
     error: Exception
+    #: Whether the instances it names get a row saying why (not those of a forged send-back).
+    recorded: bool = True
 
 
 @dataclasses.dataclass

@@ -65,12 +65,9 @@ class Planner:
     # -- what each message should do ----------------------------------------
 
     def begin_attempt(self, jobs: Iterable[Job]) -> None:
-        """Count the attempt; a reschedule gives back what it held on the host that sent it back."""
+        """Count the attempt."""
         for job in jobs:
             job.spec.retry.num_attempts += 1
-            for host, _node in job.spec.retry.hosts[-1:]:
-                for instance_uuid in job.spec.instance_uuids:
-                    self._hosts.release(host, instance_uuid)
 
     def admit(self, jobs: Sequence[Job], rows: dict[str, dict[str, Any]]) -> Admissions:
         """What each job's message should place, given the rows of its instances.
@@ -80,38 +77,58 @@ class Planner:
         A reschedule applies only while the instance is still on the host that
         sent it back, at the attempt that host was given: a reschedule delivered
         twice, or sent back late by a host the instance has left, changes nothing.
+        A send-back naming an instance the database does not have is refused whole:
+        an agent may not boot what it was never given.
         An instance named twice in a batch is placed by the first request naming it.
         """
         admitted = Admissions(each=[], new=set(), expected={}, deleted=[])
         taken: set[str] = set()
         for job in rpc.each_request(jobs, lambda job: job.context):
             sender = job.spec.retry.hosts[-1][0] if job.spec.retry.hosts else None
+            if sender is not None:
+                unknown = [u for u in job.spec.instance_uuids if u not in rows]
+                if unknown:
+                    admitted.invalid.append(Invalid(job, unknown_sent_back(job.spec, sender, unknown),
+                                                    recorded=False))
+                    continue
             admission = Admission(job, [], [])
             for instance_uuid in job.spec.instance_uuids:
                 if instance_uuid in taken:
                     LOG.info("Instance %s is named twice in a batch: placed once", instance_uuid)
                     continue
-                if self._admit(admission, instance_uuid, rows.get(instance_uuid), sender, admitted):
+                row = rows.get(instance_uuid)
+                if sender is None:
+                    dealt_with = self._admit(admission, instance_uuid, row, admitted)
+                else:
+                    dealt_with = self._admit_sent_back(admission, instance_uuid, row, sender, admitted)
+                if dealt_with:
                     taken.add(instance_uuid)
             admitted.each.append(admission)
         admitted.new = taken - set(rows) - set(admitted.deleted)
         return admitted
 
-    def _admit(self, admission: Admission, instance_uuid: str, row: dict[str, Any] | None, sender: str | None,
-               admitted: Admissions) -> bool:
-        """Admit one instance; whether the batch has dealt with it (placed, or deleted)."""
-        state = (row or {}).get("state")
-        if sender is not None and row is not None and state in states.RESCHEDULABLE:
-            attempt = admission.job.spec.retry.num_attempts - 1
-            if (row["host"], row["attempts"]) != (sender, attempt):
-                LOG.info("Instance %s: reschedule sent back by %s (attempt %d) ignored: the instance is "
-                         "on %s (attempt %s) now", instance_uuid, sender, attempt, row["host"] or "no host",
-                         row["attempts"])
-                return False
+    def _admit_sent_back(self, admission: Admission, instance_uuid: str, row: dict[str, Any], sender: str,
+                         admitted: Admissions) -> bool:
+        """Admit one instance of a reschedule (its row read); whether the batch has dealt with it.
+        What the instance held on the host that sent it back is given back."""
+        attempt = admission.job.spec.retry.num_attempts - 1
+        if (row["host"], row["attempts"]) != (sender, attempt):
+            LOG.info("Instance %s: reschedule sent back by %s (attempt %d) ignored: the instance is "
+                     "on %s (attempt %s) now", instance_uuid, sender, attempt, row["host"] or "no host",
+                     row["attempts"])
+            return False
+        self._hosts.release(sender, instance_uuid)
+        if row["state"] in states.RESCHEDULABLE:
             admission.to_place.append(instance_uuid)
             admitted.expected[instance_uuid] = {"state": states.RESCHEDULABLE, "host": sender,
                                                 "attempts": attempt}
             return True
+        return self._admit(admission, instance_uuid, row, admitted)
+
+    def _admit(self, admission: Admission, instance_uuid: str, row: dict[str, Any] | None,
+               admitted: Admissions) -> bool:
+        """Admit one instance; whether the batch has dealt with it (placed, or deleted)."""
+        state = (row or {}).get("state")
         if state is None or state == states.SCHEDULING:
             admission.to_place.append(instance_uuid)
             if row is not None:
@@ -122,7 +139,7 @@ class Planner:
             admitted.deleted.append(instance_uuid)
             return True
         LOG.info("Instance %s is %s already: not scheduled again", instance_uuid, state)
-        if state == states.SCHEDULED and sender is None:
+        if state == states.SCHEDULED:
             admission.placed.append(row)  # type: ignore[arg-type]
         return False
 
@@ -134,7 +151,7 @@ class Planner:
         instances it asks for is recorded, but those it names. Instances that have
         rows (reschedules) go to ERROR with the reason."""
         max_attempts = self._conf.scheduler.max_attempts
-        prepared = Prepared(placing=[], refusals=[], resends=[], invalid=[])
+        prepared = Prepared(placing=[], refusals=[], resends=[], invalid=list(admitted.invalid))
         for admission in rpc.each_request(admitted.each, lambda admission: admission.job.context):
             context, spec = admission.job.context, admission.job.spec
             if getattr(context, "redelivered", False):
@@ -317,7 +334,8 @@ class Planner:
                     plan.updates.append(RowUpdate(instance_uuid, values, admitted.expected[instance_uuid]))
         for invalid in plan.invalid:
             spec = invalid.job.spec
-            if spec.uuids_named:  # their client looks for them: it finds why they are not built
+            # Their client looks for them: it finds why they are not built.
+            if invalid.recorded and spec.uuids_named:
                 reason = f"Invalid request: {invalid.error}"
                 plan.creates.extend(refused_record(spec, uuid, reason, booted_by.get(uuid))
                                     for uuid in spec.instance_uuids)
@@ -344,6 +362,17 @@ def build(context: Any, spec: RequestSpec, instance_uuid: str, host: str, limits
     request_spec, filter_properties = spec.instance_to_wire(instance_uuid)
     filter_properties["limits"] = limits
     return Build(context, spec, instance_uuid, host, request_spec, filter_properties, decision)
+
+
+def unknown_sent_back(spec: RequestSpec, sender: str, unknown: list[str]) -> InvalidRequest:
+    """The refusal of a send-back from ``sender`` naming ``unknown``, instances the database does not have."""
+    if not spec.uuids_named:
+        named = f"no instance (it asks for {spec.num_instances} by count)"
+    else:
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        named = (f"instance{'s' if len(unknown) > 1 else ''} {shown}, which the database does not have "
+                 f"on {sender}")
+    return InvalidRequest(f"run_instance: a send-back from {sender} names {named}: refused, nothing created")
 
 
 def refused_record(spec: RequestSpec, instance_uuid: str, reason: str,

@@ -17,6 +17,7 @@ import uuid
 
 import kombu
 import pytest
+from prometheus_client import REGISTRY
 
 from compute_agent.client import ComputeClient
 from scheduler import rpc
@@ -294,6 +295,51 @@ def test_an_agent_builds_only_what_a_scheduler_sends_whatever_the_limits_say(wor
     assert all("run_instance may be called by schedulers ([roles] schedulers)" in m.headers["x-berth-reason"]
                for m in letters)
     print(f"\nroles: forged 20 GB builds to a1 (16 GB): 0 built, a1 memory used {after['memory_mb_used']} MB")
+
+
+def test_an_agent_cannot_boot_instances_by_forging_a_send_back(world):
+    """Issue 42, section 3: agent a2's user cast run_instance for new instances with a2 last in the
+    retry record, alone and three in a bundle (API 1.3): every one was created and built ACTIVE on
+    another host."""
+    w = world
+    w.fleet.wait_hosts_up(HOSTS)
+    wire.dead_letters(w.fleet, 1000)  # what the tests before left
+
+    def forged(count):
+        spec, props = build_request(TINY, count)
+        props["retry"] = {"num_attempts": 2, "hosts": [["a2", "a2"]], "exc_reason": "a2: forged"}
+        return spec, props
+
+    alone = forged(5)
+    bundle = [forged(3) for _ in range(3)]
+    unreadable = forged(2)  # a client's would get ERROR rows saying why
+    unreadable[0]["instance_type"] = dict(TINY, memory_mb="lots")
+    a2, transport = w.raw("a2"), rpc.get_transport(w.fleet.conf, w.urls["a2"])
+    try:
+        for spec, props in (alone, unreadable):
+            a2.cast("run_instance", request_spec=spec, filter_properties=props)
+        bundles = REGISTRY.get_sample_value("berth_rpc_bundles_total", {"topic": "scheduler"}) or 0
+        SchedulerClient(transport).run_instances([({}, spec, props) for spec, props in bundle])
+        assert REGISTRY.get_sample_value("berth_rpc_bundles_total", {"topic": "scheduler"}) == bundles + 1
+    finally:
+        a2.close()
+        transport.cleanup()
+    casts = [alone, *bundle]
+    letters = w.letters(len(casts) + 1)
+    uuids = [u for spec, _ in (*casts, unreadable) for u in spec["instance_uuids"]]
+    created = w.fleet.instances(uuids)
+    assert created == {}, {u: (i["state"], i["host"]) for u, i in created.items()}
+    logs = w.fleet.log("a1") + w.fleet.log("a2")
+    assert not [u for u in uuids if f"Claimed {u}" in logs]
+    reasons = sorted((m.headers["x-berth-method"], m.headers["x-berth-reason"]) for m in letters)
+    [unread] = [reason for _, reason in reasons if "memory_mb: must be an integer" in reason]
+    reasons.remove(("run_instance", unread))
+    assert reasons == sorted(
+        ("run_instance", f"InvalidRequest: run_instance: a send-back from a2 names instances "
+         f"{', '.join(spec['instance_uuids'])}, which the database does not have on a2: refused, nothing "
+         "created") for spec, _ in casts)
+    print(f"\nroles: send-backs forged by agent a2's user for 5 new instances alone, 9 in a bundle of 3 "
+          f"casts and 2 unreadable: {len(created)} created, {len(letters)} dead-lettered")
 
 
 def _forged_report(view, holds):
