@@ -37,7 +37,7 @@ from compute_agent.resource_tracker import (
     larger_flavor,
 )
 from scheduler import api_versions, concurrency, rpc
-from scheduler.client import SchedulerClient
+from scheduler.client import HOST_STOPS_VERSION, SchedulerClient
 from scheduler.exception import InvalidRequest
 from scheduler.states import ACTIVE, BUILDING, DELETED, MIGRATING
 
@@ -196,8 +196,27 @@ class ComputeManager:
             thread.join(JOIN_TIMEOUT)
             if thread.is_alive():
                 LOG.warning("%s did not stop within %.0f s", thread.name, JOIN_TIMEOUT)
+        if self._server is not None:  # it started: the schedulers know the host
+            self._report_stopped()
         self.store.release()
         LOG.info("Compute agent %s stopped", self.host)
+
+    def _report_stopped(self):
+        """The last report, saying the agent stopped: the schedulers take the host for down at once
+        (no placement, its builds not begun placed again) rather than for service_down_time more."""
+        self._send_unsent()
+        try:
+            sent = self.scheduler.report_stopped({}, self.host, self.tracker.report())
+        except Exception as exc:
+            LOG.warning("Cannot tell the schedulers that %s stops (%s): they take it for down once it has "
+                        "not reported for their service_down_time", self.host, exc)
+            return
+        if sent:
+            LOG.info("Told the schedulers that %s stops: it is down until its agent reports again", self.host)
+        else:
+            LOG.info("Not telling the schedulers that %s stops: [upgrade_levels] scheduler is below %s; they "
+                     "take it for down once it has not reported for their service_down_time", self.host,
+                     HOST_STOPS_VERSION)
 
     # -- RPC endpoint ----------------------------------------------------------
 

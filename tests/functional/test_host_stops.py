@@ -1,0 +1,86 @@
+"""A host that stops, cleanly or for good, with real processes on RabbitMQ and PostgreSQL.
+
+- An agent stopped cleanly (SIGTERM) says so in a last report: its host is down at once on
+  every scheduler, takes no placement, and can be evacuated; when the agent starts again it
+  lets go of what was evacuated.
+- A build cast to a host whose agent never comes back is placed again within
+  service_down_time, not build_timeout; an agent of that name that starts later finds the
+  casts in its queue and builds none of them (it asks the scheduler first: start_build).
+- An instance deleted while its host is down is DELETED at once (Nova's local delete), the
+  host can then be deleted; an agent that comes back terminates what it still holds of it.
+
+service_down_time is long in these tests (600 s, unless said): a host down within the tests'
+waits is down by what the agents and the schedulers did, not by the clock.
+"""
+
+import json
+import signal
+import time
+
+from compute_agent.instance_store import InstanceStore
+from scheduler.cmd.instance_commands import build_request
+from scheduler.db.api import Database
+from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
+
+SIZE = {"fake_memory_mb": 65536, "fake_local_gb": 4000, "fake_vcpus": 64}
+LONG = {"scheduler__service_down_time": 600, "scheduler__build_timeout": 1200, "DEFAULT__debug": "false"}
+
+
+def boot(fleet, count, force=None):
+    request_spec, filter_properties = build_request({"memory_mb": 512, "root_gb": 1, "vcpus": 1}, count)
+    if force:
+        filter_properties["force_hosts"] = [force]
+    fleet.client.run_instance({}, request_spec, filter_properties)
+    return request_spec["instance_uuids"]
+
+
+def held(fleet, host):
+    return set(InstanceStore(str(fleet.tmp / "state"), host).load())
+
+
+def cli_hosts(fleet):
+    done = fleet.cli("hosts", "-f", "json")
+    assert done.returncode == 0, done.stderr
+    return {h["HOST"]: h["STATE"] for h in json.loads(done.stdout)}
+
+
+def test_an_agent_stopped_cleanly_is_down_at_once_takes_nothing_and_is_evacuated(tmp_path):
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, **LONG)
+        try:
+            fleet.start_schedulers(["sched-1", "sched-2"])
+            for host in ("stays", "leaves"):
+                fleet.start_agent(host, **SIZE)
+            fleet.wait_hosts_up(["stays", "leaves"])
+            on_leaves = boot(fleet, 3, force="leaves")
+            fleet.wait_states(on_leaves, ("ACTIVE",), timeout=60)
+
+            stopped_at = time.monotonic()
+            assert fleet.stop("leaves") == 0  # SIGTERM: a clean stop
+            for name in ("sched-1", "sched-2"):
+                fleet.wait(lambda n=name: {h["host"]: h["state"] for h in
+                                           fleet.scheduler_client(n).call({}, "list_hosts")}["leaves"] == "down",
+                           30, f"{name} to say leaves is down")
+            down_after = time.monotonic() - stopped_at
+            assert cli_hosts(fleet) == {"stays": "up", "leaves": "down"}
+            assert "Told the schedulers that leaves stops" in fleet.log("leaves")
+
+            # Nothing is placed there, by either scheduler (the queue spreads the requests).
+            later = [u for _ in range(6) for u in boot(fleet, 1)]
+            placed = fleet.wait_states(later, ("ACTIVE",), timeout=60)
+            assert {i["host"] for i in placed.values()} == {"stays"}
+
+            evacuated = fleet.cli("host", "evacuate", "leaves")
+            assert evacuated.returncode == 0, evacuated.stdout + evacuated.stderr
+            moved = fleet.wait_states(on_leaves, ("ACTIVE",), timeout=60)
+            assert {(i["host"], i["move_host"]) for i in moved.values()} == {("stays", None)}
+
+            # Its agent starts again: the host is up, and lets go of what was evacuated.
+            fleet.start_agent("leaves", **SIZE)
+            fleet.wait_hosts_up(["leaves"])
+            fleet.wait(lambda: not held(fleet, "leaves"), 60, "leaves to let the evacuated instances go")
+            assert "Host leaves is down: its agent stopped" in fleet.log("sched-1")
+        finally:
+            fleet.close()
+    print(f"\nclean stop: leaves down on both schedulers {down_after:.1f} s after SIGTERM "
+          f"(service_down_time 600 s); 6 later boots all on stays; 3 evacuated to stays")
