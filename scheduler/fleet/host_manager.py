@@ -38,7 +38,8 @@ class HostManager:
         #: hosts said to be down (no report for service_down_time, or their agent stopped), until they
         #: report again.
         self.down = set()
-        #: host -> when (monotonic) its agent said it stopped (its last report said so), until it reports again.
+        #: host -> when (monotonic) its agent said, in its last report, that it stopped; until it reports
+        #: again.
         self.stopped = {}
         #: since when (monotonic) this scheduler has been taking reports: a host whose report it has not
         #: had for service_down_time of its own listening is one it knows down (down_for_builds).

@@ -14,12 +14,10 @@ waits is down by what the agents and the schedulers did, not by the clock.
 """
 
 import json
-import signal
 import time
 
 from compute_agent.instance_store import InstanceStore
 from scheduler.cmd.instance_commands import build_request
-from scheduler.db.api import Database
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 SIZE = {"fake_memory_mb": 65536, "fake_local_gb": 4000, "fake_vcpus": 64}
@@ -44,6 +42,11 @@ def cli_hosts(fleet):
     return {h["HOST"]: h["STATE"] for h in json.loads(done.stdout)}
 
 
+def states_on(fleet, scheduler):
+    """{host: state} as one scheduler process lists them."""
+    return {h["host"]: h["state"] for h in fleet.scheduler_client(scheduler).call({}, "list_hosts")}
+
+
 def test_an_agent_stopped_cleanly_is_down_at_once_takes_nothing_and_is_evacuated(tmp_path):
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet = Fleet(tmp_path, url, transport_url, **LONG)
@@ -58,9 +61,8 @@ def test_an_agent_stopped_cleanly_is_down_at_once_takes_nothing_and_is_evacuated
             stopped_at = time.monotonic()
             assert fleet.stop("leaves") == 0  # SIGTERM: a clean stop
             for name in ("sched-1", "sched-2"):
-                fleet.wait(lambda n=name: {h["host"]: h["state"] for h in
-                                           fleet.scheduler_client(n).call({}, "list_hosts")}["leaves"] == "down",
-                           30, f"{name} to say leaves is down")
+                fleet.wait(lambda n=name: states_on(fleet, n)["leaves"] == "down", 30,
+                           f"{name} to say leaves is down")
             down_after = time.monotonic() - stopped_at
             assert cli_hosts(fleet) == {"stays": "up", "leaves": "down"}
             assert "Told the schedulers that leaves stops" in fleet.log("leaves")

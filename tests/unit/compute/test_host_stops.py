@@ -15,7 +15,8 @@ def test_a_clean_stop_sends_a_last_report_that_says_stopped(conf, transport, sch
     earlier = [r for h, r in scheduler.reports if h == HOST][:-1]
     assert not any(r.get("stopped") for r in earlier)
     assert last["report_seq"] == max(r["report_seq"] for r in earlier) + 1
-    assert f"Told the schedulers that {HOST} stops: it is down until its agent reports again" in caplog.messages
+    told = f"Told the schedulers that {HOST} stops: it is down until its agent reports again"
+    assert told in caplog.messages
 
 
 def test_capped_below_1_4_a_clean_stop_says_nothing_and_the_log_says_so(conf, transport, scheduler, agents,
