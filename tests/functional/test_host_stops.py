@@ -14,6 +14,7 @@ waits is down by what the agents and the schedulers did, not by the clock.
 """
 
 import json
+import signal
 import time
 
 from compute_agent.instance_store import InstanceStore
@@ -86,3 +87,43 @@ def test_an_agent_stopped_cleanly_is_down_at_once_takes_nothing_and_is_evacuated
             fleet.close()
     print(f"\nclean stop: leaves down on both schedulers {down_after:.1f} s after SIGTERM "
           f"(service_down_time 600 s); 6 later boots all on stays; 3 evacuated to stays")
+
+
+def test_a_delete_on_a_down_host_is_done_at_once_and_the_agent_terminates_it_when_it_returns(tmp_path):
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        # The host goes away killed (no last report): down by service_down_time, short here.
+        fleet = Fleet(tmp_path, url, transport_url, scheduler__service_down_time=6, DEFAULT__debug="false")
+        try:
+            fleet.start_schedulers(["sched-1"])
+            for host in ("gone", "other"):
+                fleet.start_agent(host, **SIZE)
+            fleet.wait_hosts_up(["gone", "other"])
+            uuids = boot(fleet, 3, force="gone")
+            fleet.wait_states(uuids, ("ACTIVE",), timeout=60)
+            assert fleet.stop("gone", signal.SIGKILL) == -signal.SIGKILL
+            fleet.wait(lambda: cli_hosts(fleet)["gone"] == "down", 30, "gone to be down")
+
+            for uuid in uuids:
+                done = fleet.cli("delete", uuid)
+                assert done.returncode == 0, done.stderr
+            asked = time.monotonic()
+            deleted = fleet.wait_states(uuids, ("DELETED",), timeout=20)
+            took = time.monotonic() - asked
+            assert all(i["deleted_at"] for i in deleted.values())
+            assert held(fleet, "gone") == set(uuids)  # nothing reached the agent: it is not there
+            assert "deleted while its host gone is down" in fleet.log("sched-1")
+
+            # Nothing holds the host now: it can be deleted.
+            done = fleet.cli("host", "delete", "gone")
+            assert (done.returncode, done.stdout) == (0, "host gone deleted\n"), done.stderr
+
+            # Its agent comes back after all: the scheduler tells it to terminate what was deleted.
+            fleet.start_agent("gone", **SIZE)
+            fleet.wait_hosts_up(["gone"])
+            fleet.wait(lambda: not held(fleet, "gone"), 60, "gone to terminate the deleted instances")
+            log = fleet.log("gone")
+            assert all(f"Terminated {u} (gone holds {u}, which was deleted)" in log for u in uuids)
+        finally:
+            fleet.close()
+    print(f"\nlocal delete: 3 instances of a killed, down host DELETED {took:.1f} s after the last "
+          "delete was asked; the host deleted; its agent, back, terminated all 3")
