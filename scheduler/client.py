@@ -130,6 +130,13 @@ class SchedulerClient:
             ctxt, "instance_update", instance_uuid=instance_uuid, host=host, state=state, fault=fault
         )
 
+    def start_build(self, ctxt: Context, instance_uuid: str, host: str, timeout: float | None = None
+                    ) -> dict[str, Any]:
+        """(1.4) From ``host``'s agent, before it builds: ``{"build": True}``, or ``{"build": False,
+        "reason": ...}`` when the instance was placed elsewhere meanwhile (or deleted)."""
+        return self._client.prepare(version=HOST_STOPS_VERSION, timeout=timeout).call(
+            ctxt, "start_build", instance_uuid=instance_uuid, host=host)
+
     def delete_instance(self, ctxt: Context, instance_uuid: str) -> None:
         self._client.cast(ctxt, "delete_instance", instance_uuid=instance_uuid)
 

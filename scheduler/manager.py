@@ -214,6 +214,29 @@ class SchedulerManager:
             values["deleted_at"] = now
         return instance_uuid, host, values
 
+    @rpc.callers(rpc.AGENT_OF_HOST, host="host")
+    def start_build(self, context, instance_uuid, host):
+        """(1.4) Asked by ``host``'s agent before it builds ``instance_uuid``: ``{"build": True}`` once
+        the instance is BUILDING on ``host`` (it was SCHEDULED or BUILDING there), else ``{"build":
+        False, "reason": ...}``: placed again elsewhere meanwhile (its host went down, its build timed
+        out), deleted, or unknown; the agent drops it. A compare-and-set against the one that places it
+        again (scheduler.fleet.build_expiry): of a build cast to a host that stopped and a reschedule,
+        exactly one goes ahead, however late the agent takes the cast from its queue."""
+        uuid = parse_uuid(instance_uuid, "start_build: instance_uuid")
+        host_names.check(host, "start_build: host")
+        if self._db.update_instances_if([(uuid, {"state": states.BUILDING},
+                                          {"host": host, "state": (states.SCHEDULED, states.BUILDING)})]):
+            return {"build": True}
+        current = self._db.get_instance(uuid)
+        if current is None:
+            reason = f"no instance {uuid} is known"
+        elif current["state"] == states.DELETED:
+            reason = f"{uuid} was deleted"
+        else:
+            reason = f"{uuid} is {current['state']} on {current['host'] or 'no host'} now"
+        LOG.info("Build of %s on %s not started: %s", uuid, host, reason)
+        return {"build": False, "reason": reason}
+
     # -- clients' requests and reads ----------------------------------------
 
     @rpc.callers(rpc.CLIENT)

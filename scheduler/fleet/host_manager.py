@@ -191,6 +191,19 @@ class HostManager:
             and now - state.updated <= self.conf.scheduler.service_down_time
         )
 
+    def down_for_builds(self, now=None):
+        """{host: why} of the hosts down whose builds are placed again (BuildExpiry.expire_on_down_hosts):
+        those whose agent said it stopped, and, once this scheduler has listened for service_down_time
+        (one that just started has not heard the agents yet), those silent for that long."""
+        now = time.monotonic() if now is None else now
+        down_time = self.conf.scheduler.service_down_time
+        with self.lock:
+            listened = self.deaf_since is None and now - self.listening_since >= down_time
+            return {host: "its agent stopped" if host in self.stopped else
+                    f"no report for more than service_down_time, {down_time} s"
+                    for host in self.down
+                    if host not in self.deleted and (host in self.stopped or listened)}
+
     def notice_down_hosts(self, now=None):
         """Say once of each host that it is down (a WARNING) when its last report is older than
         service_down_time; its next report says it is up again. Returns the hosts found down now."""

@@ -127,3 +127,45 @@ def test_a_delete_on_a_down_host_is_done_at_once_and_the_agent_terminates_it_whe
             fleet.close()
     print(f"\nlocal delete: 3 instances of a killed, down host DELETED {took:.1f} s after the last "
           "delete was asked; the host deleted; its agent, back, terminated all 3")
+
+
+def test_builds_cast_to_a_killed_host_are_placed_again_within_service_down_time_and_built_once(tmp_path):
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, scheduler__service_down_time=8,
+                      scheduler__build_timeout=600, DEFAULT__debug="false")
+        try:
+            fleet.start_schedulers(["sched-1"])
+            # victim has the most free RAM: every boot goes there while it is up.
+            fleet.start_agent("victim", fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=256)
+            fleet.start_agent("spare", **SIZE)
+            fleet.wait_hosts_up(["victim", "spare"])
+            assert fleet.stop("victim", signal.SIGKILL) == -signal.SIGKILL  # right after it reported
+            killed_at = time.monotonic()
+            uuids = [u for _ in range(9) for u in boot(fleet, 1)]
+            first = fleet.wait(lambda: (found := fleet.instances(uuids)) and len(found) == 9 and found, 30,
+                               "the 9 to be placed")
+            assert {i["host"] for i in first.values()} == {"victim"}  # up still, for service_down_time
+
+            # Placed again (not after build_timeout, 600 s): once each, on the host that is up.
+            placed = fleet.wait_states(uuids, ("ACTIVE",), timeout=60)
+            moved_after = time.monotonic() - killed_at
+            assert {(i["host"], i["attempts"]) for i in placed.values()} == {("spare", 2)}
+            assert held(fleet, "spare") >= set(uuids)
+
+            # An agent named victim starts again: the 9 build casts waited in its queue. It asks
+            # before building each, and builds none.
+            fleet.start_agent("victim", fake_memory_mb=262144, fake_local_gb=8192, fake_vcpus=256)
+            fleet.wait_hosts_up(["victim"])
+            fleet.wait(lambda: fleet.log("victim").count("Not building") == 9, 30,
+                       "victim to drop the 9 casts that waited for it")
+            log = fleet.log("victim")
+            assert not any(f"Instance {u} is ACTIVE on victim" in log for u in uuids)
+            assert held(fleet, "victim") == set()
+            after = fleet.instances(uuids)
+            assert {(i["state"], i["host"]) for i in after.values()} == {("ACTIVE", "spare")}
+            assert "its host is down (no report for more than service_down_time, 8 s)" in fleet.log("sched-1")
+        finally:
+            fleet.close()
+    print(f"\nkilled host: 9 builds cast to victim after its agent was SIGKILLed all ACTIVE on spare "
+          f"{moved_after:.1f} s after the kill (service_down_time 8 s, build_timeout 600 s); the agent "
+          "started again dropped all 9 queued casts unbuilt")
