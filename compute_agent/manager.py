@@ -37,13 +37,15 @@ from compute_agent.resource_tracker import (
     larger_flavor,
 )
 from scheduler import api_versions, concurrency, rpc
-from scheduler.client import SchedulerClient
+from scheduler.client import HOST_STOPS_VERSION, SchedulerClient
 from scheduler.exception import InvalidRequest
 from scheduler.states import ACTIVE, BUILDING, DELETED, MIGRATING
 
 LOG = logging.getLogger(__name__)
 
 JOIN_TIMEOUT = 10.0
+#: Seconds an agent waits for a scheduler's answer to start_build before it asks again.
+START_BUILD_TIMEOUT = 5.0
 
 
 def _context_values(context):
@@ -196,8 +198,27 @@ class ComputeManager:
             thread.join(JOIN_TIMEOUT)
             if thread.is_alive():
                 LOG.warning("%s did not stop within %.0f s", thread.name, JOIN_TIMEOUT)
+        if self._server is not None:  # it started: the schedulers know the host
+            self._report_stopped()
         self.store.release()
         LOG.info("Compute agent %s stopped", self.host)
+
+    def _report_stopped(self):
+        """The last report, saying the agent stopped: the schedulers take the host for down at once
+        (no placement, its builds not begun placed again) rather than for service_down_time more."""
+        self._send_unsent()
+        try:
+            sent = self.scheduler.report_stopped({}, self.host, self.tracker.report())
+        except Exception as exc:
+            LOG.warning("Cannot tell the schedulers that %s stops (%s): they take it for down once it has "
+                        "not reported for their service_down_time", self.host, exc)
+            return
+        if sent:
+            LOG.info("Told the schedulers that %s stops: it is down until its agent reports again", self.host)
+        else:
+            LOG.info("Not telling the schedulers that %s stops: [upgrade_levels] scheduler is below %s; they "
+                     "take it for down once it has not reported for their service_down_time", self.host,
+                     HOST_STOPS_VERSION)
 
     # -- RPC endpoint ----------------------------------------------------------
 
@@ -342,7 +363,7 @@ class ComputeManager:
 
     def _do_build(self, ctxt, uuid):
         record = self.store.get(uuid)
-        if record is None:
+        if record is None or not self._may_build(ctxt, uuid):
             return
         instance = record["instance"]
         started = time.monotonic()
@@ -391,6 +412,57 @@ class ComputeManager:
             self.driver.destroy(instance)
         except Exception:
             LOG.exception("Destroying %s after its build failed", uuid)
+
+    def _may_build(self, ctxt, uuid):
+        """Whether the scheduler still places ``uuid`` here (start_build, scheduler API 1.4): a build
+        cast may have waited in this host's queue while the host was down and the instance was placed
+        again elsewhere, or the instance was placed again while this agent was stopped mid-build. One
+        placed elsewhere is dropped here (its claim and record), unbuilt. Until a scheduler answers,
+        the build waits (stop() ends the wait: it resumes, and asks, at the next start). Capped below
+        1.4, or with schedulers that do not serve 1.4 yet, the agent builds without asking."""
+        if not self.scheduler.can_send_version(HOST_STOPS_VERSION):
+            return True
+        delay = 1.0
+        while True:
+            try:
+                answer = self.scheduler.start_build(ctxt, uuid, self.host, timeout=START_BUILD_TIMEOUT)
+                break
+            except rpc.RemoteError as exc:
+                if exc.exc_type in ("UnsupportedVersion", "NoSuchMethod"):
+                    LOG.warning("The scheduler does not serve start_build (%s); building %s without asking. "
+                                "Set [upgrade_levels] scheduler = 1.3 while schedulers older than 1.4 run",
+                                exc, uuid)
+                    return True
+                error = exc
+            except Exception as exc:
+                error = exc
+            with self._cond:
+                if self._stopping:
+                    return False  # resumed, and asked again, at the next start
+                LOG.warning("Cannot ask the scheduler whether to build %s (%s); asking again in %.0f s",
+                            uuid, error, delay)
+                self._cond.wait(delay)
+                if self._stopping:
+                    return False
+            delay = min(delay * 2, 30.0)
+        if isinstance(answer, dict) and answer.get("build"):
+            return True
+        reason = answer.get("reason") if isinstance(answer, dict) else None
+        with self._lock:
+            held = self.store.get(uuid)
+            if held is None or held.get("state") != BUILDING:
+                return False  # terminated meanwhile
+            try:
+                self.store.delete(uuid)
+            except Exception:
+                LOG.exception("Cannot remove %s from the instance records; it stays held until terminated",
+                              uuid)
+                return False
+            self.tracker.free(uuid)
+        LOG.info("Not building %s on %s: the scheduler placed it elsewhere meanwhile (%s); claim dropped",
+                 uuid, self.host, reason or "no reason given")
+        self._report_changed()
+        return False
 
     # -- moves: this host the destination (migration_move) or the host of a resize in place --
 

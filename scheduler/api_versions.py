@@ -24,6 +24,9 @@ SCHEDULER = API("scheduler", (
             "scheduler_fanout"),
     ("1.3", "bundles: one message carrying several casts (run_instance from a scaling group's sync or "
             "a client casting many at once), each handled as if it came alone"),
+    ("1.4", "a host that stops: report_resources may say stopped (the agent's last report as it stops "
+            "cleanly: the host is down at once); start_build: an agent asks before it builds whether the "
+            "instance is still placed on its host"),
 ))
 
 #: The compute agents' API (compute_agent.manager.ComputeEndpoint, topic ``compute.<host>``),

@@ -28,6 +28,9 @@ REPORTS_VERSION = "1.2"
 CAST_AT = "berth_cast_at"
 #: The version of the scheduler API from which its servers take bundles of casts.
 BUNDLES_VERSION = "1.3"
+#: The version of the scheduler API from which a report may say its agent stopped, and agents
+#: ask before a build (start_build).
+HOST_STOPS_VERSION = "1.4"
 #: The methods of the scaling API admin_call may name; every other one is the admin API's.
 SCALING_METHODS = frozenset({
     "create_scaling_group", "list_scaling_groups", "show_scaling_group", "update_scaling_group",
@@ -103,6 +106,16 @@ class SchedulerClient:
         else:
             self._fanout.cast(ctxt, "report_resources", host=host, resources=resources)
 
+    def report_stopped(self, ctxt: Context, host: str, resources: dict) -> bool:
+        """Cast a host's last report, ``resources`` with ``stopped``, as its agent stops cleanly: every
+        scheduler takes the host for down at once. False, and nothing sent, with ``[upgrade_levels]
+        scheduler`` below 1.4 (schedulers that would take it for a report like any other)."""
+        if not self._reports.can_send_version(HOST_STOPS_VERSION):
+            return False
+        self._reports.prepare(version=HOST_STOPS_VERSION).cast(
+            ctxt, "report_resources", host=host, resources=dict(resources, stopped=True))
+        return True
+
     def aggregates_changed(self, ctxt: Context, by: str) -> None:
         """Tell every scheduler to reload the aggregates (``by``: the scheduler that changed them)."""
         self._admin_fanout.cast(ctxt, "aggregates_changed", by=by)
@@ -116,6 +129,13 @@ class SchedulerClient:
         self._client.cast(
             ctxt, "instance_update", instance_uuid=instance_uuid, host=host, state=state, fault=fault
         )
+
+    def start_build(self, ctxt: Context, instance_uuid: str, host: str, timeout: float | None = None
+                    ) -> dict[str, Any]:
+        """(1.4) From ``host``'s agent, before it builds: ``{"build": True}``, or ``{"build": False,
+        "reason": ...}`` when the instance was placed elsewhere meanwhile (or deleted)."""
+        return self._client.prepare(version=HOST_STOPS_VERSION, timeout=timeout).call(
+            ctxt, "start_build", instance_uuid=instance_uuid, host=host)
 
     def delete_instance(self, ctxt: Context, instance_uuid: str) -> None:
         self._client.cast(ctxt, "delete_instance", instance_uuid=instance_uuid)

@@ -216,14 +216,42 @@ class SchedulerManager:
             values["deleted_at"] = now
         return instance_uuid, host, values
 
+    @rpc.callers(rpc.AGENT_OF_HOST, host="host")
+    def start_build(self, context, instance_uuid, host):
+        """(1.4) Asked by ``host``'s agent before it builds ``instance_uuid``: ``{"build": True}`` once
+        the instance is BUILDING on ``host`` (it was SCHEDULED or BUILDING there), else ``{"build":
+        False, "reason": ...}``: placed again elsewhere meanwhile (its host went down, its build timed
+        out), deleted, or unknown; the agent drops it. A compare-and-set against the one that places it
+        again (scheduler.fleet.build_expiry): of a build cast to a host that stopped and a reschedule,
+        exactly one goes ahead, however late the agent takes the cast from its queue."""
+        uuid = parse_uuid(instance_uuid, "start_build: instance_uuid")
+        host_names.check(host, "start_build: host")
+        if self._db.update_instances_if([(uuid, {"state": states.BUILDING},
+                                          {"host": host, "state": (states.SCHEDULED, states.BUILDING)})]):
+            return {"build": True}
+        current = self._db.get_instance(uuid)
+        if current is None:
+            reason = f"no instance {uuid} is known"
+        elif current["state"] == states.DELETED:
+            reason = f"{uuid} was deleted"
+        else:
+            reason = f"{uuid} is {current['state']} on {current['host'] or 'no host'} now"
+        LOG.info("Build of %s on %s not started: %s", uuid, host, reason)
+        return {"build": False, "reason": reason}
+
     # -- clients' requests and reads ----------------------------------------
 
     @rpc.callers(rpc.CLIENT)
     def delete_instance(self, context, instance_uuid):
         instance_uuid = parse_uuid(instance_uuid, "delete_instance: instance_uuid")
-        current = self._db.get_instance(instance_uuid)
-        if current is None or current["state"] == states.DELETED:
-            return
+        for _ in range(3):  # a local delete compares and sets: read again what changed meanwhile
+            current = self._db.get_instance(instance_uuid)
+            if current is None or current["state"] == states.DELETED:
+                return
+            if not current["host"] or not self._host_down(current["host"]):
+                break
+            if self._local_delete(context, current):
+                return
         if current["host"]:
             LOG.info("Deleting instance %s on host %s", instance_uuid, current["host"])
             self._db.update_instance(instance_uuid, {"state": states.DELETING})
@@ -242,6 +270,37 @@ class SchedulerManager:
             self._db.update_instance(
                 instance_uuid, {"state": states.DELETED, "deleted_at": self._db.now()}
             )
+
+    def _host_down(self, host):
+        """Whether ``host`` is down (or unknown) to this scheduler: its agent cannot act on a cast."""
+        state = self.host_manager.get(host)
+        return state is None or not self.host_manager.is_up(state)
+
+    def _local_delete(self, context, current):
+        """Delete at once an instance whose host is down, as Nova's local delete does: DELETED now,
+        its claim released, no terminate cast to a queue nobody reads. Should the host's agent report
+        again holding it, the reconciler tells it to terminate it (scheduler.fleet.holdings). The other
+        host of a move under way, if any, is told to let it go, and the move ends. True if done."""
+        uuid, host = current["uuid"], current["host"]
+        if not self._db.update_instances_if([(uuid, {"state": states.DELETED, "deleted_at": self._db.now()},
+                                              {"state": current["state"], "host": host})]):
+            return False  # it changed meanwhile
+        self.host_manager.release(host, uuid)
+        why = ("has not reported to this scheduler" if self.host_manager.get(host) is None else
+               "is down: its agent stopped" if host in self.host_manager.stopped else
+               f"is down (no report for more than [scheduler] service_down_time, "
+               f"{self._conf.scheduler.service_down_time} s)")
+        LOG.warning("Instance %s deleted while its host %s %s: DELETED at once (a local delete); its agent "
+                    "is told to terminate it if it reports again holding it", uuid, host, why)
+        other = current.get("move_host")
+        if other and other != host:
+            self._scheduling.applier.terminate(context_values(context), other, uuid, DELETED_BY_CLIENT)
+            self.host_manager.release(other, uuid)
+            migration = self._db.active_migration(uuid)
+            if migration is not None:
+                self._db.update_migration(migration["id"], {
+                    "status": "error", "reason": "the instance was deleted during the move"})
+        return True
 
     @rpc.read_only
     @rpc.callers(rpc.ANYONE)

@@ -339,6 +339,8 @@ class SchedulerService:
         return (
             ("saving host reports", self.save_reports),
             ("host liveness", self.parts.host_manager.notice_down_hosts),
+            ("builds on hosts down", lambda: self.parts.build_expiry.expire_on_down_hosts(
+                self.parts.host_manager.down_for_builds())),
             ("heartbeat", lambda: heartbeat(self.database, self.conf, TOPIC)),
             ("build expiry", self.parts.build_expiry.expire),
             ("move expiry", self.parts.move_expiry.expire),

@@ -44,9 +44,22 @@ class BuildExpiry:
                 expired += 1
         return expired
 
-    def _expire(self, instance: dict[str, Any], timeout: int) -> bool:
+    def expire_on_down_hosts(self, hosts: dict[str, str]) -> int:
+        """Place again, once, what was cast to ``hosts`` ({host: why it is down}) and not built
+        there: their SCHEDULED and BUILDING instances. Their agents, should they start again, ask
+        before building (start_build) and drop what was placed elsewhere; returns how many."""
+        moved = 0
+        for host, why in sorted(hosts.items()):
+            for instance in self._db.list_instances(host=host, states=[states.SCHEDULED, states.BUILDING]):
+                reason = f"{host}: its host is down ({why}) with the instance {instance['state']}"
+                if self._expire(instance, reason, terminate=False):
+                    moved += 1
+        return moved
+
+    def _expire(self, instance: dict[str, Any], timeout: int | str, terminate: bool = True) -> bool:
         uuid, host = instance["uuid"], instance["host"]
-        reason = f"{host}: build timed out ({instance['state']} for more than {timeout} s)"
+        reason = timeout if isinstance(timeout, str) else (
+            f"{host}: build timed out ({instance['state']} for more than {timeout} s)")
         taken = self._db.update_instance(
             uuid,
             {"state": states.SCHEDULING},
@@ -69,7 +82,7 @@ class BuildExpiry:
                 spec.retry = Retry(num_attempts=instance.get("attempts") or 1, hosts=hosts, exc_reason=reason,
                                    timed_out=True)
                 self._reschedule([Job(ctxt, spec)])
-            if host:
+            if host and terminate:
                 # Should its agent be alive and slow after all, it must not build it too.
                 self._terminate(ctxt, host, uuid, reason)
         return True

@@ -35,8 +35,15 @@ class HostManager:
         self.disabled = {}
         #: hosts an operator deleted; one that reports again is back.
         self.deleted = set()
-        #: hosts said to be down (no report for service_down_time), until they report again.
+        #: hosts said to be down (no report for service_down_time, or their agent stopped), until they
+        #: report again.
         self.down = set()
+        #: host -> when (monotonic) its agent said, in its last report, that it stopped; until it reports
+        #: again.
+        self.stopped = {}
+        #: since when (monotonic) this scheduler has been taking reports: a host whose report it has not
+        #: had for service_down_time of its own listening is one it knows down (down_for_builds).
+        self.listening_since = time.monotonic()
         #: since when (monotonic) this scheduler cannot take reports, if it cannot now.
         self.deaf_since = None
         #: what cannot hear (its source, see deaf()) -> since when.
@@ -55,10 +62,16 @@ class HostManager:
                 last = self.table.extra.get(row, {}).get("order")
                 if last is not None and last[0] == report.started_at and seq <= last[1]:
                     return False
+            now = time.monotonic() if now is None else now
             silent = None
             if self.down and host in self.down:
                 self.down.discard(host)
-                silent = (time.monotonic() if now is None else now) - self.table.updated[row]
+                stopped_at = self.stopped.pop(host, None)
+                silent = now - (self.table.updated[row] if stopped_at is None else stopped_at)
+            stops = bool(report.stopped)
+            if stops:
+                self.down.add(host)
+                self.stopped[host] = now
             row = self.table.add(host, report.nodename)
             if host in self.deleted:
                 self.deleted.discard(host)
@@ -67,12 +80,16 @@ class HostManager:
             self.table.update_from_report(
                 row,
                 report,
-                time.monotonic() if now is None else now,
+                now,
                 # read only where it is used: an option's lookup is a tenth of what a report costs here
                 pending_ttl=self.conf.scheduler.service_down_time if row in self.table.pending else None,
             )
-        if silent is not None:
+        if silent is not None and not stops:
             LOG.info("Host %s is up: it reports again after %s without a report", host, _duration(silent))
+        if stops:
+            LOG.warning("Host %s is down: its agent stopped (its last report says so, report %s of the agent "
+                        "started at %s); it takes no placement, and its builds not begun are placed again, "
+                        "until it reports again", host, report.report_seq, report.started_at)
         return True
 
     def restore(self, compute_nodes, wall=None):
@@ -173,6 +190,19 @@ class HostManager:
             state.updated is not None
             and now - state.updated <= self.conf.scheduler.service_down_time
         )
+
+    def down_for_builds(self, now=None):
+        """{host: why} of the hosts down whose builds are placed again (BuildExpiry.expire_on_down_hosts):
+        those whose agent said it stopped, and, once this scheduler has listened for service_down_time
+        (one that just started has not heard the agents yet), those silent for that long."""
+        now = time.monotonic() if now is None else now
+        down_time = self.conf.scheduler.service_down_time
+        with self.lock:
+            listened = self.deaf_since is None and now - self.listening_since >= down_time
+            return {host: "its agent stopped" if host in self.stopped else
+                    f"no report for more than service_down_time, {down_time} s"
+                    for host in self.down
+                    if host not in self.deleted and (host in self.stopped or listened)}
 
     def notice_down_hosts(self, now=None):
         """Say once of each host that it is down (a WARNING) when its last report is older than

@@ -131,6 +131,9 @@ class HostReport(NamedTuple):
     failed_builds: int | None = None
     image_properties: Mapping[str, Mapping[str, int]] | None = None
     version: str | None = None
+    #: The agent's last report, sent as it stops cleanly (scheduler API 1.4): the host is down from
+    #: then on, until its agent reports again, rather than for service_down_time more.
+    stopped: bool | None = None
     stats: Mapping[str, int | str] | None = None
     metrics: Mapping[str, float] | None = None
     #: {resource class: {total, reserved, min_unit, max_unit, step_size, allocation_ratio}}: what the
@@ -319,6 +322,8 @@ def _check_placement_facts(where, wire, report):
         raise bad_report(where, "host_ip", f" must be an IP address, got {_shown(host_ip)}")
     _check_host_description(where, report)
     _check_classes_and_traits(where, report)
+    if report.stopped is not None and not isinstance(report.stopped, bool):
+        raise bad_report(where, "stopped", f" must be true or false, got {_shown(report.stopped)}")
 
 
 #: An inventory's fields: (name, lowest) of the whole numbers; allocation_ratio is any number above 0.

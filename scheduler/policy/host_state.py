@@ -271,7 +271,8 @@ class HostTable:
         else:
             self.reported.pop(row, None)
         self._num_instances[row] = len(uuids) if report.running_vms is None else report.running_vms
-        self._updated[row] = now
+        # An agent's last report as it stopped: what it holds is known, and the host is down now.
+        self._updated[row] = -np.inf if report.stopped else now
         self._num_io_ops[row] = report.io_workload or 0
         self._failed_builds[row] = report.failed_builds or 0
         self._hypervisor_code[row] = self.categories["hypervisor"].code(report.hypervisor_type)

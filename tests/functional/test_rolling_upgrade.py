@@ -139,7 +139,7 @@ def test_uncapped_the_old_agent_refuses_the_newer_terminates_until_the_scheduler
 
 def test_an_oslo_messaging_client_of_a_newer_api_gets_unsupported_version_from_the_scheduler(tmp_path):
     """A newer client against an older scheduler API: oslo.messaging's own client asks for
-    scheduler API 1.4, which this scheduler does not serve."""
+    scheduler API 1.5, which this scheduler does not serve."""
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false")
         oconf = cfg.ConfigOpts()
@@ -155,12 +155,12 @@ def test_an_oslo_messaging_client_of_a_newer_api_gets_unsupported_version_from_t
                 transport, oslo_messaging.Target(topic="scheduler", version="1.0"), timeout=30)
             assert client.call({}, "list_hosts") == []
             with pytest.raises(oslo_messaging.RemoteError) as info:
-                client.prepare(version="1.4").call({}, "list_hosts")
+                client.prepare(version="1.5").call({}, "list_hosts")
         finally:
             transport.cleanup()
             fleet.close()
-    print(f"\noslo.messaging client asking scheduler API 1.4: {info.value.exc_type}: {info.value.value}")
+    print(f"\noslo.messaging client asking scheduler API 1.5: {info.value.exc_type}: {info.value.value}")
     assert info.value.exc_type == "UnsupportedVersion"
     assert info.value.value.startswith(
-        "Endpoint does not support RPC version 1.4. Attempted method: list_hosts; it serves the scheduler "
-        "API up to 1.3")
+        "Endpoint does not support RPC version 1.5. Attempted method: list_hosts; it serves the scheduler "
+        "API up to 1.4")

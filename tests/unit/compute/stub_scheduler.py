@@ -37,6 +37,15 @@ class StubScheduler:
         self.reports = []
         self.reschedules = []
         self.moves = []  # (instance_uuid, host, migration_id, outcome, fault)
+        self.asked = []  # start_build's instance uuids
+        self.refused = {}  # uuid -> why start_build says not to build it
+
+    def start_build(self, context, instance_uuid, host):
+        """Yes, but for the instances of ``refused`` ({uuid: reason})."""
+        with self._lock:
+            self.asked.append(instance_uuid)
+            reason = self.refused.get(instance_uuid)
+        return {"build": True} if reason is None else {"build": False, "reason": reason}
 
     def instance_update(self, context, instance_uuid, host, state, fault=None):
         with self._lock:

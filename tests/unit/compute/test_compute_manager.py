@@ -181,6 +181,7 @@ def test_instances_survive_a_restart(conf, transport, scheduler, agents):
     wait_for(lambda: "ACTIVE" in scheduler.states(b["uuid"]), "b ACTIVE")
     wait_for(lambda: "ACTIVE" in scheduler.states(a["uuid"]), "a ACTIVE")
     first.stop()
+    wait_for(lambda: (scheduler.last_report() or {}).get("stopped"), "the last report of the first agent")
 
     seen = scheduler.report_count()
     second = ComputeManager(conf, transport, host=HOST)

@@ -1,0 +1,58 @@
+"""An agent that stops cleanly says so in a last report (scheduler API 1.4), after every other
+report; capped below 1.4 it says nothing, and the log says what follows."""
+
+import logging
+
+from compute_agent.client import ComputeClient
+from tests.unit.compute.stub_scheduler import HOST, make_instance, request_for, wait_for
+
+
+def test_a_clean_stop_sends_a_last_report_that_says_stopped(conf, transport, scheduler, agents, caplog):
+    manager = agents()
+    wait_for(lambda: scheduler.report_count() >= 1, "a first report")
+    with caplog.at_level(logging.INFO, logger="compute_agent.manager"):
+        manager.stop()
+    last = wait_for(lambda: (r := scheduler.last_report()) and r.get("stopped") and r, "the last report")
+    earlier = [r for h, r in scheduler.reports if h == HOST][:-1]
+    assert not any(r.get("stopped") for r in earlier)
+    assert last["report_seq"] == max(r["report_seq"] for r in earlier) + 1
+    told = f"Told the schedulers that {HOST} stops: it is down until its agent reports again"
+    assert told in caplog.messages
+
+
+def test_capped_below_1_4_a_clean_stop_says_nothing_and_the_log_says_so(conf, transport, scheduler, agents,
+                                                                         caplog):
+    conf.set_override("scheduler", "1.3", "upgrade_levels")
+    manager = agents()
+    wait_for(lambda: scheduler.report_count() >= 1, "a first report")
+    with caplog.at_level(logging.INFO, logger="compute_agent.manager"):
+        manager.stop()
+    assert not any(r.get("stopped") for _, r in scheduler.reports)
+    assert (f"Not telling the schedulers that {HOST} stops: [upgrade_levels] scheduler is below 1.4; they "
+            "take it for down once it has not reported for their service_down_time") in caplog.messages
+
+
+def test_a_build_the_scheduler_placed_elsewhere_meanwhile_is_dropped_unbuilt(conf, transport, scheduler,
+                                                                              agents, caplog):
+    manager = agents()
+    kept, moved = make_instance(), make_instance()
+    scheduler.refused[moved["uuid"]] = f"{moved['uuid']} is SCHEDULED on elsewhere now"
+    with caplog.at_level(logging.INFO, logger="compute_agent.manager"):
+        for instance in (moved, kept):
+            ComputeClient(transport).run_instance({}, HOST, instance, *request_for(instance))
+        wait_for(lambda: "ACTIVE" in scheduler.states(kept["uuid"]), "the other one ACTIVE")
+        wait_for(lambda: moved["uuid"] not in manager.store, "the moved one dropped")
+    assert moved["uuid"] not in manager.tracker and "ACTIVE" not in scheduler.states(moved["uuid"])
+    assert set(scheduler.asked) == {kept["uuid"], moved["uuid"]}
+    assert (f"Not building {moved['uuid']} on {HOST}: the scheduler placed it elsewhere meanwhile "
+            f"({moved['uuid']} is SCHEDULED on elsewhere now); claim dropped") in caplog.messages
+
+
+def test_capped_below_1_4_an_agent_builds_without_asking(conf, transport, scheduler, agents):
+    conf.set_override("scheduler", "1.3", "upgrade_levels")
+    agents()
+    instance = make_instance()
+    scheduler.refused[instance["uuid"]] = "not asked at 1.3"
+    ComputeClient(transport).run_instance({}, HOST, instance, *request_for(instance))
+    wait_for(lambda: "ACTIVE" in scheduler.states(instance["uuid"]), "ACTIVE")
+    assert scheduler.asked == []
