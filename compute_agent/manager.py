@@ -37,7 +37,7 @@ from compute_agent.resource_tracker import (
     larger_flavor,
 )
 from scheduler import api_versions, concurrency, rpc
-from scheduler.client import HOST_STOPS_VERSION, SchedulerClient
+from scheduler.client import HOST_STOPS_VERSION, PLACED_AT, SchedulerClient
 from scheduler.exception import InvalidRequest
 from scheduler.states import ACTIVE, BUILDING, DELETED, MIGRATING
 
@@ -46,6 +46,9 @@ LOG = logging.getLogger(__name__)
 JOIN_TIMEOUT = 10.0
 #: Seconds an agent waits for a scheduler's answer to start_build before it asks again.
 START_BUILD_TIMEOUT = 5.0
+#: Seconds by which the schedulers' clocks may be ahead of this machine's: a build placed up to this
+#: long after the agent (re)began consuming may have waited in its queue all the same, and asks.
+CLOCK_MARGIN = 10.0
 
 
 def _context_values(context):
@@ -166,9 +169,10 @@ class ComputeManager:
             len(self.tracker.instance_uuids()),
             len(resume),
         )
+        self._consuming_since = time.time()  # replaced when the server hears the broker again
         self._server = rpc.get_rpc_server(
             self.transport, rpc.Target(topic=TOPIC, server=self.host), [ComputeEndpoint(self)],
-            exclusive=True, access=rpc.Access.from_conf(self.conf),
+            exclusive=True, access=rpc.Access.from_conf(self.conf), hearing=self,
         )
         try:
             self._server.start()
@@ -413,6 +417,23 @@ class ComputeManager:
         except Exception:
             LOG.exception("Destroying %s after its build failed", uuid)
 
+    # The RPC server's word on its connection: a build placed before it consumes again may have
+    # waited in the queue while the host was taken for down, and placed again elsewhere.
+    def deaf(self, since):
+        pass
+
+    def heard(self, now):
+        self._consuming_since = time.time()
+
+    def _waited(self, ctxt):
+        """Whether a build cast with ``ctxt`` may have waited in this host's queue while the agent was
+        not consuming it: placed before the agent (re)began consuming (with CLOCK_MARGIN), or not
+        saying when (resumed at start, or from a scheduler before PLACED_AT)."""
+        placed_at = ctxt.get(PLACED_AT)
+        if not isinstance(placed_at, int | float) or isinstance(placed_at, bool):
+            return True
+        return placed_at < self._consuming_since + CLOCK_MARGIN
+
     def _may_build(self, ctxt, uuid):
         """Whether the scheduler still places ``uuid`` here (start_build, scheduler API 1.4): a build
         cast may have waited in this host's queue while the host was down and the instance was placed
@@ -420,7 +441,7 @@ class ComputeManager:
         placed elsewhere is dropped here (its claim and record), unbuilt. Until a scheduler answers,
         the build waits (stop() ends the wait: it resumes, and asks, at the next start). Capped below
         1.4, or with schedulers that do not serve 1.4 yet, the agent builds without asking."""
-        if not self.scheduler.can_send_version(HOST_STOPS_VERSION):
+        if not self._waited(ctxt) or not self.scheduler.can_send_version(HOST_STOPS_VERSION):
             return True
         delay = 1.0
         while True:

@@ -26,6 +26,9 @@ REPORTS_VERSION = "1.2"
 #: The context key of a run_instance cast's wall-clock time (seconds since the epoch), from
 #: which the scheduler measures the time to SCHEDULED; callers that leave it out are not timed.
 CAST_AT = "berth_cast_at"
+#: The context key of a build cast to an agent that says when (the scheduler's time.time()) it was
+#: placed: an agent asks before building one placed before it last began consuming (start_build).
+PLACED_AT = "berth_placed_at"
 #: The version of the scheduler API from which its servers take bundles of casts.
 BUNDLES_VERSION = "1.3"
 #: The version of the scheduler API from which a report may say its agent stopped, and agents

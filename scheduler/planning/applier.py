@@ -8,11 +8,12 @@ planner consumed in memory is given back should the transaction roll back.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from scheduler import rpc, states
-from scheduler.client import CAST_AT
+from scheduler.client import CAST_AT, PLACED_AT
 from scheduler.db.engine import to_db_time
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.planning import lookups
@@ -97,8 +98,9 @@ class Applier:
     def send_build(self, build: Build) -> None:
         instance = {"uuid": build.instance_uuid, "flavor": build.spec.flavor.to_wire(),
                     "project_id": build.spec.project_id}
-        self._outbox.send(self._compute.run_instance, context_values(build.context), build.host, instance,
-                          build.request_spec, build.filter_properties)
+        context = dict(context_values(build.context), **{PLACED_AT: time.time()})
+        self._outbox.send(self._compute.run_instance, context, build.host, instance, build.request_spec,
+                          build.filter_properties)
 
     def terminate(self, context: Any, host: str, instance_uuid: str, reason: str) -> None:
         """Tell ``host``'s agent to drop an instance, and why, once the transaction commits."""
