@@ -54,15 +54,18 @@ REBALANCE_METHODS = frozenset({
 
 class SchedulerClient:
     def __init__(self, transport: Any, timeout: float | None = None, check_consumers: bool = False,
-                 notice: Callable[[str], None] | None = None):
+                 notice: Callable[[str], None] | None = None, require_queue: bool = False):
         """``check_consumers``: the first call fails at once with NoConsumer when the broker
         says no scheduler consumes its queue, and ``notice`` is told when a first call the
-        broker could not count waits (rpc.client.ConsumerCheck)."""
+        broker could not count waits (rpc.client.ConsumerCheck). ``require_queue``: a cast to
+        the schedulers' queue raises NoQueue when it does not exist (no scheduler has run on
+        this vhost and exchange), where the broker would drop it (rpc.RPCClient)."""
         check = ConsumerCheck(notice) if check_consumers else None
         self.transport = transport  # the CLI reaches the compute agents over it too
         self._clients = {api.name: rpc.RPCClient(transport, rpc.Target(topic=TOPIC), timeout=timeout,
                                                  version_cap=upgrade_levels.cap(transport.conf, api),
-                                                 api=api.name, consumer_check=check)
+                                                 api=api.name, consumer_check=check,
+                                                 require_queue=require_queue)
                          for api in (api_versions.SCHEDULER, api_versions.ADMIN, api_versions.SCALING)}
         self._client = self._clients[api_versions.SCHEDULER.name]
         self._fanout = self._client.prepare(fanout=True)

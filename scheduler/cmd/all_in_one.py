@@ -3,8 +3,10 @@
 import collections
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 
 from oslo_config import cfg
 
@@ -22,6 +24,7 @@ from scheduler.cmd.waiting import wait_for, wait_until
 from scheduler.policy import flavors
 from scheduler.service import SchedulerService, status_routes
 from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
+from scheduler.utils.masking import mask_url
 
 LOG = logging.getLogger(__name__)
 PROG = "berth-all-in-one"
@@ -75,9 +78,20 @@ def main(argv=None, out=None):
     if conf.demo and conf.demo_scaling:
         return f"{PROG}: --demo and --demo-scaling: choose one"
     demo_log = demo_log_file(conf) if conf.demo or conf.demo_scaling else None
+    own_state = use_state_of_its_own(conf) if conf.demo or conf.demo_scaling else None
     if conf.demo_scaling:
         scaling_demo.apply_overrides(conf)
     config.setup_logging(conf, PROG)
+    if own_state:
+        LOG.info("The demo's broker, database and agents' records are in %s, removed at its end", own_state)
+    try:
+        return run(conf, out, demo_log)
+    finally:
+        if own_state:
+            shutil.rmtree(own_state, ignore_errors=True)
+
+
+def run(conf, out, demo_log):
     try:
         database = common.open_database(conf)
     except ValueError as exc:  # one line (the URL in it is masked), no traceback
@@ -109,6 +123,36 @@ def main(argv=None, out=None):
     finally:
         transport.cleanup()
         database.dispose()
+
+
+#: The demos' transport and database, in a directory of their own under state_path.
+DEMO_TRANSPORT_URL = "filesystem://"
+DEMO_DATABASE = "sqlite:///{}/berth.sqlite"
+
+
+def use_state_of_its_own(conf):
+    """A demo runs on a broker, a database and agents' records of its own, in a new directory
+    under ``state_path`` it removes at its end: it never sees, let alone deletes, what the
+    operator booted with ``berth-all-in-one --agents N`` on the same host names, nor what a
+    configuration's transport_url and [database] connection hold. Its metrics endpoint takes
+    any free port, unless one is set, so that it runs beside a berth-all-in-one.
+    Returns the directory."""
+    configured = [f"{name} = {mask_url(value)}" for name, value, default in (
+        ("transport_url", conf.transport_url, DEMO_TRANSPORT_URL),
+        ("[database] connection", conf.database.connection, DEMO_DATABASE.format(conf.state_path)),
+    ) if value != default]
+    os.makedirs(conf.state_path, exist_ok=True)
+    path = tempfile.mkdtemp(prefix="demo-", dir=conf.state_path)
+    if configured:
+        print(f"{PROG}: the demo runs on a broker and database of its own in {path}, "
+              f"not on {' and '.join(configured)} of the configuration", file=sys.stderr)
+    conf.set_override("state_path", path)
+    conf.set_override("transport_url", DEMO_TRANSPORT_URL)
+    conf.set_override("connection", DEMO_DATABASE.format(path), group="database")
+    conf.set_override("auto_migrate", True, group="database")
+    if conf.prometheus.listen_port is None:
+        conf.set_override("listen_port", 0, group="prometheus")
+    return path
 
 
 def demo_log_file(conf):
@@ -189,14 +233,10 @@ def delete_all(client, uuids, timeout):
 
 def run_demo(conf, client, out, booted, timeout=120):
     """Boot the workload (its uuids appended to ``booted`` before it is cast), show where it
-    went, delete it. Instances an earlier run left on the demo's hosts are deleted first."""
+    went, delete it. Its database is its own and new (use_state_of_its_own): nothing else is there."""
     hosts = set(agent_hosts(conf))
     wait_until(lambda: hosts <= {h["host"] for h in client.list_hosts({}) if h["state"] == "up"},
                timeout, "the agents to report")
-    left = [i["uuid"] for i in client.list_instances({}) if i.get("host") in hosts]
-    if left:
-        print(f"Deleting {len(left)} instance(s) an earlier run left on these hosts first.\n", file=out)
-        delete_all(client, left, timeout)
     uuids, flavor_of = [], {}
     for name, count in DEMO_WORKLOAD:
         request_spec, filter_properties = build_request(flavors.get(name), count)

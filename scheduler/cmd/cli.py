@@ -77,7 +77,7 @@ def main(argv=None, out=None):
     except ValueError as exc:  # the URL in it is masked
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    client = SchedulerClient(transport, check_consumers=True,
+    client = SchedulerClient(transport, check_consumers=True, require_queue=True,
                              notice=lambda text: print(f"{PROG}: {text}", file=sys.stderr, flush=True))
     try:
         transport.reach(conf.connect_timeout)
@@ -91,6 +91,13 @@ def main(argv=None, out=None):
     except rpc.NoConsumer as exc:
         print(f"{PROG}: no scheduler is consuming {exc.queue!r} on {exc.url}: start berth-scheduler "
               "(or berth-all-in-one) on this transport_url", file=sys.stderr)
+        return 1
+    except rpc.NoQueue as exc:
+        print(f"{PROG}: no scheduler queue {exc.routing_key!r} exists yet on exchange {exc.exchange!r} of "
+              f"{exc.url} (no scheduler has run there): the broker dropped the request, nothing was done. "
+              "Start berth-scheduler (or berth-all-in-one) on this transport_url and control_exchange once "
+              "(it declares the queue, where requests then wait for a scheduler), and send it again",
+              file=sys.stderr)
         return 1
     except rpc.MessagingTimeout:
         kept = (" The request expired with the wait: a scheduler that starts later drops it, unrun" if (

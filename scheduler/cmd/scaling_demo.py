@@ -99,16 +99,6 @@ class Timeline:
             self.desired.append(group["desired"])
 
 
-def _remove_earlier(client: Any, timeout: float) -> None:
-    """A group an earlier run left (the embedded database persists) is deleted first."""
-    names = {g["name"] for g in client.admin_call({}, "list_scaling_groups")}
-    if GROUP not in names:
-        return
-    client.admin_call({}, "delete_scaling_group", name_or_uuid=GROUP)
-    wait_until(lambda: GROUP not in {g["name"] for g in client.admin_call({}, "list_scaling_groups")},
-               timeout, f"the scaling group {GROUP} an earlier run left to be deleted")
-
-
 def set_load(compute: ComputeClient, hosts: list[str], cpu: float) -> None:
     for host in hosts:
         compute.set_fake_load({}, host, cpu)
@@ -118,7 +108,6 @@ def run_scaling_demo(client: Any, compute: ComputeClient, hosts: list[str], out:
     """Create the group, walk it through the phases printing a timeline, delete it."""
     wait_until(lambda: set(hosts) <= {h["host"] for h in client.list_hosts({}) if h["state"] == "up"},
                PHASE_TIMEOUT_S, "the agents to report")
-    _remove_earlier(client, PHASE_TIMEOUT_S)
     print(f"Scaling group {GROUP}: {SPEC['min']} to {SPEC['max']} members of {FLAVOR} (1 vCPU), cpu target "
           f"{TARGET}% of requests; up at most {UP_STEP} members per {UP_PERIOD_S} s, down after a "
           f"{DOWN_WINDOW_S} s window. The demo syncs every 2 s (15 s in production).\n", file=out)

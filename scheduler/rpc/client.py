@@ -66,11 +66,15 @@ class RPCClient:
     needs (None: 1.0); ``version_cap``, when set, is the newest this client may send: a
     message needing a newer one raises RPCVersionCapError, and nothing is sent. ``api``
     names the API in that error (the ``[upgrade_levels]`` option that sets the cap).
-    ``consumer_check``: see ConsumerCheck."""
+    ``consumer_check``: see ConsumerCheck. ``require_queue``: a cast no queue of the broker
+    takes raises NoQueue (RabbitMQ returns it, published mandatory) where it would be dropped:
+    a cast returns once a queue holds it. For those who report a cast accepted (the CLI); a
+    service's casts to a server not started yet are dropped as before."""
 
     def __init__(self, transport: Any, target: Target, timeout: float | None = None,
                  version_cap: str | None = None, api: str | None = None,
-                 consumer_check: ConsumerCheck | None = None, _made: dict[Any, Any] | None = None):
+                 consumer_check: ConsumerCheck | None = None, require_queue: bool = False,
+                 _made: dict[Any, Any] | None = None):
         if version_cap is not None:
             versions.parse(version_cap)
         self.transport = transport
@@ -79,6 +83,7 @@ class RPCClient:
         self.version_cap = version_cap
         self.api = api
         self.consumer_check = consumer_check
+        self.require_queue = require_queue
         # What each publish would otherwise build again from the configuration (the exchange,
         # the size limit, the counters' children), shared with the copies prepare() makes.
         self._made = {} if _made is None else _made
@@ -92,7 +97,7 @@ class RPCClient:
                             target.fanout if fanout is None else fanout,
                             target.version if version is None else version)
         return RPCClient(self.transport, target, self.timeout if timeout is None else timeout,
-                         self.version_cap, self.api, self.consumer_check, self._made)
+                         self.version_cap, self.api, self.consumer_check, self.require_queue, self._made)
 
     def can_send_version(self, version: str | None = None) -> bool:
         """Whether the cap lets this client send ``version`` (by default its target's)."""
@@ -134,13 +139,18 @@ class RPCClient:
             made = self._made[("queue", key)] = topology.shared_queue(self.transport, key)
         return made
 
-    def _publish(self, msg: dict[str, Any], expiration: float | None = None, now: bool = False) -> str:
+    def _publish(self, msg: dict[str, Any], expiration: float | None = None, now: bool = False,
+                 mandatory: bool = False) -> str:
         target = self.target
         key = target.topic if target.fanout else topology.routing_key(target)
         exchange, limit = self._route()
         self.transport.publisher.publish(envelope.wrap(msg), exchange, key, expiration=expiration, now=now,
-                                         max_bytes=limit, queue=self._queue(key))
+                                         max_bytes=limit, queue=self._queue(key), mandatory=mandatory)
         return key
+
+    def _cast_publish(self, msg: dict[str, Any]) -> str:
+        """Publish a cast: with require_queue (and a target that does not fan out), mandatory."""
+        return self._publish(msg, mandatory=self.require_queue and not self.target.fanout)
 
     def _count_cast(self, method: str) -> None:
         counter = self._made.get(("cast", self.target.topic, method))
@@ -153,7 +163,7 @@ class RPCClient:
         """Send ``method(**kwargs)`` without waiting (to every server if the target fans out);
         RPCVersionCapError, and nothing sent, when the version it needs is above the cap."""
         msg = envelope.request(method, kwargs, ctxt, version=self._check_version_cap(method))
-        key = self._publish(msg)
+        key = self._cast_publish(msg)
         self._count_cast(method)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("CAST %s to %s (unique_id %s%s)", method, key, msg["_unique_id"], _of_request(msg))
@@ -173,7 +183,7 @@ class RPCClient:
         msgs = [envelope.request(method, kwargs, ctxt, version=version) for ctxt, kwargs in calls]
         if bundled_from is None or len(msgs) < 2 or not self.can_send_version(bundled_from):
             for msg in msgs:
-                self._publish(msg)
+                self._cast_publish(msg)
                 self._count_cast(method)
             return
         for start in range(0, len(msgs), BUNDLE_CASTS):
@@ -185,10 +195,10 @@ class RPCClient:
         """Publish ``msgs`` as one bundle, or halves of it, each under max_message_bytes; a cast too
         large alone raises MessageTooLarge, as cast() would."""
         if len(msgs) == 1:
-            self._publish(msgs[0])
+            self._cast_publish(msgs[0])
             return
         try:
-            key = self._publish(envelope.bundle(msgs, version))
+            key = self._cast_publish(envelope.bundle(msgs, version))
         except MessageTooLarge:
             half = len(msgs) // 2
             self._publish_bundle(msgs[:half], version)

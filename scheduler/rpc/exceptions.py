@@ -25,6 +25,20 @@ class MessageDeliveryFailure(MessagingException):
     """A message could not be handed to the broker (after the allowed retries)."""
 
 
+class NoQueue(MessageDeliveryFailure):
+    """A message sent ``mandatory`` that the broker routed to no queue and returned: no queue
+    is bound to its exchange with its routing key (on RabbitMQ a queue exists once a server
+    declared it), so nothing holds it and nothing will run it. Says which exchange, routing
+    key and broker (its URL's password masked)."""
+
+    def __init__(self, exchange: str, routing_key: str, url: str):
+        super().__init__(f"no queue is bound to exchange {exchange!r} with routing key {routing_key!r} "
+                         f"on {url}: the broker returned the message, nothing holds it")
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.url = url
+
+
 class BrokerUnreachable(MessagingException):
     """The message broker could not be reached, or refused the connection: one line
     that says which, naming the broker's URL with the password masked."""

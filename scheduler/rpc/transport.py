@@ -30,6 +30,7 @@ from scheduler.rpc.exceptions import (
     LoginRefused,
     MessageDeliveryFailure,
     MessageTooLarge,
+    NoQueue,
 )
 from scheduler.utils import amqp_names as names
 from scheduler.utils.masking import mask_url
@@ -120,12 +121,22 @@ def publisher_channel(connection, fast_paths: bool):
     """The publisher's channel on ``connection`` (a connected py-amqp connection with
     confirm_publish): on the fast paths one that sends a batch in one write and
     waits once for its confirms, else py-amqp's own, whose every publish waits for
-    its confirm."""
+    its confirm.
+
+    Either way ``channel.returned`` lists (exchange, routing key) of each message sent
+    ``mandatory`` that the broker returned, routed to no queue. RabbitMQ sends a message's
+    basic.return before its basic.ack, on the same channel: once a publish's confirm has been
+    read, so has its return. (Without a listener py-amqp would raise the return out of the
+    confirm's wait, and the ack after it would be read as a later message's.)"""
     if fast_paths:
         channel = batch_confirms.Channel(connection)
         channel.open()
-        return channel
-    return connection.channel()
+    else:
+        channel = connection.channel()
+    returned = channel.returned = []
+    channel.events["basic_return"].add(
+        lambda exc, exchange, routing_key, message: returned.append((exchange, routing_key)))
+    return channel
 
 
 class Transport:
@@ -349,6 +360,17 @@ def _pause(seconds, idle=None):
         idle()
 
 
+def _raise_if_returned(channel, transport):
+    """Raise NoQueue for the first message the broker returned on ``channel`` (see
+    publisher_channel), and forget them: only messages sent ``mandatory`` are returned, each
+    sent alone and its confirm waited for (Publisher.publish), so they are this send's."""
+    returned = getattr(channel, "returned", None)
+    if returned:
+        exchange, routing_key = returned[0]
+        del returned[:]
+        raise NoQueue(exchange, routing_key, transport.safe_url)
+
+
 class Sent:
     """What a ``Publisher.batch(confirm=False)`` sent: ``confirm()`` waits for the
     broker's confirms, and sends the messages again if they do not come."""
@@ -423,11 +445,16 @@ class Publisher:
 
     def publish(self, body, exchange, routing_key, expiration=None, persistent=None,
                 headers=None, content_type=None, content_encoding=None, now=False, max_bytes=None,
-                queue=None):
+                queue=None, mandatory=False):
         """Publish the dict ``body`` as JSON to ``exchange`` (a kombu Exchange).
 
         ``queue`` (a kombu Queue bound to ``exchange``) is declared and bound before the
         first publish to it on a connection: the message waits there for a consumer.
+
+        With ``mandatory``, on RabbitMQ, a message no queue takes is returned by the broker and
+        NoQueue raised; it is sent at once, even inside ``batch()``, and its confirm waited for,
+        so that when publish returns a queue holds it. (filesystem:// and memory:// have no
+        returns: there the client declares the queue it sends to, see Transport.queues_for_servers.)
 
         With ``content_type``, ``body`` is sent as it is (bytes or text), not
         serialized: how a message is passed on unchanged (dead-lettering).
@@ -449,6 +476,9 @@ class Publisher:
             properties["expiration"] = expiration
         if headers:
             properties["headers"] = headers
+        mandatory = mandatory and transport.is_rabbit
+        if mandatory:
+            properties["mandatory"] = True  # kombu's publish argument, passed on to basic.publish
         if content_type is None:
             # Serialized here: kombu's serializer makes a JSON encoder per message.
             body = envelope.dumps(body)
@@ -462,7 +492,7 @@ class Publisher:
             properties["content_encoding"] = content_encoding or "binary"
         message = (body, exchange, routing_key, properties, queue)
         pending = getattr(self._local, "pending", None)
-        if pending is not None and not now:
+        if pending is not None and not now and not mandatory:
             pending.append(message)
         else:
             self._send([message])
@@ -516,7 +546,10 @@ class Publisher:
                         deferred = channel.deferred if deferring else None
                         if deferring:
                             channel.deferred = None
+                    _raise_if_returned(channel, transport)
                     return (conn, deferred) if deferred else None
+                except NoQueue:
+                    raise  # the broker's answer: sending again would meet the same
                 except Exception as exc:
                     recoverable = conn is None or isinstance(exc, self.transport.recoverable_errors(conn))
                     self._reset()

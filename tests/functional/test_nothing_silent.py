@@ -99,23 +99,99 @@ def test_a_postgresql_url_without_its_driver_says_which_extra_to_install(tmp_pat
                     "install it with: pip install 'berth[postgresql]'")
 
 
+def _newcomer(tmp_path):
+    """The environment of a shell of a newcomer whose state is in tmp_path/xdg/berth."""
+    # Not under systemd, even if this test runs in a systemd service: state goes to XDG's place.
+    return {**{k: v for k, v in os.environ.items() if k not in ("INVOCATION_ID", "NOTIFY_SOCKET")},
+            "XDG_STATE_HOME": str(tmp_path / "xdg")}
+
+
 def _demo(tmp_path, slow=False):
     """berth-all-in-one --demo on its defaults, with its state in tmp_path (builds of 5 s if slow)."""
     conf = write_conf(tmp_path / "slow.conf", {"compute_agent": {"fake_build_time": 5}})
     return subprocess.Popen(
         [sys.executable, "-m", "scheduler.cmd.all_in_one", "--demo", *(["--config-file", str(conf)] * slow)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-        # Not under systemd, even if this test runs in a systemd service: state goes to XDG's place.
-        env={**{k: v for k, v in os.environ.items() if k not in ("INVOCATION_ID", "NOTIFY_SOCKET")},
-             "XDG_STATE_HOME": str(tmp_path / "xdg")})
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_newcomer(tmp_path))
+
+
+def _berth(tmp_path, *args):
+    """``berth ARGS`` as the newcomer types it, on the embedded defaults."""
+    return subprocess.run([sys.executable, "-m", "scheduler.cmd.cli", *args], capture_output=True, text=True,
+                          cwd=tmp_path, env=_newcomer(tmp_path), timeout=120)
+
+
+class _AllInOne:
+    """``berth-all-in-one --agents 2`` as the newcomer runs it, until stopped with Ctrl-C."""
+
+    HOSTS = 2
+
+    def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
+        self.log = (tmp_path / "operator.log").open("a")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "scheduler.cmd.all_in_one", "--agents", str(self.HOSTS)],
+            stdout=self.log, stderr=self.log, cwd=tmp_path, env=_newcomer(tmp_path))
+        deadline = time.monotonic() + 60
+        while _berth(tmp_path, "hosts", "-f", "value", "-c", "state").stdout.split().count("up") < self.HOSTS:
+            assert time.monotonic() < deadline and self.process.poll() is None, "the operator's agents"
+            time.sleep(0.5)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGINT)
+        assert self.process.wait(60) == 0
+        self.log.close()
+
+
+def _shown(tmp_path, name):
+    shown = _berth(tmp_path, "show", name, "-f", "value", "-c", "state", "-c", "host")
+    return shown.returncode, shown.stdout.split()
+
+
+def test_the_demo_keeps_what_the_operator_booted_on_the_same_hosts(tmp_path):
+    """An instance booted with berth-all-in-one --agents 2 on the embedded defaults (state, host
+    names <host>-compute-1 and -2 the demo's too) outlives a demo run beside that all-in-one, and
+    another run once it stopped; both demos place their workload as ever."""
+    operator = _AllInOne(tmp_path)
+    try:
+        booted = _berth(tmp_path, "boot", "--flavor", "m1.small", "--name", "keep-me", "--wait")
+        assert booted.returncode == 0, booted.stderr
+        status, (state, host) = _shown(tmp_path, "keep-me")
+        assert state == "ACTIVE"
+        started = time.monotonic()
+        beside = _demo(tmp_path)
+        out, err = beside.communicate(timeout=180)
+        print(f"\ndemo beside a running berth-all-in-one: {time.monotonic() - started:.1f} s")
+        assert beside.returncode == 0, err[-2000:]
+        assert "28 of 28 ACTIVE; all deleted again." in out and "earlier run" not in out
+        assert _shown(tmp_path, "keep-me") == (0, ["ACTIVE", host])
+    finally:
+        operator.stop()
+
+    started = time.monotonic()
+    after = _demo(tmp_path)
+    out, err = after.communicate(timeout=180)
+    print(f"demo after it stopped: {time.monotonic() - started:.1f} s")
+    assert after.returncode == 0, err[-2000:]
+    assert "28 of 28 ACTIVE; all deleted again." in out and "earlier run" not in out
+    assert err == ""
+    operator = _AllInOne(tmp_path)
+    try:
+        assert _shown(tmp_path, "keep-me") == (0, ["ACTIVE", host])
+        listed = _berth(tmp_path, "hosts", "-f", "value", "-c", "host", "-c", "instances").stdout.split()
+        counts = dict(zip(listed[::2], listed[1::2], strict=True))
+        assert counts == {h: "1" if h == host else "0" for h in counts} and len(counts) == 2
+    finally:
+        operator.stop()
+    assert not list((tmp_path / "xdg" / "berth").glob("demo-*"))  # each demo removed its own state
 
 
 def test_one_ctrl_c_stops_the_demo_cleanly_and_the_next_demo_starts_clean(tmp_path):
     """On the embedded default (filesystem:// and SQLite), as a newcomer runs it."""
-    database = tmp_path / "xdg" / "berth" / "berth.sqlite"
+    state = tmp_path / "xdg" / "berth"
     demo = _demo(tmp_path, slow=True)
     deadline = time.monotonic() + 60
-    while not (database.exists() and _count(database, "SELECT count(*) FROM instances") >= 28):
+    while not any(_count(database, "SELECT count(*) FROM instances") >= 28
+                  for database in state.glob("demo-*/berth.sqlite")):  # the demo's own state
         assert time.monotonic() < deadline and demo.poll() is None, demo.communicate()
         time.sleep(0.2)
     demo.send_signal(signal.SIGINT)
@@ -125,7 +201,7 @@ def test_one_ctrl_c_stops_the_demo_cleanly_and_the_next_demo_starts_clean(tmp_pa
     assert demo.returncode == 130
     assert "interrupted: deleting the 29 instance(s) the demo booted, then stopping" in err
     assert "Traceback" not in err
-    assert _count(database, "SELECT count(*) FROM instances WHERE state != 'DELETED'") == 0
+    assert not list(state.glob("demo-*"))  # its state removed with what it booted
 
     again = _demo(tmp_path)
     out, err = again.communicate(timeout=120)
@@ -142,17 +218,17 @@ def test_one_ctrl_c_stops_the_demo_cleanly_and_the_next_demo_starts_clean(tmp_pa
     assert cut.wait(120) == 0
     assert first[0].startswith("Booted 28 instances on 4 fake hosts, and 1 too big for any of them")
     assert "Traceback" not in err and "BrokenPipeError" not in err
-    assert _count(database, "SELECT count(*) FROM instances WHERE state != 'DELETED'") == 0
+    assert not list(state.glob("demo-*"))
 
 
 def _count(path, query):
     import sqlite3
 
-    with sqlite3.connect(path) as db:
-        try:
+    try:  # read only: a database not created yet, or removed since, is not made again here
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
             return db.execute(query).fetchone()[0]
-        except sqlite3.OperationalError:  # not created yet
-            return 0
+    except sqlite3.OperationalError:  # not created yet
+        return 0
 
 
 def test_sighup_opens_the_log_file_again_and_stops_nothing(tmp_path):

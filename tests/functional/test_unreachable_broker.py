@@ -251,7 +251,8 @@ def test_sigterm_stops_a_daemon_waiting_for_the_broker(tmp_path):
 def test_with_no_scheduler_consuming_every_call_is_refused_at_once_naming_the_queue_and_broker(tmp_path):
     """A broker that answers but no scheduler: the commands that ask the scheduler something
     say so at once (rpc_response_timeout is an hour here: a wait would end the test's own
-    timeout, not the command); a boot by sizes is a cast and queues, as before."""
+    timeout, not the command); a boot by sizes is a cast, which no queue would hold on this
+    vhost where no scheduler ran: refused too (test_boot_before_any_scheduler)."""
     with temporary_vhost() as url:
         conf = write_conf(tmp_path / "cli.conf", {"DEFAULT": {
             "transport_url": url, "state_path": tmp_path / "state", "rpc_response_timeout": 3600}})
@@ -264,5 +265,6 @@ def test_with_no_scheduler_consuming_every_call_is_refused_at_once_naming_the_qu
         assert results == dict.fromkeys(calls, (1, [line], ""))
         sizes = ("--flavor-ram", "512", "--flavor-disk", "1", "--flavor-vcpus", "1")
         status, err, out, _ = finished(*berth(conf, "boot", *sizes))
-        assert (status, err) == (0, [])
-        assert len(out.split()) == 1  # the uuid of the request, waiting in the queue
+        assert (status, out) == (1, "")
+        assert err[0].startswith(f"berth: no scheduler queue 'scheduler' exists yet on exchange 'berth' of "
+                                 f"{masked(url)} (no scheduler has run there)")

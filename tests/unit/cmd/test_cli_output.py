@@ -165,3 +165,26 @@ def test_the_two_demos_are_refused_together_before_anything_starts(tmp_path):
     assert done.returncode == 1
     assert done.stderr == "berth-all-in-one: --demo and --demo-scaling: choose one\n"
     assert not (tmp_path / "xdg").exists()  # no database, no log
+
+
+def test_the_demo_runs_on_its_own_state_whatever_broker_and_database_the_configuration_names(tmp_path):
+    """An operator's configuration (here a broker nothing listens on, and their own database) is
+    said to be left alone, and is: the demo runs and passes on a broker and a database of its own."""
+    operators = tmp_path / "operators.sqlite"
+    conf = tmp_path / "berth.conf"
+    conf.write_text("[DEFAULT]\ntransport_url = rabbit://berth:secret@127.0.0.1:1/\n"
+                    f"[database]\nconnection = sqlite:///{operators}\n")
+    done = subprocess.run([sys.executable, "-m", "scheduler.cmd.all_in_one", "--demo",
+                           "--config-file", str(conf)],
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                          env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg"),
+                               "BERTH_CONCURRENCY": "threading"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "28 of 28 ACTIVE; all deleted again." in done.stdout
+    [said] = done.stderr.splitlines()
+    assert said.startswith(f"berth-all-in-one: the demo runs on a broker and database of its own in "
+                           f"{tmp_path / 'xdg' / 'berth' / 'demo-'}")
+    assert said.endswith(f", not on transport_url = rabbit://berth:***@127.0.0.1:1/ and "
+                         f"[database] connection = sqlite:///{operators} of the configuration")
+    assert not operators.exists()
+    assert [p.name for p in (tmp_path / "xdg" / "berth").iterdir()] == ["berth-all-in-one.log"]

@@ -2,6 +2,7 @@
 bytes reach the broker, and a message is confirmed, refused or unconfirmed alike.
 And the fast paths turn themselves off, with one warning, when amqp does not fit."""
 
+import contextlib
 import logging
 import socket
 import struct
@@ -24,13 +25,16 @@ from tests.unit.rpc.conftest import WAIT
 class Broker(threading.Thread):
     """The broker's end of a socket pair: opens channels, answers confirm.select, and
     acks each published message, except those numbered in ``nack`` (nacked) or
-    ``silent`` (never confirmed). ``received`` is every byte the client sent."""
+    ``silent`` (never confirmed). Those numbered in ``unroutable`` it returns first, as
+    RabbitMQ returns a mandatory message no queue takes (basic.return, then basic.ack).
+    ``received`` is every byte the client sent."""
 
-    def __init__(self, sock, nack=(), silent=()):
+    def __init__(self, sock, nack=(), silent=(), unroutable=()):
         super().__init__(daemon=True)
-        self.sock, self.nack, self.silent = sock, set(nack), set(silent)
+        self.sock, self.nack, self.silent, self.unroutable = sock, set(nack), set(silent), set(unroutable)
         self.received = bytearray()
         self.published = 0
+        self.routes = []  # (exchange, routing key) of each publish
 
     def run(self):
         buf = b""
@@ -52,6 +56,7 @@ class Broker(threading.Thread):
                         self.send(channel, spec.Confirm.SelectOk)
                     elif method == spec.Basic.Publish:
                         body_left = None
+                        self.routes.append(_shortstrs(payload[6:], 2))
                 elif frame_type == 2:
                     body_left = struct.unpack_from(">Q", payload, 4)[0]
                 elif frame_type == 3:
@@ -60,13 +65,31 @@ class Broker(threading.Thread):
                     body_left = None
                     self.published += 1
                     tag = self.published
+                    if tag in self.unroutable:
+                        self.send_return(channel, *self.routes[tag - 1])
                     if tag not in self.silent:
                         method = spec.Basic.Nack if tag in self.nack else spec.Basic.Ack
                         self.send(channel, method, struct.pack(">QB", tag, 0))
 
-    def send(self, channel, method, arguments=b""):
-        payload = struct.pack(">HH", *method) + arguments
-        self.sock.sendall(struct.pack(">BHI", 1, channel, len(payload)) + payload + b"\xce")
+    def send(self, channel, method, arguments=b"", frame_type=1):
+        payload = (struct.pack(">HH", *method) if method else b"") + arguments
+        self.sock.sendall(struct.pack(">BHI", frame_type, channel, len(payload)) + payload + b"\xce")
+
+    def send_return(self, channel, exchange, routing_key, body=b"{}"):
+        arguments = struct.pack(">H", 312) + b"".join(
+            struct.pack("B", len(text)) + text for text in (b"NO_ROUTE", exchange, routing_key))
+        self.send(channel, spec.Basic.Return, arguments)
+        self.send(channel, None, struct.pack(">HHQH", 60, 0, len(body), 0), frame_type=2)
+        self.send(channel, None, body, frame_type=3)
+
+
+def _shortstrs(data, count):
+    """The first ``count`` AMQP short strings of ``data``, as bytes."""
+    found = []
+    for _ in range(count):
+        found.append(data[1:1 + data[0]])
+        data = data[1 + data[0]:]
+    return tuple(found)
 
 
 @pytest.fixture(params=[True, False], ids=["fast", "public"])
@@ -104,15 +127,18 @@ def connect():
         theirs.close()
 
 
-def publish(connection, fast_paths, messages, confirm_timeout=WAIT):
-    """Publish ``messages`` ([(routing key, body)]) as the transport's Publisher does."""
-    producer = kombu.Producer(publisher_channel(connection, fast_paths), auto_declare=False)
-    with producer.batch():
+def publish(connection, fast_paths, messages, confirm_timeout=WAIT, mandatory=False, batch=True,
+            channel=None):
+    """Publish ``messages`` ([(routing key, body)]) as the transport's Publisher does: in a
+    batch, or (the way a mandatory message goes) each alone."""
+    producer = kombu.Producer(channel or publisher_channel(connection, fast_paths), auto_declare=False)
+    with producer.batch() if batch else contextlib.nullcontext():
         for routing_key, body in messages:
             producer.publish(envelope.dumps(body), exchange="", routing_key=routing_key, retry=False,
                              declare=None, confirm_timeout=confirm_timeout, delivery_mode=2,
                              content_type="application/json", content_encoding="utf-8",
-                             headers={"reason": "test", "n": 3}, user_id="guest")
+                             headers={"reason": "test", "n": 3}, user_id="guest",
+                             **({"mandatory": True} if mandatory else {}))
     return producer.channel
 
 
@@ -147,6 +173,23 @@ def test_an_unconfirmed_message_fails_the_publish_both_ways(connect, fast_paths)
     connection, _ = connect(fast_paths, silent={2})
     with pytest.raises(TimeoutError):
         publish(connection, fast_paths, MESSAGES[:2], confirm_timeout=0.2)
+
+
+def test_a_returned_message_is_listed_once_confirmed_and_the_next_confirms_are_its_own_both_ways(
+        connect, fast_paths):
+    """RabbitMQ's basic.return comes before the ack of a mandatory message no queue takes: it
+    is listed on the channel by the time the publish returns, and the acks after it still
+    count for their own messages."""
+    connection, broker = connect(fast_paths, unroutable={2}, silent={4})
+    channel = publish(connection, fast_paths, MESSAGES[:2], mandatory=True, batch=False)
+    assert channel.returned == [("", MESSAGES[1][0])]  # (exchange, routing key): the default exchange
+    del channel.returned[:]
+    publish(connection, fast_paths, MESSAGES[2:3], mandatory=True, batch=False, channel=channel)
+    assert channel.returned == []
+    with pytest.raises(TimeoutError):  # the 4th is never confirmed: no earlier ack stands in for it
+        publish(connection, fast_paths, MESSAGES[3:4], mandatory=True, batch=False, channel=channel,
+                confirm_timeout=0.3)
+    assert broker.published == 4
 
 
 def test_a_single_publish_waits_for_its_own_confirm_not_a_deferred_batchs(connect):
