@@ -1,7 +1,7 @@
 """A command that follows a committed move reaches its agent whatever fails between the commit
 and the cast: a scheduler killed right after committing a move, and resizes in place confirmed by
 ``resize_confirm_window`` while RabbitMQ is stopped. Real processes on the real RabbitMQ and
-PostgreSQL."""
+PostgreSQL (RabbitMQ on a node of the test's own for the broker's stop)."""
 
 import threading
 import time
@@ -9,8 +9,8 @@ import time
 import pytest
 
 from scheduler.cmd.instance_commands import build_request
-from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
+from tests.functional_cluster.rabbit_cluster import RabbitCluster
 
 pytestmark = pytest.mark.functional
 
@@ -64,12 +64,24 @@ def hosts_used(fleet):
     return {name: host["memory_mb_used"] for name, host in fleet.hosts().items()}
 
 
-def test_resizes_in_place_confirmed_while_the_broker_is_stopped_end_on_their_agents(tmp_path):
+@pytest.fixture
+def private_rabbitmq(tmp_path_factory):
+    """A RabbitMQ node of this test's own (port 5711): stopping it disturbs no other test."""
+    node = RabbitCluster(tmp_path_factory.mktemp("rabbit-node"), size=1, first_port=5711).start()
+    try:
+        yield node
+    finally:
+        node.close()
+
+
+def test_resizes_in_place_confirmed_while_the_broker_is_stopped_end_on_their_agents(tmp_path,
+                                                                                      private_rabbitmq):
     """The confirm's end_resize cannot be sent; once RabbitMQ is back, the agents' reports show the
     resizes still open and the scheduler tells them again: they end at the new (smaller) size, and a
     further resize in place works."""
-    with temporary_database() as url, temporary_vhost() as transport_url:
-        fleet = Fleet(tmp_path, url, transport_url, scheduler__resize_confirm_window=5,
+    [node] = private_rabbitmq.nodes
+    with temporary_database() as url, private_rabbitmq.temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, scheduler__resize_confirm_window=30,
                       scheduler__service_down_time=10,
                       oslo_messaging_rabbit__rabbit_retry_interval=0.5,
                       oslo_messaging_rabbit__rabbit_retry_backoff=1.0,
@@ -86,12 +98,11 @@ def test_resizes_in_place_confirmed_while_the_broker_is_stopped_end_on_their_age
                 assert resized.returncode == 0, resized.stderr
             fleet.wait_states(list(uuids.values()), ("VERIFY_RESIZE",), timeout=60)
 
+            private_rabbitmq.stop_app(node)
             try:
-                wire.rabbitmqctl("stop_app")
                 time.sleep(60)  # the window passes: the scheduler confirms both, and cannot tell the agents
             finally:
-                wire.rabbitmqctl("start_app")
-            wire.rabbitmqctl("await_startup", check=False)
+                private_rabbitmq.start_app(node)
             back = time.monotonic()
             rows = fleet.wait_states(list(uuids.values()), ("ACTIVE",), timeout=60)
             assert {row["memory_mb"] for row in rows.values()} == {1024}

@@ -2,8 +2,10 @@
 report; capped below 1.4 it says nothing, and the log says what follows."""
 
 import logging
+import time
 
 from compute_agent.client import ComputeClient
+from scheduler.client import PLACED_AT
 from tests.unit.compute.stub_scheduler import HOST, make_instance, request_for, wait_for
 
 
@@ -38,8 +40,9 @@ def test_a_build_the_scheduler_placed_elsewhere_meanwhile_is_dropped_unbuilt(con
     kept, moved = make_instance(), make_instance()
     scheduler.refused[moved["uuid"]] = f"{moved['uuid']} is SCHEDULED on elsewhere now"
     with caplog.at_level(logging.INFO, logger="compute_agent.manager"):
-        for instance in (moved, kept):
-            ComputeClient(transport).run_instance({}, HOST, instance, *request_for(instance))
+        for instance in (moved, kept):  # placed (a minute ago) before the agent began consuming
+            ComputeClient(transport).run_instance({PLACED_AT: time.time() - 60}, HOST, instance,
+                                                  *request_for(instance))
         wait_for(lambda: "ACTIVE" in scheduler.states(kept["uuid"]), "the other one ACTIVE")
         wait_for(lambda: moved["uuid"] not in manager.store, "the moved one dropped")
     assert moved["uuid"] not in manager.tracker and "ACTIVE" not in scheduler.states(moved["uuid"])
@@ -56,3 +59,17 @@ def test_capped_below_1_4_an_agent_builds_without_asking(conf, transport, schedu
     ComputeClient(transport).run_instance({}, HOST, instance, *request_for(instance))
     wait_for(lambda: "ACTIVE" in scheduler.states(instance["uuid"]), "ACTIVE")
     assert scheduler.asked == []
+
+
+def test_a_build_placed_after_the_agent_began_consuming_is_built_without_asking(conf, transport, scheduler,
+                                                                                 agents):
+    """Its cast cannot have waited in the queue while the host was down: no call before the build.
+    One that does not say when it was placed (a scheduler before it) is asked about."""
+    manager = agents()
+    fresh, unstamped = make_instance(), make_instance()
+    placed = manager._consuming_since + 30  # later than the clocks' margin (10 s) after it began consuming
+    ComputeClient(transport).run_instance({PLACED_AT: placed}, HOST, fresh, *request_for(fresh))
+    ComputeClient(transport).run_instance({}, HOST, unstamped, *request_for(unstamped))
+    for instance in (fresh, unstamped):
+        wait_for(lambda i=instance: "ACTIVE" in scheduler.states(i["uuid"]), "ACTIVE")
+    assert scheduler.asked == [unstamped["uuid"]]
