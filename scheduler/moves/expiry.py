@@ -59,20 +59,22 @@ class MoveExpiry:
         timeout = self._conf.scheduler.move_timeout
         reason = f"no word of the move for more than {timeout} s ([scheduler] move_timeout)"
 
-        def abandon(ctxt, migration):
-            return self._moves.abandon(ctxt, migration, f"{migration['dest_host']}: {reason}")
+        def abandon(ctxt: Any, migration: dict[str, Any]) -> bool:
+            return bool(self._moves.abandon(ctxt, migration, f"{migration['dest_host']}: {reason}"))
 
         for instance in self._db.list_instances(states=[states.MIGRATING],
                                                 updated_before=now - datetime.timedelta(seconds=timeout)):
             acted += self._act(instance, "migrating", abandon)
         window = self._conf.scheduler.resize_confirm_window
+
+        def confirm(ctxt: Any, migration: dict[str, Any]) -> bool:
+            LOG.info("Instance %s: resize %s confirmed by itself after %s s ([scheduler] "
+                     "resize_confirm_window)", migration["instance_uuid"], migration["id"], window)
+            return bool(self._moves.confirm(ctxt, migration))
+
         if window:
             for instance in self._db.list_instances(states=[states.VERIFY_RESIZE],
                                                     updated_before=now - datetime.timedelta(seconds=window)):
-                def confirm(ctxt, migration):
-                    LOG.info("Instance %s: resize %s confirmed by itself after %s s ([scheduler] "
-                             "resize_confirm_window)", migration["instance_uuid"], migration["id"], window)
-                    return self._moves.confirm(ctxt, migration)
                 acted += self._act(instance, "finished", confirm)
         return acted
 

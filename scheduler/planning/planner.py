@@ -96,11 +96,11 @@ class Planner:
                 if instance_uuid in taken:
                     LOG.info("Instance %s is named twice in a batch: placed once", instance_uuid)
                     continue
-                row = rows.get(instance_uuid)
                 if sender is None:
-                    dealt_with = self._admit(admission, instance_uuid, row, admitted)
-                else:
-                    dealt_with = self._admit_sent_back(admission, instance_uuid, row, sender, admitted)
+                    dealt_with = self._admit(admission, instance_uuid, rows.get(instance_uuid), admitted)
+                else:  # each has a row: a send-back naming one that has none is refused above
+                    dealt_with = self._admit_sent_back(admission, instance_uuid, rows[instance_uuid], sender,
+                                                       admitted)
                 if dealt_with:
                     taken.add(instance_uuid)
             admitted.each.append(admission)
