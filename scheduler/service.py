@@ -106,9 +106,10 @@ def assemble(conf, transport, database, rng=None):
     return SchedulerParts(
         host_manager=host_manager, reports=reports, outbox=outbox, undo=undo, compute=compute, claims=claims,
         planner=planner, applier=applier, scheduling=scheduling,
-        build_expiry=BuildExpiry(conf, database, scheduling.schedule, applier.terminate),
+        build_expiry=BuildExpiry(conf, database, scheduling.schedule, applier.terminate,
+                                 functools.partial(UnitOfWork, database, outbox, undo)),
         reconciler=Reconciler(database, conf.scheduler.service_down_time, applier.terminate,
-                              moves=move_applier),
+                              moves=move_applier, build=applier.send_build_again),
         refusals=refusals,
         manager=SchedulerManager(conf, database, host_manager, reports, scheduling),
         move_planner=move_planner, move_applier=move_applier,

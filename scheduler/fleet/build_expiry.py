@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from scheduler import rpc, states
+from scheduler.db.engine import DatabaseUnavailable
 from scheduler.exception import InvalidRequest
 from scheduler.planning.plan import Job
 from scheduler.policy.request_spec import RequestSpec, Retry
@@ -25,13 +27,17 @@ class BuildExpiry:
 
     def __init__(self, conf: Any, database: Any,
                  reschedule: Callable[[list[Job]], object],
-                 terminate: Callable[[dict, str, str, str], None]):
+                 terminate: Callable[[dict, str, str, str], None],
+                 unit_of_work: Callable[[], Any] = contextlib.nullcontext):
         """``reschedule([Job])`` places instances again (the scheduling path);
-        ``terminate(context, host, uuid, reason)`` tells an agent to drop one."""
+        ``terminate(context, host, uuid, reason)`` tells an agent to drop one;
+        ``unit_of_work()``: one transaction whose casts go out once it commits (the scheduler's
+        UnitOfWork), so that an instance taken back is placed again in the same transaction."""
         self._conf = conf
         self._db = database
         self._reschedule = reschedule
         self._terminate = terminate
+        self._unit_of_work = unit_of_work
 
     def expire(self, now: datetime.datetime | None = None) -> int:
         """Act on every build late at ``now`` (the database's clock by default); returns how many."""
@@ -57,6 +63,19 @@ class BuildExpiry:
         return moved
 
     def _expire(self, instance: dict[str, Any], timeout: int | str, terminate: bool = True) -> bool:
+        """Take the instance back and place it again, in one transaction: a scheduler stopped
+        between the two leaves it as it was, for the next one to take."""
+        try:
+            with self._unit_of_work():
+                return self._take_back(instance, timeout, terminate)
+        except rpc.RetryLater as exc:  # the commit met the database away, or lost a race
+            raise DatabaseUnavailable(str(exc)) from exc
+        except rpc.MessageDeliveryFailure as exc:
+            LOG.warning("Instance %s: placed again, but its new host could not be told now (%s); the "
+                        "build is sent again once that host reports without it", instance["uuid"], exc)
+            return True
+
+    def _take_back(self, instance: dict[str, Any], timeout: int | str, terminate: bool) -> bool:
         uuid, host = instance["uuid"], instance["host"]
         reason = timeout if isinstance(timeout, str) else (
             f"{host}: build timed out ({instance['state']} for more than {timeout} s)")

@@ -8,6 +8,9 @@ Pure: the caller reads the rows and acts. Each difference says what to do:
   terminate was sent (it failed on the agent): it must go from this host, as
   Nova's ``running_deleted_instance_action = reap`` does. The other host of a
   move under way (its ``move_host``) holds it rightly, until the move ends.
+- ``build``: the database has the instance SCHEDULED on the host, settled, and the
+  agent does not hold it: its build cast was lost (with its scheduler, or in the
+  broker); it is sent again, and the agent asks before building it (start_build).
 - ``note``: worth saying, not worth acting on: an instance the agent holds and
   the database does not know at all (a database restored from an old backup
   must not make every agent destroy what it runs), or one the database has
@@ -27,7 +30,7 @@ from scheduler import states
 @dataclasses.dataclass(frozen=True)
 class Difference:
     instance_uuid: str
-    action: str  # "terminate" or "note"
+    action: str  # "terminate", "build" or "note"
     why: str
 
 
@@ -42,6 +45,11 @@ def differences(host, held, recorded, settled_before):
     """
     found = []
     held = set(held)
+    for uuid, row in sorted(recorded.items()):
+        if uuid not in held and row["host"] == host and row["state"] == states.SCHEDULED \
+                and row["updated_at"] < settled_before:
+            why = f"{host} does not hold {uuid}, SCHEDULED there since {row['updated_at']:%H:%M:%S}"
+            found.append(Difference(uuid, "build", why))
     for uuid in sorted(held):
         row = recorded.get(uuid)
         if row is None:

@@ -34,14 +34,16 @@ class Reconciler:
     often."""
 
     def __init__(self, database: Any, grace: float, terminate: Callable[[dict, str, str, str], None],
-                 rng: random.Random | None = None, moves: Any = None):
+                 rng: random.Random | None = None, moves: Any = None,
+                 build: Callable[[dict, str], None] | None = None):
         """``terminate(context, host, uuid, reason)`` tells an agent to drop an instance;
         ``moves`` (MoveApplier) tells a destination a move again (``send_move``) and a host a
-        move's end (``send_end``)."""
+        move's end (``send_end``); ``build(context, uuid)`` casts an instance's build again."""
         self._db = database
         self._grace = grace
         self._terminate = terminate
         self._moves = moves
+        self._build = build
         self._rng = rng or random.Random()
         self._looked_at: dict[str, tuple[Any, float]] = {}  # host -> (agent's started_at, due again)
         # instance uuid, or (command, migration id), -> monotonic time it was last sent
@@ -110,12 +112,20 @@ class Reconciler:
                     del self._sent[key]
 
     def _act(self, host: str, difference: reconcile.Difference, now: float) -> None:
-        if difference.action != "terminate":
+        if difference.action == "note" or (difference.action == "build" and self._build is None):
             self._notes.log(("note", difference.instance_uuid), logging.WARNING, "%s", difference.why)
             return
         sent = self._sent.get(difference.instance_uuid)
         if sent is not None and now - sent < self._grace:
             return
         self._sent[difference.instance_uuid] = now
-        LOG.warning("%s: telling %s to terminate it", difference.why, host)
-        self._terminate({}, host, difference.instance_uuid, difference.why)
+        try:
+            if difference.action == "build" and self._build is not None:
+                LOG.warning("%s: sending its build again", difference.why)
+                self._build({}, difference.instance_uuid)
+            else:
+                LOG.warning("%s: telling %s to terminate it", difference.why, host)
+                self._terminate({}, host, difference.instance_uuid, difference.why)
+        except rpc.MessageDeliveryFailure as exc:
+            LOG.warning("Cannot tell %s now (%s); trying again later", host, exc)
+            del self._sent[difference.instance_uuid]

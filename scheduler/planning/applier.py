@@ -102,6 +102,19 @@ class Applier:
         self._outbox.send(self._compute.run_instance, context, build.host, instance, build.request_spec,
                           build.filter_properties)
 
+    def send_build_again(self, context: Any, instance_uuid: str) -> bool:
+        """Cast again the build of an instance SCHEDULED on its host, from its row, stamped as placed
+        long ago: its agent asks before building it (start_build), lest it was placed elsewhere
+        meanwhile. False when it is no longer SCHEDULED."""
+        row = self._db.get_instance(instance_uuid)
+        if row is None or row["state"] != states.SCHEDULED or not row["host"]:
+            return False
+        instance = {"uuid": instance_uuid, "flavor": flavor_of(row).to_wire(),
+                    "project_id": row.get("project_id")}
+        self._outbox.send(self._compute.run_instance, dict(context_values(context), **{PLACED_AT: 0}),
+                          row["host"], instance, row["request_spec"], row["filter_properties"])
+        return True
+
     def terminate(self, context: Any, host: str, instance_uuid: str, reason: str) -> None:
         """Tell ``host``'s agent to drop an instance, and why, once the transaction commits."""
         self._outbox.send(self._compute.terminate_instance, context, host, instance_uuid, reason)

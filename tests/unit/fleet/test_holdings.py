@@ -39,3 +39,11 @@ def test_what_the_agent_must_not_hold_is_terminated_and_the_rest_noted():
         "stranger": ("note", "h1 holds stranger, which the database does not know; left alone"),
         "lost": ("note", "the database has lost ACTIVE on h1, which no longer reports it"),
     }
+
+
+def test_a_build_its_agent_never_got_is_sent_again_once_settled():
+    recorded = {"lost": row("SCHEDULED"), "young": row("SCHEDULED", updated_at=NOW),
+                "elsewhere": row("SCHEDULED", host="h2")}
+    found = {d.instance_uuid: (d.action, d.why) for d in
+             reconcile.differences("h1", set(), recorded, SETTLED_BEFORE)}
+    assert found == {"lost": ("build", "h1 does not hold lost, SCHEDULED there since 11:55:00")}

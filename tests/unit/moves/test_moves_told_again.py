@@ -9,6 +9,7 @@ import time
 import pytest
 
 from scheduler import rpc
+from scheduler.client import PLACED_AT
 from scheduler.fleet import holdings
 from scheduler.fleet.reconciler import Reconciler
 from scheduler.planning.moves import MoveRefused
@@ -20,7 +21,7 @@ from tests.unit.moves.test_moves import (
     move_casts,
     settled,  # noqa: F401 (an autouse fixture)
 )
-from tests.unit.scheduler.manager_world import report
+from tests.unit.scheduler.manager_world import casts, report, request
 from tests.unit.scheduler.test_request_ids import berth, stack  # noqa: F401 (a fixture)
 
 LARGER = {"memory_mb": 2048, "vcpus": 2, "root_gb": 10}
@@ -136,7 +137,8 @@ def test_a_confirm_by_the_window_while_the_broker_is_away_is_kept_and_said(world
 
 
 def reconciler(parts, database):
-    return Reconciler(database, 0.05, parts.applier.terminate, moves=parts.move_applier)
+    return Reconciler(database, 0.05, parts.applier.terminate, moves=parts.move_applier,
+                      build=parts.applier.send_build_again)
 
 
 def host_report(host, uuids, open_moves=None):
@@ -225,3 +227,45 @@ def move_row(migration_id, uuid, source, dest, status, updated_at=BEFORE, kind="
 def test_what_an_agent_missed_of_the_moves(open_moves, moves, held, expected):
     found = holdings.unheard("h", held, open_moves, moves, SETTLED)
     assert [(u.migration["id"], u.command) for u in found] == expected
+
+
+def test_a_build_lost_with_its_cast_is_sent_again_for_its_agent_to_ask_about(world, parts, monkeypatch):
+    """Stamped as placed long ago: the agent asks (start_build) before building it, lest it was placed
+    elsewhere meanwhile."""
+    manager, database, agents = world
+    dropped = lost(parts, monkeypatch, "run_instance")
+    [uuid], spec, props = request()
+    manager.run_instance(CTX, spec, props)
+    host = database.get_instance(uuid)["host"]
+    assert len(dropped) == 1
+    monkeypatch.undo()
+    fixing = reconciler(parts, database)
+    time.sleep(0.1)
+    fixing.run({host: host_report(host, [])}, now=1.0)
+    fixing.run({host: host_report(host, [])}, now=1.01)  # not twice at once
+    [(name, instance, sent_spec, sent_props)] = casts(agents, 1)[host]
+    assert (name, instance["uuid"], instance["flavor"]["memory_mb"]) == ("run_instance", uuid, 1024)
+    assert sent_props["limits"]["memory_mb"] == FREE[host]
+    assert agents[host].contexts[-1][PLACED_AT] == 0
+
+
+def test_a_build_timed_out_is_taken_back_and_placed_again_in_one_transaction(world, parts, conf, monkeypatch):
+    manager, database, agents = world
+    conf.set_override("build_timeout", 1, "scheduler")
+    [uuid], spec, props = request()
+    manager.run_instance(CTX, spec, props)
+    first = database.get_instance(uuid)["host"]
+    later = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + datetime.timedelta(seconds=60)
+
+    def dies(jobs):
+        raise RuntimeError("the scheduler died here")
+
+    monkeypatch.setattr(parts.build_expiry, "_reschedule", dies)
+    with pytest.raises(RuntimeError):
+        parts.build_expiry.expire(now=later)
+    row = database.get_instance(uuid)
+    assert (row["state"], row["host"]) == ("SCHEDULED", first)  # not left SCHEDULING for good
+    monkeypatch.undo()
+    assert parts.build_expiry.expire(now=later) == 1
+    row = database.get_instance(uuid)
+    assert row["state"] == "SCHEDULED" and row["host"] != first

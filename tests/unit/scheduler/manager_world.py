@@ -20,10 +20,12 @@ class Recorder:
 
     def __init__(self, client):
         self.calls = []
+        self.contexts = []  # the context values of each run_instance
         self._client = client  # casts to this agent's own queue, as the scheduler's do
         self._markers = {}  # marker -> threading.Event, set when it arrived
 
     def run_instance(self, context, instance, request_spec, filter_properties):
+        self.contexts.append(dict(context.values))
         self.calls.append(("run_instance", instance, request_spec, filter_properties))
 
     def terminate_instance(self, context, instance_uuid, reason=None):
