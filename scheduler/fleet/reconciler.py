@@ -7,6 +7,7 @@ module reads the rows, logs the differences and sends the terminates.
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import random
 import time
@@ -94,38 +95,44 @@ class Reconciler:
         for host, report in reports.items():
             for unheard in reconcile.unheard(host, frozenset(report.instance_uuids), report.open_moves, moves,
                                              settled_before):
-                key = (unheard.command, unheard.migration["id"])
-                sent = self._sent.get(key)
-                if sent is not None and now - sent < self._grace:
-                    continue
-                self._sent[key] = now
-                LOG.warning("%s: telling it again", unheard.why)
-                try:
-                    if unheard.command == "end":
-                        self._moves.send_end({}, unheard.migration, unheard.why)
-                    elif not self._moves.send_move({}, unheard.migration):
-                        LOG.warning("Migration %s was recorded by an earlier Berth, without what its "
-                                    "destination is told: it fails after [scheduler] move_timeout",
-                                    unheard.migration["id"])
-                except rpc.MessageDeliveryFailure as exc:
-                    LOG.warning("Cannot tell %s now (%s); trying again later", host, exc)
-                    del self._sent[key]
+                self._once((unheard.command, unheard.migration["id"]), now, host,
+                           functools.partial(self._tell_unheard, unheard))
 
-    def _act(self, host: str, difference: reconcile.Difference, now: float) -> None:
-        if difference.action == "note" or (difference.action == "build" and self._build is None):
-            self._notes.log(("note", difference.instance_uuid), logging.WARNING, "%s", difference.why)
-            return
-        sent = self._sent.get(difference.instance_uuid)
+    def _tell_unheard(self, unheard: reconcile.Unheard) -> None:
+        LOG.warning("%s: telling it again", unheard.why)
+        if unheard.command == "end":
+            self._moves.send_end({}, unheard.migration, unheard.why)
+        elif not self._moves.send_move({}, unheard.migration):
+            LOG.warning("Migration %s was recorded by an earlier Berth, without what its destination is "
+                        "told: it fails after [scheduler] move_timeout", unheard.migration["id"])
+
+    def _once(self, key: Any, now: float, host: str, send: Callable[[], None]) -> None:
+        """``send()`` unless it was sent for ``key`` within grace; one the broker refuses now is sent
+        at the next look."""
+        sent = self._sent.get(key)
         if sent is not None and now - sent < self._grace:
             return
-        self._sent[difference.instance_uuid] = now
+        self._sent[key] = now
         try:
-            if difference.action == "build" and self._build is not None:
-                LOG.warning("%s: sending its build again", difference.why)
-                self._build({}, difference.instance_uuid)
-            else:
-                LOG.warning("%s: telling %s to terminate it", difference.why, host)
-                self._terminate({}, host, difference.instance_uuid, difference.why)
+            send()
         except rpc.MessageDeliveryFailure as exc:
             LOG.warning("Cannot tell %s now (%s); trying again later", host, exc)
-            del self._sent[difference.instance_uuid]
+            del self._sent[key]
+
+    def _act(self, host: str, difference: reconcile.Difference, now: float) -> None:
+        uuid, why = difference.instance_uuid, difference.why
+        if difference.action == "build" and self._build is not None:
+            self._once(uuid, now, host, functools.partial(self._build_again, self._build, uuid, why))
+        elif difference.action == "terminate":
+            self._once(uuid, now, host, functools.partial(self._terminate_it, host, uuid, why))
+        else:
+            self._notes.log(("note", uuid), logging.WARNING, "%s", why)
+
+    @staticmethod
+    def _build_again(build: Callable[[dict, str], None], uuid: str, why: str) -> None:
+        LOG.warning("%s: sending its build again", why)
+        build({}, uuid)
+
+    def _terminate_it(self, host: str, uuid: str, why: str) -> None:
+        LOG.warning("%s: telling %s to terminate it", why, host)
+        self._terminate({}, host, uuid, why)
