@@ -136,7 +136,7 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
     assert by_role == {
         "scheduler": {"hosts_changed", "aggregates_changed", "run_instance", "terminate_instance",
                       "move_instance", "end_resize"},
-        "agent of the host": {"report_resources", "instance_update"},
+        "agent of the host": {"report_resources", "instance_update", "start_build"},
         "agent of the host + client": {"run_instance"},
         "operator": {"host_disable", "host_enable", "host_delete", "create_aggregate", "delete_aggregate",
                      "aggregate_add_host", "aggregate_remove_host", "aggregate_set_metadata", "set_fake_load",
