@@ -96,8 +96,8 @@ def test_overrides_set_from_many_threads_are_all_kept():
 
 
 def test_the_fake_agents_report_carries_each_instances_use_and_an_override_changes_it(conf):
-    conf.set_override("fake_idle_cpu_load", 0.25, "compute_agent")
-    conf.set_override("fake_idle_memory_fraction", 0.5, "compute_agent")
+    conf.set_override("idle_cpu_load", 0.25, "fake")
+    conf.set_override("idle_memory_fraction", 0.5, "fake")
     driver = drivers.load_driver(conf)
     tracker = ResourceTracker.from_conf(conf, "h1", "h1", driver)
     tracker.claim(A, VM)
@@ -136,8 +136,8 @@ def _reported(scheduler, uuid, cpu, host=HOST):
 
 
 def test_set_fake_load_changes_the_next_report_and_clear_goes_back(conf, transport, scheduler, agents):
-    conf.set_override("fake_build_time", 0.0, "compute_agent")
-    conf.set_override("fake_idle_cpu_load", 0.1, "compute_agent")
+    conf.set_override("build_time", 0.0, "fake")
+    conf.set_override("idle_cpu_load", 0.1, "fake")
     agents()
     uuid, other = _built(transport, scheduler), _built(transport, scheduler)
     client = ComputeClient(transport)
