@@ -38,9 +38,11 @@ class ComputeDriver:
                 f"{totals['vcpus']} vCPUs")
 
     def get_facts(self):
-        """What the host is, as Nova's compute node says it: ``{"cpu_info" (a dict),
-        "hypervisor_version" (an int, 1.2.3 as 1002003), "host_ip"}``; any may be missing."""
-        return {}
+        """What the host is, as Nova's compute node says it, read by the driver alone (the agent
+        adds nothing): ``{"hypervisor_type", "cpu_arch" (Nova's name: x86_64, aarch64...),
+        "vm_modes" (a list), "cpu_info" (a dict), "hypervisor_version" (an int, 1.2.3 as 1002003),
+        "host_ip"}``; any but hypervisor_type may be missing."""
+        return {"hypervisor_type": self.hypervisor_type}
 
     def get_traits(self):
         """The host's traits the driver reads from it (its CPU's HW_CPU_X86_* ones)."""

@@ -204,8 +204,12 @@ class FakeDriver(base.ComputeDriver):
         }
 
     def get_facts(self):
+        """The simulated host's, from the [fake] options."""
         opts = self.conf.fake
         return {
+            "hypervisor_type": opts.hypervisor_type,
+            "cpu_arch": opts.cpu_arch,
+            "vm_modes": list(opts.vm_modes),
             "cpu_info": host_facts.fake_cpu_info(opts.cpu_arch, opts.cpu_features, opts.vcpus),
             "hypervisor_version": opts.hypervisor_version,
             "host_ip": host_facts.host_ip(self.conf.compute_agent.host_ip),

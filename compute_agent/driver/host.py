@@ -39,8 +39,12 @@ class HostDriver(base.ComputeDriver):
         }
 
     def get_facts(self):
-        """Read from the machine: /proc/cpuinfo, the kernel's version, the outward address."""
+        """Read from the machine: its architecture, /proc/cpuinfo, the kernel's version, the outward
+        address. Its instances being simulated, they run in any VM mode: hvm, as Nova's default."""
         return {
+            "hypervisor_type": self.hypervisor_type,
+            "cpu_arch": host_facts.machine_arch(),
+            "vm_modes": ["hvm"],
             "cpu_info": host_facts.cpu_info(),
             "hypervisor_version": host_facts.kernel_version(),
             "host_ip": host_facts.host_ip(self.conf.compute_agent.host_ip),
