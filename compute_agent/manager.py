@@ -412,7 +412,9 @@ class ComputeManager:
             record = self.store.get(uuid)
             if self._repeated(ctxt, record, uuid, migration_id, "Move"):
                 return
-            if record is not None or uuid in self.tracker:
+            if migration.get("live") and not self.driver.capabilities.live_migration:
+                reason = f"{self.host}: its {self.driver.name} driver cannot take in a live migration"
+            elif record is not None or uuid in self.tracker:
                 state = (record or {}).get("state", "held")
                 reason = f"{self.host}: holds {uuid} already ({state}); cannot take it in"
             else:
@@ -524,7 +526,9 @@ class ComputeManager:
             record = self.store.get(uuid)
             if self._repeated(ctxt, record, uuid, migration_id, "Resize"):
                 return
-            if record is None:
+            if not self.driver.capabilities.resize_in_place:
+                reason = f"{self.host}: its {self.driver.name} driver cannot resize an instance in place"
+            elif record is None:
                 reason = f"{self.host}: does not hold {uuid}; cannot resize it in place"
             elif record.get("resize"):
                 reason = (f"{self.host}: the resize {record['resize'].get('migration_id')} of {uuid} has not "

@@ -167,7 +167,7 @@ class ResourceTracker:
             reserved_host_disk_mb=opts.reserved_host_disk_mb,
             reserved_host_cpus=opts.reserved_host_cpus,
             started_at=started_at,
-            measure=getattr(driver, "measure", None),
+            measure=driver.measure if driver.capabilities.measures_usage else None,
             facts=facts,
             configured=configured,
             traits=driver.get_traits(),

@@ -2,6 +2,8 @@
 
 import threading
 
+from compute_agent.driver.capabilities import Capabilities
+
 
 class BuildAborted(Exception):
     """The agent is stopping; the build resumes when it starts again."""
@@ -22,6 +24,8 @@ class ComputeDriver:
 
     name = "base"
     hypervisor_type = "base"
+    #: What it can do besides building and destroying; the agent refuses the rest.
+    capabilities = Capabilities()
 
     def __init__(self, conf):
         self.conf = conf

@@ -7,6 +7,7 @@ from oslo_config import cfg
 
 from compute_agent import load_model
 from compute_agent.driver import base, cpu_traits, host_facts
+from compute_agent.driver.capabilities import Capabilities
 from compute_agent.fake_load import LoadOverrides
 from compute_agent.resource_tracker import normalize_flavor
 from scheduler.conf import groups
@@ -184,6 +185,7 @@ class MoveFailed(base.MoveFailed):
 class FakeDriver(base.ComputeDriver):
     name = "fake"
     hypervisor_type = "fake"
+    capabilities = Capabilities(live_migration=True, resize_in_place=True, measures_usage=True)
 
     def __init__(self, conf):
         super().__init__(conf)
