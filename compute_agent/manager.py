@@ -19,9 +19,11 @@ host name, driver and instance file.
 
 import collections
 import copy
+import functools
 import logging
 import threading
 import time
+from typing import NamedTuple
 
 from compute_agent import driver as drivers
 from compute_agent import telemetry, validate
@@ -44,6 +46,18 @@ from scheduler.states import ACTIVE, BUILDING, DELETED, MIGRATING
 LOG = logging.getLogger(__name__)
 
 JOIN_TIMEOUT = 10.0
+
+
+class ClaimWords(NamedTuple):
+    """How the log and the reasons name what _claim_and_record claims and records."""
+
+    claim_failed: str
+    record_failed: str
+    recorded: str
+
+
+INSTANCE = ClaimWords("Cannot claim resources for %s", "Cannot record instance %s", "the instance")
+RESIZE = ClaimWords("Cannot claim the new flavor of %s", "Cannot record the resize of %s", "the resize")
 
 
 def _context_values(context):
@@ -209,36 +223,20 @@ class ComputeManager:
         if not uuid:
             LOG.error("run_instance without an instance uuid, ignored: %r", instance)
             return
-        reason = None
         with self._lock:
             if uuid in self.store or uuid in self.tracker:
                 LOG.info("Instance %s is already on %s; repeated build request ignored", uuid, self.host)
                 return
-            try:
-                self.tracker.claim(uuid, instance.get("flavor"), filter_properties.get("limits"),
-                                   image_properties=_image_properties({"request_spec": request_spec}),
-                                   project_id=instance.get("project_id"))
-            except ClaimFailed as exc:
-                reason = str(exc)
-            except Exception as exc:  # a malformed flavor or limits
-                LOG.exception("Cannot claim resources for %s", uuid)
-                reason = f"cannot claim: {exc}"
-            else:
-                record = {
-                    "instance": instance,
-                    "state": BUILDING,
-                    "request_spec": request_spec,
-                    "filter_properties": filter_properties,
-                    "request_id": ctxt.get("request_id"),  # a build resumed after a restart keeps it
-                }
-                try:
-                    self.store.put(uuid, record)
-                except Exception as exc:
-                    LOG.exception("Cannot record instance %s", uuid)
-                    self.tracker.free(uuid)
-                    reason = f"cannot record the instance: {exc}"
-                else:
-                    self._instance_update(ctxt, uuid, BUILDING)
+            claim = functools.partial(self._claim, instance, request_spec, filter_properties)
+            reason = self._claim_and_record(uuid, INSTANCE, claim, {
+                "instance": instance,
+                "state": BUILDING,
+                "request_spec": request_spec,
+                "filter_properties": filter_properties,
+                "request_id": ctxt.get("request_id"),  # a build resumed after a restart keeps it
+            })
+            if reason is None:
+                self._instance_update(ctxt, uuid, BUILDING)
         if reason is not None:
             telemetry.CLAIMS.labels(telemetry.REFUSED).inc()
             LOG.warning("Cannot build %s on %s: %s; sending it back", uuid, self.host, reason)
@@ -278,6 +276,37 @@ class ComputeManager:
         else:
             LOG.info("Terminated %s%s", instance_uuid, why)
             self._report_changed()
+
+    # -- claims: builds, moves in, resizes in place --------------------------------
+
+    def _claim(self, instance, request_spec, filter_properties):
+        """Claim ``instance``'s flavor against the scheduler's limits (ClaimFailed when it does not fit)."""
+        self.tracker.claim(instance["uuid"], instance.get("flavor"), filter_properties.get("limits"),
+                           image_properties=_image_properties({"request_spec": request_spec}),
+                           project_id=instance.get("project_id"))
+
+    def _claim_and_record(self, uuid, words, claim, record, give_back=None):
+        """Claim (``claim()``), then write ``record`` as ``uuid``'s; when the record cannot be
+        written, give the claim back (``give_back()``, by default free the instance's claim), so
+        that the host holds what its records say. None when both are done, else why not, as the
+        scheduler is told (``words``: INSTANCE or RESIZE, which name what is claimed and recorded)."""
+        try:
+            claim()
+        except ClaimFailed as exc:
+            return str(exc)
+        except Exception as exc:  # a malformed flavor or limits
+            LOG.exception(words.claim_failed, uuid)
+            return f"cannot claim: {exc}"
+        try:
+            self.store.put(uuid, record)
+        except Exception as exc:
+            LOG.exception(words.record_failed, uuid)
+            if give_back is None:
+                self.tracker.free(uuid)
+            else:
+                give_back()
+            return f"cannot record {words.recorded}: {exc}"
+        return None
 
     # -- the fake driver's load (berth fake-load) --------------------------------
 
@@ -418,29 +447,17 @@ class ComputeManager:
                 state = (record or {}).get("state", "held")
                 reason = f"{self.host}: holds {uuid} already ({state}); cannot take it in"
             else:
-                try:
-                    self.tracker.claim(uuid, instance.get("flavor"), filter_properties.get("limits"),
-                                       image_properties=_image_properties({"request_spec": request_spec}),
-                                       project_id=instance.get("project_id"))
-                except ClaimFailed as exc:
-                    reason = f"{self.host}: {exc}"
-                except Exception as exc:  # a malformed flavor or limits
-                    LOG.exception("Cannot claim resources for %s", uuid)
-                    reason = f"{self.host}: cannot claim: {exc}"
-                else:
-                    try:
-                        self.store.put(uuid, {
-                            "instance": instance,
-                            "state": MIGRATING,
-                            "migration": migration,
-                            "request_spec": request_spec,
-                            "filter_properties": filter_properties,
-                            "request_id": ctxt.get("request_id"),
-                        })
-                    except Exception as exc:
-                        LOG.exception("Cannot record instance %s", uuid)
-                        self.tracker.free(uuid)
-                        reason = f"{self.host}: cannot record the instance: {exc}"
+                claim = functools.partial(self._claim, instance, request_spec, filter_properties)
+                reason = self._claim_and_record(uuid, INSTANCE, claim, {
+                    "instance": instance,
+                    "state": MIGRATING,
+                    "migration": migration,
+                    "request_spec": request_spec,
+                    "filter_properties": filter_properties,
+                    "request_id": ctxt.get("request_id"),
+                })
+                if reason is not None:
+                    reason = f"{self.host}: {reason}"
         if reason is not None:
             LOG.warning("Cannot take in %s (%s %s) on %s: %s", uuid, migration["kind"], migration_id,
                         self.host, reason)
@@ -537,23 +554,15 @@ class ComputeManager:
                 reason = f"{self.host}: {uuid} is {record.get('state')} here, not ACTIVE; cannot resize it"
             else:
                 old_flavor = record["instance"].get("flavor")
-                try:
-                    self.tracker.resize(uuid, instance.get("flavor"), filter_properties.get("limits"))
-                except ClaimFailed as exc:
-                    reason = f"{self.host}: {exc}"
-                except Exception as exc:
-                    LOG.exception("Cannot claim the new flavor of %s", uuid)
-                    reason = f"{self.host}: cannot claim: {exc}"
-                else:
-                    record["migration"] = migration
-                    record["resize"] = {"migration_id": migration_id, "old_flavor": old_flavor,
-                                        "new_flavor": instance.get("flavor"), "resized": False}
-                    try:
-                        self.store.put(uuid, record)
-                    except Exception as exc:
-                        LOG.exception("Cannot record the resize of %s", uuid)
-                        self.tracker.settle_resize(uuid, old_flavor)
-                        reason = f"{self.host}: cannot record the resize: {exc}"
+                claim = functools.partial(self.tracker.resize, uuid, instance.get("flavor"),
+                                          filter_properties.get("limits"))
+                resize = {"migration_id": migration_id, "old_flavor": old_flavor,
+                          "new_flavor": instance.get("flavor"), "resized": False}
+                reason = self._claim_and_record(
+                    uuid, RESIZE, claim, dict(record, migration=migration, resize=resize),
+                    give_back=functools.partial(self.tracker.settle_resize, uuid, old_flavor))
+                if reason is not None:
+                    reason = f"{self.host}: {reason}"
         if reason is not None:
             LOG.warning("Cannot resize %s (resize %s) on %s: %s", uuid, migration_id, self.host, reason)
             self._move_failed(ctxt, uuid, migration_id, reason)
