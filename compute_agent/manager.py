@@ -28,8 +28,8 @@ from typing import NamedTuple
 from compute_agent import driver as drivers
 from compute_agent import telemetry, validate
 from compute_agent.client import TOPIC
+from compute_agent.fake_load_endpoint import FakeLoadEndpoint
 from compute_agent.instance_store import InstanceStore
-from compute_agent.load_model import Load
 from compute_agent.resource_tracker import (
     ClaimFailed,
     ResourceTracker,
@@ -40,7 +40,6 @@ from compute_agent.resource_tracker import (
 )
 from scheduler import api_versions, concurrency, rpc
 from scheduler.client import SchedulerClient
-from scheduler.exception import InvalidRequest
 from scheduler.states import ACTIVE, BUILDING, DELETED, MIGRATING
 
 LOG = logging.getLogger(__name__)
@@ -70,9 +69,9 @@ def _context_values(context):
 
 class ComputeEndpoint:
     """What the agent exposes over RPC: exactly these methods, whose arguments are checked
-    (InvalidRequest: dead-lettered, or the caller's error) before anything changes. The
-    builds are casts; the fake load (``berth fake-load``) is called, and answers. Version
-    ``RPC_API`` of the compute API (scheduler.api_versions.COMPUTE)."""
+    (InvalidRequest: dead-lettered, or the caller's error) before anything changes; all are
+    casts. Version ``RPC_API`` of the compute API (scheduler.api_versions.COMPUTE), whose
+    set_fake_load and clear_fake_load are served beside it (compute_agent.fake_load_endpoint)."""
 
     RPC_API = api_versions.COMPUTE
 
@@ -104,17 +103,6 @@ class ComputeEndpoint:
         """(1.2) Settle the resize in place ``migration_id``: hold the new flavor (``confirmed``)
         or the old one."""
         self._manager.end_resize(context, *validate.end_resize_args(instance_uuid, migration_id, confirmed))
-
-    @rpc.callers(rpc.OPERATOR)
-    def set_fake_load(self, context, cpu, memory=None, instance_uuids=None):
-        """Simulate ``cpu`` (and ``memory``) of each instance's flavor in use, on the instances
-        ``instance_uuids`` or every one (None); returns the overrides in force."""
-        return self._manager.set_fake_load(*validate.fake_load_args(cpu, memory, instance_uuids))
-
-    @rpc.callers(rpc.OPERATOR)
-    def clear_fake_load(self, context, instance_uuids=None):
-        """Back to the busy/idle model for ``instance_uuids``, or all; returns the overrides left."""
-        return self._manager.clear_fake_load(validate.instance_uuids(instance_uuids, "clear_fake_load"))
 
 
 class ComputeManager:
@@ -178,8 +166,10 @@ class ComputeManager:
             len(self.tracker.instance_uuids()),
             len(resume),
         )
+        endpoints = [ComputeEndpoint(self),
+                     FakeLoadEndpoint(self.host, self.driver, self.tracker, self._report_changed)]
         self._server = rpc.get_rpc_server(
-            self.transport, rpc.Target(topic=TOPIC, server=self.host), [ComputeEndpoint(self)],
+            self.transport, rpc.Target(topic=TOPIC, server=self.host), endpoints,
             exclusive=True, access=rpc.Access.from_conf(self.conf),
         )
         try:
@@ -307,43 +297,6 @@ class ComputeManager:
                 give_back()
             return f"cannot record {words.recorded}: {exc}"
         return None
-
-    # -- the fake driver's load (berth fake-load) --------------------------------
-
-    def _load_overrides(self, method):
-        overrides = getattr(self.driver, "fake_load", None)
-        if overrides is None:
-            raise InvalidRequest(f"{method}: host {self.host} runs the {self.driver.name} driver, which "
-                                 "simulates no load; only [compute_agent] driver = fake does")
-        return overrides
-
-    def _fake_load_state(self, overrides):
-        """``{host, every, instances, held}``: the overrides in force (``every``: the one for
-        every instance) and how many instances the host holds."""
-        return dict(overrides.state(), host=self.host, held=len(self.tracker.instance_uuids()))
-
-    def set_fake_load(self, cpu, memory=None, uuids=None):
-        overrides = self._load_overrides("set_fake_load")
-        if uuids is not None:
-            missing = [uuid for uuid in uuids if uuid not in self.tracker]
-            if missing:
-                raise InvalidRequest(f"set_fake_load: host {self.host} holds no instance "
-                                     f"{', '.join(missing[:10])}{', ...' if len(missing) > 10 else ''}; "
-                                     "nothing set")
-        overrides.set(Load(cpu, memory), uuids)
-        LOG.info("Fake load set on %s: cpu %g, memory %s, for %s", self.host, cpu,
-                 "as modelled" if memory is None else f"{memory:g}",
-                 "every instance" if uuids is None else ", ".join(uuids))
-        self._report_changed()  # the scheduler sees it at once, not at the next periodic report
-        return self._fake_load_state(overrides)
-
-    def clear_fake_load(self, uuids=None):
-        overrides = self._load_overrides("clear_fake_load")
-        dropped = overrides.clear(uuids)
-        LOG.info("Fake load cleared on %s for %s (%d override(s))", self.host,
-                 "every instance" if uuids is None else ", ".join(uuids), dropped)
-        self._report_changed()
-        return self._fake_load_state(overrides)
 
     # -- builds ----------------------------------------------------------------
 

@@ -180,3 +180,15 @@ def test_an_agent_whose_driver_is_not_fake_refuses(conf, transport, scheduler, a
         with pytest.raises(rpc.RemoteError, match=f"host {HOST} runs the host driver, which simulates no "
                            r"load; only \[compute_agent\] driver = fake does"):
             call()
+
+
+def test_the_fake_load_is_served_beside_the_production_endpoint_on_the_same_queue(agents):
+    from compute_agent.fake_load_endpoint import FakeLoadEndpoint
+    from compute_agent.manager import ComputeEndpoint
+    from scheduler import api_versions
+
+    assert not hasattr(ComputeEndpoint, "set_fake_load") and not hasattr(ComputeEndpoint, "clear_fake_load")
+    manager = agents()
+    endpoints = manager._server.dispatcher.endpoints
+    assert [type(e) for e in endpoints] == [ComputeEndpoint, FakeLoadEndpoint]
+    assert all(e.RPC_API is api_versions.COMPUTE for e in endpoints)  # the same API, the same versions
