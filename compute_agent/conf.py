@@ -6,12 +6,6 @@ from oslo_config import cfg
 from compute_agent import inventory
 from scheduler.conf import groups
 
-
-def _driver_option_modules():
-    from compute_agent.driver import installed  # the drivers import what imports this module
-
-    return installed.option_modules()
-
 group = cfg.OptGroup(
     "compute_agent",
     title="Compute agent",
@@ -132,6 +126,12 @@ DRIVER_NOT_SET = (
     "[compute_agent] driver is not set: set driver = host to report this machine's memory, disk "
     "and CPUs, or driver = fake to report a simulated host of fake_memory_mb, fake_local_gb and fake_vcpus"
 )
+
+
+def _driver_option_modules():
+    from compute_agent.driver import installed  # the drivers import what imports this module
+
+    return installed.option_modules()
 
 
 def register_opts(conf):
