@@ -45,8 +45,8 @@ class FleetSimulator:
         self.conf = conf
         self.transport = transport
         agent = conf.compute_agent
-        totals = {"memory_mb": agent.fake_memory_mb, "local_gb": agent.fake_local_gb,
-                  "vcpus": agent.fake_vcpus}
+        totals = {"memory_mb": conf.fake.memory_mb, "local_gb": conf.fake.local_gb,
+                  "vcpus": conf.fake.vcpus}
         self.trackers = {
             h: ResourceTracker(h, totals, reserved_host_memory_mb=agent.reserved_host_memory_mb,
                                reserved_host_disk_mb=agent.reserved_host_disk_mb,

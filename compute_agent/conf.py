@@ -1,4 +1,5 @@
-"""Options of the compute agent: the ``[compute_agent]`` group."""
+"""Options of the compute agent: the ``[compute_agent]`` group; each driver's are in its own
+(``[fake]``: compute_agent.driver.fake)."""
 
 from oslo_config import cfg
 
@@ -54,139 +55,12 @@ opts = [
     ),
     cfg.StrOpt(
         "driver",
-        choices=[
-            ("fake", "Simulated host of the fake_* sizes; builds take fake_build_time."),
-            (
-                "host",
-                "This machine's real memory, disk (of state_path) and CPU count; instances are simulated.",
-            ),
-        ],
         help="Virtualization driver: where the agent's totals come from and how it builds. "
-        "No default: berth-compute-agent does not start until it is set, so that no host "
-        "reports simulated sizes by mistake. berth-all-in-one runs fake unless it is set.",
-    ),
-    cfg.IntOpt(
-        "fake_memory_mb",
-        default=32768,
-        min=1,
-        help="Total memory (MiB) the fake driver reports.",
-    ),
-    cfg.IntOpt(
-        "fake_local_gb",
-        default=1024,
-        min=1,
-        help="Total local disk (GiB) the fake driver reports.",
-    ),
-    cfg.IntOpt(
-        "fake_vcpus",
-        default=16,
-        min=1,
-        help="Virtual CPUs the fake driver reports.",
-    ),
-    cfg.FloatOpt(
-        "fake_build_time",
-        default=0.0,
-        min=0.0,
-        help="Seconds a fake build takes before the instance goes ACTIVE.",
-    ),
-    cfg.FloatOpt(
-        "fake_migration_time_per_gb",
-        default=0.0,
-        min=0.0,
-        help="Seconds the fake driver takes to move in, or resize, an instance, per GiB of "
-        "its flavor's memory (a live migration copies its memory; the others take as long).",
-    ),
-    cfg.FloatOpt(
-        "fake_move_failure_rate",
-        default=0.0,
-        min=0.0,
-        max=1.0,
-        help="Share of the fake driver's moves (migrations, evacuations, resizes) that fail "
-        "once their time is up: 0 none, 1 every one. Drawn per move from fake_load_seed, the "
-        "instance and the migration id, so a resumed move ends as it would have.",
-    ),
-    cfg.FloatOpt(
-        "fake_busy_fraction",
-        default=0.0,
-        min=0.0,
-        max=1.0,
-        help="Share of the fake driver's instances that are busy (drawn per instance from "
-        "fake_load_seed and its uuid); the others idle. Shapes the measured load it reports.",
-    ),
-    cfg.FloatOpt(
-        "fake_busy_cpu_load",
-        default=1.0,
-        min=0.0,
-        help="Cores a busy fake instance keeps busy, per vCPU of its flavor.",
-    ),
-    cfg.FloatOpt(
-        "fake_idle_cpu_load",
-        default=0.05,
-        min=0.0,
-        help="Cores an idle fake instance keeps busy, per vCPU of its flavor.",
-    ),
-    cfg.FloatOpt(
-        "fake_hidden_cpu_load",
-        default=0.0,
-        min=0.0,
-        help="Cores the fake host keeps busy with load no allocation accounts for (guests "
-        "beyond their flavor, work outside any instance).",
-    ),
-    cfg.FloatOpt(
-        "fake_idle_memory_fraction",
-        default=0.5,
-        min=0.0,
-        max=1.0,
-        help="Share of its memory an idle fake instance uses (a busy one uses all of it).",
-    ),
-    cfg.FloatOpt(
-        "fake_reservation_fraction",
-        default=1.0,
-        min=0.0,
-        max=1.0,
-        help="Share of its flavor a fake instance reserves; it may burst into the rest "
-        "(the cpu/memory reserved and burst figures it reports).",
-    ),
-    cfg.FloatOpt(
-        "fake_powered_off_fraction",
-        default=0.0,
-        min=0.0,
-        max=1.0,
-        help="Share of the fake driver's instances that are powered off: they use nothing "
-        "and their reservation is reported as undeployed.",
-    ),
-    cfg.IntOpt(
-        "fake_load_seed",
-        default=0,
-        help="Seed of the fake driver's load: which instances are busy or powered off.",
-    ),
-    cfg.StrOpt(
-        "fake_cpu_arch",
-        default="x86_64",
-        help="CPU architecture the fake driver reports (ImagePropertiesFilter's hw_architecture).",
-    ),
-    cfg.ListOpt(
-        "fake_cpu_features",
-        default=["sse", "sse2", "sse4_2", "aes", "avx", "avx2"],
-        help="CPU features the fake driver reports in cpu_info (what a flavor's "
-        "'capabilities:cpu_info:features' extra spec matches), and as traits where os-traits "
-        "names them (avx2: HW_CPU_X86_AVX2) when fake_cpu_arch is x86.",
-    ),
-    cfg.IntOpt(
-        "fake_hypervisor_version",
-        default=1000,
-        min=0,
-        help="Hypervisor version the fake driver reports, as Nova counts it (1.2.3 is 1002003).",
-    ),
-    cfg.StrOpt(
-        "fake_hypervisor_type",
-        default="fake",
-        help="Hypervisor type the fake driver reports (ImagePropertiesFilter's img_hv_type).",
-    ),
-    cfg.ListOpt(
-        "fake_vm_modes",
-        default=["hvm"],
-        help="VM modes the fake driver reports (ImagePropertiesFilter's hw_vm_mode).",
+        "Berth's own: 'fake', a simulated host of the [fake] sizes whose builds take [fake] "
+        "build_time; 'host', this machine's real memory, disk (of state_path) and CPU count, the "
+        "instances simulated. Other distributions add theirs under the entry point group "
+        "berth.compute.drivers. No default: berth-compute-agent does not start until it is set, "
+        "so that no host reports simulated sizes by mistake. berth-all-in-one runs fake unless it is set.",
     ),
     cfg.DictOpt(
         "resources",
@@ -254,14 +128,27 @@ DRIVER_NOT_SET = (
 )
 
 
+def _driver_option_modules():
+    from compute_agent.driver import installed  # the drivers import what imports this module
+
+    return installed.option_modules()
+
+
 def register_opts(conf):
+    """[compute_agent], and the options of every installed driver, chosen or not, so that a
+    config file may set them all."""
     groups.register(conf, group, opts)
+    for module in _driver_option_modules():
+        groups.register_module(conf, module)
 
 
 def check_driver(conf):
-    """Fail start-up when the operator has not chosen a driver."""
+    """Fail start-up when the operator has not chosen a driver, or one that is not installed."""
     if conf.compute_agent.driver is None:
         raise ValueError(DRIVER_NOT_SET)
+    from compute_agent.driver import installed
+
+    installed.driver_class(conf.compute_agent.driver)
 
 
 def check_resources(conf):
@@ -270,4 +157,8 @@ def check_resources(conf):
 
 
 def list_opts():
-    return [(group, opts)]
+    """[compute_agent], and each installed driver's group (oslo-config-generator)."""
+    found = [(group, opts)]
+    for module in _driver_option_modules():
+        found += module.list_opts()
+    return found

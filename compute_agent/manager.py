@@ -19,15 +19,17 @@ host name, driver and instance file.
 
 import collections
 import copy
+import functools
 import logging
 import threading
 import time
+from typing import NamedTuple
 
 from compute_agent import driver as drivers
 from compute_agent import telemetry, validate
 from compute_agent.client import TOPIC
+from compute_agent.fake_load_endpoint import FakeLoadEndpoint
 from compute_agent.instance_store import InstanceStore
-from compute_agent.load_model import Load
 from compute_agent.resource_tracker import (
     ClaimFailed,
     ResourceTracker,
@@ -38,7 +40,6 @@ from compute_agent.resource_tracker import (
 )
 from scheduler import api_versions, concurrency, rpc
 from scheduler.client import HOST_STOPS_VERSION, PLACED_AT, SchedulerClient
-from scheduler.exception import InvalidRequest
 from scheduler.states import ACTIVE, BUILDING, DELETED, MIGRATING
 
 LOG = logging.getLogger(__name__)
@@ -51,6 +52,18 @@ START_BUILD_TIMEOUT = 5.0
 CLOCK_MARGIN = 10.0
 
 
+class ClaimWords(NamedTuple):
+    """How the log and the reasons name what _claim_and_record claims and records."""
+
+    claim_failed: str
+    record_failed: str
+    recorded: str
+
+
+INSTANCE = ClaimWords("Cannot claim resources for %s", "Cannot record instance %s", "the instance")
+RESIZE = ClaimWords("Cannot claim the new flavor of %s", "Cannot record the resize of %s", "the resize")
+
+
 def _context_values(context):
     """The caller's context as a dict, to forward with our own casts."""
     if context is None:
@@ -61,9 +74,9 @@ def _context_values(context):
 
 class ComputeEndpoint:
     """What the agent exposes over RPC: exactly these methods, whose arguments are checked
-    (InvalidRequest: dead-lettered, or the caller's error) before anything changes. The
-    builds are casts; the fake load (``berth fake-load``) is called, and answers. Version
-    ``RPC_API`` of the compute API (scheduler.api_versions.COMPUTE)."""
+    (InvalidRequest: dead-lettered, or the caller's error) before anything changes; all are
+    casts. Version ``RPC_API`` of the compute API (scheduler.api_versions.COMPUTE), whose
+    set_fake_load and clear_fake_load are served beside it (compute_agent.fake_load_endpoint)."""
 
     RPC_API = api_versions.COMPUTE
 
@@ -95,17 +108,6 @@ class ComputeEndpoint:
         """(1.2) Settle the resize in place ``migration_id``: hold the new flavor (``confirmed``)
         or the old one."""
         self._manager.end_resize(context, *validate.end_resize_args(instance_uuid, migration_id, confirmed))
-
-    @rpc.callers(rpc.OPERATOR)
-    def set_fake_load(self, context, cpu, memory=None, instance_uuids=None):
-        """Simulate ``cpu`` (and ``memory``) of each instance's flavor in use, on the instances
-        ``instance_uuids`` or every one (None); returns the overrides in force."""
-        return self._manager.set_fake_load(*validate.fake_load_args(cpu, memory, instance_uuids))
-
-    @rpc.callers(rpc.OPERATOR)
-    def clear_fake_load(self, context, instance_uuids=None):
-        """Back to the busy/idle model for ``instance_uuids``, or all; returns the overrides left."""
-        return self._manager.clear_fake_load(validate.instance_uuids(instance_uuids, "clear_fake_load"))
 
 
 class ComputeManager:
@@ -169,9 +171,11 @@ class ComputeManager:
             len(self.tracker.instance_uuids()),
             len(resume),
         )
+        endpoints = [ComputeEndpoint(self),
+                     FakeLoadEndpoint(self.host, self.driver, self.tracker, self._report_changed)]
         self._consuming_since = time.time()  # replaced when the server hears the broker again
         self._server = rpc.get_rpc_server(
-            self.transport, rpc.Target(topic=TOPIC, server=self.host), [ComputeEndpoint(self)],
+            self.transport, rpc.Target(topic=TOPIC, server=self.host), endpoints,
             exclusive=True, access=rpc.Access.from_conf(self.conf), hearing=self,
         )
         try:
@@ -234,36 +238,20 @@ class ComputeManager:
         if not uuid:
             LOG.error("run_instance without an instance uuid, ignored: %r", instance)
             return
-        reason = None
         with self._lock:
             if uuid in self.store or uuid in self.tracker:
                 LOG.info("Instance %s is already on %s; repeated build request ignored", uuid, self.host)
                 return
-            try:
-                self.tracker.claim(uuid, instance.get("flavor"), filter_properties.get("limits"),
-                                   image_properties=_image_properties({"request_spec": request_spec}),
-                                   project_id=instance.get("project_id"))
-            except ClaimFailed as exc:
-                reason = str(exc)
-            except Exception as exc:  # a malformed flavor or limits
-                LOG.exception("Cannot claim resources for %s", uuid)
-                reason = f"cannot claim: {exc}"
-            else:
-                record = {
-                    "instance": instance,
-                    "state": BUILDING,
-                    "request_spec": request_spec,
-                    "filter_properties": filter_properties,
-                    "request_id": ctxt.get("request_id"),  # a build resumed after a restart keeps it
-                }
-                try:
-                    self.store.put(uuid, record)
-                except Exception as exc:
-                    LOG.exception("Cannot record instance %s", uuid)
-                    self.tracker.free(uuid)
-                    reason = f"cannot record the instance: {exc}"
-                else:
-                    self._instance_update(ctxt, uuid, BUILDING)
+            claim = functools.partial(self._claim, instance, request_spec, filter_properties)
+            reason = self._claim_and_record(uuid, INSTANCE, claim, {
+                "instance": instance,
+                "state": BUILDING,
+                "request_spec": request_spec,
+                "filter_properties": filter_properties,
+                "request_id": ctxt.get("request_id"),  # a build resumed after a restart keeps it
+            })
+            if reason is None:
+                self._instance_update(ctxt, uuid, BUILDING)
         if reason is not None:
             telemetry.CLAIMS.labels(telemetry.REFUSED).inc()
             LOG.warning("Cannot build %s on %s: %s; sending it back", uuid, self.host, reason)
@@ -304,42 +292,36 @@ class ComputeManager:
             LOG.info("Terminated %s%s", instance_uuid, why)
             self._report_changed()
 
-    # -- the fake driver's load (berth fake-load) --------------------------------
+    # -- claims: builds, moves in, resizes in place --------------------------------
 
-    def _load_overrides(self, method):
-        overrides = getattr(self.driver, "fake_load", None)
-        if overrides is None:
-            raise InvalidRequest(f"{method}: host {self.host} runs the {self.driver.name} driver, which "
-                                 "simulates no load; only [compute_agent] driver = fake does")
-        return overrides
+    def _claim(self, instance, request_spec, filter_properties):
+        """Claim ``instance``'s flavor against the scheduler's limits (ClaimFailed when it does not fit)."""
+        self.tracker.claim(instance["uuid"], instance.get("flavor"), filter_properties.get("limits"),
+                           image_properties=_image_properties({"request_spec": request_spec}),
+                           project_id=instance.get("project_id"))
 
-    def _fake_load_state(self, overrides):
-        """``{host, every, instances, held}``: the overrides in force (``every``: the one for
-        every instance) and how many instances the host holds."""
-        return dict(overrides.state(), host=self.host, held=len(self.tracker.instance_uuids()))
-
-    def set_fake_load(self, cpu, memory=None, uuids=None):
-        overrides = self._load_overrides("set_fake_load")
-        if uuids is not None:
-            missing = [uuid for uuid in uuids if uuid not in self.tracker]
-            if missing:
-                raise InvalidRequest(f"set_fake_load: host {self.host} holds no instance "
-                                     f"{', '.join(missing[:10])}{', ...' if len(missing) > 10 else ''}; "
-                                     "nothing set")
-        overrides.set(Load(cpu, memory), uuids)
-        LOG.info("Fake load set on %s: cpu %g, memory %s, for %s", self.host, cpu,
-                 "as modelled" if memory is None else f"{memory:g}",
-                 "every instance" if uuids is None else ", ".join(uuids))
-        self._report_changed()  # the scheduler sees it at once, not at the next periodic report
-        return self._fake_load_state(overrides)
-
-    def clear_fake_load(self, uuids=None):
-        overrides = self._load_overrides("clear_fake_load")
-        dropped = overrides.clear(uuids)
-        LOG.info("Fake load cleared on %s for %s (%d override(s))", self.host,
-                 "every instance" if uuids is None else ", ".join(uuids), dropped)
-        self._report_changed()
-        return self._fake_load_state(overrides)
+    def _claim_and_record(self, uuid, words, claim, record, give_back=None):
+        """Claim (``claim()``), then write ``record`` as ``uuid``'s; when the record cannot be
+        written, give the claim back (``give_back()``, by default free the instance's claim), so
+        that the host holds what its records say. None when both are done, else why not, as the
+        scheduler is told (``words``: INSTANCE or RESIZE, which name what is claimed and recorded)."""
+        try:
+            claim()
+        except ClaimFailed as exc:
+            return str(exc)
+        except Exception as exc:  # a malformed flavor or limits
+            LOG.exception(words.claim_failed, uuid)
+            return f"cannot claim: {exc}"
+        try:
+            self.store.put(uuid, record)
+        except Exception as exc:
+            LOG.exception(words.record_failed, uuid)
+            if give_back is None:
+                self.tracker.free(uuid)
+            else:
+                give_back()
+            return f"cannot record {words.recorded}: {exc}"
+        return None
 
     # -- builds ----------------------------------------------------------------
 
@@ -505,33 +487,23 @@ class ComputeManager:
             record = self.store.get(uuid)
             if self._repeated(ctxt, record, uuid, migration_id, "Move"):
                 return
-            if record is not None or uuid in self.tracker:
+            if migration.get("live") and not self.driver.capabilities.live_migration:
+                reason = f"{self.host}: its {self.driver.name} driver cannot take in a live migration"
+            elif record is not None or uuid in self.tracker:
                 state = (record or {}).get("state", "held")
                 reason = f"{self.host}: holds {uuid} already ({state}); cannot take it in"
             else:
-                try:
-                    self.tracker.claim(uuid, instance.get("flavor"), filter_properties.get("limits"),
-                                       image_properties=_image_properties({"request_spec": request_spec}),
-                                       project_id=instance.get("project_id"))
-                except ClaimFailed as exc:
-                    reason = f"{self.host}: {exc}"
-                except Exception as exc:  # a malformed flavor or limits
-                    LOG.exception("Cannot claim resources for %s", uuid)
-                    reason = f"{self.host}: cannot claim: {exc}"
-                else:
-                    try:
-                        self.store.put(uuid, {
-                            "instance": instance,
-                            "state": MIGRATING,
-                            "migration": migration,
-                            "request_spec": request_spec,
-                            "filter_properties": filter_properties,
-                            "request_id": ctxt.get("request_id"),
-                        })
-                    except Exception as exc:
-                        LOG.exception("Cannot record instance %s", uuid)
-                        self.tracker.free(uuid)
-                        reason = f"{self.host}: cannot record the instance: {exc}"
+                claim = functools.partial(self._claim, instance, request_spec, filter_properties)
+                reason = self._claim_and_record(uuid, INSTANCE, claim, {
+                    "instance": instance,
+                    "state": MIGRATING,
+                    "migration": migration,
+                    "request_spec": request_spec,
+                    "filter_properties": filter_properties,
+                    "request_id": ctxt.get("request_id"),
+                })
+                if reason is not None:
+                    reason = f"{self.host}: {reason}"
         if reason is not None:
             LOG.warning("Cannot take in %s (%s %s) on %s: %s", uuid, migration["kind"], migration_id,
                         self.host, reason)
@@ -617,7 +589,9 @@ class ComputeManager:
             record = self.store.get(uuid)
             if self._repeated(ctxt, record, uuid, migration_id, "Resize"):
                 return
-            if record is None:
+            if not self.driver.capabilities.resize_in_place:
+                reason = f"{self.host}: its {self.driver.name} driver cannot resize an instance in place"
+            elif record is None:
                 reason = f"{self.host}: does not hold {uuid}; cannot resize it in place"
             elif record.get("resize"):
                 reason = (f"{self.host}: the resize {record['resize'].get('migration_id')} of {uuid} has not "
@@ -626,23 +600,15 @@ class ComputeManager:
                 reason = f"{self.host}: {uuid} is {record.get('state')} here, not ACTIVE; cannot resize it"
             else:
                 old_flavor = record["instance"].get("flavor")
-                try:
-                    self.tracker.resize(uuid, instance.get("flavor"), filter_properties.get("limits"))
-                except ClaimFailed as exc:
-                    reason = f"{self.host}: {exc}"
-                except Exception as exc:
-                    LOG.exception("Cannot claim the new flavor of %s", uuid)
-                    reason = f"{self.host}: cannot claim: {exc}"
-                else:
-                    record["migration"] = migration
-                    record["resize"] = {"migration_id": migration_id, "old_flavor": old_flavor,
-                                        "new_flavor": instance.get("flavor"), "resized": False}
-                    try:
-                        self.store.put(uuid, record)
-                    except Exception as exc:
-                        LOG.exception("Cannot record the resize of %s", uuid)
-                        self.tracker.settle_resize(uuid, old_flavor)
-                        reason = f"{self.host}: cannot record the resize: {exc}"
+                claim = functools.partial(self.tracker.resize, uuid, instance.get("flavor"),
+                                          filter_properties.get("limits"))
+                resize = {"migration_id": migration_id, "old_flavor": old_flavor,
+                          "new_flavor": instance.get("flavor"), "resized": False}
+                reason = self._claim_and_record(
+                    uuid, RESIZE, claim, dict(record, migration=migration, resize=resize),
+                    give_back=functools.partial(self.tracker.settle_resize, uuid, old_flavor))
+                if reason is not None:
+                    reason = f"{self.host}: {reason}"
         if reason is not None:
             LOG.warning("Cannot resize %s (resize %s) on %s: %s", uuid, migration_id, self.host, reason)
             self._move_failed(ctxt, uuid, migration_id, reason)

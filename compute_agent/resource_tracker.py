@@ -155,20 +155,20 @@ class ResourceTracker:
         opts = conf.compute_agent
         configured = inventory.from_conf(conf)
         inventory.check_host_cpus(configured.dedicated_cpus, driver.cpu_ids())
-        fake = driver.hypervisor_type == "fake"
+        facts = dict(driver.get_facts())
         return cls(
             host,
             driver.get_totals(),
             nodename=nodename,
-            hypervisor_type=opts.fake_hypervisor_type if fake else driver.hypervisor_type,
-            cpu_arch=getattr(driver, "cpu_arch", None) or opts.fake_cpu_arch,
-            vm_modes=getattr(driver, "vm_modes", None) or opts.fake_vm_modes,
+            hypervisor_type=facts.pop("hypervisor_type", driver.hypervisor_type),
+            cpu_arch=facts.pop("cpu_arch", None),
+            vm_modes=facts.pop("vm_modes", ()),
             reserved_host_memory_mb=opts.reserved_host_memory_mb,
             reserved_host_disk_mb=opts.reserved_host_disk_mb,
             reserved_host_cpus=opts.reserved_host_cpus,
             started_at=started_at,
-            measure=getattr(driver, "measure", None),
-            facts=driver.get_facts(),
+            measure=driver.measure if driver.capabilities.measures_usage else None,
+            facts=facts,
             configured=configured,
             traits=driver.get_traits(),
         )

@@ -29,8 +29,9 @@ SCHEDULER = API("scheduler", (
             "instance is still placed on its host"),
 ))
 
-#: The compute agents' API (compute_agent.manager.ComputeEndpoint, topic ``compute.<host>``),
-#: which the schedulers and ``berth fake-load`` send to.
+#: The compute agents' API (compute_agent.manager.ComputeEndpoint, and beside it
+#: compute_agent.fake_load_endpoint.FakeLoadEndpoint; topic ``compute.<host>``), which the
+#: schedulers and ``berth fake-load`` send to.
 COMPUTE = API("compute", (
     ("1.0", "run_instance, terminate_instance, set_fake_load, clear_fake_load: the API of the releases "
             "before versions"),

@@ -1,24 +1,19 @@
-"""Compute drivers, chosen by name with ``[compute_agent] driver``."""
+"""Compute drivers, chosen by name with ``[compute_agent] driver`` among the installed ones
+(compute_agent.driver.installed: entry points ``berth.compute.drivers``)."""
 
 from compute_agent import conf as agent_conf
 from compute_agent.driver.base import BuildAborted, ComputeDriver, MoveFailed
+from compute_agent.driver.capabilities import Capabilities
 from compute_agent.driver.fake import FakeDriver
 from compute_agent.driver.host import HostDriver
+from compute_agent.driver.installed import DriverError, driver_class
 
-DRIVERS = {"fake": FakeDriver, "host": HostDriver}
-
-__all__ = ["DRIVERS", "BuildAborted", "ComputeDriver", "FakeDriver", "HostDriver", "MoveFailed",
-           "load_driver"]
+__all__ = ["BuildAborted", "Capabilities", "ComputeDriver", "DriverError", "FakeDriver", "HostDriver",
+           "MoveFailed", "load_driver"]
 
 
 def load_driver(conf, name=None):
     name = name or conf.compute_agent.driver
     if name is None:
         raise ValueError(agent_conf.DRIVER_NOT_SET)
-    try:
-        cls = DRIVERS[name]
-    except KeyError:
-        raise ValueError(
-            f"[compute_agent] driver: unknown driver {name!r}; use one of {', '.join(DRIVERS)}"
-        ) from None
-    return cls(conf)
+    return driver_class(name)(conf)

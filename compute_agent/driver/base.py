@@ -2,6 +2,8 @@
 
 import threading
 
+from compute_agent.driver.capabilities import Capabilities
+
 
 class BuildAborted(Exception):
     """The agent is stopping; the build resumes when it starts again."""
@@ -22,6 +24,8 @@ class ComputeDriver:
 
     name = "base"
     hypervisor_type = "base"
+    #: What it can do besides building and destroying; the agent refuses the rest.
+    capabilities = Capabilities()
 
     def __init__(self, conf):
         self.conf = conf
@@ -38,9 +42,11 @@ class ComputeDriver:
                 f"{totals['vcpus']} vCPUs")
 
     def get_facts(self):
-        """What the host is, as Nova's compute node says it: ``{"cpu_info" (a dict),
-        "hypervisor_version" (an int, 1.2.3 as 1002003), "host_ip"}``; any may be missing."""
-        return {}
+        """What the host is, as Nova's compute node says it, read by the driver alone (the agent
+        adds nothing): ``{"hypervisor_type", "cpu_arch" (Nova's name: x86_64, aarch64...),
+        "vm_modes" (a list), "cpu_info" (a dict), "hypervisor_version" (an int, 1.2.3 as 1002003),
+        "host_ip"}``; any but hypervisor_type may be missing."""
+        return {"hypervisor_type": self.hypervisor_type}
 
     def get_traits(self):
         """The host's traits the driver reads from it (its CPU's HW_CPU_X86_* ones)."""

@@ -5,6 +5,7 @@ import os
 import psutil
 
 from compute_agent.driver import base, cpu_traits, host_facts
+from compute_agent.driver.capabilities import Capabilities
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -24,6 +25,8 @@ def _existing(path):
 class HostDriver(base.ComputeDriver):
     name = "host"
     hypervisor_type = "host"
+    # Its instances are simulated: any move is done at once. It measures nothing.
+    capabilities = Capabilities(live_migration=True, resize_in_place=True)
 
     def describe(self):
         totals = self.get_totals()
@@ -39,8 +42,12 @@ class HostDriver(base.ComputeDriver):
         }
 
     def get_facts(self):
-        """Read from the machine: /proc/cpuinfo, the kernel's version, the outward address."""
+        """Read from the machine: its architecture, /proc/cpuinfo, the kernel's version, the outward
+        address. Its instances being simulated, they run in any VM mode: hvm, as Nova's default."""
         return {
+            "hypervisor_type": self.hypervisor_type,
+            "cpu_arch": host_facts.machine_arch(),
+            "vm_modes": ["hvm"],
             "cpu_info": host_facts.cpu_info(),
             "hypervisor_version": host_facts.kernel_version(),
             "host_ip": host_facts.host_ip(self.conf.compute_agent.host_ip),

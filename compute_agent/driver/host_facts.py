@@ -1,4 +1,5 @@
-"""What a compute host is, as Nova's compute nodes report it: cpu_info, hypervisor version, address.
+"""What a compute host is, as Nova's compute nodes report it: architecture, cpu_info, hypervisor
+version, address.
 
 ``cpu_info`` is a dict in the shape Nova's libvirt driver reports (``arch``,
 ``model``, ``vendor``, ``topology``, ``features``, ``maxphysaddr``); a flavor matches it with
@@ -11,7 +12,22 @@ import platform
 import re
 import socket
 
+from scheduler.policy import image_meta
+
 CPUINFO = "/proc/cpuinfo"
+#: platform.machine()'s names that Nova spells otherwise, besides image_meta.ARCHITECTURE_ALIASES
+#: (amd64, i386...): macOS and the BSDs say arm64.
+MACHINE_ALIASES = {"arm64": "aarch64"}
+
+
+def machine_arch(machine=None):
+    """This machine's architecture (``machine``: as platform.machine() says it) by Nova's name:
+    x86_64, aarch64, i686, ppc64le, s390x...; None when the platform does not say."""
+    name = platform.machine() if machine is None else machine
+    if not name:
+        return None
+    text = image_meta.canonical("hw_architecture", name)
+    return MACHINE_ALIASES.get(text, text)
 
 
 def version_to_int(text):
@@ -35,7 +51,7 @@ def cpu_info(arch=None, features=(), cpuinfo_path=CPUINFO):
     flags = fields.get("flags") or fields.get("Features") or ""
     threads = os.cpu_count() or 1
     info = {
-        "arch": arch or platform.machine().lower() or None,
+        "arch": arch or machine_arch(),
         "model": fields.get("model name") or fields.get("cpu model") or None,
         "vendor": fields.get("vendor_id") or fields.get("CPU implementer") or None,
         "topology": {"sockets": 1, "cores": threads, "threads": 1},

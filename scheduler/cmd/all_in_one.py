@@ -72,7 +72,8 @@ def main(argv=None, out=None):
         sys.argv[1:] if argv is None else argv,
         PROG,
         register=common.SCHEDULER_SETUP["register"] + [register_agent_opts],
-        validators=common.SCHEDULER_SETUP["validators"] + [agent_conf.check_resources],
+        validators=[*common.SCHEDULER_SETUP["validators"], agent_conf.check_driver,
+                    agent_conf.check_resources],
         cli_opts=cli_opts,
     )
     if conf.demo and conf.demo_scaling:

@@ -39,7 +39,13 @@ def child_env(env=None):
     return merged
 
 
-def write_conf(path, sections):
+def write_conf(path, sections, fake_group=True):
+    """Write ``sections`` as an ini file; with ``fake_group``, the fake driver's options given by
+    their old names (``[compute_agent] fake_X``, deprecated aliases) as ``[fake] X`` (an agent of the
+    previous release reads only the old names)."""
+    sections = {section: dict(values) for section, values in sections.items()}
+    for name in [n for n in sections.get("compute_agent", {}) if fake_group and n.startswith("fake_")]:
+        sections.setdefault("fake", {})[name[len("fake_"):]] = sections["compute_agent"].pop(name)
     lines = []
     for section, values in sections.items():
         lines.append(f"[{section}]")
@@ -118,7 +124,8 @@ class Fleet:
         by default); ``default``: more [DEFAULT] options, e.g. its own state_path."""
         name = name or host
         sections = {"DEFAULT": {"host": host, **(default or {})}, "compute_agent": options}
-        conf_file = write_conf(self.tmp / f"{name}.conf", sections)
+        conf_file = write_conf(self.tmp / f"{name}.conf", sections,
+                               fake_group=module == "compute_agent.cmd.agent")
         return self._spawn(name, module, "--config-file", str(conf_file), env=env)
 
     def stop(self, name, sig=signal.SIGTERM, timeout=30):

@@ -461,6 +461,7 @@ def cases(w):
 
 def declared_methods():
     """{(queue, method)} of every public RPC method the scheduler and the agent serve."""
+    from compute_agent.fake_load_endpoint import FakeLoadEndpoint
     from compute_agent.manager import ComputeEndpoint
     from scheduler.admin.grouping import AdminEndpoint
     from scheduler.admin.hosts import HostAdminEndpoint
@@ -472,7 +473,7 @@ def declared_methods():
     found = set()
     for queue, classes in (("scheduler", (SchedulerManager, MoveEndpoint, AdminEndpoint, HostAdminEndpoint,
                                           ScalingGroupEndpoint, InstanceMetricsEndpoint)),
-                           ("compute.a1", (ComputeEndpoint,))):
+                           ("compute.a1", (ComputeEndpoint, FakeLoadEndpoint))):
         found |= {(queue, name) for cls in classes for name in dir(cls)
                   if not name.startswith("_") and callable(getattr(cls, name))}
     return found

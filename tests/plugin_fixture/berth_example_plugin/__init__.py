@@ -1,1 +1,2 @@
-"""An example third-party Berth plugin: a filter and a weigher, each with its own option."""
+"""An example third-party Berth plugin: a filter, a weigher and a compute driver, each with its own
+option."""

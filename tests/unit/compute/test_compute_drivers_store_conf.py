@@ -10,19 +10,19 @@ from compute_agent.instance_store import InstanceStore, InstanceStoreError
 
 
 def test_options_have_help_and_defaults(conf):
-    [(group, opts)] = agent_conf.list_opts()
-    assert group.name == "compute_agent"
-    for opt in opts:
+    listed = {group.name: opts for group, opts in agent_conf.list_opts()}
+    assert set(listed) == {"compute_agent", "fake"}
+    for opt in [*listed["compute_agent"], *listed["fake"]]:
         assert opt.help, opt.name
     c = conf.compute_agent
     assert (c.reserved_host_memory_mb, c.reserved_host_disk_mb, c.reserved_host_cpus) == (512, 0, 0)
     assert (c.report_interval, c.report_on_change, c.report_min_interval) == (10, True, 0.2)
-    assert (c.fake_memory_mb, c.fake_local_gb, c.fake_vcpus) == (32768, 1024, 16)
-    assert (c.fake_build_time, c.nodename) == (0.0, None)
+    assert (conf.fake.memory_mb, conf.fake.local_gb, conf.fake.vcpus) == (32768, 1024, 16)
+    assert (conf.fake.build_time, c.nodename) == (0.0, None)
 
 
 def test_fake_driver_totals(conf):
-    conf.set_override("fake_memory_mb", 4096, "compute_agent")
+    conf.set_override("memory_mb", 4096, "fake")
     driver = drivers.load_driver(conf)
     assert isinstance(driver, drivers.FakeDriver)
     assert driver.hypervisor_type == "fake"
@@ -35,8 +35,8 @@ def test_the_drivers_say_what_the_host_is_in_a_report_the_scheduler_takes(conf):
     from compute_agent.resource_tracker import ResourceTracker
     from scheduler.policy.host_report import HostReport
 
-    conf.set_override("fake_cpu_features", ["avx2", "sse2"], "compute_agent")
-    conf.set_override("fake_hypervisor_version", 6001000, "compute_agent")
+    conf.set_override("cpu_features", ["avx2", "sse2"], "fake")
+    conf.set_override("hypervisor_version", 6001000, "fake")
     conf.set_override("host_ip", "192.0.2.20", "compute_agent")
     fake = drivers.load_driver(conf)
     report = ResourceTracker.from_conf(conf, "h", "h", fake).report()
@@ -51,7 +51,7 @@ def test_the_drivers_say_what_the_host_is_in_a_report_the_scheduler_takes(conf):
 
 
 def test_fake_build_is_interrupted_by_stop(conf):
-    conf.set_override("fake_build_time", 600, "compute_agent")
+    conf.set_override("build_time", 600, "fake")
     driver = drivers.load_driver(conf)
     raised = []
 

@@ -96,8 +96,8 @@ def test_overrides_set_from_many_threads_are_all_kept():
 
 
 def test_the_fake_agents_report_carries_each_instances_use_and_an_override_changes_it(conf):
-    conf.set_override("fake_idle_cpu_load", 0.25, "compute_agent")
-    conf.set_override("fake_idle_memory_fraction", 0.5, "compute_agent")
+    conf.set_override("idle_cpu_load", 0.25, "fake")
+    conf.set_override("idle_memory_fraction", 0.5, "fake")
     driver = drivers.load_driver(conf)
     tracker = ResourceTracker.from_conf(conf, "h1", "h1", driver)
     tracker.claim(A, VM)
@@ -136,8 +136,8 @@ def _reported(scheduler, uuid, cpu, host=HOST):
 
 
 def test_set_fake_load_changes_the_next_report_and_clear_goes_back(conf, transport, scheduler, agents):
-    conf.set_override("fake_build_time", 0.0, "compute_agent")
-    conf.set_override("fake_idle_cpu_load", 0.1, "compute_agent")
+    conf.set_override("build_time", 0.0, "fake")
+    conf.set_override("idle_cpu_load", 0.1, "fake")
     agents()
     uuid, other = _built(transport, scheduler), _built(transport, scheduler)
     client = ComputeClient(transport)
@@ -180,3 +180,15 @@ def test_an_agent_whose_driver_is_not_fake_refuses(conf, transport, scheduler, a
         with pytest.raises(rpc.RemoteError, match=f"host {HOST} runs the host driver, which simulates no "
                            r"load; only \[compute_agent\] driver = fake does"):
             call()
+
+
+def test_the_fake_load_is_served_beside_the_production_endpoint_on_the_same_queue(agents):
+    from compute_agent.fake_load_endpoint import FakeLoadEndpoint
+    from compute_agent.manager import ComputeEndpoint
+    from scheduler import api_versions
+
+    assert not hasattr(ComputeEndpoint, "set_fake_load") and not hasattr(ComputeEndpoint, "clear_fake_load")
+    manager = agents()
+    endpoints = manager._server.dispatcher.endpoints
+    assert [type(e) for e in endpoints] == [ComputeEndpoint, FakeLoadEndpoint]
+    assert all(e.RPC_API is api_versions.COMPUTE for e in endpoints)  # the same API, the same versions

@@ -20,7 +20,11 @@ def new_conf(**options):
     conf([], project="berth-test", default_config_files=[])
     conf.set_override("driver", "fake", "compute_agent")
     for name, value in options.items():
-        conf.set_override(name, value, "compute_agent")
+        # The fake driver's by their names of [compute_agent] (deprecated): fake_vcpus is [fake] vcpus.
+        if name.startswith("fake_"):
+            conf.set_override(name.removeprefix("fake_"), value, "fake")
+        else:
+            conf.set_override(name, value, "compute_agent")
     return conf
 
 

@@ -62,9 +62,9 @@ def test_reservations_bursts_and_undeployed_reservations():
 
 
 def test_the_fake_agents_report_carries_the_figures_and_the_scheduler_takes_them(conf):
-    conf.set_override("fake_busy_fraction", 1.0, "compute_agent")
-    conf.set_override("fake_hidden_cpu_load", 4.0, "compute_agent")
-    conf.set_override("fake_reservation_fraction", 0.5, "compute_agent")
+    conf.set_override("busy_fraction", 1.0, "fake")
+    conf.set_override("hidden_cpu_load", 4.0, "fake")
+    conf.set_override("reservation_fraction", 0.5, "fake")
     driver = drivers.load_driver(conf)
     tracker = ResourceTracker.from_conf(conf, "h1", "h1", driver)
     tracker.claim("00000000-0000-4000-8000-0000000000a1", VM)

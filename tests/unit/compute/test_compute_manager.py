@@ -39,7 +39,7 @@ def sync(scheduler, client):
 
 
 def test_report_at_start(conf, scheduler, agents):
-    conf.set_override("fake_memory_mb", 4096, "compute_agent")
+    conf.set_override("memory_mb", 4096, "fake")
     agents()
     report = wait_for(scheduler.last_report, "the first report")
     assert report["host"] == report["nodename"] == HOST
@@ -53,7 +53,7 @@ def test_report_at_start(conf, scheduler, agents):
 
 def test_build_goes_building_then_active(conf, transport, scheduler, agents):
     conf.set_override("report_interval", 3600, "compute_agent")
-    conf.set_override("fake_build_time", 0.1, "compute_agent")
+    conf.set_override("build_time", 0.1, "fake")
     manager = agents()
     instance = make_instance(memory_mb=2048, root_gb=20, vcpus=2)
     spec, props = request_for(instance, limits={"memory_mb": 49152, "disk_gb": 1024, "vcpu": 256})
@@ -75,7 +75,7 @@ def test_build_goes_building_then_active(conf, transport, scheduler, agents):
 
 
 def test_refused_claim_goes_back_to_the_scheduler(conf, transport, scheduler, agents):
-    conf.set_override("fake_memory_mb", 4096, "compute_agent")
+    conf.set_override("memory_mb", 4096, "fake")
     manager = agents()
     instance = make_instance(memory_mb=8192)
     retry = {"num_attempts": 2, "hosts": [["agent-0", "agent-0"]]}
@@ -127,7 +127,7 @@ def test_failed_build_frees_and_reschedules(conf, transport, scheduler, agents):
 
 
 def test_repeated_run_instance_builds_once(conf, transport, scheduler, agents):
-    conf.set_override("fake_build_time", 0.2, "compute_agent")
+    conf.set_override("build_time", 0.2, "fake")
     driver = CountingDriver(conf)
     manager = agents(driver=driver)
     client = ComputeClient(transport)
@@ -199,7 +199,7 @@ def test_instances_survive_a_restart(conf, transport, scheduler, agents):
 
 
 def test_interrupted_build_resumes_after_restart(conf, transport, scheduler, agents):
-    conf.set_override("fake_build_time", 600, "compute_agent")
+    conf.set_override("build_time", 600, "fake")
     first = agents()
     instance = make_instance()
     uuid = instance["uuid"]
@@ -208,7 +208,7 @@ def test_interrupted_build_resumes_after_restart(conf, transport, scheduler, age
     first.stop()  # interrupts the 600 s build promptly
     assert first.store.get(uuid)["state"] == "BUILDING"
 
-    conf.set_override("fake_build_time", 0, "compute_agent")
+    conf.set_override("build_time", 0, "fake")
     second = ComputeManager(conf, transport, host=HOST)
     second.start()
     try:

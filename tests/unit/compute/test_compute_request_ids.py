@@ -62,7 +62,7 @@ def test_a_build_is_logged_under_its_request_id_and_its_updates_carry_it_back(
 
 
 def test_a_build_resumed_after_a_restart_keeps_its_request_id(conf, tmp_path, transport, scheduler, agents):
-    conf.set_override("fake_build_time", 600, "compute_agent")
+    conf.set_override("build_time", 600, "fake")
     first = agents()
     instance = make_instance()
     uuid, request_id = instance["uuid"], rpc.new_request_id()
@@ -70,7 +70,7 @@ def test_a_build_resumed_after_a_restart_keeps_its_request_id(conf, tmp_path, tr
     wait_for(lambda: scheduler.states(uuid) == ["BUILDING"], "BUILDING")
     first.stop()
 
-    conf.set_override("fake_build_time", 0, "compute_agent")
+    conf.set_override("build_time", 0, "fake")
     second = ComputeManager(conf, transport, host=HOST)
     with service_log(conf, tmp_path / "agent.log", prog="berth-compute-agent") as read:
         second.start()

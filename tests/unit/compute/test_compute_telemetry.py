@@ -36,7 +36,7 @@ def test_a_claim_then_a_build_that_goes_active(conf, transport, scheduler, agent
 
 def test_a_refused_claim_and_a_failed_build(conf, transport, scheduler, agents):
     conf.set_override("report_interval", 3600, "compute_agent")
-    conf.set_override("fake_memory_mb", 4096, "compute_agent")
+    conf.set_override("memory_mb", 4096, "fake")
     before = counts()
     agents(driver=CountingDriver(conf, fail=True))
     too_big = make_instance(memory_mb=8192)

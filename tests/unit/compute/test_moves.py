@@ -95,7 +95,7 @@ def test_a_move_in_claims_is_migrating_then_active_and_tells_the_scheduler_done(
 
 
 def test_a_move_that_does_not_fit_the_limits_fails_and_holds_nothing(conf, transport, scheduler, agents):
-    conf.set_override("fake_memory_mb", 4096, "compute_agent")
+    conf.set_override("memory_mb", 4096, "fake")
     manager = agents()
     instance = make_instance(memory_mb=8192)
     move(transport, instance, migration_of(3), limits={"memory_mb": 6144})
@@ -107,7 +107,7 @@ def test_a_move_that_does_not_fit_the_limits_fails_and_holds_nothing(conf, trans
 
 
 def test_a_failed_driver_move_frees_the_claim_and_reports_why(conf, transport, scheduler, agents, caplog):
-    conf.set_override("fake_move_failure_rate", 1.0, "compute_agent")
+    conf.set_override("move_failure_rate", 1.0, "fake")
     manager = agents()
     instance = make_instance()
     with caplog.at_level(logging.INFO, logger="compute_agent.manager"):
@@ -176,7 +176,7 @@ def test_a_terminate_during_a_move_in_leaves_nothing_and_the_move_does_not_bring
 
 
 def test_an_interrupted_move_resumes_after_a_restart(conf, transport, scheduler, agents):
-    conf.set_override("fake_migration_time_per_gb", 600, "compute_agent")
+    conf.set_override("migration_time_per_gb", 600, "fake")
     first = agents()
     instance = make_instance(memory_mb=2048)
     uuid = instance["uuid"]
@@ -186,7 +186,7 @@ def test_an_interrupted_move_resumes_after_a_restart(conf, transport, scheduler,
     assert first.store.get(uuid)["state"] == "MIGRATING"
     assert scheduler.move_updates(uuid) == []
 
-    conf.set_override("fake_migration_time_per_gb", 0, "compute_agent")
+    conf.set_override("migration_time_per_gb", 0, "fake")
     second = ComputeManager(conf, transport, host=HOST)
     second.start()
     try:
@@ -224,19 +224,19 @@ def test_the_source_terminates_its_active_copy_once_moved(conf, transport, sched
 
 
 def test_the_fake_move_takes_its_time_per_gib_of_memory_and_a_stop_interrupts_it(conf):
-    conf.set_override("fake_migration_time_per_gb", 0.1, "compute_agent")
+    conf.set_override("migration_time_per_gb", 0.1, "fake")
     driver = drivers.FakeDriver(conf)
     started = time.monotonic()
     driver.migrate_in(make_instance(memory_mb=3072), migration_of())
     assert time.monotonic() - started >= 0.29  # 3 GiB at 0.1 s each
-    conf.set_override("fake_migration_time_per_gb", 600, "compute_agent")
+    conf.set_override("migration_time_per_gb", 600, "fake")
     threading.Timer(0.1, driver.stop).start()
     with pytest.raises(drivers.BuildAborted):
         driver.resize(make_instance(), migration_of(kind="resize"))
 
 
 def test_a_fraction_of_fake_moves_fails_the_same_way_each_time(conf):
-    conf.set_override("fake_move_failure_rate", 0.5, "compute_agent")
+    conf.set_override("move_failure_rate", 0.5, "fake")
     driver = drivers.FakeDriver(conf)
     instance = make_instance()
 
@@ -250,7 +250,7 @@ def test_a_fraction_of_fake_moves_fails_the_same_way_each_time(conf):
     first = [fails(i) for i in range(40)]
     assert 5 < sum(first) < 35
     assert [fails(i) for i in range(40)] == first  # a resumed move ends as it would have
-    conf.set_override("fake_move_failure_rate", 0.0, "compute_agent")
+    conf.set_override("move_failure_rate", 0.0, "fake")
     assert not any(fails(i) for i in range(40))
 
 
@@ -340,7 +340,7 @@ def test_a_failed_resize_in_place_holds_the_old_flavor_again(conf, transport, sc
     instance = make_instance(**SMALL)
     uuid = instance["uuid"]
     boot(transport, scheduler, instance)
-    conf.set_override("fake_move_failure_rate", 1.0, "compute_agent")
+    conf.set_override("move_failure_rate", 1.0, "fake")
     resize_in_place(transport, scheduler, instance, 16, LARGE)
     [(_, result, fault)] = outcome(scheduler, uuid)
     assert result == "failed" and fault["reason"].startswith(f"{HOST}: resize failed: the fake driver failed")
@@ -382,13 +382,13 @@ def test_after_a_restart_a_resize_holds_the_larger_flavor_and_an_interrupted_one
         boot(transport, scheduler, instance)
     resize_in_place(transport, scheduler, done, 20, LARGE)
     outcome(scheduler, done["uuid"])
-    conf.set_override("fake_migration_time_per_gb", 600, "compute_agent")
+    conf.set_override("migration_time_per_gb", 600, "fake")
     resize_in_place(transport, scheduler, interrupted, 21, LARGE)
     wait_for(lambda: "resize" in first.store.get(interrupted["uuid"]), "the second resize under way")
     first.stop()
     assert scheduler.move_updates(interrupted["uuid"]) == []
 
-    conf.set_override("fake_migration_time_per_gb", 0, "compute_agent")
+    conf.set_override("migration_time_per_gb", 0, "fake")
     second = ComputeManager(conf, transport, host=HOST)
     second.start()
     try:
@@ -409,7 +409,7 @@ def test_moves_are_counted_by_outcome_and_timed(conf, transport, scheduler, agen
                 value("berth_agent_moves_total", outcome="failed"),
                 value("berth_agent_migrate_in_seconds_count"))
 
-    conf.set_override("fake_memory_mb", 4096, "compute_agent")
+    conf.set_override("memory_mb", 4096, "fake")
     agents()
     done_before, failed_before, timed_before = counts()
     ok, too_big = make_instance(), make_instance(memory_mb=8192)

@@ -114,6 +114,7 @@ def test_a_server_with_an_access_policy_refuses_to_start_with_an_undeclared_meth
 
 def test_the_scheduler_and_the_agent_declare_every_method(conf):
     """The daemons' endpoints: each method's callers, as the admin guide's "Who may speak" lists them."""
+    from compute_agent.fake_load_endpoint import FakeLoadEndpoint
     from compute_agent.manager import ComputeEndpoint
     from scheduler.admin.grouping import AdminEndpoint
     from scheduler.admin.hosts import HostAdminEndpoint
@@ -122,7 +123,7 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
     from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 
     classes = [SchedulerManager, AdminEndpoint, HostAdminEndpoint, ScalingGroupEndpoint,
-               InstanceMetricsEndpoint, ComputeEndpoint]
+               InstanceMetricsEndpoint, ComputeEndpoint, FakeLoadEndpoint]
     found = {}
     for cls in classes:
         for name in dir(cls):
