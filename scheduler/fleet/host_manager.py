@@ -49,11 +49,12 @@ class HostManager:
         #: what cannot hear (its source, see deaf()) -> since when.
         self._deaf = {}
 
-    def update_from_report(self, report, now=None):
+    def update_from_report(self, report, now=None, restored=False):
         """Take ``report`` (a HostReport) as its host's new base; True, or False when it is older
         than the one taken last (the same agent process numbers its reports: ``started_at`` and
         ``report_seq``). A report delivered again after newer ones, as a batch handed
-        back for redelivery would, must not give back room the newer ones took."""
+        back for redelivery would, must not give back room the newer ones took. ``restored``: one
+        saved by an earlier run (a host stopped then is said down at INFO: no news of this run)."""
         host = report.host
         with self.lock:
             row = self.table.index.get(host)
@@ -87,9 +88,10 @@ class HostManager:
         if silent is not None and not stops:
             LOG.info("Host %s is up: it reports again after %s without a report", host, _duration(silent))
         if stops:
-            LOG.warning("Host %s is down: its agent stopped (its last report says so, report %s of the agent "
-                        "started at %s); it takes no placement, and its builds not begun are placed again, "
-                        "until it reports again", host, report.report_seq, report.started_at)
+            LOG.log(logging.INFO if restored else logging.WARNING,
+                    "Host %s is down: its agent stopped (its last report says so, report %s of the agent "
+                    "started at %s); it takes no placement, and its builds not begun are placed again, "
+                    "until it reports again", host, report.report_seq, report.started_at)
         return True
 
     def restore(self, compute_nodes, wall=None):
@@ -105,7 +107,7 @@ class HostManager:
                 report = HostReport.from_wire(report, node["host"])
             except InvalidRequest:
                 continue
-            self.update_from_report(report, now=now - max(age, 0.0))
+            self.update_from_report(report, now=now - max(age, 0.0), restored=True)
 
     def get_all_host_states(self):
         """Every host the scheduler knows, but those deleted."""

@@ -53,11 +53,13 @@ def test_a_stopped_report_makes_the_host_down_at_once_until_it_reports_again(con
     assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
 
 
-def test_a_scheduler_that_starts_later_takes_a_stopped_host_for_down(conf):
+def test_a_scheduler_that_starts_later_takes_a_stopped_host_for_down(conf, caplog):
     saved = datetime.datetime(2026, 1, 1, 0, 0, 10)
     row = dict(wire(seq=2), stats={"stopped": True}, updated_at=saved)  # as save_compute_nodes keeps it
     hosts = HostManager(conf)
-    hosts.restore([row], wall=saved + datetime.timedelta(seconds=1))
+    with caplog.at_level(logging.INFO, logger="scheduler.fleet.host_manager"):
+        hosts.restore([row], wall=saved + datetime.timedelta(seconds=1))
+    assert [r.levelname for r in caplog.records] == ["INFO"]  # no news of this run: no warning
     assert not hosts.is_up(hosts.get("h1")) and hosts.down == {"h1"}
     plain = HostManager(conf)
     plain.restore([dict(wire(seq=2), updated_at=saved)], wall=saved + datetime.timedelta(seconds=1))
