@@ -185,7 +185,8 @@ class ComputeManager:
                                  "this one another [DEFAULT] host") from None
         self._reporter = concurrency.spawn(self._report_loop, name=f"report-{self.host}")
         for uuid, request_id, what in resume:
-            ctxt = {"request_id": request_id or rpc.new_request_id()}
+            # Placed before this agent began consuming: a build resumed asks before it goes on.
+            ctxt = {"request_id": request_id or rpc.new_request_id(), PLACED_AT: 0}
             with rpc.handling(ctxt):
                 LOG.info("Resuming the %s of %s", what, uuid)
             self._start_work(ctxt, uuid, what)
@@ -409,11 +410,12 @@ class ComputeManager:
 
     def _waited(self, ctxt):
         """Whether a build cast with ``ctxt`` may have waited in this host's queue while the agent was
-        not consuming it: placed before the agent (re)began consuming (with CLOCK_MARGIN), or not
-        saying when (resumed at start, or from a scheduler before PLACED_AT)."""
+        not consuming it: placed before the agent (re)began consuming (with CLOCK_MARGIN), or resumed
+        at start. One that does not say when it was placed (from a scheduler before PLACED_AT, which
+        could not answer start_build, or cast by a tool) is built as before."""
         placed_at = ctxt.get(PLACED_AT)
         if not isinstance(placed_at, int | float) or isinstance(placed_at, bool):
-            return True
+            return False
         return placed_at < self._consuming_since + CLOCK_MARGIN
 
     def _may_build(self, ctxt, uuid):

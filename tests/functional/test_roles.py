@@ -402,6 +402,7 @@ def cases(w):
             "host": "a1", "resources": dict(_forged_report(view, w.victims), memory_mb=999_999)}),
         ("scheduler", "instance_update", {"a1"}, lambda: {"instance_uuid": victim, "host": "a1",
                                                           "state": "ERROR"}),
+        ("scheduler", "start_build", {"a1"}, lambda: {"instance_uuid": victim, "host": "a1"}),
         ("scheduler", "hosts_changed", {"sched"}, lambda: {"by": "evil", "deleted": list(HOSTS)}),
         ("scheduler", "aggregates_changed", {"sched"}, lambda: {"by": "evil"}),
         ("scheduler", "host_disable", {"op"}, lambda: {"host": "a1", "reason": "evil"}),

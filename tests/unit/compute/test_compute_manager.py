@@ -215,6 +215,7 @@ def test_interrupted_build_resumes_after_restart(conf, transport, scheduler, age
         wait_for(lambda: "ACTIVE" in scheduler.states(uuid), "the resumed build")
         assert scheduler.states(uuid) == ["BUILDING", "ACTIVE"]
         assert second.store.get(uuid)["state"] == "ACTIVE"
+        assert scheduler.asked == [uuid]  # placed elsewhere while the agent was away? it asked first
     finally:
         second.stop()
 
