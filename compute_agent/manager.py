@@ -47,9 +47,9 @@ LOG = logging.getLogger(__name__)
 JOIN_TIMEOUT = 10.0
 #: Seconds an agent waits for a scheduler's answer to start_build before it asks again.
 START_BUILD_TIMEOUT = 5.0
-#: Seconds by which the schedulers' clocks may be ahead of this machine's: a build placed up to this
-#: long after the agent (re)began consuming may have waited in its queue all the same, and asks.
-CLOCK_MARGIN = 10.0
+#: Seconds by which the schedulers' clocks may be ahead of this machine's (NTP keeps them within
+#: milliseconds): a build placed up to this long after the agent (re)began consuming asks all the same.
+CLOCK_MARGIN = 2.0
 
 
 class ClaimWords(NamedTuple):
