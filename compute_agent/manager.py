@@ -47,9 +47,6 @@ LOG = logging.getLogger(__name__)
 JOIN_TIMEOUT = 10.0
 #: Seconds an agent waits for a scheduler's answer to start_build before it asks again.
 START_BUILD_TIMEOUT = 5.0
-#: Seconds by which the schedulers' clocks may be ahead of this machine's (NTP keeps them within
-#: milliseconds): a build placed up to this long after the agent (re)began consuming asks all the same.
-CLOCK_MARGIN = 2.0
 
 
 class ClaimWords(NamedTuple):
@@ -410,13 +407,14 @@ class ComputeManager:
 
     def _waited(self, ctxt):
         """Whether a build cast with ``ctxt`` may have waited in this host's queue while the agent was
-        not consuming it: placed before the agent (re)began consuming (with CLOCK_MARGIN), or resumed
-        at start. One that does not say when it was placed (from a scheduler before PLACED_AT, which
-        could not answer start_build, or cast by a tool) is built as before."""
+        not consuming it: placed before the agent (re)began consuming (by the two machines' clocks,
+        which NTP keeps within milliseconds), or resumed at start. One that does not say when it was
+        placed (from a scheduler before PLACED_AT, which could not answer start_build, or cast by a
+        tool) is built as before."""
         placed_at = ctxt.get(PLACED_AT)
         if not isinstance(placed_at, int | float) or isinstance(placed_at, bool):
             return False
-        return placed_at < self._consuming_since + CLOCK_MARGIN
+        return placed_at < self._consuming_since
 
     def _may_build(self, ctxt, uuid):
         """Whether the scheduler still places ``uuid`` here (start_build, scheduler API 1.4): a build
