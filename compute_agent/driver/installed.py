@@ -19,7 +19,7 @@ from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 
 from compute_agent.driver.base import ComputeDriver
-from scheduler.policy.plugins import describe
+from scheduler.policy.plugins import describe, load_class
 
 LOG = logging.getLogger(__name__)
 
@@ -49,15 +49,10 @@ def available() -> dict[str, EntryPoint]:
 
 
 def _load(ep: EntryPoint) -> type[ComputeDriver]:
-    try:
-        loaded = ep.load()
-    except Exception as exc:  # a driver's import may fail any way
-        reason = f"it fails to import: {type(exc).__name__}: {exc}"
-    else:
-        if isinstance(loaded, type) and issubclass(loaded, ComputeDriver):
-            return loaded
-        reason = f"{loaded!r} is not a subclass of {ComputeDriver.__module__}.{ComputeDriver.__qualname__}"
-    raise DriverError(f"{describe(ep)} cannot be used: {reason}")
+    loaded = load_class(ep, ComputeDriver)
+    if isinstance(loaded, str):
+        raise DriverError(f"{describe(ep)} cannot be used: {loaded}")
+    return loaded
 
 
 def driver_class(name: str) -> type[ComputeDriver]:

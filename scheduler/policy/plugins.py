@@ -100,6 +100,17 @@ def moved_hint(exc: Exception) -> str:
     return ""
 
 
+def load_class(ep: EntryPoint, base: type[P]) -> type[P] | str:
+    """The class entry point ``ep`` names, if it imports and is a subclass of ``base``; else why not."""
+    try:
+        loaded = ep.load()
+    except Exception as exc:  # a plugin's import may fail any way
+        return f"it fails to import: {type(exc).__name__}: {exc}{moved_hint(exc)}"
+    if isinstance(loaded, type) and issubclass(loaded, base):
+        return loaded
+    return f"{loaded!r} is not a subclass of {base.__module__}.{base.__qualname__}"
+
+
 def discover(package: ModuleType, base: type[P], group: str) -> Catalog[P]:
     """Every plugin of ``package`` and of entry point ``group``, by class name.
 
@@ -119,16 +130,12 @@ def discover(package: ModuleType, base: type[P], group: str) -> Catalog[P]:
     for cls in builtin(package, base):
         add(cls)
     for ep in entry_points(group=group):
-        try:
-            loaded = ep.load()
-        except Exception as exc:  # a plugin's import may fail any way
-            reason = f"it fails to import: {type(exc).__name__}: {exc}{moved_hint(exc)}"
-        else:
-            if isinstance(loaded, type) and issubclass(loaded, base):
-                eps.setdefault(loaded, ep)
-                add(loaded)
-                continue
-            reason = f"{loaded!r} is not a subclass of {base.__module__}.{base.__qualname__}"
+        loaded = load_class(ep, base)
+        if not isinstance(loaded, str):
+            eps.setdefault(loaded, ep)
+            add(loaded)
+            continue
+        reason = loaded
         name = ep.attr or ep.name
         unusable[name] = Unusable(name, describe(ep), reason)
         if describe(ep) not in _warned:
