@@ -98,7 +98,8 @@ class Applier:
     def send_build(self, build: Build) -> None:
         instance = {"uuid": build.instance_uuid, "flavor": build.spec.flavor.to_wire(),
                     "project_id": build.spec.project_id}
-        context = dict(context_values(build.context), **{PLACED_AT: time.time()})
+        context = context_values(build.context)  # a copy of its own
+        context[PLACED_AT] = time.time()
         self._outbox.send(self._compute.run_instance, context, build.host, instance, build.request_spec,
                           build.filter_properties)
 
