@@ -218,6 +218,12 @@ class Migration(Base):
     #: What the destination is told (the move_instance cast's instance, request_spec,
     #: filter_properties and migration), kept to be told again: None for moves of a Berth before it.
     request: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    #: The step a move between two agents (compute API 2.0) is at: prepare (the destination
+    #: claims and opens what the transfer needs), migrate (the source hands the instance over),
+    #: finish (the destination takes it); None for a move its destination takes alone (1.x).
+    step: Mapped[str | None] = mapped_column(sa.String(16))
+    #: What the destination prepared for the source to hand the instance over (its driver's).
+    transfer: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
     updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
     finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
