@@ -34,6 +34,8 @@ BUNDLES_VERSION = "1.3"
 #: The version of the scheduler API from which a report may say its agent stopped, and agents
 #: ask before a build (start_build).
 HOST_STOPS_VERSION = "1.4"
+#: The version of the scheduler API from which agents say the steps of a move between two agents.
+MOVE_STEPS_VERSION = "1.5"
 #: The methods of the scaling API admin_call may name; every other one is the admin API's.
 SCALING_METHODS = frozenset({
     "create_scaling_group", "list_scaling_groups", "show_scaling_group", "update_scaling_group",
@@ -198,10 +200,17 @@ class SchedulerClient:
                                   instance_uuid=instance_uuid)
 
     def move_update(self, ctxt: Context, instance_uuid: str, host: str, migration_id: int, outcome: str,
-                    fault: dict | None = None) -> None:
-        """From the destination's agent: the move ended (``outcome`` done or failed, with ``fault``)."""
-        self._moves().cast(ctxt, "move_update", instance_uuid=instance_uuid, host=host,
-                           migration_id=migration_id, outcome=outcome, fault=fault)
+                    fault: dict | None = None, transfer: dict | None = None, steps: bool = False) -> None:
+        """From the destination's agent: the move ended (``outcome`` done or failed, with ``fault``).
+        Of a move between two agents (``steps``, 1.5): from either agent, a step ended (prepared,
+        with the destination's ``transfer``; migrated) or failed, or the move is done."""
+        if not steps:
+            self._moves().cast(ctxt, "move_update", instance_uuid=instance_uuid, host=host,
+                               migration_id=migration_id, outcome=outcome, fault=fault)
+            return
+        self._client.prepare(version=MOVE_STEPS_VERSION).cast(
+            ctxt, "move_update", instance_uuid=instance_uuid, host=host, migration_id=migration_id,
+            outcome=outcome, fault=fault, transfer=transfer)
 
     # -- operators: host aggregates, server groups, hosts, scaling groups ------
 
