@@ -31,6 +31,7 @@ from scheduler.moves.rebalance_api import RebalanceEndpoint
 from scheduler.planning.applier import Applier, MoveApplier
 from scheduler.planning.claims import HostClaims
 from scheduler.planning.fragmentation import FragmentationHints
+from scheduler.planning.lookups import DatabaseLookups
 from scheduler.planning.moves import MovePlanner
 from scheduler.planning.planner import Planner
 from scheduler.planning.scheduling import Scheduling
@@ -93,15 +94,16 @@ def assemble(conf, transport, database, rng=None):
     outbox, undo, refusals = Outbox(batch=transport.publisher.batch), UndoLog(), Recent()
     compute = ComputeClient(transport)
     claims = HostClaims(database, host_manager, conf.scheduler.service_down_time)
-    planner = Planner(conf, database, host_manager, selector, undo.add, filters.all_filters(),
+    stored = DatabaseLookups(database)  # what the decision core reads, and all it reads
+    planner = Planner(conf, stored, host_manager, selector, undo.add, filters.all_filters(),
                       weighers.all_weighers())
     applier = Applier(database, host_manager, claims, outbox, compute, refusals)
     scheduling = Scheduling(database, planner, applier)
     reports = ReportBuffer()
     move_applier = MoveApplier(database, host_manager, outbox, compute)
-    move_planner = MovePlanner(conf, database, planner)
+    move_planner = MovePlanner(conf, stored, planner)
     moves = MoveEndpoint(conf, database, host_manager, applier, move_planner, move_applier)
-    planner.fragmentation = FragmentationHints(conf, database, host_manager, selector.filters,
+    planner.fragmentation = FragmentationHints(conf, stored, host_manager, selector.filters,
                                                move_planner.spec)
     return SchedulerParts(
         host_manager=host_manager, reports=reports, outbox=outbox, undo=undo, compute=compute, claims=claims,
