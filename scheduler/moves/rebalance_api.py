@@ -121,6 +121,8 @@ class RebalanceEndpoint:
         self._hosts = hosts  # HostManager
         self._selector = selector  # its filters decide every destination
         self._moves = moves  # MoveEndpoint: a step is its migrate_instance(live, host)
+        #: The JobEndpoint (set by the service): a plan stopped stops the job applying it.
+        self.jobs: Any = None
 
     # -- making a plan ------------------------------------------------------------
 
@@ -268,6 +270,9 @@ class RebalanceEndpoint:
         if plan["state"] in (rows.DONE, rows.STOPPED):
             raise MoveRefused(f"Rebalance plan {plan['id']} is {plan['state']} already: nothing to stop")
         self._stop(plan["id"], "stopped by berth rebalance stop")
+        if self.jobs is not None:
+            for job in self._db.list_jobs(kind="rebalance", plan_id=plan["id"], active=True):
+                self.jobs.stop(job, "stopped by berth rebalance stop")
         return self._shown(self._get(plan["id"]))
 
     def _stop(self, plan_id: int, reason: str) -> None:
