@@ -135,7 +135,6 @@ class SchedulerService:
                                             announce=self._announce_hosts)
         self.moves = parts.moves
         self.jobs = JobEndpoint(database, self.host_admin, parts.rebalance)
-        parts.rebalance.jobs = self.jobs  # stop_rebalance_plan stops the plan's job too
         self._reload_aggregates = functools.partial(reload_aggregates, database, hosts)
         self._reload_disabled = functools.partial(reload_disabled, database, hosts)
         self._peers = SchedulerClient(transport)

@@ -145,17 +145,8 @@ class JobEndpoint:
         job = self._get(job_id)
         if job["state"] in rows.ENDED:
             raise MoveRefused(f"Job {job_id} is {job['state']} already: nothing to stop")
-        self.stop(job)
+        stop(self._db, job, stop_reason(job))
         return self._shown(job_id)
-
-    def stop(self, job: dict[str, Any], reason: str | None = None) -> None:
-        """Stop ``job`` (and its plan) with ``reason``, or as stop_job does."""
-        reason = reason or stop_reason(job)
-        if self._db.stop_job(job["id"], reason):
-            LOG.info("%s stopping: %s", describe(job), reason)
-        if job["kind"] == rows.REBALANCE:
-            self._db.set_rebalance_plan_state(job["plan_id"], plan_rows.STOPPING,
-                                              (plan_rows.PLANNED, plan_rows.APPLYING), reason)
 
     # -- the jobs as shown ----------------------------------------------------------
 
@@ -185,6 +176,21 @@ class JobEndpoint:
                       "source_host": job["host"], "dest_host": s["dest_host"], "status": s["status"],
                       "migration_id": s["migration_id"], "reason": s["reason"]} for s in job["steps"]]
         return {**_public(job), "steps": steps}
+
+
+def stop(database: Any, job: dict[str, Any], reason: str) -> None:
+    """Stop ``job`` with ``reason``: no new step starts; a rebalance job's plan stops too."""
+    if database.stop_job(job["id"], reason):
+        LOG.info("%s stopping: %s", describe(job), reason)
+    if job["kind"] == rows.REBALANCE:
+        database.set_rebalance_plan_state(job["plan_id"], plan_rows.STOPPING,
+                                          (plan_rows.PLANNED, plan_rows.APPLYING), reason)
+
+
+def stop_plan(database: Any, plan_id: int, reason: str) -> None:
+    """Stop the job applying plan ``plan_id``, if one is (berth rebalance stop)."""
+    for job in database.list_jobs(kind=rows.REBALANCE, plan_id=plan_id, active=True):
+        stop(database, job, reason)
 
 
 def _public(job: dict[str, Any]) -> dict[str, Any]:

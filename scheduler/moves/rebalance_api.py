@@ -20,6 +20,7 @@ from scheduler import api_versions, rpc, states
 from scheduler.db import moves as migration_rows
 from scheduler.db import rebalance_plans as rows
 from scheduler.exception import BerthError, InstanceNotFound, InvalidRequest, NoValidHost
+from scheduler.jobs import api as jobs
 from scheduler.moves.fleet_snapshot import fleet_snapshot
 from scheduler.planning.moves import MoveRefused
 from scheduler.policy.rebalance import Plan, figures
@@ -121,8 +122,6 @@ class RebalanceEndpoint:
         self._hosts = hosts  # HostManager
         self._selector = selector  # its filters decide every destination
         self._moves = moves  # MoveEndpoint: a step is its migrate_instance(live, host)
-        #: The JobEndpoint (set by the service): a plan stopped stops the job applying it.
-        self.jobs: Any = None
 
     # -- making a plan ------------------------------------------------------------
 
@@ -270,9 +269,7 @@ class RebalanceEndpoint:
         if plan["state"] in (rows.DONE, rows.STOPPED):
             raise MoveRefused(f"Rebalance plan {plan['id']} is {plan['state']} already: nothing to stop")
         self._stop(plan["id"], "stopped by berth rebalance stop")
-        if self.jobs is not None:
-            for job in self._db.list_jobs(kind="rebalance", plan_id=plan["id"], active=True):
-                self.jobs.stop(job, "stopped by berth rebalance stop")
+        jobs.stop_plan(self._db, plan["id"], "stopped by berth rebalance stop")  # and the job applying it
         return self._shown(self._get(plan["id"]))
 
     def _stop(self, plan_id: int, reason: str) -> None:

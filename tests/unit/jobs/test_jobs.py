@@ -25,9 +25,7 @@ def jobs(conf, world, parts):
     database = world[1]
     host_admin = HostAdminEndpoint(conf, database, parts.host_manager,
                                    functools.partial(known_host, database, parts.host_manager))
-    endpoint = JobEndpoint(database, host_admin, parts.rebalance)
-    parts.rebalance.jobs = endpoint
-    return endpoint
+    return JobEndpoint(database, host_admin, parts.rebalance)
 
 
 def runner(world, parts, owner="s1:1", lease_s=15.0):
