@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +32,7 @@ from scheduler.db.engine import DatabaseUnavailable, to_db_time
 from scheduler.exception import InstanceNotFound, InvalidRequest, NoValidHost
 from scheduler.jobs import policy
 from scheduler.planning.moves import MoveRefused
+from scheduler.utils.leased_loop import LeasedLoop
 
 LOG = logging.getLogger(__name__)
 
@@ -289,32 +289,21 @@ def _with(view: policy.JobView, **changes: Any) -> policy.JobView:
 
 
 class JobLoop:
-    """``runner.run_once`` every ``interval_s`` in a thread of its own; on stop, the leases
-    given up so that another scheduler takes the jobs over at its next look."""
+    """``runner.run_once`` every ``interval_s`` in a thread of its own (a LeasedLoop, as the
+    scaling controller's); on stop, the leases given up so that another scheduler takes the jobs
+    over at its next look."""
 
     def __init__(self, runner: JobRunner, interval_s: float) -> None:
         self.runner = runner
         self.interval_s = interval_s
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = LeasedLoop(self.look, runner.release, interval_s, "jobs", "job(s)", runner.lease_s)
         self._away_said = False
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="jobs", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
-        try:
-            released = self.runner.release()
-        except Exception as exc:
-            LOG.warning("Giving up the jobs' leases failed (%s); another scheduler takes them over in %g s",
-                        exc, self.runner.lease_s)
-            return
-        if released:
-            LOG.info("Gave up the leases of %d job(s): another scheduler carries them on", released)
+        self._loop.stop()
 
     def look(self) -> None:
         """One look at the jobs; a failure is logged (the database away: once until it is back)."""
@@ -329,7 +318,3 @@ class JobLoop:
             LOG.exception("Jobs: a look failed; trying again in %g s", self.interval_s)
             return
         self._away_said = False
-
-    def _loop(self) -> None:
-        while not self._stopping.wait(self.interval_s):
-            self.look()
