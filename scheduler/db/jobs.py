@@ -71,7 +71,10 @@ class JobQueries(DatabaseEngine):
                 connection.execute(job_steps.insert(), [
                     {"job_id": job_id, "position": position, "instance_uuid": uuid, "status": PENDING,
                      "updated_at": now} for position, uuid in enumerate(instance_uuids, 1)])
-        return self.get_job(job_id)
+        assert job_id is not None
+        found = self.get_job(job_id)
+        assert found is not None
+        return found
 
     @_retry
     def get_job(self, job_id: int) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ group = cfg.OptGroup(
     "carry on until they end, whatever becomes of the command that started them. Each job is "
     "carried on by one scheduler at a time, which holds it by lease.")
 
-opts = [
+opts: list[cfg.Opt] = [
     cfg.FloatOpt(
         "interval",
         default=1.0,
