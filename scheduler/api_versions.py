@@ -53,7 +53,8 @@ COMPUTE = API("compute", (
 
 #: The operators' API (scheduler.admin.grouping.AdminEndpoint: aggregates and server groups;
 #: scheduler.admin.hosts.HostAdminEndpoint: hosts; scheduler.admin.flavors.FlavorEndpoint:
-#: flavors; scheduler.moves.rebalance_api.RebalanceEndpoint: rebalance plans), topic ``scheduler``,
+#: flavors; scheduler.moves.rebalance_api.RebalanceEndpoint: rebalance plans;
+#: scheduler.jobs.api.JobEndpoint: drains and plans carried on as jobs), topic ``scheduler``,
 #: which ``berth``
 #: and the schedulers themselves (aggregates_changed, hosts_changed) send to.
 ADMIN = API("admin", (
@@ -63,6 +64,8 @@ ADMIN = API("admin", (
             "unset_flavor_properties, delete_flavor"),
     ("1.2", "rebalance plans: plan_rebalance, list_rebalance_plans, show_rebalance_plan, "
             "start_rebalance_step, stop_rebalance_plan"),
+    ("1.3", "jobs the schedulers carry on: start_drain, apply_rebalance_plan, show_job, list_jobs, "
+            "stop_job"),
 ))
 
 #: Scaling groups and their members' metrics (scheduler.scaling.api.ScalingGroupEndpoint,

@@ -52,6 +52,8 @@ REBALANCE_METHODS = frozenset({
     "plan_rebalance", "list_rebalance_plans", "show_rebalance_plan", "start_rebalance_step",
     "stop_rebalance_plan",
 })
+#: The methods of the admin API that came with its version 1.3.
+JOB_METHODS = frozenset({"start_drain", "apply_rebalance_plan", "show_job", "list_jobs", "stop_job"})
 
 
 class SchedulerClient:
@@ -216,12 +218,15 @@ class SchedulerClient:
 
     def admin_call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:
         """Call one method of the admin API (scheduler.admin.grouping, scheduler.admin.hosts,
-        scheduler.admin.flavors, scheduler.moves.rebalance_api) or of the scaling API (SCALING_METHODS),
-        at 1.0, or 1.1 for the flavors' (FLAVOR_METHODS), 1.2 for rebalance plans' (REBALANCE_METHODS)."""
+        scheduler.admin.flavors, scheduler.moves.rebalance_api, scheduler.jobs.api) or of the scaling API
+        (SCALING_METHODS), at 1.0, or 1.1 for the flavors' (FLAVOR_METHODS), 1.2 for rebalance plans'
+        (REBALANCE_METHODS), 1.3 for jobs' (JOB_METHODS)."""
         api = api_versions.SCALING if method in SCALING_METHODS else api_versions.ADMIN
         client = self._clients[api.name]
         if method in FLAVOR_METHODS:
             client = client.prepare(version="1.1")
         elif method in REBALANCE_METHODS:
             client = client.prepare(version="1.2")
+        elif method in JOB_METHODS:
+            client = client.prepare(version="1.3")
         return client.call(ctxt, method, **kwargs)

@@ -24,6 +24,8 @@ from scheduler.fleet.build_expiry import BuildExpiry
 from scheduler.fleet.host_manager import HostManager
 from scheduler.fleet.reconciler import Reconciler
 from scheduler.fleet.report_owner import ReportOwners, live_schedulers
+from scheduler.jobs.api import JobEndpoint
+from scheduler.jobs.runner import JobLoop, JobRunner, lease_owner
 from scheduler.manager import ReportBuffer, SchedulerManager
 from scheduler.moves.api import MoveEndpoint
 from scheduler.moves.expiry import MoveExpiry
@@ -134,6 +136,7 @@ class SchedulerService:
                                             functools.partial(known_host, database, hosts),
                                             announce=self._announce_hosts)
         self.moves = parts.moves
+        self.jobs = JobEndpoint(database, self.host_admin, parts.rebalance)
         self._reload_aggregates = functools.partial(reload_aggregates, database, hosts)
         self._reload_disabled = functools.partial(reload_disabled, database, hosts)
         self._peers = SchedulerClient(transport)
@@ -151,7 +154,7 @@ class SchedulerService:
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
             [self.manager, self.moves, self.admin, self.host_admin, FlavorEndpoint(database, conf),
-             parts.rebalance, ScalingGroupEndpoint(conf, database),
+             parts.rebalance, self.jobs, ScalingGroupEndpoint(conf, database),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
             hearing=self.parts.host_manager,
@@ -173,6 +176,9 @@ class SchedulerService:
         self._strays = LogOnce(LOG)
         self._queues = BrokerQueues(transport)
         self.scaling = self._scaling_loop() if conf.scaling.enabled else None
+        #: Carries on the drains and rebalance plans, with the other schedulers (by lease).
+        self.job_loop = JobLoop(JobRunner(database, self.moves, parts.rebalance, self._unit_of_work,
+                                          lease_owner(conf), conf.jobs.lease_time), conf.jobs.interval)
         down_after_s = lambda: conf.scheduler.service_down_time  # noqa: E731 - read at each scrape
         self._collectors = [FleetCollector(self.parts.host_manager, down_after_s,
                                            lambda: conf.prometheus.per_host_series)]
@@ -213,6 +219,7 @@ class SchedulerService:
         self._periodic = concurrency.spawn(self._run_periodic, name="scheduler-periodic")
         if self.scaling is not None:
             self.scaling.start()
+        self.job_loop.start()
         LOG.info(
             "Scheduler %s started on %s, exchange %s%s: filters %s, weighers %s",
             self.conf.host,
@@ -230,10 +237,11 @@ class SchedulerService:
         self._saved_hosts.update(node["host"] for node in nodes)
 
     def stop(self):
-        """Stop syncing scaling groups (their leases given up), stop taking messages,
-        finish the one in hand, save what is unsaved."""
+        """Stop syncing scaling groups and carrying on jobs (their leases given up), stop taking
+        messages, finish the one in hand, save what is unsaved."""
         if self.scaling is not None:
             self.scaling.stop()
+        self.job_loop.stop()
         self._queues.close()
         self._server.stop()
         self._server.wait()

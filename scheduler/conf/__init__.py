@@ -20,6 +20,7 @@ from scheduler.conf import (
 )
 from scheduler.db import fastpaths as db_fastpaths
 from scheduler.fleet import report_digests
+from scheduler.jobs import options as jobs
 from scheduler.moves import expiry as move_expiry
 from scheduler.planning import fragmentation as planning_fragmentation
 from scheduler.planning import moves as planning_moves
@@ -31,8 +32,8 @@ from scheduler.telemetry import scheduler_metrics
 from scheduler.utils import log_lines
 
 AREAS = (default, log_lines, database, db_fastpaths, messaging, amqp_fast, roles, upgrade_levels, scheduler,
-         report_digests, filter_scheduler, planning_moves, planning_fragmentation, move_expiry, scaling,
-         telemetry_endpoint, scheduler_metrics, status_page)
+         report_digests, filter_scheduler, planning_moves, planning_fragmentation, move_expiry, jobs,
+         scaling, telemetry_endpoint, scheduler_metrics, status_page)
 
 
 def register_opts(conf):

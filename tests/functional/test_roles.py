@@ -432,6 +432,11 @@ def cases(w):
         ("scheduler", "revert_resize", CLIENTS, lambda: {"instance_uuid": victim}),
         ("scheduler", "move_update", {"a1"}, lambda: {"instance_uuid": victim, "host": "a1",
                                                       "migration_id": 1, "outcome": "done"}),
+        ("scheduler", "start_drain", {"op"}, lambda: {"host": "a1"}),
+        ("scheduler", "apply_rebalance_plan", {"op"}, lambda: {"plan_id": 1}),
+        ("scheduler", "show_job", {"op"}, lambda: {"job_id": 1}),
+        ("scheduler", "list_jobs", {"op"}, dict),
+        ("scheduler", "stop_job", {"op"}, lambda: {"job_id": 1}),
         ("scheduler", "list_migrations", EVERYONE, dict),
         ("scheduler", "list_hosts", EVERYONE, dict),
         ("scheduler", "list_instances", EVERYONE, dict),
@@ -480,6 +485,7 @@ def declared_methods():
     from compute_agent.manager import ComputeEndpoint, ComputeV1Endpoint
     from scheduler.admin.grouping import AdminEndpoint
     from scheduler.admin.hosts import HostAdminEndpoint
+    from scheduler.jobs.api import JobEndpoint
     from scheduler.manager import SchedulerManager
     from scheduler.moves.api import MoveEndpoint
     from scheduler.scaling.api import ScalingGroupEndpoint
@@ -487,7 +493,7 @@ def declared_methods():
 
     found = set()
     for queue, classes in (("scheduler", (SchedulerManager, MoveEndpoint, AdminEndpoint, HostAdminEndpoint,
-                                          ScalingGroupEndpoint, InstanceMetricsEndpoint)),
+                                          JobEndpoint, ScalingGroupEndpoint, InstanceMetricsEndpoint)),
                            ("compute.a1", (ComputeEndpoint, ComputeV1Endpoint, FakeLoadEndpoint))):
         found |= {(queue, name) for cls in classes for name in dir(cls)
                   if not name.startswith("_") and callable(getattr(cls, name))}

@@ -118,11 +118,12 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
     from compute_agent.manager import ComputeEndpoint, ComputeV1Endpoint
     from scheduler.admin.grouping import AdminEndpoint
     from scheduler.admin.hosts import HostAdminEndpoint
+    from scheduler.jobs.api import JobEndpoint
     from scheduler.manager import SchedulerManager
     from scheduler.scaling.api import ScalingGroupEndpoint
     from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 
-    classes = [SchedulerManager, AdminEndpoint, HostAdminEndpoint, ScalingGroupEndpoint,
+    classes = [SchedulerManager, AdminEndpoint, HostAdminEndpoint, JobEndpoint, ScalingGroupEndpoint,
                InstanceMetricsEndpoint, ComputeEndpoint, ComputeV1Endpoint, FakeLoadEndpoint]
     found = {}
     for cls in classes:
@@ -142,7 +143,8 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
         "agent of the host + client": {"run_instance"},
         "operator": {"host_disable", "host_enable", "host_delete", "create_aggregate", "delete_aggregate",
                      "aggregate_add_host", "aggregate_remove_host", "aggregate_set_metadata", "set_fake_load",
-                     "clear_fake_load"},
+                     "clear_fake_load", "start_drain", "apply_rebalance_plan", "show_job", "list_jobs",
+                     "stop_job"},
         "client": {"select_destinations", "delete_instance", "create_server_group", "delete_server_group",
                    "create_scaling_group", "update_scaling_group", "pause_scaling_group",
                    "resume_scaling_group", "delete_scaling_group", "push_instance_metrics"},

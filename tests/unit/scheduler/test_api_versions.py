@@ -7,7 +7,7 @@ import pytest
 
 from compute_agent.manager import ComputeEndpoint
 from scheduler import api_versions, rpc
-from scheduler.client import FLAVOR_METHODS, REBALANCE_METHODS, SCALING_METHODS, SchedulerClient
+from scheduler.client import FLAVOR_METHODS, JOB_METHODS, REBALANCE_METHODS, SCALING_METHODS, SchedulerClient
 from scheduler.cmd import startup as config
 from scheduler.conf import upgrade_levels
 from scheduler.rpc import deadletter, roles
@@ -30,25 +30,27 @@ def test_every_endpoint_declares_its_api_and_the_scaling_methods_are_the_scaling
     endpoints = started._server.dispatcher.endpoints
     assert [type(e).__name__ for e in endpoints] == ["SchedulerManager", "MoveEndpoint", "AdminEndpoint",
                                                      "HostAdminEndpoint", "FlavorEndpoint",
-                                                     "RebalanceEndpoint",
+                                                     "RebalanceEndpoint", "JobEndpoint",
                                                      "ScalingGroupEndpoint", "InstanceMetricsEndpoint"]
     assert [e.RPC_API.name for e in endpoints] == ["scheduler", "scheduler", "admin", "admin", "admin",
-                                                   "admin",
+                                                   "admin", "admin",
                                                    "scaling", "scaling"]
     assert ComputeEndpoint.RPC_API is api_versions.COMPUTE
     assert {e.RPC_API for e in endpoints} | {ComputeEndpoint.RPC_API} == set(api_versions.ALL)
     # admin_call reaches the scaling API for these, the admin API for the rest.
-    assert SCALING_METHODS == endpoint_methods(endpoints[6:])
-    assert not SCALING_METHODS & endpoint_methods(endpoints[:6])
-    # ... and at 1.1 for the flavors' methods, 1.2 for the rebalance plans', which came with them.
+    assert SCALING_METHODS == endpoint_methods(endpoints[7:])
+    assert not SCALING_METHODS & endpoint_methods(endpoints[:7])
+    # ... and at 1.1 for the flavors' methods, 1.2 for the rebalance plans', 1.3 for the jobs', which
+    # came with them.
     assert FLAVOR_METHODS == endpoint_methods(endpoints[4:5])
     assert REBALANCE_METHODS == endpoint_methods(endpoints[5:6])
+    assert JOB_METHODS == endpoint_methods(endpoints[6:7])
 
 
 def test_a_newer_client_is_refused_naming_the_version_this_scheduler_serves(started):
     client = rpc.RPCClient(started.transport, rpc.Target(topic="scheduler"), timeout=10)
     assert client.call({}, "list_hosts") == []
-    for method, api, served in (("list_hosts", "scheduler", "1.5"), ("list_aggregates", "admin", "1.2"),
+    for method, api, served in (("list_hosts", "scheduler", "1.5"), ("list_aggregates", "admin", "1.3"),
                                 ("list_scaling_groups", "scaling", "1.0")):
         newer = f"1.{int(served[-1]) + 1}"
         with pytest.raises(rpc.RemoteError) as info:
