@@ -19,6 +19,7 @@ from scheduler.db import models
 from scheduler.service import SchedulerService
 from tests.unit.cli_scheduler import main, write_conf
 from tests.unit.moves.test_rebalance import BIGGER, boot, reported
+from tests.unit.scheduler import manager_world
 from tests.unit.scheduler.manager_world import HOSTS, Recorder, report, request
 from tests.unit.scheduler.service_parts import transport_and_database
 
@@ -58,9 +59,11 @@ class Scheduler:
             self.on_look(self.looks)
         for migration in self.database.list_migrations(status="migrating") if self.moves_end else ():
             uuid = migration["instance_uuid"]
-            fault = {"reason": self.fail[uuid]} if uuid in self.fail else None
-            self.service.moves.move_update(CTX, uuid, migration["dest_host"], migration["id"],
-                                           "failed" if fault else "done", fault)
+            if uuid in self.fail:
+                self.service.moves.move_update(CTX, uuid, migration["dest_host"], migration["id"], "failed",
+                                               {"reason": self.fail[uuid]})
+            else:
+                manager_world.moved(self.service.parts, migration, CTX)
         self.service.job_loop.runner.run_once()
 
     def close(self):

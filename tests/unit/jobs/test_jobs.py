@@ -16,6 +16,7 @@ from scheduler.jobs.runner import JobRunner
 from scheduler.planning.moves import MoveRefused
 from scheduler.transaction.unit_of_work import UnitOfWork
 from tests.unit.moves.test_rebalance import BIGGER, boot, reported
+from tests.unit.scheduler import manager_world
 
 CTX = rpc.Context({})
 
@@ -38,8 +39,11 @@ def end_moves(world, parts, outcome="done", fault=None):
     """Each move under way ends as its destination would say: ``outcome``."""
     database = world[1]
     for migration in database.list_migrations(status="migrating"):
-        parts.moves.move_update(CTX, migration["instance_uuid"], migration["dest_host"], migration["id"],
-                                outcome, fault)
+        if outcome == "done":
+            manager_world.moved(parts, migration, CTX)
+        else:
+            parts.moves.move_update(CTX, migration["instance_uuid"], migration["dest_host"], migration["id"],
+                                    outcome, fault)
 
 
 def expire(database, **values):
