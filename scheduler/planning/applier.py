@@ -19,7 +19,7 @@ from scheduler.db.moves import FINISH, MIGRATE, PREPARE
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.planning import lookups
 from scheduler.planning.claims import HostClaims
-from scheduler.planning.moves import RESIZE, MoveRefused, flavor_of
+from scheduler.planning.moves import EVACUATION, RESIZE, MoveRefused, flavor_of
 from scheduler.planning.plan import Build, Placement, Plan, RowUpdate
 from scheduler.policy.request_spec import Flavor, RequestSpec, parse_uuid
 from scheduler.policy.selection import Decision
@@ -274,9 +274,14 @@ class MoveApplier:
                   transfer: dict[str, Any] | None) -> bool:
         """A step of a move between two agents is done (``outcome``: prepared, from its destination,
         with its ``transfer``; migrated, from its source): record the next step and tell its agent,
-        once the transaction commits. False when the move is no longer at that step (a repeat)."""
-        step, values = ((PREPARE, {"step": MIGRATE, "transfer": transfer or {}}) if outcome == "prepared"
-                        else (MIGRATE, {"step": FINISH}))
+        once the transaction commits (an evacuation, whose source is down, goes from prepare to
+        finish). False when the move is no longer at that step (a repeat)."""
+        if outcome == "prepared":
+            # An evacuation's source is down: its destination rebuilds the instance, as Nova's does.
+            after = FINISH if migration["kind"] == EVACUATION else MIGRATE
+            step, values = PREPARE, {"step": after, "transfer": transfer or {}}
+        else:
+            step, values = MIGRATE, {"step": FINISH}
         moved = self._db.update_migration(migration["id"], values, expected_status="migrating",
                                           expected_step=step)
         if moved is None:

@@ -86,6 +86,23 @@ def test_a_migration_goes_step_by_step_between_its_agents_holding_both_hosts_unt
     assert terminate[-1] == ("terminate_instance", uuid, f"moved to {dest} (migration {migration_id})")
 
 
+def test_an_evacuation_is_rebuilt_by_its_destination_alone_its_source_being_down(world, parts, conf):
+    manager, database, agents = world
+    uuid, source = active(world)
+    conf.set_override("service_down_time", 1, "scheduler")
+    parts.host_manager.get(source).updated -= 10
+    [answer] = parts.moves.evacuate_host(CTX, source)
+    migration = answer["migration"]
+    dest, migration_id = migration["dest_host"], migration["id"]
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "prepared", transfer={})
+    assert database.get_migration(migration_id)["step"] == "finish"  # no migrate step: its source is down
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "done")
+    assert database.get_instance(uuid)["host"] == dest
+    received = move_casts(agents, 4)
+    assert [c[0] for c in received[dest]] == ["prepare_move", "finish_move"]
+    assert [c[0] for c in received[source]] == ["terminate_instance"]  # waits for it, should it come back
+
+
 def test_a_step_said_twice_or_out_of_turn_changes_nothing(world, parts):
     manager, database, agents = world
     uuid, source = active(world)
