@@ -16,7 +16,8 @@ from scheduler.cmd.instance_commands import flavor_from_args
 from scheduler.cmd.references import instance_uuid
 from scheduler.db import moves
 
-COLUMNS = ["ID", "INSTANCE", "KIND", "STATUS", "SOURCE", "DEST", "CREATED", "FINISHED", "REASON"]
+#: STEP: where a move between two agents is (prepare, migrate, finish), empty for one taken in alone.
+COLUMNS = ["ID", "INSTANCE", "KIND", "STATUS", "STEP", "SOURCE", "DEST", "CREATED", "FINISHED", "REASON"]
 
 
 def add_commands(subparsers):
@@ -92,8 +93,9 @@ def _moving(call, *args, **kwargs):
 
 
 def _rows(migrations):
-    return [[m["id"], m["instance_uuid"], m["kind"], m["status"], m.get("source_host"), m.get("dest_host"),
-             m.get("created_at"), m.get("finished_at"), m.get("reason")] for m in migrations]
+    return [[m["id"], m["instance_uuid"], m["kind"], m["status"], m.get("step"), m.get("source_host"),
+             m.get("dest_host"), m.get("created_at"), m.get("finished_at"), m.get("reason")]
+            for m in migrations]
 
 
 def print_migrations(migrations, out, args=None):

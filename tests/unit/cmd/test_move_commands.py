@@ -101,6 +101,7 @@ class Fleet:
     def resize_instance(self, ctxt, instance_uuid, flavor):
         self.calls.append(("resize_instance", {"instance_uuid": instance_uuid, "flavor": flavor}))
         return {"id": 7, "instance_uuid": instance_uuid, "kind": "resize", "status": "migrating",
+                "step": "prepare",
                 "source_host": "h1", "dest_host": "h1", "created_at": "2026-12-03T10:00:00.000000Z"}
 
     def confirm_resize(self, ctxt, instance_uuid):
@@ -155,10 +156,10 @@ def test_resize_to_a_named_flavor_prints_the_migration(conf_file):
     [asked] = sent(fleet, "resize_instance")
     assert asked["instance_uuid"] == U1 and asked["flavor"]["memory_mb"] == 2048
     header, row = out.splitlines()
-    assert header.split() == ["ID", "INSTANCE", "KIND", "STATUS", "SOURCE", "DEST", "CREATED", "FINISHED",
-                              "REASON"]
-    assert row.split() == ["7", U1, "resize", "migrating", "h1", "h1", "2026-12-03T10:00:00.000000Z",
-                           "-", "-"]
+    assert header.split() == ["ID", "INSTANCE", "KIND", "STATUS", "STEP", "SOURCE", "DEST", "CREATED",
+                              "FINISHED", "REASON"]
+    assert row.split() == ["7", U1, "resize", "migrating", "prepare", "h1", "h1",
+                           "2026-12-03T10:00:00.000000Z", "-", "-"]
 
 
 def test_resize_to_an_unnamed_flavor_as_boot_takes_it_its_disks_and_extra_specs_kept(conf_file):
@@ -245,7 +246,7 @@ def test_migrations_filter_by_host_status_and_instance(conf_file):
     _, out = run(conf_file, fleet, "migrations", "--host", "h3", "--state", "MIGRATING",
                  "--instance", "web-1")
     assert sent(fleet, "list_migrations")[-1] == {"host": "h3", "status": "migrating", "instance_uuid": U1}
-    assert out.splitlines() == ["ID  INSTANCE  KIND  STATUS  SOURCE  DEST  CREATED  FINISHED  REASON"]
+    assert out.splitlines() == ["ID  INSTANCE  KIND  STATUS  STEP  SOURCE  DEST  CREATED  FINISHED  REASON"]
 
 
 def test_evacuate_lists_the_migrations_started(conf_file):
