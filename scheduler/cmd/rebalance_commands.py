@@ -50,8 +50,9 @@ def _seconds(text):
         value = float(text)
     except ValueError:
         raise CommandError(f"--time-limit: {text!r} is not a number of seconds") from None
-    if not 0 < value <= 600:
-        raise CommandError(f"--time-limit: give more than 0 and at most 600 seconds, got {text}")
+    if not 0 < value <= rebalance_goals.MAX_TIME_LIMIT:
+        raise CommandError(f"--time-limit: give more than 0 and at most {rebalance_goals.MAX_TIME_LIMIT:g} "
+                           f"seconds, got {text}")
     return value
 
 
@@ -138,7 +139,7 @@ def _goal_options(client, args):
     known = _options()
     for name, (option, owners) in known.items():
         value = getattr(args, name)
-        if name in taken and (value is not None):
+        if name in taken and value is not None:
             options[name] = value
         elif value is not None and not _sent_always(option):
             flags = [o.cli_flag for o, them in known.values() if them == owners and not _sent_always(o)]
