@@ -30,7 +30,8 @@ from scheduler import rpc, states
 from scheduler.cmd.arguments import positive, whole
 from scheduler.db.api import Database
 from scheduler.moves import rebalance_api
-from scheduler.policy.rebalance import figures, goals
+from scheduler.policy.rebalance import figures
+from scheduler.policy.rebalance_goals.make_room import MakeRoom
 from scheduler.policy.request_spec import RequestSpec
 from scheduler.service import assemble
 
@@ -99,8 +100,7 @@ def measure(n_hosts: int, repeats: int, first_seed: int = 0) -> dict[str, Any]:
     timed = Timed()
     timed.wrap(rebalance_api, "fleet_snapshot", "fleet read")
     timed.wrap(figures, "before_after", "figures")
-    goal = goals.GOALS[goals.MAKE_ROOM]
-    goals.GOALS[goals.MAKE_ROOM] = lambda snapshot, options: _timed_goal(timed, goal, snapshot, options)
+    timed.wrap(MakeRoom, "plan", "plan")
     steps, instances = [], 0
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -110,7 +110,7 @@ def measure(n_hosts: int, repeats: int, first_seed: int = 0) -> dict[str, Any]:
                     instances = len(database.list_instances(states=[states.ACTIVE]))
                     timed.wrap(database, "create_rebalance_plan", "plan saved")
                     start = time.perf_counter()
-                    plan = parts.rebalance.plan_rebalance(CTX, goals.MAKE_ROOM,
+                    plan = parts.rebalance.plan_rebalance(CTX, MakeRoom.name,
                                                           {"flavor": fleets.LARGE.to_wire()})
                     timed.seconds.setdefault("whole call", []).append(time.perf_counter() - start)
                     steps.append(len(plan["steps"]))
@@ -119,17 +119,8 @@ def measure(n_hosts: int, repeats: int, first_seed: int = 0) -> dict[str, Any]:
                     database.dispose()
     finally:
         timed.restore()
-        goals.GOALS[goals.MAKE_ROOM] = goal
     return {"hosts": n_hosts, "instances": instances, "repeats": repeats, "steps": steps,
             "seconds": timed.seconds}
-
-
-def _timed_goal(timed: Timed, goal: Any, snapshot: Any, options: Any) -> Any:
-    start = time.perf_counter()
-    try:
-        return goal(snapshot, options)
-    finally:
-        timed.seconds.setdefault("plan", []).append(time.perf_counter() - start)
 
 
 def _spread(values: list[float]) -> str:

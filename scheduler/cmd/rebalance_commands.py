@@ -3,8 +3,9 @@
 ``plan`` asks the scheduler to plan a goal on its fleet as it is now (the enabled filters decide
 every destination) and prints the saved plan; ``apply`` starts a job the schedulers carry on and
 watches it (:class:`scheduler.cmd.rebalancing.Apply`).
-Each goal is a name of scheduler.policy.rebalance.goals.GOALS on the scheduler, and a flag here
-(GOAL_FLAGS); nothing of the planner is imported here, which would cost every command its start-up.
+The goals, their flags and which option goes with which goal come from the installed rebalance
+goals' schemas (scheduler.policy.rebalance_goals): their modules import nothing of the planner,
+which would cost every command its start-up.
 """
 
 from scheduler import rpc
@@ -12,20 +13,36 @@ from scheduler.cmd import output
 from scheduler.cmd.arguments import CommandError, actions, positive
 from scheduler.cmd.instance_commands import named_flavor
 from scheduler.cmd.rebalancing import Apply
+from scheduler.policy import rebalance_goals
 
 STEP_COLUMNS = ["STEP", "INSTANCE", "SOURCE", "DEST", "MEMORY_MB", "STATUS", "MIGRATION", "REASON"]
 PLAN_COLUMNS = ["ID", "GOAL", "STATE", "STEPS", "CREATED", "REASON"]
-MAKE_ROOM = "make_room"
-METHODS = ("auto", "greedy", "exact")
-#: The goals ``plan`` takes besides --make-room: {flag: (goal, help)}.
-GOAL_FLAGS: dict[str, tuple[str, str]] = {
-    "balance": ("balance", "lower the skew of the hosts' measured load (max / mean) with at most "
-                "--max-migrations migrations, down to --target"),
-    "consolidate": ("consolidate", "empty as many hosts as --max-migrations migrations allow, each "
-                    "destination keeping --headroom free"),
-}
-#: The options of the goals but make_room: {option: the goal that takes it (None: both)}.
-GOAL_OPTIONS = {"target_skew": "balance", "headroom": "consolidate", "max_migrations": None}
+
+
+def _flag(goal):
+    return "--" + goal.replace("_", "-")
+
+
+def _goals():
+    """The installed goals, those whose flag takes a value (their required option) first."""
+    found = rebalance_goals.goals()
+    return sorted(found.values(), key=lambda cls: cls.argument() is None)
+
+
+def _options():
+    """{option name: (the option, [the goals that take it])} of the goals' options but their
+    arguments, each once, in the order of the goals."""
+    found = {}
+    for cls in _goals():
+        for option in cls.schema:
+            if option is not cls.argument():
+                found.setdefault(option.name, (option, []))[1].append(cls.name)
+    return found
+
+
+def _sent_always(option):
+    """A choice goes with its default to its goal's plans and is ignored with another goal's."""
+    return option.type == rebalance_goals.CHOICE
 
 
 def _seconds(text):
@@ -33,9 +50,16 @@ def _seconds(text):
         value = float(text)
     except ValueError:
         raise CommandError(f"--time-limit: {text!r} is not a number of seconds") from None
-    if not 0 < value <= 600:
-        raise CommandError(f"--time-limit: give more than 0 and at most 600 seconds, got {text}")
+    if not 0 < value <= rebalance_goals.MAX_TIME_LIMIT:
+        raise CommandError(f"--time-limit: give more than 0 and at most {rebalance_goals.MAX_TIME_LIMIT:g} "
+                           f"seconds, got {text}")
     return value
+
+
+def _type(option):
+    if option.type == rebalance_goals.INT:
+        return positive if option.minimum == 1 else int
+    return float if option.type == rebalance_goals.FLOAT else str
 
 
 def add_commands(subparsers):
@@ -44,24 +68,23 @@ def add_commands(subparsers):
     plan = found.add_parser("plan", help="Plan the fewest migrations toward a goal on the fleet as it is "
                             "now, save the plan and print it.")
     goal = plan.add_mutually_exclusive_group(required=True)
-    goal.add_argument("--make-room", metavar="FLAVOR",
-                      help="room for --count instances of FLAVOR (a flavor the scheduler keeps)")
-    for flag, (name, help_text) in GOAL_FLAGS.items():
-        goal.add_argument(f"--{flag}", dest=name, action="store_true", help=help_text)
-    plan.add_argument("--count", type=positive, default=1, metavar="N", help="with --make-room: N instances "
-                      "(default 1)")
-    plan.add_argument("--zone", metavar="Z", help="with --make-room: the instances' availability zone")
-    plan.add_argument("--max-migrations", type=positive, metavar="K",
-                      help="with --balance or --consolidate: at most K migrations (default 10)")
-    plan.add_argument("--target", dest="target_skew", type=float, metavar="SKEW",
-                      help="with --balance: stop at this skew, max / mean of the hosts' load (default 1.15)")
-    plan.add_argument("--headroom", type=float, metavar="SHARE",
-                      help="with --consolidate: the share of each limit a destination keeps free "
-                      "(0 to below 1, default 0)")
+    for cls in _goals():
+        argument = cls.argument()
+        if argument is None:
+            goal.add_argument(_flag(cls.name), dest=cls.name, action="store_true", help=cls.summary)
+        else:
+            goal.add_argument(_flag(cls.name), dest=cls.name, metavar=argument.metavar, help=cls.summary)
+    options = _options()
+    for option, owners in options.values():
+        if not _sent_always(option):
+            plan.add_argument(option.cli_flag, dest=option.name, type=_type(option), metavar=option.metavar,
+                              help=f"with {' or '.join(map(_flag, owners))}: {option.help}")
     plan.add_argument("--time-limit", type=str, default="1", metavar="S",
                       help="seconds the planner may take (default 1): past it, the best plan found")
-    plan.add_argument("--method", choices=METHODS, default="auto",
-                      help="auto (default): the greedy plan, then the exact one within the time limit")
+    for option, _ in options.values():
+        if _sent_always(option):
+            plan.add_argument(option.cli_flag, dest=option.name, choices=option.choices,
+                              default=option.default, help=option.help)
     output.add_options(plan)
     plan.set_defaults(func=plan_command)
 
@@ -97,27 +120,32 @@ def _call(client, method, **kwargs):
 
 
 def plan_command(client, args, out):
-    options = {"time_limit": _seconds(args.time_limit)}
-    if args.make_room:
-        goal = MAKE_ROOM
-        options.update(flavor=named_flavor(client, args.make_room), count=args.count, method=args.method)
-        if args.zone:
-            options["zone"] = args.zone
-    else:
-        goal = next(name for name, _ in GOAL_FLAGS.values() if getattr(args, name, False))
-        if args.count != 1 or args.zone:
-            raise CommandError(f"--count and --zone go with --make-room, not --{goal}")
-    for name, owner in GOAL_OPTIONS.items():
-        value = getattr(args, name)
-        if value is None:
-            continue
-        if goal == MAKE_ROOM or (owner is not None and owner != goal):
-            flag = "--target" if name == "target_skew" else "--" + name.replace("_", "-")
-            raise CommandError(f"{flag} goes with --{owner or 'balance or --consolidate'}, not "
-                               f"--{goal.replace('_', '-')}")
-        options[name] = value
+    goal, options = _goal_options(client, args)
     print_plan(_call(client, "plan_rebalance", goal=goal, options=options), args, out, planned=True)
     return 0
+
+
+def _goal_options(client, args):
+    """(goal, options) as the flags say: the options of the goal given (an option of another goal
+    is refused, naming the goals it goes with, and the flags that go with exactly those goals)."""
+    cls = next(cls for cls in _goals() if getattr(args, cls.name, None))
+    options = {"time_limit": _seconds(args.time_limit)}
+    argument = cls.argument()
+    if argument is not None:
+        value = getattr(args, cls.name)
+        options[argument.name] = named_flavor(client, value) if argument.type == rebalance_goals.FLAVOR \
+            else value
+    taken = {o.name for o in cls.schema}
+    known = _options()
+    for name, (option, owners) in known.items():
+        value = getattr(args, name)
+        if name in taken and value is not None:
+            options[name] = value
+        elif value is not None and not _sent_always(option):
+            flags = [o.cli_flag for o, them in known.values() if them == owners and not _sent_always(o)]
+            raise CommandError(f"{' and '.join(flags)} {'goes' if len(flags) == 1 else 'go'} with "
+                               f"{' or '.join(map(_flag, owners))}, not {_flag(cls.name)}")
+    return cls.name, options
 
 
 def show_command(client, args, out):
@@ -182,7 +210,7 @@ def print_plan(plan, args, out, planned=False):
     summary, options = plan["summary"], plan["options"]
     steps = plan["steps"]
     what = plan["goal"]
-    if plan["goal"] == MAKE_ROOM:
+    if plan["goal"] == "make_room":
         what = f"room for {options.get('count', 1)} x {options['flavor'].get('name') or 'the flavor'}" + (
             f" in zone {options['zone']}" if options.get("zone") else "")
     moved = sum(s["memory_mb"] for s in steps)

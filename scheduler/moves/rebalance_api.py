@@ -15,7 +15,6 @@ refused with the reason, and the plan stops there: nothing else is moved in its 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,18 +26,11 @@ from scheduler.jobs import api as jobs
 from scheduler.moves.fleet_snapshot import fleet_snapshot
 from scheduler.planning.moves import MoveRefused
 from scheduler.policy.rebalance import Plan, figures
-from scheduler.policy.rebalance.balance import TARGET_SKEW
-from scheduler.policy.rebalance.goals import BALANCE, GOALS, MAKE_ROOM, MAX_MIGRATIONS
 from scheduler.policy.rebalance.judge import Judge
-from scheduler.policy.rebalance.planner import AUTO, EXACT, GREEDY
-from scheduler.policy.request_spec import Flavor
+from scheduler.policy.rebalance_goals import OptionError, check, goals
+from scheduler.policy.rebalance_goals import goal as goal_of
 
 LOG = logging.getLogger(__name__)
-METHODS = (AUTO, GREEDY, EXACT)
-#: The longest a planner may be given, in seconds.
-MAX_TIME_LIMIT = 600.0
-#: The most instances room may be asked for at once.
-MAX_COUNT = 1000
 
 
 class PlanNotFound(BerthError):
@@ -52,62 +44,17 @@ class NoRebalancePlan(BerthError):
 
 
 def _options(goal: Any, options: Any) -> dict[str, Any]:
-    """The goal's options checked: InvalidRequest naming what is wrong."""
-    if goal not in GOALS:
-        raise InvalidRequest(f"plan_rebalance: goal must be one of {', '.join(sorted(GOALS))}, "
+    """The goal's options checked against its schema (rebalance_goals.check): InvalidRequest naming
+    what is wrong."""
+    if goal_of(goal) is None:
+        raise InvalidRequest(f"plan_rebalance: goal must be one of {', '.join(sorted(goals()))}, "
                              f"got {str(goal)[:60]!r}")
     if not isinstance(options, dict):
         raise InvalidRequest("plan_rebalance: options must be an object")
-    checked: dict[str, Any] = {}
-    limit = options.get("time_limit", 1.0)
-    if isinstance(limit, bool) or not isinstance(limit, int | float) or not 0 < limit <= MAX_TIME_LIMIT \
-            or not math.isfinite(limit):
-        raise InvalidRequest("plan_rebalance: time_limit must be a number of seconds in "
-                             f"(0, {MAX_TIME_LIMIT:g}], "
-                             f"got {str(limit)[:60]!r}")
-    checked["time_limit"] = float(limit)
-    if goal == MAKE_ROOM:
-        unknown = sorted(set(options) - {"flavor", "count", "zone", "method", "time_limit"})
-        if unknown:
-            raise InvalidRequest(f"plan_rebalance: unknown option(s) {', '.join(map(str, unknown))}")
-        checked["flavor"] = Flavor.from_wire(options.get("flavor"), "plan_rebalance: flavor").to_wire()
-        count = options.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
-            raise InvalidRequest(f"plan_rebalance: count must be a whole number from 1 to {MAX_COUNT}, "
-                                 f"got {str(count)[:60]!r}")
-        checked["count"] = count
-        zone = options.get("zone")
-        if zone is not None and (not isinstance(zone, str) or not zone.strip() or len(zone) > 255):
-            raise InvalidRequest("plan_rebalance: zone must be a zone's name")
-        checked["zone"] = zone
-        method = options.get("method", AUTO)
-        if method not in METHODS:
-            raise InvalidRequest(f"plan_rebalance: method must be one of {', '.join(METHODS)}, "
-                                 f"got {str(method)[:60]!r}")
-        checked["method"] = method
-        return checked
-    allowed = {"max_migrations", "time_limit"} | ({"target_skew"} if goal == BALANCE else {"headroom"})
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise InvalidRequest(f"plan_rebalance: unknown option(s) of {goal}: {', '.join(map(str, unknown))}")
-    most = options.get("max_migrations", MAX_MIGRATIONS)
-    if isinstance(most, bool) or not isinstance(most, int) or not 1 <= most <= MAX_COUNT:
-        raise InvalidRequest(f"plan_rebalance: max_migrations must be a whole number from 1 to {MAX_COUNT}, "
-                             f"got {str(most)[:60]!r}")
-    checked["max_migrations"] = most
-    if goal == BALANCE:
-        target = options.get("target_skew", TARGET_SKEW)
-        if isinstance(target, bool) or not isinstance(target, int | float) or not 1.0 <= target < math.inf:
-            raise InvalidRequest("plan_rebalance: target_skew is max / mean of the hosts' load, a number "
-                                 f"of at least 1.0, got {str(target)[:60]!r}")
-        checked["target_skew"] = float(target)
-    else:
-        headroom = options.get("headroom", 0.0)
-        if isinstance(headroom, bool) or not isinstance(headroom, int | float) or not 0.0 <= headroom < 1.0:
-            raise InvalidRequest("plan_rebalance: headroom is the share of each limit a destination keeps "
-                                 f"free, from 0 to below 1, got {str(headroom)[:60]!r}")
-        checked["headroom"] = float(headroom)
-    return checked
+    try:
+        return check(goal, options)
+    except OptionError as exc:
+        raise InvalidRequest(f"plan_rebalance: {exc}") from None
 
 
 def _plan_id(value: Any, where: str) -> int:
@@ -130,14 +77,13 @@ class RebalanceEndpoint:
 
     @rpc.callers(rpc.OPERATOR)
     def plan_rebalance(self, context, goal, options):
-        """Plan ``goal`` (GOALS) with ``options`` on the fleet as it is now and save the plan; the
-        plan with its steps. A goal that cannot be reached is refused with the planner's reason,
-        and nothing is saved."""
+        """Plan ``goal`` (an installed rebalance goal) with ``options`` on the fleet as it is now and
+        save the plan; the plan with its steps. A goal that cannot be reached is refused with the
+        planner's reason, and nothing is saved."""
         checked = _options(goal, options)
         snapshot = fleet_snapshot(self._conf, self._db, self._hosts)
         filters = list(self._selector.filters)
-        wanted = Flavor.from_wire(checked["flavor"]) if "flavor" in checked else None
-        result = GOALS[goal](snapshot, {**checked, "flavor": wanted, "filters": filters})
+        result = goals()[goal]().plan(snapshot, {**checked, "filters": filters})
         if not isinstance(result, Plan):
             raise NoRebalancePlan(f"No rebalance plan ({goal}): {result.reason}")
         if result.before is None or result.after is None:

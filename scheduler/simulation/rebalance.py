@@ -1,58 +1,73 @@
 """A periodic rebalance in the simulation: ``every=1h,goal=balance,max=10`` checked, and the goal
 it runs on the simulated fleet (scheduler.policy.rebalance).
 
-Keys: ``every`` (a duration: ``90``, ``90s``, ``30m``, ``1h``, ``1d``; required), ``goal``
-(``balance`` or ``consolidate``; required), ``max`` (migrations per rebalance, at least 1;
-default 10), ``target`` (balance only: the skew it stops at, at least 1.0; default 1.15) and
-``headroom`` (consolidate only: the share of each limit kept free on destinations, 0 to below 1;
-default 0). Pure: no I/O.
+Keys: ``every`` (a duration: ``90``, ``90s``, ``30m``, ``1h``, ``1d``; required), ``goal`` (a
+rebalance goal with no required option: ``balance`` or ``consolidate`` of Berth's; required), and
+the keys of the goals' options (scheduler.policy.rebalance_goals, checked by its check): ``max``
+(migrations per rebalance, 1 to 1000; default 10), ``target`` (balance only: the skew it stops
+at, at least 1.0; default 1.15) and ``headroom`` (consolidate only: the share of each limit kept
+free on destinations, 0 to below 1; default 0). Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.policy.rebalance import NoPlan, Plan, Snapshot, balance, consolidate
-from scheduler.policy.rebalance.balance import TARGET_SKEW
+from scheduler.policy import rebalance_goals
+from scheduler.policy.rebalance import NoPlan, Plan, Snapshot
 from scheduler.simulation.inputs import InputError
 
-BALANCE, CONSOLIDATE = "balance", "consolidate"
-GOALS = (BALANCE, CONSOLIDATE)
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-KEYS = ("every", "goal", "max", "target", "headroom")
+
+
+def _goals() -> dict[str, type[rebalance_goals.Goal]]:
+    """The goals a periodic rebalance can run: those with no required option."""
+    return {name: cls for name, cls in rebalance_goals.goals().items() if cls.argument() is None}
+
+
+def _keys() -> dict[str, rebalance_goals.Option]:
+    """{key: option} of the goals' options, each key once, in the order of the goals."""
+    found: dict[str, rebalance_goals.Option] = {}
+    for cls in _goals().values():
+        for option in cls.schema:
+            found.setdefault(option.sim_key, option)
+    return found
 
 
 @dataclasses.dataclass(frozen=True)
 class RebalanceSpec:
     every: float  # seconds
     goal: str
-    max_migrations: int = 10
-    target: float = TARGET_SKEW
-    headroom: float = 0.0
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # checked: every one of the goal's
+
+    @property
+    def max_migrations(self) -> int | None:
+        return self.options.get("max_migrations")
 
     @property
     def label(self) -> str:
-        return f"{self.goal} every {_duration(self.every)}, max {self.max_migrations}"
+        most = f", max {self.max_migrations}" if self.max_migrations is not None else ""
+        return f"{self.goal} every {_duration(self.every)}{most}"
 
     def plan(self, snapshot: Snapshot, filters: Sequence[Any]) -> Plan | NoPlan:
-        if self.goal == BALANCE:
-            return balance(snapshot, filters, self.target, self.max_migrations)
-        return consolidate(snapshot, filters, self.max_migrations, self.headroom)
+        return rebalance_goals.goals()[self.goal]().plan(snapshot, {**self.options, "filters": filters})
 
 
 def parse(text: str) -> RebalanceSpec:
     """The spec ``text`` says; InputError naming what is wrong."""
+    keys = _keys()
+    known = ("every", "goal", *keys)
     pairs: dict[str, str] = {}
     for part in text.split(","):
         key, sep, value = part.strip().partition("=")
         if not sep or not key or not value:
             raise InputError(f"--rebalance: {part.strip()!r} is not key=value "
                              "(e.g. every=1h,goal=balance,max=10)")
-        if key not in KEYS:
-            raise InputError(f"--rebalance: unknown key {key!r}; known: {', '.join(KEYS)}")
+        if key not in known:
+            raise InputError(f"--rebalance: unknown key {key!r}; known: {', '.join(known)}")
         if key in pairs:
             raise InputError(f"--rebalance: {key} given twice")
         pairs[key] = value
@@ -60,22 +75,44 @@ def parse(text: str) -> RebalanceSpec:
         if key not in pairs:
             raise InputError(f"--rebalance: {key}= is required (e.g. every=1h,goal=balance,max=10)")
     goal = pairs["goal"]
-    if goal not in GOALS:
-        raise InputError(f"--rebalance: goal must be one of {', '.join(GOALS)}, got {goal!r}")
-    if "target" in pairs and goal != BALANCE:
-        raise InputError("--rebalance: target= is the skew the balance goal stops at; goal is " + goal)
-    if "headroom" in pairs and goal != CONSOLIDATE:
-        raise InputError("--rebalance: headroom= is kept free by the consolidate goal; goal is " + goal)
-    spec = RebalanceSpec(_seconds(pairs["every"]), goal)
-    if "max" in pairs:
-        spec = dataclasses.replace(spec, max_migrations=_count(pairs["max"]))
-    if "target" in pairs:
-        spec = dataclasses.replace(spec, target=_number(pairs["target"], "target", 1.0, math.inf,
-                                                        "a skew (max / mean) of at least 1.0"))
-    if "headroom" in pairs:
-        spec = dataclasses.replace(spec, headroom=_number(pairs["headroom"], "headroom", 0.0, 1.0,
-                                                          "a share from 0 to below 1"))
-    return spec
+    goals = _goals()
+    if goal not in goals:
+        raise InputError(f"--rebalance: goal must be one of {', '.join(goals)}, got {goal!r}")
+    schema = {option.sim_key: option for option in goals[goal].schema}
+    for key, option in keys.items():
+        if key in pairs and key not in schema:
+            what = option.key_help or "is an option of the " + " or ".join(
+                rebalance_goals.owners(option.name)) + " goal"
+            raise InputError(f"--rebalance: {key}= {what}; goal is {goal}")
+    every = _seconds(pairs["every"])
+    given = {option.name: _value(option, pairs[key]) for key, option in schema.items() if key in pairs}
+    try:
+        options = rebalance_goals.check(goal, given)
+    except rebalance_goals.OptionError as exc:
+        if exc.option is None:
+            raise InputError(f"--rebalance: {exc}") from None
+        raise _refused(exc.option, pairs[exc.option.sim_key], exc.value) from None
+    return RebalanceSpec(every, goal, options)
+
+
+def _value(option: rebalance_goals.Option, text: str) -> Any:
+    """``text`` as the option's type reads it (checked by rebalance_goals.check)."""
+    try:
+        if option.type == rebalance_goals.INT:
+            return int(text)
+        if option.type == rebalance_goals.FLOAT:
+            return float(text)
+    except ValueError:
+        raise _refused(option, text) from None
+    return text
+
+
+def _refused(option: rebalance_goals.Option, text: str, value: Any = None) -> InputError:
+    """The option's own words, but for a whole number above its maximum: the schema's bounds."""
+    above = option.type == rebalance_goals.INT and option.maximum is not None and value is not None \
+        and value > option.maximum
+    what = option.key_problem if option.key_problem and not above else option.what()
+    return InputError(f"--rebalance: {option.sim_key} {what}, got {text!r}")
 
 
 def _seconds(text: str) -> float:
@@ -87,27 +124,6 @@ def _seconds(text: str) -> float:
     if not 0 < value < math.inf:
         raise InputError(f"--rebalance: every must be a duration above 0 such as 90, 90s, 30m, 1h or 1d, "
                          f"got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise InputError("--rebalance: max is the most migrations per rebalance, a whole number of at "
-                         f"least 1, got {text!r}")
-    return value
-
-
-def _number(text: str, key: str, low: float, high: float, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (low <= value and (value < high or high == math.inf)) or value == math.inf:
-        raise InputError(f"--rebalance: {key} must be {what}, got {text!r}")
     return value
 
 

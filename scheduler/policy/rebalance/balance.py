@@ -23,10 +23,8 @@ from scheduler.policy.rebalance.greedy import destination
 from scheduler.policy.rebalance.judge import Judge
 from scheduler.policy.rebalance.planner import GREEDY, NoPlan, Plan, replayed, with_figures
 from scheduler.policy.rebalance.snapshot import Migration, Resident, Snapshot
+from scheduler.policy.rebalance_goals.balance import TARGET_SKEW
 from scheduler.policy.request_spec import Flavor
-
-#: The target the issue sets: the most loaded host within 15 % of the mean.
-TARGET_SKEW = 1.15
 
 
 def balance(snapshot: Snapshot, filters: Sequence[Any] = (), target_skew: float = TARGET_SKEW,

@@ -1,2 +1,2 @@
-"""An example third-party Berth plugin: a filter, a weigher and a compute driver, each with its own
-option."""
+"""An example third-party Berth plugin: a filter, a weigher, a compute driver and a rebalance goal,
+each with its own option."""

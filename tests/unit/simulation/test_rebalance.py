@@ -13,18 +13,21 @@ from scheduler.simulation.inputs import Arrival, InputError, SimHost
 from scheduler.simulation.rebalance import RebalanceSpec, parse
 
 PACK = "[filter_scheduler]\nweighers = RAMWeigher\nram_weight_multiplier = -1.0\nram_allocation_ratio = 1.0\n"
+#: The options a spec carries with none given: every option of the goal, with its default.
+BALANCE = {"time_limit": 1.0, "max_migrations": 10, "target_skew": 1.15}
+CONSOLIDATE = {"time_limit": 1.0, "max_migrations": 10, "headroom": 0.0}
 THREE = [SimHost(f"h{i}", 4096, 4, 100) for i in range(3)]
 #: Three busy instances of 1 vCPU: packed, all on one host (loads 3, 0, 0: skew 3).
 BUSY = [Arrival(at, 1024, 1, 10, None, busy=1.0) for at in (0.0, 1.0, 2.0)]
 
 
 @pytest.mark.parametrize(("text", "spec"), [
-    ("every=1h,goal=balance,max=10", RebalanceSpec(3600.0, "balance", 10)),
-    ("goal=balance,every=90", RebalanceSpec(90.0, "balance", 10)),
-    ("every=30m,goal=balance,target=1.1", RebalanceSpec(1800.0, "balance", 10, target=1.1)),
+    ("every=1h,goal=balance,max=10", RebalanceSpec(3600.0, "balance", BALANCE)),
+    ("goal=balance,every=90", RebalanceSpec(90.0, "balance", BALANCE)),
+    ("every=30m,goal=balance,target=1.1", RebalanceSpec(1800.0, "balance", {**BALANCE, "target_skew": 1.1})),
     ("every=1d, goal=consolidate, max=3, headroom=0.2",
-     RebalanceSpec(86400.0, "consolidate", 3, headroom=0.2)),
-    ("every=45s,goal=consolidate", RebalanceSpec(45.0, "consolidate")),
+     RebalanceSpec(86400.0, "consolidate", {**CONSOLIDATE, "max_migrations": 3, "headroom": 0.2})),
+    ("every=45s,goal=consolidate", RebalanceSpec(45.0, "consolidate", CONSOLIDATE)),
 ])
 def test_a_rebalance_spec_says_how_often_which_goal_and_how_many_migrations(text, spec):
     assert parse(text) == spec
@@ -39,6 +42,8 @@ def test_a_rebalance_spec_says_how_often_which_goal_and_how_many_migrations(text
     ("every=1h,goal=balance,max=0", "max is the most migrations per rebalance, a whole number of at least 1, "
                                     "got '0'"),
     ("every=1h,goal=balance,max=2.5", "got '2.5'"),
+    ("every=1h,goal=balance,max=1001", "max must be a whole number from 1 to 1000, got '1001'"),
+    ("every=1h,goal=make_room", "goal must be one of balance, consolidate, got 'make_room'"),
     ("every=1h,goal=balance,target=0.5", "target must be a skew (max / mean) of at least 1.0, got '0.5'"),
     ("every=1h,goal=consolidate,headroom=1", "headroom must be a share from 0 to below 1, got '1'"),
     ("every=1h,goal=consolidate,target=1.2",
