@@ -46,6 +46,7 @@ import numpy as np
 
 from benchmarks import command_line, ingestion
 from benchmarks.summary import spread
+from berth_contract.host_report import HostReport
 from scheduler import conf as berth_conf
 from scheduler import states
 from scheduler.client import TOPIC
@@ -57,7 +58,6 @@ from scheduler.db.models import instances
 from scheduler.fleet import reconciler
 from scheduler.fleet.host_manager import HostManager
 from scheduler.manager import ReportBuffer
-from scheduler.policy.host_report import HostReport
 from scheduler.service import BINARY, SchedulerService
 from scheduler.utils import jsonutils
 

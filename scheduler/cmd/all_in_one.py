@@ -10,6 +10,7 @@ import tempfile
 
 from oslo_config import cfg
 
+from berth_contract import flavors
 from compute_agent import conf as agent_conf
 from compute_agent.client import ComputeClient
 from compute_agent.instance_store import InstanceStoreError
@@ -21,7 +22,6 @@ from scheduler.cmd import startup as config
 from scheduler.cmd.host_commands import hosts_command
 from scheduler.cmd.instance_commands import build_request
 from scheduler.cmd.waiting import wait_for, wait_until
-from scheduler.policy import flavors
 from scheduler.service import SchedulerService, status_routes
 from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
 from scheduler.utils.masking import mask_url

@@ -5,13 +5,13 @@ import logging
 import signal
 import threading
 
+from berth_contract import amqp_names as names
+from berth_contract import host_names
 from scheduler.cmd import startup as config
 from scheduler.conf import opts
 from scheduler.db.api import Database
 from scheduler.policy import filters, weighers
 from scheduler.rpc import access
-from scheduler.utils import amqp_names as names
-from scheduler.utils import host_names
 
 LOG = logging.getLogger(__name__)
 

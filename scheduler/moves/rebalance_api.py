@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from berth_contract.request_spec import Flavor
 from scheduler import api_versions, rpc, states
 from scheduler.db import moves as migration_rows
 from scheduler.db import rebalance_plans as rows
@@ -27,7 +28,6 @@ from scheduler.policy.rebalance.balance import TARGET_SKEW
 from scheduler.policy.rebalance.goals import BALANCE, GOALS, MAKE_ROOM, MAX_MIGRATIONS
 from scheduler.policy.rebalance.judge import Judge
 from scheduler.policy.rebalance.planner import AUTO, EXACT, GREEDY
-from scheduler.policy.request_spec import Flavor
 
 LOG = logging.getLogger(__name__)
 METHODS = (AUTO, GREEDY, EXACT)

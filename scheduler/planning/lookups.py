@@ -12,9 +12,9 @@ that name things stored elsewhere are resolved here, once per request:
 
 import collections
 
+from berth_contract.request_spec import MAX_LIST
 from scheduler.db.api import NotFound
 from scheduler.exception import NoValidHost
-from scheduler.policy.request_spec import MAX_LIST
 
 
 class InvalidHint(NoValidHost):
@@ -22,8 +22,8 @@ class InvalidHint(NoValidHost):
 
 
 def _uuids(value, hint):
+    from berth_contract.request_spec import parse_uuid
     from scheduler.exception import InvalidRequest
-    from scheduler.policy.request_spec import parse_uuid
 
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, list) or len(values) > MAX_LIST:

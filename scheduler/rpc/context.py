@@ -16,8 +16,8 @@ import re
 
 from oslo_context import context as oslo_context
 
+from berth_contract import amqp_names as names
 from scheduler.rpc import versions
-from scheduler.utils import amqp_names as names
 
 LOG = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ class LoginRefused(BrokerUnreachable):
 
 
 class InvalidName(MessageDeliveryFailure, ValueError):
-    """An exchange or routing key that AMQP cannot carry (see scheduler.utils.amqp_names):
+    """An exchange or routing key that AMQP cannot carry (see berth_contract.amqp_names):
     the message is refused before anything is sent, and sending it again cannot help."""
 
 

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from berth_contract.request_spec import Flavor
 from scheduler.policy.rebalance import figures
 from scheduler.policy.rebalance.greedy import destination
 from scheduler.policy.rebalance.judge import Judge
 from scheduler.policy.rebalance.planner import GREEDY, NoPlan, Plan, replayed, with_figures
 from scheduler.policy.rebalance.snapshot import Migration, Resident, Snapshot
-from scheduler.policy.request_spec import Flavor
 
 #: The target the issue sets: the most loaded host within 15 % of the mean.
 TARGET_SKEW = 1.15

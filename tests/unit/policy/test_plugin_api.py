@@ -112,7 +112,7 @@ PLACE = """
     from scheduler.cmd import common
     from scheduler.exception import NoValidHost
     from scheduler.policy.host_state import HostTable
-    from scheduler.policy.request_spec import RequestSpec
+    from berth_contract.request_spec import RequestSpec
     from scheduler.policy.selection import Selector
 
     def place(path):

@@ -6,11 +6,11 @@ import weakref
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler import rpc
 from scheduler.cmd import common
 from scheduler.db import api as db_api
 from scheduler.db.api import Database
-from scheduler.policy.host_report import HostReport
 from scheduler.service import SchedulerService
 from scheduler.transaction.outbox import Outbox
 from scheduler.transaction.unit_of_work import UnitOfWork
