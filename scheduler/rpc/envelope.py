@@ -12,7 +12,7 @@ import os
 import traceback as tb_module
 
 from berth_contract import amqp_names as names
-from scheduler.rpc import versions
+from berth_contract import versions
 from scheduler.rpc.exceptions import InvalidEnvelope, RemoteError
 from scheduler.utils.jsonutils import dumps, loads  # noqa: F401 (this module's too)
 

@@ -1,6 +1,6 @@
 """The exceptions the RPC API raises to its callers."""
 
-from scheduler.rpc import versions
+from berth_contract import versions
 
 
 class MessagingException(Exception):
