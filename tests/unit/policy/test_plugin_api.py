@@ -106,7 +106,7 @@ def run(site, code, *args):
 
 PLACE = """
     import json, sys
-    from scheduler.cmd import startup as config
+    from scheduler.process import startup as config
     from scheduler.policy import filters
     from scheduler.policy import weighers
     from scheduler.cmd import common
@@ -142,7 +142,7 @@ PLACE = """
 
 START = """
     import json, sys
-    from scheduler.cmd import startup as config
+    from scheduler.process import startup as config
     from scheduler.cmd import common
 
     def start(path):
