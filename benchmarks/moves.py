@@ -9,8 +9,9 @@ left unconsumed, so the figures are the scheduler's alone.
 
 The drain is what ``berth host drain`` does with ``--max-parallel N`` (default 1, one
 move after the other): the source disabled, then ``migrate_instance`` of N
-instances, then the ``move_update`` "done" of each from its destination at once
-(moves that take no time), and so on. Each RPC method runs in a unit of work of its
+instances, then the ``move_update`` of each step of each from its agents at once
+(moves that take no time: "prepared" from the destination, "migrated" from the source,
+"done" from the destination), and so on. Each RPC method runs in a unit of work of its
 own, as the RPC server runs a message: its transaction committed, its casts sent.
 
 Figures: the decision of each move (``MovePlanner.choose``: filters, weighers,
@@ -176,8 +177,12 @@ def drain(fleet: Fleet, parallel: int = 1) -> dict[str, Any]:
                 calls.append(clock() - call)
                 cpu.append(time.process_time() - call_cpu)
             for migration in window:
-                fleet.handle(parts.moves.move_update, CTX, migration["instance_uuid"], migration["dest_host"],
-                             migration["id"], "done")
+                uuid, migration_id = migration["instance_uuid"], migration["id"]
+                source, dest = migration["source_host"], migration["dest_host"]
+                update = parts.moves.move_update
+                fleet.handle(update, CTX, uuid, dest, migration_id, "prepared", transfer={})
+                fleet.handle(update, CTX, uuid, source, migration_id, "migrated")
+                fleet.handle(update, CTX, uuid, dest, migration_id, "done")
             migrations.extend(window)
         seconds = clock() - started
     finally:

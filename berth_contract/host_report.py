@@ -150,6 +150,9 @@ class HostReport(NamedTuple):
     #: instance it takes in, a resize in place whose end it has not heard (end_resize). Not stored
     #: with the host's row.
     open_moves: Mapping[str, Sequence[Any]] | None = None
+    #: {instance uuid: [migration id, step]} of the moves between two agents (scheduler API 1.5) the
+    #: host is part of, at the step of MOVE_STEPS it is at. Not stored with the host's row.
+    move_steps: Mapping[str, Sequence[Any]] | None = None
     extra: Mapping[str, Any] = MappingProxyType({})
 
     @classmethod
@@ -167,7 +170,9 @@ class HostReport(NamedTuple):
         _check_figures(where, report)
         _check_uuids(where, uuids)
         if report.open_moves is not None:
-            _check_open_moves(where, report.open_moves, uuids)
+            _check_moves(where, "open_moves", report.open_moves, uuids, OPEN_MOVES)
+        if report.move_steps is not None:
+            _check_moves(where, "move_steps", report.move_steps, uuids, MOVE_STEPS)
         _check_placement_facts(where, wire, report)
         _check_load(where, report.load)
         if report.instance_usage is None:
@@ -187,7 +192,7 @@ class HostReport(NamedTuple):
         """The report of ``wire``'s values, unchecked: each field read once, in one pass."""
         extra = _NO_EXTRA if wire.keys() <= _KNOWN else {k: wire[k] for k in wire.keys() - _KNOWN}
         return tuple.__new__(cls, (host, *map(wire.get, _PLAIN), uuids, load, usage, wire.get("open_moves"),
-                                   extra))
+                                   wire.get("move_steps"), extra))
 
     def to_wire(self, usage: bool = True) -> dict[str, Any]:
         """The dict an agent sends (without ``instance_usage`` if not ``usage``): each field under
@@ -200,6 +205,8 @@ class HostReport(NamedTuple):
             wire["instance_usage"] = self.instance_usage
         if usage and self.open_moves is not None:
             wire["open_moves"] = self.open_moves
+        if usage and self.move_steps is not None:
+            wire["move_steps"] = self.move_steps
         wire.update(self.extra)
         return wire
 
@@ -217,7 +224,12 @@ _TIMES_AT = tuple((HostReport._fields.index(key), key) for key in ("reported_at"
 #: A field sent even when None: an agent says it knows no architecture (it has always sent it).
 _SENT_AS_NULL = frozenset({"cpu_arch"})
 _SENT = ("host", *_PLAIN)
-_KNOWN = frozenset((*_SENT, "instance_uuids", "instance_usage", "open_moves", *LOAD_KEYS))
+_KNOWN = frozenset((*_SENT, "instance_uuids", "instance_usage", "open_moves", "move_steps", *LOAD_KEYS))
+#: What open_moves say of a move: under way on the agent, or done there.
+OPEN_MOVES = ("moving", "done")
+#: The steps move_steps say a move between two agents is at on the host: its destination
+#: preparing, prepared (waiting for its source), finishing; its source migrating it out, migrated.
+MOVE_STEPS = ("preparing", "prepared", "finishing", "migrating", "migrated")
 
 
 def _shown(value):
@@ -264,18 +276,18 @@ def _check_uuids(where, uuids):
                 raise bad_report(where, f"instance_uuids[{i}]", f": must be a UUID, got {value!r}") from None
 
 
-def _check_open_moves(where, open_moves, uuids):
-    if not isinstance(open_moves, dict) or len(open_moves) > MAX_INSTANCES_PER_HOST:
-        raise bad_report(where, "open_moves",
-                         f" must be an object of at most {MAX_INSTANCES_PER_HOST} entries")
+def _check_moves(where, key, moves, uuids, words):
+    if not isinstance(moves, dict) or len(moves) > MAX_INSTANCES_PER_HOST:
+        raise bad_report(where, key, f" must be an object of at most {MAX_INSTANCES_PER_HOST} entries")
     held = set(uuids)
-    for uuid, entry in open_moves.items():
+    for uuid, entry in moves.items():
         if uuid not in held:
-            raise bad_report(where, f"open_moves[{_shown(uuid)}]", ": is not an instance of instance_uuids")
+            raise bad_report(where, f"{key}[{_shown(uuid)}]", ": is not an instance of instance_uuids")
         if not (isinstance(entry, list) and len(entry) == 2 and type(entry[0]) is int
-                and 0 < entry[0] < 2 ** 63 and entry[1] in ("moving", "done")):
-            raise bad_report(where, f"open_moves[{_shown(uuid)}]", ': must be [migration id (a positive '
-                             f'integer), "moving" or "done"], got {_shown(entry)}')
+                and 0 < entry[0] < 2 ** 63 and entry[1] in words):
+            said = " or ".join(f'"{word}"' for word in words)
+            raise bad_report(where, f"{key}[{_shown(uuid)}]", f": must be [migration id (a positive "
+                             f"integer), {said}], got {_shown(entry)}")
 
 
 def _is_time(value):

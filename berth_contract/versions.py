@@ -55,7 +55,9 @@ def is_compatible(served: str, requested: str) -> bool:
 class API:
     """An RPC API: its name (the ``[upgrade_levels]`` option that caps what its clients
     send) and its history, ``((version, what it added), ...)`` oldest first, as Nova's
-    rpcapi modules keep it; the newest version is what this release serves and sends."""
+    rpcapi modules keep it; the newest version is what this release serves and sends.
+    A history may run over a new major version (a break): an endpoint then serves the
+    newest, another one the previous major version (:meth:`at`) for a rolling upgrade."""
 
     name: str
     history: tuple[tuple[str, str], ...]
@@ -64,8 +66,8 @@ class API:
         if not self.history:
             raise ValueError(f"the {self.name} API has no version")
         numbers = [parse(version) for version, _ in self.history]
-        if numbers != sorted(set(numbers)) or len({n[0] for n in numbers}) != 1:
-            raise ValueError(f"the {self.name} API's versions must grow, within one major version")
+        if numbers != sorted(set(numbers)):
+            raise ValueError(f"the {self.name} API's versions must grow")
 
     @property
     def version(self) -> str:
@@ -74,7 +76,13 @@ class API:
     def serves(self, requested: str) -> bool:
         return is_compatible(self.version, requested)
 
+    @property
+    def majors(self) -> tuple[int, ...]:
+        """The major versions of its history, oldest first."""
+        return tuple(sorted({parse(version)[0] for version, _ in self.history}))
+
     def at(self, version: str) -> API:
-        """This API as the release whose newest version was ``version`` had it."""
+        """This API as the release whose newest version was ``version`` had it (of that major
+        version only)."""
         kept = tuple(entry for entry in self.history if is_compatible(version, entry[0]))
         return dataclasses.replace(self, history=kept)

@@ -14,20 +14,33 @@ from scheduler.rpc.client import Context
 
 TOPIC = "compute"
 API = api_versions.COMPUTE
+#: The version of the compute API whose moves go between two agents, step by step.
+MOVE_STEPS_VERSION = "2.0"
 
 
 class ComputeClient:
     def __init__(self, transport: Any):
         self._client = rpc.RPCClient(transport, rpc.Target(topic=TOPIC),
                                      version_cap=upgrade_levels.cap(transport.conf, API), api=API.name)
+        self._v2 = self._client.can_send_version(MOVE_STEPS_VERSION)
 
     def can_send_version(self, version: str) -> bool:
         """Whether ``[upgrade_levels] compute`` lets this client send ``version``."""
         return self._client.can_send_version(version)
 
+    @property
+    def moves_by_steps(self) -> bool:
+        """Whether moves go between two agents step by step (2.0), not to the destination alone
+        (1.x: ``[upgrade_levels] compute`` is below 2.0 while agents of an older release run)."""
+        return self._v2
+
+    def _to(self, host: str, version: str) -> Any:
+        """The client for ``host``, at 2.0 unless capped below it (then at ``version``)."""
+        return self._client.prepare(server=host, version=MOVE_STEPS_VERSION if self._v2 else version)
+
     def run_instance(self, ctxt: Context, host: str, instance: dict, request_spec: dict,
                      filter_properties: dict) -> None:
-        self._client.prepare(server=host).cast(
+        self._to(host, "1.0").cast(
             ctxt,
             "run_instance",
             instance=instance,
@@ -40,15 +53,16 @@ class ComputeClient:
         """Tell the agent of ``host`` to destroy the instance. ``reason`` (1.1): why, which the agent
         logs; left out, and the message sent as 1.0, when the cap is 1.0."""
         if reason is not None and self.can_send_version("1.1"):
-            self._client.prepare(server=host, version="1.1").cast(
+            self._to(host, "1.1").cast(
                 ctxt, "terminate_instance", instance_uuid=instance_uuid, reason=reason)
             return
-        self._client.prepare(server=host).cast(ctxt, "terminate_instance", instance_uuid=instance_uuid)
+        self._to(host, "1.0").cast(ctxt, "terminate_instance", instance_uuid=instance_uuid)
 
     def move_instance(self, ctxt: Context, host: str, instance: dict, request_spec: dict,
                       filter_properties: dict, migration: dict) -> None:
         """Tell the agent of ``host``, the destination of ``migration`` ({id, kind, source_host,
-        live}), to claim ``instance`` (its new flavor) against the limits and take it over (1.2)."""
+        live}), to claim ``instance`` (its new flavor) against the limits and take it over alone
+        (1.2, which agents of this release still serve: a move recorded without steps)."""
         self._client.prepare(server=host, version="1.2").cast(
             ctxt, "move_instance", instance=instance, request_spec=request_spec,
             filter_properties=filter_properties, migration=migration)
@@ -57,8 +71,37 @@ class ComputeClient:
                    confirmed: bool) -> None:
         """Tell the agent of ``host``, where the instance was resized in place by ``migration_id``,
         to hold its new flavor only (``confirmed``) or its old one only (reverted) (1.2)."""
-        self._client.prepare(server=host, version="1.2").cast(
+        self._to(host, "1.2").cast(
             ctxt, "end_resize", instance_uuid=instance_uuid, migration_id=migration_id, confirmed=confirmed)
+
+    # -- a move between two agents (2.0), one step each, the scheduler recording each --
+
+    def prepare_move(self, ctxt: Context, host: str, instance: dict, request_spec: dict,
+                     filter_properties: dict, migration: dict) -> None:
+        """Tell the destination to claim ``instance`` (its new flavor) against the limits and open what
+        the transfer needs; it answers prepared, with its transfer, or failed. On the instance's own
+        host: resize it in place, which is done in this one step."""
+        self._client.prepare(server=host, version=MOVE_STEPS_VERSION).cast(
+            ctxt, "prepare_move", instance=instance, request_spec=request_spec,
+            filter_properties=filter_properties, migration=migration)
+
+    def migrate_out(self, ctxt: Context, host: str, instance_uuid: str, migration: dict,
+                    transfer: dict) -> None:
+        """Tell the source to hand the instance over to ``migration["dest_host"]`` through what it
+        prepared (``transfer``); it answers migrated or failed."""
+        self._client.prepare(server=host, version=MOVE_STEPS_VERSION).cast(
+            ctxt, "migrate_out", instance_uuid=instance_uuid, migration=migration, transfer=transfer)
+
+    def finish_move(self, ctxt: Context, host: str, instance_uuid: str, migration_id: int) -> None:
+        """Tell the destination to take the instance its source handed over; it answers done or failed."""
+        self._client.prepare(server=host, version=MOVE_STEPS_VERSION).cast(
+            ctxt, "finish_move", instance_uuid=instance_uuid, migration_id=migration_id)
+
+    def abort_move(self, ctxt: Context, host: str, instance_uuid: str, migration_id: int) -> None:
+        """Tell the source of a move that failed, or of a resize reverted, to run the instance again
+        as before the move."""
+        self._client.prepare(server=host, version=MOVE_STEPS_VERSION).cast(
+            ctxt, "abort_move", instance_uuid=instance_uuid, migration_id=migration_id)
 
     # -- the fake driver's load (berth fake-load): calls, answered by the agent of ``host`` --
 

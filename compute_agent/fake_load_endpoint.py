@@ -21,7 +21,7 @@ class FakeLoadEndpoint:
     """Calls, whose answer is the overrides in force: ``{host, every, instances, held}``
     (``every``: the one for every instance; ``held``: how many instances the host holds)."""
 
-    RPC_API = api_versions.COMPUTE
+    RPC_API = api_versions.COMPUTE.at("1.2")
 
     def __init__(self, host, driver, tracker, report_changed):
         """``report_changed()``: have the scheduler see the new load at once, not at the next

@@ -30,6 +30,7 @@ from compute_agent import telemetry, validate
 from compute_agent.client import TOPIC
 from compute_agent.fake_load_endpoint import FakeLoadEndpoint
 from compute_agent.instance_store import InstanceStore
+from compute_agent.move_steps import FINISHING, MIGRATING_OUT, PREPARING, MoveSteps, move_step
 from compute_agent.resource_tracker import (
     ClaimFailed,
     ResourceTracker,
@@ -69,13 +70,9 @@ def _context_values(context):
     return dict(values) if isinstance(values, dict) else {}
 
 
-class ComputeEndpoint:
-    """What the agent exposes over RPC: exactly these methods, whose arguments are checked
-    (InvalidRequest: dead-lettered, or the caller's error) before anything changes; all are
-    casts. Version ``RPC_API`` of the compute API (scheduler.api_versions.COMPUTE), whose
-    set_fake_load and clear_fake_load are served beside it (compute_agent.fake_load_endpoint)."""
-
-    RPC_API = api_versions.COMPUTE
+class _Endpoint:
+    """What both versions of the compute API serve alike; every method is a cast, whose arguments
+    are checked (InvalidRequest: dead-lettered, or the caller's error) before anything changes."""
 
     def __init__(self, manager):
         self._manager = manager
@@ -94,20 +91,62 @@ class ComputeEndpoint:
                                          validate.reason(reason, "terminate_instance"))
 
     @rpc.callers(rpc.SCHEDULER)
-    def move_instance(self, context, instance, request_spec, filter_properties, migration):
-        """(1.2) Take ``instance`` over as the destination of ``migration`` (its own host's: a
-        resize in place); the outcome goes back as the scheduler's move_update."""
-        self._manager.move_instance(context, *validate.move_instance_args(
-            instance, request_spec, filter_properties, migration))
-
-    @rpc.callers(rpc.SCHEDULER)
     def end_resize(self, context, instance_uuid, migration_id, confirmed):
         """(1.2) Settle the resize in place ``migration_id``: hold the new flavor (``confirmed``)
         or the old one."""
         self._manager.end_resize(context, *validate.end_resize_args(instance_uuid, migration_id, confirmed))
 
 
-class ComputeManager:
+class ComputeEndpoint(_Endpoint):
+    """What the agent exposes over RPC: version ``RPC_API`` (2.0) of the compute API
+    (scheduler.api_versions.COMPUTE); ComputeV1Endpoint serves 1.x beside it."""
+
+    RPC_API = api_versions.COMPUTE
+
+    @rpc.callers(rpc.SCHEDULER)
+    def prepare_move(self, context, instance, request_spec, filter_properties, migration):
+        """Claim ``instance`` as the destination of ``migration`` and prepare to take it in (on its
+        own host: resize it in place); answered with the scheduler's move_update."""
+        self._manager.prepare_move(context, *validate.prepare_move_args(
+            instance, request_spec, filter_properties, migration))
+
+    @rpc.callers(rpc.SCHEDULER)
+    def migrate_out(self, context, instance_uuid, migration, transfer):
+        """Hand the instance over to the destination of ``migration``, which prepared ``transfer``."""
+        self._manager.migrate_out(context, *validate.migrate_out_args(instance_uuid, migration, transfer))
+
+    @rpc.callers(rpc.SCHEDULER)
+    def finish_move(self, context, instance_uuid, migration_id):
+        """Take in the instance the source of ``migration_id`` handed over."""
+        self._manager.finish_move(context, *validate.move_step_args(instance_uuid, migration_id,
+                                                                    "finish_move"))
+
+    @rpc.callers(rpc.SCHEDULER)
+    def abort_move(self, context, instance_uuid, migration_id):
+        """Run the instance here again, as before the move ``migration_id`` (which failed, or a
+        resize reverted)."""
+        self._manager.abort_move(context, *validate.move_step_args(instance_uuid, migration_id, "abort_move"))
+
+
+class ComputeV1Endpoint(_Endpoint):
+    """Version 1.x of the compute API, served beside 2.0 for the schedulers of an older release (or
+    capped below 2.0 while agents of an older release run): a move's destination takes it alone
+    (move_instance). set_fake_load and clear_fake_load are served by FakeLoadEndpoint."""
+
+    RPC_API = api_versions.COMPUTE.at("1.2")
+
+    @rpc.callers(rpc.SCHEDULER)
+    def move_instance(self, context, instance, request_spec, filter_properties, migration):
+        """(1.2) Take ``instance`` over as the destination of ``migration`` (its own host's: a
+        resize in place); the outcome goes back as the scheduler's move_update."""
+        self._manager.move_instance(context, *validate.move_instance_args(
+            instance, request_spec, filter_properties, migration))
+
+
+class ComputeManager(MoveSteps):
+    _context = staticmethod(_context_values)
+    _claim_words = INSTANCE
+
     def __init__(self, conf, transport, host=None, driver=None):
         self.conf = conf
         self.transport = transport
@@ -154,12 +193,9 @@ class ComputeManager:
             self.tracker.claim(uuid, _held_flavor(record), image_properties=_image_properties(record),
                                project_id=instance.get("project_id"), amounts=_held_amounts(record),
                                checked=False)
-            if record.get("state") == BUILDING:
-                resume.append((uuid, record.get("request_id"), "build"))
-            elif record.get("state") == MIGRATING:
-                resume.append((uuid, record.get("request_id"), "move"))
-            elif (record.get("resize") or {}).get("resized") is False:
-                resume.append((uuid, record.get("request_id"), "resize"))
+            work = _unfinished(record)
+            if work is not None:
+                resume.append((uuid, record.get("request_id"), work))
         LOG.info(
             "Compute agent %s (node %s, %s driver) starting with %d instance(s), %d to build or move",
             self.host,
@@ -168,8 +204,7 @@ class ComputeManager:
             len(self.tracker.instance_uuids()),
             len(resume),
         )
-        endpoints = [ComputeEndpoint(self),
-                     FakeLoadEndpoint(self.host, self.driver, self.tracker, self._report_changed)]
+        endpoints = self._endpoints()
         self._consuming_since = time.time()  # replaced when the server hears the broker again
         self._server = rpc.get_rpc_server(
             self.transport, rpc.Target(topic=TOPIC, server=self.host), endpoints,
@@ -187,6 +222,12 @@ class ComputeManager:
             with rpc.handling(ctxt):
                 LOG.info("Resuming the %s of %s", what, uuid)
             self._start_work(ctxt, uuid, what)
+
+    def _endpoints(self):
+        """What the agent serves on compute.<host>: both versions of the compute API, and the fake
+        driver's load."""
+        return [ComputeEndpoint(self), ComputeV1Endpoint(self),
+                FakeLoadEndpoint(self.host, self.driver, self.tracker, self._report_changed)]
 
     def stop(self):
         """Stop consuming, interrupt builds (they resume at the next start), join."""
@@ -329,7 +370,8 @@ class ComputeManager:
     def _start_work(self, ctxt, uuid, what):
         """Run the ``what`` (build, move, resize) of ``uuid`` in a thread of its own, which
         stop() interrupts and joins."""
-        work = {"build": self._do_build, "move": self._move_in, "resize": self._resize}[what]
+        work = {"build": self._do_build, "move": self._move_in, "resize": self._resize,
+                "prepare": self._prepare, "migrate_out": self._migrate_out, "finish": self._finish}[what]
         with self._lock:
             thread = concurrency.spawn(self._work, work, what, ctxt, uuid, name=f"{what}-{uuid}")
             self._builds[uuid] = thread
@@ -482,28 +524,11 @@ class ComputeManager:
                                   f"{self.host}: cannot take in a {migration['kind']} from itself")
             return
         uuid, migration_id = instance["uuid"], migration["id"]
-        reason = None
         with self._lock:
             record = self.store.get(uuid)
             if self._repeated(ctxt, record, uuid, migration_id, "Move"):
                 return
-            if migration.get("live") and not self.driver.capabilities.live_migration:
-                reason = f"{self.host}: its {self.driver.name} driver cannot take in a live migration"
-            elif record is not None or uuid in self.tracker:
-                state = (record or {}).get("state", "held")
-                reason = f"{self.host}: holds {uuid} already ({state}); cannot take it in"
-            else:
-                claim = functools.partial(self._claim, instance, request_spec, filter_properties)
-                reason = self._claim_and_record(uuid, INSTANCE, claim, {
-                    "instance": instance,
-                    "state": MIGRATING,
-                    "migration": migration,
-                    "request_spec": request_spec,
-                    "filter_properties": filter_properties,
-                    "request_id": ctxt.get("request_id"),
-                })
-                if reason is not None:
-                    reason = f"{self.host}: {reason}"
+            reason = self._claim_move_in(ctxt, instance, request_spec, filter_properties, migration)
         if reason is not None:
             LOG.warning("Cannot take in %s (%s %s) on %s: %s", uuid, migration["kind"], migration_id,
                         self.host, reason)
@@ -758,9 +783,11 @@ class ComputeManager:
         self.tracker.io_workload = len(self._builds)  # IoOpsFilter: builds in progress
         self._send_unsent()
         resources = self.tracker.report()
-        open_moves = self.store.select(_open_move)
-        if open_moves:
-            resources["open_moves"] = open_moves
+        # Sent empty too: the scheduler tells again what an agent that says nothing open missed.
+        resources["open_moves"] = self.store.select(_open_move)
+        move_steps = self.store.select(move_step)
+        if move_steps:
+            resources["move_steps"] = move_steps
         if self._cast(self.scheduler.report_resources, {}, self.host, resources):
             telemetry.REPORTS.inc()
         return resources
@@ -810,11 +837,27 @@ def _open_move(record):
     resize = record.get("resize")
     if isinstance(resize, dict):
         found, step = resize.get("migration_id"), "done" if resize.get("resized") else "moving"
-    elif record.get("state") == MIGRATING:
+    elif record.get("state") == MIGRATING and not record.get("step"):
         found, step = _migration_id(record), "moving"
     else:
-        return None
+        return None  # none, or a move between two agents (move_steps)
     return [found, step] if type(found) is int else None
+
+
+def _unfinished(record):
+    """The work ``record`` holds unfinished, which the agent resumes at start: "build", "move" (taken
+    in alone), "resize" (in place), a step of a move between two agents ("prepare", "migrate_out",
+    "finish"), or None."""
+    state, outgoing = record.get("state"), record.get("outgoing")
+    if state == BUILDING:
+        return "build"
+    if state == MIGRATING:
+        return {None: "move", PREPARING: "prepare", FINISHING: "finish"}.get(record.get("step"))
+    if isinstance(outgoing, dict) and outgoing.get("step") == MIGRATING_OUT:
+        return "migrate_out"
+    if (record.get("resize") or {}).get("resized") is False:
+        return "resize"
+    return None
 
 
 def _held_flavor(record):

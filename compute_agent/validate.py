@@ -5,6 +5,7 @@ the cast with that reason. The flavor and retry record are read with the
 scheduler's own RequestSpec rules, so both sides agree on what is valid.
 """
 
+import json
 
 from berth_contract import amqp_names as names
 from berth_contract import host_names
@@ -54,24 +55,55 @@ def migration_id(value, method):
     return integer(value, f"{method}: migration_id", 0, MAX_MIGRATION_ID)
 
 
-def move_instance_args(instance, request_spec, filter_properties, migration):
-    """The checked ``(instance, request_spec, filter_properties, migration)`` of a move_instance:
-    ``migration`` {"id", "kind", "source_host", "live" (default False), "old_flavor" (optional)}."""
+def move_instance_args(instance, request_spec, filter_properties, migration, method="move_instance"):
+    """The checked ``(instance, request_spec, filter_properties, migration)`` of a move_instance
+    (or a prepare_move): ``migration`` {"id", "kind", "source_host", "live" (default False),
+    "old_flavor" (optional)}."""
     instance, request_spec, filter_properties = _placement_args(
-        "move_instance", instance, request_spec, filter_properties)
-    migration = json_object(migration, "move_instance: migration", optional=False)
-    integer(migration.get("id"), "move_instance: migration.id", 0, MAX_MIGRATION_ID)
+        method, instance, request_spec, filter_properties)
+    return instance, request_spec, filter_properties, _migration(migration, method)
+
+
+def _migration(migration, method, dest=False):
+    """The checked migration of a move's message; with its ``dest_host`` if ``dest``."""
+    migration = json_object(migration, f"{method}: migration", optional=False)
+    integer(migration.get("id"), f"{method}: migration.id", 0, MAX_MIGRATION_ID)
     kind = migration.get("kind")
     if kind not in MOVE_KINDS:
-        raise InvalidRequest(f"move_instance: migration.kind must be one of {', '.join(MOVE_KINDS)}, "
+        raise InvalidRequest(f"{method}: migration.kind must be one of {', '.join(MOVE_KINDS)}, "
                              f"got {kind!r}"[:300])
-    host_names.check(migration.get("source_host"), "move_instance: migration.source_host")
+    host_names.check(migration.get("source_host"), f"{method}: migration.source_host")
+    if dest:
+        host_names.check(migration.get("dest_host"), f"{method}: migration.dest_host")
     live = migration.get("live", False)
     if not isinstance(live, bool):
-        raise InvalidRequest(f"move_instance: migration.live must be true or false, got {live!r}"[:300])
+        raise InvalidRequest(f"{method}: migration.live must be true or false, got {live!r}"[:300])
     if migration.get("old_flavor") is not None:
-        Flavor.from_wire(migration["old_flavor"], "move_instance: migration.old_flavor")
-    return instance, request_spec, filter_properties, dict(migration, live=live)
+        Flavor.from_wire(migration["old_flavor"], f"{method}: migration.old_flavor")
+    return dict(migration, live=live)
+
+
+def prepare_move_args(instance, request_spec, filter_properties, migration):
+    """The checked ``(instance, request_spec, filter_properties, migration)`` of a prepare_move."""
+    return move_instance_args(instance, request_spec, filter_properties, migration, "prepare_move")
+
+
+#: The most a destination's transfer may hold, in characters of JSON.
+MAX_TRANSFER = 16384
+
+
+def migrate_out_args(uuid, migration, transfer):
+    """The checked ``(instance_uuid, migration, transfer)`` of a migrate_out."""
+    migration = _migration(migration, "migrate_out", dest=True)
+    transfer = json_object(transfer, "migrate_out: transfer", optional=False)
+    if len(json.dumps(transfer)) > MAX_TRANSFER:
+        raise InvalidRequest(f"migrate_out: transfer must hold at most {MAX_TRANSFER} characters of JSON")
+    return instance_uuid(uuid, "migrate_out"), migration, transfer
+
+
+def move_step_args(uuid, migration, method):
+    """The checked ``(instance_uuid, migration_id)`` of a finish_move or an abort_move."""
+    return instance_uuid(uuid, method), migration_id(migration, method)
 
 
 def end_resize_args(uuid, migration, confirmed):

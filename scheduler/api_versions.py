@@ -27,6 +27,9 @@ SCHEDULER = API("scheduler", (
     ("1.4", "a host that stops: report_resources may say stopped (the agent's last report as it stops "
             "cleanly: the host is down at once); start_build: an agent asks before it builds whether the "
             "instance is still placed on its host"),
+    ("1.5", "moves between two agents: move_update says prepared (from the destination, with its "
+            "transfer) and migrated (from the source), and failed from either host; reports carry "
+            "move_steps, the step each move of the host is at"),
 ))
 
 #: The compute agents' API (compute_agent.manager.ComputeEndpoint, and beside it
@@ -39,11 +42,19 @@ COMPUTE = API("compute", (
             "build timed out, found deleted on the host), which the agent logs"),
     ("1.2", "move_instance: the destination of a move claims the instance and takes it over; end_resize: "
             "the host of a resize in place holds the new flavor (confirmed) or the old one (reverted)"),
+    ("2.0", "moves between two agents, the scheduler recording each step: prepare_move (the destination "
+            "claims the instance and opens what the transfer needs; on the instance's own host, a resize "
+            "in place), migrate_out (the source hands the instance over), finish_move (the destination "
+            "takes it), abort_move (the source runs the instance again after a move that failed or a "
+            "resize reverted); run_instance, terminate_instance and end_resize as in 1.2. Left in 1.x, "
+            "still served: move_instance (the destination taking a move alone), set_fake_load and "
+            "clear_fake_load (served by the agents of the fake driver)"),
 ))
 
 #: The operators' API (scheduler.admin.grouping.AdminEndpoint: aggregates and server groups;
 #: scheduler.admin.hosts.HostAdminEndpoint: hosts; scheduler.admin.flavors.FlavorEndpoint:
-#: flavors; scheduler.moves.rebalance_api.RebalanceEndpoint: rebalance plans), topic ``scheduler``,
+#: flavors; scheduler.moves.rebalance_api.RebalanceEndpoint: rebalance plans;
+#: scheduler.jobs.api.JobEndpoint: drains and plans carried on as jobs), topic ``scheduler``,
 #: which ``berth``
 #: and the schedulers themselves (aggregates_changed, hosts_changed) send to.
 ADMIN = API("admin", (
@@ -53,6 +64,8 @@ ADMIN = API("admin", (
             "unset_flavor_properties, delete_flavor"),
     ("1.2", "rebalance plans: plan_rebalance, list_rebalance_plans, show_rebalance_plan, "
             "start_rebalance_step, stop_rebalance_plan"),
+    ("1.3", "jobs the schedulers carry on: start_drain, apply_rebalance_plan, show_job, list_jobs, "
+            "stop_job"),
 ))
 
 #: Scaling groups and their members' metrics (scheduler.scaling.api.ScalingGroupEndpoint,

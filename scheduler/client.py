@@ -34,6 +34,8 @@ BUNDLES_VERSION = "1.3"
 #: The version of the scheduler API from which a report may say its agent stopped, and agents
 #: ask before a build (start_build).
 HOST_STOPS_VERSION = "1.4"
+#: The version of the scheduler API from which agents say the steps of a move between two agents.
+MOVE_STEPS_VERSION = "1.5"
 #: The methods of the scaling API admin_call may name; every other one is the admin API's.
 SCALING_METHODS = frozenset({
     "create_scaling_group", "list_scaling_groups", "show_scaling_group", "update_scaling_group",
@@ -50,6 +52,8 @@ REBALANCE_METHODS = frozenset({
     "plan_rebalance", "list_rebalance_plans", "show_rebalance_plan", "start_rebalance_step",
     "stop_rebalance_plan",
 })
+#: The methods of the admin API that came with its version 1.3.
+JOB_METHODS = frozenset({"start_drain", "apply_rebalance_plan", "show_job", "list_jobs", "stop_job"})
 
 
 class SchedulerClient:
@@ -198,21 +202,31 @@ class SchedulerClient:
                                   instance_uuid=instance_uuid)
 
     def move_update(self, ctxt: Context, instance_uuid: str, host: str, migration_id: int, outcome: str,
-                    fault: dict | None = None) -> None:
-        """From the destination's agent: the move ended (``outcome`` done or failed, with ``fault``)."""
-        self._moves().cast(ctxt, "move_update", instance_uuid=instance_uuid, host=host,
-                           migration_id=migration_id, outcome=outcome, fault=fault)
+                    fault: dict | None = None, transfer: dict | None = None, steps: bool = False) -> None:
+        """From the destination's agent: the move ended (``outcome`` done or failed, with ``fault``).
+        Of a move between two agents (``steps``, 1.5): from either agent, a step ended (prepared,
+        with the destination's ``transfer``; migrated) or failed, or the move is done."""
+        if not steps:
+            self._moves().cast(ctxt, "move_update", instance_uuid=instance_uuid, host=host,
+                               migration_id=migration_id, outcome=outcome, fault=fault)
+            return
+        self._client.prepare(version=MOVE_STEPS_VERSION).cast(
+            ctxt, "move_update", instance_uuid=instance_uuid, host=host, migration_id=migration_id,
+            outcome=outcome, fault=fault, transfer=transfer)
 
     # -- operators: host aggregates, server groups, hosts, scaling groups ------
 
     def admin_call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:
         """Call one method of the admin API (scheduler.admin.grouping, scheduler.admin.hosts,
-        scheduler.admin.flavors, scheduler.moves.rebalance_api) or of the scaling API (SCALING_METHODS),
-        at 1.0, or 1.1 for the flavors' (FLAVOR_METHODS), 1.2 for rebalance plans' (REBALANCE_METHODS)."""
+        scheduler.admin.flavors, scheduler.moves.rebalance_api, scheduler.jobs.api) or of the scaling API
+        (SCALING_METHODS), at 1.0, or 1.1 for the flavors' (FLAVOR_METHODS), 1.2 for rebalance plans'
+        (REBALANCE_METHODS), 1.3 for jobs' (JOB_METHODS)."""
         api = api_versions.SCALING if method in SCALING_METHODS else api_versions.ADMIN
         client = self._clients[api.name]
         if method in FLAVOR_METHODS:
             client = client.prepare(version="1.1")
         elif method in REBALANCE_METHODS:
             client = client.prepare(version="1.2")
+        elif method in JOB_METHODS:
+            client = client.prepare(version="1.3")
         return client.call(ctxt, method, **kwargs)

@@ -24,6 +24,8 @@ from scheduler.fleet.build_expiry import BuildExpiry
 from scheduler.fleet.host_manager import HostManager
 from scheduler.fleet.reconciler import Reconciler
 from scheduler.fleet.report_owner import ReportOwners, live_schedulers
+from scheduler.jobs.api import JobEndpoint
+from scheduler.jobs.runner import JobLoop, JobRunner, lease_owner
 from scheduler.manager import ReportBuffer, SchedulerManager
 from scheduler.moves.api import MoveEndpoint
 from scheduler.moves.expiry import MoveExpiry
@@ -31,6 +33,7 @@ from scheduler.moves.rebalance_api import RebalanceEndpoint
 from scheduler.planning.applier import Applier, MoveApplier
 from scheduler.planning.claims import HostClaims
 from scheduler.planning.fragmentation import FragmentationHints
+from scheduler.planning.lookups import DatabaseLookups
 from scheduler.planning.moves import MovePlanner
 from scheduler.planning.planner import Planner
 from scheduler.planning.scheduling import Scheduling
@@ -93,15 +96,16 @@ def assemble(conf, transport, database, rng=None):
     outbox, undo, refusals = Outbox(batch=transport.publisher.batch), UndoLog(), Recent()
     compute = ComputeClient(transport)
     claims = HostClaims(database, host_manager, conf.scheduler.service_down_time)
-    planner = Planner(conf, database, host_manager, selector, undo.add, filters.all_filters(),
+    stored = DatabaseLookups(database)  # what the decision core reads, and all it reads
+    planner = Planner(conf, stored, host_manager, selector, undo.add, filters.all_filters(),
                       weighers.all_weighers())
     applier = Applier(database, host_manager, claims, outbox, compute, refusals)
     scheduling = Scheduling(database, planner, applier)
     reports = ReportBuffer()
     move_applier = MoveApplier(database, host_manager, outbox, compute)
-    move_planner = MovePlanner(conf, database, planner)
+    move_planner = MovePlanner(conf, stored, planner)
     moves = MoveEndpoint(conf, database, host_manager, applier, move_planner, move_applier)
-    planner.fragmentation = FragmentationHints(conf, database, host_manager, selector.filters,
+    planner.fragmentation = FragmentationHints(conf, stored, host_manager, selector.filters,
                                                move_planner.spec)
     return SchedulerParts(
         host_manager=host_manager, reports=reports, outbox=outbox, undo=undo, compute=compute, claims=claims,
@@ -132,6 +136,7 @@ class SchedulerService:
                                             functools.partial(known_host, database, hosts),
                                             announce=self._announce_hosts)
         self.moves = parts.moves
+        self.jobs = JobEndpoint(database, self.host_admin, parts.rebalance)
         self._reload_aggregates = functools.partial(reload_aggregates, database, hosts)
         self._reload_disabled = functools.partial(reload_disabled, database, hosts)
         self._peers = SchedulerClient(transport)
@@ -149,7 +154,7 @@ class SchedulerService:
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
             [self.manager, self.moves, self.admin, self.host_admin, FlavorEndpoint(database, conf),
-             parts.rebalance, ScalingGroupEndpoint(conf, database),
+             parts.rebalance, self.jobs, ScalingGroupEndpoint(conf, database),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
             hearing=self.parts.host_manager,
@@ -171,6 +176,9 @@ class SchedulerService:
         self._strays = LogOnce(LOG)
         self._queues = BrokerQueues(transport)
         self.scaling = self._scaling_loop() if conf.scaling.enabled else None
+        #: Carries on the drains and rebalance plans, with the other schedulers (by lease).
+        self.job_loop = JobLoop(JobRunner(database, self.moves, parts.rebalance, self._unit_of_work,
+                                          lease_owner(conf), conf.jobs.lease_time), conf.jobs.interval)
         down_after_s = lambda: conf.scheduler.service_down_time  # noqa: E731 - read at each scrape
         self._collectors = [FleetCollector(self.parts.host_manager, down_after_s,
                                            lambda: conf.prometheus.per_host_series)]
@@ -211,6 +219,7 @@ class SchedulerService:
         self._periodic = concurrency.spawn(self._run_periodic, name="scheduler-periodic")
         if self.scaling is not None:
             self.scaling.start()
+        self.job_loop.start()
         LOG.info(
             "Scheduler %s started on %s, exchange %s%s: filters %s, weighers %s",
             self.conf.host,
@@ -228,10 +237,11 @@ class SchedulerService:
         self._saved_hosts.update(node["host"] for node in nodes)
 
     def stop(self):
-        """Stop syncing scaling groups (their leases given up), stop taking messages,
-        finish the one in hand, save what is unsaved."""
+        """Stop syncing scaling groups and carrying on jobs (their leases given up), stop taking
+        messages, finish the one in hand, save what is unsaved."""
         if self.scaling is not None:
             self.scaling.stop()
+        self.job_loop.stop()
         self._queues.close()
         self._server.stop()
         self._server.wait()

@@ -62,12 +62,40 @@ class ComputeDriver:
     def destroy(self, instance):
         raise NotImplementedError
 
+    # A move between two agents (compute API 2.0), each step run by the agent it names, in a
+    # worker thread; the scheduler records each and tells the next. ``migration``: {"id",
+    # "kind", "source_host", "dest_host", "live", "old_flavor"}; ``instance`` as the agent
+    # running the step holds it (on the destination, at its new flavor). Each raises on a
+    # failure (MoveFailed: one the message says whole), having left its host as before the
+    # step, and BuildAborted when stop() interrupts it: the agent runs it again when it
+    # starts, so that a step must carry on (or begin again) from whatever it left.
+
+    def prepare_move_in(self, instance, migration):
+        """Destination, first: make ready to take ``instance`` in (its disk, a process waiting for
+        the incoming instance, a port); return what the source needs to hand it over (a dict of
+        JSON values, the transfer). The agent has claimed its resources already."""
+        return {}
+
+    def migrate_out(self, instance, migration, transfer):
+        """Source, second: hand ``instance`` over through ``transfer``: live, while it runs (it
+        stops here once the destination has it); cold, powered off, its disk handed over."""
+        raise MoveFailed(f"the {self.name} driver cannot move an instance to another host")
+
+    def finish_move_in(self, instance, migration, transfer):
+        """Destination, last: run ``instance`` here (resume it, or boot it from its disk)."""
+        raise MoveFailed(f"the {self.name} driver cannot take an instance in from another host")
+
+    def abort_move_out(self, instance, migration):
+        """Source, after a move that failed once migrate_out had begun, or a resize reverted: run
+        ``instance`` here again as before the move. Nothing to do by default."""
+
     def migrate_in(self, instance, migration):
         """Take over ``instance`` (its flavor: the one it has here) from ``migration["source_host"]``
-        (``migration``: {"id", "kind", "source_host", "live", "old_flavor"}). Raises on a failed
-        move (the agent frees the claim and tells the scheduler), BuildAborted when :meth:`stop`
-        interrupts it (it resumes at the next start)."""
-        raise NotImplementedError
+        alone: a move of compute API 1.x, from a scheduler capped below 2.0 while agents of an
+        older release run (``migration``: {"id", "kind", "source_host", "live", "old_flavor"}).
+        By default the destination's two steps, for drivers whose source has nothing to hand
+        over. Raises as the steps."""
+        self.finish_move_in(instance, migration, self.prepare_move_in(instance, migration))
 
     def resize(self, instance, migration):
         """Give ``instance`` its new flavor (``instance["flavor"]``) on this host; raises as migrate_in."""

@@ -62,6 +62,30 @@ opts = [
         "its flavor's memory (a live migration copies its memory; the others take as long).",
     ),
     cfg.FloatOpt(
+        "move_prepare_time",
+        default=0.0,
+        min=0.0,
+        help="Seconds the destination of a move between two agents takes to prepare (its first "
+        "step, before the source migrates the instance out).",
+    ),
+    cfg.FloatOpt(
+        "move_finish_time",
+        default=0.0,
+        min=0.0,
+        help="Seconds the destination of a move between two agents takes to finish (its last "
+        "step, once the source has migrated the instance out).",
+    ),
+    cfg.StrOpt(
+        "move_failure_step",
+        default="migrate",
+        choices=[("prepare", "the destination's preparing fails"),
+                 ("migrate", "the source's migrating out fails"),
+                 ("finish", "the destination's finishing fails")],
+        help="The step of a move between two agents at which the moves drawn to fail "
+        "(move_failure_rate) fail. A move taken in by its destination alone (compute API 1.x) and "
+        "a resize in place fail at their one step.",
+    ),
+    cfg.FloatOpt(
         "move_failure_rate",
         deprecated_opts=_old("move_failure_rate"),
         default=0.0,
@@ -233,16 +257,39 @@ class FakeDriver(base.ComputeDriver):
     def resize(self, instance, migration):
         self._move(instance, migration)
 
-    def _move(self, instance, migration):
-        """Take migration_time_per_gb per GiB of the instance's memory, then fail if this
-        move is among the move_failure_rate drawn to (the same draw when it is resumed)."""
-        opts = self.conf.fake
+    def prepare_move_in(self, instance, migration):
+        self._step(instance, migration, "prepare", self.conf.fake.move_prepare_time)
+        return {"uri": f"fake://{self.conf.host}/{migration.get('id')}"}
+
+    def migrate_out(self, instance, migration, transfer):
+        self._step(instance, migration, "migrate", self._copy_time(instance))
+
+    def finish_move_in(self, instance, migration, transfer):
+        self._step(instance, migration, "finish", self.conf.fake.move_finish_time)
+
+    def _copy_time(self, instance):
+        """migration_time_per_gb per GiB of the instance's memory."""
         memory_gb = normalize_flavor(instance.get("flavor"))["memory_mb"] / 1024
-        self._wait(opts.migration_time_per_gb * memory_gb)
+        return self.conf.fake.migration_time_per_gb * memory_gb
+
+    def _move(self, instance, migration):
+        """A move taken in alone, or a resize in place: its one step."""
+        self._wait(self._copy_time(instance))
+        self._fail_if_drawn(instance, migration)
+
+    def _step(self, instance, migration, step, seconds):
+        self._wait(seconds)
+        if step == self.conf.fake.move_failure_step:
+            self._fail_if_drawn(instance, migration)
+
+    def _fail_if_drawn(self, instance, migration):
+        """Fail if this move is among the move_failure_rate drawn to (the same draw when it is
+        resumed)."""
+        opts = self.conf.fake
         draw = random.Random(f"{opts.load_seed}:{instance.get('uuid')}:{migration.get('id')}").random()
         if draw < opts.move_failure_rate:
             raise MoveFailed(f"the fake driver failed the {migration.get('kind', 'move')} "
-                             f"([compute_agent] fake_move_failure_rate = {opts.move_failure_rate:g})")
+                             f"([fake] move_failure_rate = {opts.move_failure_rate:g})")
 
     def measure(self, instances, now=None):
         """Measured load and reservation figures of ``instances`` (compute_agent.load_model),

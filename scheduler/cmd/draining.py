@@ -1,189 +1,130 @@
-"""``berth host drain``'s loop: move every instance off a host, a few at a time.
+"""``berth host drain``: start the drain of a host as a job of the schedulers, and watch it.
 
-:class:`Drain` asks the scheduler for one migration per instance, never more than
-``max_parallel`` under way, and polls each one's migration until it ends. It knows the
-scheduler only through the client's methods, and time only through the ``clock`` and
-``sleep`` it is given, so that tests run it against a fake scheduler without waiting.
+The scheduler disables the host and starts a job (start_drain, admin API 1.3) that the
+schedulers carry on until every instance that was ACTIVE or moving on the host has moved
+or failed to, ``max_parallel`` at a time (scheduler.jobs): it goes on whatever becomes of
+this command. :class:`Drain` watches it (scheduler.cmd.job_watch), one line per instance;
+Ctrl-C leaves it be and says how to watch it again and how to stop it (``--stop``). Run
+again while the drain goes on, the command watches the same job.
 """
 
-import logging
 import time
 
-from scheduler import rpc, states
-from scheduler.db import moves
+from scheduler import rpc
+from scheduler.cmd.arguments import CommandError
+from scheduler.cmd.job_watch import ENDED, Watch
 
-LOG = logging.getLogger(__name__)
+#: What a drain stopped by its timeout says (scheduler.jobs.policy).
+TIMED_OUT = "timed out after "
 
-#: The states of the instances a drain moves: ACTIVE ones, and those moving already.
-MOVED_STATES = (states.ACTIVE, *states.MOVING)
-#: The statuses of a migration that moved its instance, and of one that did not.
-MOVED = (moves.COMPLETED, moves.CONFIRMED)
-NOT_MOVED = (moves.ERROR, moves.REVERTED)
-#: Calls of migrate_instance that time out before an instance counts as not moved.
-MAX_TIMEOUTS = 3
-#: Seconds between two polls of the moves under way.
-POLL_INTERVAL = 1.0
+
+def call(client, method, **kwargs):
+    """``method`` of the jobs' API; a cap in [upgrade_levels] below it is refused as a command's error."""
+    try:
+        return client.admin_call({}, method, **kwargs)
+    except rpc.RPCVersionCapError as exc:
+        raise CommandError(str(exc)) from None
 
 
 class Drain:
-    """Moves the instances of ``host`` elsewhere; :meth:`run` returns the exit status (0: the
-    host is empty, 1: some instance stays, 130: interrupted)."""
+    """Drains ``host``; :meth:`run` returns the exit status (0: the host is empty, 1: some
+    instance stays, 130: Ctrl-C, the drain going on)."""
 
     def __init__(self, client, host, out, live=False, max_parallel=2, timeout=None, interval=None,
-                 clock=time.monotonic, sleep=time.sleep):
+                 sleep=time.sleep, tty=None):
         self.client, self.host, self.out = client, host, out
         self.live, self.max_parallel, self.timeout = live, max_parallel, timeout
-        self.interval = POLL_INTERVAL if interval is None else interval
-        self.clock, self.sleep = clock, sleep
-        self.pending = []  # instances not started, in order
-        self.under_way = {}  # uuid: (instance, migration)
-        self.moved = {}  # uuid: destination
-        self.failed = {}  # uuid: reason
-        self.timeouts = {}  # uuid: migrate_instance calls that timed out
-        self.total = 0
-        self.interrupted = False
-        self.timed_out = False
-
-    # -- the loop -------------------------------------------------------------------
+        self.interval, self.sleep, self.tty = interval, sleep, tty
+        self.job = None
+        self.ended = 0  # steps told ended
 
     def run(self):
-        # Asked first: a scheduler without the moves' API refuses before the host is disabled.
-        self.client.list_migrations({}, host=self.host, status=moves.MIGRATING)
-        found = self.client.admin_call({}, "host_disable", host=self.host, reason="draining")
-        print(f"host {found.get('host', self.host)} disabled: draining", file=self.out)
-        instances = self.client.list_instances({}, host=self.host)
-        self.pending = [i for i in instances if i["state"] in MOVED_STATES]
-        self.total = len(self.pending)
-        if self.total:
-            print(f"moving {self.total} instance(s) off {self.host}, at most {self.max_parallel} at a time",
-                  file=self.out)
-        deadline = None if self.timeout is None else self.clock() + self.timeout
-        while self.under_way or (self.pending and not self.interrupted):
-            try:
-                if deadline is not None and self.clock() >= deadline:
-                    self.timed_out = True
-                    break
-                self._start_moves()
-                if self.under_way:
-                    self.sleep(self.interval)
-                    self._poll()
-            except KeyboardInterrupt:
-                if self.interrupted:  # a second Ctrl-C: stop waiting
-                    break
-                self.interrupted = True
-                print(f"interrupted: starting no new move; waiting for the {len(self.under_way)} under way "
-                      "(Ctrl-C again to stop waiting)", file=self.out)
+        try:
+            self.job = call(self.client, "start_drain", host=self.host, live=self.live,
+                            max_parallel=self.max_parallel, timeout=self.timeout)
+        except KeyboardInterrupt:  # asked, or not: the scheduler's jobs say which
+            print(f"interrupted: the drain of {self.host} may have started; watch it: berth host drain "
+                  f"{self.host}; stop it: berth host drain {self.host} --stop", file=self.out)
+            return 130
+        self.host = self.job.get("host") or self.host
+        print(f"host {self.host} disabled: draining", file=self.out)
+        steps = self.job["steps"]
+        if not self.job.get("started", True):
+            print(f"drain job {self.job['id']} of host {self.host} is under way already (started "
+                  f"{self.job['created_at']}): watching it", file=self.out)
+        self.ended = sum(s["status"] in ("done", "failed") for s in steps)
+        if steps:
+            print(f"moving {len(steps)} instance(s) off {self.host}, at most {self.job['max_parallel']} "
+                  "at a time", file=self.out)
+        watch = Watch(self.client, self.job, self.out, self._tell, self.interval, self.sleep, self.tty,
+                      until=lambda job: (job.get("reason") or "").startswith(TIMED_OUT))
+        try:
+            self.job = watch.follow()
+        except KeyboardInterrupt:
+            self.job = watch.job
+            return self.detach()
         return self.report()
 
-    def _start_moves(self):
-        while not self.interrupted and self.pending and len(self.under_way) < self.max_parallel:
-            instance = self.pending[0]
-            try:
-                migration = self._start(instance)
-            except KeyboardInterrupt:
-                # Asked, or not yet: the scheduler's migrations of the instance say which.
-                migration = self._migration_under_way(instance["uuid"])
-                if migration is not None:
-                    self.pending.pop(0)
-                    self.under_way[instance["uuid"]] = (instance, migration)
-                raise
-            self.pending.pop(0)
-            if migration is not None:
-                self.under_way[instance["uuid"]] = (instance, migration)
+    def _tell(self, step, before):
+        if step["status"] not in ("done", "failed"):
+            return []
+        self.ended += 1
+        told = f"({self.ended}/{len(self.job['steps'])})"
+        if step["status"] == "done":
+            return [f"moved {_name(step)} to {step.get('dest_host') or '-'} {told}"]
+        return [f"failed to move {_name(step)}: {step.get('reason')} {told}"]
 
-    def _start(self, instance):
-        """The migration moving ``instance`` (one under way already, or a new one), or None
-        when the scheduler refused to move it (then it failed)."""
-        if instance["state"] == states.MIGRATING:
-            migration = self._migration_under_way(instance["uuid"])
-            if migration is not None:
-                return migration
-        try:
-            return self.client.migrate_instance({}, instance["uuid"], live=self.live)
-        except rpc.RemoteError as exc:
-            # Refused: perhaps because a call of ours that timed out started its move after all.
-            migration = self._migration_under_way(instance["uuid"])
-            if migration is not None:
-                return migration
-            self._failed(instance, exc.value or str(exc))
-        except rpc.MessagingTimeout:  # asked, or not: its migrations say which
-            migration = self._migration_under_way(instance["uuid"])
-            if migration is not None:
-                return migration
-            # A scheduler that died with the call may hand it to another, which moves it later:
-            # asked again at the back of the line, that call is refused and the move found.
-            tries = self.timeouts[instance["uuid"]] = self.timeouts.get(instance["uuid"], 0) + 1
-            if tries < MAX_TIMEOUTS:
-                self.pending.append(instance)
-            else:
-                self._failed(instance,
-                             f"the scheduler did not answer the migrate_instance call ({tries} tries)")
-        return None
-
-    def _migration_under_way(self, uuid):
-        try:
-            found = self.client.list_migrations({}, instance_uuid=uuid, status=moves.MIGRATING)
-        except rpc.MessagingException as exc:
-            LOG.warning("Could not list the migrations of %s: %s", uuid, exc)
-            return None
-        return found[0] if found else None
-
-    def _poll(self):
-        for uuid, (instance, migration) in list(self.under_way.items()):
-            try:
-                found = self.client.list_migrations({}, instance_uuid=uuid)
-            except rpc.MessagingException as exc:  # asked again at the next poll
-                LOG.warning("Could not poll the migration of %s: %s", uuid, exc)
-                continue
-            now = next((m for m in found if m["id"] == migration["id"]), None)
-            if now is None:
-                continue
-            if now["status"] in MOVED:
-                del self.under_way[uuid]
-                self.moved[uuid] = now.get("dest_host")
-                self._progress(f"moved {_name(instance)} to {now.get('dest_host') or '-'}")
-            elif now["status"] in NOT_MOVED:
-                del self.under_way[uuid]
-                self._failed(instance, now.get("reason") or f"migration {now['id']} ended {now['status']}")
-
-    def _failed(self, instance, reason):
-        self.failed[instance["uuid"]] = reason
-        self._progress(f"failed to move {_name(instance)}: {reason}")
-
-    def _progress(self, text):
-        print(f"{text} ({len(self.moved) + len(self.failed)}/{self.total})", file=self.out)
+    def detach(self):
+        found = {}
+        for step in self.job["steps"]:
+            found[step["status"]] = found.get(step["status"], 0) + 1
+        print(f"detached: the drain of {self.host} goes on in the scheduler (job {self.job['id']}: "
+              f"{found.get('done', 0)} moved, {found.get('failed', 0)} failed, "
+              f"{found.get('running', 0) + found.get('pending', 0)} to go)", file=self.out)
+        print(f"watch it again: berth host drain {self.host}", file=self.out)
+        print(f"stop it: berth host drain {self.host} --stop", file=self.out)
+        return 130
 
     # -- the end ---------------------------------------------------------------------
 
     def report(self):
         """Print what stays on the host, and why; the exit status."""
-        left = {uuid: reason for uuid, reason in self.failed.items()}
-        for instance, migration in self.under_way.values():
-            why = "interrupted" if self.interrupted else f"timed out after {self.timeout} s"
-            left[instance["uuid"]] = f"still moving ({why}): migration {migration['id']}"
-        for instance in self.pending:
-            left[instance["uuid"]] = "not started: " + ("interrupted" if self.interrupted
-                                                         else f"timed out after {self.timeout} s")
-        if self.interrupted:
-            print(f"stopped: {len(self.moved)} moved, {len(left)} not moved", file=self.out)
-            self._list(left)
-            return 130
-        if not self.timed_out:
+        job, reason = self.job, self.job.get("reason") or ""
+        timed_out = reason.startswith(TIMED_OUT)
+        left = {s["instance_uuid"]: s.get("reason") for s in job["steps"] if s["status"] == "failed"}
+        if job["state"] not in ("done",):
+            for step in job["steps"]:
+                if step["status"] == "running":
+                    left[step["instance_uuid"]] = f"still moving ({reason}): migration {step['migration_id']}"
+                elif step["status"] == "pending":
+                    left[step["instance_uuid"]] = f"not started: {reason}"
+            if not timed_out and job["state"] in ENDED:
+                print(f"drain of host {self.host} stopped ({reason})", file=self.out)
+        if not timed_out:
             for instance in self.client.list_instances({}, host=self.host):
-                left.setdefault(instance["uuid"],
-                                f"{instance['state']}: only ACTIVE instances are moved")
+                left.setdefault(instance["uuid"], f"{instance['state']}: only ACTIVE instances are moved")
         if not left:
             print(f"host {self.host} is empty", file=self.out)
             return 0
         print(f"host {self.host} is not empty: {len(left)} instance(s) not moved", file=self.out)
-        self._list(left)
+        for uuid, why in left.items():
+            print(f"  {uuid}: {why}", file=self.out)
         return 1
 
-    def _list(self, left):
-        for uuid, reason in left.items():
-            print(f"  {uuid}: {reason}", file=self.out)
+
+def stop(client, host, out):
+    """``berth host drain HOST --stop``: the drain of ``host`` starts no new move; those under way
+    end on their own."""
+    jobs = call(client, "list_jobs", kind="drain", host=host, active=True)
+    if not jobs:
+        raise CommandError(f"no drain of host {host} is under way")
+    job = call(client, "stop_job", job_id=jobs[0]["id"])
+    running = sum(s["status"] == "running" for s in job["steps"])
+    print(f"drain of host {host} {job['state']}"
+          + (f": {running} move(s) under way end on their own" if running else ""), file=out)
+    return 0
 
 
-def _name(instance):
-    name = instance.get("display_name")
-    return f"{instance['uuid']} ({name})" if name else instance["uuid"]
+def _name(step):
+    name = step.get("display_name")
+    return f"{step['instance_uuid']} ({name})" if name else step["instance_uuid"]

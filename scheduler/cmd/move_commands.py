@@ -3,15 +3,15 @@ instances.
 
 Each command but ``drain`` is one call to the scheduler (API 1.1) after the one that finds an
 instance named by name; the scheduler checks the move and refuses it, saying why, with
-nothing changed. ``drain`` is :class:`scheduler.cmd.draining.Drain`.
+nothing changed. ``drain`` starts a job the schedulers carry on and watches it
+(:class:`scheduler.cmd.draining.Drain`).
 """
 
 import sys
 
 from scheduler import rpc
-from scheduler.cmd import output
+from scheduler.cmd import draining, output
 from scheduler.cmd.arguments import CommandError, positive, whole
-from scheduler.cmd.draining import Drain
 from scheduler.cmd.instance_commands import flavor_from_args
 from scheduler.cmd.references import instance_uuid
 from scheduler.db import moves
@@ -71,13 +71,15 @@ def add_host_actions(actions):
 
     drain = actions.add_parser(
         "drain", help="Disable a host and move its instances elsewhere, a few at a time; "
-        "say which stay, and why.")
+        "say which stay, and why. The schedulers carry the drain on: Ctrl-C leaves it be.")
     drain.add_argument("target_host", metavar="HOST")
     drain.add_argument("--live", action="store_true", help="move them running (live migration)")
     drain.add_argument("--max-parallel", type=positive, default=2, metavar="N",
                        help="at most N moves under way at once (default 2)")
     drain.add_argument("--timeout", type=positive, metavar="SECONDS",
                        help="give up after this long: start no new move, wait for none (default: no limit)")
+    drain.add_argument("--stop", action="store_true",
+                       help="stop the drain of HOST under way: no new move starts, those under way end")
     drain.set_defaults(func=drain_command)
 
 
@@ -157,10 +159,11 @@ def migrations_command(client, args, out):
 
 
 def drain_command(client, args, out):
-    drain = Drain(client, args.target_host, out, live=args.live, max_parallel=args.max_parallel,
-                  timeout=args.timeout)
+    if args.stop:
+        return draining.stop(client, args.target_host, out)
+    drain = draining.Drain(client, args.target_host, out, live=args.live, max_parallel=args.max_parallel,
+                           timeout=args.timeout)
     try:
         return drain.run()
-    except KeyboardInterrupt:  # outside the loop: before it, or in its last listing
-        drain.interrupted = True
-        return drain.report()
+    except KeyboardInterrupt:  # in the last listing: the drain ended
+        return 130

@@ -1,7 +1,8 @@
 """``berth rebalance plan|show|list|apply|stop``: plans of migrations, saved with an id.
 
 ``plan`` asks the scheduler to plan a goal on its fleet as it is now (the enabled filters decide
-every destination) and prints the saved plan; ``apply`` is :class:`scheduler.cmd.rebalancing.Apply`.
+every destination) and prints the saved plan; ``apply`` starts a job the schedulers carry on and
+watches it (:class:`scheduler.cmd.rebalancing.Apply`).
 Each goal is a name of scheduler.policy.rebalance.goals.GOALS on the scheduler, and a flag here
 (GOAL_FLAGS); nothing of the planner is imported here, which would cost every command its start-up.
 """
@@ -74,10 +75,13 @@ def add_commands(subparsers):
     listing.set_defaults(func=list_command)
 
     apply = found.add_parser("apply", help="Start the plan's steps (live migrations to the planned hosts), "
-                             "each checked first; stop at the first step refused, saying why.")
+                             "each checked first; stop at the first step refused, saying why. The "
+                             "schedulers carry the plan on: Ctrl-C leaves it be.")
     apply.add_argument("plan_id", type=positive, metavar="PLAN_ID")
     apply.add_argument("--max-parallel", type=positive, default=2, metavar="N",
                        help="at most N steps under way at once (default 2)")
+    apply.add_argument("--stop", action="store_true",
+                       help="stop applying the plan, as berth rebalance stop does")
     apply.set_defaults(func=apply_command)
 
     stop = found.add_parser("stop", help="Start no more steps of the plan; those under way end on their own.")
@@ -129,12 +133,12 @@ def list_command(client, args, out):
 
 
 def apply_command(client, args, out):
-    apply = Apply(client, args.plan_id, out, max_parallel=args.max_parallel)
+    if args.stop:
+        return stop_command(client, args, out)
     try:
-        return apply.run()
-    except KeyboardInterrupt:  # outside the loop
-        apply.interrupted = True
-        return apply.report()
+        return Apply(client, args.plan_id, out, max_parallel=args.max_parallel).run()
+    except KeyboardInterrupt:  # in the last listing: the plan ended
+        return 130
 
 
 def stop_command(client, args, out):

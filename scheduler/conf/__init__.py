@@ -45,6 +45,7 @@ AREAS = (
     "scheduler.planning.moves",
     "scheduler.planning.fragmentation",
     "scheduler.moves.expiry",
+    "scheduler.jobs.options",
     "scheduler.conf.scaling",
     "scheduler.telemetry.endpoint",
     "scheduler.telemetry.scheduler_metrics",

@@ -30,7 +30,7 @@ group = cfg.OptGroup(
 
 
 class _Version(types.String):
-    """``MAJOR.MINOR`` of the API's major version, or empty (no cap)."""
+    """``MAJOR.MINOR`` of one of the API's major versions, or empty (no cap)."""
 
     def __init__(self, api: versions.API) -> None:
         super().__init__(type_name="version value")
@@ -41,10 +41,9 @@ class _Version(types.String):
         if not value:
             return value
         major = versions.parse(value)[0]
-        mine = versions.parse(self.api.version)[0]
-        if major != mine:
+        if major not in self.api.majors:
             raise ValueError(f"{value!r} is not a version of the {self.api.name} API this release speaks: "
-                             f"its versions are {mine}.0 to {self.api.version}")
+                             f"its versions are {self.api.history[0][0]} to {self.api.version}")
         return value
 
 

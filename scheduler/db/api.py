@@ -15,6 +15,7 @@ in its own module:
 - :mod:`scheduler.db.instance_metrics`: the last sample of each instance's metrics;
 - :mod:`scheduler.db.moves`: the moves of instances (the migrations table);
 - :mod:`scheduler.db.rebalance_plans`: saved rebalance plans and their steps;
+- :mod:`scheduler.db.jobs`: drains and rebalance plans the schedulers carry on, and their leases;
 - :mod:`scheduler.db.fastpaths`: the PostgreSQL fast paths.
 
 Every public method is one transaction, retried on a passing failure; times
@@ -40,6 +41,7 @@ from scheduler.db.flavors import FlavorQueries
 from scheduler.db.hosts import HostQueries
 from scheduler.db.instance_metrics import InstanceMetricQueries
 from scheduler.db.instances import InstanceQueries
+from scheduler.db.jobs import JobQueries
 from scheduler.db.moves import MigrationQueries
 from scheduler.db.rebalance_plans import RebalancePlanQueries
 from scheduler.db.scaling_groups import ScalingGroupQueries
@@ -62,5 +64,5 @@ __all__ = [
 
 class Database(ClaimQueries, InstanceQueries, HostQueries, AggregateQueries, FlavorQueries,
                ServerGroupQueries, ScalingGroupQueries, InstanceMetricQueries, MigrationQueries,
-               RebalancePlanQueries, DatabaseEngine):
+               RebalancePlanQueries, JobQueries, DatabaseEngine):
     """The scheduler's database: an engine, the migrations and the queries."""

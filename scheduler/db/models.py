@@ -269,6 +269,57 @@ class RebalanceStep(Base):
     failure: Mapped[str | None] = mapped_column(sa.Text)  # why it was refused
 
 
+class Job(Base):
+    """Work the schedulers carry on until it ends, whoever asked for it and whatever becomes of
+    that command: the drain of a host (``berth host drain``) or the applying of a rebalance plan
+    (``berth rebalance apply``), see scheduler.jobs. One scheduler at a time carries a job on, by
+    lease, as a scaling group is synced; every write to the row bumps ``version``, and the
+    scheduler holding the lease writes with a compare-and-set on it."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(sa.String(16), nullable=False)  # drain, rebalance
+    # running, stopping (no new step starts; those under way end), done, stopped
+    state: Mapped[str] = mapped_column(sa.String(16), nullable=False, index=True)
+    host: Mapped[str | None] = mapped_column(sa.String(255), index=True)  # the host drained
+    plan_id: Mapped[int | None] = mapped_column(sa.Integer, index=True)  # the rebalance plan applied
+    # "drain:<host>" or "rebalance:<plan id>" until the job ends, then NULL: one job at a time
+    # drains a host or applies a plan, however many commands ask at once.
+    active_key: Mapped[str | None] = mapped_column(sa.String(300), unique=True)
+    live: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False, server_default=sa.false())
+    max_parallel: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    timeout: Mapped[int | None] = mapped_column(sa.Integer)  # seconds, as asked
+    deadline: Mapped[datetime | None] = mapped_column(Timestamp)  # past it, no new step starts
+    reason: Mapped[str | None] = mapped_column(sa.Text)  # why it stopped
+    lease_owner: Mapped[str | None] = mapped_column(sa.String(255))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    version: Mapped[int] = mapped_column(
+        sa.BigInteger, nullable=False, default=0, server_default=sa.text("0"))
+    created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
+    updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class JobStep(Base):
+    """One instance a drain moves: its migration once started, and the outcome (a rebalance
+    job's steps are its plan's, rebalance_steps)."""
+
+    __tablename__ = "job_steps"
+
+    job_id: Mapped[int] = mapped_column(
+        sa.Integer, sa.ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    instance_uuid: Mapped[str] = mapped_column(sa.String(36), nullable=False)
+    # pending, running, done, failed
+    status: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    migration_id: Mapped[int | None] = mapped_column(sa.Integer)
+    dest_host: Mapped[str | None] = mapped_column(sa.String(255))  # where it went
+    reason: Mapped[str | None] = mapped_column(sa.Text)  # why it failed
+    updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
 class ScalingGroup(Base):
     """A scaling group: its spec and instance template, the count the controller keeps, and
     the lease of the controller syncing it.
@@ -372,6 +423,8 @@ instance_metrics = _table(InstanceMetric)
 migrations = _table(Migration)
 rebalance_plans = _table(RebalancePlan)
 rebalance_steps = _table(RebalanceStep)
+jobs = _table(Job)
+job_steps = _table(JobStep)
 
 
 def _shadow(table: sa.Table) -> sa.Table:

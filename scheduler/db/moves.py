@@ -35,6 +35,13 @@ EVACUATION = "evacuation"
 #: Every kind of move.
 KINDS = (RESIZE, MIGRATION, LIVE_MIGRATION, EVACUATION)
 
+#: The steps of a move between two agents (compute API 2.0), in order: the destination
+#: prepares, the source migrates the instance out, the destination finishes taking it.
+PREPARE = "prepare"
+MIGRATE = "migrate"
+FINISH = "finish"
+STEPS = (PREPARE, MIGRATE, FINISH)
+
 _TIMES = _time_columns(migrations)
 _WRITABLE = frozenset(migrations.c.keys()) - {"id"}
 _UPDATABLE = _WRITABLE - {"instance_uuid", "kind", "created_at"}
@@ -44,16 +51,20 @@ def _values(values: Mapping[str, Any], allowed: AbstractSet[str]) -> dict[str, A
     out = _checked_values(values, allowed, _TIMES, "migration")
     if "status" in out and out["status"] not in STATUSES:
         raise ValueError(f"migration status must be one of {', '.join(STATUSES)}, got {out['status']!r}")
+    if out.get("step") is not None and out["step"] not in STEPS:
+        raise ValueError(f"migration step must be one of {', '.join(STEPS)}, got {out['step']!r}")
     if "kind" in out and out["kind"] not in KINDS:
         raise ValueError(f"migration kind must be one of {', '.join(KINDS)}, got {out['kind']!r}")
     return out
 
 
 def _row(row: Any, request: bool = False) -> dict[str, Any]:
-    """A migration row as answered: without what its destination is told, unless ``request``."""
+    """A migration row as answered: without what its agents are told (its request and its
+    destination's transfer), unless ``request``."""
     found = _row_dict(row)
     if not request:
         found.pop("request", None)
+        found.pop("transfer", None)
     return found
 
 
@@ -119,11 +130,13 @@ class MigrationQueries(DatabaseEngine):
 
     @_retry
     def update_migration(self, migration_id: int, values: Mapping[str, Any],
-                         expected_status: str | tuple[str, ...] | None = None) -> dict[str, Any] | None:
+                         expected_status: str | tuple[str, ...] | None = None,
+                         expected_step: str | None = None) -> dict[str, Any] | None:
         """Compare-and-set: update the migration if its status is ``expected_status`` (one, or
-        one of a tuple; any when None). The updated row, or None when it is missing or in
-        another status. ``updated_at`` is set to now, and ``finished_at`` too (unless given)
-        when the new status is one of an ended move."""
+        one of a tuple; any when None) and, if given, its step ``expected_step``. The updated
+        row (with its request and transfer when a step was expected), or None when it is missing
+        or in another status or step. ``updated_at`` is set to now, and ``finished_at`` too
+        (unless given) when the new status is one of an ended move."""
         values = _values(values, _UPDATABLE)
         now = self.now()
         values["updated_at"] = now
@@ -133,12 +146,14 @@ class MigrationQueries(DatabaseEngine):
         expected = _expected(expected_status)
         if expected is not None:
             statement = statement.where(migrations.c.status.in_(expected))
+        if expected_step is not None:
+            statement = statement.where(migrations.c.step == expected_step)
         with self._transaction(write=True) as connection:
             if connection.execute(statement).rowcount != 1:
                 return None
             row = connection.execute(sa.select(migrations).where(migrations.c.id == migration_id)
                                      ).mappings().one()
-        return _row(row)
+        return _row(row, expected_step is not None)
 
     @_retry
     def list_migrations(self, host: str | None = None, status: str | None = None,

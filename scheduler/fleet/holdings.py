@@ -79,6 +79,12 @@ def differences(host, held, recorded, settled_before):
 
 #: The statuses of a migration that ended (scheduler.db.moves.ENDED_STATUSES).
 ENDED = ("confirmed", "reverted", "completed", "error")
+#: Those of a move whose instance stays on its source.
+NOT_KEPT = ("reverted", "error")
+#: What move_steps say of the agent doing each step of a move between two agents.
+WORKING = {"prepare": "preparing", "migrate": "migrating", "finish": "finishing"}
+#: What move_steps say of a move's source.
+OUT = ("migrating", "migrated")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,20 +94,44 @@ class Unheard:
     why: str
 
 
-def unheard(host, held, open_moves, moves, settled_before):
+def unheard(host, held, open_moves, moves, settled_before, move_steps=None):
     """The commands of moves ``host``'s agent missed, or whose answer the scheduler missed, from its
     report (``held``: uuids it holds; ``open_moves``: {uuid: [migration id, "moving" or "done"]} of
-    the moves it holds open, None from an agent that does not say) and ``moves`` ({id: migration
-    row} of the moves under way, and of those ids).
+    the moves it holds open, None from an agent that does not say; ``move_steps``: {uuid: [migration
+    id, step]} of the moves between two agents it is part of) and ``moves`` ({id: migration row} of
+    the moves under way, and of those ids).
 
-    A move under way to the host is told again when its agent does not hold it, or holds it done
-    (its word that it is done was lost: it says it again); the end of a resize in place when its
-    host holds it open after the database ended it. Only moves whose row last changed before
-    ``settled_before``: a younger command or answer may be on its way still.
+    A move under way is told again to the agent whose step it is at when that agent is not doing
+    it: it does not hold it, or holds it done (its word that it is done was lost: it says it
+    again). The end of a resize in place is told again when its host holds it open after the
+    database ended it, and the end of a move between two agents that failed when its source still
+    holds it out. Only moves whose row last changed before ``settled_before``: a younger command
+    or answer may be on its way still.
     """
-    found = []
     open_moves = None if open_moves is None else {uuid: tuple(entry) for uuid, entry in open_moves.items()}
-    for uuid, (migration_id, _) in sorted((open_moves or {}).items()):
+    move_steps = {uuid: tuple(entry) for uuid, entry in (move_steps or {}).items()}
+    found = _ends_unheard(host, open_moves or {}, move_steps, moves, settled_before)
+    if open_moves is None:
+        return found  # an agent of a release before this one: it says not which moves it holds open
+    for migration in moves.values():
+        if migration["status"] != "migrating" or migration["updated_at"] >= settled_before:
+            continue
+        if migration.get("step") is not None and migration["source_host"] != migration["dest_host"]:
+            told = _step_unheard(host, migration, move_steps)
+        elif migration["dest_host"] == host:
+            told = _taken_in_unheard(host, migration, open_moves, held)
+        else:
+            told = None
+        if told is not None:
+            found.append(told)
+    return found
+
+
+def _ends_unheard(host, open_moves, move_steps, moves, settled_before):
+    """The ends of moves the agent holds open after the database ended them: a resize in place,
+    and a move between two agents that its source holds out though it failed (or was reverted)."""
+    found = []
+    for uuid, (migration_id, _) in sorted(open_moves.items()):
         migration = moves.get(migration_id)
         if migration is None or migration["instance_uuid"] != uuid or migration["dest_host"] != host \
                 or migration["source_host"] != host:
@@ -110,22 +140,44 @@ def unheard(host, held, open_moves, moves, settled_before):
             why = (f"{host} holds resize {migration_id} of {uuid} open, which was {migration['status']} at "
                    f"{migration['updated_at']:%H:%M:%S}")
             found.append(Unheard(migration, "end", why))
-    if open_moves is None:
-        return found  # an agent of a release before this one: it says not which moves it holds open
-    for migration in moves.values():
-        if migration["status"] != "migrating" or migration["dest_host"] != host \
-                or migration["updated_at"] >= settled_before:
+    for uuid, (migration_id, word) in sorted(move_steps.items()):
+        migration = moves.get(migration_id)
+        if migration is None or migration["instance_uuid"] != uuid or migration["source_host"] != host:
             continue
-        uuid = migration["instance_uuid"]
-        entry = open_moves.get(uuid)
-        if entry == (migration["id"], "moving"):
-            continue  # under way on the agent
-        if entry == (migration["id"], "done") or (entry is None and uuid in held
-                                                   and migration["source_host"] != host):
-            why = (f"{host} is done with {migration['kind']} {migration['id']} of {uuid}, which the database "
-                   f"has under way since {migration['updated_at']:%H:%M:%S}")
-        else:
-            why = (f"{host} has not taken in {migration['kind']} {migration['id']} of {uuid}, recorded at "
-                   f"{migration['updated_at']:%H:%M:%S}")
-        found.append(Unheard(migration, "move", why))
+        if word in OUT and migration["status"] in NOT_KEPT and migration["updated_at"] < settled_before:
+            why = (f"{host} holds {migration['kind']} {migration_id} of {uuid} out, which was "
+                   f"{migration['status']} at {migration['updated_at']:%H:%M:%S}")
+            found.append(Unheard(migration, "end", why))
     return found
+
+
+def _step_unheard(host, migration, move_steps):
+    """The step of a move between two agents, told again if ``host`` is the agent whose step it is
+    at and is not doing it."""
+    step, uuid = migration["step"], migration["instance_uuid"]
+    if (migration["source_host"] if step == "migrate" else migration["dest_host"]) != host:
+        return None
+    entry = move_steps.get(uuid)
+    if entry == (migration["id"], WORKING[step]):
+        return None  # under way on the agent
+    said = "nothing of it" if entry is None or entry[0] != migration["id"] else entry[1]
+    why = (f"{host} is not at the {step} step of {migration['kind']} {migration['id']} of {uuid} "
+           f"(it says {said}), recorded at {migration['updated_at']:%H:%M:%S}")
+    return Unheard(migration, "move", why)
+
+
+def _taken_in_unheard(host, migration, open_moves, held):
+    """A move its destination ``host`` takes in alone (or a resize in place), told again unless
+    under way there."""
+    uuid = migration["instance_uuid"]
+    entry = open_moves.get(uuid)
+    if entry == (migration["id"], "moving"):
+        return None  # under way on the agent
+    if entry == (migration["id"], "done") or (entry is None and uuid in held
+                                               and migration["source_host"] != host):
+        why = (f"{host} is done with {migration['kind']} {migration['id']} of {uuid}, which the database "
+               f"has under way since {migration['updated_at']:%H:%M:%S}")
+    else:
+        why = (f"{host} has not taken in {migration['kind']} {migration['id']} of {uuid}, recorded at "
+               f"{migration['updated_at']:%H:%M:%S}")
+    return Unheard(migration, "move", why)

@@ -86,7 +86,8 @@ class Reconciler:
 
     def _tell_again(self, reports: dict[str, HostReport], now: float) -> None:
         moves = self._db.moves_to_check(
-            [entry[0] for report in reports.values() for entry in (report.open_moves or {}).values()])
+            [entry[0] for report in reports.values()
+             for said in (report.open_moves, report.move_steps) for entry in (said or {}).values()])
         if not moves:
             return
         for migration in moves.values():
@@ -94,7 +95,7 @@ class Reconciler:
         settled_before = self._db.now() - datetime.timedelta(seconds=self._grace)
         for host, report in reports.items():
             for unheard in reconcile.unheard(host, frozenset(report.instance_uuids), report.open_moves, moves,
-                                             settled_before):
+                                             settled_before, report.move_steps):
                 self._once((unheard.command, unheard.migration["id"]), now, host,
                            functools.partial(self._tell_unheard, unheard))
 

@@ -33,6 +33,8 @@ LOG = logging.getLogger(__name__)
 #: The statuses of a migration row, Nova's names.
 STATUSES = ("migrating", "finished", "confirmed", "reverted", "completed", "error")
 OUTCOMES = ("done", "failed")
+#: What the agents of a move between two agents say besides (scheduler API 1.5): a step done.
+STEP_OUTCOMES = ("prepared", "migrated")
 #: list_migrations answers with at most this many, the newest.
 MAX_LISTED = 1000
 
@@ -160,6 +162,7 @@ class MoveEndpoint:
         if migration["status"] == "migrating":
             self._moves.send_move(context, migration)
         migration.pop("request", None)
+        migration.pop("transfer", None)
         return migration
 
     def _start(self, move: Move) -> dict[str, Any]:
@@ -215,36 +218,74 @@ class MoveEndpoint:
         return migration, instance
 
     @rpc.callers(rpc.AGENT_OF_HOST, host="host")
-    def move_update(self, context, instance_uuid, host, migration_id, outcome, fault=None):
-        """From the destination's agent: the move ended, ``done`` or ``failed`` (``fault``: why)."""
+    def move_update(self, context, instance_uuid, host, migration_id, outcome, fault=None, transfer=None):
+        """From the destination's agent: the move ended, ``done`` or ``failed`` (``fault``: why). Of a
+        move between two agents (1.5), also: ``prepared`` from its destination (``transfer``: what
+        its source needs), ``migrated`` from its source, and ``failed`` from either."""
         uuid = parse_uuid(instance_uuid, "move_update: instance_uuid")
         host_names.check(host, "move_update: host")
         if not isinstance(migration_id, int) or isinstance(migration_id, bool):
             raise InvalidRequest(f"move_update: migration_id must be an integer, got {migration_id!r}"[:200])
-        if outcome not in OUTCOMES:
+        if outcome not in OUTCOMES + STEP_OUTCOMES:
             raise InvalidRequest(
-                f"move_update: outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}"[:200])
+                f"move_update: outcome must be one of {', '.join(OUTCOMES + STEP_OUTCOMES)}, got "
+                f"{outcome!r}"[:200])
         if fault is not None and not (isinstance(fault, dict) and isinstance(fault.get("reason", ""), str)):
             raise InvalidRequest("move_update: fault must be an object whose reason is a string")
+        if transfer is not None and (outcome != "prepared" or not isinstance(transfer, dict)):
+            raise InvalidRequest("move_update: transfer must be an object, and only of a move prepared")
         migration = self._db.get_migration(migration_id)
         if migration is None or migration["instance_uuid"] != uuid:
             raise InvalidRequest(f"move_update from {host}: no migration {migration_id} of instance {uuid}")
-        if migration["dest_host"] != host:
-            raise InvalidRequest(f"move_update from {host}: migration {migration_id} goes to "
-                                 f"{migration['dest_host']}, not {host}")
+        self._check_sender(migration, host, outcome)
         if migration["status"] != "migrating":
             LOG.info("Instance %s: %s of migration %s, which is %s already; ignored", uuid, outcome,
                      migration_id, migration["status"])
             return
+        if outcome in STEP_OUTCOMES:
+            if not self._moves.step_done(context, migration, host, outcome, transfer):
+                LOG.info("Instance %s: %s of migration %s, which is at its %s step already; ignored", uuid,
+                         outcome, migration_id, migration["step"])
+            return
         instance = self._db.get_instance(uuid)
         if outcome == "done":
-            ended = self._moves.finish(context, migration, instance)
+            ended = self._finish(context, migration, instance, host)
         else:
             reason = str((fault or {}).get("reason") or "move failed")[:4096]
             ended = self._moves.fail(context, migration, reason)
         if not ended:
-            LOG.info("Instance %s is no longer moving to %s (%s); %s of migration %s ignored", uuid, host,
-                     instance["state"] if instance else "gone", outcome, migration_id)
+            LOG.info("Instance %s is no longer moving to %s (%s); %s of migration %s ignored", uuid,
+                     migration["dest_host"], instance["state"] if instance else "gone", outcome, migration_id)
+
+    @staticmethod
+    def _check_sender(migration: dict[str, Any], host: str, outcome: str) -> None:
+        """Refuse the word of a host that has no say in it: the destination's (done, prepared,
+        failed), or of a move between two agents its source's (migrated, failed)."""
+        by_steps = migration.get("step") is not None
+        from_source = host == migration["source_host"] and by_steps and outcome in ("migrated", "failed")
+        from_dest = host == migration["dest_host"] and outcome != "migrated"
+        if from_source or from_dest:
+            return
+        if by_steps:
+            raise InvalidRequest(f"move_update from {host}: migration {migration['id']} goes from "
+                                 f"{migration['source_host']} to {migration['dest_host']}; {host} cannot say "
+                                 f"it {outcome}")
+        if outcome in STEP_OUTCOMES:
+            raise InvalidRequest(f"move_update from {host}: migration {migration['id']} is taken in "
+                                 f"by its destination alone; it has no step {outcome}")
+        raise InvalidRequest(f"move_update from {host}: migration {migration['id']} goes to "
+                             f"{migration['dest_host']}, not {host}")
+
+    def _finish(self, context: Any, migration: dict[str, Any], instance: dict[str, Any] | None,
+                host: str) -> bool:
+        """The destination took the instance: at the last step of a move between two agents (on the
+        instance's own host, its only one), or of one taken in alone."""
+        step = migration.get("step")
+        if step not in (None, "finish") and migration["source_host"] != migration["dest_host"]:
+            LOG.warning("Instance %s: %s says migration %s is done at its %s step; ignored", migration[
+                "instance_uuid"], host, migration["id"], step)
+            return True
+        return self._moves.finish(context, migration, instance)
 
     # -- reading ------------------------------------------------------------------------
 

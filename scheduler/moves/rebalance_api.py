@@ -1,8 +1,11 @@
 """The RPC methods of rebalance plans (admin API 1.2): make and save a plan, list and show them,
 start one step, stop a plan.
 
-``berth rebalance apply`` drives a plan a step at a time, as ``berth host drain`` drives a drain;
-each step is checked here, where the host table and the claims are, at the moment it starts:
+``berth rebalance apply`` starts a job (scheduler.jobs) that the schedulers carry on, starting
+each step with start_rebalance_step as a ``berth`` of the release before jobs did from the
+command, and writing the steps' and the plan's states as the moves end (a plan whose steps such a
+``berth`` started is shown as their migrations say). Each step is checked here, where the host
+table and the claims are, at the moment it starts:
 the instance must still be ACTIVE where the plan saw it, both hosts' generations must be those
 the plan recorded (plus the claims of the plan's own steps), and the destination must still
 pass the filters (the path of ``berth migrate --live --host``). A step that fails a check is
@@ -21,6 +24,7 @@ from scheduler import api_versions, rpc, states
 from scheduler.db import moves as migration_rows
 from scheduler.db import rebalance_plans as rows
 from scheduler.exception import BerthError, InstanceNotFound, InvalidRequest, NoValidHost
+from scheduler.jobs import api as jobs
 from scheduler.moves.fleet_snapshot import fleet_snapshot
 from scheduler.planning.moves import MoveRefused
 from scheduler.policy.rebalance import Plan, figures
@@ -268,6 +272,7 @@ class RebalanceEndpoint:
         if plan["state"] in (rows.DONE, rows.STOPPED):
             raise MoveRefused(f"Rebalance plan {plan['id']} is {plan['state']} already: nothing to stop")
         self._stop(plan["id"], "stopped by berth rebalance stop")
+        jobs.stop_plan(self._db, plan["id"], "stopped by berth rebalance stop")  # and the job applying it
         return self._shown(self._get(plan["id"]))
 
     def _stop(self, plan_id: int, reason: str) -> None:

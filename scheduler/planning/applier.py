@@ -16,10 +16,11 @@ from berth_contract.request_spec import Flavor, RequestSpec, parse_uuid
 from scheduler import rpc, states
 from scheduler.client import CAST_AT, PLACED_AT
 from scheduler.db.engine import to_db_time
+from scheduler.db.moves import FINISH, MIGRATE, PREPARE
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.planning import lookups
 from scheduler.planning.claims import HostClaims
-from scheduler.planning.moves import RESIZE, MoveRefused, flavor_of
+from scheduler.planning.moves import EVACUATION, RESIZE, MoveRefused, flavor_of
 from scheduler.planning.plan import Build, Placement, Plan, RowUpdate
 from scheduler.policy.selection import Decision
 from scheduler.telemetry import scheduler_metrics as telemetry
@@ -236,22 +237,58 @@ class MoveApplier:
             "instance_uuid": uuid, "kind": move.kind, "status": "migrating",
             "source_host": source, "source_node": instance.get("node"), "dest_host": dest,
             "dest_node": placement.node, "old_flavor": old.to_wire(), "new_flavor": move.flavor.to_wire(),
-            "request": request})
+            "request": request, "step": PREPARE if self._compute.moves_by_steps else None})
         self.send_move(move.context, migration, request)
         self._outbox.send(telemetry.count_move, move.kind, "started")
         return migration
 
     def send_move(self, context: Any, migration: dict[str, Any],
                   request: dict[str, Any] | None = None) -> bool:
-        """Tell the destination of a move under way to take it (again: an agent that has it already
-        ignores the repeat), once the transaction commits; False for a move recorded without its
-        request (by a Berth before 0011), which cannot be told again."""
+        """Tell the agent whose step a move under way is at to take it (again: an agent that has
+        done it already answers again, one doing it ignores the repeat), once the transaction
+        commits: a move between two agents at its step (its destination prepares or finishes, its
+        source migrates out), one taken in alone (compute API 1.x) to its destination. False for a
+        move recorded without its request (by a Berth before 0011), which cannot be told again."""
         request = request or migration.get("request")
         if not request:
             return False
-        self._outbox.send(self._compute.move_instance, context_values(context), migration["dest_host"],
-                          request["instance"], request["request_spec"], request["filter_properties"],
-                          dict(request["migration"], id=migration["id"]))
+        ctxt, uuid, step = context_values(context), migration["instance_uuid"], migration.get("step")
+        if step == MIGRATE:
+            self._outbox.send(self._compute.migrate_out, ctxt, migration["source_host"], uuid,
+                              self._step_migration(migration, request), migration.get("transfer") or {})
+        elif step == FINISH:
+            self._outbox.send(self._compute.finish_move, ctxt, migration["dest_host"], uuid, migration["id"])
+        else:
+            send = self._compute.move_instance if step is None else self._compute.prepare_move
+            self._outbox.send(send, ctxt, migration["dest_host"], request["instance"],
+                              request["request_spec"], request["filter_properties"],
+                              dict(request["migration"], id=migration["id"]))
+        return True
+
+    @staticmethod
+    def _step_migration(migration: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+        """The migration as the agents of a move between two agents are told it."""
+        return dict(request["migration"], id=migration["id"], dest_host=migration["dest_host"])
+
+    def step_done(self, context: Any, migration: dict[str, Any], host: str, outcome: str,
+                  transfer: dict[str, Any] | None) -> bool:
+        """A step of a move between two agents is done (``outcome``: prepared, from its destination,
+        with its ``transfer``; migrated, from its source): record the next step and tell its agent,
+        once the transaction commits (an evacuation, whose source is down, goes from prepare to
+        finish). False when the move is no longer at that step (a repeat)."""
+        if outcome == "prepared":
+            # An evacuation's source is down: its destination rebuilds the instance, as Nova's does.
+            after = FINISH if migration["kind"] == EVACUATION else MIGRATE
+            step, values = PREPARE, {"step": after, "transfer": transfer or {}}
+        else:
+            step, values = MIGRATE, {"step": FINISH}
+        moved = self._db.update_migration(migration["id"], values, expected_status="migrating",
+                                          expected_step=step)
+        if moved is None:
+            return False
+        LOG.info("Instance %s: %s %s %s on %s; next: %s", migration["instance_uuid"], migration["kind"],
+                 migration["id"], outcome, host, values["step"])
+        self.send_move(context, moved)
         return True
 
     def send_end(self, context: Any, migration: dict[str, Any], reason: str) -> None:
@@ -263,8 +300,12 @@ class MoveApplier:
         if source == dest:
             self._outbox.send(self._compute.end_resize, context_values(context), dest, uuid, migration["id"],
                               kept)
-        else:
-            self.terminate(context, source if kept else dest, uuid, reason)
+            return
+        self.terminate(context, source if kept else dest, uuid, reason)
+        if not kept and migration.get("step") is not None:
+            # Its source may have stopped it, or handed it over: it runs it again.
+            self._outbox.send(self._compute.abort_move, context_values(context), source, uuid,
+                              migration["id"])
 
     def _end(self, migration: dict[str, Any], instance_values: dict[str, Any], expected: dict[str, Any],
              status: str, reason: str | None = None) -> dict[str, Any] | None:
@@ -313,14 +354,19 @@ class MoveApplier:
         LOG.warning("Instance %s: %s %s to %s failed (%s); it stays ACTIVE on %s", uuid, migration["kind"],
                     migration["id"], dest, reason, source)
         self._compensated_release(dest, uuid)
+        if migration.get("step") is not None and source != dest:
+            # Of a move between two agents, each lets go of its part (one of them said it failed).
+            self.send_end(context, dict(migration, status="error"), reason)
         return True
 
     def abandon(self, context: Any, migration: dict[str, Any], reason: str) -> bool:
-        """Fail a move its destination never ended, and tell the destination to let go of what it
-        took: the instance, or, on its own host, the new size."""
+        """Fail a move its agents never ended, and tell them to let go of what they took: the
+        destination the instance, or, on its own host, the new size; the source of a move between
+        two agents runs the instance again."""
         if not self.fail(context, migration, reason):
             return False
-        self.send_end(context, dict(migration, status="error"), reason)
+        if migration.get("step") is None or migration["source_host"] == migration["dest_host"]:
+            self.send_end(context, dict(migration, status="error"), reason)
         return True
 
     def confirm(self, context: Any, migration: dict[str, Any]) -> bool:

@@ -1,5 +1,5 @@
 """The fragmentation hint of a refusal, in the service: its time limit, what all hints may spend,
-and the instances a migration may take, read from the database.
+and the instances a migration may take, read through a lookup (the database's, in the service).
 
 Only a refusal by the filters pays for it (a placement never does). Each hint examines hosts for
 at most [scheduler] fragmentation_hint_time_limit seconds, and all hints together spend at most
@@ -20,6 +20,7 @@ from oslo_config import cfg
 
 from berth_contract.request_spec import RequestSpec
 from scheduler.exception import BerthError, NoValidHost
+from scheduler.planning.lookups import SettledInstances
 from scheduler.planning.moves import MIGRATION, Move, flavor_of
 
 if TYPE_CHECKING:  # the planner's modules load scipy: not for reading the options
@@ -59,11 +60,11 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
 class FragmentationHints:
     """Adds the fragmentation hint to the reason of a refusal by the filters."""
 
-    def __init__(self, conf: Any, database: Any, hosts: Any, filters: Sequence[Any],
+    def __init__(self, conf: Any, stored: SettledInstances, hosts: Any, filters: Sequence[Any],
                  move_spec: Callable[[Move], RequestSpec],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._conf = conf
-        self._db = database
+        self._stored = stored  # read only: the instances a migration may take
         self._hosts = hosts  # HostManager: its table and lock
         self._filters = filters
         self._move_spec = move_spec  # MovePlanner.spec: the request a migration of an instance places
@@ -137,7 +138,7 @@ class FragmentationHints:
         from scheduler.policy.rebalance.snapshot import Resident
 
         residents = []
-        for row in self._db.settled_instances_on_hosts(hosts):
+        for row in self._stored.settled_instances_on_hosts(hosts):
             spec = self._spec(row)
             if spec is not None:
                 residents.append(Resident(row["uuid"], row["host"], spec))

@@ -120,9 +120,9 @@ def check_movable(instance: dict[str, Any] | None, uuid: str, verb: str) -> dict
 class MovePlanner:
     """The destination of a move, chosen as a build's host is and consumed like one."""
 
-    def __init__(self, conf: Any, database: Any, planner: Any) -> None:
+    def __init__(self, conf: Any, stored: lookups.Lookups, planner: Any) -> None:
         self._conf = conf
-        self._db = database
+        self._stored = stored  # read only, as the planner's: the hints' instances, hosts, groups
         self._planner = planner  # scheduler.planning.planner.Planner: its selector, host table, undo log
 
     def spec(self, move: Move) -> RequestSpec:
@@ -137,7 +137,7 @@ class MovePlanner:
         spec = dataclasses.replace(spec, instance_uuids=[instance["uuid"]], flavor=move.flavor, retry=Retry(),
                                    force_hosts=[], force_nodes=[], ignore_hosts=[])
         try:
-            lookups.prepare_spec(self._db, spec, add_members=False)
+            lookups.prepare_spec(self._stored, spec, add_members=False)
             self._planner.check_honoured(spec)
         except NoValidHost as exc:
             raise MoveRefused(f"Instance {instance['uuid']} cannot be moved: {exc}") from None

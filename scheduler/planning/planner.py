@@ -1,8 +1,9 @@
 """Deciding where the instances of a segment of requests go: a Plan, and nothing written.
 
-The planner reads (the instances' rows, the hints' server groups and hosts) and
-consumes hosts in this scheduler's table as it selects; what it decides is
-written, claimed and cast by the Applier.
+The planner reads (the hints' instances, server groups and hosts) only through the
+lookups it is handed (scheduler.planning.lookups), is given the rows of the
+instances it admits, and consumes hosts in this scheduler's table as it selects;
+what it decides is written, claimed and cast by the Applier.
 """
 
 from __future__ import annotations
@@ -49,11 +50,11 @@ def job_context(item: tuple[Any, ...]) -> Any:
 class Planner:
     """Admission, checks and selection of a segment's requests, into a Plan."""
 
-    def __init__(self, conf: Any, database: Any, hosts: Any, selector: Any, compensate: Compensate,
+    def __init__(self, conf: Any, stored: lookups.Lookups, hosts: Any, selector: Any, compensate: Compensate,
                  installed_filters: dict[str, type[BaseHostFilter]],
                  installed_weighers: dict[str, type[BaseHostWeigher]]) -> None:
         self._conf = conf
-        self._db = database  # read only: rows, server groups, hosts of instances
+        self._stored = stored  # the hints' instances, their hosts, server groups: read, never written
         self._hosts = hosts
         self.selector = selector
         self._compensate = compensate
@@ -178,7 +179,7 @@ class Planner:
                 continue
             try:
                 # zone, server group, same/different host hints; then whether they can be honoured
-                lookups.prepare_spec(self._db, spec, add_members=False)
+                lookups.prepare_spec(self._stored, spec, add_members=False)
                 self.check_honoured(spec)
             except lookups.InvalidHint as exc:
                 if fresh:

@@ -65,14 +65,21 @@ class Dispatcher:
                 if method is not None and callable(getattr(endpoint, method, None)):
                     self._batch_forms[method] = (endpoint, getattr(endpoint, name))
 
-    def _find(self, method):
-        """(endpoint, bound method) of ``method``: the first endpoint that has it."""
+    def _find(self, method, version=None):
+        """(endpoint, bound method) of ``method``: the first endpoint that has it and serves
+        ``version`` (an API served at two major versions has an endpoint for each), else the
+        first that has it."""
+        found = None
         if not method.startswith("_") and method.isidentifier():
             for endpoint in self.endpoints:
                 func = getattr(endpoint, method, None)
                 if callable(func):
-                    return endpoint, func
-        raise NoSuchMethod(method)
+                    if version is None or _serves(endpoint, version):
+                        return endpoint, func
+                    found = found or (endpoint, func)
+        if found is None:
+            raise NoSuchMethod(method)
+        return found
 
     def lookup(self, method):
         return self._find(method)[1]
@@ -91,14 +98,15 @@ class Dispatcher:
         except NoSuchMethod:
             return False
 
-    def _signature(self, method, func):
+    def _signature(self, func):
         """(signature or False, (required names, accepted names) or None) of ``func``.
 
         The names are given for a signature of plain parameters after the
         context: the arguments fit when they lie between the two, which is
         told without binding them.
         """
-        found = self._signatures.get(method)
+        key = getattr(func, "__func__", func)
+        found = self._signatures.get(key)
         if found is None:
             try:
                 signature = inspect.signature(func)
@@ -106,20 +114,20 @@ class Dispatcher:
                 found = (False, None)
             else:
                 found = (signature, _names(signature))
-            self._signatures[method] = found
+            self._signatures[key] = found
         return found
 
     def check(self, context, method, args):
         """The endpoint method for a message; raises unless its endpoint serves the version
         the message asks for (``context.version``), ``args`` fit the method's signature and
         the message's sender may call it."""
-        endpoint, func = self._find(method)
         version = getattr(context, "version", versions.DEFAULT)
-        api = getattr(endpoint, "RPC_API", None)
-        served = versions.DEFAULT if api is None else api.version
-        if version != served and not versions.is_compatible(served, version):
+        endpoint, func = self._find(method, version)
+        if not _serves(endpoint, version):
+            api = getattr(endpoint, "RPC_API", None)
+            served = versions.DEFAULT if api is None else api.version
             raise UnsupportedVersion(version, method, served, getattr(api, "name", None))
-        signature, names = self._signature(method, func)
+        signature, names = self._signature(func)
         if signature and (names is None or not names[0] <= args.keys() <= names[1]):
             try:
                 signature.bind(context, **args)
@@ -131,6 +139,13 @@ class Dispatcher:
 
     def dispatch(self, context, method, args):
         return self.check(context, method, args)(context, **args)
+
+
+def _serves(endpoint, version):
+    """Whether ``endpoint`` serves ``version`` of its RPC_API (without one: 1.0)."""
+    api = getattr(endpoint, "RPC_API", None)
+    served = versions.DEFAULT if api is None else api.version
+    return version == served or versions.is_compatible(served, version)
 
 
 def _names(signature):

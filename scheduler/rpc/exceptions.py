@@ -97,7 +97,7 @@ class UnsupportedVersion(MessagingException):
     def __str__(self):
         text = (f"Endpoint does not support RPC version {self.version}. Attempted method: {self.method}; "
                 f"it serves {f'the {self.api} API' if self.api else 'its API'} up to {self.served}")
-        if self.api and versions.parse(self.version)[0] == versions.parse(self.served)[0]:
+        if self.api and versions.parse(self.version) > versions.parse(self.served):
             text += (f": set [upgrade_levels] {self.api} = {self.served} where it is sent from, until this "
                      "is upgraded")
         return text

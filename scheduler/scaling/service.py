@@ -23,6 +23,7 @@ from scheduler.scaling import metrics as sync_metrics
 from scheduler.scaling.controller import ControllerSettings, ScalingController, SyncResult
 from scheduler.scaling.sync_plan import plan_settings
 from scheduler.status_page.recent import ScalingHistory
+from scheduler.utils.leased_loop import LeasedLoop
 
 LOG = logging.getLogger(__name__)
 
@@ -129,8 +130,8 @@ class ScalingLoop:
     def __init__(self, controller: ScalingController, period_s: float) -> None:
         self.controller = controller
         self.period_s = period_s
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = LeasedLoop(self.run_once, controller.release, period_s, "scaling-controller",
+                                "scaling group(s)")
         self.syncs = 0
         #: The results of the last sync (what the metrics show of each group).
         self.last_results: list[SyncResult] = []
@@ -138,20 +139,10 @@ class ScalingLoop:
         self.history = ScalingHistory()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="scaling-controller", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
-        try:
-            released = self.controller.release()
-        except Exception:
-            LOG.exception("Giving up the scaling groups' leases failed; they expire in %g s", self.period_s)
-            return
-        if released:
-            LOG.info("Gave up the leases of %d scaling group(s)", released)
+        self._loop.stop()
 
     def run_once(self) -> list[SyncResult]:
         """One sync; a failure is logged and the next period tries again."""
@@ -168,10 +159,3 @@ class ScalingLoop:
         if results:
             LOG.debug("Synced %d scaling group(s) in %.3f s", len(results), time.monotonic() - started)
         return results
-
-    def _run(self) -> None:
-        delay = 0.0
-        while not self._stopping.wait(delay):
-            started = time.monotonic()
-            self.run_once()
-            delay = max(0.0, self.period_s - (time.monotonic() - started))

@@ -142,17 +142,16 @@ def test_an_agent_killed_while_it_takes_an_instance_in_finishes_the_move_when_it
         try:
             fleet.start_schedulers(["sched-1"])
             fleet.start_agent("from")
-            fleet.start_agent("to", fake_migration_time_per_gb=3.0)
+            fleet.start_agent("to", fake_move_finish_time=6.0)
             fleet.wait_hosts_up(["from", "to"])
             [uuid] = boot(fleet, 1, flavor={"memory_mb": 2048, "root_gb": 1, "vcpus": 1}, force="from")
             fleet.wait_states([uuid], ("ACTIVE",))
             moved = fleet.cli("migrate", uuid, "--host", "to")
             assert moved.returncode == 0, moved.stderr
-            fleet.wait(lambda: uuid in fleet.log("to") and fleet.hosts()["to"]["running_vms"] == 1, 30,
-                       "to to take it in")
+            fleet.wait(lambda: f"Finishing the move of {uuid}" in fleet.log("to"), 30, "to to take it in")
             fleet.stop("to", sig=signal.SIGKILL)
             assert fleet.instances([uuid])[uuid]["state"] == "MIGRATING"
-            fleet.start_agent("to", fake_migration_time_per_gb=3.0)
+            fleet.start_agent("to", fake_move_finish_time=6.0)
             [done] = fleet.wait_states([uuid], ("ACTIVE",)).values()
             assert (done["host"], done["move_host"]) == ("to", None)
             assert fleet.wait(lambda: fleet.hosts()["from"]["running_vms"] == 0, 30, "from to let it go")

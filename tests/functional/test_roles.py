@@ -66,9 +66,9 @@ class Raw:
                                      transport_options={"confirm_publish": True})
         self.producer = kombu.Producer(self.conn.channel(), auto_declare=False)
 
-    def cast(self, method, queue="scheduler", fanout=None, **args):
+    def cast(self, method, queue="scheduler", fanout=None, version=None, **args):
         properties = {} if self.user_id is None else {"user_id": self.user_id}
-        self.producer.publish(wire.cast_body(method, **args), exchange=fanout or "",
+        self.producer.publish(wire.cast_body(method, version, **args), exchange=fanout or "",
                               routing_key="scheduler" if fanout else queue, content_type="application/json",
                               content_encoding="utf-8", delivery_mode=2, retry=False, **properties)
 
@@ -432,6 +432,11 @@ def cases(w):
         ("scheduler", "revert_resize", CLIENTS, lambda: {"instance_uuid": victim}),
         ("scheduler", "move_update", {"a1"}, lambda: {"instance_uuid": victim, "host": "a1",
                                                       "migration_id": 1, "outcome": "done"}),
+        ("scheduler", "start_drain", {"op"}, lambda: {"host": "a1"}),
+        ("scheduler", "apply_rebalance_plan", {"op"}, lambda: {"plan_id": 1}),
+        ("scheduler", "show_job", {"op"}, lambda: {"job_id": 1}),
+        ("scheduler", "list_jobs", {"op"}, dict),
+        ("scheduler", "stop_job", {"op"}, lambda: {"job_id": 1}),
         ("scheduler", "list_migrations", EVERYONE, dict),
         ("scheduler", "list_hosts", EVERYONE, dict),
         ("scheduler", "list_instances", EVERYONE, dict),
@@ -455,17 +460,32 @@ def cases(w):
                           "old_flavor": dict(TINY)}}),
         ("compute.a1", "end_resize", {"sched"}, lambda: {"instance_uuid": victim, "migration_id": 1,
                                                          "confirmed": True}),
+        ("compute.a1", "prepare_move", {"sched"}, lambda: {
+            "instance": {"uuid": str(uuid.uuid4()), "flavor": dict(TINY)}, "request_spec": {},
+            "filter_properties": {"limits": {"memory_mb": 10**6}},
+            "migration": {"id": 1, "kind": "migration", "source_host": "a2", "live": False,
+                          "old_flavor": dict(TINY)}}),
+        ("compute.a1", "migrate_out", {"sched"}, lambda: {
+            "instance_uuid": victim, "transfer": {},
+            "migration": {"id": 1, "kind": "migration", "source_host": "a1", "dest_host": "a2"}}),
+        ("compute.a1", "finish_move", {"sched"}, lambda: {"instance_uuid": victim, "migration_id": 1}),
+        ("compute.a1", "abort_move", {"sched"}, lambda: {"instance_uuid": victim, "migration_id": 1}),
         ("compute.a1", "set_fake_load", {"op"}, lambda: {"cpu": 1.0}),
         ("compute.a1", "clear_fake_load", {"op"}, dict),
     ]
 
 
+#: The methods of the compute API 2.0 alone, sent at 2.0; the others at 1.0 (or their 1.x version).
+COMPUTE_2_0 = {"prepare_move", "migrate_out", "finish_move", "abort_move"}
+
+
 def declared_methods():
     """{(queue, method)} of every public RPC method the scheduler and the agent serve."""
     from compute_agent.fake_load_endpoint import FakeLoadEndpoint
-    from compute_agent.manager import ComputeEndpoint
+    from compute_agent.manager import ComputeEndpoint, ComputeV1Endpoint
     from scheduler.admin.grouping import AdminEndpoint
     from scheduler.admin.hosts import HostAdminEndpoint
+    from scheduler.jobs.api import JobEndpoint
     from scheduler.manager import SchedulerManager
     from scheduler.moves.api import MoveEndpoint
     from scheduler.scaling.api import ScalingGroupEndpoint
@@ -473,8 +493,8 @@ def declared_methods():
 
     found = set()
     for queue, classes in (("scheduler", (SchedulerManager, MoveEndpoint, AdminEndpoint, HostAdminEndpoint,
-                                          ScalingGroupEndpoint, InstanceMetricsEndpoint)),
-                           ("compute.a1", (ComputeEndpoint, FakeLoadEndpoint))):
+                                          JobEndpoint, ScalingGroupEndpoint, InstanceMetricsEndpoint)),
+                           ("compute.a1", (ComputeEndpoint, ComputeV1Endpoint, FakeLoadEndpoint))):
         found |= {(queue, name) for cls in classes for name in dir(cls)
                   if not name.startswith("_") and callable(getattr(cls, name))}
     return found
@@ -512,10 +532,11 @@ def test_every_method_from_every_role_that_may_not_call_it_is_refused_and_change
         for sender in SENDERS:
             if sender in allowed:
                 continue
+            version = "2.0" if method in COMPUTE_2_0 else None
             if sender in ("a1", "a2", "none"):  # casts: agents may not declare reply queues
                 raw = w.raw(sender)
                 try:
-                    raw.cast(method, queue=queue, **args())
+                    raw.cast(method, queue=queue, version=version, **args())
                 finally:
                     raw.close()
                 cast.append((queue, method, sender))
@@ -523,7 +544,7 @@ def test_every_method_from_every_role_that_may_not_call_it_is_refused_and_change
             client = (w.agent(sender) if queue == "compute.a1" else
                       rpc.RPCClient(w.transports[sender], rpc.Target("scheduler"), timeout=10))
             try:
-                client.call({}, method, **args())
+                client.prepare(version=version).call({}, method, **args())
             except rpc.RemoteError as exc:
                 answered[(queue, method, sender)] = f"{exc.exc_type}: {exc.value}"
             except rpc.MessagingException as exc:

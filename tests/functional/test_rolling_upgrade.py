@@ -1,10 +1,13 @@
-"""A rolling upgrade: schedulers of this release beside agents of the previous one.
+"""A rolling upgrade: schedulers of this release beside agents of earlier ones.
 
-The previous release's agents serve version 1.0 of the compute API; this release's
-schedulers send 1.1 (a terminate says why). With ``[upgrade_levels] compute = 1.0`` on
-the schedulers every boot and delete works while the agents are upgraded one by one;
-without it, the old agents refuse the newer terminates (UnsupportedVersion, dead-lettered)
-and the instances stay DELETING until the schedulers are capped and restarted.
+The previous release's agents serve version 1.2 of the compute API (a move's destination takes
+it alone); this release's agents serve 2.0 beside it (moves between two agents, step by step).
+With ``[upgrade_levels] compute = 1.2`` on the schedulers, an agent of each release move
+instances between them; once every agent is upgraded and the cap removed, moves go by steps.
+The release before served 1.0: capped at 1.0 every boot and delete works while such agents are
+upgraded one by one; capped above it, the old agents refuse the newer terminates
+(UnsupportedVersion, dead-lettered) and the instances stay DELETING until the schedulers are
+capped and restarted.
 """
 
 import importlib
@@ -16,6 +19,7 @@ import oslo_messaging
 import pytest
 from oslo_config import cfg
 
+from scheduler.cmd.instance_commands import build_request
 from scheduler.manager import DELETED_BY_CLIENT
 from scheduler.rpc import deadletter
 from tests.functional import wire
@@ -25,6 +29,9 @@ from tests.functional.test_messaging_oslo import OSLO_OPTS
 
 ROOT = str(pathlib.Path(__file__).resolve().parents[2])  # where "tests" is importable from
 PREVIOUS = {"module": "tests.functional.previous_agent", "env": {"PYTHONPATH": ROOT}}
+#: An agent of the release that served the compute API 1.0.
+RELEASE_1_0 = {"module": "tests.functional.previous_agent",
+               "env": {"PYTHONPATH": ROOT, "BERTH_AGENT_RELEASE": "1.0"}}
 SIZE = {"fake_memory_mb": 65536, "fake_local_gb": 4000, "fake_vcpus": 64}
 TERMINATED = re.compile(r"Terminated ([0-9a-f-]{36})(?: \((.*)\))?$", re.M)
 
@@ -54,7 +61,7 @@ def test_capped_at_compute_1_0_boots_and_deletes_work_while_the_agents_are_upgra
         try:
             start_scheduler(fleet, "sched", compute="1.0")
             for host in ("old-a", "old-b"):
-                fleet.start_agent(host, **PREVIOUS, **SIZE)
+                fleet.start_agent(host, **RELEASE_1_0, **SIZE)
             fleet.wait_hosts_up(["old-a", "old-b"])
             first = burst(fleet, 8, per_request=1)
             placed = fleet.wait_states(first, ("ACTIVE", "ERROR"), timeout=60)
@@ -88,7 +95,7 @@ def test_capped_at_compute_1_0_boots_and_deletes_work_while_the_agents_are_upgra
             fleet.close()
     states = {i["state"] for i in placed.values()}
     print(f"\nrolling upgrade capped at compute 1.0: {len(first)} booted ({', '.join(states)}) on two agents "
-          f"of the previous release and deleted, one agent upgraded in between; {len(second)} more booted, "
+          f"of release 1.0 and deleted, one agent upgraded in between; {len(second)} more booted, "
           f"deleted once both were upgraded and the cap removed; {len(letters)} dead letters")
     assert states == {"ACTIVE"}
     assert "[upgrade_levels] compute = 1.0: this service sends the compute API at version 1.0" in capped_log
@@ -97,12 +104,13 @@ def test_capped_at_compute_1_0_boots_and_deletes_work_while_the_agents_are_upgra
     assert {u: logged.get(u) for u in second} == dict.fromkeys(second, DELETED_BY_CLIENT)
 
 
-def test_uncapped_the_old_agent_refuses_the_newer_terminates_until_the_schedulers_are_capped(tmp_path):
+def test_capped_too_high_the_old_agent_refuses_the_newer_terminates_until_the_schedulers_are_capped(
+        tmp_path):
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false", scheduler__service_down_time=5)
         try:
-            start_scheduler(fleet, "sched")
-            fleet.start_agent("old", **PREVIOUS, **SIZE)
+            start_scheduler(fleet, "sched", compute="1.1")
+            fleet.start_agent("old", **RELEASE_1_0, **SIZE)
             fleet.wait_hosts_up(["old"])
             uuids = burst(fleet, 3, per_request=1)
             fleet.wait_states(uuids, ("ACTIVE",), timeout=60)
@@ -123,7 +131,7 @@ def test_uncapped_the_old_agent_refuses_the_newer_terminates_until_the_scheduler
         finally:
             fleet.close()
     reasons = {m.headers[deadletter.REASON] for m in letters}
-    print(f"\nuncapped: {len(letters)} terminates dead-lettered by the agent of the previous release, the "
+    print(f"\ncapped at 1.1: {len(letters)} terminates dead-lettered by the agent of release 1.0, the "
           f"instances {', '.join(while_uncapped)}; capped and restarted: all DELETED {recovered_s:.1f} s "
           f"after the restart ({held} terminates sent again)\n  {', '.join(reasons)}")
     assert while_uncapped == {"DELETING"}
@@ -137,9 +145,58 @@ def test_uncapped_the_old_agent_refuses_the_newer_terminates_until_the_scheduler
     assert held >= 3
 
 
+def test_capped_at_1_2_agents_of_the_previous_release_and_this_one_move_instances_between_them(tmp_path):
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false")
+        try:
+            start_scheduler(fleet, "sched", compute="1.2")
+            fleet.start_agent("old", **PREVIOUS, **SIZE, fake_migration_time_per_gb=0.5)
+            fleet.start_agent("new", **SIZE, fake_migration_time_per_gb=0.5)
+            fleet.wait_hosts_up(["old", "new"])
+            on_old = moved_from(fleet, "old", "new")
+            on_new = moved_from(fleet, "new", "old")
+            capped = fleet.client.list_migrations({})
+
+            # The old agent upgraded, the scheduler restarted without the cap: moves go by steps.
+            assert fleet.stop("old") == 0
+            fleet.start_agent("old", name="old-upgraded", **SIZE, fake_migration_time_per_gb=0.5)
+            assert fleet.stop("sched") == 0
+            start_scheduler(fleet, "sched-uncapped")
+            fleet.wait_hosts_up(["old", "new"])
+            again = moved_from(fleet, "new", "old")
+            uncapped = [m for m in fleet.client.list_migrations({}) if m["instance_uuid"] in again]
+            letters = wire.dead_letters(fleet, 10)
+        finally:
+            fleet.close()
+    print(f"\ncapped at compute 1.2: {len(on_old)} instance(s) moved from an agent of the previous release "
+          f"to one of this release and {len(on_new)} back (migrate and live-migrate), each taken in by its "
+          f"destination alone; uncapped after the upgrade, {len(again)} moved by steps")
+    assert {(m["status"], m["step"]) for m in capped} == {("completed", None)} and len(capped) == 4
+    assert {(m["status"], m["step"]) for m in uncapped} == {("completed", "finish")} and len(uncapped) == 2
+    assert letters == []
+
+
+def moved_from(fleet, source, dest):
+    """Boot two instances on ``source``, migrate one and live-migrate the other to ``dest``; wait for
+    both to be ACTIVE there and ``source`` to hold neither; their uuids."""
+    request_spec, filter_properties = build_request({"memory_mb": 1024, "root_gb": 1, "vcpus": 1}, 2)
+    filter_properties["force_hosts"] = [source]
+    held = fleet.hosts()[source]["running_vms"] + 2
+    fleet.client.run_instance({}, request_spec, filter_properties)
+    uuids = request_spec["instance_uuids"]
+    fleet.wait_states(uuids, ("ACTIVE",), timeout=60)
+    fleet.wait(lambda: fleet.hosts()[source]["running_vms"] == held, 30, f"{source} to report them")
+    for uuid, live in zip(uuids, (False, True), strict=True):
+        fleet.client.migrate_instance({}, uuid, host=dest, live=live)
+    ended = fleet.wait_states(uuids, ("ACTIVE",), timeout=60)
+    assert {ended[u]["host"] for u in uuids} == {dest}
+    fleet.wait(lambda: fleet.hosts()[source]["running_vms"] == held - 2, 30, f"{source} to let them go")
+    return uuids
+
+
 def test_an_oslo_messaging_client_of_a_newer_api_gets_unsupported_version_from_the_scheduler(tmp_path):
     """A newer client against an older scheduler API: oslo.messaging's own client asks for
-    scheduler API 1.5, which this scheduler does not serve."""
+    scheduler API 1.6, which this scheduler does not serve."""
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false")
         oconf = cfg.ConfigOpts()
@@ -155,12 +212,12 @@ def test_an_oslo_messaging_client_of_a_newer_api_gets_unsupported_version_from_t
                 transport, oslo_messaging.Target(topic="scheduler", version="1.0"), timeout=30)
             assert client.call({}, "list_hosts") == []
             with pytest.raises(oslo_messaging.RemoteError) as info:
-                client.prepare(version="1.5").call({}, "list_hosts")
+                client.prepare(version="1.6").call({}, "list_hosts")
         finally:
             transport.cleanup()
             fleet.close()
-    print(f"\noslo.messaging client asking scheduler API 1.5: {info.value.exc_type}: {info.value.value}")
+    print(f"\noslo.messaging client asking scheduler API 1.6: {info.value.exc_type}: {info.value.value}")
     assert info.value.exc_type == "UnsupportedVersion"
     assert info.value.value.startswith(
-        "Endpoint does not support RPC version 1.5. Attempted method: list_hosts; it serves the scheduler "
-        "API up to 1.4")
+        "Endpoint does not support RPC version 1.6. Attempted method: list_hosts; it serves the scheduler "
+        "API up to 1.5")

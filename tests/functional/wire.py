@@ -47,9 +47,9 @@ def dead_letters(fleet, limit):
     return found
 
 
-def cast_body(method, **args):
-    """The wire body of a cast, as JSON bytes."""
-    return json.dumps(envelope.wrap(envelope.request(method, args, {}))).encode()
+def cast_body(method, version=None, **args):
+    """The wire body of a cast (of its API's ``version``, 1.0 if None), as JSON bytes."""
+    return json.dumps(envelope.wrap(envelope.request(method, args, {}, version=version))).encode()
 
 
 class RawPublisher:

@@ -1,5 +1,5 @@
-"""``berth resize``, ``migrate``, ``migrations``, ``host evacuate``, ``host drain`` and the moves
-``berth show`` lists: arguments, output, refusals, and the drain loop against a fake fleet."""
+"""``berth resize``, ``migrate``, ``migrations``, ``host evacuate`` and the moves ``berth show``
+lists: arguments, output and refusals (``host drain``: tests/unit/cmd/test_job_commands.py)."""
 
 import io
 import itertools
@@ -8,9 +8,8 @@ import json
 import pytest
 
 from scheduler import rpc
-from scheduler.cmd import cli, draining
+from scheduler.cmd import cli
 from scheduler.cmd.arguments import CommandError
-from scheduler.cmd.draining import Drain
 from tests.unit.cli_scheduler import parse, stored_flavor, write_conf
 
 U1 = "00000000-0000-4000-8000-000000000001"
@@ -35,11 +34,9 @@ class Fleet:
         self.migrations = []
         self.polls, self.fails, self.refuse = polls, fails or {}, refuse or {}
         self.asked = {}
-        self.tried = []  # migrate_instance calls, by instance (the subclasses that count them)
         self.calls = []
         self.dests = itertools.cycle(["h2", "h3"])
         self.most_under_way = 0
-        self.interrupt_migrate = False
 
     def admin_call(self, ctxt, method, **kwargs):
         self.calls.append((method, kwargs))
@@ -74,9 +71,6 @@ class Fleet:
         self.migrations.append(migration)
         instance["state"] = "MIGRATING"
         self.most_under_way = max(self.most_under_way, len(self._under_way()))
-        if self.interrupt_migrate:  # Ctrl-C while the answer was on its way back
-            self.interrupt_migrate = False
-            raise KeyboardInterrupt
         return dict(migration)
 
     def list_migrations(self, ctxt, host=None, status=None, instance_uuid=None):
@@ -383,192 +377,3 @@ def test_show_picks_columns_and_the_other_formats(conf_file):
     assert (status, out) == (0, "host: h1\n")
     with pytest.raises(CommandError, match="no column 'nope'"):
         run(conf_file, fleet, "show", U1, "-f", "json", "-c", "nope")
-
-
-# -- host drain ----------------------------------------------------------------------------
-
-
-def drain(fleet, host="h1", **options):
-    """Run a Drain of ``host`` against ``fleet`` without sleeping: (status, lines)."""
-    out = io.StringIO()
-    options.setdefault("sleep", lambda seconds: None)
-    status = Drain(fleet, host, out, **options).run()
-    return status, out.getvalue().splitlines()
-
-
-def test_drain_disables_the_host_and_moves_everything_off_it():
-    fleet = Fleet([instance(n, name=f"web-{n}") for n in range(1, 6)] + [instance(9, host="h4")])
-    status, lines = drain(fleet)
-    assert status == 0
-    [disabled] = [n for n, (method, _) in enumerate(fleet.calls) if method == "host_disable"]
-    assert fleet.calls[disabled] == ("host_disable", {"host": "h1", "reason": "draining"})
-    assert "migrate_instance" not in [method for method, _ in fleet.calls[:disabled]]
-    assert lines[:2] == ["host h1 disabled: draining", "moving 5 instance(s) off h1, at most 2 at a time"]
-    moved = lines[2:-1]
-    assert len(moved) == 5 and all(line.startswith("moved ") for line in moved)
-    assert [line.rsplit(" ", 1)[1] for line in moved] == ["(1/5)", "(2/5)", "(3/5)", "(4/5)", "(5/5)"]
-    assert moved[0] == f"moved {U1} (web-1) to h2 (1/5)"
-    assert lines[-1] == "host h1 is empty"
-    assert {i["host"] for i in fleet.instances.values()} == {"h2", "h3", "h4"}
-    assert fleet.most_under_way == 2
-
-
-@pytest.mark.parametrize("parallel", [1, 3, 10])
-def test_drain_never_has_more_moves_under_way_than_asked(parallel):
-    fleet = Fleet([instance(n) for n in range(1, 8)], polls=3)
-    assert drain(fleet, max_parallel=parallel, live=True)[0] == 0
-    assert fleet.most_under_way == min(parallel, 7)
-    assert {m["kind"] for m in fleet.migrations} == {"live-migration"}
-
-
-def test_drain_lists_what_failed_and_why_and_exits_1():
-    fleet = Fleet([instance(1), instance(2), instance(3), instance(4, state="BUILDING")],
-                  fails={U2: "disk full on h3"},
-                  refuse={U1: "no host in zone az1 has 512 MB RAM free"})
-    status, lines = drain(fleet)
-    assert status == 1
-    assert f"failed to move {U1}: no host in zone az1 has 512 MB RAM free (1/3)" in lines
-    assert any(line.startswith(f"failed to move {U2}: disk full on h3 (") for line in lines)
-    assert any(line.startswith("moved 00000000-0000-4000-8000-000000000003 to ") for line in lines)
-    at = lines.index("host h1 is not empty: 3 instance(s) not moved")
-    assert sorted(lines[at + 1:]) == sorted([
-        f"  {U1}: no host in zone az1 has 512 MB RAM free",
-        f"  {U2}: disk full on h3",
-        "  00000000-0000-4000-8000-000000000004: BUILDING: only ACTIVE instances are moved"])
-
-
-def test_drain_of_an_empty_host_says_so():
-    fleet = Fleet([instance(1, host="h2")])
-    assert drain(fleet) == (0, ["host h1 disabled: draining", "host h1 is empty"])
-    assert sent(fleet, "migrate_instance") == []
-
-
-def test_drain_of_an_unknown_host_is_refused():
-    with pytest.raises(rpc.RemoteError, match="unknown host 'nosuch'"):
-        drain(Fleet(), host="nosuch")
-
-
-def test_drain_against_a_scheduler_that_predates_moves_changes_nothing():
-    class OldScheduler(Fleet):
-        def list_migrations(self, ctxt, **kwargs):
-            raise rpc.RemoteError("UnsupportedVersion", "Endpoint does not support RPC version 1.1", "")
-
-    old = OldScheduler([instance(1)])
-    with pytest.raises(rpc.RemoteError, match="does not support RPC version 1.1"):
-        drain(old)
-    assert old.calls == []  # not disabled
-
-
-def test_a_migrate_call_unanswered_is_looked_for_then_failed():
-    class Slow(Fleet):
-        def migrate_instance(self, ctxt, instance_uuid, **kwargs):
-            self.tried.append(instance_uuid)
-            if instance_uuid == U1:
-                super().migrate_instance(ctxt, instance_uuid, **kwargs)  # started, the answer lost
-            raise rpc.MessagingTimeout("no reply")
-
-    fleet = Slow([instance(1), instance(2)])
-    status, lines = drain(fleet)
-    assert status == 1
-    assert f"moved {U1} to h2 (2/2)" in lines
-    assert lines[-1] == f"  {U2}: the scheduler did not answer the migrate_instance call (3 tries)"
-    assert fleet.tried.count(U2) == 3
-
-
-def test_a_migrate_call_that_timed_out_and_moved_later_is_found_by_the_next_try():
-    class Late(Fleet):
-        def migrate_instance(self, ctxt, instance_uuid, **kwargs):
-            self.tried.append(instance_uuid)
-            if self.tried.count(instance_uuid) == 1:
-                raise rpc.MessagingTimeout("no reply")  # the scheduler died with the call
-            # another scheduler took the first call from the queue: this one is refused
-            super().migrate_instance(ctxt, instance_uuid, **kwargs)
-            why = f"Instance {instance_uuid} cannot be migrated: it is MIGRATING"
-            raise rpc.RemoteError("MoveRefused", why, "")
-
-    fleet = Late([instance(1)])
-    status, lines = drain(fleet)
-    assert status == 0
-    assert f"moved {U1} to h2 (1/1)" in lines
-
-
-def test_ctrl_c_before_the_loop_is_reported_too(conf_file):
-    class Interrupted(Fleet):
-        def list_instances(self, ctxt, **kwargs):
-            raise KeyboardInterrupt
-
-    assert run(conf_file, Interrupted(), "host", "drain", "h1") == (
-        130, "host h1 disabled: draining\nstopped: 0 moved, 0 not moved\n")
-
-
-def test_an_instance_leaving_already_is_waited_for_not_moved_again():
-    fleet = Fleet([instance(1), instance(2)])
-    fleet.migrate_instance({}, U1)
-    status, lines = drain(fleet)
-    assert status == 0 and lines[-1] == "host h1 is empty"
-    assert [kwargs["instance_uuid"] for kwargs in sent(fleet, "migrate_instance")] == [U1, U2]
-
-
-def test_ctrl_c_starts_no_new_move_and_waits_for_those_under_way():
-    fleet = Fleet([instance(n) for n in range(1, 6)])
-    interrupts = iter([KeyboardInterrupt])
-
-    def sleep(seconds):
-        error = next(interrupts, None)
-        if error:
-            raise error
-
-    status, lines = drain(fleet, sleep=sleep)
-    assert status == 130
-    assert len(sent(fleet, "migrate_instance")) == 2  # none started after Ctrl-C
-    assert ("interrupted: starting no new move; waiting for the 2 under way (Ctrl-C again to stop waiting)"
-            in lines)
-    assert [line for line in lines if line.startswith("moved")] == [
-        f"moved {U1} to h2 (1/5)", f"moved {U2} to h3 (2/5)"]
-    at = lines.index("stopped: 2 moved, 3 not moved")
-    assert lines[at + 1:] == [f"  00000000-0000-4000-8000-00000000000{n}: not started: interrupted"
-                              for n in (3, 4, 5)]
-
-
-def test_a_second_ctrl_c_stops_waiting():
-    fleet = Fleet([instance(1), instance(2), instance(3)], polls=100)
-
-    def sleep(seconds):
-        raise KeyboardInterrupt
-
-    status, lines = drain(fleet, sleep=sleep)
-    assert status == 130
-    assert lines[-4:] == ["stopped: 0 moved, 3 not moved",
-                          f"  {U1}: still moving (interrupted): migration 1",
-                          f"  {U2}: still moving (interrupted): migration 2",
-                          "  00000000-0000-4000-8000-000000000003: not started: interrupted"]
-
-
-def test_ctrl_c_while_a_move_is_asked_for_finds_out_whether_it_started():
-    fleet = Fleet([instance(1), instance(2)])
-    fleet.interrupt_migrate = True  # the first migrate_instance started a move, then Ctrl-C
-    status, lines = drain(fleet)
-    assert status == 130
-    assert sent(fleet, "migrate_instance") == [{"instance_uuid": U1, "host": None, "force": False,
-                                                "live": False}]
-    assert f"moved {U1} to h2 (1/2)" in lines
-    assert lines[-2:] == ["stopped: 1 moved, 1 not moved", f"  {U2}: not started: interrupted"]
-
-
-def test_the_timeout_starts_no_new_move_and_waits_for_none():
-    fleet = Fleet([instance(1), instance(2), instance(3)], polls=100)
-    ticks = itertools.count(0, 10)
-    status, lines = drain(fleet, max_parallel=1, timeout=25, clock=lambda: next(ticks))
-    assert status == 1
-    assert lines[-4:] == ["host h1 is not empty: 3 instance(s) not moved",
-                          f"  {U1}: still moving (timed out after 25 s): migration 1",
-                          f"  {U2}: not started: timed out after 25 s",
-                          "  00000000-0000-4000-8000-000000000003: not started: timed out after 25 s"]
-
-
-def test_drain_as_a_command(conf_file, monkeypatch):
-    monkeypatch.setattr(draining, "POLL_INTERVAL", 0)
-    fleet = Fleet([instance(1)])
-    assert run(conf_file, fleet, "host", "drain", "h1", "--max-parallel", "4") == (0, "\n".join([
-        "host h1 disabled: draining", "moving 1 instance(s) off h1, at most 4 at a time",
-        f"moved {U1} to h2 (1/1)", "host h1 is empty", ""]))

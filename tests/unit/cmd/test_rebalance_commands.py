@@ -1,14 +1,13 @@
-"""``berth rebalance plan|show|list|apply|stop``: arguments, what is sent and printed, and the
-apply loop against a fake scheduler (steps started at most N at a time, a refusal stops it)."""
+"""``berth rebalance plan|show|list|stop``: arguments, what is sent and printed, against a fake
+scheduler that answers with a saved plan (``apply``: tests/unit/cmd/test_job_commands.py, against
+a real one)."""
 
 import io
 import json
 
 import pytest
 
-from scheduler import rpc
 from scheduler.cmd.arguments import CommandError
-from scheduler.cmd.rebalancing import Apply
 from tests.unit.cli_scheduler import parse, stored_flavor, write_conf
 
 FIGURES = [["skew", "1.400", "1.250"], ["hosts used", "3", "3"],
@@ -22,18 +21,15 @@ def step(position, source="h1", dest="h2"):
 
 
 class Plans:
-    """A fake scheduler holding plan 1 of ``count`` steps: a step started is done after ``polls``
-    looks at the plan; starting a step of ``refuse`` is refused (the plan stops, as the
-    scheduler's does)."""
+    """A fake scheduler holding plan 1 of ``count`` steps."""
 
-    def __init__(self, count=3, polls=2, refuse=()):
+    def __init__(self, count=3):
         self.plan = {"id": 1, "goal": "make_room", "state": "planned", "reason": None,
                      "options": {"flavor": {"name": "m1.large"}, "count": 1, "time_limit": 1.0},
                      "summary": {"method": "exact", "optimal": True, "note": "", "placements": ["h1"],
                                  "before": {"hosts_used": 3}, "after": {"hosts_used": 3}, "figures": FIGURES},
                      "steps": [step(n) for n in range(1, count + 1)]}
-        self.polls, self.refuse = polls, set(refuse)
-        self.calls, self.looks, self.most_running = [], {}, 0
+        self.calls = []
 
     def admin_call(self, ctxt, method, **kwargs):
         self.calls.append((method, kwargs))
@@ -47,30 +43,7 @@ class Plans:
         if method == "stop_rebalance_plan":
             self.plan["state"], self.plan["reason"] = "stopping", "stopped by berth rebalance stop"
             return self.plan
-        if method == "start_rebalance_step":
-            position = kwargs["position"]
-            if position in self.refuse:
-                self.plan["steps"][position - 1].update(status="failed", failure="host h2 changed")
-                self.plan["state"] = "stopped"
-                self.plan["reason"] = f"step {position} refused: host h2 changed"
-                return {"position": position, "refused": "host h2 changed"}
-            if self.plan["state"] not in ("planned", "applying"):
-                raise rpc.RemoteError("MoveRefused",
-                                      f"Rebalance plan 1 is {self.plan['state']}: no step starts", "")
-            self.plan["state"] = "applying"
-            self.plan["steps"][position - 1].update(status="running", migration_id=100 + position)
-            self.looks[position] = 0
-            return {"position": position, "migration": {"id": 100 + position}}
         assert method == "show_rebalance_plan"
-        for position in list(self.looks):
-            self.looks[position] += 1
-            if self.looks[position] > self.polls:
-                self.plan["steps"][position - 1]["status"] = "done"
-                del self.looks[position]
-        running = sum(s["status"] == "running" for s in self.plan["steps"])
-        self.most_running = max(self.most_running, running)
-        if not running and all(s["status"] == "done" for s in self.plan["steps"]):
-            self.plan["state"] = "done"
         return json.loads(json.dumps(self.plan))
 
 
@@ -144,48 +117,6 @@ def test_balance_and_consolidate_send_their_own_options_and_refuse_the_others(tm
         parse(write_conf(tmp_path), "rebalance", "plan", "--balance", "--consolidate")
 
 
-@pytest.mark.parametrize("parallel", [1, 2, 5])
-def test_apply_starts_every_step_never_more_than_asked_at_once(parallel):
-    plans = Plans(count=5)
-    out = io.StringIO()
-    status = Apply(plans, 1, out, max_parallel=parallel, sleep=lambda s: None).run()
-    lines = out.getvalue().splitlines()
-    assert status == 0
-    assert lines[0] == f"applying rebalance plan 1: 5 step(s) to start, at most {parallel} at a time"
-    assert lines[-1] == "rebalance plan 1 done: 5 done"
-    assert sum(line.startswith("step ") and " moved " in line for line in lines) == 5
-    assert plans.most_running == parallel
-
-
-def test_apply_stops_at_a_refused_step_saying_why_and_exits_1():
-    plans = Plans(count=4, refuse={2})
-    out = io.StringIO()
-    status = Apply(plans, 1, out, max_parallel=1, sleep=lambda s: None).run()
-    lines = out.getvalue().splitlines()
-    assert status == 1
-    assert "step 2 refused: host h2 changed" in lines
-    started = [kwargs["position"] for method, kwargs in plans.calls if method == "start_rebalance_step"]
-    assert started == [1, 2]  # nothing after the refusal
-    assert lines[-1] == ("rebalance plan 1 stopped: 1 done, 1 failed, 2 pending "
-                         "(step 2 refused: host h2 changed)")
-
-
-def test_apply_starts_nothing_more_once_the_plan_is_stopped_elsewhere():
-    plans = Plans(count=3, polls=1)
-    out = io.StringIO()
-    looks = []
-
-    def sleep(_):
-        looks.append(1)
-        if len(looks) == 1:  # berth rebalance stop, from another terminal
-            plans.admin_call({}, "stop_rebalance_plan", plan_id=1)
-
-    status = Apply(plans, 1, out, max_parallel=1, sleep=sleep).run()
-    started = [kwargs["position"] for method, kwargs in plans.calls if method == "start_rebalance_step"]
-    assert (status, started) == (1, [1])
-    assert out.getvalue().splitlines()[-1].startswith("rebalance plan 1 stopping: 1 done, 2 pending")
-
-
 def test_show_list_and_stop_print_the_plans(tmp_path):
     plans = Plans(count=2)
     status, text = run(tmp_path, plans, "show", "1")
@@ -194,4 +125,7 @@ def test_show_list_and_stop_print_the_plans(tmp_path):
     assert text.splitlines()[1].split()[:4] == ["1", "make_room", "planned", "3"]
     status, text = run(tmp_path, plans, "stop", "1")
     assert text == "rebalance plan 1 stopping\n"
+    assert plans.calls[-1] == ("stop_rebalance_plan", {"plan_id": 1})
+    status, text = run(tmp_path, plans, "apply", "1", "--stop")  # the same
+    assert (status, text) == (0, "rebalance plan 1 stopping\n")
     assert plans.calls[-1] == ("stop_rebalance_plan", {"plan_id": 1})

@@ -37,6 +37,7 @@ class StubScheduler:
         self.reports = []
         self.reschedules = []
         self.moves = []  # (instance_uuid, host, migration_id, outcome, fault)
+        self.transfers = {}  # (instance_uuid, migration_id) -> the transfer a destination prepared
         self.asked = []  # start_build's instance uuids
         self.refused = {}  # uuid -> why start_build says not to build it
 
@@ -59,9 +60,16 @@ class StubScheduler:
         with self._lock:
             self.reschedules.append((request_spec, filter_properties))
 
-    def move_update(self, context, instance_uuid, host, migration_id, outcome, fault=None):
+    def move_update(self, context, instance_uuid, host, migration_id, outcome, fault=None, transfer=None):
         with self._lock:
             self.moves.append((instance_uuid, host, migration_id, outcome, fault))
+            if transfer is not None:
+                self.transfers[instance_uuid, migration_id] = transfer
+
+    def steps_said(self, uuid):
+        """[(host, outcome)] of what the agents said of ``uuid``'s moves, in order."""
+        with self._lock:
+            return [(host, outcome) for u, host, _, outcome, _ in self.moves if u == uuid]
 
     def move_updates(self, uuid):
         with self._lock:

@@ -184,11 +184,13 @@ def test_an_agent_whose_driver_is_not_fake_refuses(conf, transport, scheduler, a
 
 def test_the_fake_load_is_served_beside_the_production_endpoint_on_the_same_queue(agents):
     from compute_agent.fake_load_endpoint import FakeLoadEndpoint
-    from compute_agent.manager import ComputeEndpoint
+    from compute_agent.manager import ComputeEndpoint, ComputeV1Endpoint
     from scheduler import api_versions
 
-    assert not hasattr(ComputeEndpoint, "set_fake_load") and not hasattr(ComputeEndpoint, "clear_fake_load")
+    for endpoint in (ComputeEndpoint, ComputeV1Endpoint):
+        assert not hasattr(endpoint, "set_fake_load") and not hasattr(endpoint, "clear_fake_load")
     manager = agents()
     endpoints = manager._server.dispatcher.endpoints
-    assert [type(e) for e in endpoints] == [ComputeEndpoint, FakeLoadEndpoint]
-    assert all(e.RPC_API is api_versions.COMPUTE for e in endpoints)  # the same API, the same versions
+    assert [type(e) for e in endpoints] == [ComputeEndpoint, ComputeV1Endpoint, FakeLoadEndpoint]
+    assert endpoints[0].RPC_API is api_versions.COMPUTE  # 2.0; the fake load stays at 1.x, as released
+    assert [e.RPC_API.version for e in endpoints] == [api_versions.COMPUTE.version, "1.2", "1.2"]

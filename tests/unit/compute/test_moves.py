@@ -10,7 +10,7 @@ import pytest
 
 from compute_agent import driver as drivers
 from compute_agent.client import ComputeClient
-from compute_agent.manager import ComputeEndpoint, ComputeManager
+from compute_agent.manager import ComputeManager, ComputeV1Endpoint
 from scheduler.exception import InvalidRequest
 from scheduler.rpc import deadletter
 from tests.unit.compute.stub_scheduler import HOST, make_instance, request_for, wait_for
@@ -114,7 +114,7 @@ def test_a_failed_driver_move_frees_the_claim_and_reports_why(conf, transport, s
         move(transport, instance, migration_of(4, kind="evacuation"))
         assert outcome(scheduler, instance["uuid"]) == [(4, "failed", {
             "reason": f"{HOST}: migration failed: the fake driver failed the evacuation "
-                      "([compute_agent] fake_move_failure_rate = 1)"})]
+                      "([fake] move_failure_rate = 1)"})]
     assert manager.tracker.usage() == NOTHING
     assert manager.store.records() == {}
     # a failure the driver says whole is one WARNING line, not a traceback
@@ -130,7 +130,8 @@ def test_a_repeated_move_request_is_taken_in_once(conf, transport, scheduler, ag
     with caplog.at_level(logging.INFO, logger="compute_agent.manager"):
         move(transport, instance, migration_of(5))
         move(transport, instance, migration_of(5))  # redelivered while it moves in
-        wait_for(lambda: driver.moved_in, "the driver's migrate_in")
+        ignored = f"Move 5 of {uuid} is on {HOST} already; repeated move request ignored"
+        wait_for(lambda: ignored in caplog.messages, "the repeat to be handled while the move is gated")
         driver.gate.set()
         outcome(scheduler, uuid)
         manager.move_instance({}, instance, *request_for(instance), migration_of(5))  # and again once done
@@ -457,7 +458,7 @@ class Manager:
 def test_a_bad_move_is_refused_naming_the_field(instance, props, migration, message):
     manager = Manager()
     with pytest.raises(InvalidRequest, match=message):
-        ComputeEndpoint(manager).move_instance({}, instance, {}, props, migration)
+        ComputeV1Endpoint(manager).move_instance({}, instance, {}, props, migration)
     assert manager.calls == []
 
 
@@ -473,13 +474,13 @@ def test_a_bad_move_is_refused_naming_the_field(instance, props, migration, mess
 def test_a_bad_end_resize_is_refused_naming_the_field(uuid, migration_id, confirmed, message):
     manager = Manager()
     with pytest.raises(InvalidRequest, match=message):
-        ComputeEndpoint(manager).end_resize({}, uuid, migration_id, confirmed)
+        ComputeV1Endpoint(manager).end_resize({}, uuid, migration_id, confirmed)
     assert manager.calls == []
 
 
 def test_good_moves_and_end_resizes_reach_the_manager():
     manager = Manager()
-    endpoint = ComputeEndpoint(manager)
+    endpoint = ComputeV1Endpoint(manager)
     migration = dict(migration_of())
     del migration["live"]
     endpoint.move_instance({}, dict(GOOD, uuid=UUID.upper()), None, None, migration)
@@ -521,10 +522,10 @@ def test_a_report_names_the_moves_held_open_until_they_end(conf, transport, sche
     instance = make_instance(**SMALL)
     uuid = instance["uuid"]
     boot(transport, scheduler, instance)
-    assert "open_moves" not in manager.send_report()
+    assert manager.send_report()["open_moves"] == {}
     resize_in_place(transport, scheduler, instance, 12, LARGE)
     assert outcome(scheduler, uuid) == [(12, "done", None)]
     assert manager.send_report()["open_moves"] == {uuid: [12, "done"]}  # its end not heard yet
     ComputeClient(transport).end_resize({}, HOST, uuid, 12, True)
     wait_for(lambda: "resize" not in manager.store.get(uuid), "the resize settled")
-    assert "open_moves" not in manager.send_report()
+    assert manager.send_report()["open_moves"] == {}

@@ -47,12 +47,13 @@ def move_casts(agents, expected):
     return {host: [c for c in calls if c[0] != "run_instance"] for host, calls in received.items()}
 
 
-def test_a_migration_holds_both_hosts_until_the_destination_has_it(world, parts):
+def test_a_migration_goes_step_by_step_between_its_agents_holding_both_hosts_until_it_ends(world, parts):
     manager, database, agents = world
     uuid, source = active(world)
     migration = parts.moves.migrate_instance(CTX, uuid)
-    dest = migration["dest_host"]
-    assert (source, migration["status"], migration["kind"]) == ("h2", "migrating", "migration")
+    dest, migration_id = migration["dest_host"], migration["id"]
+    assert (source, migration["status"], migration["kind"], migration["step"]) == (
+        "h2", "migrating", "migration", "prepare")
     assert dest != source
     row = database.get_instance(uuid)
     assert (row["state"], row["host"], row["move_host"]) == ("MIGRATING", "h2", dest)
@@ -60,17 +61,59 @@ def test_a_migration_holds_both_hosts_until_the_destination_has_it(world, parts)
     assert free(parts, source) == 16384 - 1024
     assert free(parts, dest) == FREE[dest] - 1024
     [(name, instance, props, sent)] = move_casts(agents, 2)[dest]
-    assert (name, instance["uuid"], instance["flavor"]["memory_mb"]) == ("move_instance", uuid, 1024)
+    assert (name, instance["uuid"], instance["flavor"]["memory_mb"]) == ("prepare_move", uuid, 1024)
     assert props["limits"]["memory_mb"] == FREE[dest]  # the destination's limits, as for a build
-    assert sent == {"id": migration["id"], "kind": "migration", "source_host": "h2", "live": False,
+    assert sent == {"id": migration_id, "kind": "migration", "source_host": "h2", "live": False,
                     "old_flavor": instance["flavor"]}
 
-    parts.moves.move_update(CTX, uuid, dest, migration["id"], "done")
+    # the destination prepared: its source is told to migrate the instance out through its transfer
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "prepared", transfer={"uri": "tcp:h9:4444"})
+    assert database.get_migration(migration_id)["step"] == "migrate"
+    assert move_casts(agents, 3)[source] == [
+        ("migrate_out", uuid, dict(sent, dest_host=dest), {"uri": "tcp:h9:4444"})]
+    # the source migrated it out: the destination is told to finish
+    parts.moves.move_update(CTX, uuid, source, migration_id, "migrated")
+    assert database.get_migration(migration_id)["step"] == "finish"
+    assert move_casts(agents, 4)[dest][-1] == ("finish_move", uuid, migration_id)
+    row = database.get_instance(uuid)
+    assert (row["state"], row["host"], row["move_host"]) == ("MIGRATING", "h2", dest)
+
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "done")
     row = database.get_instance(uuid)
     assert (row["state"], row["host"], row["move_host"]) == ("ACTIVE", dest, None)
-    assert database.get_migration(migration["id"])["status"] == "completed"
-    terminate = move_casts(agents, 3)[source]
-    assert terminate == [("terminate_instance", uuid, f"moved to {dest} (migration {migration['id']})")]
+    assert database.get_migration(migration_id)["status"] == "completed"
+    terminate = move_casts(agents, 5)[source]
+    assert terminate[-1] == ("terminate_instance", uuid, f"moved to {dest} (migration {migration_id})")
+
+
+def test_an_evacuation_is_rebuilt_by_its_destination_alone_its_source_being_down(world, parts, conf):
+    manager, database, agents = world
+    uuid, source = active(world)
+    conf.set_override("service_down_time", 1, "scheduler")
+    parts.host_manager.get(source).updated -= 10
+    [answer] = parts.moves.evacuate_host(CTX, source)
+    migration = answer["migration"]
+    dest, migration_id = migration["dest_host"], migration["id"]
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "prepared", transfer={})
+    assert database.get_migration(migration_id)["step"] == "finish"  # no migrate step: its source is down
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "done")
+    assert database.get_instance(uuid)["host"] == dest
+    received = move_casts(agents, 4)
+    assert [c[0] for c in received[dest]] == ["prepare_move", "finish_move"]
+    assert [c[0] for c in received[source]] == ["terminate_instance"]  # waits for it, should it come back
+
+
+def test_a_step_said_twice_or_out_of_turn_changes_nothing(world, parts):
+    manager, database, agents = world
+    uuid, source = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    dest, migration_id = migration["dest_host"], migration["id"]
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "done")  # before its steps: ignored
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "prepared", transfer={"uri": "a"})
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "prepared", transfer={"uri": "b"})
+    assert database.get_migration(migration_id, request=True)["transfer"] == {"uri": "a"}
+    assert [c[0] for c in move_casts(agents, 3)[source]] == ["migrate_out"]  # once
+    assert database.get_instance(uuid)["state"] == "MIGRATING"
 
 
 def test_a_second_move_of_a_moving_instance_is_refused_with_the_reason(world, parts):
@@ -103,15 +146,38 @@ def test_a_failed_move_leaves_the_instance_active_on_its_source_and_frees_the_de
 def test_a_move_update_from_another_host_or_of_another_instance_is_refused(world, parts):
     uuid, _ = active(world)
     migration = parts.moves.migrate_instance(CTX, uuid)
-    wrong = next(h for h in FREE if h not in (migration["dest_host"], "h2"))
-    with pytest.raises(InvalidRequest, match=f"goes to {migration['dest_host']}, not {wrong}"):
+    dest = migration["dest_host"]
+    wrong = next(h for h in FREE if h not in (dest, "h2"))
+    with pytest.raises(InvalidRequest, match=f"goes from h2 to {dest}; {wrong} cannot say it done"):
         parts.moves.move_update(CTX, uuid, wrong, migration["id"], "done")
-    with pytest.raises(InvalidRequest, match="outcome must be one of done, failed"):
-        parts.moves.move_update(CTX, uuid, migration["dest_host"], migration["id"], "maybe")
+    with pytest.raises(InvalidRequest, match=f"goes from h2 to {dest}; h2 cannot say it prepared"):
+        parts.moves.move_update(CTX, uuid, "h2", migration["id"], "prepared", transfer={})
+    with pytest.raises(InvalidRequest, match=f"goes from h2 to {dest}; {dest} cannot say it migrated"):
+        parts.moves.move_update(CTX, uuid, dest, migration["id"], "migrated")
+    with pytest.raises(InvalidRequest, match="outcome must be one of done, failed, prepared, migrated"):
+        parts.moves.move_update(CTX, uuid, dest, migration["id"], "maybe")
+    with pytest.raises(InvalidRequest, match="transfer must be an object, and only of a move prepared"):
+        parts.moves.move_update(CTX, uuid, dest, migration["id"], "done", transfer={"uri": "x"})
     other, _ = active(world)
     with pytest.raises(InvalidRequest, match=f"no migration {migration['id']} of instance {other}"):
-        parts.moves.move_update(CTX, other, migration["dest_host"], migration["id"], "done")
+        parts.moves.move_update(CTX, other, dest, migration["id"], "done")
     assert world[1].get_instance(uuid)["state"] == "MIGRATING"
+
+
+def test_a_move_that_fails_at_its_source_frees_the_destination_and_runs_on_the_source(world, parts):
+    manager, database, agents = world
+    uuid, source = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    dest, migration_id = migration["dest_host"], migration["id"]
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "prepared", transfer={})
+    parts.moves.move_update(CTX, uuid, source, migration_id, "failed", {"reason": "h2: link down"})
+    row = database.get_instance(uuid)
+    assert (row["state"], row["host"], row["move_host"]) == ("ACTIVE", source, None)
+    assert database.get_migration(migration_id)["reason"] == "h2: link down"
+    assert free(parts, dest) == FREE[dest]
+    received = move_casts(agents, 5)
+    assert received[dest][-1] == ("terminate_instance", uuid, "h2: link down")
+    assert received[source][-1] == ("abort_move", uuid, migration_id)
 
 
 def test_migrate_to_a_named_host_runs_the_filters_unless_forced(world, parts):
@@ -152,7 +218,7 @@ def test_a_resize_that_fits_is_done_in_place_and_confirmed(world, parts):
     assert (migration["dest_host"], migration["kind"]) == (source, "resize")
     [(name, instance, _, sent)] = move_casts(agents, 2)[source]
     assert (name, instance["flavor"]["memory_mb"], sent["old_flavor"]["memory_mb"]) == (
-        "move_instance", 4096, 1024)
+        "prepare_move", 4096, 1024)
     # until the agent reports again, the host counts the old size and the new one
     assert free(parts, source) == 16384 - 1024 - 4096
     parts.moves.move_update(CTX, uuid, source, migration["id"], "done")
@@ -171,20 +237,25 @@ def test_a_resize_that_does_not_fit_moves_and_a_revert_brings_it_back(world, par
     manager.report_resources({}, "h2", report("h2", 16384, used=16000, uuids=[uuid]))  # h2 nearly full
     migration = parts.moves.resize_instance(CTX, uuid, {"memory_mb": 6144, "vcpus": 2, "root_gb": 10})
     assert migration["dest_host"] == "h1"
+    parts.moves.move_update(CTX, uuid, "h1", migration["id"], "prepared", transfer={})
+    parts.moves.move_update(CTX, uuid, "h2", migration["id"], "migrated")
     parts.moves.move_update(CTX, uuid, "h1", migration["id"], "done")
     row = database.get_instance(uuid)
     assert (row["state"], row["host"], row["move_host"], row["memory_mb"]) == (
         "VERIFY_RESIZE", "h1", "h2", 6144)
     # the source still holds the old size: nothing told it to let go
-    assert [c[0] for c in move_casts(agents, 2)["h1"]] == ["move_instance"]
+    received = move_casts(agents, 4)
+    assert ([c[0] for c in received["h1"]], [c[0] for c in received["h2"]]) == (
+        ["prepare_move", "finish_move"], ["migrate_out"])
 
     reverted = parts.moves.revert_resize(CTX, uuid)
     assert reverted["status"] == "reverted"
     row = database.get_instance(uuid)
     assert (row["state"], row["host"], row["move_host"], row["memory_mb"]) == ("ACTIVE", "h2", None, 4096)
     assert row["request_spec"]["instance_type"]["memory_mb"] == 4096
-    assert move_casts(agents, 3)["h1"][-1] == (
-        "terminate_instance", uuid, f"resize {migration['id']} reverted to h2")
+    received = move_casts(agents, 6)
+    assert received["h1"][-1] == ("terminate_instance", uuid, f"resize {migration['id']} reverted to h2")
+    assert received["h2"][-1] == ("abort_move", uuid, migration["id"])  # it runs the instance again
     assert free(parts, "h1") == 8192
 
 
@@ -317,7 +388,7 @@ def test_a_resize_in_place_that_never_ends_gives_the_old_size_back_and_destroys_
     row = database.get_instance(uuid)
     assert (row["state"], row["host"], row["memory_mb"]) == ("ACTIVE", source, 1024)
     # its host is told to hold the old size again: not to terminate the instance
-    assert [c[0] for c in move_casts(agents, 3)[source]] == ["move_instance", "end_resize"]
+    assert [c[0] for c in move_casts(agents, 3)[source]] == ["prepare_move", "end_resize"]
 
 
 def gpu_report(host, gpus, used=0, uuids=()):

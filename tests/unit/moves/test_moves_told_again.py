@@ -47,7 +47,7 @@ def test_a_migration_asked_for_again_is_answered_with_the_one_under_way_and_told
     with pytest.raises(MoveRefused, match="it is MIGRATING"):
         parts.moves.migrate_instance(CTX, uuid, live=True)
     told = move_casts(agents, 4)[dest]
-    assert [(c[0], c[1]["uuid"], c[3]["id"]) for c in told] == [("move_instance", uuid, first["id"])] * 3
+    assert [(c[0], c[1]["uuid"], c[3]["id"]) for c in told] == [("prepare_move", uuid, first["id"])] * 3
     assert told[0] == told[1] == told[2]
     assert len(database.list_migrations(instance_uuid=uuid)) == 1
     assert "request" not in first  # what the destination is told stays in the database
@@ -60,7 +60,7 @@ def test_a_resize_asked_for_again_is_answered_with_it_and_another_size_refused(w
     assert parts.moves.resize_instance(CTX, uuid, dict(LARGER, name="m1.larger")) == first
     with pytest.raises(MoveRefused, match="cannot be resized: it is MIGRATING"):
         parts.moves.resize_instance(CTX, uuid, dict(LARGER, memory_mb=4096))
-    assert [c[0] for c in move_casts(agents, 3)[source]] == ["move_instance"] * 2
+    assert [c[0] for c in move_casts(agents, 3)[source]] == ["prepare_move"] * 2
     parts.moves.move_update(CTX, uuid, source, first["id"], "done")
     waiting = parts.moves.resize_instance(CTX, uuid, dict(LARGER, name="m1.larger"))
     assert (waiting["id"], waiting["status"]) == (first["id"], "finished")
@@ -76,7 +76,7 @@ def test_an_evacuation_asked_for_again_answers_each_instance_with_its_move(world
     [again] = parts.moves.evacuate_host(CTX, "h2")
     assert again == first and "error" not in again
     dest = first["migration"]["dest_host"]
-    assert [c[0] for c in move_casts(agents, 3)[dest]] == ["move_instance"] * 2
+    assert [c[0] for c in move_casts(agents, 3)[dest]] == ["prepare_move"] * 2
 
 
 @pytest.mark.parametrize("verb", ["confirmed", "reverted"])
@@ -141,10 +141,12 @@ def reconciler(parts, database):
                       build=parts.applier.send_build_again)
 
 
-def host_report(host, uuids, open_moves=None):
+def host_report(host, uuids, open_moves=None, move_steps=None):
     wire = report(host, FREE[host], used=1024 * len(uuids), uuids=uuids)
     if open_moves is not None:
         wire["open_moves"] = open_moves
+    if move_steps is not None:
+        wire["move_steps"] = move_steps
     return HostReport.from_wire(wire, host)
 
 
@@ -172,7 +174,7 @@ def test_a_move_its_destination_never_heard_of_is_told_again_and_heard_ones_are_
                                                                                     monkeypatch):
     manager, database, agents = world
     uuid, source = active(world)
-    dropped = lost(parts, monkeypatch, "move_instance")
+    dropped = lost(parts, monkeypatch, "prepare_move")
     migration = parts.moves.migrate_instance(CTX, uuid)
     dest = migration["dest_host"]
     assert len(dropped) == 1
@@ -180,14 +182,70 @@ def test_a_move_its_destination_never_heard_of_is_told_again_and_heard_ones_are_
     fixing = reconciler(parts, database)
     fixing.run({dest: host_report(dest, [])}, now=1.0)  # too young: may be on its way
     time.sleep(0.1)
-    fixing.run({dest: host_report(dest, [uuid], {uuid: [migration["id"], "moving"]})}, now=2.0)  # under way
+    preparing = {uuid: [migration["id"], "preparing"]}
+    fixing.run({dest: host_report(dest, [uuid], {}, preparing)}, now=2.0)  # under way
     fixing.run({source: host_report(source, [uuid], {})}, now=3.0)  # the source is not the one to tell
     move_casts(agents, 1)  # the build
     fixing.run({dest: host_report(dest, [], {})}, now=4.0)
     [(name, instance, props, sent)] = move_casts(agents, 2)[dest]
-    assert (name, instance["uuid"], sent["id"]) == ("move_instance", uuid, migration["id"])
+    assert (name, instance["uuid"], sent["id"]) == ("prepare_move", uuid, migration["id"])
     assert sent["source_host"] == source
     assert props["limits"]["memory_mb"] == FREE[dest]
+
+
+def test_each_step_of_a_move_is_told_again_to_the_agent_whose_step_it_is_until_it_does_it(world, parts,
+                                                                                           monkeypatch):
+    manager, database, agents = world
+    uuid, source = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    dest, migration_id = migration["dest_host"], migration["id"]
+    fixing = reconciler(parts, database)
+    # the destination prepared, but its word was lost: it is told again, and says it again
+    time.sleep(0.1)
+    fixing.run({dest: host_report(dest, [uuid], {}, {uuid: [migration_id, "prepared"]})}, now=1.0)
+    assert move_casts(agents, 3)[dest][-1][0] == "prepare_move"
+    # the source never heard migrate_out: told again; once it migrates, left alone
+    dropped = lost(parts, monkeypatch, "migrate_out")
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "prepared", transfer={"uri": "u"})
+    time.sleep(0.1)
+    fixing.run({source: host_report(source, [uuid], {})}, now=2.0)
+    told = (source, uuid, dict(migration_wire(migration), dest_host=dest), {"uri": "u"})
+    assert [c[1:] for c in dropped] == [told, told]
+    monkeypatch.undo()
+    fixing.run({source: host_report(source, [uuid], {}, {uuid: [migration_id, "migrating"]})}, now=9.0)
+    fixing.run({dest: host_report(dest, [uuid], {}, {uuid: [migration_id, "prepared"]})}, now=9.0)
+    move_casts(agents, 3)  # nothing more: the source is at it, the destination not the one to tell
+    parts.moves.move_update(CTX, uuid, source, migration_id, "migrated")
+    assert move_casts(agents, 4)[dest][-1] == ("finish_move", uuid, migration_id)
+    # the destination finished, its done lost: it holds the instance with no step; told finish again
+    time.sleep(0.1)
+    fixing.run({dest: host_report(dest, [uuid], {})}, now=20.0)
+    assert move_casts(agents, 5)[dest][-1] == ("finish_move", uuid, migration_id)
+
+
+def test_a_source_that_holds_out_a_move_that_failed_is_told_to_run_it_again(world, parts, monkeypatch):
+    manager, database, agents = world
+    uuid, source = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    dest, migration_id = migration["dest_host"], migration["id"]
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "prepared", transfer={})
+    parts.moves.move_update(CTX, uuid, source, migration_id, "migrated")
+    dropped = lost(parts, monkeypatch, "abort_move")
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "failed", {"reason": f"{dest}: cannot boot it"})
+    assert len(dropped) == 1
+    monkeypatch.undo()
+    time.sleep(0.1)
+    held_out = {uuid: [migration_id, "migrated"]}
+    reconciler(parts, database).run({source: host_report(source, [uuid], {}, held_out)}, now=1.0)
+    # the end told again to both: the destination lets go, the source runs it
+    received = move_casts(agents, 7)
+    assert received[source][-1] == ("abort_move", uuid, migration_id)
+    assert [c[0] for c in received[dest][-2:]] == ["terminate_instance"] * 2
+
+
+def migration_wire(migration):
+    return {"id": migration["id"], "kind": migration["kind"], "source_host": migration["source_host"],
+            "live": False, "old_flavor": migration["old_flavor"]}
 
 
 SETTLED = datetime.datetime(2026, 12, 6, 12, 0, 0)

@@ -11,7 +11,7 @@ from scheduler.moves.rebalance_api import NoRebalancePlan, PlanNotFound
 from scheduler.planning.moves import MoveRefused
 from scheduler.transaction.unit_of_work import UnitOfWork
 from tests.unit.moves.test_moves import free
-from tests.unit.scheduler.manager_world import report, request
+from tests.unit.scheduler.manager_world import moved, report, request
 
 CTX = rpc.Context({})
 BIG = {"name": "big", "memory_mb": 6144, "root_gb": 10, "ephemeral_gb": 0, "vcpus": 2}
@@ -113,7 +113,7 @@ def test_applying_a_step_live_migrates_the_instance_to_its_planned_host(world, p
     assert (shown["state"], shown["steps"][0]["status"]) == ("applying", "running")
     with pytest.raises(MoveRefused, match="Step 1 of rebalance plan .* is running already"):
         parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)
-    parts.moves.move_update(CTX, fleet["four"], "h2", migration["id"], "done")
+    moved(parts, migration)
     shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
     assert (shown["state"], shown["steps"][0]["status"]) == ("done", "done")
     assert [p["state"] for p in parts.rebalance.list_rebalance_plans(CTX)] == ["done"]
@@ -162,26 +162,26 @@ def test_stopping_while_a_step_runs_lets_it_end(world, parts, fleet):
     plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIG})
     migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)["migration"]
     assert parts.rebalance.stop_rebalance_plan(CTX, plan["id"])["state"] == "stopping"
-    parts.moves.move_update(CTX, fleet["four"], "h2", migration["id"], "done")
+    moved(parts, migration)
     assert parts.rebalance.show_rebalance_plan(CTX, plan["id"])["state"] == "done"
 
 
 def test_steps_to_the_same_host_pass_its_generation_check_each_after_the_other(world, parts):
     """h1 holds 2 + 2 + 3 GB: room for 7 GB there takes all three off, two of them onto h2."""
     database = world[1]
-    moved = [boot(world, "h1", memory) for memory in (2048, 2048, 3072)]
+    taken_off = [boot(world, "h1", memory) for memory in (2048, 2048, 3072)]
     boot(world, "h2", 11264)
     boot(world, "h3", 2048)
     reported(world)
     plan = parts.rebalance.plan_rebalance(CTX, "make_room", {"flavor": BIGGER})
-    assert sorted(s["instance_uuid"] for s in plan["steps"]) == sorted(moved)
+    assert sorted(s["instance_uuid"] for s in plan["steps"]) == sorted(taken_off)
     assert sorted(s["dest_host"] for s in plan["steps"]) == ["h2", "h2", "h3"]
     for step in plan["steps"]:
         migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], step["position"])["migration"]
-        parts.moves.move_update(CTX, step["instance_uuid"], step["dest_host"], migration["id"], "done")
+        moved(parts, migration)
     shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
     assert shown["state"] == "done" and {s["status"] for s in shown["steps"]} == {"done"}
-    assert {database.get_instance(u)["host"] for u in moved} == {"h2", "h3"}
+    assert {database.get_instance(u)["host"] for u in taken_off} == {"h2", "h3"}
 
 
 def test_a_step_whose_move_fails_stops_the_plan_with_the_agents_reason(world, parts):

@@ -115,15 +115,16 @@ def test_a_server_with_an_access_policy_refuses_to_start_with_an_undeclared_meth
 def test_the_scheduler_and_the_agent_declare_every_method(conf):
     """The daemons' endpoints: each method's callers, as the admin guide's "Who may speak" lists them."""
     from compute_agent.fake_load_endpoint import FakeLoadEndpoint
-    from compute_agent.manager import ComputeEndpoint
+    from compute_agent.manager import ComputeEndpoint, ComputeV1Endpoint
     from scheduler.admin.grouping import AdminEndpoint
     from scheduler.admin.hosts import HostAdminEndpoint
+    from scheduler.jobs.api import JobEndpoint
     from scheduler.manager import SchedulerManager
     from scheduler.scaling.api import ScalingGroupEndpoint
     from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 
-    classes = [SchedulerManager, AdminEndpoint, HostAdminEndpoint, ScalingGroupEndpoint,
-               InstanceMetricsEndpoint, ComputeEndpoint, FakeLoadEndpoint]
+    classes = [SchedulerManager, AdminEndpoint, HostAdminEndpoint, JobEndpoint, ScalingGroupEndpoint,
+               InstanceMetricsEndpoint, ComputeEndpoint, ComputeV1Endpoint, FakeLoadEndpoint]
     found = {}
     for cls in classes:
         for name in dir(cls):
@@ -136,12 +137,14 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
         by_role.setdefault(" + ".join(sorted(declared)), set()).add(name.split(".")[1])
     assert by_role == {
         "scheduler": {"hosts_changed", "aggregates_changed", "run_instance", "terminate_instance",
-                      "move_instance", "end_resize"},
+                      "move_instance", "end_resize", "prepare_move", "migrate_out", "finish_move",
+                      "abort_move"},
         "agent of the host": {"report_resources", "instance_update", "start_build"},
         "agent of the host + client": {"run_instance"},
         "operator": {"host_disable", "host_enable", "host_delete", "create_aggregate", "delete_aggregate",
                      "aggregate_add_host", "aggregate_remove_host", "aggregate_set_metadata", "set_fake_load",
-                     "clear_fake_load"},
+                     "clear_fake_load", "start_drain", "apply_rebalance_plan", "show_job", "list_jobs",
+                     "stop_job"},
         "client": {"select_destinations", "delete_instance", "create_server_group", "delete_server_group",
                    "create_scaling_group", "update_scaling_group", "pause_scaling_group",
                    "resume_scaling_group", "delete_scaling_group", "push_instance_metrics"},

@@ -41,13 +41,44 @@ def test_what_is_not_a_version_is_refused_by_name(version):
         versions.parse(version)
 
 
-def test_an_api_history_grows_within_one_major_version_and_is_cut_at_a_release():
+DEMO_2 = versions.API("demo", (*DEMO.history, ("2.0", "place takes a rack, not a zone")))
+
+
+def test_an_api_history_grows_and_is_cut_at_a_release_within_a_major_version():
     assert DEMO.version == "1.2" and DEMO.serves("1.1") and not DEMO.serves("1.3")
     assert DEMO.at("1.1").version == "1.1" and DEMO.at("1.1").history == DEMO.history[:2]
+    assert DEMO_2.version == "2.0" and DEMO_2.serves("2.0") and not DEMO_2.serves("1.2")
+    assert DEMO_2.majors == (1, 2) and DEMO_2.at("1.2").history == DEMO.history
     for history in [(), (("1.1", "b"), ("1.0", "a")), (("1.0", "a"), ("1.0", "again")),
-                    (("1.0", "a"), ("2.0", "b"))]:
+                    (("2.0", "a"), ("1.0", "b"))]:
         with pytest.raises(ValueError, match="the x API"):
             versions.API("x", history)
+
+
+class Demo2(Recorder):
+    RPC_API = DEMO_2
+
+    def place(self, context, host, rack=None):
+        self.record(context, host=host, rack=rack, version=context.version)
+        return f"new {context.version}"
+
+
+def test_a_server_of_two_major_versions_answers_each_from_the_endpoint_that_serves_it(
+        transport, topic, start_server):
+    new, old = Demo2(), Demo(DEMO_2.at("1.2"))
+    start_server([new, old])
+    client = rpc.RPCClient(transport, rpc.Target(topic=topic), timeout=WAIT)
+
+    assert client.prepare(version="2.0").call({}, "place", host="h0", rack="r1") == "new 2.0"
+    assert client.prepare(version="1.1").call({}, "place", host="h1", zone="z") == "1.1"
+    assert client.call({}, "place", host="h2") == "1.0"
+    with pytest.raises(rpc.RemoteError) as info:
+        client.prepare(version="2.1").call({}, "place", host="h3")
+    assert info.value.value == (
+        "Endpoint does not support RPC version 2.1. Attempted method: place; it serves the demo API up to "
+        "2.0: set [upgrade_levels] demo = 2.0 where it is sent from, until this is upgraded")
+    assert [kwargs["host"] for _, kwargs in new.received] == ["h0"]
+    assert [kwargs["host"] for _, kwargs in old.received] == ["h1", "h2"]
 
 
 def test_a_server_serves_the_versions_of_its_api_and_refuses_newer_ones_naming_both(
@@ -65,9 +96,14 @@ def test_a_server_serves_the_versions_of_its_api_and_refuses_newer_ones_naming_b
         assert info.value.value == (
             f"Endpoint does not support RPC version {version}. Attempted method: place; it serves the demo "
             "API up to 1.1: set [upgrade_levels] demo = 1.1 where it is sent from, until this is upgraded")
-    with pytest.raises(rpc.RemoteError) as info:  # another major version: no cap can help
+    with pytest.raises(rpc.RemoteError) as info:  # a newer major version: capped below it, sent older
         client.prepare(version="2.0").call({}, "place", host="h3")
     assert info.value.value == ("Endpoint does not support RPC version 2.0. Attempted method: place; it "
+                                "serves the demo API up to 1.1: set [upgrade_levels] demo = 1.1 where it "
+                                "is sent from, until this is upgraded")
+    with pytest.raises(rpc.RemoteError) as info:  # an older one: no cap can help
+        client.prepare(version="0.9").call({}, "place", host="h3")
+    assert info.value.value == ("Endpoint does not support RPC version 0.9. Attempted method: place; it "
                                 "serves the demo API up to 1.1")
     assert [kwargs["host"] for _, kwargs in endpoint.received] == ["h0", "h1"]
 

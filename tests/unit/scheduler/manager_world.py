@@ -37,6 +37,18 @@ class Recorder:
     def end_resize(self, context, instance_uuid, migration_id, confirmed):
         self.calls.append(("end_resize", instance_uuid, migration_id, confirmed))
 
+    def prepare_move(self, context, instance, request_spec, filter_properties, migration):
+        self.calls.append(("prepare_move", instance, filter_properties, migration))
+
+    def migrate_out(self, context, instance_uuid, migration, transfer):
+        self.calls.append(("migrate_out", instance_uuid, migration, transfer))
+
+    def finish_move(self, context, instance_uuid, migration_id):
+        self.calls.append(("finish_move", instance_uuid, migration_id))
+
+    def abort_move(self, context, instance_uuid, migration_id):
+        self.calls.append(("abort_move", instance_uuid, migration_id))
+
     def marker(self, context, marker):
         self._markers[marker].set()
 
@@ -45,7 +57,7 @@ class Recorder:
         consumed in order, so everything sent before the marker was recorded by then."""
         marker = uuidlib.uuid4().hex
         arrived = self._markers[marker] = threading.Event()
-        self._client.cast({}, "marker", marker=marker)
+        self._client.prepare(version=self.RPC_API.version).cast({}, "marker", marker=marker)
         assert arrived.wait(timeout), "the marker cast did not arrive"
 
 
@@ -108,3 +120,14 @@ def casts(agents, expected, timeout=10):
     assert sum(map(len, received.values())) == expected, (
         f"{expected} casts expected, got {({h: [c[0] for c in calls] for h, calls in received.items()})}")
     return received
+
+
+def moved(parts, migration, context=None):
+    """Its agents' word for each step of ``migration`` (a move between two agents) up to done: the
+    destination prepared, the source migrated, the destination done; on one host, only done."""
+    ctxt = context if context is not None else rpc.Context({})
+    uuid, source, dest = migration["instance_uuid"], migration["source_host"], migration["dest_host"]
+    if source != dest:
+        parts.moves.move_update(ctxt, uuid, dest, migration["id"], "prepared", transfer={})
+        parts.moves.move_update(ctxt, uuid, source, migration["id"], "migrated")
+    parts.moves.move_update(ctxt, uuid, dest, migration["id"], "done")
