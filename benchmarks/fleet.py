@@ -6,10 +6,10 @@ import uuid
 
 import numpy as np
 
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import RequestSpec
 from scheduler.policy import host_load
-from scheduler.policy.host_report import HostReport
 from scheduler.policy.host_state import HostTable
-from scheduler.policy.request_spec import RequestSpec
 
 FLAVORS = [
     {"name": "m1.tiny", "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "vcpus": 1},

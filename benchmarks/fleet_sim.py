@@ -22,8 +22,8 @@ from compute_agent import conf as agent_conf
 from compute_agent.resource_tracker import ClaimFailed, ResourceTracker
 from scheduler import concurrency, rpc
 from scheduler.client import SchedulerClient
-from scheduler.cmd import common
-from scheduler.cmd import startup as config
+from scheduler.process import running
+from scheduler.process import startup as config
 from scheduler.rpc import envelope, topology
 
 LOG = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ def main(argv=None):
     config.setup_logging(conf, PROG)
     transport = rpc.get_transport(conf)
     fleet = FleetSimulator(conf, transport, host_names(conf.prefix, conf.hosts))
-    common.settle_garbage_collector()
+    running.settle_garbage_collector()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: fleet.stopping.set())
     try:

@@ -6,10 +6,10 @@ import tracemalloc
 import numpy as np
 
 from benchmarks.fleet import random_report
+from berth_contract.host_report import HostReport
 from scheduler import conf as berth_conf
 from scheduler.fleet.host_manager import HostManager
 from scheduler.manager import ReportBuffer
-from scheduler.policy.host_report import HostReport
 
 
 def _conf():

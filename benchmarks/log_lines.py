@@ -16,8 +16,8 @@ import time
 from oslo_log import formatters
 
 from scheduler import conf as berth_conf
-from scheduler.cmd import startup
 from scheduler.planning.applier import log_decision
+from scheduler.process import startup
 from scheduler.rpc import context as rpc_context
 from scheduler.utils.log_lines import LineFormatter
 

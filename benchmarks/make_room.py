@@ -28,15 +28,15 @@ from typing import Any
 import numpy as np
 
 from benchmarks import command_line
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler import conf as berth_conf
 from scheduler.cmd.arguments import positive
 from scheduler.conf import opts as conf_opts
 from scheduler.policy import filters as filters_mod
-from scheduler.policy.host_report import HostReport
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.rebalance import Resident, Snapshot, make_room
 from scheduler.policy.rebalance.planner import AUTO, EXACT, GREEDY
-from scheduler.policy.request_spec import Flavor, RequestSpec
 
 MIX = [Flavor(memory_mb=m, root_gb=d, ephemeral_gb=0, vcpus=c, name=n) for n, m, d, c in (
     ("m1.small", 2048, 20, 1), ("m1.medium", 4096, 40, 2), ("m1.large", 8192, 80, 4),

@@ -51,10 +51,10 @@ from scheduler import rpc, states
 from scheduler.admin.grouping import known_host
 from scheduler.admin.hosts import HostAdminEndpoint
 from scheduler.cmd.arguments import positive
-from scheduler.cmd.common import settle_garbage_collector
 from scheduler.conf import filter_scheduler
 from scheduler.conf import opts as conf_opts
 from scheduler.db.api import Database
+from scheduler.process.running import settle_garbage_collector
 from scheduler.service import assemble
 from scheduler.transaction.unit_of_work import UnitOfWork
 

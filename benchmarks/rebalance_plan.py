@@ -26,13 +26,13 @@ import time
 from typing import Any
 
 from benchmarks import make_room as fleets
+from berth_contract.request_spec import RequestSpec
 from scheduler import rpc, states
 from scheduler.cmd.arguments import positive, whole
 from scheduler.db.api import Database
 from scheduler.moves import rebalance_api
 from scheduler.policy.rebalance import figures
 from scheduler.policy.rebalance_goals.make_room import MakeRoom
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.service import assemble
 
 CTX = rpc.Context({})

@@ -46,18 +46,18 @@ import numpy as np
 
 from benchmarks import command_line, ingestion
 from benchmarks.summary import spread
+from berth_contract.host_report import HostReport
 from scheduler import conf as berth_conf
 from scheduler import states
 from scheduler.client import TOPIC
 from scheduler.cmd.arguments import positive
-from scheduler.cmd.common import settle_garbage_collector
 from scheduler.conf import opts
 from scheduler.db import api as db_api
 from scheduler.db.models import instances
 from scheduler.fleet import reconciler
 from scheduler.fleet.host_manager import HostManager
 from scheduler.manager import ReportBuffer
-from scheduler.policy.host_report import HostReport
+from scheduler.process.running import settle_garbage_collector
 from scheduler.service import BINARY, SchedulerService
 from scheduler.utils import jsonutils
 

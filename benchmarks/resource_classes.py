@@ -27,9 +27,9 @@ from benchmarks import command_line
 from benchmarks.decisions import _decide, policy_conf
 from benchmarks.fleet import FLAVORS, random_fleet, resource_specs
 from benchmarks.summary import quartiles
+from berth_contract.request_spec import RequestSpec
 from scheduler.exception import NoValidHost
 from scheduler.policy import filters, weighers
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.policy.selection import Selector
 
 NEW_FILTERS = ("ResourceClassFilter", "TraitsFilter", "IsolatedAggregateFilter")

@@ -50,6 +50,8 @@ from benchmarks.claim_model import ClaimModel, Deadlock, Session
 from benchmarks.decisions import policy_conf
 from benchmarks.fleet import random_report, random_spec
 from benchmarks.sim_clock import SimClock
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler.cmd.arguments import positive
 from scheduler.exception import NoValidHost
 from scheduler.fleet.host_manager import HostManager
@@ -57,8 +59,6 @@ from scheduler.fleet.report_owner import ReportOwners
 from scheduler.planning.claims import HostClaims
 from scheduler.planning.plan import Placement
 from scheduler.policy import filters, weighers
-from scheduler.policy.host_report import HostReport
-from scheduler.policy.request_spec import Flavor, RequestSpec
 from scheduler.policy.selection import Selector
 
 CONFLICTS = "berth_scheduler_claim_conflicts_total"

@@ -43,9 +43,9 @@ import sqlalchemy as sa
 from benchmarks import command_line
 from scheduler import states
 from scheduler.cmd.arguments import positive
-from scheduler.cmd.common import settle_garbage_collector
 from scheduler.db import api as db_api
 from scheduler.db.models import instance_metrics, instances, scaling_group_recommendations, scaling_groups
+from scheduler.process.running import settle_garbage_collector
 from scheduler.scaling import members as group_members
 from scheduler.scaling.controller import FAILED, LOST, ControllerSettings, ScalingController
 from scheduler.scaling.service import FleetMetrics

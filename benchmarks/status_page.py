@@ -22,11 +22,11 @@ import time
 from typing import Any
 
 from benchmarks import command_line
+from berth_contract.host_report import HostReport
 from scheduler import conf as berth_conf
 from scheduler.cmd.arguments import positive
 from scheduler.fleet.host_manager import HostManager
 from scheduler.policy.aggregates import Aggregate
-from scheduler.policy.host_report import HostReport
 from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.status_page import app
 from scheduler.status_page.recent import Recent, ScalingHistory

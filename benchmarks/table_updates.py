@@ -26,8 +26,8 @@ def per_report_us(hosts, passes=5):
     """Median CPU microseconds per report of ``passes`` passes over the fleet, after one to warm."""
     from benchmarks import ingestion
     from benchmarks.report_load import _Fleet
+    from berth_contract.host_report import HostReport
     from scheduler.fleet.host_manager import HostManager
-    from scheduler.policy.host_report import HostReport
     from scheduler.utils import jsonutils
 
     fleet = _Fleet(hosts, 4, 1)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from berth_contract import resource_classes, traits
+from berth_contract.resource_classes import DISK_GB, MEMORY_MB, PCPU, VCPU, Inventory
 from scheduler.exception import InvalidRequest
-from scheduler.policy import resource_classes, traits
-from scheduler.policy.resource_classes import DISK_GB, MEMORY_MB, PCPU, VCPU, Inventory
 
 GROUP = "[compute_agent]"
 #: Classes the host itself has: the driver's totals, and cpu_dedicated_set for PCPU.

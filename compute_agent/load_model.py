@@ -23,8 +23,8 @@ the rest.
 import random
 from dataclasses import dataclass
 
+from berth_contract.host_report import HostLoad
 from compute_agent.resource_tracker import isotime
-from scheduler.policy.host_report import HostLoad
 
 
 @dataclass(frozen=True)

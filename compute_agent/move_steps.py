@@ -20,9 +20,9 @@ import functools
 import logging
 import time
 
+from berth_contract.host_report import MOVE_STEPS
 from compute_agent import driver as drivers
 from compute_agent import telemetry
-from scheduler.policy.host_report import MOVE_STEPS
 from scheduler.states import ACTIVE, MIGRATING
 
 LOG = logging.getLogger(__name__)

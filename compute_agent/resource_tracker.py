@@ -24,11 +24,11 @@ import itertools
 import re
 import threading
 
+from berth_contract import image_meta
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import Flavor
+from berth_contract.resource_classes import CLASSIC, VCPU
 from compute_agent import inventory
-from scheduler.policy import image_meta
-from scheduler.policy.host_report import HostReport
-from scheduler.policy.request_spec import Flavor
-from scheduler.policy.resource_classes import CLASSIC, VCPU
 from scheduler.version import version
 
 FLAVOR_KEYS = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
@@ -220,7 +220,7 @@ class ResourceTracker:
               checked=True):
         """Hold ``flavor``'s resources for ``uuid`` if they fit within ``limits`` and the host's
         inventories (``image_properties``: its image's, counted in reports for ImagePropertiesWeigher
-        in their standard form, scheduler.policy.image_meta; ``project_id`` and the image's
+        in their standard form, berth_contract.image_meta; ``project_id`` and the image's
         ``os_type`` are counted in the report's stats). ``amounts``: the classes held, when not
         ``flavor``'s own (a resize's larger of two); not ``checked``: held whatever is free (an
         instance the agent already has, loaded at start).

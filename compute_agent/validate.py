@@ -7,11 +7,11 @@ scheduler's own RequestSpec rules, so both sides agree on what is valid.
 
 import json
 
+from berth_contract import amqp_names as names
+from berth_contract import host_names
+from berth_contract.json_checks import integer, json_object, sized_list
+from berth_contract.request_spec import MAX_LIST, Flavor, Retry, is_bounded_number, parse_uuid
 from scheduler.exception import InvalidRequest
-from scheduler.policy.request_spec import MAX_LIST, Flavor, Retry, is_bounded_number, parse_uuid
-from scheduler.utils import amqp_names as names
-from scheduler.utils import host_names
-from scheduler.utils.json_checks import integer, json_object, sized_list
 
 LIMIT_KEYS = ("memory_mb", "disk_gb", "vcpu")
 MAX_LIMIT = 2**53

@@ -9,7 +9,7 @@ newest, and a client method that sends it in its older form below the cap
 (compute_agent.client.ComputeClient.terminate_instance).
 """
 
-from scheduler.rpc.versions import API
+from berth_contract.versions import API
 
 #: The schedulers' API (scheduler.manager.SchedulerManager, topic ``scheduler``), which
 #: the agents, the API services, ``berth`` and the scaling controller send to.

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from berth_contract.versions import API
 from scheduler import api_versions, rpc
 from scheduler.conf import upgrade_levels
 from scheduler.rpc.client import ConsumerCheck, Context
-from scheduler.rpc.versions import API
 
 TOPIC = "scheduler"
 #: The topic of the agents' reports: cast to its fanout exchange (``scheduler_reports_fanout``),

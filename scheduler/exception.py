@@ -1,15 +1,11 @@
-"""Errors the scheduler reports to its callers; each message says what to fix."""
+"""Errors the scheduler reports to its callers; each message says what to fix.
 
+BerthError and InvalidRequest are the contract's (berth_contract.errors): its checks raise them.
+"""
 
-class BerthError(Exception):
-    """Base of the errors a caller is meant to read."""
+from berth_contract.errors import BerthError, InvalidRequest
 
-
-class InvalidRequest(BerthError):
-    """A request, report or update whose content is wrong; nothing was changed."""
-
-    #: The sender's fault: the RPC server logs it once, without a traceback.
-    invalid_input = True
+__all__ = ["BerthError", "InstanceNotFound", "InvalidRequest", "NoValidHost", "NotAuthorized"]
 
 
 class NotAuthorized(BerthError):

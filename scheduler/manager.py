@@ -7,14 +7,14 @@ applier, the host table, the claims) is assembled in scheduler.service.
 import logging
 import threading
 
+from berth_contract import host_names, json_checks
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import MAX_LIST, RequestSpec, Retry, _text, parse_uuid
 from scheduler import api_versions, rpc, states
 from scheduler.exception import InstanceNotFound, InvalidRequest
 from scheduler.planning import lookups
 from scheduler.planning.applier import context_values, log_decision
 from scheduler.planning.plan import Job
-from scheduler.policy.host_report import HostReport
-from scheduler.policy.request_spec import MAX_LIST, RequestSpec, Retry, _text, parse_uuid
-from scheduler.utils import host_names, json_checks
 
 LOG = logging.getLogger(__name__)
 #: Why delete_instance terminates an instance, as its agent logs it.

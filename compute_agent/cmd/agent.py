@@ -21,9 +21,9 @@ from compute_agent.instance_store import InstanceStoreError
 from compute_agent.inventory import NotOnThisHost
 from compute_agent.manager import ComputeManager
 from scheduler import rpc
-from scheduler.cmd import common
-from scheduler.cmd import startup as config
 from scheduler.conf import upgrade_levels
+from scheduler.process import running
+from scheduler.process import startup as config
 from scheduler.rpc import access
 from scheduler.telemetry.endpoint import AGENT_PORT, CannotListen, MetricsEndpoint
 
@@ -50,7 +50,7 @@ def main(argv=None):
     if conf.agent_host:
         conf.set_override("host", conf.agent_host)
     try:
-        common.check_host(conf)
+        config.check_host(conf)
     except ValueError as exc:
         return f"{PROG}: invalid configuration: {exc}"
     config.setup_logging(conf, PROG)
@@ -59,7 +59,7 @@ def main(argv=None):
         manager = ComputeManager(conf, transport)
         LOG.info("Compute agent %s: %s", conf.host, manager.driver.describe())
         upgrade_levels.log_caps(conf)
-        common.run_until_signalled([MetricsEndpoint(conf, AGENT_PORT), manager], transport)
+        running.run_until_signalled([MetricsEndpoint(conf, AGENT_PORT), manager], transport)
     except (InstanceStoreError, rpc.QueueInUse, rpc.LoginRefused, CannotListen,
             NotOnThisHost) as exc:  # said in full
         LOG.error("Compute agent %s cannot start: %s", conf.host, exc)

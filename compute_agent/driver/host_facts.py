@@ -12,7 +12,7 @@ import platform
 import re
 import socket
 
-from scheduler.policy import image_meta
+from berth_contract import image_meta
 
 CPUINFO = "/proc/cpuinfo"
 #: platform.machine()'s names that Nova spells otherwise, besides image_meta.ARCHITECTURE_ALIASES

@@ -19,7 +19,7 @@ from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 
 from compute_agent.driver.base import ComputeDriver
-from scheduler.policy.plugins import describe, load_class
+from scheduler.utils.entry_points import describe, load_class
 
 LOG = logging.getLogger(__name__)
 

@@ -4,20 +4,20 @@ Registered beside the AdminEndpoint (the admin API, 1.1 on); every public method
 method (the ``berth flavor ...`` commands, and ``berth boot --flavor NAME`` and ``berth resize
 --flavor NAME``, which look a flavor up and send it whole in their request). Anyone who may
 boot may read them; only operators change them. A flavor is checked as a request's flavor is
-(scheduler.policy.request_spec.Flavor.from_wire) before anything is saved, and every refusal
+(berth_contract.request_spec.Flavor.from_wire) before anything is saved, and every refusal
 is an InvalidRequest whose message says what is wrong. Changing a flavor changes no instance:
 each keeps the flavor it was booted or resized with, as in Nova.
 """
 
 import logging
 
+from berth_contract.request_spec import Flavor, display_name
 from scheduler import api_versions, rpc
 from scheduler.admin.grouping import _refused
 from scheduler.db.api import Conflict, NotFound
 from scheduler.db.flavors import SIZES
 from scheduler.exception import InvalidRequest
 from scheduler.policy import extra_specs, filters
-from scheduler.policy.request_spec import Flavor, display_name
 
 LOG = logging.getLogger(__name__)
 MAX_TEXT = 255

@@ -15,13 +15,14 @@ import logging
 import re
 import uuid as uuidlib
 
+from berth_contract import traits
+from berth_contract.json_checks import is_integer, json_object
+from berth_contract.request_spec import parse_uuid
 from scheduler import api_versions, rpc
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
-from scheduler.policy import filters, server_groups, traits, weighers
+from scheduler.policy import filters, server_groups, weighers
 from scheduler.policy.aggregates import AZ_KEY, Aggregate, as_number
-from scheduler.policy.request_spec import parse_uuid
-from scheduler.utils.json_checks import is_integer, json_object
 
 LOG = logging.getLogger(__name__)
 MAX_TEXT = 255

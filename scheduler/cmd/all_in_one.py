@@ -10,6 +10,7 @@ import tempfile
 
 from oslo_config import cfg
 
+from berth_contract import flavors
 from compute_agent import conf as agent_conf
 from compute_agent.client import ComputeClient
 from compute_agent.instance_store import InstanceStoreError
@@ -17,11 +18,11 @@ from compute_agent.manager import ComputeManager
 from scheduler import rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import common, output, scaling_demo
-from scheduler.cmd import startup as config
 from scheduler.cmd.host_commands import hosts_command
 from scheduler.cmd.instance_commands import build_request
 from scheduler.cmd.waiting import wait_for, wait_until
-from scheduler.policy import flavors
+from scheduler.process import running
+from scheduler.process import startup as config
 from scheduler.service import SchedulerService, status_routes
 from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
 from scheduler.utils.masking import mask_url
@@ -106,7 +107,7 @@ def run(conf, out, demo_log):
     services = [endpoint, scheduler] + agents
     try:
         if not conf.demo and not conf.demo_scaling:
-            common.run_until_signalled(services, transport)
+            running.run_until_signalled(services, transport)
             return 0
         transport.reach(DEMO_CONNECT_TIMEOUT)
         client = SchedulerClient(transport)

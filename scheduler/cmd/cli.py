@@ -24,8 +24,8 @@ from scheduler.cmd import (
     simulate_command,
     unknown_options,
 )
-from scheduler.cmd import startup as config
 from scheduler.cmd.arguments import CommandError
+from scheduler.process import startup as config
 
 PROG = "berth"
 

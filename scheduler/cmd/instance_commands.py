@@ -9,13 +9,13 @@ import argparse
 import logging
 import uuid as uuidlib
 
+from berth_contract.request_spec import MAX_INSTANCES_PER_REQUEST, check_display_names, display_name
 from scheduler import rpc, states
 from scheduler.cmd import move_history, output
 from scheduler.cmd.arguments import CommandError, hint, positive
 from scheduler.cmd.references import as_uuid, group_uuid, instance_uuid, instances_by_uuid
 from scheduler.cmd.waiting import wait_for
 from scheduler.exception import InvalidRequest
-from scheduler.policy.request_spec import MAX_INSTANCES_PER_REQUEST, check_display_names, display_name
 
 LOG = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def add_listings(subparsers):
     show.set_defaults(func=show_command)
 
 
-#: The fields of a flavor a request carries (scheduler.policy.request_spec.Flavor).
+#: The fields of a flavor a request carries (berth_contract.request_spec.Flavor).
 FLAVOR_FIELDS = ("name", "memory_mb", "root_gb", "ephemeral_gb", "vcpus", "extra_specs")
 
 

@@ -8,11 +8,11 @@ instance's newest samples, stamped with the database's time, or refuses the whol
 
 import argparse
 
+from berth_contract.instance_metrics import check_pushed_name, is_value
 from scheduler.cmd import arguments, output
 from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.references import instance_uuid
 from scheduler.exception import InvalidRequest
-from scheduler.policy.instance_metrics import check_pushed_name, is_value
 
 
 def _metric(text):

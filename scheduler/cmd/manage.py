@@ -26,10 +26,10 @@ from oslo_config import cfg
 from sqlalchemy import exc as sa_exc
 
 from scheduler.cmd import output, unknown_options
-from scheduler.cmd import startup as config
 from scheduler.cmd.arguments import positive
 from scheduler.db import api as db_api
 from scheduler.db import archive, migration
+from scheduler.process import startup as config
 from scheduler.utils.masking import mask_url
 
 PROG = "berth-manage"

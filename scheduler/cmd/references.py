@@ -2,8 +2,8 @@
 
 import uuid as uuidlib
 
+from berth_contract.request_spec import MAX_LIST
 from scheduler.cmd.arguments import CommandError
-from scheduler.policy.request_spec import MAX_LIST
 
 #: The UUIDs an ambiguous name's message lists at most.
 AMBIGUOUS_SHOWN = 10

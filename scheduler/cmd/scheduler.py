@@ -4,7 +4,8 @@ import sys
 
 from scheduler import rpc
 from scheduler.cmd import common
-from scheduler.cmd import startup as config
+from scheduler.process import running
+from scheduler.process import startup as config
 from scheduler.service import SchedulerService, status_routes
 from scheduler.telemetry.endpoint import SCHEDULER_PORT, CannotListen, MetricsEndpoint
 
@@ -22,7 +23,7 @@ def main(argv=None):
     try:
         service = SchedulerService(conf, transport, database)
         services = [MetricsEndpoint(conf, SCHEDULER_PORT, routes=status_routes(conf, service)), service]
-        common.run_until_signalled(services, transport)
+        running.run_until_signalled(services, transport)
     except (rpc.LoginRefused, CannotListen) as exc:  # the URL in it is masked
         return f"{PROG}: cannot start: {exc}"
     finally:

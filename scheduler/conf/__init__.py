@@ -4,11 +4,20 @@ Every module exposes ``list_opts()``, and ``register_opts(conf)`` only when
 it registers more than those (:func:`groups.register_module`); options that
 only one filter or weigher reads live in that plugin's module instead and
 are collected by :mod:`scheduler.conf.opts`.
+
+An option lives beside the code that reads it: this package's modules hold the groups
+several parts read, and AREAS names the others' modules too (the database's fast paths,
+the roles, the status page...). Those are imported when the options are registered or
+listed, never with this package: importing scheduler.conf imports no service
+(tests/unit/test_architecture.py).
 """
+
+import importlib
+from types import ModuleType
 
 from oslo_config import cfg
 
-from scheduler.conf import (
+from scheduler.conf import (  # noqa: F401 (this package's own areas, as its attributes)
     database,
     default,
     filter_scheduler,
@@ -18,26 +27,39 @@ from scheduler.conf import (
     scheduler,
     upgrade_levels,
 )
-from scheduler.db import fastpaths as db_fastpaths
-from scheduler.fleet import report_digests
-from scheduler.jobs import options as jobs
-from scheduler.moves import expiry as move_expiry
-from scheduler.planning import fragmentation as planning_fragmentation
-from scheduler.planning import moves as planning_moves
-from scheduler.rpc import access as roles
-from scheduler.rpc.amqp_fast import options as amqp_fast
-from scheduler.status_page import app as status_page
-from scheduler.telemetry import endpoint as telemetry_endpoint
-from scheduler.telemetry import scheduler_metrics
-from scheduler.utils import log_lines
 
-AREAS = (default, log_lines, database, db_fastpaths, messaging, amqp_fast, roles, upgrade_levels, scheduler,
-         report_digests, filter_scheduler, planning_moves, planning_fragmentation, move_expiry, jobs,
-         scaling, telemetry_endpoint, scheduler_metrics, status_page)
+#: The modules that declare the options every Berth service registers, in the order the
+#: sample configuration lists them.
+AREAS = (
+    "scheduler.conf.default",
+    "scheduler.utils.log_lines",
+    "scheduler.conf.database",
+    "scheduler.db.fastpaths",
+    "scheduler.conf.messaging",
+    "scheduler.rpc.amqp_fast.options",
+    "scheduler.rpc.access",
+    "scheduler.conf.upgrade_levels",
+    "scheduler.conf.scheduler",
+    "scheduler.fleet.report_digests",
+    "scheduler.conf.filter_scheduler",
+    "scheduler.planning.moves",
+    "scheduler.planning.fragmentation",
+    "scheduler.moves.expiry",
+    "scheduler.jobs.options",
+    "scheduler.conf.scaling",
+    "scheduler.telemetry.endpoint",
+    "scheduler.telemetry.scheduler_metrics",
+    "scheduler.status_page.app",
+)
+
+
+def areas() -> list[ModuleType]:
+    """The modules of AREAS, imported."""
+    return [importlib.import_module(name) for name in AREAS]
 
 
 def register_opts(conf):
-    for area in AREAS:
+    for area in areas():
         groups.register_module(conf, area)
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from types import ModuleType
 from typing import Any
 
 from oslo_config import cfg, types
 
-from scheduler.rpc import versions
+from berth_contract import versions
+from scheduler import api_versions
 
 LOG = logging.getLogger(__name__)
 
@@ -54,17 +54,8 @@ def _cap(api: versions.API, what: str) -> cfg.Opt:
                    f"newest this release speaks, {api.version}. Its versions: {history}.")
 
 
-def _apis() -> ModuleType:
-    # Imported on first use, not with this module: scheduler.api_versions imports scheduler.rpc,
-    # whose access module imports scheduler.conf, which imports this module.
-    from scheduler import api_versions
-
-    return api_versions
-
-
 @functools.cache
 def _opts() -> list[cfg.Opt]:
-    api_versions = _apis()
     return [
         _cap(api_versions.SCHEDULER, "the schedulers' boots, deletes, reads, and the agents' reports and "
              "updates; sent by the agents, the API services, berth and the schedulers' scaling controller"),
@@ -87,7 +78,7 @@ def cap(conf: cfg.ConfigOpts, api: versions.API) -> str | None:
 
 def log_caps(conf: cfg.ConfigOpts) -> None:
     """Say at start which APIs this service sends older versions of, and what that holds back."""
-    for api in _apis().ALL:
+    for api in api_versions.ALL:
         version_cap = cap(conf, api)
         if version_cap is None:
             continue

@@ -25,15 +25,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
+from berth_contract.host_report import HostReport
+from berth_contract.instance_metrics import AGENT, MAX_NAME, PUSHED, SOURCES
+from berth_contract.wire_numbers import is_finite
 from scheduler import states
 from scheduler.db import fastpaths
 from scheduler.db.engine import DatabaseEngine, TimeValue, _retry, to_db_time, to_iso
 from scheduler.db.models import instance_metrics, instances
 from scheduler.db.rows import _chunks
-from scheduler.policy.host_report import HostReport
-from scheduler.policy.instance_metrics import AGENT, MAX_NAME, PUSHED, SOURCES
 from scheduler.utils import jsonutils
-from scheduler.utils.wire_numbers import is_finite
 
 #: Samples older than this are pruned: far older than any staleness limit a reader uses.
 RETENTION_S = 3600.0

@@ -8,11 +8,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from berth_contract.request_spec import RequestSpec, Retry
 from scheduler import rpc, states
 from scheduler.db.engine import DatabaseUnavailable
 from scheduler.exception import InvalidRequest
 from scheduler.planning.plan import Job
-from scheduler.policy.request_spec import RequestSpec, Retry
 
 LOG = logging.getLogger(__name__)
 

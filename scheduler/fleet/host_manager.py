@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 
+from berth_contract.host_report import HostReport
 from scheduler.exception import InvalidRequest
 from scheduler.policy import host_load
-from scheduler.policy.host_report import HostReport
 from scheduler.policy.host_state import HostTable
 
 LOG = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from scheduler.fleet import holdings as reconcile
 from scheduler.utils.log_once import LogOnce
 
 if TYPE_CHECKING:
-    from scheduler.policy.host_report import HostReport
+    from berth_contract.host_report import HostReport
 
 LOG = logging.getLogger(__name__)
 

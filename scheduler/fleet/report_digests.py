@@ -22,7 +22,7 @@ from typing import Any
 
 from oslo_config import cfg
 
-from scheduler.policy.host_report import HostReport
+from berth_contract.host_report import HostReport
 from scheduler.rpc import envelope, topology
 from scheduler.rpc.consumer import ConsumeLoop
 from scheduler.rpc.exceptions import MessageTooLarge

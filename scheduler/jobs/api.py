@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from berth_contract import host_names
 from scheduler import api_versions, rpc, states
 from scheduler.db import jobs as rows
 from scheduler.db import rebalance_plans as plan_rows
 from scheduler.exception import BerthError, InvalidRequest
 from scheduler.jobs.runner import describe
 from scheduler.planning.moves import MoveRefused
-from scheduler.utils import host_names
 
 LOG = logging.getLogger(__name__)
 

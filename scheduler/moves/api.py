@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from berth_contract import host_names
+from berth_contract.request_spec import Flavor, parse_uuid
 from scheduler import api_versions, rpc, states
 from scheduler.exception import InstanceNotFound, InvalidRequest, NoValidHost
 from scheduler.planning.applier import log_decision
@@ -24,9 +26,7 @@ from scheduler.planning.moves import (
     check_movable,
     flavor_of,
 )
-from scheduler.policy.request_spec import Flavor, parse_uuid
 from scheduler.policy.selection import Decision
-from scheduler.utils import host_names
 
 LOG = logging.getLogger(__name__)
 

@@ -8,12 +8,12 @@ import dataclasses
 import logging
 from typing import Any
 
+from berth_contract.request_spec import Flavor, RequestSpec, Retry
 from scheduler import states
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.planning import lookups
 from scheduler.planning.moves import MoveRefused, flavor_of
 from scheduler.policy.rebalance import Resident, Snapshot
-from scheduler.policy.request_spec import Flavor, RequestSpec, Retry
 from scheduler.utils import jsonutils
 
 LOG = logging.getLogger(__name__)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from berth_contract.request_spec import Flavor, RequestSpec, parse_uuid
 from scheduler import rpc, states
 from scheduler.client import CAST_AT, PLACED_AT
 from scheduler.db.engine import to_db_time
@@ -21,7 +22,6 @@ from scheduler.planning import lookups
 from scheduler.planning.claims import HostClaims
 from scheduler.planning.moves import EVACUATION, RESIZE, MoveRefused, flavor_of
 from scheduler.planning.plan import Build, Placement, Plan, RowUpdate
-from scheduler.policy.request_spec import Flavor, RequestSpec, parse_uuid
 from scheduler.policy.selection import Decision
 from scheduler.telemetry import scheduler_metrics as telemetry
 

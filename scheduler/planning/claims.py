@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler.exception import NoValidHost
 from scheduler.planning.plan import Placement
-from scheduler.policy.request_spec import Flavor, RequestSpec
 from scheduler.telemetry import scheduler_metrics as telemetry
 
 LOG = logging.getLogger(__name__)

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from oslo_config import cfg
 
+from berth_contract.request_spec import RequestSpec
 from scheduler.exception import BerthError, NoValidHost
 from scheduler.planning.lookups import SettledInstances
 from scheduler.planning.moves import MIGRATION, Move, flavor_of
-from scheduler.policy.request_spec import RequestSpec
 
 if TYPE_CHECKING:  # the planner's modules load scipy: not for reading the options
     from scheduler.policy.rebalance.hint import Hint, NoHint

@@ -20,9 +20,9 @@ import collections
 from collections.abc import Iterable
 from typing import Any, Protocol, cast
 
+from berth_contract.request_spec import MAX_LIST, RequestSpec
 from scheduler.db.api import Database, NotFound
 from scheduler.exception import NoValidHost
-from scheduler.policy.request_spec import MAX_LIST, RequestSpec
 
 
 class InstancesByUuid(Protocol):
@@ -96,8 +96,8 @@ class InvalidHint(NoValidHost):
 
 
 def _uuids(value: Any, hint: str) -> list[str]:
+    from berth_contract.request_spec import parse_uuid
     from scheduler.exception import InvalidRequest
-    from scheduler.policy.request_spec import parse_uuid
 
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, list) or len(values) > MAX_LIST:

@@ -15,11 +15,11 @@ from typing import Any
 
 from oslo_config import cfg
 
+from berth_contract.request_spec import Flavor, RequestSpec, Retry
 from scheduler import states
 from scheduler.exception import BerthError, InstanceNotFound, InvalidRequest, NoValidHost
 from scheduler.planning import lookups
 from scheduler.planning.plan import Placement
-from scheduler.policy.request_spec import Flavor, RequestSpec, Retry
 from scheduler.policy.selection import Decision
 
 LOG = logging.getLogger(__name__)

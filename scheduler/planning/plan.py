@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from scheduler.policy.request_spec import RequestSpec
+from berth_contract.request_spec import RequestSpec
 from scheduler.policy.selection import Decision
 
 

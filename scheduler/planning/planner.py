@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from berth_contract.request_spec import RequestSpec
 from scheduler import rpc, states
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.planning import lookups
@@ -30,7 +31,6 @@ from scheduler.planning.plan import (
 )
 from scheduler.policy import hints
 from scheduler.policy.filters import BaseHostFilter
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.policy.selection import Decision
 from scheduler.policy.weighers import BaseHostWeigher
 from scheduler.telemetry import scheduler_metrics as telemetry

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from berth_contract.request_spec import RequestSpec
 from scheduler.exception import NoValidHost
 from scheduler.planning import lookups
 from scheduler.planning.applier import Applier
 from scheduler.planning.plan import Invalid, Job, Placement
 from scheduler.planning.planner import Planner
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.policy.selection import Decision
 
 

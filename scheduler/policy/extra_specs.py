@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from berth_contract import image_meta, resource_classes, traits
+from berth_contract.request_spec import IMAGE_CPU_POLICY, Flavor, RequestSpec
 from scheduler.exception import InvalidRequest
-from scheduler.policy import hypervisor_keys, image_meta, resource_classes, traits
+from scheduler.policy import hypervisor_keys
 from scheduler.policy.filters import BaseHostFilter
-from scheduler.policy.request_spec import IMAGE_CPU_POLICY, Flavor, RequestSpec
 
 #: Extra specs Berth knows and does not honour: {key or scope: why}.
 _UNSUPPORTED = {

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from berth_contract.request_spec import RequestSpec
 from scheduler.policy import extra_specs, server_groups
 from scheduler.policy.filters import BaseHostFilter
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.policy.weighers import BaseHostWeigher
 
 Plugin = BaseHostFilter | BaseHostWeigher

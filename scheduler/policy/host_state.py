@@ -22,9 +22,10 @@ import time
 
 import numpy as np
 
-from scheduler.policy import host_load, image_meta, resource_classes
+from berth_contract import image_meta, resource_classes
+from berth_contract.host_report import HostReport
+from scheduler.policy import host_load
 from scheduler.policy.aggregates import AggregateIndex
-from scheduler.policy.host_report import HostReport
 
 _GROW = 2
 #: Distinct inventories a host table keeps one object of (HostTable._inventory), at most.

@@ -57,7 +57,7 @@ IMAGE = frozenset({
     # Glance's own bookkeeping, which an image carries and nothing in Nova reads.
     "os_hash_algo", "os_hash_value", "os_hidden",
     # A legacy name Nova reads as hw_disk_bus and hw_scsi_model (the other legacy names are
-    # scheduler.policy.image_meta's).
+    # berth_contract.image_meta's).
     "vmware_adaptertype",
 })
 IMAGE_NUMBERED = re.compile(

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Generic, TypeVar
 
 from scheduler.policy import nova_names
+from scheduler.utils.entry_points import describe, load_class
 
 LOG = logging.getLogger(__name__)
 
@@ -55,13 +56,6 @@ class Catalog(Generic[P]):
     unusable: dict[str, Unusable]
 
 
-def describe(ep: EntryPoint) -> str:
-    """``entry point 'X = pkg.mod:X' (group) of distribution D 1.0``."""
-    dist = getattr(ep, "dist", None)
-    owner = f" of distribution {dist.name} {dist.version}" if dist is not None else ""
-    return f"entry point '{ep.name} = {ep.value}' ({ep.group}){owner}"
-
-
 def _origin(cls: type, eps: dict[type, EntryPoint]) -> str:
     ep = eps.get(cls)
     return describe(ep) if ep is not None else f"{cls.__module__}.{cls.__qualname__} (built in)"
@@ -83,33 +77,6 @@ def builtin(package: ModuleType, base: type[P]) -> list[type[P]]:
 
 
 _warned: set[str] = set()
-
-#: Where the plugin base classes lived before the policy layer had a package of its own.
-MOVED = {"scheduler.filters": "scheduler.policy.filters", "scheduler.weighers": "scheduler.policy.weighers"}
-
-
-def moved_hint(exc: Exception) -> str:
-    """What to change in a plugin written for the old place of the base classes."""
-    if not isinstance(exc, ImportError):
-        return ""
-    text = str(exc)
-    for old, new in MOVED.items():
-        package, leaf = old.rsplit(".", 1)
-        if f"'{old}'" in text or f"'{leaf}' from '{package}'" in text:
-            return f" ({old} is now {new}: import the base class from there)"
-    return ""
-
-
-def load_class(ep: EntryPoint, base: type[P]) -> type[P] | str:
-    """The class entry point ``ep`` names, if it imports and is a subclass of ``base``; else why not."""
-    try:
-        loaded = ep.load()
-    except Exception as exc:  # a plugin's import may fail any way
-        return f"it fails to import: {type(exc).__name__}: {exc}{moved_hint(exc)}"
-    if isinstance(loaded, type) and issubclass(loaded, base):
-        return loaded
-    return f"{loaded!r} is not a subclass of {base.__module__}.{base.__qualname__}"
-
 
 def discover(package: ModuleType, base: type[P], group: str) -> Catalog[P]:
     """Every plugin of ``package`` and of entry point ``group``, by class name.

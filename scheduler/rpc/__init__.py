@@ -3,7 +3,7 @@
 transport = rpc.get_transport(conf)
 client = rpc.RPCClient(transport, rpc.Target(topic="scheduler"))
 client.cast(ctxt, "run_instance", request_spec=..., filter_properties=...)
-client.prepare(server=host, version="1.1").cast(...)  # a version of the API (scheduler.rpc.versions)
+client.prepare(server=host, version="1.1").cast(...)  # a version of the API (berth_contract.versions)
 server = rpc.get_rpc_server(transport, rpc.Target("compute", server=host), [endpoint])
 """
 

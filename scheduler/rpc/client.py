@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from scheduler.rpc import envelope, topology, versions
+from berth_contract import versions
+from scheduler.rpc import envelope, topology
 from scheduler.rpc.context import REQUEST_ID
 from scheduler.rpc.exceptions import MessageTooLarge, MessagingTimeout, NoConsumer, RPCVersionCapError
 from scheduler.rpc.target import Target

@@ -16,8 +16,8 @@ import re
 
 from oslo_context import context as oslo_context
 
-from scheduler.rpc import versions
-from scheduler.utils import amqp_names as names
+from berth_contract import amqp_names as names
+from berth_contract import versions
 
 LOG = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Context:
     tells that the broker delivered the message before without an ack. A call
     also carries ``msg_id`` and ``reply_q``; both are None for a cast, and for a
     call whose reply cannot be sent, which says why in ``unanswerable``. ``version``
-    is the version of its API the message asks for (scheduler.rpc.versions); ``exchange`` the
+    is the version of its API the message asks for (berth_contract.versions); ``exchange`` the
     exchange it was published to, as the broker says (None: not said).
     """
 

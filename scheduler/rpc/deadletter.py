@@ -26,11 +26,11 @@ import threading
 
 from amqp import exceptions as amqp_exceptions
 
+from berth_contract import amqp_names as names
 from scheduler.rpc import topology
 from scheduler.rpc.context import current_request_id
 from scheduler.status_page.recent import Recent
 from scheduler.telemetry import rpc_metrics
-from scheduler.utils import amqp_names as names
 from scheduler.utils.log_once import LogOnce
 
 LOG = logging.getLogger(__name__)

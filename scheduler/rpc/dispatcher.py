@@ -2,7 +2,8 @@
 
 import inspect
 
-from scheduler.rpc import roles, versions
+from berth_contract import versions
+from scheduler.rpc import roles
 from scheduler.rpc.exceptions import InvalidArguments, NoSuchMethod, UnsupportedVersion
 
 
@@ -33,7 +34,7 @@ def read_only(func):
 class Dispatcher:
     """Public methods (not starting with ``_``) of the endpoints, first match wins.
 
-    An endpoint serves the versions of its ``RPC_API`` (scheduler.rpc.versions.API;
+    An endpoint serves the versions of its ``RPC_API`` (berth_contract.versions.API;
     without one, 1.0): a message asking for a version it does not serve raises
     UnsupportedVersion naming both, before anything else is checked. Unlike
     oslo.messaging, which looks for an endpoint serving the version first, the

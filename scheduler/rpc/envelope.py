@@ -11,9 +11,9 @@ import json
 import os
 import traceback as tb_module
 
-from scheduler.rpc import versions
+from berth_contract import amqp_names as names
+from berth_contract import versions
 from scheduler.rpc.exceptions import InvalidEnvelope, RemoteError
-from scheduler.utils import amqp_names as names
 from scheduler.utils.jsonutils import dumps, loads  # noqa: F401 (this module's too)
 
 VERSION_KEY = "oslo.version"

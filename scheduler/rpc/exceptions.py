@@ -1,6 +1,6 @@
 """The exceptions the RPC API raises to its callers."""
 
-from scheduler.rpc import versions
+from berth_contract import versions
 
 
 class MessagingException(Exception):
@@ -49,7 +49,7 @@ class LoginRefused(BrokerUnreachable):
 
 
 class InvalidName(MessageDeliveryFailure, ValueError):
-    """An exchange or routing key that AMQP cannot carry (see scheduler.utils.amqp_names):
+    """An exchange or routing key that AMQP cannot carry (see berth_contract.amqp_names):
     the message is refused before anything is sent, and sending it again cannot help."""
 
 

@@ -3,7 +3,7 @@ version of its API it needs (None: 1.0, as oslo.messaging reads a message withou
 
 from dataclasses import dataclass
 
-from scheduler.rpc import versions
+from berth_contract import versions
 
 
 @dataclass(frozen=True)

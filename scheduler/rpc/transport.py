@@ -22,6 +22,7 @@ import kombu
 from amqp import exceptions as amqp_exceptions
 from amqp.exceptions import MessageNacked
 
+from berth_contract import amqp_names as names
 from scheduler.rpc import amqp_fast, envelope, filesystem, topology
 from scheduler.rpc.amqp_fast import batch_confirms, buffered_reads
 from scheduler.rpc.exceptions import (
@@ -32,7 +33,6 @@ from scheduler.rpc.exceptions import (
     MessageTooLarge,
     NoQueue,
 )
-from scheduler.utils import amqp_names as names
 from scheduler.utils.masking import mask_url
 
 LOG = logging.getLogger(__name__)

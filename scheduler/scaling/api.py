@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from berth_contract.request_spec import RequestSpec, parse_uuid
 from scheduler import api_versions, rpc
 from scheduler.admin.grouping import MAX_TEXT
 from scheduler.db.api import Conflict, NotFound
 from scheduler.exception import InvalidRequest
 from scheduler.planning import lookups
 from scheduler.policy import filters, hints, weighers
-from scheduler.policy.request_spec import RequestSpec, parse_uuid
 from scheduler.scaling.members import TemplateError, member_request
 from scheduler.scaling.service import external_metric_error
 from scheduler.scaling.spec import EXTERNAL, GroupSpec, SpecError, parse_spec

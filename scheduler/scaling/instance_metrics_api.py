@@ -12,19 +12,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from scheduler import api_versions, rpc, states
-from scheduler.db.engine import to_iso
-from scheduler.db.instance_metrics import TooManyMetrics
-from scheduler.exception import InvalidRequest
-from scheduler.policy.instance_metrics import (
+from berth_contract import json_checks
+from berth_contract.instance_metrics import (
     AGENT_METRICS,
     MAX_PUSHED,
     PUSHED,
     check_pushed_name,
     check_pushed_value,
 )
-from scheduler.policy.request_spec import MAX_LIST, parse_uuid
-from scheduler.utils import json_checks
+from berth_contract.request_spec import MAX_LIST, parse_uuid
+from scheduler import api_versions, rpc, states
+from scheduler.db.engine import to_iso
+from scheduler.db.instance_metrics import TooManyMetrics
+from scheduler.exception import InvalidRequest
 
 LOG = logging.getLogger(__name__)
 

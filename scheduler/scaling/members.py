@@ -10,11 +10,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from berth_contract.request_spec import RequestSpec
 from scheduler import states
 from scheduler.db.engine import to_db_time
 from scheduler.exception import InvalidRequest
 from scheduler.policy.hints import GROUP
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.scaling.spec import CPU, DEFAULT_SAMPLE_WINDOW_S, Member
 
 TEMPLATE_KEYS = ("flavor_name", "memory_mb", "root_gb", "ephemeral_gb", "vcpus", "scheduler_hints",

@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from berth_contract.request_spec import RequestSpec
 from scheduler import states
 from scheduler.exception import NoValidHost
 from scheduler.policy import filters, weighers
 from scheduler.policy.aggregates import Aggregate
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.rebalance import Migration, NoPlan, Plan, Resident, Snapshot, figures
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.policy.selection import Selector
 from scheduler.scaling.behavior import history_horizon_s
 from scheduler.scaling.settled import sample_milli

@@ -28,7 +28,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.policy import flavors
+from berth_contract import flavors
 
 
 class InputError(ValueError):

@@ -5,7 +5,7 @@ the hosts as their agents report them, the aggregates, and one request.
 :func:`build` makes both sides from it:
 
 - Berth: a HostTable fed by the hosts' reports (each checked by
-  scheduler.policy.host_report.HostReport.from_wire, as the scheduler does), its
+  berth_contract.host_report.HostReport.from_wire, as the scheduler does), its
   aggregates, a RequestSpec read with RequestSpec.from_wire and completed as
   scheduler.planning.lookups would (the server group, the hosts of the same_host /
   different_host instances), and a conf with the options set.
@@ -492,11 +492,11 @@ class BerthSide:
 
 
 def build_berth(case):
+    from berth_contract.host_report import HostReport
+    from berth_contract.request_spec import RequestSpec
     from scheduler import conf as berth_conf
     from scheduler.conf import opts
-    from scheduler.policy.host_report import HostReport
     from scheduler.policy.host_state import HostTable
-    from scheduler.policy.request_spec import RequestSpec
 
     conf = berth_conf.new_conf()
     opts.register_plugin_opts(conf)

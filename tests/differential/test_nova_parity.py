@@ -33,7 +33,7 @@ Known differences (Berth documents them; the cases keep these inputs out):
 - ImagePropertiesFilter and ImagePropertiesWeigher read image properties in
   standard form as Nova does (legacy names mapped, the standard name winning,
   architecture / hypervisor type / VM mode canonical:
-  scheduler/policy/image_meta.py), but keep properties that are not Nova's
+  berth_contract/image_meta.py), but keep properties that are not Nova's
   ImageMetaProps fields and compare other values as text, where Nova drops the
   first and coerces the second (``yes`` and ``true`` are both ``True``): the
   cases draw only properties Nova knows, with enumerated or free-text values.

@@ -11,12 +11,12 @@ import uuid
 from pathlib import Path
 
 import scheduler
+from berth_contract import flavors
 from compute_agent import conf as agent_conf
 from scheduler import conf as berth_conf
 from scheduler import rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd.instance_commands import build_request
-from scheduler.policy import flavors
 from tests.fixtures import (  # noqa: F401 (tests import them here)
     FAST_PATH_OPTIONS,
     FAST_PATHS,

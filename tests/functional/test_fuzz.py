@@ -7,8 +7,8 @@ import json
 import random
 import uuid
 
+from berth_contract import flavors
 from scheduler.cmd.instance_commands import build_request
-from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 

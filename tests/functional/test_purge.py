@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
+from berth_contract import flavors
 from scheduler.cmd.instance_commands import build_request
 from scheduler.db.models import (
     instances,
@@ -20,7 +21,6 @@ from scheduler.db.models import (
     shadow_instances,
     shadow_server_group_members,
 )
-from scheduler.policy import flavors
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 AGENT = "purge-a"

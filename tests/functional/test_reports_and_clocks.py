@@ -14,9 +14,9 @@ import pathlib
 import signal
 import time
 
+from berth_contract import flavors
 from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
-from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 from tests.functional.test_poison import report_body

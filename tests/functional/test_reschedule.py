@@ -58,7 +58,7 @@ def test_past_max_attempts_the_instance_is_error_with_the_reason(tmp_path):
 def test_a_send_back_delivered_twice_or_from_a_host_the_instance_left_changes_nothing(tmp_path):
     """Redelivery is the crash model: a send-back may come twice, or late from a
     host that no longer holds the instance. Neither may build it a second time."""
-    from scheduler.policy import flavors
+    from berth_contract import flavors
     from tests.functional import wire
     from tests.functional.test_faults import outcome
 

@@ -19,11 +19,11 @@ import kombu
 import pytest
 from prometheus_client import REGISTRY
 
+from berth_contract import flavors
 from compute_agent.client import ComputeClient
 from scheduler import rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd.instance_commands import build_request
-from scheduler.policy import flavors
 from tests.docs_pages import blocks, page
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, write_conf

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from scheduler.policy import flavors
+from berth_contract import flavors
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 
 AGENTS = [f"agent-{i:02d}" for i in range(10)]

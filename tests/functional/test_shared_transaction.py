@@ -10,8 +10,8 @@ schedulers: every boot ends ACTIVE, recorded as the agents hold it, and
 nothing is dead-lettered.
 """
 
+from berth_contract import flavors
 from scheduler.cmd.instance_commands import build_request
-from scheduler.policy import flavors
 from tests.functional import wire
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 from tests.functional.test_faults import outcome

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler import conf as berth_conf
 from scheduler.fleet.host_manager import HostManager
 from scheduler.policy.aggregates import Aggregate
-from scheduler.policy.host_report import HostReport
 from scheduler.status_page import app
 from scheduler.status_page.recent import Recent
 from scheduler.status_page.snapshot import StatusSource

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler import conf as berth_conf
 from scheduler.fleet.host_manager import HostManager
-from scheduler.policy.host_report import HostReport
 from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.status_page import app
 from scheduler.status_page.recent import Recent, ScalingHistory

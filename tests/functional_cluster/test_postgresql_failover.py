@@ -12,9 +12,9 @@ import time
 
 from prometheus_client import REGISTRY
 
+from berth_contract import flavors
 from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
-from scheduler.policy import flavors
 from tests.fixtures import temporary_vhost
 from tests.functional import wire
 from tests.functional.fleet import Fleet

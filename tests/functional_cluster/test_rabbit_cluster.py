@@ -12,9 +12,9 @@ import re
 import threading
 import time
 
+from berth_contract import flavors
 from scheduler.cmd.instance_commands import build_request
 from scheduler.db.api import Database
-from scheduler.policy import flavors
 from tests.functional.fleet import Fleet, temporary_database
 from tests.functional.test_faults import outcome, placed, wait_placed
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from oslo_config import cfg
 
+from berth_contract.flavors import FLAVORS
 from scheduler import rpc
 from scheduler.client import REPORTS_TOPIC
 from scheduler.cmd import cli
-from scheduler.cmd import startup as config
 from scheduler.db.api import Database
 from scheduler.manager import SchedulerManager
-from scheduler.policy.flavors import FLAVORS
+from scheduler.process import startup as config
 from scheduler.service import assemble
 from tests.unit.scheduler.service_parts import transport_and_database
 

@@ -1,4 +1,4 @@
-"""The log as an operator reads it: set up by scheduler.cmd.startup.setup_logging (oslo.log)
+"""The log as an operator reads it: set up by scheduler.process.startup.setup_logging (oslo.log)
 into a file, in the test process, and put back as it was afterwards."""
 
 import contextlib
@@ -6,7 +6,7 @@ import logging
 import re
 import sys
 
-from scheduler.cmd import startup as config
+from scheduler.process import startup as config
 
 REQUEST_ID = re.compile(r"req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 

@@ -20,8 +20,8 @@ from scheduler.policy import plugins
 if TYPE_CHECKING:
     from oslo_config import cfg
 
+    from berth_contract.request_spec import RequestSpec
     from scheduler.policy.host_state import HostState, HostTable
-    from scheduler.policy.request_spec import RequestSpec
 
 #: Rows of a HostTable: an index array, or a slice of the table (read ``table.free_ram_mb[rows]``).
 Rows = NDArray[np.intp] | slice

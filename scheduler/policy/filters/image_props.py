@@ -3,7 +3,7 @@
 The image asks with ``hw_architecture`` (or ``architecture``),
 ``img_hv_type`` (or ``hypervisor_type``) and ``hw_vm_mode`` (or
 ``vm_mode``); where an image gives both names the standard one wins
-(scheduler/policy/image_meta.py); the host offers what its agent reports as
+(berth_contract/image_meta.py); the host offers what its agent reports as
 ``supported_instances`` ([architecture, hypervisor_type, vm_mode] triples)
 or as ``cpu_arch`` / ``hypervisor_type`` / ``vm_modes``. An image that asks
 for none of them fits anywhere; one that asks fails on a host that reports
@@ -27,8 +27,9 @@ import numpy as np
 from oslo_config import cfg
 from oslo_utils import versionutils
 
-from scheduler.policy import filters, image_meta
-from scheduler.policy.image_meta import canonical
+from berth_contract import image_meta
+from berth_contract.image_meta import canonical
+from scheduler.policy import filters
 
 opts = [
     cfg.StrOpt(

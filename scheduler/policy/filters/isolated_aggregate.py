@@ -11,9 +11,10 @@ trait) keeps its aggregate's hosts from taking any request, rather than
 opening them to every request.
 """
 
+from berth_contract import traits
 from scheduler.exception import InvalidRequest
 from scheduler.policy import aggregates as aggregates_mod
-from scheduler.policy import filters, traits
+from scheduler.policy import filters
 
 #: What an aggregate with a malformed ``trait:`` entry requires: no request can have it.
 _UNMET = frozenset({None})

@@ -8,8 +8,8 @@ reports no inventory of the class has none of it. The agent claims against its
 own inventory, so this filter sends no limits.
 """
 
+from berth_contract.resource_classes import CLASSIC, RESOURCES
 from scheduler.policy import filters
-from scheduler.policy.resource_classes import CLASSIC, RESOURCES
 
 
 def asked(spec):

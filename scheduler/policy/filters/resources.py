@@ -20,9 +20,9 @@ otherwise take instances it has no CPUs for, and, looking roomy to the
 weighers, draw them all.
 """
 
+from berth_contract.resource_classes import DISK_GB, MEMORY_MB, VCPU
 from scheduler.conf import filter_scheduler
 from scheduler.policy import filters
-from scheduler.policy.resource_classes import DISK_GB, MEMORY_MB, VCPU
 
 
 def moved_off(wanted, figure):

@@ -2,8 +2,8 @@
 and its image's) and none its flavor forbids (``trait:NAME=forbidden``), as Placement filters
 on traits. The traits are those the host's agent last reported."""
 
+from berth_contract.traits import TRAIT
 from scheduler.policy import filters
-from scheduler.policy.traits import TRAIT
 
 
 class TraitsFilter(filters.BaseHostFilter):

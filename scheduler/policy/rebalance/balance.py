@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from berth_contract.request_spec import Flavor
 from scheduler.policy.rebalance import figures
 from scheduler.policy.rebalance.greedy import destination
 from scheduler.policy.rebalance.judge import Judge
 from scheduler.policy.rebalance.planner import GREEDY, NoPlan, Plan, replayed, with_figures
 from scheduler.policy.rebalance.snapshot import Migration, Resident, Snapshot
 from scheduler.policy.rebalance_goals.balance import TARGET_SKEW
-from scheduler.policy.request_spec import Flavor
 
 
 def balance(snapshot: Snapshot, filters: Sequence[Any] = (), target_skew: float = TARGET_SKEW,

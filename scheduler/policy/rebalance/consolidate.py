@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from berth_contract.request_spec import Flavor
 from scheduler.policy.rebalance.greedy import destination
 from scheduler.policy.rebalance.judge import Judge
 from scheduler.policy.rebalance.planner import GREEDY, NoPlan, Plan, replayed, with_figures
 from scheduler.policy.rebalance.snapshot import Migration, Snapshot
-from scheduler.policy.request_spec import Flavor
 
 
 def consolidate(snapshot: Snapshot, filters: Sequence[Any] = (), max_migrations: int = 10,

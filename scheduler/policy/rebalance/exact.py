@@ -21,12 +21,12 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import optimize, sparse
 
+from berth_contract.request_spec import RequestSpec
 from scheduler.policy import server_groups
 from scheduler.policy.filters.affinity import max_per_host
 from scheduler.policy.rebalance.greedy import Draft
 from scheduler.policy.rebalance.judge import Judge
 from scheduler.policy.rebalance.snapshot import Migration, Resident, Snapshot, amounts_of
-from scheduler.policy.request_spec import RequestSpec
 
 #: Destinations kept per instance (the roomiest the filters accept, and the greedy plan's).
 DESTINATIONS = 24

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from berth_contract.request_spec import Flavor
 from scheduler.policy.rebalance.judge import Judge, request_for
 from scheduler.policy.rebalance.snapshot import Migration, Snapshot, amounts_of
-from scheduler.policy.request_spec import Flavor
 
 
 def skew(load: ArrayLike) -> float:

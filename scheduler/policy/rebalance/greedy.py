@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from berth_contract.request_spec import RequestSpec
 from scheduler.policy.rebalance.judge import Judge, one_of
 from scheduler.policy.rebalance.snapshot import Migration, Resident, Snapshot, amounts_of
-from scheduler.policy.request_spec import RequestSpec
 
 
 @dataclasses.dataclass

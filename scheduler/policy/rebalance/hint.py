@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler.exception import NoValidHost
 from scheduler.policy.rebalance import greedy
 from scheduler.policy.rebalance.judge import Judge
 from scheduler.policy.rebalance.planner import lower_bound
 from scheduler.policy.rebalance.snapshot import CLASSES, Resident, Snapshot, amounts_of
-from scheduler.policy.request_spec import Flavor, RequestSpec
 from scheduler.policy.selection import candidates
 
 #: Hosts whose instances are asked for at once (not cut short by the time limit).

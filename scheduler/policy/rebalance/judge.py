@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler.exception import NoValidHost
 from scheduler.policy.rebalance.snapshot import CLASSES, Migration, Resident, Snapshot
-from scheduler.policy.request_spec import Flavor, RequestSpec
 from scheduler.policy.selection import Selector
 
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler.policy.rebalance import exact, greedy
 from scheduler.policy.rebalance.figures import Figures, before_after, flavors_in_use
 from scheduler.policy.rebalance.judge import Judge, replay, request_for
 from scheduler.policy.rebalance.snapshot import CLASSES, Migration, Snapshot, amounts_of
-from scheduler.policy.request_spec import Flavor, RequestSpec
 
 #: Candidate targets for the first instance of a request, and more for each further one.
 TARGETS = 12

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from berth_contract.request_spec import Flavor, RequestSpec
+from berth_contract.resource_classes import DISK_GB, MEMORY_MB, VCPU
 from scheduler.policy.host_state import HostTable
-from scheduler.policy.request_spec import Flavor, RequestSpec
-from scheduler.policy.resource_classes import DISK_GB, MEMORY_MB, VCPU
 
 #: The classes whose limits the planner keeps, in the order of its arrays' columns.
 CLASSES = (VCPU, MEMORY_MB, DISK_GB)

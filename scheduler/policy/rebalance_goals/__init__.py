@@ -109,8 +109,8 @@ class Option:
     def check(self, value: Any) -> Any:
         """``value`` as the goal takes it; OptionError when it does not fit."""
         if self.type == FLAVOR:
+            from berth_contract.request_spec import Flavor
             from scheduler.exception import InvalidRequest
-            from scheduler.policy.request_spec import Flavor
             try:
                 return Flavor.from_wire(value, self.name).to_wire()
             except InvalidRequest as exc:

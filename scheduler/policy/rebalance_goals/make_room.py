@@ -26,8 +26,8 @@ class MakeRoom(Goal):
     )
 
     def plan(self, snapshot: Snapshot, options: Mapping[str, Any]) -> Plan | NoPlan:
+        from berth_contract.request_spec import Flavor
         from scheduler.policy.rebalance import make_room
-        from scheduler.policy.request_spec import Flavor
 
         return make_room(snapshot, Flavor.from_wire(options["flavor"]), options["count"], options["filters"],
                          time_limit=options["time_limit"], method=options["method"], zone=options["zone"])

@@ -22,9 +22,9 @@ from oslo_config import cfg
 from scheduler.policy import aggregates, plugins
 
 if TYPE_CHECKING:
+    from berth_contract.request_spec import RequestSpec
     from scheduler.policy.filters import Rows
     from scheduler.policy.host_state import HostState, HostTable
-    from scheduler.policy.request_spec import RequestSpec
 
 
 class BaseHostWeigher:

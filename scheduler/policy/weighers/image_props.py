@@ -3,7 +3,7 @@
 For each image property the request shares (name and value) with instances
 on the host, both in standard form as Nova compares them (legacy names such
 as ``architecture`` taken as ``hw_architecture``, ``amd64`` as ``x86_64``...:
-scheduler/policy/image_meta.py, which also says where Berth's standard form
+berth_contract/image_meta.py, which also says where Berth's standard form
 differs from Nova's), the weight adds how many of them have it, times the property's
 ratio in ``image_props_weight_setting`` (every property counts 1 when the
 setting is empty; a property it does not name counts 0). A positive
@@ -17,7 +17,8 @@ agent that predates that in standard form when it reads its report.
 import numpy as np
 from oslo_config import cfg
 
-from scheduler.policy import image_meta, weighers
+from berth_contract import image_meta
+from scheduler.policy import weighers
 from scheduler.policy.weighers.metrics import parse_setting
 
 opts = [

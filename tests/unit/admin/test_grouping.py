@@ -4,12 +4,12 @@ import uuid as uuidlib
 
 import pytest
 
+from berth_contract.request_spec import RequestSpec
 from scheduler import rpc
 from scheduler.admin.grouping import MAX_METADATA, MAX_SERVER_PER_HOST, AdminEndpoint, reload_aggregates
 from scheduler.client import SchedulerClient
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.planning import lookups
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.service import assemble
 from tests.unit.scheduler.service_parts import transport_and_database
 

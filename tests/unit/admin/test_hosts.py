@@ -8,12 +8,12 @@ import uuid as uuidlib
 
 import pytest
 
+from berth_contract.request_spec import RequestSpec
 from scheduler import rpc
 from scheduler.admin.grouping import known_host
 from scheduler.admin.hosts import HostAdminEndpoint, heartbeat
 from scheduler.cmd.arguments import CommandError
 from scheduler.exception import InvalidRequest, NoValidHost
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.service import assemble
 from tests.unit.admin.test_grouping import HOSTS, report
 from tests.unit.cmd.test_admin_commands import conf_file, run  # noqa: F401

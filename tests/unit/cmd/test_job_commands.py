@@ -11,11 +11,11 @@ from oslo_config import cfg
 
 from scheduler import rpc
 from scheduler.client import SchedulerClient
-from scheduler.cmd import startup as config
 from scheduler.cmd.draining import Drain
 from scheduler.cmd.job_watch import bar
 from scheduler.cmd.rebalancing import Apply
 from scheduler.db import models
+from scheduler.process import startup as config
 from scheduler.service import SchedulerService
 from tests.unit.cli_scheduler import main, write_conf
 from tests.unit.moves.test_rebalance import BIGGER, boot, reported

@@ -16,8 +16,8 @@ from compute_agent.client import ComputeClient
 from compute_agent.manager import ComputeManager
 from scheduler import rpc, states
 from scheduler.client import SchedulerClient
-from scheduler.cmd import startup as config
 from scheduler.cmd.arguments import CommandError
+from scheduler.process import startup as config
 from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 from tests.unit.cli_scheduler import cli_scheduler, main, parse, write_conf
 

@@ -2,7 +2,7 @@ import pytest
 from oslo_config import cfg
 
 from scheduler.cmd import common
-from scheduler.cmd import startup as config
+from scheduler.process import startup as config
 
 
 def load(tmp_path, text, **kwargs):

@@ -2,9 +2,9 @@
 
 import pytest
 
+from berth_contract.request_spec import MAX_LIST
 from scheduler.cmd import waiting
 from scheduler.cmd.arguments import CommandError
-from scheduler.policy.request_spec import MAX_LIST
 
 
 class Scheduler:

@@ -32,8 +32,8 @@ def test_fake_driver_totals(conf):
 
 
 def test_the_drivers_say_what_the_host_is_in_a_report_the_scheduler_takes(conf):
+    from berth_contract.host_report import HostReport
     from compute_agent.resource_tracker import ResourceTracker
-    from scheduler.policy.host_report import HostReport
 
     conf.set_override("cpu_features", ["avx2", "sse2"], "fake")
     conf.set_override("hypervisor_version", 6001000, "fake")

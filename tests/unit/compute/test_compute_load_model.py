@@ -4,10 +4,10 @@ import uuid
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from compute_agent import driver as drivers
 from compute_agent import load_model
 from compute_agent.resource_tracker import ResourceTracker
-from scheduler.policy.host_report import HostReport
 from scheduler.policy.host_state import HostTable
 
 VM = {"memory_mb": 1000, "root_gb": 0, "ephemeral_gb": 0, "vcpus": 4}

@@ -3,10 +3,10 @@ that count every class of a flavor's amounts: a GPU or a dedicated CPU is never 
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from compute_agent import driver as drivers
 from compute_agent.client import ComputeClient
 from compute_agent.resource_tracker import ClaimFailed, ResourceTracker
-from scheduler.policy.host_report import HostReport
 from tests.unit.compute.stub_scheduler import HOST, make_instance, request_for, wait_for
 from tests.unit.compute.test_compute_inventory import new_conf
 from tests.unit.compute.test_moves import boot, migration_of, move, outcome

@@ -2,8 +2,8 @@
 
 import pytest
 
+from berth_contract.flavors import FLAVORS
 from scheduler.db.api import Conflict, NotFound
-from scheduler.policy.flavors import FLAVORS
 
 
 def _flavor(name="web.large", **values):

@@ -6,11 +6,11 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from berth_contract.host_report import HostReport
 from scheduler import states
 from scheduler.db import archive
 from scheduler.db.instance_metrics import RETENTION_S
 from scheduler.db.models import instance_metrics
-from scheduler.policy.host_report import HostReport
 
 U1 = "00000000-0000-4000-8000-000000000001"
 U2 = "00000000-0000-4000-8000-000000000002"

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler.exception import InvalidRequest
 from scheduler.fleet.host_manager import HostManager
-from scheduler.policy.host_report import HostReport
 
 STARTED = "2026-01-01T00:00:00Z"
 

@@ -4,8 +4,8 @@ import datetime
 import random
 import uuid
 
+from berth_contract.host_report import HostReport
 from scheduler.fleet.reconciler import Reconciler
-from scheduler.policy.host_report import HostReport
 
 NOW = datetime.datetime(2026, 11, 30, 12, 0, 0)
 OLD = NOW - datetime.timedelta(minutes=5)

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler import rpc
 from scheduler.fleet import report_digests
-from scheduler.policy.host_report import HostReport
 from scheduler.rpc.exceptions import MessageTooLarge
 from tests.unit.scheduler.manager_world import report
 

@@ -3,10 +3,10 @@ saves is checked at the edge, against the bounds of the column that keeps it."""
 
 import pytest
 
+from berth_contract import host_names
+from berth_contract.host_report import HostReport
 from compute_agent.resource_tracker import ResourceTracker
 from scheduler.exception import InvalidRequest
-from scheduler.policy.host_report import HostReport
-from scheduler.utils import host_names
 
 UUID = "00000000-0000-4000-8000-0000000000a1"
 

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler import rpc
 from scheduler.client import PLACED_AT
 from scheduler.fleet import holdings
 from scheduler.fleet.reconciler import Reconciler
 from scheduler.planning.moves import MoveRefused
-from scheduler.policy.host_report import HostReport
 from tests.unit.moves.test_moves import (
     CTX,
     FREE,

@@ -19,6 +19,8 @@ import uuid as uuidlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler import rpc, states
 from scheduler.db.api import NotFound
 from scheduler.exception import NoValidHost
@@ -29,8 +31,6 @@ from scheduler.planning.plan import Build, Job, Placement, Plan
 from scheduler.planning.planner import Planner
 from scheduler.planning.scheduling import Scheduling
 from scheduler.policy import filters, weighers
-from scheduler.policy.host_report import HostReport
-from scheduler.policy.request_spec import Flavor, RequestSpec
 from scheduler.policy.selection import Decision, Selector
 from scheduler.transaction.undo import UndoLog
 

@@ -7,9 +7,9 @@ import uuid as uuidlib
 
 import pytest
 
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler import states
 from scheduler.admin.flavors import FlavorEndpoint
-from scheduler.policy.request_spec import Flavor, RequestSpec
 from scheduler.service import assemble
 from tests.unit.cli_scheduler import cli_scheduler, main, write_conf
 from tests.unit.scheduler.service_parts import transport_and_database

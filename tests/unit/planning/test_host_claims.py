@@ -7,6 +7,8 @@ import uuid as uuidlib
 
 import pytest
 
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import RequestSpec
 from scheduler.conf import opts
 from scheduler.exception import NoValidHost
 from scheduler.fleet.host_manager import HostManager
@@ -14,8 +16,6 @@ from scheduler.planning import claims as claims_mod
 from scheduler.planning.claims import HostClaims
 from scheduler.planning.plan import Placement
 from scheduler.policy.filters import enabled_filters
-from scheduler.policy.host_report import HostReport
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.policy.selection import Selector
 from scheduler.policy.weighers import enabled_weighers
 

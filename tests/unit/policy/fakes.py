@@ -4,10 +4,10 @@ import random
 
 import pytest
 
+from berth_contract.request_spec import RequestSpec
 from scheduler import conf as berth_conf
 from scheduler.conf import opts
 from scheduler.policy.host_state import HostState, HostTable
-from scheduler.policy.request_spec import RequestSpec
 
 
 @pytest.fixture

@@ -185,7 +185,7 @@ def passing(f, table, spec):
 
 
 def spec_of(image_id=None, extra_specs=None):
-    from scheduler.policy.request_spec import RequestSpec
+    from berth_contract.request_spec import RequestSpec
 
     return RequestSpec.from_wire({
         "instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 1, "extra_specs": extra_specs or {}},
@@ -246,7 +246,7 @@ def test_aggregate_extra_specs_values_are_split_on_commas(policy_conf):
 
 
 def image_spec(**properties):
-    from scheduler.policy.request_spec import RequestSpec
+    from berth_contract.request_spec import RequestSpec
 
     return RequestSpec.from_wire({"instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 1},
                                   "image": {"properties": properties}}, {})

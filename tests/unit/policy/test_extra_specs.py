@@ -5,10 +5,10 @@ import dataclasses
 
 import pytest
 
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler.conf import opts
 from scheduler.exception import InvalidRequest
 from scheduler.policy import extra_specs, filters
-from scheduler.policy.request_spec import Flavor, RequestSpec
 
 UUID = "00000000-0000-4000-8000-000000000001"
 

@@ -2,9 +2,9 @@
 
 import pytest
 
+from berth_contract.request_spec import RequestSpec
 from scheduler.conf import opts
 from scheduler.policy import filters, hints, weighers
-from scheduler.policy.request_spec import RequestSpec
 
 UUID = "00000000-0000-4000-8000-000000000001"
 

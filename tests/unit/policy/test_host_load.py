@@ -5,12 +5,12 @@ import math
 import numpy as np
 import pytest
 
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import Flavor
 from scheduler.exception import InvalidRequest
 from scheduler.fleet.host_manager import HostManager
 from scheduler.policy import host_load
-from scheduler.policy.host_report import HostReport
 from scheduler.policy.host_state import HostTable
-from scheduler.policy.request_spec import Flavor
 
 
 def report(cpu=None, in_use=None, stamp=None, memory=1000, **extra):

@@ -1,6 +1,6 @@
 import numpy as np
 
-from scheduler.policy.request_spec import Flavor
+from berth_contract.request_spec import Flavor
 from tests.unit.policy.fakes import make_host
 
 FLAVOR = Flavor(memory_mb=1024, root_gb=10, ephemeral_gb=5, vcpus=2)

@@ -1,14 +1,15 @@
 """Legacy image property names and aliases, read as Nova reads them, by ImagePropertiesFilter
-and ImagePropertiesWeigher (scheduler/policy/image_meta.py)."""
+and ImagePropertiesWeigher (berth_contract/image_meta.py)."""
 
 import uuid
 
 import numpy as np
 import pytest
 
+from berth_contract import image_meta
+from berth_contract.host_report import HostReport
 from compute_agent.resource_tracker import ResourceTracker
-from scheduler.policy import hints, image_meta
-from scheduler.policy.host_report import HostReport
+from scheduler.policy import hints
 from scheduler.policy.host_state import HostTable
 from tests.unit.policy.test_catalog import image_spec, passing, plugin
 

@@ -106,13 +106,13 @@ def run(site, code, *args):
 
 PLACE = """
     import json, sys
-    from scheduler.cmd import startup as config
+    from scheduler.process import startup as config
     from scheduler.policy import filters
     from scheduler.policy import weighers
     from scheduler.cmd import common
     from scheduler.exception import NoValidHost
     from scheduler.policy.host_state import HostTable
-    from scheduler.policy.request_spec import RequestSpec
+    from berth_contract.request_spec import RequestSpec
     from scheduler.policy.selection import Selector
 
     def place(path):
@@ -142,7 +142,7 @@ PLACE = """
 
 START = """
     import json, sys
-    from scheduler.cmd import startup as config
+    from scheduler.process import startup as config
     from scheduler.cmd import common
 
     def start(path):

@@ -12,7 +12,8 @@ import pytest
 from amqp import exceptions as amqp_exceptions
 
 from scheduler import rpc
-from scheduler.cmd import cli, common
+from scheduler.cmd import cli
+from scheduler.process import running
 from scheduler.rpc import transport as transport_mod
 
 NOWHERE = "rabbit://u:secret@127.0.0.1:1/"  # nothing listens there: refused at once
@@ -143,7 +144,7 @@ def test_sigterm_while_waiting_for_the_broker_stops_before_any_service_starts(no
     signalling.start()
     began = time.monotonic()
     try:
-        common.run_until_signalled([service], nowhere)
+        running.run_until_signalled([service], nowhere)
     finally:
         signalling.join()  # before sigterm_survived stops handling it
     assert time.monotonic() - began < 5
@@ -154,7 +155,7 @@ def test_a_service_starts_once_the_broker_answers(nowhere, sigterm_survived):
     service = Service()
     failing(nowhere, ConnectionRefusedError(111, "Connection refused"))
     service.start = lambda: (service.events.append("start"), os.kill(os.getpid(), signal.SIGTERM))
-    common.run_until_signalled([service], nowhere)
+    running.run_until_signalled([service], nowhere)
     assert service.events == ["start", "stop"]
 
 

@@ -7,8 +7,9 @@ import json
 import pytest
 from oslo_messaging import _utils as oslo_utils
 
+from berth_contract import versions
 from scheduler import rpc
-from scheduler.rpc import deadletter, envelope, versions
+from scheduler.rpc import deadletter, envelope
 from scheduler.rpc.exceptions import RPCVersionCapError
 from tests.unit.rpc.conftest import WAIT, Recorder, publish_raw
 from tests.unit.rpc.test_bad_input import dead_letters

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from compute_agent.resource_tracker import ResourceTracker
 from scheduler import states
 from scheduler.db.api import Database, to_db_time
 from scheduler.exception import InvalidRequest
-from scheduler.policy.host_report import HostReport
 from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 from scheduler.service import SchedulerService
 from tests.unit.scheduler.service_parts import transport_and_database
@@ -50,11 +50,11 @@ def test_valid_usage_is_kept_as_reported():
 ])
 def test_a_bad_entry_is_dropped_with_a_warning_and_the_rest_of_the_report_kept(caplog, entry, problem):
     resources = report({U1: {"cpu": 1.0}, **entry})
-    with caplog.at_level(logging.WARNING, logger="scheduler.policy.instance_metrics"):
+    with caplog.at_level(logging.WARNING, logger="berth_contract.instance_metrics"):
         taken = HostReport.from_wire(resources, "h1")
     assert taken.instance_usage == {U1: {"cpu": 1.0}}
     assert taken.memory_mb == 4096 and taken.instance_uuids == [U1, U2]
-    [warning] = [r.getMessage() for r in caplog.records if r.name == "scheduler.policy.instance_metrics"]
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "berth_contract.instance_metrics"]
     assert warning.startswith("Report of host h1: instance_usage entries dropped, the rest of the report "
                               "kept: ")
     assert problem in warning

@@ -8,8 +8,8 @@ import pytest
 from compute_agent.manager import ComputeEndpoint
 from scheduler import api_versions, rpc
 from scheduler.client import FLAVOR_METHODS, JOB_METHODS, REBALANCE_METHODS, SCALING_METHODS, SchedulerClient
-from scheduler.cmd import startup as config
 from scheduler.conf import upgrade_levels
+from scheduler.process import startup as config
 from scheduler.rpc import deadletter, roles
 from tests.unit.rpc.test_bad_input import dead_letters
 from tests.unit.scheduler.test_service_running import service  # noqa: F401 (the fixture)

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler import rpc
 from scheduler.fleet import report_digests
 from scheduler.fleet.host_manager import HostManager
-from scheduler.policy.host_report import HostReport
 from scheduler.rpc import consumer
 from tests.unit.scheduler.manager_world import report
 from tests.unit.scheduler.test_shared_ingestion import wait_for

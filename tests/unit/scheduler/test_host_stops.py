@@ -3,10 +3,10 @@ down is DELETED at once (Nova's local delete), with no terminate cast to the hos
 
 import logging
 
+from berth_contract.host_report import HostReport
 from scheduler import rpc
 from scheduler.fleet.host_manager import HostManager
 from scheduler.manager import DELETED_BY_CLIENT
-from scheduler.policy.host_report import HostReport
 from tests.unit.scheduler.manager_world import HOSTS, casts, report, request
 
 

@@ -5,9 +5,9 @@ import datetime
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler import rpc
 from scheduler.exception import InvalidRequest, NotAuthorized
-from scheduler.policy.host_report import HostReport
 from scheduler.rpc.dispatcher import Dispatcher
 from tests.unit.scheduler.manager_world import casts, report, request
 

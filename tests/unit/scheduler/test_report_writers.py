@@ -129,7 +129,7 @@ def test_a_restarted_scheduler_writes_only_its_own_hosts_from_its_first_save(fle
 
 
 def _first_choice(service):
-    from scheduler.policy.request_spec import RequestSpec
+    from berth_contract.request_spec import RequestSpec
 
     spec = RequestSpec.from_wire({"instance_uuids": ["00000000-0000-4000-8000-000000000001"],
                                   "num_instances": 1, "instance_type": {"memory_mb": 512, "vcpus": 1}}, {})

@@ -8,13 +8,13 @@ import time
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from compute_agent import conf as agent_conf
 from compute_agent import driver as drivers
 from compute_agent.manager import ComputeManager
 from scheduler import rpc
 from scheduler.client import SchedulerClient
 from scheduler.cmd import cli
-from scheduler.policy.host_report import HostReport
 from scheduler.service import SchedulerService
 from tests.unit.logs import request_ids, service_log
 from tests.unit.scheduler.manager_world import report, request

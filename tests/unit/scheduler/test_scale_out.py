@@ -12,11 +12,11 @@ from benchmarks import scale_out
 from benchmarks.claim_model import ClaimModel
 from benchmarks.decisions import policy_conf
 from benchmarks.sim_clock import SimClock
+from berth_contract.host_report import HostReport
 from scheduler import states
 from scheduler.db import api as db_api
 from scheduler.fleet.host_manager import HostManager
 from scheduler.policy import filters, weighers
-from scheduler.policy.host_report import HostReport
 from scheduler.policy.selection import Selector
 
 HOSTS = [f"h{i}" for i in range(6)]

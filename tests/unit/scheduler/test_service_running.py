@@ -6,11 +6,11 @@ import weakref
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler import rpc
-from scheduler.cmd import common
 from scheduler.db import api as db_api
 from scheduler.db.api import Database
-from scheduler.policy.host_report import HostReport
+from scheduler.process import running
 from scheduler.service import SchedulerService
 from scheduler.transaction.outbox import Outbox
 from scheduler.transaction.unit_of_work import UnitOfWork
@@ -46,12 +46,12 @@ class SignalledService:
 
 def test_a_service_runs_until_signalled_then_stops_with_start_up_objects_out_of_collections(restored_gc):
     service = SignalledService()
-    common.run_until_signalled([service])
-    assert service.events == ["start", ("stop", True, common.YOUNG_COLLECTION_EVERY)]
+    running.run_until_signalled([service])
+    assert service.events == ["start", ("stop", True, running.YOUNG_COLLECTION_EVERY)]
 
 
 def test_cycles_made_after_start_up_are_still_collected(restored_gc):
-    common.settle_garbage_collector()
+    running.settle_garbage_collector()
     first, second = Node(), Node()
     first.other, second.other = second, first
     gone = weakref.ref(first)

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler.conf.filter_scheduler import allocation_ratios
 from scheduler.fleet.host_manager import HostManager
 from scheduler.policy.aggregates import Aggregate
-from scheduler.policy.host_report import HostReport
 from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.status_page import app
 from scheduler.status_page.recent import Recent, ScalingHistory

@@ -9,8 +9,8 @@ from prometheus_client import REGISTRY
 import compute_agent.telemetry  # noqa: F401 - registers the agents' metrics
 import scheduler.telemetry.connection_metrics  # noqa: F401
 import scheduler.telemetry.rpc_metrics  # noqa: F401
+from berth_contract.host_report import HostReport
 from scheduler.fleet.host_manager import HostManager
-from scheduler.policy.host_report import HostReport
 from scheduler.scaling.controller import SYNCED, MetricReading, SyncResult
 from scheduler.scaling.metrics import ScalingGroupsCollector
 from scheduler.telemetry.scheduler_metrics import FleetCollector

@@ -6,7 +6,7 @@ import urllib.error
 
 import pytest
 
-from scheduler.cmd import startup as config
+from scheduler.process import startup as config
 from scheduler.telemetry.endpoint import CannotListen, MetricsEndpoint
 from scheduler.telemetry.scheduler_metrics import PLACEMENTS
 from tests.unit.telemetry.scrape import fetch, samples

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from scheduler import rpc
 from scheduler.exception import InvalidRequest
 from scheduler.fleet.host_manager import HostManager
-from scheduler.policy.host_report import HostReport
 from scheduler.telemetry.scheduler_metrics import FleetCollector
 from scheduler.transaction.unit_of_work import UnitOfWork
 from tests.unit.scheduler.manager_world import (

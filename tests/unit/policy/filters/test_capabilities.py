@@ -5,9 +5,9 @@ import uuid
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from compute_agent.driver import host_facts
 from scheduler.exception import InvalidRequest
-from scheduler.policy.host_report import HostReport
 from scheduler.policy.host_state import HostTable
 from tests.unit.policy.test_catalog import passing, plugin, spec_of
 
@@ -73,7 +73,7 @@ def test_compute_capabilities_filter_reads_hosts_as_nova(policy_conf, fleet, ext
 
 
 def query_spec(query):
-    from scheduler.policy.request_spec import RequestSpec
+    from berth_contract.request_spec import RequestSpec
 
     return RequestSpec.from_wire({"instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 1}},
                                  {"scheduler_hints": {"query": json.dumps(query)}})
@@ -127,7 +127,7 @@ def test_the_host_driver_reads_the_cpu_from_the_machine(tmp_path):
 
 
 def hints_spec(**hints):
-    from scheduler.policy.request_spec import RequestSpec
+    from berth_contract.request_spec import RequestSpec
 
     return RequestSpec.from_wire({"instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 1}},
                                  {"scheduler_hints": hints})
@@ -163,7 +163,7 @@ def test_newer_hypervisors_weigh_more(policy_conf, fleet, vectorized):
 
 
 def image_request(**properties):
-    from scheduler.policy.request_spec import RequestSpec
+    from berth_contract.request_spec import RequestSpec
 
     return RequestSpec.from_wire({"instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 1},
                                   "image": {"properties": properties}}, {})

@@ -79,7 +79,7 @@ def test_disk_filter_never_overcommits_an_instance_against_itself(policy_conf):
 
 
 def test_disk_filter_counts_ephemeral_disk(policy_conf):
-    from scheduler.policy.request_spec import RequestSpec
+    from berth_contract.request_spec import RequestSpec
 
     spec = RequestSpec.from_wire(
         {"instance_type": {"memory_mb": 1, "vcpus": 1, "root_gb": 5, "ephemeral_gb": 6}}, {}

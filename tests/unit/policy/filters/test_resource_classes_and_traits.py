@@ -7,11 +7,11 @@ import time
 import numpy as np
 import pytest
 
+from berth_contract.request_spec import RequestSpec
 from scheduler.admin import grouping as admin
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.policy import filters
 from scheduler.policy.host_state import HostTable
-from scheduler.policy.request_spec import RequestSpec
 from scheduler.policy.selection import Selector
 
 CLASSES = ("VGPU", "CUSTOM_FPGA", "PCPU")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from benchmarks import make_room as bench
-from scheduler.policy.host_report import HostReport
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.rebalance import (
     Migration,
@@ -22,7 +23,6 @@ from scheduler.policy.rebalance import (
     make_room,
 )
 from scheduler.policy.rebalance.judge import Judge, replay, request_for
-from scheduler.policy.request_spec import Flavor, RequestSpec
 from tests.unit.policy.rebalance.test_make_room import assert_groups_apart, check_plan
 
 SMALL = Flavor(memory_mb=8192, root_gb=40, ephemeral_gb=0, vcpus=4, name="m1.large")

@@ -6,15 +6,15 @@ import time
 import pytest
 
 from benchmarks import make_room as bench
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import Flavor, RequestSpec
+from berth_contract.resource_classes import DISK_GB, MEMORY_MB, VCPU
 from scheduler.policy import filters as filters_mod
-from scheduler.policy.host_report import HostReport
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.rebalance import Resident, Snapshot
 from scheduler.policy.rebalance import hint as hint_module
 from scheduler.policy.rebalance.hint import Hint, NoHint, fragmentation
 from scheduler.policy.rebalance.judge import request_for
-from scheduler.policy.request_spec import Flavor, RequestSpec
-from scheduler.policy.resource_classes import DISK_GB, MEMORY_MB, VCPU
 
 GB = 1024
 

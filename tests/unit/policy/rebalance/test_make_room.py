@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from benchmarks import make_room as bench
-from scheduler.policy.host_report import HostReport
+from berth_contract.host_report import HostReport
+from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.rebalance import Migration, NoPlan, Plan, Resident, Snapshot, make_room
 from scheduler.policy.rebalance.planner import EXACT, GREEDY
-from scheduler.policy.request_spec import Flavor, RequestSpec
 from scheduler.policy.selection import Selector
 
 SMALL_MIX = [Flavor(memory_mb=m, root_gb=d, ephemeral_gb=0, vcpus=c, name=n) for n, m, d, c in (

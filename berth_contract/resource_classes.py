@@ -17,7 +17,7 @@ import re
 
 import os_resource_classes as orc
 
-from scheduler.exception import InvalidRequest
+from berth_contract.errors import InvalidRequest
 
 VCPU, PCPU, MEMORY_MB, DISK_GB = orc.VCPU, orc.PCPU, orc.MEMORY_MB, orc.DISK_GB
 #: The classes of the classic figures (vcpus, memory_mb, local_gb) that every agent reports

@@ -3,12 +3,12 @@ wire form it gives back, as the agents of this release and the previous one send
 
 import pytest
 
+from berth_contract.host_report import HostLoad, HostReport
 from compute_agent import conf as agent_conf
 from compute_agent import driver as drivers
 from compute_agent.resource_tracker import ResourceTracker
 from scheduler import conf as berth_conf
 from scheduler.exception import InvalidRequest
-from scheduler.policy.host_report import HostLoad, HostReport
 
 UUID = "00000000-0000-4000-8000-0000000000a1"
 U2 = "00000000-0000-4000-8000-0000000000a2"

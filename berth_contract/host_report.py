@@ -19,12 +19,11 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from scheduler.exception import InvalidRequest
-from scheduler.policy import instance_metrics, resource_classes, traits
-from scheduler.policy.request_spec import is_bounded_number, parse_uuid
-from scheduler.utils import amqp_names as names
-from scheduler.utils import host_names
-from scheduler.utils.wire_numbers import is_finite
+from berth_contract import amqp_names as names
+from berth_contract import host_names, instance_metrics, resource_classes, traits
+from berth_contract.errors import InvalidRequest
+from berth_contract.request_spec import is_bounded_number, parse_uuid
+from berth_contract.wire_numbers import is_finite
 
 MAX_INSTANCES_PER_HOST = 100_000
 MAX_METRICS = 200
@@ -137,11 +136,11 @@ class HostReport(NamedTuple):
     stats: Mapping[str, int | str] | None = None
     metrics: Mapping[str, float] | None = None
     #: {resource class: {total, reserved, min_unit, max_unit, step_size, allocation_ratio}}: what the
-    #: host has of each class, with Placement's meaning (scheduler.policy.resource_classes.Inventory).
+    #: host has of each class, with Placement's meaning (berth_contract.resource_classes.Inventory).
     inventories: Mapping[str, Mapping[str, int | float]] | None = None
     #: {resource class: units the instances of ``instance_uuids`` take}, for the classes of ``inventories``.
     usages: Mapping[str, int | float] | None = None
-    #: The host's traits (scheduler.policy.traits): its CPU's features and the operator's CUSTOM_ ones.
+    #: The host's traits (berth_contract.traits): its CPU's features and the operator's CUSTOM_ ones.
     traits: Sequence[str] | None = None
     instance_uuids: Sequence[str] = ()
     load: HostLoad | None = None

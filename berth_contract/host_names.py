@@ -1,8 +1,8 @@
 """Host names: each names the queues of its agent (``compute.<host>``) and rows in
 the database, so it must be text that both can hold."""
 
-from scheduler.exception import InvalidRequest
-from scheduler.utils import amqp_names as names
+from berth_contract import amqp_names as names
+from berth_contract.errors import InvalidRequest
 
 #: ``compute.<host>`` and any other queue named after a host must fit AMQP's
 #: 255-byte names, with room for the topic.

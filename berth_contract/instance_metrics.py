@@ -20,8 +20,8 @@ import re
 from collections.abc import Sequence
 from typing import TypeGuard
 
-from scheduler.exception import InvalidRequest
-from scheduler.utils.wire_numbers import is_finite
+from berth_contract.errors import InvalidRequest
+from berth_contract.wire_numbers import is_finite
 
 LOG = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@ import uuid as uuidlib
 
 import pytest
 
+from berth_contract.request_spec import RequestSpec
 from scheduler.exception import InvalidRequest
-from scheduler.policy.request_spec import RequestSpec
 
 U1 = "6f1f5c8e-1111-4c6b-9d55-0a1b2c3d4e5f"
 U2 = "6f1f5c8e-2222-4c6b-9d55-0a1b2c3d4e5f"

@@ -10,6 +10,8 @@ import sys
 from oslo_config import cfg
 from oslo_log import log
 
+from berth_contract import amqp_names as names
+from berth_contract import host_names
 from scheduler import conf as berth_conf
 from scheduler.utils import log_lines
 from scheduler.version import version
@@ -30,6 +32,13 @@ def _check_every_value(conf):
                     getattr(value, opt_name)
                 except (cfg.ConfigFileValueError, ValueError) as exc:
                     raise _BadOption(f"[{name}] {opt_name}", exc) from exc
+
+
+def check_host(conf):
+    """Fail start-up on a [DEFAULT] host that cannot name this service's queues."""
+    why = host_names.problem(conf.host)
+    if why is not None:
+        raise ValueError(f"[DEFAULT] host: {names.printable(conf.host)[:60]!r} {why}")
 
 
 def _check_transport_url(conf):

@@ -9,12 +9,11 @@ import dataclasses
 import re
 import uuid as uuidlib
 
-from scheduler.exception import InvalidRequest
-from scheduler.policy import resource_classes, traits
-from scheduler.utils import amqp_names as names
-from scheduler.utils import host_names
-from scheduler.utils.json_checks import integer, json_object, sized_list
-from scheduler.utils.wire_numbers import is_finite
+from berth_contract import amqp_names as names
+from berth_contract import host_names, resource_classes, traits
+from berth_contract.errors import InvalidRequest
+from berth_contract.json_checks import integer, json_object, sized_list
+from berth_contract.wire_numbers import is_finite
 
 MAX_INSTANCES_PER_REQUEST = 1000
 # 16 TiB of RAM, 1 PiB of disk, 4096 vCPUs: beyond any host, so surely a typo.
@@ -116,10 +115,10 @@ class Flavor:
     name: str | None = None
     extra_specs: dict = dataclasses.field(default_factory=dict)
 
-    #: {resource class: units} the instance takes of its host (scheduler.policy.resource_classes):
+    #: {resource class: units} the instance takes of its host (berth_contract.resource_classes):
     #: VCPU, MEMORY_MB and DISK_GB always, and whatever its extra specs ask for.
     amounts: dict = dataclasses.field(init=False, repr=False, compare=False)
-    #: The traits its extra specs require and forbid (scheduler.policy.traits).
+    #: The traits its extra specs require and forbid (berth_contract.traits).
     required_traits: frozenset = dataclasses.field(init=False, repr=False, compare=False)
     forbidden_traits: frozenset = dataclasses.field(init=False, repr=False, compare=False)
 

@@ -6,7 +6,7 @@ does, separator included: ``request_spec.instance_type.vcpus:``,
 ``set_fake_load: instance_uuids``.
 """
 
-from scheduler.exception import InvalidRequest
+from berth_contract.errors import InvalidRequest
 
 #: How much of a message that quotes the value refused is kept.
 MAX_MESSAGE = 300

@@ -13,8 +13,8 @@ import re
 
 import os_traits
 
-from scheduler.exception import InvalidRequest
-from scheduler.policy.resource_classes import NUMBERED
+from berth_contract.errors import InvalidRequest
+from berth_contract.resource_classes import NUMBERED
 
 TRAIT = "trait:"
 REQUIRED, FORBIDDEN = "required", "forbidden"

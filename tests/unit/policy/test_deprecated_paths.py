@@ -1,0 +1,33 @@
+"""An out-of-tree plugin may still import the wire types from scheduler.policy, deprecated."""
+
+import importlib
+import logging
+import sys
+
+import pytest
+
+import berth_contract.request_spec
+from scheduler.policy import deprecated_paths
+
+
+@pytest.mark.parametrize("name", deprecated_paths.MOVED_TO_CONTRACT)
+def test_the_old_path_gives_the_contracts_module_with_a_warning(monkeypatch, caplog, name):
+    monkeypatch.delitem(sys.modules, f"scheduler.policy.{name}", raising=False)
+    with pytest.warns(DeprecationWarning, match=f"import berth_contract.{name} "), \
+            caplog.at_level(logging.WARNING, logger=deprecated_paths.__name__):
+        old = importlib.import_module(f"scheduler.policy.{name}")
+    assert old is importlib.import_module(f"berth_contract.{name}")
+    [said] = caplog.messages
+    assert said.startswith(f"{__file__}:") and f"scheduler.policy.{name} is deprecated" in said
+
+
+def test_a_plugins_from_import_reads_the_same_classes(monkeypatch):
+    monkeypatch.delitem(sys.modules, "scheduler.policy.request_spec", raising=False)
+    with pytest.warns(DeprecationWarning):
+        from scheduler.policy.request_spec import RequestSpec
+    assert RequestSpec is berth_contract.request_spec.RequestSpec
+
+
+def test_what_did_not_move_is_not_found():
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("scheduler.policy.host_report")
