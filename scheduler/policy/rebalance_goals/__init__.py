@@ -185,7 +185,7 @@ def goals() -> dict[str, type[Goal]]:
         loaded = plugins.load_class(ep, Goal)
         if isinstance(loaded, str):
             LOG.warning("Leaving out %s: %s", plugins.describe(ep), loaded)
-        elif found.get(getattr(loaded, "name", None)) is not loaded:  # Berth's own are declared too
+        elif found.get(loaded.name) is not loaded:  # Berth's own are declared too
             added.append((loaded, ep))
     for cls, ep in sorted(added, key=lambda pair: pair[0].name):
         if cls.name in found and found[cls.name] is not cls:
