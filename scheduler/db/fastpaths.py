@@ -23,8 +23,9 @@ statement beside it does for every other; both leave the same rows:
 
 They use public names only, but render SQL themselves and rely on how
 SQLAlchemy binds JSON and times for psycopg2: they were written against, and
-pass their tests on, SQLAlchemy 2.0.58 and 2.1.9, and setup.cfg pins
-SQLAlchemy to TESTED_SQLALCHEMY. With ``[database] sqlalchemy_fast_paths =
+pass their tests on, SQLAlchemy 2.0.58 and 2.1.9, and are taken only with a
+SQLAlchemy of TESTED_SQLALCHEMY (setup.cfg requires its lower bound
+only). With ``[database] sqlalchemy_fast_paths =
 false``, or a SQLAlchemy outside that range, Berth takes the portable
 statements (``usable``).
 
@@ -61,8 +62,8 @@ opts = [
         "(about half the CPU of SQLAlchemy's executemany); for the scaling groups' "
         "controller, a chunk of groups updated in one UPDATE ... FROM (VALUES ...) "
         "with each group's version compared, and id lists matched as one array. The "
-        "inserts render their own SQL and are checked against the SQLAlchemy versions "
-        "setup.cfg allows. Turned off, Berth uses SQLAlchemy's portable statements: "
+        "inserts render their own SQL and are checked against SQLAlchemy 2.0 and 2.1, and "
+        "taken only with those. Turned off, Berth uses SQLAlchemy's portable statements: "
         "the same rows in the database, more time for each batch the scheduler "
         "writes. Turn it off when SQLAlchemy is newer than that range and inserting "
         "instances fails; Berth also falls back by itself, with a warning at "
@@ -71,7 +72,7 @@ opts = [
     ),
 ]
 
-TESTED_SQLALCHEMY = ">=2.0,<2.2"  # as in setup.cfg
+TESTED_SQLALCHEMY = ">=2.0,<2.2"  # checked against; setup.cfg requires the lower bound only
 
 #: The backends that have fast paths.
 BACKENDS = ("postgresql",)

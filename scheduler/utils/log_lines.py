@@ -10,7 +10,8 @@ summary, DEBUG with its suffix, an instance to name) is formatted by ContextForm
 itself.
 
 LineFormatter copies what ContextFormatter does, so it was checked against the oslo.log
-series setup.cfg pins (TESTED_OSLO_LOG). ``[DEFAULT] oslo_log_fast_paths = false`` leaves
+series TESTED_OSLO_LOG (setup.cfg requires its lower bound only).
+``[DEFAULT] oslo_log_fast_paths = false`` leaves
 oslo.log's formatter in place, and so does an oslo.log outside that range, with a warning.
 """
 
@@ -35,15 +36,15 @@ opts = [
         "own formatter instead of oslo.log's ContextFormatter: the same line, character "
         "for character, for about two thirds of the CPU. Records it has no shortcut for "
         "(other levels, exceptions, instances) still go to ContextFormatter. It copies "
-        "what ContextFormatter does and is checked against the oslo.log versions "
-        "setup.cfg allows. Turned off, every line is ContextFormatter's. Turn it off if "
+        "what ContextFormatter does and is checked against oslo.log 8.3, and taken only "
+        "with it. Turned off, every line is ContextFormatter's. Turn it off if "
         "lines look wrong with an oslo.log newer than that range; Berth also falls back "
         "by itself, with a warning at start-up, when the installed oslo.log is outside "
         "the range. A log_config_append file's formatters are never replaced.",
     ),
 ]
 
-TESTED_OSLO_LOG = ">=8.3,<8.4"  # as in setup.cfg
+TESTED_OSLO_LOG = ">=8.3,<8.4"  # checked against; setup.cfg requires the lower bound only
 
 #: The values ContextFormatter gives a record that has none of its own.
 _DEFAULTS = ("color", "user_identity", "resource", "user_name", "project_name", "global_request_id")

@@ -23,7 +23,8 @@ library promises to keep, are listed in its ``PRIVATE_NAMES``:
 
 They were read against, and their unit tests pass on, amqp 5.2.0, 5.3.1,
 5.4.0 and 5.4.2; the RabbitMQ messaging tests pass with 5.2.0 and 5.4.2.
-setup.cfg pins amqp to TESTED_AMQP. With ``[oslo_messaging_rabbit]
+They are taken only with an amqp of TESTED_AMQP (setup.cfg requires its lower
+bound only). With ``[oslo_messaging_rabbit]
 amqp_fast_paths = false``, or an amqp outside that range, or a name missing,
 Berth does the same work through the libraries' public API (``usable``).
 """
@@ -37,7 +38,7 @@ from scheduler.utils import pins
 
 LOG = logging.getLogger(__name__)
 
-TESTED_AMQP = ">=5.2,<5.5"  # as in setup.cfg
+TESTED_AMQP = ">=5.2,<5.5"  # checked against; setup.cfg requires the lower bound only
 
 _verdict = None  # why the fast paths cannot be used ("" if they can), once checked
 
