@@ -50,7 +50,7 @@ def test_a_drain_goes_on_when_its_command_is_killed_and_empties_the_host(tmp_pat
             fleet.wait_states(uuids, ("ACTIVE",))
 
             drain, output = start_cli(fleet, "host", "drain", "src", "--max-parallel", "2")
-            fleet.wait(lambda: statuses(fleet, "src")["completed"] >= 5, 40, "5 moves to complete",
+            fleet.wait(lambda: statuses(fleet, "src")["completed"] >= 5, 120, "5 moves to complete",
                        last_seen=lambda: dict(statuses(fleet, "src")))
             drain.send_signal(signal.SIGKILL)
             drain.wait(10)
@@ -60,7 +60,7 @@ def test_a_drain_goes_on_when_its_command_is_killed_and_empties_the_host(tmp_pat
             assert killed_at < 20, "the drain ended before its command was killed: nothing was shown"
 
             final = fleet.wait(lambda: (found := fleet.instances(uuids)) and all(
-                i["state"] == "ACTIVE" and i["host"] != "src" for i in found.values()) and found, 45,
+                i["state"] == "ACTIVE" and i["host"] != "src" for i in found.values()) and found, 180,
                 "the 20 instances to be ACTIVE elsewhere",
                 last_seen=lambda: dict(collections.Counter((i["state"], i["host"])
                                                            for i in fleet.instances(uuids).values())))
@@ -72,7 +72,7 @@ def test_a_drain_goes_on_when_its_command_is_killed_and_empties_the_host(tmp_pat
                 [job] = fleet.client.admin_call({}, "list_jobs", kind="drain", host="src")
                 return job["state"] in ("done", "stopped") and job
 
-            job = fleet.wait(ended, 10, "the drain job to record the last moves")
+            job = fleet.wait(ended, 30, "the drain job to record the last moves")
             assert (job["state"], job["reason"]) == ("done", None)
             shown = fleet.client.admin_call({}, "show_job", job_id=job["id"])
             assert [s["status"] for s in shown["steps"]] == ["done"] * 20
