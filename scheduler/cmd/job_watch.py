@@ -61,6 +61,7 @@ class Watch:
         try:
             while self.job["state"] not in ENDED and not (self.until and self.until(self.job)):
                 self._draw()
+                self.out.flush()  # each line as it happens, to a pipe or a file too
                 self.sleep(self.interval)
                 self._look()
         finally:
