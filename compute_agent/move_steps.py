@@ -94,15 +94,9 @@ class MoveSteps:
         if record is None or record.get("step") != PREPARING:
             return
         migration = record["migration"]
-        started = time.monotonic()
-        try:
-            transfer = self.driver.prepare_move_in(record["instance"], migration)
-        except drivers.BuildAborted:
-            LOG.info("Preparing the move of %s interrupted; it resumes when the agent starts again", uuid)
-            return
-        except Exception as exc:
-            self._driver_failed("Preparing the move", uuid, exc, started)
-            self._give_up_move_in(ctxt, uuid, migration, PREPARING, f"{self.host}: preparing failed: {exc}")
+        ran, transfer = self._destination_step(ctxt, uuid, migration, PREPARING, functools.partial(
+            self.driver.prepare_move_in, record["instance"], migration))
+        if not ran:
             return
         with self._lock:
             held = self.store.get(uuid)
@@ -278,15 +272,9 @@ class MoveSteps:
         if record is None or record.get("step") != FINISHING:
             return
         migration = record["migration"]
-        started = time.monotonic()
-        try:
-            self.driver.finish_move_in(record["instance"], migration, record.get("transfer") or {})
-        except drivers.BuildAborted:
-            LOG.info("Finishing the move of %s interrupted; it resumes when the agent starts again", uuid)
-            return
-        except Exception as exc:
-            self._driver_failed("Finishing the move", uuid, exc, started)
-            self._give_up_move_in(ctxt, uuid, migration, FINISHING, f"{self.host}: finishing failed: {exc}")
+        ran, _ = self._destination_step(ctxt, uuid, migration, FINISHING, functools.partial(
+            self.driver.finish_move_in, record["instance"], migration, record.get("transfer") or {}))
+        if not ran:
             return
         with self._lock:
             held = self.store.get(uuid)
@@ -303,6 +291,21 @@ class MoveSteps:
         LOG.info("Instance %s moved in to %s (%s %s)", uuid, self.host, migration["kind"], migration["id"])
 
     # -- both ---------------------------------------------------------------------------------
+
+    def _destination_step(self, ctxt, uuid, migration, step, run):
+        """Run the destination's driver ``step`` (preparing or finishing): (True, what it returned),
+        or (False, None) when it was interrupted (it resumes at the next start) or failed (the
+        instance let go of, and the scheduler told)."""
+        started = time.monotonic()
+        try:
+            return True, run()
+        except drivers.BuildAborted:
+            LOG.info("%s the move of %s interrupted; it resumes when the agent starts again",
+                     step.capitalize(), uuid)
+        except Exception as exc:
+            self._driver_failed(f"{step.capitalize()} the move", uuid, exc, started)
+            self._give_up_move_in(ctxt, uuid, migration, step, f"{self.host}: {step} failed: {exc}")
+        return False, None
 
     @staticmethod
     def _at(record, migration_id, step):
