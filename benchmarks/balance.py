@@ -47,8 +47,8 @@ import numpy as np
 from benchmarks import command_line, make_room, real_load_skew
 from benchmarks.summary import quartiles
 from scheduler.cmd.arguments import positive
+from scheduler.moves.rebalance import NoPlan, PlannedMove, Snapshot, balance, figures
 from scheduler.policy import filters as filters_mod
-from scheduler.policy.rebalance import Migration, NoPlan, Snapshot, balance, figures
 from scheduler.simulation import engine
 from scheduler.simulation.inputs import generate_fleet
 
@@ -60,7 +60,7 @@ HIDDEN = 16.0  # busy vCPUs on every third generated host
 WATCHER_THRESHOLD = 25.0
 
 
-def watcher_workload_balance(snapshot: Snapshot, threshold: float | None, audits: int) -> list[Migration]:
+def watcher_workload_balance(snapshot: Snapshot, threshold: float | None, audits: int) -> list[PlannedMove]:
     """Watcher's workload_balance rule, one migration per audit, ``audits`` at most (it stops at the
     first audit that finds none). ``threshold`` None: the fleet's mean use, in %. The snapshot is
     left as it was."""
@@ -83,7 +83,7 @@ def _instance_use(snapshot: Snapshot) -> np.ndarray:
 
 
 def _watcher_audit(snapshot: Snapshot, enabled: np.ndarray, vcpus: np.ndarray,
-                   threshold: float) -> Migration | None:
+                   threshold: float) -> PlannedMove | None:
     workload = _instance_use(snapshot)
     util = workload / vcpus * 100
     overloaded = [int(r) for r in enabled if util[r] >= threshold]
@@ -115,7 +115,7 @@ def _watcher_audit(snapshot: Snapshot, enabled: np.ndarray, vcpus: np.ndarray,
         return None
     to = min(fits, key=lambda t: util[t])
     names = snapshot.table.names
-    return Migration(resident.uuid, names[row], names[to], "watcher workload_balance", resident.amounts[1])
+    return PlannedMove(resident.uuid, names[row], names[to], "watcher workload_balance", resident.amounts[1])
 
 
 @dataclasses.dataclass
@@ -165,8 +165,8 @@ def compare(snapshot: Snapshot, filters: list[Any]) -> dict[str, Outcome]:
     return outcomes
 
 
-def _migrations(plan: Any) -> list[Migration]:
-    return [] if isinstance(plan, NoPlan) else plan.migrations
+def _migrations(plan: Any) -> list[PlannedMove]:
+    return [] if isinstance(plan, NoPlan) else plan.moves
 
 
 class _Probe:

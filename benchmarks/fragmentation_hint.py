@@ -32,9 +32,9 @@ from benchmarks import command_line
 from benchmarks import make_room as bench
 from scheduler.cmd.arguments import positive
 from scheduler.exception import NoValidHost
+from scheduler.moves.rebalance.judge import request_for
 from scheduler.planning.fragmentation import FragmentationHints
 from scheduler.policy import filters as filters_mod
-from scheduler.policy.rebalance.judge import request_for
 from scheduler.policy.selection import Selector
 
 BURST = 1000

@@ -33,10 +33,10 @@ from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler import conf as berth_conf
 from scheduler.cmd.arguments import positive
 from scheduler.conf import opts as conf_opts
+from scheduler.moves.rebalance import Resident, Snapshot, make_room
+from scheduler.moves.rebalance.planner import AUTO, EXACT, GREEDY
 from scheduler.policy import filters as filters_mod
 from scheduler.policy.host_state import HostTable
-from scheduler.policy.rebalance import Resident, Snapshot, make_room
-from scheduler.policy.rebalance.planner import AUTO, EXACT, GREEDY
 
 MIX = [Flavor(memory_mb=m, root_gb=d, ephemeral_gb=0, vcpus=c, name=n) for n, m, d, c in (
     ("m1.small", 2048, 20, 1), ("m1.medium", 4096, 40, 2), ("m1.large", 8192, 80, 4),
@@ -139,14 +139,14 @@ def measure(n_hosts: int = 1000, seeds: int = 20, time_limit: float = 1.0,
         if not best:
             continue
         exists += 1
-        moved.append(len(best.migrations))
+        moved.append(len(best.moves))
         auto_found += bool(plans[AUTO])
-        if plans[AUTO] and len(plans[AUTO].migrations) == len(best.migrations):
+        if plans[AUTO] and len(plans[AUTO].moves) == len(best.moves):
             auto_optimal += 1
         greedy = plans[GREEDY]
         if greedy:
             greedy_found += 1
-            gap = len(greedy.migrations) - len(best.migrations)
+            gap = len(greedy.moves) - len(best.moves)
             extra.append(gap)
             within_one += gap <= 1
             equal += gap == 0

@@ -31,8 +31,8 @@ from scheduler import rpc, states
 from scheduler.cmd.arguments import positive, whole
 from scheduler.db.api import Database
 from scheduler.moves import rebalance_api
-from scheduler.policy.rebalance import figures
-from scheduler.policy.rebalance_goals.make_room import MakeRoom
+from scheduler.moves.goals.make_room import MakeRoom
+from scheduler.moves.rebalance import figures
 from scheduler.service import assemble
 
 CTX = rpc.Context({})

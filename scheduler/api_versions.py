@@ -54,7 +54,7 @@ COMPUTE = API("compute", (
 #: The operators' API (scheduler.admin.grouping.AdminEndpoint: aggregates and server groups;
 #: scheduler.admin.hosts.HostAdminEndpoint: hosts; scheduler.admin.flavors.FlavorEndpoint:
 #: flavors; scheduler.moves.rebalance_api.RebalanceEndpoint: rebalance plans;
-#: scheduler.jobs.api.JobEndpoint: drains and plans carried on as jobs), topic ``scheduler``,
+#: scheduler.moves.jobs.api.JobEndpoint: drains and plans carried on as jobs), topic ``scheduler``,
 #: which ``berth``
 #: and the schedulers themselves (aggregates_changed, hosts_changed) send to.
 ADMIN = API("admin", (

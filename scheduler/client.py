@@ -218,9 +218,9 @@ class SchedulerClient:
 
     def admin_call(self, ctxt: Context, method: str, **kwargs: Any) -> Any:
         """Call one method of the admin API (scheduler.admin.grouping, scheduler.admin.hosts,
-        scheduler.admin.flavors, scheduler.moves.rebalance_api, scheduler.jobs.api) or of the scaling API
-        (SCALING_METHODS), at 1.0, or 1.1 for the flavors' (FLAVOR_METHODS), 1.2 for rebalance plans'
-        (REBALANCE_METHODS), 1.3 for jobs' (JOB_METHODS)."""
+        scheduler.admin.flavors, scheduler.moves.rebalance_api, scheduler.moves.jobs.api) or of the
+        scaling API (SCALING_METHODS), at 1.0, or 1.1 for the flavors' (FLAVOR_METHODS), 1.2 for
+        rebalance plans' (REBALANCE_METHODS), 1.3 for jobs' (JOB_METHODS)."""
         api = api_versions.SCALING if method in SCALING_METHODS else api_versions.ADMIN
         client = self._clients[api.name]
         if method in FLAVOR_METHODS:

@@ -24,17 +24,18 @@ from scheduler.fleet.build_expiry import BuildExpiry
 from scheduler.fleet.host_manager import HostManager
 from scheduler.fleet.reconciler import Reconciler
 from scheduler.fleet.report_owner import ReportOwners, live_schedulers
-from scheduler.jobs.api import JobEndpoint
-from scheduler.jobs.runner import JobLoop, JobRunner, lease_owner
 from scheduler.manager import ReportBuffer, SchedulerManager
 from scheduler.moves.api import MoveEndpoint
+from scheduler.moves.applier import MoveApplier
 from scheduler.moves.expiry import MoveExpiry
+from scheduler.moves.jobs.api import JobEndpoint
+from scheduler.moves.jobs.runner import JobLoop, JobRunner, lease_owner
+from scheduler.moves.planner import MovePlanner
 from scheduler.moves.rebalance_api import RebalanceEndpoint
-from scheduler.planning.applier import Applier, MoveApplier
+from scheduler.planning.applier import Applier
 from scheduler.planning.claims import HostClaims
 from scheduler.planning.fragmentation import FragmentationHints
 from scheduler.planning.lookups import DatabaseLookups
-from scheduler.planning.moves import MovePlanner
 from scheduler.planning.planner import Planner
 from scheduler.planning.scheduling import Scheduling
 from scheduler.policy import filters, weighers

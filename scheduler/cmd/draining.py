@@ -2,7 +2,7 @@
 
 The scheduler disables the host and starts a job (start_drain, admin API 1.3) that the
 schedulers carry on until every instance that was ACTIVE or moving on the host has moved
-or failed to, ``max_parallel`` at a time (scheduler.jobs): it goes on whatever becomes of
+or failed to, ``max_parallel`` at a time (scheduler.moves.jobs): it goes on whatever becomes of
 this command. :class:`Drain` watches it (scheduler.cmd.job_watch), one line per instance;
 Ctrl-C leaves it be and says how to watch it again and how to stop it (``--stop``). Run
 again while the drain goes on, the command watches the same job.
@@ -14,7 +14,7 @@ from scheduler import rpc
 from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.job_watch import ENDED, Watch
 
-#: What a drain stopped by its timeout says (scheduler.jobs.policy).
+#: What a drain stopped by its timeout says (scheduler.moves.jobs.policy).
 TIMED_OUT = "timed out after "
 
 

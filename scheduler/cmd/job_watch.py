@@ -1,6 +1,6 @@
 """Watching a job the schedulers carry on (``berth host drain``, ``berth rebalance apply``).
 
-The job runs in the schedulers (scheduler.jobs): the command only starts it and watches it,
+The job runs in the schedulers (scheduler.moves.jobs): the command only starts it and watches it,
 asking for it (show_job) every POLL_INTERVAL and telling each step that changed, one line
 a step; on a terminal a progress bar stays below those lines. Ctrl-C leaves the job be
 (:class:`Watch` lets KeyboardInterrupt through for the command to say how to watch it

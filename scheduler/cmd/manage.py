@@ -28,7 +28,7 @@ from sqlalchemy import exc as sa_exc
 from scheduler.cmd import output, unknown_options
 from scheduler.cmd.arguments import positive
 from scheduler.db import api as db_api
-from scheduler.db import archive, migration
+from scheduler.db import archive, schema
 from scheduler.process import startup as config
 from scheduler.utils.masking import mask_url
 
@@ -84,7 +84,7 @@ def _iso(when):
 
 
 def _check_schema(database):
-    current, head = database.version(), migration.head()
+    current, head = database.version(), schema.head()
     if current != head:
         raise Refused(f"the database schema is at revision {current or 'none'}, not {head}: "
                       f"run '{PROG} db sync' first")
@@ -97,7 +97,7 @@ def _print_counts(counts, cutoff, verb, dry_run):
 
 
 def db_sync(database, args):
-    """Upgrade the schema to the newest migration and print the revision."""
+    """Upgrade the schema to its newest version and print the revision."""
     print(database.sync() or "none")
 
 

@@ -4,7 +4,7 @@
 every destination) and prints the saved plan; ``apply`` starts a job the schedulers carry on and
 watches it (:class:`scheduler.cmd.rebalancing.Apply`).
 The goals, their flags and which option goes with which goal come from the installed rebalance
-goals' schemas (scheduler.policy.rebalance_goals): their modules import nothing of the planner,
+goals' schemas (scheduler.moves.goals): their modules import nothing of the planner,
 which would cost every command its start-up.
 """
 
@@ -13,7 +13,7 @@ from scheduler.cmd import output
 from scheduler.cmd.arguments import CommandError, actions, positive
 from scheduler.cmd.instance_commands import named_flavor
 from scheduler.cmd.rebalancing import Apply
-from scheduler.policy import rebalance_goals
+from scheduler.moves import goals as rebalance_goals
 
 STEP_COLUMNS = ["STEP", "INSTANCE", "SOURCE", "DEST", "MEMORY_MB", "STATUS", "MIGRATION", "REASON"]
 PLAN_COLUMNS = ["ID", "GOAL", "STATE", "STEPS", "CREATED", "REASON"]

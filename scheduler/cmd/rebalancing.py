@@ -1,7 +1,7 @@
 """``berth rebalance apply``: start applying a plan as a job of the schedulers, and watch it.
 
 The scheduler starts a job (apply_rebalance_plan, admin API 1.3) that the schedulers carry
-on until the plan is done or stops (scheduler.jobs): each step checked and started as
+on until the plan is done or stops (scheduler.moves.jobs): each step checked and started as
 start_rebalance_step does, ``max_parallel`` at a time, the plan stopping at the first step
 that fails. It goes on whatever becomes of this command, which watches it
 (scheduler.cmd.job_watch): ``berth rebalance show`` tells its progress from anywhere,

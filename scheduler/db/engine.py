@@ -28,7 +28,7 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
-from scheduler.db import fastpaths, migration, urls
+from scheduler.db import fastpaths, schema, urls
 from scheduler.db.reconnects import READ_ONLY, Reconnects
 from scheduler.telemetry import connection_metrics
 from scheduler.utils import jsonutils
@@ -402,17 +402,17 @@ class DatabaseEngine:
 
     @_retry
     def sync(self) -> str | None:
-        """Upgrade the schema to the newest migration; return the revision reached.
+        """Upgrade the schema to its newest version; return the revision reached.
 
         Safe to call at every start, and from several processes at once.
         """
-        return migration.upgrade(self.engine)
+        return schema.upgrade(self.engine)
 
     @_retry
     def version(self) -> str | None:
         """The schema's alembic revision, or None for an empty database."""
         with self.engine.connect() as connection:
-            return migration.current(connection)
+            return schema.current(connection)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -1,5 +1,5 @@
 """The jobs and job_steps tables: drains and rebalance plans the schedulers carry on
-(scheduler.jobs), their leases, and the steps of a drain.
+(scheduler.moves.jobs), their leases, and the steps of a drain.
 
 A job is held by one scheduler at a time, by lease, as the scaling groups are
 (scheduler.db.scaling_groups): each period a scheduler claims the jobs it may carry on

@@ -272,7 +272,7 @@ class RebalanceStep(Base):
 class Job(Base):
     """Work the schedulers carry on until it ends, whoever asked for it and whatever becomes of
     that command: the drain of a host (``berth host drain``) or the applying of a rebalance plan
-    (``berth rebalance apply``), see scheduler.jobs. One scheduler at a time carries a job on, by
+    (``berth rebalance apply``), see scheduler.moves.jobs. One scheduler at a time carries a job on, by
     lease, as a scaling group is synced; every write to the row bumps ``version``, and the
     scheduler holding the lease writes with a compare-and-set on it."""
 

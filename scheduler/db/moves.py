@@ -1,8 +1,9 @@
 """The migrations table: one row per move of an instance (resize, migration, live migration,
 evacuation), created when the move starts and compared-and-set by status until it ends.
 
-(The schema's own migrations are :mod:`scheduler.db.migration` and the alembic scripts in
-``migrations/``; this module holds the queries of the table named ``migrations``, as Nova's.)
+In Berth's code a *migration* is always such a row, a recorded move, as in Nova; the schema's
+versions are :mod:`scheduler.db.schema`'s, and a move a rebalance plan proposes is a
+``PlannedMove`` (scheduler.moves.rebalance).
 """
 
 from collections.abc import Iterable, Mapping

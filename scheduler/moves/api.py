@@ -15,8 +15,7 @@ from berth_contract import host_names
 from berth_contract.request_spec import Flavor, parse_uuid
 from scheduler import api_versions, rpc, states
 from scheduler.exception import InstanceNotFound, InvalidRequest, NoValidHost
-from scheduler.planning.applier import log_decision
-from scheduler.planning.moves import (
+from scheduler.moves.planner import (
     EVACUATION,
     LIVE_MIGRATION,
     MIGRATION,
@@ -26,6 +25,7 @@ from scheduler.planning.moves import (
     check_movable,
     flavor_of,
 )
+from scheduler.planning.applier import log_decision
 from scheduler.policy.selection import Decision
 
 LOG = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The scheduler's fleet as the rebalance planner reads it: a copy of its host table, and every
-instance on those hosts with the request it was built with (scheduler.policy.rebalance.Snapshot)."""
+instance on those hosts with the request it was built with (scheduler.moves.rebalance.Snapshot)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 from berth_contract.request_spec import Flavor, RequestSpec, Retry
 from scheduler import states
 from scheduler.exception import InvalidRequest, NoValidHost
+from scheduler.moves.planner import MoveRefused, flavor_of
+from scheduler.moves.rebalance import Resident, Snapshot
 from scheduler.planning import lookups
-from scheduler.planning.moves import MoveRefused, flavor_of
-from scheduler.policy.rebalance import Resident, Snapshot
 from scheduler.utils import jsonutils
 
 LOG = logging.getLogger(__name__)

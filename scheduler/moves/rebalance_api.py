@@ -1,7 +1,7 @@
 """The RPC methods of rebalance plans (admin API 1.2): make and save a plan, list and show them,
 start one step, stop a plan.
 
-``berth rebalance apply`` starts a job (scheduler.jobs) that the schedulers carry on, starting
+``berth rebalance apply`` starts a job (scheduler.moves.jobs) that the schedulers carry on, starting
 each step with start_rebalance_step as a ``berth`` of the release before jobs did from the
 command, and writing the steps' and the plan's states as the moves end (a plan whose steps such a
 ``berth`` started is shown as their migrations say). Each step is checked here, where the host
@@ -22,13 +22,13 @@ from scheduler import api_versions, rpc, states
 from scheduler.db import moves as migration_rows
 from scheduler.db import rebalance_plans as rows
 from scheduler.exception import BerthError, InstanceNotFound, InvalidRequest, NoValidHost
-from scheduler.jobs import api as jobs
 from scheduler.moves.fleet_snapshot import fleet_snapshot
-from scheduler.planning.moves import MoveRefused
-from scheduler.policy.rebalance import Plan, figures
-from scheduler.policy.rebalance.judge import Judge
-from scheduler.policy.rebalance_goals import OptionError, check, goals
-from scheduler.policy.rebalance_goals import goal as goal_of
+from scheduler.moves.goals import OptionError, check, goals
+from scheduler.moves.goals import goal as goal_of
+from scheduler.moves.jobs import api as jobs
+from scheduler.moves.planner import MoveRefused
+from scheduler.moves.rebalance import RebalancePlan, figures
+from scheduler.moves.rebalance.judge import Judge
 
 LOG = logging.getLogger(__name__)
 
@@ -84,17 +84,17 @@ class RebalanceEndpoint:
         snapshot = fleet_snapshot(self._conf, self._db, self._hosts)
         filters = list(self._selector.filters)
         result = goals()[goal]().plan(snapshot, {**checked, "filters": filters})
-        if not isinstance(result, Plan):
+        if not isinstance(result, RebalancePlan):
             raise NoRebalancePlan(f"No rebalance plan ({goal}): {result.reason}")
         if result.before is None or result.after is None:
-            result.before, result.after = figures.before_after(snapshot, Judge(filters), result.migrations)
+            result.before, result.after = figures.before_after(snapshot, Judge(filters), result.moves)
         before, after = result.before, result.after
-        involved = sorted({h for m in result.migrations for h in (m.source, m.destination)})
+        involved = sorted({h for m in result.moves for h in (m.source, m.destination)})
         generations = self._db.host_generations(involved) if involved else {}
         steps = [{"instance_uuid": m.instance, "source_host": m.source, "dest_host": m.destination,
                   "source_generation": generations.get(m.source, 0),
                   "dest_generation": generations.get(m.destination, 0),
-                  "memory_mb": float(m.memory_mb), "reason": m.reason} for m in result.migrations]
+                  "memory_mb": float(m.memory_mb), "reason": m.reason} for m in result.moves]
         summary = {"method": result.method, "optimal": result.optimal, "note": result.note,
                    "placements": list(result.placements), "before": before.summary(),
                    "after": after.summary(),

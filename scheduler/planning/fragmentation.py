@@ -5,7 +5,7 @@ Only a refusal by the filters pays for it (a placement never does). Each hint ex
 at most [scheduler] fragmentation_hint_time_limit seconds, and all hints together spend at most
 that much in any second: in a burst of refusals, a request like one answered within the last
 second on a fleet whose figures have not changed gets the same answer, and the others get none
-(a log line says so). The policy is scheduler.policy.rebalance.hint.
+(a log line says so). The policy is scheduler.moves.rebalance.hint.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from oslo_config import cfg
 
 from berth_contract.request_spec import RequestSpec
 from scheduler.exception import BerthError, NoValidHost
+from scheduler.moves.planner import MIGRATION, Move, flavor_of
 from scheduler.planning.lookups import SettledInstances
-from scheduler.planning.moves import MIGRATION, Move, flavor_of
 
 if TYPE_CHECKING:  # the planner's modules load scipy: not for reading the options
-    from scheduler.policy.rebalance.hint import Hint, NoHint
-    from scheduler.policy.rebalance.snapshot import Resident
+    from scheduler.moves.rebalance.hint import Hint, NoHint
+    from scheduler.moves.rebalance.snapshot import Resident
 
 LOG = logging.getLogger(__name__)
 
@@ -96,9 +96,9 @@ class FragmentationHints:
         return f"{said}; {answer.text(spec.flavor, spec.availability_zone, command)}"
 
     def _answer(self, spec: RequestSpec, limit: float, uuids: str) -> Hint | NoHint | None:
-        from scheduler.policy.rebalance.hint import fragmentation
-        from scheduler.policy.rebalance.judge import request_key
-        from scheduler.policy.rebalance.snapshot import Snapshot
+        from scheduler.moves.rebalance.hint import fragmentation
+        from scheduler.moves.rebalance.judge import request_key
+        from scheduler.moves.rebalance.snapshot import Snapshot
 
         table = self._hosts.table
         now = self._clock()
@@ -135,7 +135,7 @@ class FragmentationHints:
 
     def _residents_of(self, hosts: Sequence[str]) -> list[Resident]:
         """The instances on ``hosts`` a migration may take, each with the request it would place."""
-        from scheduler.policy.rebalance.snapshot import Resident
+        from scheduler.moves.rebalance.snapshot import Resident
 
         residents = []
         for row in self._stored.settled_instances_on_hosts(hosts):

@@ -366,7 +366,7 @@ class HostTable:
 
     def shift(self, row, flavor, sign):
         """Count ``flavor`` on ``row`` (``sign`` +1) or take it off (-1), leaving no pending entry:
-        a move tried out and taken back (scheduler.policy.rebalance)."""
+        a move tried out and taken back (scheduler.moves.rebalance)."""
         self._take(row, flavor, sign)
 
     def _take(self, row, flavor, sign):

@@ -4,7 +4,7 @@ on a simulated clock, with agents that report their hosts every ``report_interva
 instance counting 5%, plus load the scheduler cannot see).
 
 Maintenance drains disable a host and move its instances off it as a move is placed
-(scheduler.planning.moves): the instance's own request and size, its host left out, the
+(scheduler.moves.planner): the instance's own request and size, its host left out, the
 same selection as a build; both hosts hold it until its migration ends,
 ``migration_time_per_gb`` seconds per GiB of its RAM later.
 
@@ -27,10 +27,10 @@ import numpy as np
 from berth_contract.request_spec import RequestSpec
 from scheduler import states
 from scheduler.exception import NoValidHost
+from scheduler.moves.rebalance import NoPlan, PlannedMove, RebalancePlan, Resident, Snapshot, figures
 from scheduler.policy import filters, weighers
 from scheduler.policy.aggregates import Aggregate
 from scheduler.policy.host_state import HostTable
-from scheduler.policy.rebalance import Migration, NoPlan, Plan, Resident, Snapshot, figures
 from scheduler.policy.selection import Selector
 from scheduler.scaling.behavior import history_horizon_s
 from scheduler.scaling.settled import sample_milli
@@ -589,14 +589,14 @@ class _Run:
         self._charge()
         snapshot = self.snapshot()
         before = figures.skew(snapshot.load)
-        plan: Plan | NoPlan = self.rebalance.plan(snapshot, self.filters)
-        if isinstance(plan, Plan):
-            for migration in plan.migrations:
+        plan: RebalancePlan | NoPlan = self.rebalance.plan(snapshot, self.filters)
+        if isinstance(plan, RebalancePlan):
+            for migration in plan.moves:
                 self._migrate(migration)
         after = figures.skew([agent.real for agent in self.agents])
         self.result.rebalance.record(self.clock, plan, before, after)
 
-    def _migrate(self, migration: Migration) -> None:
+    def _migrate(self, migration: PlannedMove) -> None:
         uuid = migration.instance
         source, destination = self.located[uuid], self.table.index[migration.destination]
         arrival = self.agents[source].instances[uuid]

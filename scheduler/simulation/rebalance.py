@@ -1,9 +1,9 @@
 """A periodic rebalance in the simulation: ``every=1h,goal=balance,max=10`` checked, and the goal
-it runs on the simulated fleet (scheduler.policy.rebalance).
+it runs on the simulated fleet (scheduler.moves.rebalance).
 
 Keys: ``every`` (a duration: ``90``, ``90s``, ``30m``, ``1h``, ``1d``; required), ``goal`` (a
 rebalance goal with no required option: ``balance`` or ``consolidate`` of Berth's; required), and
-the keys of the goals' options (scheduler.policy.rebalance_goals, checked by its check): ``max``
+the keys of the goals' options (scheduler.moves.goals, checked by its check): ``max``
 (migrations per rebalance, 1 to 1000; default 10), ``target`` (balance only: the skew it stops
 at, at least 1.0; default 1.15) and ``headroom`` (consolidate only: the share of each limit kept
 free on destinations, 0 to below 1; default 0). Pure: no I/O.
@@ -16,8 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.policy import rebalance_goals
-from scheduler.policy.rebalance import NoPlan, Plan, Snapshot
+from scheduler.moves import goals as rebalance_goals
+from scheduler.moves.rebalance import NoPlan, RebalancePlan, Snapshot
 from scheduler.simulation.inputs import InputError
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -52,7 +52,7 @@ class RebalanceSpec:
         most = f", max {self.max_migrations}" if self.max_migrations is not None else ""
         return f"{self.goal} every {_duration(self.every)}{most}"
 
-    def plan(self, snapshot: Snapshot, filters: Sequence[Any]) -> Plan | NoPlan:
+    def plan(self, snapshot: Snapshot, filters: Sequence[Any]) -> RebalancePlan | NoPlan:
         return rebalance_goals.goals()[self.goal]().plan(snapshot, {**self.options, "filters": filters})
 
 
@@ -147,16 +147,16 @@ class RebalanceResult:
     skew_before: list[float] = dataclasses.field(default_factory=list)  # at each run, as the goal saw it
     skew_after: list[float] = dataclasses.field(default_factory=list)
 
-    def record(self, now: float, plan: Plan | NoPlan, before: float, after: float) -> None:
+    def record(self, now: float, plan: RebalancePlan | NoPlan, before: float, after: float) -> None:
         self.runs += 1
         self.times.append(now)
         self.skew_before.append(before)
         self.skew_after.append(after)
         if isinstance(plan, NoPlan):
             self.no_plan[plan.reason] = self.no_plan.get(plan.reason, 0) + 1
-        elif plan.migrations:
+        elif plan.moves:
             self.plans += 1
-            self.migrations += len(plan.migrations)
+            self.migrations += len(plan.moves)
 
     def summary(self) -> dict[str, Any]:
         return {"every_s": self.spec.every, "goal": self.spec.goal, "max": self.spec.max_migrations,

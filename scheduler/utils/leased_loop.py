@@ -1,5 +1,5 @@
 """Periodic work held by lease, in a thread of its own: what the scaling controller
-(scheduler.scaling.service.ScalingLoop) and the jobs (scheduler.jobs.runner.JobLoop) run.
+(scheduler.scaling.service.ScalingLoop) and the jobs (scheduler.moves.jobs.runner.JobLoop) run.
 
 ``look()`` runs at once, then every ``period_s`` (a slow look delays the next, never runs
 beside it); on stop, once the thread has ended, ``release()`` gives the leases up so that

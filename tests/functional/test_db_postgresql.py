@@ -19,7 +19,7 @@ from alembic.migration import MigrationContext
 
 from scheduler import states
 from scheduler.db import api as db_api
-from scheduler.db import migration, models
+from scheduler.db import models, schema
 
 pytestmark = pytest.mark.functional
 
@@ -99,9 +99,9 @@ def test_concurrent_sync_on_a_new_database(pg_url, database):
     finally:
         for each in databases:
             each.dispose()
-    assert results == [migration.head()] * len(databases)
-    assert database.version() == migration.head()
-    assert database.sync() == migration.head()  # and once more: a no-op
+    assert results == [schema.head()] * len(databases)
+    assert database.version() == schema.head()
+    assert database.sync() == schema.head()  # and once more: a no-op
     tables = set(sa.inspect(database.engine).get_table_names())
     assert tables == set(models.Base.metadata.tables) | {"alembic_version"}
 

@@ -485,9 +485,9 @@ def declared_methods():
     from compute_agent.manager import ComputeEndpoint, ComputeV1Endpoint
     from scheduler.admin.grouping import AdminEndpoint
     from scheduler.admin.hosts import HostAdminEndpoint
-    from scheduler.jobs.api import JobEndpoint
     from scheduler.manager import SchedulerManager
     from scheduler.moves.api import MoveEndpoint
+    from scheduler.moves.jobs.api import JobEndpoint
     from scheduler.scaling.api import ScalingGroupEndpoint
     from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 

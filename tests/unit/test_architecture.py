@@ -41,9 +41,11 @@ LAYERS = {
     # The RPC clients, and what every program does at start and until it stops.
     "shared": ("scheduler.client", "compute_agent.client", "scheduler.process"),
     "db": ("scheduler.db",),
-    "policy": ("scheduler.policy",),
-    "planning": ("scheduler.planning",),
-    "services": ("scheduler.fleet", "scheduler.moves", "scheduler.jobs", "scheduler.admin",
+    # Moving instances is one package (scheduler.moves) across three layers: its algorithms
+    # are policy, its planner and applier planning, its endpoints, expiry and jobs services.
+    "policy": ("scheduler.policy", "scheduler.moves.rebalance", "scheduler.moves.goals"),
+    "planning": ("scheduler.planning", "scheduler.moves.planner", "scheduler.moves.applier"),
+    "services": ("scheduler.fleet", "scheduler.moves", "scheduler.moves.jobs", "scheduler.admin",
                  "scheduler.scaling", "scheduler.transaction", "scheduler.simulation", "scheduler.manager",
                  "scheduler.service"),
     "agent": ("compute_agent",),
@@ -300,9 +302,9 @@ def test_the_option_areas_scheduler_conf_names_declare_options():
 
 
 def test_berth_imports_no_deprecated_path():
-    # scheduler.policy.deprecated_paths: the wire types' old paths, kept for out-of-tree plugins.
-    moved = ("request_spec", "resource_classes", "traits", "image_meta")
-    old = {f"scheduler.policy.{name}" for name in moved}
+    # scheduler.policy.deprecated_paths: the old paths of what moved, kept for out-of-tree plugins.
+    moved = ("request_spec", "resource_classes", "traits", "image_meta", "rebalance", "rebalance_goals")
+    old = tuple(f"scheduler.policy.{name}" for name in moved)
     wrong = []
     for roots in (PACKAGES, ("tests", "benchmarks")):
         for package in roots:
@@ -316,8 +318,8 @@ def test_berth_imports_no_deprecated_path():
                         names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
                     else:
                         continue
-                    if any(name in old or name.rpartition(".")[0] in old for name in names):
-                        wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: import berth_contract instead")
+                    if any(name in old or name.startswith(tuple(f"{o}." for o in old)) for name in names):
+                        wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: import the new path instead")
     assert not wrong, "\n".join(wrong)
 
 

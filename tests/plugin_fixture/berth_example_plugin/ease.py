@@ -5,7 +5,7 @@ One module and one entry point (berth.rebalance.goals) are all a goal takes: the
 read it from there.
 """
 
-from scheduler.policy.rebalance_goals import INT, Goal, Option
+from scheduler.moves.goals import INT, Goal, Option
 
 
 class Ease(Goal):
@@ -16,6 +16,6 @@ class Ease(Goal):
     )
 
     def plan(self, snapshot, options):
-        from scheduler.policy.rebalance import balance  # the planner only when planning
+        from scheduler.moves.rebalance import balance  # the planner only when planning
 
         return balance(snapshot, options["filters"], target_skew=1.0, max_migrations=options["moves"])

@@ -310,7 +310,7 @@ def test_an_age_beyond_the_calendar_is_refused(database, seeded, config_file, ca
 def test_a_schema_not_synced_is_refused(config_file, capsys):
     assert _manage(config_file, "purge", "--before", "30d") == 1
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"berth-manage: the database schema is at revision none, not {manage.migration.head()}: "
+    assert err == [f"berth-manage: the database schema is at revision none, not {manage.schema.head()}: "
                    "run 'berth-manage db sync' first"]
 
 

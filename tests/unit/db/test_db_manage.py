@@ -1,7 +1,7 @@
 import pytest
 
 from scheduler.cmd import manage
-from scheduler.db import migration
+from scheduler.db import schema
 
 
 @pytest.fixture
@@ -23,12 +23,12 @@ def test_db_version_then_sync(config_file, capsys, tmp_path):
     assert manage.main(["--config-file", conf, "db", "version"]) == 0
     assert capsys.readouterr().out.strip() == "none"
     assert manage.main(["--config-file", conf, "db", "sync"]) == 0
-    assert capsys.readouterr().out.strip() == migration.head()
+    assert capsys.readouterr().out.strip() == schema.head()
     assert (tmp_path / "state" / "berth.sqlite").exists()
     assert manage.main(["--config-file", conf, "db", "sync"]) == 0
-    assert capsys.readouterr().out.strip() == migration.head()
+    assert capsys.readouterr().out.strip() == schema.head()
     assert manage.main(["--config-file", conf, "db", "version"]) == 0
-    assert capsys.readouterr().out.strip() == migration.head()
+    assert capsys.readouterr().out.strip() == schema.head()
 
 
 def test_config_dir(tmp_path, capsys):
@@ -37,7 +37,7 @@ def test_config_dir(tmp_path, capsys):
     db = tmp_path / "elsewhere" / "x.sqlite"
     (conf_dir / "db.conf").write_text(f"[database]\nconnection = sqlite:///{db}\n")
     assert manage.main(["--config-dir", str(conf_dir), "db", "sync"]) == 0
-    assert capsys.readouterr().out.strip() == migration.head()
+    assert capsys.readouterr().out.strip() == schema.head()
     assert db.exists()
 
 

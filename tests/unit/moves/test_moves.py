@@ -9,7 +9,7 @@ import pytest
 from scheduler import rpc
 from scheduler.exception import InvalidRequest
 from scheduler.fleet.holdings import differences
-from scheduler.planning.moves import MoveRefused
+from scheduler.moves.planner import MoveRefused
 from tests.unit.scheduler.manager_world import casts, report, request
 from tests.unit.scheduler.test_request_ids import berth, stack  # noqa: F401 (a fixture)
 

@@ -13,7 +13,7 @@ from scheduler import rpc
 from scheduler.client import PLACED_AT
 from scheduler.fleet import holdings
 from scheduler.fleet.reconciler import Reconciler
-from scheduler.planning.moves import MoveRefused
+from scheduler.moves.planner import MoveRefused
 from tests.unit.moves.test_moves import (
     CTX,
     FREE,

@@ -7,8 +7,8 @@ import pytest
 from scheduler import rpc
 from scheduler.exception import InvalidRequest
 from scheduler.moves.fleet_snapshot import fleet_snapshot
+from scheduler.moves.planner import MoveRefused
 from scheduler.moves.rebalance_api import NoRebalancePlan, PlanNotFound
-from scheduler.planning.moves import MoveRefused
 from scheduler.transaction.unit_of_work import UnitOfWork
 from tests.unit.moves.test_moves import free
 from tests.unit.scheduler.manager_world import moved, report, request

@@ -25,8 +25,8 @@ from scheduler import rpc, states
 from scheduler.db.api import NotFound
 from scheduler.exception import NoValidHost
 from scheduler.fleet.host_manager import HostManager
+from scheduler.moves.planner import Move, MovePlanner, MoveStart, check_movable, flavor_of
 from scheduler.planning.fragmentation import FragmentationHints
-from scheduler.planning.moves import Move, MovePlanner, MoveStart, check_movable, flavor_of
 from scheduler.planning.plan import Build, Job, Placement, Plan
 from scheduler.planning.planner import Planner
 from scheduler.planning.scheduling import Scheduling

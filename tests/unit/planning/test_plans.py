@@ -8,7 +8,7 @@ import pytest
 from berth_contract.request_spec import Flavor
 from scheduler import states
 from scheduler.exception import NoValidHost
-from scheduler.planning.moves import LIVE_MIGRATION, MIGRATION, RESIZE, MoveRefused
+from scheduler.moves.planner import LIVE_MIGRATION, MIGRATION, RESIZE, MoveRefused
 from tests.unit.planning.harness import Harness, Placed, placed, refused, request, sent_back
 
 FLEET = {"h1": 8192, "h2": 16384, "h3": 4096}

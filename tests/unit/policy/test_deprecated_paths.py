@@ -31,3 +31,33 @@ def test_a_plugins_from_import_reads_the_same_classes(monkeypatch):
 def test_what_did_not_move_is_not_found():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("scheduler.policy.host_report")
+
+
+@pytest.mark.parametrize("old, new", [
+    ("scheduler.policy.rebalance_goals", "scheduler.moves.goals"),
+    ("scheduler.policy.rebalance_goals.balance", "scheduler.moves.goals.balance"),
+    ("scheduler.policy.rebalance", "scheduler.moves.rebalance"),
+    ("scheduler.policy.rebalance.snapshot", "scheduler.moves.rebalance.snapshot"),
+])
+def test_a_rebalance_goal_written_against_the_old_paths_gets_the_same_modules(monkeypatch, old, new):
+    for name in list(sys.modules):
+        if name.startswith("scheduler.policy.rebalance"):
+            monkeypatch.delitem(sys.modules, name)
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: import {new} "):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+
+
+def test_a_goal_importing_the_old_names_builds_the_same_plan_class(monkeypatch):
+    for name in list(sys.modules):
+        if name.startswith("scheduler.policy.rebalance"):
+            monkeypatch.delitem(sys.modules, name)
+    with pytest.warns(DeprecationWarning):
+        from scheduler.policy.rebalance import Migration, Plan
+        from scheduler.policy.rebalance.snapshot import Snapshot
+    from scheduler.moves.rebalance import PlannedMove, RebalancePlan
+    from scheduler.moves.rebalance import Snapshot as NewSnapshot
+
+    assert (Plan, Migration, Snapshot) == (RebalancePlan, PlannedMove, NewSnapshot)
+    plan = Plan([Migration("i", "a", "b", "why", 512.0)], [], "greedy", False)
+    assert plan.migrations == plan.moves and plan.memory_mb == 512.0
