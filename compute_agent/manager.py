@@ -407,11 +407,7 @@ class ComputeManager(MoveSteps):
                 held = self.store.get(uuid)
                 if held is None or held.get("state") != BUILDING:
                     return  # terminated meanwhile
-                self.tracker.free(uuid)
-                try:
-                    self.store.delete(uuid)
-                except Exception:
-                    LOG.exception("Cannot remove %s from the instance records", uuid)
+                self._let_go(uuid)
             self._report_changed()
             self._reschedule(
                 ctxt,
@@ -555,11 +551,7 @@ class ComputeManager(MoveSteps):
             with self._lock:
                 if not self._moving(uuid, migration["id"]):
                     return  # terminated meanwhile
-                self.tracker.free(uuid)
-                try:
-                    self.store.delete(uuid)
-                except Exception:
-                    LOG.exception("Cannot remove %s from the instance records", uuid)
+                self._let_go(uuid)
                 self._move_failed(ctxt, uuid, migration["id"], f"{self.host}: migration failed: {exc}")
             self._report_changed()
             self._destroy(instance, "after its move failed")
@@ -602,6 +594,15 @@ class ComputeManager(MoveSteps):
         LOG.info("%s %s of %s is on %s already; repeated move request ignored", what, migration_id, uuid,
                  self.host)
         return True
+
+    def _let_go(self, uuid):
+        """Free ``uuid``'s claim and forget its record, after its build or move in failed. Under
+        the lock."""
+        self.tracker.free(uuid)
+        try:
+            self.store.delete(uuid)
+        except Exception:
+            LOG.exception("Cannot remove %s from the instance records", uuid)
 
     def _moving(self, uuid, migration_id):
         record = self.store.get(uuid) or {}

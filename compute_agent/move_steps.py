@@ -319,11 +319,7 @@ class MoveSteps:
             held = self.store.get(uuid)
             if not self._at(held, migration["id"], step):
                 return  # terminated meanwhile
-            self.tracker.free(uuid)
-            try:
-                self.store.delete(uuid)
-            except Exception:
-                LOG.exception("Cannot remove %s from the instance records", uuid)
+            self._let_go(uuid)
             self._step_failed(ctxt, uuid, migration["id"], reason)
         self._report_changed()
         self._destroy(held["instance"], "after its move failed")
