@@ -209,10 +209,8 @@ def print_plan(plan, args, out, planned=False):
         return
     summary, options = plan["summary"], plan["options"]
     steps = plan["steps"]
-    what = plan["goal"]
-    if plan["goal"] == "make_room":
-        what = f"room for {options.get('count', 1)} x {options['flavor'].get('name') or 'the flavor'}" + (
-            f" in zone {options['zone']}" if options.get("zone") else "")
+    goal = rebalance_goals.goal(plan["goal"])
+    what = goal.describe(options) if goal is not None else plan["goal"]
     moved = sum(s["memory_mb"] for s in steps)
     method = summary.get("method") + (" (proven fewest)" if summary.get("optimal") else "")
     print(f"rebalance plan {plan['id']}: {what}: {len(steps)} migration(s), {moved:g} MB moved; {method}; "

@@ -44,10 +44,10 @@ disabled and its instances moved off it, max_parallel at a time (default 2), eac
 migration is (its own request, its host left out) and taking --migration-time-per-gb seconds
 per GiB of its RAM; the report says per drain what moved, what could not and why, how long
 the drain took and the most migrations at once.
-Rebalance: --rebalance every=1h,goal=balance,max=10 runs a rebalance goal (balance: lower the
-real-load skew, target=SKEW to stop at, default 1.15; consolidate: empty hosts, headroom=SHARE
-kept free) every so often on the simulated fleet and makes its migrations; each policy is run
-without and with it, and the report says per policy what the rebalances did.
+Rebalance: --rebalance every=1h,goal=balance,max=10 runs a rebalance goal (an installed goal
+with no required option: see --rebalance's help) every so often on the simulated fleet and makes
+its migrations; each policy is run without and with it, and the report says per policy what the
+rebalances did.
 """
 
 
@@ -135,8 +135,8 @@ def add_commands(subparsers: Any) -> None:
         "--rebalance",
         metavar="SPEC",
         type=_rebalance,
-        help="run a rebalance goal periodically, e.g. every=1h,goal=balance,max=10 (goals: balance "
-        "[target=SKEW], consolidate [headroom=SHARE]); each policy is run without and with it",
+        help="run a rebalance goal periodically, e.g. every=1h,goal=balance,max=10 (goals: "
+        f"{rebalance.goals_help()}); each policy is run without and with it",
     )
     parser.add_argument(
         "--report-interval",

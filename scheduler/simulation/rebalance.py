@@ -37,6 +37,12 @@ def _keys() -> dict[str, rebalance_goals.Option]:
     return found
 
 
+def goals_help() -> str:
+    """The goals --rebalance can run, each with its keys: ``balance [max=K, target=SKEW], ...``."""
+    return ", ".join(f"{name} [{', '.join(f'{o.sim_key}={o.metavar or o.name.upper()}' for o in cls.schema)}]"
+                     if cls.schema else name for name, cls in _goals().items())
+
+
 @dataclasses.dataclass(frozen=True)
 class RebalanceSpec:
     every: float  # seconds

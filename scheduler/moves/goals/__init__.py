@@ -165,6 +165,12 @@ class Goal:
         """The goal's required option, which its command-line flag takes as its value, if any."""
         return next((o for o in cls.schema if o.required), None)
 
+    @classmethod
+    def describe(cls, options: Mapping[str, Any]) -> str:
+        """What a plan toward this goal with ``options`` (as saved with it) is for, in a few words:
+        the head line of ``berth rebalance show``. By default the goal's name."""
+        return cls.name
+
     def plan(self, snapshot: Snapshot, options: Mapping[str, Any]) -> RebalancePlan | NoPlan:
         raise NotImplementedError
 

@@ -25,6 +25,12 @@ class MakeRoom(Goal):
                "the time limit", choices=METHODS),
     )
 
+    @classmethod
+    def describe(cls, options: Mapping[str, Any]) -> str:
+        flavor = (options.get("flavor") or {}).get("name") or "the flavor"
+        zone = f" in zone {options['zone']}" if options.get("zone") else ""
+        return f"room for {options.get('count', 1)} x {flavor}{zone}"
+
     def plan(self, snapshot: Snapshot, options: Mapping[str, Any]) -> RebalancePlan | NoPlan:
         from berth_contract.request_spec import Flavor
         from scheduler.moves.rebalance import make_room
