@@ -20,6 +20,7 @@ from compute_agent import conf as agent_conf  # first: the concurrency switch pa
 from compute_agent.instance_store import InstanceStoreError
 from compute_agent.inventory import NotOnThisHost
 from compute_agent.manager import ComputeManager
+from scheduler import conf as berth_conf
 from scheduler import rpc
 from scheduler.conf import upgrade_levels
 from scheduler.process import running
@@ -46,7 +47,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     conf = config.load(argv, PROG, register=[agent_conf.register_opts],
                        validators=[agent_conf.check_driver, agent_conf.check_resources, access.check_options],
-                       cli_opts=cli_opts)
+                       cli_opts=cli_opts, areas=berth_conf.AGENT_AREAS)
     if conf.agent_host:
         conf.set_override("host", conf.agent_host)
     try:

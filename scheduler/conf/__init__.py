@@ -9,7 +9,8 @@ An option lives beside the code that reads it: this package's modules hold the g
 several parts read, and AREAS names the others' modules too (the database's fast paths,
 the roles, the status page...). Those are imported when the options are registered or
 listed, never with this package: importing scheduler.conf imports no service
-(tests/unit/test_architecture.py).
+(tests/unit/test_architecture.py). A compute agent registers AGENT_AREAS alone, the options
+it reads: none of those imports the scheduler's database, planning or services.
 """
 
 import importlib
@@ -52,14 +53,28 @@ AREAS = (
     "scheduler.status_page.app",
 )
 
+#: The modules of AREAS that declare what a compute agent reads besides [compute_agent] and its
+#: driver's group (compute_agent.conf): [DEFAULT] (host, state_path, logging, the transport),
+#: logging's fast paths, messaging, the roles, the upgrade levels and its metrics' endpoint.
+AGENT_AREAS = (
+    "scheduler.conf.default",
+    "scheduler.utils.log_lines",
+    "scheduler.conf.messaging",
+    "scheduler.rpc.amqp_fast.options",
+    "scheduler.rpc.access",
+    "scheduler.conf.upgrade_levels",
+    "scheduler.telemetry.endpoint",
+)
 
-def areas() -> list[ModuleType]:
-    """The modules of AREAS, imported."""
-    return [importlib.import_module(name) for name in AREAS]
+
+def areas(names: tuple[str, ...] = AREAS) -> list[ModuleType]:
+    """The modules of ``names`` (AREAS by default), imported."""
+    return [importlib.import_module(name) for name in names]
 
 
-def register_opts(conf):
-    for area in areas():
+def register_opts(conf, names: tuple[str, ...] = AREAS):
+    """Register the options of the areas ``names``: every Berth service's by default."""
+    for area in areas(names):
         groups.register_module(conf, area)
 
 

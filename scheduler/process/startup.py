@@ -107,16 +107,17 @@ def _parse(conf, argv, prog, cli_opts):
     sys.stderr.write(said.getvalue())
 
 
-def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None):
+def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None, areas=berth_conf.AREAS):
     """Parse ``argv`` into a ConfigOpts with Berth's options, or exit with one line.
 
-    ``register`` are extra ``register_opts(conf)`` callables (the agent's,
-    the plugins'), ``validators`` callables ``f(conf)`` that raise
+    ``areas`` are the modules whose options are registered (scheduler.conf.AREAS: every
+    service's; the agent's AGENT_AREAS), ``register`` extra ``register_opts(conf)``
+    callables (the agent's, the plugins'), ``validators`` callables ``f(conf)`` that raise
     ``ValueError("[group] option: reason")`` for values no type can check,
     ``cli_opts`` command-line-only options.
     """
     conf = conf if conf is not None else cfg.ConfigOpts()
-    berth_conf.register_opts(conf)
+    berth_conf.register_opts(conf, areas)
     if cli_opts:
         conf.register_cli_opts(cli_opts)
     try:

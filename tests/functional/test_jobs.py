@@ -2,7 +2,8 @@
 schedulers and agents whose fake driver takes a second or more per move.
 
 A drain of 20 instances goes on after its ``berth host drain`` is SIGKILLed five moves in, and
-ends with the host empty; a rebalance plan goes on after the scheduler carrying it is
+ends with the host empty; a drain goes on through a RabbitMQ stopped for 10 s (a node of the
+test's own) with moves under way; a rebalance plan goes on after the scheduler carrying it is
 SIGKILLed with a step under way, and the other scheduler finishes it.
 """
 
@@ -11,11 +12,13 @@ import json
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from tests.functional.fleet import Fleet, child_env, temporary_database, temporary_vhost
 from tests.functional.test_moves import boot
+from tests.functional_cluster.rabbit_cluster import RabbitCluster
 
 pytestmark = pytest.mark.functional
 
@@ -83,6 +86,101 @@ def test_a_drain_goes_on_when_its_command_is_killed_and_empties_the_host(tmp_pat
                 0, "host src disabled: draining\nhost src is empty\n"), again.stdout + again.stderr
             print(f"\njobs: drain command SIGKILLed after {killed_at} of 20 moves; the scheduler moved "
                   "the rest")
+        finally:
+            fleet.close()
+
+
+@pytest.fixture
+def private_rabbitmq(tmp_path_factory):
+    """A RabbitMQ node of this test's own (port 5741, node berth-jobs1@localhost): stopping it
+    disturbs no other test, nor test_committed_moves' node."""
+    node = RabbitCluster(tmp_path_factory.mktemp("rabbit-node"), size=1, first_port=5741,
+                         prefix="berth-jobs").start()
+    try:
+        yield node
+    finally:
+        node.close()
+
+
+def moves_of(fleet, uuids):
+    """{instance: the statuses of its migrations}."""
+    found = collections.defaultdict(list)
+    for migration in fleet.client.list_migrations({}, host="src"):
+        found[migration["instance_uuid"]].append(migration["status"])
+    return {u: found.get(u, []) for u in uuids}
+
+
+def test_a_drain_goes_on_through_a_broker_stopped_with_moves_under_way(tmp_path, private_rabbitmq):
+    """10 instances of 1 GB leave src two at a time, each move taking 3 s; RabbitMQ stops for 10 s
+    between a move's end and the job's next look, and comes back: the drain ends done, each
+    instance moved once, what the scheduler counts on each host what runs there."""
+    [node] = private_rabbitmq.nodes
+    with temporary_database() as url, private_rabbitmq.temporary_vhost() as transport_url:
+        fleet = Fleet(tmp_path, url, transport_url, filter_scheduler__ram_allocation_ratio=1.0,
+                      compute_agent__reserved_host_memory_mb=0, jobs__interval="2",
+                      oslo_messaging_rabbit__rabbit_retry_interval=0.5,
+                      oslo_messaging_rabbit__rabbit_retry_backoff=1.0,
+                      oslo_messaging_rabbit__rabbit_interval_max=2)
+        try:
+            schedulers, hosts = ["sched-1", "sched-2"], ["src", "a", "b"]
+            fleet.start_schedulers(schedulers)
+            for host in hosts:
+                fleet.start_agent(host, fake_memory_mb=32768, fake_migration_time_per_gb=3.0)
+            fleet.wait_hosts_up(hosts)
+            uuids = boot(fleet, 10, flavor=ONE_GB, force="src")
+            fleet.wait_states(uuids, ("ACTIVE",))
+
+            job = fleet.client.admin_call({}, "start_drain", host="src", max_parallel=2)
+            assert job["started"], job
+
+            def between_moves():
+                """A move completed that the job has not recorded yet: its next start comes while
+                RabbitMQ is away (the job looks every 2 s). Failing that, from the sixth move on,
+                whenever."""
+                completed = statuses(fleet, "src")["completed"]
+                shown = fleet.client.admin_call({}, "show_job", job_id=job["id"])
+                counts = collections.Counter(s["status"] for s in shown["steps"])
+                return (completed >= 2 and completed > counts["done"] or completed >= 6) and counts
+
+            at_stop = fleet.wait(between_moves, 120, "a move to complete", interval=0.05)
+            private_rabbitmq.stop_app(node)
+            stopped = time.monotonic()
+            try:
+                time.sleep(10)
+            finally:
+                private_rabbitmq.start_app(node)
+            back = time.monotonic()
+            outage = back - stopped
+
+            def ended():
+                shown = fleet.client.admin_call({}, "show_job", job_id=job["id"])
+                return shown["state"] in ("done", "stopped") and shown
+
+            shown = fleet.wait(ended, 240, "the drain job to end", last_seen=lambda: dict(collections.Counter(
+                s["status"] for s in fleet.client.admin_call({}, "show_job", job_id=job["id"])["steps"])))
+            took = time.monotonic() - back
+            assert (shown["state"], shown["reason"]) == ("done", None), shown
+            assert [s["status"] for s in shown["steps"]] == ["done"] * 10, shown["steps"]
+            assert moves_of(fleet, uuids) == {u: ["completed"] for u in uuids}  # each moved once
+            final = fleet.wait_states(uuids, ("ACTIVE",), timeout=60)
+            assert {i["host"] for i in final.values()} <= {"a", "b"}
+            assert {u: i["host"] for u, i in final.items()} == {
+                s["instance_uuid"]: s["dest_host"] for s in shown["steps"]}
+
+            # what the scheduler counts on each host is what runs there: nothing claimed twice or left
+            where = collections.Counter(i["host"] for i in final.values())
+            wanted = {h: (where[h], where[h] * 1024, 0) for h in hosts}
+            figures = fleet.wait(
+                lambda: (found := {h: (v["running_vms"], v["memory_mb_used"], v["pending"])
+                                   for h, v in fleet.hosts().items()}) == wanted and found,
+                60, "the hosts' figures to count the instances where they are",
+                last_seen=lambda: {h: (v["running_vms"], v["memory_mb_used"], v["pending"])
+                                   for h, v in fleet.hosts().items()})
+            reconnected = [n for n in (*schedulers, *hosts) if "reconnected to" in fleet.log(n)]
+            assert sorted(reconnected) == sorted((*schedulers, *hosts))
+            fleet.check_alive()
+            print(f"\njobs: drain of 10 instances, RabbitMQ stopped {outage:.1f} s with {dict(at_stop)} "
+                  f"steps; the job was done {took:.1f} s after the broker was back: {figures}")
         finally:
             fleet.close()
 

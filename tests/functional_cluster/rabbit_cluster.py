@@ -45,8 +45,8 @@ def port_free(port):
 
 
 class Node:
-    def __init__(self, base, index, port):
-        self.short = f"berth-c{index}"
+    def __init__(self, base, index, port, prefix="berth-c"):
+        self.short = f"{prefix}{index}"
         self.name = f"{self.short}@localhost"
         self.port = port
         self.dist_port = port + 20000
@@ -94,11 +94,12 @@ class Node:
 
 class RabbitCluster:
     """Three nodes clustered with join_cluster; ``close()`` stops them all, killing what
-    does not stop."""
+    does not stop. ``prefix`` names the nodes (``<prefix>1@localhost``...): clusters that may
+    run at once, each of another test, need their own."""
 
-    def __init__(self, base, size=3, first_port=FIRST_PORT):
+    def __init__(self, base, size=3, first_port=FIRST_PORT, prefix="berth-c"):
         self.base = Path(base)
-        self.nodes = [Node(self.base, i + 1, first_port + i) for i in range(size)]
+        self.nodes = [Node(self.base, i + 1, first_port + i, prefix) for i in range(size)]
         self.booted_in = self.started_in = None
 
     # -- the CLI tools -------------------------------------------------------------------

@@ -15,8 +15,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 import pathlib
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -345,6 +347,57 @@ def test_importing_the_agent_loads_nothing_of_the_schedulers_own():
     loaded = berth_modules_loaded("compute_agent.cmd.agent")
     scheduler_own = [m for m in loaded if layer_of(m) in {"db", "policy", "planning", "services", "cmd"}]
     assert not scheduler_own, f"the agent loads {', '.join(scheduler_own)}"
+
+
+#: What a started agent says once it consumes; and the most a start may take (against a hang only).
+AGENT_STARTED = "starting with"
+AGENT_GUARD = 90
+
+
+def agent_start_loads(tmp_path: pathlib.Path) -> list[str]:
+    """What ``berth-compute-agent``'s main() has loaded once it started (its options registered,
+    its driver built, its queues consumed) and stopped on SIGTERM: the Berth modules of the
+    scheduler's own layers, and the I/O libraries of the database."""
+    conf = tmp_path / "berth.conf"
+    conf.write_text("[DEFAULT]\ntransport_url = memory://\nhost = c1\n"
+                    f"state_path = {tmp_path / 'state'}\n[prometheus]\nlisten_port = 0\n"
+                    "[compute_agent]\ndriver = fake\n")
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print('LOADED', *sorted(m for m in sys.modules\n"
+            f"    if m.partition('.')[0] in {PACKAGES!r} or m in ('sqlalchemy', 'alembic')), flush=True))\n"
+            "from compute_agent.cmd import agent\n"
+            f"sys.exit(agent.main(['--config-file', {str(conf)!r}]))\n")
+    log = tmp_path / "agent.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        deadline = time.monotonic() + AGENT_GUARD
+        while proc.poll() is None and time.monotonic() < deadline:
+            if AGENT_STARTED in log.read_text(errors="replace"):
+                proc.send_signal(signal.SIGTERM)
+                break
+            time.sleep(0.1)
+        try:
+            proc.wait(AGENT_GUARD)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    said = log.read_text(errors="replace")
+    assert proc.returncode == 0 and AGENT_STARTED in said, said[-3000:]
+    [loaded] = [line.split()[1:] for line in said.splitlines() if line.startswith("LOADED")]
+    return [m for m in loaded if m in ("sqlalchemy", "alembic")
+            or layer_of(m) in {"db", "policy", "planning", "services", "cmd"}]
+
+
+def test_a_started_agent_has_loaded_neither_the_database_nor_the_schedulers_own(tmp_path):
+    # The agent registers only the options it reads (scheduler.conf.AGENT_AREAS): the others'
+    # modules would bring SQLAlchemy and alembic in with the scheduler's planning and moves.
+    assert agent_start_loads(tmp_path) == []
+
+
+def test_the_agents_option_areas_are_among_every_services():
+    from scheduler import conf
+
+    assert set(conf.AGENT_AREAS) <= set(conf.AREAS)
 
 
 def main(argv):

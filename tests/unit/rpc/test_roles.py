@@ -119,12 +119,14 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
     from scheduler.admin.grouping import AdminEndpoint
     from scheduler.admin.hosts import HostAdminEndpoint
     from scheduler.manager import SchedulerManager
+    from scheduler.moves.api import MoveEndpoint
     from scheduler.moves.jobs.api import JobEndpoint
     from scheduler.scaling.api import ScalingGroupEndpoint
     from scheduler.scaling.instance_metrics_api import InstanceMetricsEndpoint
 
-    classes = [SchedulerManager, AdminEndpoint, HostAdminEndpoint, JobEndpoint, ScalingGroupEndpoint,
-               InstanceMetricsEndpoint, ComputeEndpoint, ComputeV1Endpoint, FakeLoadEndpoint]
+    classes = [SchedulerManager, MoveEndpoint, AdminEndpoint, HostAdminEndpoint, JobEndpoint,
+               ScalingGroupEndpoint, InstanceMetricsEndpoint, ComputeEndpoint, ComputeV1Endpoint,
+               FakeLoadEndpoint]
     found = {}
     for cls in classes:
         for name in dir(cls):
@@ -139,19 +141,23 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
         "scheduler": {"hosts_changed", "aggregates_changed", "run_instance", "terminate_instance",
                       "move_instance", "end_resize", "prepare_move", "migrate_out", "finish_move",
                       "abort_move"},
-        "agent of the host": {"report_resources", "instance_update", "start_build"},
+        "agent of the host": {"report_resources", "instance_update", "start_build", "move_update"},
         "agent of the host + client": {"run_instance"},
         "operator": {"host_disable", "host_enable", "host_delete", "create_aggregate", "delete_aggregate",
                      "aggregate_add_host", "aggregate_remove_host", "aggregate_set_metadata", "set_fake_load",
                      "clear_fake_load", "start_drain", "apply_rebalance_plan", "show_job", "list_jobs",
-                     "stop_job"},
+                     "stop_job", "migrate_instance", "evacuate_host"},
         "client": {"select_destinations", "delete_instance", "create_server_group", "delete_server_group",
                    "create_scaling_group", "update_scaling_group", "pause_scaling_group",
-                   "resume_scaling_group", "delete_scaling_group", "push_instance_metrics"},
+                   "resume_scaling_group", "delete_scaling_group", "push_instance_metrics", "resize_instance",
+                   "confirm_resize", "revert_resize"},
         "anyone": {"list_hosts", "list_instances", "show_instance", "list_services", "list_aggregates",
                    "show_aggregate", "list_server_groups", "show_server_group", "list_scaling_groups",
-                   "show_scaling_group", "show_instance_metrics"},
+                   "show_scaling_group", "show_instance_metrics", "list_migrations"},
     }
+    agent = ("ComputeEndpoint", "ComputeV1Endpoint", "FakeLoadEndpoint")
+    methods = {(name.split(".")[0] in agent, name.split(".")[1]) for name in found}
+    assert len(methods) == 57  # 47 of the scheduler's, 10 of the agent's: each in both test_roles
     assert found["ComputeEndpoint.run_instance"] == {rpc.SCHEDULER}
 
 
