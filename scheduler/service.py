@@ -259,10 +259,14 @@ class SchedulerService:
         LOG.info("Scheduler %s stopped", self.conf.host)
 
     def _announce_aggregates(self):
-        # Through the outbox: out once the change commits, and before the caller's reply.
+        # Through the outbox: out once the change commits, and before the caller's reply; read
+        # again once committed, as _announce_hosts does.
+        self.parts.outbox.send(self._reload_aggregates)
         self.parts.outbox.send(self._peers.aggregates_changed, {}, self.conf.host)
 
     def _announce_hosts(self, deleted):
+        # Read again once committed: a periodic reload that read before the commit is dropped.
+        self.parts.outbox.send(self._reload_disabled)
         self.parts.outbox.send(self._peers.hosts_changed, {}, self.conf.host, deleted)
 
     def _unit_of_work(self):

@@ -117,10 +117,14 @@ def check_rules(policy, rules):
 
 
 def reload_aggregates(database, hosts):
-    """Load every aggregate from the database into the host table of ``hosts`` (a HostManager)."""
+    """Load every aggregate from the database into the host table of ``hosts`` (a HostManager),
+    unless another reload took newer ones meanwhile (see HostManager.set_disabled)."""
+    read_at = hosts.aggregate_changes
     found = database.list_aggregates()
     with hosts.lock:
-        hosts.table.set_aggregates(found)
+        if hosts.aggregate_changes == read_at:
+            hosts.aggregate_changes += 1
+            hosts.table.set_aggregates(found)
     return found
 
 

@@ -32,10 +32,12 @@ def _reason(value):
 
 
 def reload_disabled(database, hosts):
-    """Take the disabled hosts from the database into ``hosts`` (a HostManager); returns them."""
+    """Take the disabled hosts from the database into ``hosts`` (a HostManager), unless another
+    reload took newer ones meanwhile; returns them as read."""
+    read_at = hosts.disabled_changes
     disabled = {s["host"]: s.get("disabled_reason")
                 for s in database.list_services(AGENT_BINARY) if s.get("disabled")}
-    hosts.set_disabled(disabled)
+    hosts.set_disabled(disabled, read_at)
     return disabled
 
 

@@ -33,6 +33,8 @@ class HostManager:
             conf.filter_scheduler, "load_stale_after", host_load.DEFAULT_STALE_AFTER)
         #: host -> why an operator disabled it (None: no reason given); such a host takes nothing.
         self.disabled = {}
+        self.disabled_changes = 0  # how many times set_disabled took a new set
+        self.aggregate_changes = 0  # how many times the aggregates were reloaded
         #: hosts an operator deleted; one that reports again is back.
         self.deleted = set()
         #: hosts said to be down (no report for service_down_time, or their agent stopped), until they
@@ -114,15 +116,23 @@ class HostManager:
         with self.lock:
             return [view for view in self.table.views() if view.host not in self.deleted]
 
-    def set_disabled(self, disabled):
-        """Take ``{host: reason}`` as the hosts operators have disabled now."""
+    def set_disabled(self, disabled, read_at=None):
+        """Take ``{host: reason}`` as the hosts operators have disabled now; True if taken.
+
+        ``read_at``: ``disabled_changes`` when ``disabled`` was read. A read that another change
+        overtook (a periodic reload begun before an operator's enable committed) is dropped, so
+        that it never undoes the newer one."""
         with self.lock:
+            if read_at is not None and read_at != self.disabled_changes:
+                return False
+            self.disabled_changes += 1
             self.disabled = dict(disabled)
             self.table.disabled[:] = False
             for host in set(self.disabled) | self.deleted:
                 row = self.table.index.get(host)
                 if row is not None:
                     self.table.disabled[row] = True
+            return True
 
     def forget(self, host):
         """An operator deleted ``host``: list it no more and place nothing on it, until its agent

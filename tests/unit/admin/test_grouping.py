@@ -133,6 +133,21 @@ def test_reload_picks_up_changes_made_by_another_scheduler(world):
     assert table_aggregates(manager)["elsewhere"].hosts == frozenset({"h3"})
 
 
+def test_a_periodic_reload_that_read_before_an_operators_change_does_not_undo_it(world):
+    admin, database, manager = world
+
+    class OvertakenRead:
+        """The periodic reload's read, and an aggregate created and committed right after it."""
+
+        def list_aggregates(self):
+            rows = database.list_aggregates()
+            admin.create_aggregate({}, "az1agg", availability_zone="az1")
+            return rows
+
+    assert reload_aggregates(OvertakenRead(), manager.host_manager) == []  # what it read: dropped
+    assert table_aggregates(manager)["az1agg"].availability_zone == "az1"
+
+
 def test_each_change_is_announced_to_the_other_schedulers_and_a_refusal_is_not(world):
     admin, database, manager = world
     announced = []

@@ -11,7 +11,7 @@ import pytest
 from berth_contract.request_spec import RequestSpec
 from scheduler import rpc
 from scheduler.admin.grouping import known_host
-from scheduler.admin.hosts import HostAdminEndpoint, heartbeat
+from scheduler.admin.hosts import HostAdminEndpoint, heartbeat, reload_disabled
 from scheduler.cmd.arguments import CommandError
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.service import assemble
@@ -67,6 +67,24 @@ def test_a_disabled_host_takes_nothing_and_says_why(world):
     assert hosts.host_enable({}, "h1")["was_disabled"] is False  # said, not silently done again
     assert listed(manager)["h1"] == ("up", None)
     assert "h1" in place(manager, count=10)  # RAMWeigher: the emptiest, h1, first
+
+
+def test_a_periodic_reload_that_read_before_an_operators_change_does_not_undo_it(world):
+    hosts, manager, database, _ = world
+
+    class OvertakenRead:
+        """The periodic reload's read, and an operator's disable committed right after it."""
+
+        def list_services(self, binary):
+            rows = database.list_services(binary)
+            hosts.host_disable({}, "h1", reason="now")
+            return rows
+
+    assert reload_disabled(OvertakenRead(), manager.host_manager) == {}  # what it read: dropped
+    assert listed(manager)["h1"] == ("disabled", "now")
+    assert "h1" not in place(manager, count=20)
+    assert reload_disabled(database, manager.host_manager) == {"h1": "now"}  # the next one takes
+    assert listed(manager)["h1"] == ("disabled", "now")
 
 
 def test_every_host_disabled_is_said_so(world):
