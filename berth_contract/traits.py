@@ -17,6 +17,10 @@ from berth_contract.errors import InvalidRequest
 from berth_contract.resource_classes import NUMBERED
 
 TRAIT = "trait:"
+#: The trait an agent reports when its driver powers instances off and on and reboots them
+#: (Capabilities.power_control, compute API 2.1): a scheduler casts stop, start and reboot only to
+#: hosts that have it, as Nova exposes its drivers' capabilities as COMPUTE_* traits.
+POWER_CONTROL = "CUSTOM_BERTH_POWER_CONTROL"
 REQUIRED, FORBIDDEN = "required", "forbidden"
 _CUSTOM = re.compile(r"^CUSTOM_[A-Z0-9_]{1,248}$")
 _STANDARD = frozenset(os_traits.get_traits())

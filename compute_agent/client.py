@@ -16,6 +16,13 @@ TOPIC = "compute"
 API = api_versions.COMPUTE
 #: The version of the compute API whose moves go between two agents, step by step.
 MOVE_STEPS_VERSION = "2.0"
+#: The version of the compute API from which agents power instances off, on, reboot them and read
+#: their consoles.
+POWER_VERSION = "2.1"
+#: The power actions a scheduler casts, each the agent's method of that name + "_instance".
+POWER_ACTIONS = ("power_off", "power_on", "reboot")
+#: Seconds a client waits for an agent's console by default.
+CONSOLE_TIMEOUT = 10.0
 
 
 class ComputeClient:
@@ -102,6 +109,24 @@ class ComputeClient:
         as before the move."""
         self._client.prepare(server=host, version=MOVE_STEPS_VERSION).cast(
             ctxt, "abort_move", instance_uuid=instance_uuid, migration_id=migration_id)
+
+    # -- an instance's power (2.1): casts from a scheduler; its console: a call from a client --
+
+    def power(self, ctxt: Context, host: str, instance_uuid: str, action: str, hard: bool = False) -> None:
+        """Tell the agent of ``host`` to power the instance off or on, or reboot it (``action``, one of
+        POWER_ACTIONS; ``hard`` for a reboot only); it answers with instance_update."""
+        if action not in POWER_ACTIONS:
+            raise ValueError(f"power: action must be one of {', '.join(POWER_ACTIONS)}, got {action!r}")
+        kwargs: dict[str, Any] = {"hard": hard} if action == "reboot" else {}
+        self._client.prepare(server=host, version=POWER_VERSION).cast(
+            ctxt, f"{action}_instance", instance_uuid=instance_uuid, **kwargs)
+
+    def console_output(self, ctxt: Context, host: str, instance_uuid: str, lines: int | None = None,
+                       timeout: float = CONSOLE_TIMEOUT) -> dict[str, Any]:
+        """The last ``lines`` (all with None) of the instance's serial console, from the agent of
+        ``host``: ``{"instance_uuid", "host", "lines": [...]}``."""
+        return self._client.prepare(server=host, version=POWER_VERSION, timeout=timeout).call(
+            ctxt, "console_output", instance_uuid=instance_uuid, lines=lines)
 
     # -- the fake driver's load (berth fake-load): calls, answered by the agent of ``host`` --
 

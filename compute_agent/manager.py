@@ -41,13 +41,35 @@ from compute_agent.resource_tracker import (
 )
 from scheduler import api_versions, concurrency, rpc
 from scheduler.client import HOST_STOPS_VERSION, PLACED_AT, SchedulerClient
-from scheduler.states import ACTIVE, BUILDING, DELETED, MIGRATING
+from scheduler.exception import InstanceNotFound, InvalidRequest
+from scheduler.states import (
+    ACTIVE,
+    BUILDING,
+    DELETED,
+    ERROR,
+    MIGRATING,
+    POWERING,
+    POWERING_OFF,
+    POWERING_ON,
+    REBOOTING,
+    SHUTOFF,
+)
 
 LOG = logging.getLogger(__name__)
 
 JOIN_TIMEOUT = 10.0
 #: Seconds an agent waits for a scheduler's answer to start_build before it asks again.
 START_BUILD_TIMEOUT = 5.0
+#: The power actions (compute API 2.1): what each is while under way, the state it ends in and the
+#: state it must find.
+POWER_OFF, POWER_ON, REBOOT = "power_off", "power_on", "reboot"
+_POWER = {
+    POWER_OFF: (POWERING_OFF, SHUTOFF, ACTIVE),
+    POWER_ON: (POWERING_ON, ACTIVE, SHUTOFF),
+    REBOOT: (REBOOTING, ACTIVE, ACTIVE),
+}
+#: The most console lines one console_output returns.
+MAX_CONSOLE_LINES = 10000
 
 
 class ClaimWords(NamedTuple):
@@ -128,6 +150,35 @@ class ComputeEndpoint(_Endpoint):
         self._manager.abort_move(context, *validate.move_step_args(instance_uuid, migration_id, "abort_move"))
 
 
+    @rpc.callers(rpc.SCHEDULER)
+    def power_off_instance(self, context, instance_uuid):
+        """(2.1) Power the instance off (SHUTOFF, its claim kept); answered with instance_update."""
+        self._manager.power(context, validate.instance_uuid(instance_uuid, "power_off_instance"), POWER_OFF)
+
+    @rpc.callers(rpc.SCHEDULER)
+    def power_on_instance(self, context, instance_uuid):
+        """(2.1) Power the SHUTOFF instance on; answered with instance_update ACTIVE."""
+        self._manager.power(context, validate.instance_uuid(instance_uuid, "power_on_instance"), POWER_ON)
+
+    @rpc.callers(rpc.SCHEDULER)
+    def reboot_instance(self, context, instance_uuid, hard=False):
+        """(2.1) Reboot the instance (``hard``: reset it); answered with instance_update ACTIVE."""
+        if not isinstance(hard, bool):
+            raise InvalidRequest(f"reboot_instance: hard must be true or false, got {hard!r}"[:200])
+        self._manager.power(context, validate.instance_uuid(instance_uuid, "reboot_instance"), REBOOT, hard)
+
+    @rpc.read_only
+    @rpc.callers(rpc.CLIENT)
+    def console_output(self, context, instance_uuid, lines=None):
+        """(2.1) A call: ``{"instance_uuid", "host", "lines"}``, the last ``lines`` lines (None: the
+        last MAX_CONSOLE_LINES) of the instance's serial console."""
+        uuid = validate.instance_uuid(instance_uuid, "console_output")
+        if lines is not None and (type(lines) is not int or not 0 < lines <= MAX_CONSOLE_LINES):
+            raise InvalidRequest(f"console_output: lines must be a whole number from 1 to "
+                                 f"{MAX_CONSOLE_LINES}, got {lines!r}"[:200])
+        return self._manager.console_output(uuid, lines)
+
+
 class ComputeV1Endpoint(_Endpoint):
     """Version 1.x of the compute API, served beside 2.0 for the schedulers of an older release (or
     capped below 2.0 while agents of an older release run): a move's destination takes it alone
@@ -193,6 +244,11 @@ class ComputeManager(MoveSteps):
             self.tracker.claim(uuid, _held_flavor(record), image_properties=_image_properties(record),
                                project_id=instance.get("project_id"), amounts=_held_amounts(record),
                                checked=False)
+            if record.get("state") in (ACTIVE, SHUTOFF):
+                try:
+                    self.driver.restore_power_state(instance, powered_on=record["state"] == ACTIVE)
+                except Exception:
+                    LOG.exception("Cannot keep %s %s as its record says", uuid, record["state"])
             work = _unfinished(record)
             if work is not None:
                 resume.append((uuid, record.get("request_id"), work))
@@ -371,7 +427,8 @@ class ComputeManager(MoveSteps):
         """Run the ``what`` (build, move, resize) of ``uuid`` in a thread of its own, which
         stop() interrupts and joins."""
         work = {"build": self._do_build, "move": self._move_in, "resize": self._resize,
-                "prepare": self._prepare, "migrate_out": self._migrate_out, "finish": self._finish}[what]
+                "prepare": self._prepare, "migrate_out": self._migrate_out, "finish": self._finish,
+                "power": self._power}[what]
         with self._lock:
             thread = concurrency.spawn(self._work, work, what, ctxt, uuid, name=f"{what}-{uuid}")
             self._builds[uuid] = thread
@@ -434,6 +491,97 @@ class ComputeManager(MoveSteps):
             self.driver.destroy(instance)
         except Exception:
             LOG.exception("Destroying %s after its build failed", uuid)
+
+    # -- an instance's power (compute API 2.1) ---------------------------------------
+
+    def power(self, context, uuid, action, hard=False):
+        """Record ``action`` (POWER_OFF, POWER_ON, REBOOT) on the instance's record, and run it with the
+        driver in a worker thread, which tells the scheduler the outcome (instance_update). A repeat of
+        one under way, or done already, is not done twice: one done is said again."""
+        ctxt = _context_values(context)
+        under_way, done, needs = _POWER[action]
+        said, reason = None, None
+        with self._lock:
+            record = self.store.get(uuid)
+            state = (record or {}).get("state")
+            if not self.driver.capabilities.power_control:
+                reason = f"{self.host}: its {self.driver.name} driver cannot power instances off and on"
+            elif record is None:
+                reason = f"{self.host}: does not hold {uuid}"
+            elif state == under_way and (record.get("power") or {}).get("action") == action:
+                LOG.info("%s of %s is under way on %s already; repeated request ignored", action, uuid,
+                         self.host)
+                return
+            elif state == done and action != REBOOT:
+                said = done  # done already: its word was lost, or the request came twice
+            elif state != needs:
+                reason = (f"{self.host}: {uuid} is {state} here, not {needs}; cannot "
+                          f"{action.replace('_', ' ')} it")
+            else:
+                try:
+                    self.store.put(uuid, dict(record, state=under_way,
+                                              power={"action": action, "hard": hard}))
+                except Exception as exc:
+                    LOG.exception("Cannot record the %s of %s", action, uuid)
+                    reason = f"{self.host}: cannot record the {action.replace('_', ' ')}: {exc}"
+            if said is not None:
+                LOG.info("%s of %s: it is %s on %s already; saying so again", action, uuid, said, self.host)
+                self._instance_update(ctxt, uuid, said)
+                return
+        if reason is not None:
+            LOG.warning("Cannot %s %s: %s", action.replace("_", " "), uuid, reason)
+            self._instance_update(ctxt, uuid, ERROR, fault={"reason": reason})
+            return
+        LOG.info("%s%s of %s on %s", action, " (hard)" if hard else "", uuid, self.host)
+        self._start_work(ctxt, uuid, "power")
+
+    def _power(self, ctxt, uuid):
+        record = self.store.get(uuid)
+        power = (record or {}).get("power") or {}
+        action = power.get("action")
+        if action not in _POWER or record.get("state") != _POWER[action][0]:
+            return
+        under_way, done, _ = _POWER[action]
+        instance = record["instance"]
+        try:
+            if action == POWER_OFF:
+                self.driver.power_off(instance)
+            elif action == POWER_ON:
+                self.driver.power_on(instance)
+            else:
+                self.driver.reboot(instance, hard=bool(power.get("hard")))
+        except drivers.BuildAborted:
+            LOG.info("%s of %s interrupted; it resumes when the agent starts again", action, uuid)
+            return
+        except Exception as exc:
+            LOG.exception("%s of %s failed", action, uuid)
+            outcome, fault = ERROR, {"reason": f"{self.host}: {action.replace('_', ' ')} failed: {exc}"}
+        else:
+            outcome, fault = done, None
+        with self._lock:
+            held = self.store.get(uuid)
+            if held is None or held.get("state") != under_way:
+                return  # terminated meanwhile
+            held = dict(held, state=outcome)
+            held.pop("power", None)
+            try:
+                self.store.put(uuid, held)
+            except Exception:
+                LOG.exception("Cannot record %s as %s", uuid, outcome)
+            self._instance_update(ctxt, uuid, outcome, fault=fault)
+        LOG.info("Instance %s is %s on %s (%s)", uuid, outcome, self.host, action)
+
+    def console_output(self, uuid, lines=None):
+        """The console's last ``lines`` of an instance this host holds (compute API 2.1)."""
+        record = self.store.get(uuid)
+        if record is None:
+            raise InstanceNotFound(f"{self.host} does not hold instance {uuid}")
+        said = self.driver.console_output(record.get("instance") or {"uuid": uuid},
+                                          lines or MAX_CONSOLE_LINES)
+        if said is None:
+            raise InvalidRequest(f"{self.host}: its {self.driver.name} driver keeps no console of its "
+                                 "instances")
+        return {"instance_uuid": uuid, "host": self.host, "lines": list(said)}
 
     # The RPC server's word on its connection: a build placed before it consumes again may have
     # waited in the queue while the host was taken for down, and placed again elsewhere.
@@ -848,7 +996,7 @@ def _open_move(record):
 def _unfinished(record):
     """The work ``record`` holds unfinished, which the agent resumes at start: "build", "move" (taken
     in alone), "resize" (in place), a step of a move between two agents ("prepare", "migrate_out",
-    "finish"), or None."""
+    "finish"), a power action ("power"), or None."""
     state, outgoing = record.get("state"), record.get("outgoing")
     if state == BUILDING:
         return "build"
@@ -858,6 +1006,8 @@ def _unfinished(record):
         return "migrate_out"
     if (record.get("resize") or {}).get("resized") is False:
         return "resize"
+    if state in POWERING:
+        return "power"
     return None
 
 

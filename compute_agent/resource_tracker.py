@@ -170,7 +170,7 @@ class ResourceTracker:
             measure=driver.measure if driver.capabilities.measures_usage else None,
             facts=facts,
             configured=configured,
-            traits=driver.get_traits(),
+            traits=[*driver.get_traits(), *driver.capabilities.traits()],
         )
 
     def set_totals(self, totals):

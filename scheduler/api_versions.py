@@ -30,6 +30,9 @@ SCHEDULER = API("scheduler", (
     ("1.5", "moves between two agents: move_update says prepared (from the destination, with its "
             "transfer) and migrated (from the source), and failed from either host; reports carry "
             "move_steps, the step each move of the host is at"),
+    ("1.6", "an instance's power: stop_instance, start_instance, reboot_instance (calls, answered with "
+            "the instance POWERING_OFF, POWERING_ON or REBOOTING, or refused with the reason); "
+            "instance_update may say SHUTOFF"),
 ))
 
 #: The compute agents' API (compute_agent.manager.ComputeEndpoint, and beside it
@@ -49,6 +52,9 @@ COMPUTE = API("compute", (
             "resize reverted); run_instance, terminate_instance and end_resize as in 1.2. Left in 1.x, "
             "still served: move_instance (the destination taking a move alone), set_fake_load and "
             "clear_fake_load (served by the agents of the fake driver)"),
+    ("2.1", "an instance's power: power_off_instance, power_on_instance, reboot_instance (casts from a "
+            "scheduler), and console_output (a call from a client: the last lines of the instance's serial "
+            "console)"),
 ))
 
 #: The operators' API (scheduler.admin.grouping.AdminEndpoint: aggregates and server groups;

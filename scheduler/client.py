@@ -36,6 +36,9 @@ BUNDLES_VERSION = "1.3"
 HOST_STOPS_VERSION = "1.4"
 #: The version of the scheduler API from which agents say the steps of a move between two agents.
 MOVE_STEPS_VERSION = "1.5"
+#: The version of the scheduler API from which it stops, starts and reboots instances, and agents
+#: may report SHUTOFF.
+POWER_VERSION = "1.6"
 #: The methods of the scaling API admin_call may name; every other one is the admin API's.
 SCALING_METHODS = frozenset({
     "create_scaling_group", "list_scaling_groups", "show_scaling_group", "update_scaling_group",
@@ -136,7 +139,12 @@ class SchedulerClient:
 
     def instance_update(self, ctxt: Context, instance_uuid: str, host: str, state: str,
                         fault: dict | None = None) -> None:
-        self._client.cast(
+        """The instance's new state on ``host``, from its agent; SHUTOFF at 1.6 (under a lower cap at
+        1.0: only a scheduler of 1.6 casts a stop, and it takes SHUTOFF whatever the version said),
+        the others at 1.0."""
+        shutoff = state == "SHUTOFF" and self._client.can_send_version(POWER_VERSION)
+        client = self._client.prepare(version=POWER_VERSION) if shutoff else self._client
+        client.cast(
             ctxt, "instance_update", instance_uuid=instance_uuid, host=host, state=state, fault=fault
         )
 
@@ -166,6 +174,24 @@ class SchedulerClient:
 
     def show_instance(self, ctxt: Context, instance_uuid: str) -> dict[str, Any]:
         return self._client.call(ctxt, "show_instance", instance_uuid=instance_uuid)
+
+    # -- an instance's power (API 1.6) ------------------------------------------
+
+    def stop_instance(self, ctxt: Context, instance_uuid: str) -> dict[str, Any]:
+        """Power the ACTIVE instance off (SHUTOFF, its claim kept): the instance, POWERING_OFF."""
+        return self._client.prepare(version=POWER_VERSION).call(ctxt, "stop_instance",
+                                                                instance_uuid=instance_uuid)
+
+    def start_instance(self, ctxt: Context, instance_uuid: str) -> dict[str, Any]:
+        """Power the SHUTOFF instance on: the instance, POWERING_ON."""
+        return self._client.prepare(version=POWER_VERSION).call(ctxt, "start_instance",
+                                                                instance_uuid=instance_uuid)
+
+    def reboot_instance(self, ctxt: Context, instance_uuid: str, hard: bool = False) -> dict[str, Any]:
+        """Reboot the ACTIVE instance (``hard``: a reset, not asked of its guest): the instance,
+        REBOOTING."""
+        return self._client.prepare(version=POWER_VERSION).call(ctxt, "reboot_instance",
+                                                                instance_uuid=instance_uuid, hard=hard)
 
     # -- moves (API 1.1) --------------------------------------------------------
 

@@ -5,7 +5,7 @@ BerthError and InvalidRequest are the contract's (berth_contract.errors): its ch
 
 from berth_contract.errors import BerthError, InvalidRequest
 
-__all__ = ["BerthError", "InstanceNotFound", "InvalidRequest", "NoValidHost", "NotAuthorized"]
+__all__ = ["BerthError", "InstanceNotFound", "InvalidRequest", "NoValidHost", "NotAuthorized", "PowerRefused"]
 
 
 class NotAuthorized(BerthError):
@@ -31,5 +31,12 @@ class NoValidHost(BerthError):
 
 class InstanceNotFound(BerthError):
     """The caller named an instance there is no record of: an answer, not a fault of Berth's."""
+
+    invalid_input = True
+
+
+class PowerRefused(BerthError):
+    """A stop, start or reboot the instance cannot take as it is (its state, its host, its driver);
+    the message says why. Nothing was changed."""
 
     invalid_input = True

@@ -7,11 +7,11 @@ applier, the host table, the claims) is assembled in scheduler.service.
 import logging
 import threading
 
-from berth_contract import host_names, json_checks
+from berth_contract import host_names, json_checks, traits
 from berth_contract.host_report import HostReport
 from berth_contract.request_spec import MAX_LIST, RequestSpec, Retry, _text, parse_uuid
 from scheduler import api_versions, rpc, states
-from scheduler.exception import InstanceNotFound, InvalidRequest
+from scheduler.exception import InstanceNotFound, InvalidRequest, PowerRefused
 from scheduler.planning import lookups
 from scheduler.planning.applier import context_values, log_decision
 from scheduler.planning.plan import Job
@@ -302,6 +302,55 @@ class SchedulerManager:
                     "status": "error", "reason": "the instance was deleted during the move"})
         return True
 
+    # -- an instance's power (1.6) -----------------------------------------------
+
+    @rpc.callers(rpc.CLIENT)
+    def stop_instance(self, context, instance_uuid):
+        """(1.6) Power an ACTIVE instance off: POWERING_OFF now, SHUTOFF once its agent says so; its
+        host keeps its claim. The instance as recorded, or PowerRefused saying why nothing changed."""
+        return self._power(context, instance_uuid, "stop", states.ACTIVE, states.POWERING_OFF)
+
+    @rpc.callers(rpc.CLIENT)
+    def start_instance(self, context, instance_uuid):
+        """(1.6) Power a SHUTOFF instance on: POWERING_ON now, ACTIVE once its agent says so."""
+        return self._power(context, instance_uuid, "start", states.SHUTOFF, states.POWERING_ON)
+
+    @rpc.callers(rpc.CLIENT)
+    def reboot_instance(self, context, instance_uuid, hard=False):
+        """(1.6) Reboot an ACTIVE instance (``hard``: power it off and on, as a reset does, rather
+        than ask its guest): REBOOTING now, ACTIVE again once its agent says so."""
+        if not isinstance(hard, bool):
+            raise InvalidRequest(f"reboot_instance: hard must be true or false, got {hard!r}"[:200])
+        return self._power(context, instance_uuid, "reboot", states.ACTIVE, states.REBOOTING, hard)
+
+    def _power(self, context, instance_uuid, verb, from_state, to_state, hard=False):
+        uuid = parse_uuid(instance_uuid, f"{verb}_instance: instance_uuid")
+        current = self._db.get_instance(uuid)
+        if current is None or current["state"] == states.DELETED:
+            raise InstanceNotFound(f"No instance {uuid}")
+        state, host = current["state"], current["host"]
+        if state != from_state:
+            raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: it is {state}"
+                               f"{_WHY.get(state, '')}; only a {from_state} instance can be")
+        host_state = self.host_manager.get(host)
+        if host_state is None or not self.host_manager.is_up(host_state):
+            raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: its host {host} is down (no report "
+                               "within [scheduler] service_down_time, or its agent stopped)")
+        if traits.POWER_CONTROL not in host_state.traits:
+            raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: the driver of its host {host} does "
+                               "not power instances off and on (its agent does not report "
+                               f"{traits.POWER_CONTROL}: a driver without power_control, or an agent "
+                               "older than compute API 2.1)")
+        if not self._db.update_instances_if([(uuid, {"state": to_state},
+                                              {"state": from_state, "host": host})]):
+            now = self._db.get_instance(uuid) or {"state": states.DELETED}
+            raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: it changed meanwhile (it is "
+                               f"{now['state']} now)")
+        action = {"stop": "power_off", "start": "power_on", "reboot": "reboot"}[verb]
+        LOG.info("Instance %s on %s: %s%s (%s)", uuid, host, verb, " --hard" if hard else "", to_state)
+        self._scheduling.applier.power(context_values(context), host, uuid, action, hard)
+        return dict(current, state=to_state)
+
     @rpc.read_only
     @rpc.callers(rpc.ANYONE)
     def list_hosts(self, context):
@@ -342,12 +391,32 @@ class SchedulerManager:
         return instance
 
 
-#: The states an agent's update may move an instance from, by the state it reports.
+#: The states an agent's update may move an instance from, by the state it reports: ACTIVE ends a
+#: build, a start or a reboot, SHUTOFF a stop; a late or repeated one finds the instance past them and
+#: changes nothing (a stop's SHUTOFF does not undo the start that followed it).
 _MAY_PRECEDE = {
     states.BUILDING: (states.SCHEDULED,),
-    states.ACTIVE: (states.SCHEDULED, states.BUILDING),
-    states.ERROR: (states.SCHEDULED, states.BUILDING, states.ACTIVE),
+    states.ACTIVE: (states.SCHEDULED, states.BUILDING, states.POWERING_ON, states.REBOOTING),
+    states.SHUTOFF: (states.POWERING_OFF,),
+    states.ERROR: (states.SCHEDULED, states.BUILDING, states.ACTIVE, *states.POWER),
     states.DELETED: tuple(s for s in states.ALL if s != states.DELETED),
+}
+#: How a refusal names each power action.
+_PAST = {"stop": "stopped", "start": "started", "reboot": "rebooted"}
+#: What a refusal adds about the state the instance is in.
+_WHY = {
+    states.SHUTOFF: " (stopped already)",
+    states.POWERING_OFF: " (being stopped)",
+    states.POWERING_ON: " (being started)",
+    states.REBOOTING: " (being rebooted)",
+    states.MIGRATING: " (being moved)",
+    states.VERIFY_RESIZE: " (resized, waiting for confirm or revert)",
+    states.BUILDING: " (being built)",
+    states.SCHEDULING: " (not placed yet)",
+    states.SCHEDULED: " (not built yet)",
+    states.DELETING: " (being deleted)",
+    states.ERROR: " (in ERROR)",
+    states.ACTIVE: " (running already)",
 }
 
 

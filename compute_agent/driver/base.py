@@ -101,6 +101,33 @@ class ComputeDriver:
         """Give ``instance`` its new flavor (``instance["flavor"]``) on this host; raises as migrate_in."""
         raise NotImplementedError
 
+    # An instance's power (Capabilities.power_control), each run in a worker thread of the agent once
+    # it has recorded the action; each raises on a failure (the instance goes to ERROR with the
+    # reason) and BuildAborted when stop() interrupts it (run again when the agent starts: it must
+    # carry on from whatever it left, e.g. an instance off already).
+
+    def power_off(self, instance):
+        """Power ``instance`` off (a guest asked to shut down, then forced); its resources stay
+        reserved here: the agent keeps its claim."""
+        raise NotImplementedError
+
+    def power_on(self, instance):
+        """Power ``instance`` on again, as it was before it was powered off."""
+        raise NotImplementedError
+
+    def reboot(self, instance, hard=False):
+        """Reboot ``instance``: ask its guest (soft), or reset it (``hard``)."""
+        raise NotImplementedError
+
+    def restore_power_state(self, instance, powered_on):
+        """At the agent's start: ``instance`` is on (``powered_on``) or off as the agent's records say
+        (SHUTOFF: off); keep it so. Nothing by default."""
+
+    def console_output(self, instance, lines=None):
+        """The last ``lines`` lines (all with None) of ``instance``'s serial console, oldest first; None
+        when the driver keeps no console."""
+        return None
+
     def stop(self):
         """Interrupt builds in progress; the agent is shutting down."""
         self._stopping.set()

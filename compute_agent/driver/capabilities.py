@@ -3,6 +3,8 @@ the agent reads it instead of probing the driver, and refuses what the driver ca
 
 from dataclasses import dataclass
 
+from berth_contract import traits
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -16,5 +18,10 @@ class Capabilities:
     #: ``measure(instances, now=None)``, the figures of the host and of ``instances`` (uuids)
     #: as compute_agent.load_model gives them, ``instance_usage`` among them.
     measures_usage: bool = False
-    #: It powers its instances on and off.
+    #: It powers its instances off and on and reboots them (``power_off``, ``power_on``, ``reboot``);
+    #: its agent reports the trait berth_contract.traits.POWER_CONTROL, which the schedulers read.
     power_control: bool = False
+
+    def traits(self) -> list[str]:
+        """The traits the agent reports for what its driver can do (Nova's capability traits)."""
+        return [traits.POWER_CONTROL] if self.power_control else []

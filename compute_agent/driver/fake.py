@@ -1,7 +1,9 @@
 """A simulated host of configurable size, and its options: the ``[fake]`` group (once
 ``[compute_agent] fake_*``, names still taken, deprecated)."""
 
+import os
 import random
+import threading
 
 from oslo_config import cfg
 
@@ -74,6 +76,13 @@ opts = [
         min=0.0,
         help="Seconds the destination of a move between two agents takes to finish (its last "
         "step, once the source has migrated the instance out).",
+    ),
+    cfg.FloatOpt(
+        "power_time",
+        default=0.0,
+        min=0.0,
+        help="Seconds a fake power off, power on or reboot (soft or hard) takes before its instance is "
+        "SHUTOFF or ACTIVE again (berth stop, start, reboot).",
     ),
     cfg.StrOpt(
         "move_failure_step",
@@ -209,12 +218,63 @@ class MoveFailed(base.MoveFailed):
 class FakeDriver(base.ComputeDriver):
     name = "fake"
     hypervisor_type = "fake"
-    capabilities = Capabilities(live_migration=True, resize_in_place=True, measures_usage=True)
+    capabilities = Capabilities(live_migration=True, resize_in_place=True, measures_usage=True,
+                                power_control=True)
+    #: The prefix of each line the fake console says (berth console-log shows them).
+    CONSOLE = "berth fake console:"
 
     def __init__(self, conf):
         super().__init__(conf)
         #: The load set at run time (set_fake_load), over the busy/idle model of the options.
         self.fake_load = LoadOverrides()
+        #: The instances powered off: they use nothing (measure leaves them out).
+        self._off = set()
+        self._console_lock = threading.Lock()
+
+    # -- the console: a file per instance under state_path, kept across the agent's restarts --
+
+    def _console_path(self, uuid):
+        return os.path.join(self.conf.state_path, "fake-consoles", f"{uuid}.log")
+
+    def _say(self, instance, what):
+        """Append ``<CONSOLE> <uuid> <what>`` to the instance's console."""
+        uuid = instance.get("uuid")
+        path = self._console_path(uuid)
+        with self._console_lock:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "a", encoding="utf-8") as console:
+                console.write(f"{self.CONSOLE} {uuid} {what}\n")
+
+    def console_output(self, instance, lines=None):
+        try:
+            path = self._console_path(instance.get("uuid"))
+            with self._console_lock, open(path, encoding="utf-8") as console:
+                said = console.read().splitlines()
+        except FileNotFoundError:
+            said = []
+        return said if lines is None else said[-lines:] if lines > 0 else []
+
+    # -- power --
+
+    def power_off(self, instance):
+        self._wait(self.conf.fake.power_time)
+        self._off.add(instance.get("uuid"))
+        self._say(instance, "powered off")
+
+    def power_on(self, instance):
+        self._wait(self.conf.fake.power_time)
+        self._off.discard(instance.get("uuid"))
+        self._say(instance, "powered on")
+        self._say(instance, "booted")
+
+    def reboot(self, instance, hard=False):
+        self._wait(self.conf.fake.power_time)
+        self._off.discard(instance.get("uuid"))
+        self._say(instance, "rebooted (hard)" if hard else "rebooted")
+        self._say(instance, "booted")
+
+    def restore_power_state(self, instance, powered_on):
+        (self._off.discard if powered_on else self._off.add)(instance.get("uuid"))
 
     def describe(self):
         totals = self.get_totals()
@@ -247,9 +307,17 @@ class FakeDriver(base.ComputeDriver):
 
     def spawn(self, instance):
         self._wait(self.conf.fake.build_time)
+        self._say(instance, "booted")
 
     def destroy(self, instance):
-        self.fake_load.forget(instance.get("uuid"))
+        uuid = instance.get("uuid")
+        self.fake_load.forget(uuid)
+        self._off.discard(uuid)
+        with self._console_lock:
+            try:
+                os.remove(self._console_path(uuid))
+            except FileNotFoundError:
+                pass
 
     def migrate_in(self, instance, migration):
         self._move(instance, migration)
@@ -295,6 +363,8 @@ class FakeDriver(base.ComputeDriver):
         """Measured load and reservation figures of ``instances`` (compute_agent.load_model),
         each instance's use included (``instance_usage``)."""
         opts, agent = self.conf.fake, self.conf.compute_agent
+        if self._off:  # powered off: no load, no sample (a scaling group's member is not ready)
+            instances = {uuid: flavor for uuid, flavor in instances.items() if uuid not in self._off}
         return load_model.simulated_load(
             instances, opts.vcpus, opts.memory_mb,
             reserved_cpus=agent.reserved_host_cpus, reserved_memory_mb=agent.reserved_host_memory_mb,

@@ -19,6 +19,7 @@ from scheduler.cmd import (
     instance_metric_commands,
     move_commands,
     output,
+    power_commands,
     rebalance_commands,
     scaling_commands,
     simulate_command,
@@ -35,6 +36,7 @@ def add_commands(subparsers):
     instance_commands.add_boot_and_delete(subparsers)  # boot, delete
     host_commands.add_usage(subparsers)  # hosts
     instance_commands.add_listings(subparsers)  # instances, show
+    power_commands.add_commands(subparsers)  # stop, start, reboot, console-log
     move_commands.add_commands(subparsers)  # resize, migrate, migrations
     flavor_commands.add_commands(subparsers)  # flavor create|list|show|set|unset|delete
     admin_commands.add_commands(subparsers)  # aggregate ..., server-group ...

@@ -14,7 +14,9 @@ Pure: the caller reads the rows and acts. Each difference says what to do:
 - ``note``: worth saying, not worth acting on: an instance the agent holds and
   the database does not know at all (a database restored from an old backup
   must not make every agent destroy what it runs), or one the database has
-  ACTIVE on the host that the agent no longer holds.
+  ACTIVE (or SHUTOFF, or its power changing) on the host that the agent no
+  longer holds. A SHUTOFF instance its host's agent holds is as an ACTIVE
+  one: held rightly, its claim kept; never lost, never terminated.
 
 And the moves an agent did not hear of (``unheard``): a move the database has
 under way to the host that the agent does not hold, a resize in place whose end
@@ -70,10 +72,10 @@ def differences(host, held, recorded, settled_before):
             since = f"{row['updated_at']:%H:%M:%S}"
             found.append(Difference(uuid, "terminate", f"{host} still holds {uuid}, DELETING since {since}"))
     for uuid, row in sorted(recorded.items()):
-        if uuid not in held and row["host"] == host and row["state"] == states.ACTIVE \
+        if uuid not in held and row["host"] == host and row["state"] in (states.ACTIVE, *states.POWER) \
                 and row["updated_at"] < settled_before:
-            found.append(Difference(uuid, "note", f"the database has {uuid} ACTIVE on {host}, which no "
-                                                  "longer reports it"))
+            found.append(Difference(uuid, "note", f"the database has {uuid} {row['state']} on {host}, which "
+                                                  "no longer reports it"))
     return found
 
 

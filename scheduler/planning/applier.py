@@ -119,6 +119,11 @@ class Applier:
         """Tell ``host``'s agent to drop an instance, and why, once the transaction commits."""
         self._outbox.send(self._compute.terminate_instance, context, host, instance_uuid, reason)
 
+    def power(self, context: Any, host: str, instance_uuid: str, action: str, hard: bool = False) -> None:
+        """Tell ``host``'s agent to power the instance off, on or to reboot it (``action``: one of
+        compute_agent.client.POWER_ACTIONS), once the transaction commits."""
+        self._outbox.send(self._compute.power, context, host, instance_uuid, action, hard)
+
     def _create(self, rows: list[dict[str, Any]]) -> dict[str, str | None]:
         """Insert the rows of new instances; {uuid: host} of those another worker inserted first."""
         created = set(self._db.create_instances(rows))

@@ -21,12 +21,14 @@ TEMPLATE_KEYS = ("flavor_name", "memory_mb", "root_gb", "ephemeral_gb", "vcpus",
                  "availability_zone", "server_group_uuid")
 _SIZES = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
 
-#: The members a group counts: all but those being deleted (ERROR ones until replaced).
-COUNTED_STATES = (states.SCHEDULING, states.SCHEDULED, states.BUILDING, *states.RUNNING, states.ERROR)
+#: The members a group counts: all but those being deleted (ERROR ones until replaced; SHUTOFF ones,
+#: and those whose power changes, counted not ready: never replaced, their samples set aside).
+COUNTED_STATES = (states.SCHEDULING, states.SCHEDULED, states.BUILDING, *states.RUNNING, states.ERROR,
+                  *states.POWER)
 #: The order a scale-down deletes members in (Kubernetes' getPodsToDelete): not placed yet,
 #: failed, not ready, then ready ones.
 _DELETE_RANK = {states.SCHEDULING: 0, states.ERROR: 1, states.SCHEDULED: 2, states.BUILDING: 2,
-                **dict.fromkeys(states.RUNNING, 3)}
+                **dict.fromkeys(states.POWER, 2), **dict.fromkeys(states.RUNNING, 3)}
 
 
 class TemplateError(ValueError):

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
 from scheduler import states
-from scheduler.scaling.spec import CPU, DROPPED_STATES, PENDING_STATES, Member, Readiness, SettledMembers
+from scheduler.scaling.spec import (
+    CPU,
+    DROPPED_STATES,
+    PENDING_STATES,
+    POWER_STATES,
+    Member,
+    Readiness,
+    SettledMembers,
+)
 
 #: A group's members one by one, or summed when the group is settled (scheduler/scaling/settled.py).
 Members = Sequence[Member] | SettledMembers
@@ -111,7 +119,7 @@ def group_members(members: Sequence[Member], samples: Mapping[int, int], resourc
     for index, member in enumerate(members):
         if member.state in DROPPED_STATES:
             ignored.add(index)
-        elif member.state in PENDING_STATES:
+        elif member.state in PENDING_STATES or member.state in POWER_STATES:
             unready.add(index)
         elif index not in samples:
             missing.add(index)

@@ -51,7 +51,11 @@ MAX_REPLICAS = 2**31 - 1
 PENDING_STATES = (states.SCHEDULING, states.SCHEDULED, states.BUILDING)
 #: Member states left out of every calculation (Kubernetes: Failed, or being deleted).
 DROPPED_STATES = (states.ERROR, states.DELETING)
-MEMBER_STATES = PENDING_STATES + (states.ACTIVE,) + DROPPED_STATES
+#: Member states of a member on its host that is not running, or whose power changes (SHUTOFF, and a
+#: stop, start or reboot under way): counted, not ready (Kubernetes: a pod not Ready), their samples
+#: set aside, as the unready members' are.
+POWER_STATES = states.POWER
+MEMBER_STATES = PENDING_STATES + (states.ACTIVE,) + DROPPED_STATES + POWER_STATES
 
 
 class SpecError(ValueError):

@@ -179,7 +179,15 @@ def test_the_fake_drivers_cpu_features_give_its_traits(features, has_avx2):
     assert "HW_CPU_X86_SSE2" in report["traits"]
 
 
-def test_the_fake_drivers_traits_are_none_on_another_architecture():
+def test_the_fake_drivers_cpu_traits_are_none_on_another_architecture():
+    """Its CPU's traits are none; what it can do besides (power_control) is said as ever."""
     conf = new_conf(fake_cpu_arch="aarch64", traits=["CUSTOM_ARM_BOX"])
     tracker = ResourceTracker.from_conf(conf, "h1", "h1", drivers.load_driver(conf))
-    assert tracker.report()["traits"] == ["CUSTOM_ARM_BOX"]
+    assert tracker.report()["traits"] == ["CUSTOM_ARM_BOX", "CUSTOM_BERTH_POWER_CONTROL"]
+
+
+def test_only_a_driver_with_power_control_says_so_in_its_traits():
+    conf = new_conf(fake_cpu_arch="aarch64")
+    for name, said in (("fake", True), ("host", False)):
+        tracker = ResourceTracker.from_conf(conf, "h1", "h1", drivers.load_driver(conf, name))
+        assert ("CUSTOM_BERTH_POWER_CONTROL" in tracker.report()["traits"]) is said

@@ -140,7 +140,7 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
     assert by_role == {
         "scheduler": {"hosts_changed", "aggregates_changed", "run_instance", "terminate_instance",
                       "move_instance", "end_resize", "prepare_move", "migrate_out", "finish_move",
-                      "abort_move"},
+                      "abort_move", "power_off_instance", "power_on_instance", "reboot_instance"},
         "agent of the host": {"report_resources", "instance_update", "start_build", "move_update"},
         "agent of the host + client": {"run_instance"},
         "operator": {"host_disable", "host_enable", "host_delete", "create_aggregate", "delete_aggregate",
@@ -150,15 +150,20 @@ def test_the_scheduler_and_the_agent_declare_every_method(conf):
         "client": {"select_destinations", "delete_instance", "create_server_group", "delete_server_group",
                    "create_scaling_group", "update_scaling_group", "pause_scaling_group",
                    "resume_scaling_group", "delete_scaling_group", "push_instance_metrics", "resize_instance",
-                   "confirm_resize", "revert_resize"},
+                   "confirm_resize", "revert_resize", "stop_instance", "start_instance", "reboot_instance",
+                   "console_output"},
         "anyone": {"list_hosts", "list_instances", "show_instance", "list_services", "list_aggregates",
                    "show_aggregate", "list_server_groups", "show_server_group", "list_scaling_groups",
                    "show_scaling_group", "show_instance_metrics", "list_migrations"},
     }
     agent = ("ComputeEndpoint", "ComputeV1Endpoint", "FakeLoadEndpoint")
     methods = {(name.split(".")[0] in agent, name.split(".")[1]) for name in found}
-    assert len(methods) == 57  # 47 of the scheduler's, 10 of the agent's: each in both test_roles
+    assert len(methods) == 64  # 50 of the scheduler's, 14 of the agent's: each in both test_roles
     assert found["ComputeEndpoint.run_instance"] == {rpc.SCHEDULER}
+    # reboot_instance is two methods: a client's to the scheduler, the scheduler's to the agent.
+    assert found["SchedulerManager.reboot_instance"] == {rpc.CLIENT}
+    assert found["ComputeEndpoint.reboot_instance"] == {rpc.SCHEDULER}
+    assert found["ComputeEndpoint.console_output"] == {rpc.CLIENT}
 
 
 # -- who is who ----------------------------------------------------------------------
