@@ -331,7 +331,7 @@ class SchedulerManager:
         state, host = current["state"], current["host"]
         if state != from_state:
             raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: it is {state}"
-                               f"{_WHY.get(state, '')}; only a {from_state} instance can be")
+                               f"{_WHY.get(state, '')}; only {_AN[from_state]} {from_state} instance can be")
         host_state = self.host_manager.get(host)
         if host_state is None or not self.host_manager.is_up(host_state):
             raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: its host {host} is down (no report "
@@ -401,6 +401,7 @@ _MAY_PRECEDE = {
     states.ERROR: (states.SCHEDULED, states.BUILDING, states.ACTIVE, *states.POWER),
     states.DELETED: tuple(s for s in states.ALL if s != states.DELETED),
 }
+_AN = {states.ACTIVE: "an", states.SHUTOFF: "a"}
 #: How a refusal names each power action.
 _PAST = {"stop": "stopped", "start": "started", "reboot": "rebooted"}
 #: What a refusal adds about the state the instance is in.

@@ -49,6 +49,15 @@ class Recorder:
     def abort_move(self, context, instance_uuid, migration_id):
         self.calls.append(("abort_move", instance_uuid, migration_id))
 
+    def power_off_instance(self, context, instance_uuid):
+        self.calls.append(("power_off_instance", instance_uuid))
+
+    def power_on_instance(self, context, instance_uuid):
+        self.calls.append(("power_on_instance", instance_uuid))
+
+    def reboot_instance(self, context, instance_uuid, hard=False):
+        self.calls.append(("reboot_instance", instance_uuid, hard))
+
     def marker(self, context, marker):
         self._markers[marker].set()
 
@@ -94,10 +103,10 @@ def assembled(conf):
     database.dispose()
 
 
-def report(host, ram, used=0, uuids=()):
+def report(host, ram, used=0, uuids=(), **more):
     return {"host": host, "memory_mb": ram, "free_ram_mb": ram - used, "local_gb": 100,
             "free_disk_gb": 100, "vcpus": 8, "vcpus_used": 0, "instance_uuids": list(uuids),
-            "running_vms": len(uuids)}
+            "running_vms": len(uuids), **more}
 
 
 def request(memory_mb=1024, count=1, retry=None):
