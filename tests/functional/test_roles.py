@@ -437,6 +437,9 @@ def cases(w):
         ("scheduler", "show_job", {"op"}, lambda: {"job_id": 1}),
         ("scheduler", "list_jobs", {"op"}, dict),
         ("scheduler", "stop_job", {"op"}, lambda: {"job_id": 1}),
+        ("scheduler", "stop_instance", CLIENTS, lambda: {"instance_uuid": victim}),
+        ("scheduler", "start_instance", CLIENTS, lambda: {"instance_uuid": victim}),
+        ("scheduler", "reboot_instance", CLIENTS, lambda: {"instance_uuid": victim, "hard": True}),
         ("scheduler", "list_migrations", EVERYONE, dict),
         ("scheduler", "list_hosts", EVERYONE, dict),
         ("scheduler", "list_instances", EVERYONE, dict),
@@ -470,13 +473,22 @@ def cases(w):
             "migration": {"id": 1, "kind": "migration", "source_host": "a1", "dest_host": "a2"}}),
         ("compute.a1", "finish_move", {"sched"}, lambda: {"instance_uuid": victim, "migration_id": 1}),
         ("compute.a1", "abort_move", {"sched"}, lambda: {"instance_uuid": victim, "migration_id": 1}),
+        ("compute.a1", "power_off_instance", {"sched"}, lambda: {"instance_uuid": victim}),
+        ("compute.a1", "power_on_instance", {"sched"}, lambda: {"instance_uuid": victim}),
+        ("compute.a1", "reboot_instance", {"sched"}, lambda: {"instance_uuid": victim, "hard": True}),
+        ("compute.a1", "console_output", CLIENTS, lambda: {"instance_uuid": victim, "lines": 5}),
         ("compute.a1", "set_fake_load", {"op"}, lambda: {"cpu": 1.0}),
         ("compute.a1", "clear_fake_load", {"op"}, dict),
     ]
 
 
-#: The methods of the compute API 2.0 alone, sent at 2.0; the others at 1.0 (or their 1.x version).
-COMPUTE_2_0 = {"prepare_move", "migrate_out", "finish_move", "abort_move"}
+#: The methods of the compute API 2.x alone, sent at their version; the others at 1.0 (or their 1.x
+#: version).
+COMPUTE_2 = {"prepare_move": "2.0", "migrate_out": "2.0", "finish_move": "2.0", "abort_move": "2.0",
+             "power_off_instance": "2.1", "power_on_instance": "2.1", "reboot_instance": "2.1",
+             "console_output": "2.1"}
+#: The methods of the scheduler API from 1.6.
+SCHEDULER_1_6 = {"stop_instance", "start_instance", "reboot_instance"}
 
 
 def declared_methods():
@@ -520,6 +532,13 @@ def _state(w):
     }
 
 
+def done_on_a1(log):
+    """What a1's log says it did: claims, terminates, fake loads set, power actions begun."""
+    return tuple(log.count(what) for what in ("Claimed ", "Terminated ", "Fake load set on a1",
+                                              "power_off of ", "power_on of ", "reboot of ",
+                                              "reboot (hard) of "))
+
+
 def test_every_method_from_every_role_that_may_not_call_it_is_refused_and_changes_nothing(world):
     w = world
     w.fleet.wait_hosts_up(HOSTS)
@@ -528,13 +547,14 @@ def test_every_method_from_every_role_that_may_not_call_it_is_refused_and_change
     wire.dead_letters(w.fleet, 1000)  # what the tests before left
     before = _state(w)
     log = w.fleet.log("a1")
-    claimed = (log.count("Claimed "), log.count("Terminated "), log.count("Fake load set on a1"))
+    claimed = done_on_a1(log)
     answered, by_broker, cast = {}, [], []
     for queue, method, allowed, args in table:
         for sender in SENDERS:
             if sender in allowed:
                 continue
-            version = "2.0" if method in COMPUTE_2_0 else None
+            version = (COMPUTE_2.get(method) if queue == "compute.a1" else
+                       "1.6" if method in SCHEDULER_1_6 else None)
             if sender in ("a1", "a2", "none"):  # casts: agents may not declare reply queues
                 raw = w.raw(sender)
                 try:
@@ -573,7 +593,7 @@ def test_every_method_from_every_role_that_may_not_call_it_is_refused_and_change
     after = _state(w)
     assert after == before
     log = w.fleet.log("a1")
-    assert (log.count("Claimed "), log.count("Terminated "), log.count("Fake load set on a1")) == claimed
+    assert done_on_a1(log) == claimed
     print(f"\nroles: {len(answered)} calls answered NotAuthorized, {len(refused)} casts dead-lettered "
           f"NotAuthorized, {len(by_broker)} refused by RabbitMQ (the API client's topic permissions), of "
           f"{len(table)} cases on {len(declared_methods())} methods; state unchanged")
@@ -585,3 +605,20 @@ def test_every_method_from_every_role_that_may_not_call_it_is_refused_and_change
     assert {i["state"] for i in booted.values()} == {"ACTIVE"}
     assert w.scheduler("op").admin_call({}, "create_aggregate", name="rack-1")["name"] == "rack-1"
     assert w.agent("op", "a1").call({}, "clear_fake_load")["host"] == "a1"
+
+
+def test_an_api_client_stops_starts_and_reads_the_console_of_an_instance(world):
+    """Issue 44: an API client's user (in no list) stops and starts an instance through the
+    scheduler and reads its console from its agent, whose [roles] check lets a client do that alone
+    (the recipe lets API clients publish to the agents: every other method there is refused above)."""
+    w = world
+    w.fleet.wait_hosts_up(HOSTS)
+    victim = w.victims[0]
+    api = w.scheduler("api")
+    assert api.stop_instance({}, victim)["state"] == "POWERING_OFF"
+    w.fleet.wait_states([victim], ("SHUTOFF",), timeout=60)
+    assert api.start_instance({}, victim)["state"] == "POWERING_ON"
+    w.fleet.wait_states([victim], ("ACTIVE",), timeout=60)
+    lines = ComputeClient(w.transports["api"]).console_output({}, "a1", victim, 3)["lines"]
+    said = ("powered off", "powered on", "booted")
+    assert lines == [f"berth fake console: {victim} {what}" for what in said]
