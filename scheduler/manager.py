@@ -341,6 +341,9 @@ class SchedulerManager:
                                "not power instances off and on (its agent does not report "
                                f"{traits.POWER_CONTROL}: a driver without power_control, or an agent "
                                "older than compute API 2.1)")
+        capped = self._scheduling.applier.can_power()
+        if capped is not None:
+            raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: {capped}")
         if not self._db.update_instances_if([(uuid, {"state": to_state},
                                               {"state": from_state, "host": host})]):
             now = self._db.get_instance(uuid) or {"state": states.DELETED}

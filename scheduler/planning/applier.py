@@ -24,6 +24,9 @@ from scheduler.policy.selection import Decision
 from scheduler.telemetry import scheduler_metrics as telemetry
 
 LOG = logging.getLogger(__name__)
+#: The compute API from which agents power instances off, on and reboot them.
+#: (compute_agent.client.POWER_VERSION, which the planning layer does not import.)
+POWER_VERSION = "2.1"
 
 
 class Applier:
@@ -118,6 +121,13 @@ class Applier:
     def terminate(self, context: Any, host: str, instance_uuid: str, reason: str) -> None:
         """Tell ``host``'s agent to drop an instance, and why, once the transaction commits."""
         self._outbox.send(self._compute.terminate_instance, context, host, instance_uuid, reason)
+
+    def can_power(self) -> str | None:
+        """None when the agents may be told to power instances (compute API 2.1), else why not."""
+        if self._compute.can_send_version(POWER_VERSION):
+            return None
+        return (f"[upgrade_levels] compute caps this scheduler below {POWER_VERSION}, the compute API that "
+                "powers instances (agents of the previous release run)")
 
     def power(self, context: Any, host: str, instance_uuid: str, action: str, hard: bool = False) -> None:
         """Tell ``host``'s agent to power the instance off, on or to reboot it (``action``: one of

@@ -148,3 +148,19 @@ def test_an_agent_that_failed_a_power_action_puts_the_instance_in_error_with_its
     manager.instance_update({}, uuid, "h2", "ERROR", fault={"reason": "h2: power off failed: stuck"})
     row = database.get_instance(uuid)
     assert (row["state"], row["fault_reason"]) == ("ERROR", "h2: power off failed: stuck")
+
+
+def test_a_scheduler_capped_below_the_compute_api_2_1_refuses_before_anything_changes(world, conf):
+    manager, _, agents = world
+    uuid = active(world)
+    conf.set_override("compute", "2.0", "upgrade_levels")
+    applier = manager._scheduling.applier
+    from compute_agent.client import POWER_VERSION, ComputeClient
+    from scheduler.planning.applier import POWER_VERSION as SCHEDULERS_POWER_VERSION
+
+    assert SCHEDULERS_POWER_VERSION == POWER_VERSION
+    applier._compute = ComputeClient(applier._compute._client.transport)
+    with pytest.raises(PowerRefused, match=r"\[upgrade_levels\] compute caps this scheduler below 2\.1"):
+        manager.stop_instance({}, uuid)
+    assert state(world, uuid) == "ACTIVE"
+    assert casts(agents, 0) == {}
