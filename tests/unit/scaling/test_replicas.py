@@ -204,6 +204,8 @@ GROUP = [
     ("pending pods are unreadied", {"state": "BUILDING"}, False),
     ("ignore pods with deletion timestamps", {"state": "DELETING"}, False),
     ("ignore pods in a failed state", {"state": "ERROR"}, False),
+    ("stopped members are unready (a Pod not Ready)", {"state": "SHUTOFF", "started_s_ago": 600}, False),
+    ("members whose power changes are unready", {"state": "POWERING_ON", "started_s_ago": 600}, False),
 ]
 
 
@@ -283,3 +285,14 @@ def test_a_member_row_is_the_member_the_policy_would_be_given():
                                      usage={"cpu": Decimal("0.25")}, started_s_ago=30.0, name="web-1"))
     assert group_members.to_member(dict(row, state="BUILDING", vcpus=None), {}, now).requests == {
         "cpu": Decimal(0), "memory": Decimal(512)}
+
+
+def test_a_stopped_member_row_is_a_member_not_ready_in_its_own_state():
+    from datetime import datetime
+
+    from scheduler.scaling import members as group_members
+
+    now = datetime(2026, 12, 1, 12, 0, 0)
+    for state in ("SHUTOFF", "POWERING_OFF", "POWERING_ON", "REBOOTING"):
+        made = group_members.to_member({"state": state, "vcpus": 1, "memory_mb": 512}, {}, now)
+        assert (made.state, made.ready) == (state, False)

@@ -75,3 +75,40 @@ def test_members_moving_are_counted_as_running_and_no_replacement_is_made_for_th
     plan = plan_sync(SPEC, 3, members, seen(3, 1.5), {}, History([]), SETTINGS)
     assert plan.decision.desired == 3 and plan.create == 0
     assert plan.backoff == Backoff()  # every member running: the back-off is over
+
+
+def test_stopped_members_are_counted_not_ready_and_neither_replaced_nor_scaled_on():
+    """A SHUTOFF member (or one whose power is changing) stays a member, as a Kubernetes Pod that is not
+    Ready: counted, not replaced; the members' usage is not settled while it is not running, so the
+    group keeps its size rather than scale on the others' samples alone."""
+    from datetime import datetime, timedelta
+
+    from scheduler.scaling.members import to_member
+
+    now = datetime(2026, 12, 1, 12, 0, 0)
+
+    def planned(members, usage):
+        # Not settled (not every member runs): the controller hands the policy each member as it is.
+        members_seen = [to_member(dict(m, vcpus=1, memory_mb=512, launched_at=now - timedelta(hours=1)),
+                                  usage.get(m["uuid"], {}), now) for m in members]
+        return plan_sync(SPEC, len(members), members, members_seen, {}, History([]), SETTINGS)
+
+    members = [{"uuid": "on", "state": "ACTIVE", "host": "a"},
+               {"uuid": "off", "state": "SHUTOFF", "host": "b"},
+               {"uuid": "boot", "state": "REBOOTING", "host": "c"}]
+    # The running member at the target; the others' samples (were there any) set aside.
+    plan = planned(members, {"on": {CPU: 0.5}, "off": {CPU: 0.0}, "boot": {CPU: 0.0}})
+    assert plan.decision.desired == 3
+    assert (plan.replacing, plan.create, plan.victims) == ((), 0, ())
+    # Every member stopped: no sample to read, the size kept.
+    stopped = [dict(m, state="SHUTOFF") for m in members]
+    plan = planned(stopped, {})
+    assert plan.decision.desired == 3 and "did not receive metrics" in plan.decision.metrics[0].error
+    assert (plan.replacing, plan.create, plan.victims) == ((), 0, ())
+
+
+def test_a_scale_down_deletes_a_stopped_member_before_a_running_one():
+    members = [*rows("a", "a"), {"uuid": "off", "state": "SHUTOFF", "host": "b"}]
+    plan = plan_sync(SPEC, 3, members, seen(3, 0.3), {}, History([Recommendation(15.0, 3)]), SETTINGS)
+    assert plan.decision.desired < 3
+    assert [m["uuid"] for m in plan.victims][0] == "off"
