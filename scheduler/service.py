@@ -114,7 +114,7 @@ def assemble(conf, transport, database, rng=None):
         build_expiry=BuildExpiry(conf, database, scheduling.schedule, applier.terminate,
                                  functools.partial(UnitOfWork, database, outbox, undo)),
         reconciler=Reconciler(database, conf.scheduler.service_down_time, applier.terminate,
-                              moves=move_applier, build=applier.send_build_again),
+                              moves=move_applier, build=applier.send_build_again, power=applier.power),
         refusals=refusals,
         manager=SchedulerManager(conf, database, host_manager, reports, scheduling),
         move_planner=move_planner, move_applier=move_applier,

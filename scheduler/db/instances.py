@@ -330,7 +330,8 @@ class InstanceQueries(DatabaseEngine):
     @_retry
     def instances_to_reconcile(self, hosts: Iterable[str], uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """{uuid: {state, host, move_host, updated_at}} of the instances named in ``uuids`` and of those
-        ACTIVE, DELETING or SCHEDULED on any of ``hosts``; updated_at a naive UTC datetime."""
+        ACTIVE, DELETING, SCHEDULED, SHUTOFF or whose power changes on any of ``hosts``; updated_at a
+        naive UTC datetime."""
         columns = (instances.c.uuid, instances.c.state, instances.c.host, instances.c.move_host,
                    instances.c.updated_at)
         found: dict[str, dict[str, Any]] = {}
@@ -341,7 +342,7 @@ class InstanceQueries(DatabaseEngine):
                     found[row["uuid"]] = dict(row)
             for chunk in _chunks(sorted(set(hosts))):
                 held = instances.c.state.in_([instance_states.ACTIVE, instance_states.DELETING,
-                                              instance_states.SCHEDULED])
+                                              instance_states.SCHEDULED, *instance_states.POWER])
                 query = sa.select(*columns).where(instances.c.host.in_(chunk), held)
                 for row in connection.execute(query).mappings():
                     found[row["uuid"]] = dict(row)

@@ -11,6 +11,12 @@ Pure: the caller reads the rows and acts. Each difference says what to do:
 - ``build``: the database has the instance SCHEDULED on the host, settled, and the
   agent does not hold it: its build cast was lost (with its scheduler, or in the
   broker); it is sent again, and the agent asks before building it (start_build).
+- ``power``: the agent holds an instance the database has had POWERING_OFF,
+  POWERING_ON or REBOOTING since before ``settled_before``: the stop, start or
+  reboot was lost on its way (a scheduler that died between its commit and its
+  cast), or the agent's word that it was done was (an agent killed before it
+  sent it); the agent is told again, and says again what it did already (a
+  reboot told again, whose end was lost, reboots again, soft).
 - ``note``: worth saying, not worth acting on: an instance the agent holds and
   the database does not know at all (a database restored from an old backup
   must not make every agent destroy what it runs), or one the database has
@@ -32,8 +38,14 @@ from scheduler import states
 @dataclasses.dataclass(frozen=True)
 class Difference:
     instance_uuid: str
-    action: str  # "terminate", "build" or "note"
+    action: str  # "terminate", "build", "power" or "note"
     why: str
+    #: Of a "power": the agent's action to tell again (compute_agent.client.POWER_ACTIONS).
+    power: str | None = None
+
+
+#: The power action an agent is told again, by the state its instance waits in.
+POWER_AGAIN = {states.POWERING_OFF: "power_off", states.POWERING_ON: "power_on", states.REBOOTING: "reboot"}
 
 
 def differences(host, held, recorded, settled_before):
@@ -68,6 +80,10 @@ def differences(host, held, recorded, settled_before):
         elif where != host:
             found.append(Difference(uuid, "terminate",
                                     f"{host} holds {uuid}, which is {state} on {where or 'no host'} now"))
+        elif state in states.POWERING and row["updated_at"] < settled_before:
+            since = f"{row['updated_at']:%H:%M:%S}"
+            found.append(Difference(uuid, "power", f"{host} holds {uuid}, {state} since {since}",
+                                    POWER_AGAIN[state]))
         elif state == states.DELETING and row["updated_at"] < settled_before:
             since = f"{row['updated_at']:%H:%M:%S}"
             found.append(Difference(uuid, "terminate", f"{host} still holds {uuid}, DELETING since {since}"))

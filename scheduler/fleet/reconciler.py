@@ -36,7 +36,8 @@ class Reconciler:
 
     def __init__(self, database: Any, grace: float, terminate: Callable[[dict, str, str, str], None],
                  rng: random.Random | None = None, moves: Any = None,
-                 build: Callable[[dict, str], None] | None = None):
+                 build: Callable[[dict, str], None] | None = None,
+                 power: Callable[[dict, str, str, str], None] | None = None):
         """``terminate(context, host, uuid, reason)`` tells an agent to drop an instance;
         ``moves`` (MoveApplier) tells a destination a move again (``send_move``) and a host a
         move's end (``send_end``); ``build(context, uuid)`` casts an instance's build again."""
@@ -45,6 +46,7 @@ class Reconciler:
         self._terminate = terminate
         self._moves = moves
         self._build = build
+        self._power = power
         self._rng = rng or random.Random()
         self._looked_at: dict[str, tuple[Any, float]] = {}  # host -> (agent's started_at, due again)
         # instance uuid, or (command, migration id), -> monotonic time it was last sent
@@ -124,6 +126,9 @@ class Reconciler:
         uuid, why = difference.instance_uuid, difference.why
         if difference.action == "build" and self._build is not None:
             self._once(uuid, now, host, functools.partial(self._build_again, self._build, uuid, why))
+        elif difference.action == "power" and self._power is not None:
+            self._once(("power", uuid), now, host,
+                       functools.partial(self._power_again, host, uuid, difference.power, why))
         elif difference.action == "terminate":
             self._once(uuid, now, host, functools.partial(self._terminate_it, host, uuid, why))
         else:
@@ -133,6 +138,11 @@ class Reconciler:
     def _build_again(build: Callable[[dict, str], None], uuid: str, why: str) -> None:
         LOG.warning("%s: sending its build again", why)
         build({}, uuid)
+
+    def _power_again(self, host: str, uuid: str, action: str | None, why: str) -> None:
+        LOG.warning("%s: telling %s again to %s it", why, host, action)
+        assert self._power is not None and action is not None
+        self._power({}, host, uuid, action)
 
     def _terminate_it(self, host: str, uuid: str, why: str) -> None:
         LOG.warning("%s: telling %s to terminate it", why, host)

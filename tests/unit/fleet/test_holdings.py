@@ -47,3 +47,23 @@ def test_a_build_its_agent_never_got_is_sent_again_once_settled():
     found = {d.instance_uuid: (d.action, d.why) for d in
              reconcile.differences("h1", set(), recorded, SETTLED_BEFORE)}
     assert found == {"lost": ("build", "h1 does not hold lost, SCHEDULED there since 11:55:00")}
+
+
+def test_a_shutoff_instance_its_host_holds_is_neither_lost_nor_terminated():
+    recorded = {"off": row("SHUTOFF"), "stopping": row("POWERING_OFF", updated_at=NOW),
+                "gone": row("SHUTOFF")}  # not held: worth a note, as an ACTIVE one
+    found = {d.instance_uuid: (d.action, d.why) for d in
+             reconcile.differences("h1", {"off", "stopping"}, recorded, SETTLED_BEFORE)}
+    assert found == {"gone": ("note", "the database has gone SHUTOFF on h1, which no longer reports it")}
+
+
+def test_a_power_action_unheard_since_before_settled_is_told_again():
+    recorded = {"off": row("POWERING_OFF"), "on": row("POWERING_ON"), "boot": row("REBOOTING"),
+                "young": row("REBOOTING", updated_at=NOW)}
+    found = {d.instance_uuid: (d.action, d.power, d.why) for d in
+             reconcile.differences("h1", set(recorded), recorded, SETTLED_BEFORE)}
+    assert found == {
+        "off": ("power", "power_off", "h1 holds off, POWERING_OFF since 11:55:00"),
+        "on": ("power", "power_on", "h1 holds on, POWERING_ON since 11:55:00"),
+        "boot": ("power", "reboot", "h1 holds boot, REBOOTING since 11:55:00"),
+    }

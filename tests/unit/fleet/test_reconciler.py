@@ -73,3 +73,16 @@ def test_hosts_reconciled_together_each_get_their_own_differences():
     assert len(database.asked) == 1
     assert reconciler.run({"h1": report("h1", set())}, now=1.0) == []
     assert len(database.asked) == 1
+
+
+def test_a_power_action_unheard_is_told_again_once_a_grace():
+    database = Rows({U["a1"]: row("POWERING_OFF", "h1"), U["a2"]: row("SHUTOFF", "h1")})
+    told = []
+    reconciler = Reconciler(database, 60, lambda *args: None, rng=random.Random(0),
+                            power=lambda ctx, host, uuid, action: told.append((host, uuid, action)))
+    found = reconciler.run({"h1": report("h1", {U["a1"], U["a2"]})}, now=0.0)
+    assert [(d.action, d.why) for d in found] == [
+        ("power", f"h1 holds {U['a1']}, POWERING_OFF since 11:55:00")]
+    assert told == [("h1", U["a1"], "power_off")]
+    reconciler.run({"h1": report("h1", {U["a1"], U["a2"]})}, now=200.0)  # due again, past the grace
+    assert told == [("h1", U["a1"], "power_off")] * 2
