@@ -21,13 +21,15 @@ LOG = logging.getLogger(__name__)
 
 def fleet_snapshot(conf: Any, database: Any, hosts: Any) -> Snapshot:
     """The host table as it is now (a copy: planning never touches the scheduler's own) and the
-    instances on its hosts. Only ACTIVE instances may move; the others (building, moving) hold
-    their room where they are. An instance whose stored request cannot be read stays put."""
+    instances on its hosts. Only ACTIVE instances may move; the others (building, moving, SHUTOFF
+    or their power changing) hold their room where they are. An instance whose stored request cannot
+    be read stays put."""
     with hosts.lock:
         table = hosts.table.copy()
     residents = []
     parsed: dict[Any, RequestSpec | Exception] = {}  # requests that differ only in their instance
-    for instance in database.instances_to_plan([states.ACTIVE, states.BUILDING, *states.MOVING]):
+    for instance in database.instances_to_plan([states.ACTIVE, states.BUILDING, *states.MOVING,
+                                                  *states.POWER]):
         if instance["host"] not in table.index:
             continue
         residents.append(_resident(database, instance, parsed))

@@ -258,3 +258,12 @@ def test_each_instance_carries_its_share_of_its_hosts_measured_load(conf, world,
         fleet["four"]: 2.0, fleet["two"]: 2.0}
     assert {r.load for r in snapshot.residents.values() if r.host == "h2"} == {0.0}
     assert snapshot.load[row] == 4.0
+
+
+def test_a_shutoff_instance_holds_its_room_in_a_plans_fleet_and_does_not_move(conf, world, parts, fleet):
+    database = world[1]
+    stopped = boot(world, "h3", 1024)
+    database.update_instance(stopped, {"state": "SHUTOFF"})
+    residents = fleet_snapshot(conf, database, parts.host_manager).residents
+    assert residents[stopped].host == "h3" and not residents[stopped].movable
+    assert residents[stopped].amounts == (2, 1024, 10)
