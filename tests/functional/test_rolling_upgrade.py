@@ -196,7 +196,7 @@ def moved_from(fleet, source, dest):
 
 def test_an_oslo_messaging_client_of_a_newer_api_gets_unsupported_version_from_the_scheduler(tmp_path):
     """A newer client against an older scheduler API: oslo.messaging's own client asks for
-    scheduler API 1.6, which this scheduler does not serve."""
+    scheduler API 1.7, which this scheduler does not serve."""
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false")
         oconf = cfg.ConfigOpts()
@@ -212,12 +212,12 @@ def test_an_oslo_messaging_client_of_a_newer_api_gets_unsupported_version_from_t
                 transport, oslo_messaging.Target(topic="scheduler", version="1.0"), timeout=30)
             assert client.call({}, "list_hosts") == []
             with pytest.raises(oslo_messaging.RemoteError) as info:
-                client.prepare(version="1.6").call({}, "list_hosts")
+                client.prepare(version="1.7").call({}, "list_hosts")
         finally:
             transport.cleanup()
             fleet.close()
-    print(f"\noslo.messaging client asking scheduler API 1.6: {info.value.exc_type}: {info.value.value}")
+    print(f"\noslo.messaging client asking scheduler API 1.7: {info.value.exc_type}: {info.value.value}")
     assert info.value.exc_type == "UnsupportedVersion"
     assert info.value.value.startswith(
-        "Endpoint does not support RPC version 1.6. Attempted method: list_hosts; it serves the scheduler "
-        "API up to 1.5")
+        "Endpoint does not support RPC version 1.7. Attempted method: list_hosts; it serves the scheduler "
+        "API up to 1.6")
