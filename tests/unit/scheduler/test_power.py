@@ -164,3 +164,19 @@ def test_a_scheduler_capped_below_the_compute_api_2_1_refuses_before_anything_ch
         manager.stop_instance({}, uuid)
     assert state(world, uuid) == "ACTIVE"
     assert casts(agents, 0) == {}
+
+
+def test_a_shutoff_instance_or_one_being_stopped_is_not_moved(world, parts):
+    from scheduler.moves.planner import MoveRefused
+
+    manager, _, agents = world
+    uuid = active(world)
+    manager.stop_instance({}, uuid)
+    with pytest.raises(MoveRefused, match=f"Instance {uuid} cannot be migrated: it is POWERING_OFF, and only "
+                                          "an ACTIVE instance"):
+        parts.moves.migrate_instance({}, uuid)
+    manager.instance_update({}, uuid, "h2", "SHUTOFF")
+    with pytest.raises(MoveRefused, match="it is SHUTOFF, and only an ACTIVE instance"):
+        parts.moves.resize_instance({}, uuid, {"memory_mb": 2048, "root_gb": 10, "vcpus": 2})
+    assert state(world, uuid) == "SHUTOFF"
+    assert casts(agents, 1) == {"h2": [("power_off_instance", uuid)]}
