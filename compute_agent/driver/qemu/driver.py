@@ -187,18 +187,16 @@ class QemuDriver(base.ComputeDriver):
         uuid = instance["uuid"]
         files = self._files(uuid)
         image = self.image_of(instance)
-        if processes.runs(files.read_pid(), uuid):
-            self._wait_until_up(files, uuid, image)
-            return
-        self._remove(files)  # what a build interrupted before its qemu started left
         try:
-            os.makedirs(files.directory)
-            flavor = normalize_flavor(instance.get("flavor"))
-            if image.disk is not None:
-                self._make_overlay(image, files, flavor["root_gb"])
-            argv = qemu_command(self._options.binary, self.accelerator(), uuid, max(flavor["memory_mb"], 1),
-                                max(flavor["vcpus"], 1), image, files)
-            self._start(argv, files)
+            if not processes.runs(files.read_pid(), uuid):
+                self._remove(files)  # what a build interrupted before its qemu started left
+                os.makedirs(files.directory)
+                flavor = normalize_flavor(instance.get("flavor"))
+                if image.disk is not None:
+                    self._make_overlay(image, files, flavor["root_gb"])
+                argv = qemu_command(self._options.binary, self.accelerator(), uuid,
+                                    max(flavor["memory_mb"], 1), max(flavor["vcpus"], 1), image, files)
+                self._start(argv, files)
             self._wait_until_up(files, uuid, image)
         except base.BuildAborted:
             raise  # the guest runs on: the build resumes when the agent starts again

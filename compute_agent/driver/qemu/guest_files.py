@@ -54,4 +54,8 @@ class GuestFiles:
         except OSError:
             return ""
         kept = [line.strip() for line in text.replace("\r", "\n").split("\n") if line.strip()]
-        return " | ".join(kept[-lines:])
+        tail = kept[-lines:]
+        panics = [line for line in kept if "Kernel panic" in line]
+        if panics and panics[-1] not in tail:  # the reason, above the stack trace that follows it
+            tail = [panics[-1], "...", *tail]
+        return " | ".join(tail)

@@ -120,3 +120,13 @@ def test_an_instance_with_no_guest_is_lost_at_start_and_deleted_quietly(qemu_con
     lost = driver.attach([uuid])
     assert lost == {uuid: "its guest is gone (no qemu runs it); its console's last lines: (empty)"}
     driver.destroy({"uuid": uuid})
+
+
+def test_a_kernel_panic_is_said_above_the_last_lines_of_the_console(tmp_path):
+    from compute_agent.driver.qemu.guest_files import GuestFiles
+
+    files = GuestFiles(str(tmp_path))
+    panic = "[ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs"
+    trace = "".join(f"[ 1.{n}] frame {n}\r\n" for n in range(20))
+    (tmp_path / "console.log").write_text(f"booting\r\n{panic}\r\n{trace}")
+    assert files.console_tail(2) == f"{panic} | ... | [ 1.18] frame 18 | [ 1.19] frame 19"
