@@ -30,7 +30,7 @@ from compute_agent import telemetry, validate
 from compute_agent.client import TOPIC
 from compute_agent.fake_load_endpoint import FakeLoadEndpoint
 from compute_agent.instance_store import InstanceStore
-from compute_agent.move_steps import FINISHING, MIGRATING_OUT, PREPARING, MoveSteps, move_step
+from compute_agent.move_steps import FINISHING, MIGRATING_OUT, PREPARING, MoveSteps, driven, move_step
 from compute_agent.resource_tracker import (
     ClaimFailed,
     ResourceTracker,
@@ -410,7 +410,7 @@ class ComputeManager(MoveSteps):
         instance = record["instance"]
         started = time.monotonic()
         try:
-            self.driver.spawn(dict(instance, image=_image(record)))
+            self.driver.spawn(driven(record))
         except drivers.BuildAborted:
             telemetry.BUILDS.labels(telemetry.INTERRUPTED).inc()
             LOG.info("Build of %s interrupted; it resumes when the agent starts again", uuid)
@@ -892,14 +892,6 @@ def _held_amounts(record):
     if isinstance(resize, dict):
         return larger_amounts(*(flavor_amounts(resize.get(key)) for key in ("old_flavor", "new_flavor")))
     return flavor_amounts((record.get("instance") or {}).get("flavor"))
-
-
-def _image(record):
-    """The image of an instance record's request: {"id" (when it names one), "properties"}."""
-    image = (record.get("request_spec") or {}).get("image")
-    image = dict(image) if isinstance(image, dict) else {}
-    image["properties"] = _image_properties(record)
-    return image
 
 
 def _image_properties(record):

@@ -19,6 +19,7 @@ from compute_agent.driver.capabilities import Capabilities
 from compute_agent.driver.qemu import accel, images, processes, qmp
 from compute_agent.driver.qemu.command import qemu_command
 from compute_agent.driver.qemu.guest_files import GuestFiles
+from compute_agent.driver.qemu.live_migration import LiveMigration
 from compute_agent.resource_tracker import normalize_flavor
 from scheduler.conf import groups
 
@@ -54,10 +55,11 @@ opts = [
                help="The image of a build that names none. Unset: such a build fails."),
     cfg.StrOpt("instances_path", default="$state_path/instances",
                help="Where each instance's files are, in a directory named by its UUID: its disk "
-               "overlay, serial console log, QMP socket and pid file."),
+               "overlay, serial console log, QMP socket and pid file. Each agent needs its own: a live "
+               "migration between two agents has the instance in both."),
     cfg.PortOpt("migration_port_min", default=49152,
-                help="Lowest TCP port of the range live migrations into this host listen on (live "
-                "migration is not in this release of the driver; the range is checked at start)."),
+                help="Lowest TCP port of the range live migrations into this host listen on (on the "
+                "address the agent reports, [compute_agent] host_ip)."),
     cfg.PortOpt("migration_port_max", default=49215,
                 help="Highest TCP port of the range live migrations into this host listen on."),
     cfg.IntOpt("memory_mb", min=1,
@@ -86,11 +88,11 @@ class GuestFailed(Exception):
     """A build that failed for the reason its message says: the agent reschedules it."""
 
 
-class QemuDriver(base.ComputeDriver):
+class QemuDriver(LiveMigration, base.ComputeDriver):
     name = "qemu"
     hypervisor_type = "QEMU"
-    # Builds and deletes only: no moves, resizes, power control or measured load yet.
-    capabilities = Capabilities()
+    # Builds, deletes and live migrations: no cold moves, resizes, power control or measured load yet.
+    capabilities = Capabilities(live_migration=True)
 
     def __init__(self, conf):
         super().__init__(conf)
@@ -189,14 +191,7 @@ class QemuDriver(base.ComputeDriver):
         image = self.image_of(instance)
         try:
             if not processes.runs(files.read_pid(), uuid):
-                self._remove(files)  # what a build interrupted before its qemu started left
-                os.makedirs(files.directory)
-                flavor = normalize_flavor(instance.get("flavor"))
-                if image.disk is not None:
-                    self._make_overlay(image, files, flavor["root_gb"])
-                argv = qemu_command(self._options.binary, self.accelerator(), uuid,
-                                    max(flavor["memory_mb"], 1), max(flavor["vcpus"], 1), image, files)
-                self._start(argv, files)
+                self._launch(instance, image, files)
             self._wait_until_up(files, uuid, image)
         except base.BuildAborted:
             raise  # the guest runs on: the build resumes when the agent starts again
@@ -204,6 +199,18 @@ class QemuDriver(base.ComputeDriver):
             self._kill(files, uuid)
             self._remove(files)
             raise
+
+    def _launch(self, instance, image, files, extra=()):
+        """Make the instance's directory anew (its disk an overlay of the image's) and start its qemu
+        (``extra``: more arguments, as -incoming)."""
+        self._remove(files)  # what a step interrupted before its qemu started left
+        os.makedirs(files.directory)
+        flavor = normalize_flavor(instance.get("flavor"))
+        if image.disk is not None:
+            self._make_overlay(image, files, flavor["root_gb"])
+        argv = qemu_command(self._options.binary, self.accelerator(), instance["uuid"],
+                            max(flavor["memory_mb"], 1), max(flavor["vcpus"], 1), image, files)
+        self._start([*argv, *extra], files)
 
     def _make_overlay(self, image, files, root_gb):
         """A qcow2 overlay of the image's disk, of the flavor's root disk (the image's size when

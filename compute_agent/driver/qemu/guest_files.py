@@ -33,9 +33,17 @@ class GuestFiles:
         return os.path.join(self.directory, "qemu.pid")
 
     @property
+    def incoming(self):
+        """The transfer of a live migration this directory's qemu waits for (JSON)."""
+        return os.path.join(self.directory, "incoming.json")
+
+    @property
     def log(self):
         """What qemu itself says (its -D log and its errors at start)."""
         return os.path.join(self.directory, "qemu.log")
+
+    def has_disk(self):
+        return os.path.exists(self.disk)
 
     def read_pid(self):
         """The pid qemu wrote, or None when there is no pid file (or not a pid in it)."""

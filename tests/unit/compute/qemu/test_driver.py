@@ -6,7 +6,7 @@ import uuid as uuidlib
 
 import pytest
 
-from compute_agent.driver import installed
+from compute_agent.driver import Capabilities, MoveFailed, installed
 from compute_agent.driver.qemu import images
 from compute_agent.driver.qemu.driver import GuestFailed, QemuDriver
 from tests.unit.compute.qemu.conftest import write_script
@@ -53,8 +53,24 @@ def test_facts_say_qemu_and_its_version(qemu_conf, tmp_path):
     assert facts["vm_modes"] == ["hvm"] and facts["cpu_arch"]
 
 
-def test_the_driver_declares_no_capability_it_lacks():
-    assert not any(vars(QemuDriver.capabilities).values())
+def test_the_driver_declares_live_migration_alone():
+    assert QemuDriver.capabilities == Capabilities(live_migration=True)
+
+
+@pytest.mark.parametrize("kind", ["migration", "resize", "evacuation"])
+def test_a_move_that_is_not_live_is_refused_saying_so(qemu_conf, kind):
+    with pytest.raises(MoveFailed, match=f"the qemu driver moves instances live only, not a {kind}"):
+        QemuDriver(qemu_conf).prepare_move_in(_instance(), {"id": 1, "kind": kind, "live": False})
+
+
+def test_a_move_of_compute_api_1_is_refused(qemu_conf):
+    with pytest.raises(MoveFailed, match=r"capped below it \(\[upgrade_levels\] compute\)"):
+        QemuDriver(qemu_conf).migrate_in(_instance(), {"id": 1, "kind": "migration", "live": True})
+
+
+def test_migrating_out_a_guest_that_does_not_run_here_fails(qemu_conf):
+    with pytest.raises(MoveFailed, match="does not run here: nothing to migrate"):
+        QemuDriver(qemu_conf).migrate_out(_instance(), {"id": 1, "live": True}, {"uri": "tcp:127.0.0.1:1"})
 
 
 @pytest.mark.parametrize("image, says", [
