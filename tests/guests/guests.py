@@ -10,13 +10,19 @@ from compute_agent.driver.qemu.guest_files import GuestFiles
 MARKER = "berth-guest: up"
 
 
-def files(fleet, uuid):
-    return GuestFiles.of(str(fleet.tmp / "state" / "instances"), uuid)
+def state_path(fleet, host):
+    """Each agent of the guest tests has a state_path of its own: a live migration between two of
+    them has the instance in both's instances_path."""
+    return fleet.tmp / host
 
 
-def console(fleet, uuid):
+def files(fleet, host, uuid):
+    return GuestFiles.of(str(state_path(fleet, host) / "instances"), uuid)
+
+
+def console(fleet, host, uuid):
     try:
-        with open(files(fleet, uuid).console, encoding="utf-8", errors="replace") as f:
+        with open(files(fleet, host, uuid).console, encoding="utf-8", errors="replace") as f:
             return f.read()
     except FileNotFoundError:
         return ""
@@ -42,5 +48,6 @@ def kill_leftovers(uuids):
                 pass
 
 
-def files_left(fleet, uuid):
-    return os.path.exists(files(fleet, uuid).directory)
+def files_left(fleet, hosts, uuid):
+    """The hosts of ``hosts`` that have a directory of instance ``uuid``."""
+    return [host for host in hosts if os.path.exists(files(fleet, host, uuid).directory)]

@@ -6,6 +6,8 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
 - An agent killed with SIGKILL leaves its guests running; started again, it takes them back:
   they stay ACTIVE, and a delete then still ends their qemu.
 - A build of an image that does not exist fails with that reason and leaves no qemu and no file.
+- `berth migrate --live` moves a guest to the other host running: its console goes on counting
+  there, it does not boot again, and the source lets its qemu and files go.
 
 The guests share one fleet (the tests run in this order), 128 MB each.
 """
@@ -17,7 +19,15 @@ import signal
 import pytest
 
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
-from tests.guests.guests import MARKER, console, files_left, kill_leftovers, qemu_processes
+from tests.guests.guests import (
+    MARKER,
+    console,
+    files,
+    files_left,
+    kill_leftovers,
+    qemu_processes,
+    state_path,
+)
 
 HOSTS = ("guests-1", "guests-2")
 #: A flavor small enough that four guests and their qemu fit in a CI machine (about 200 MB each).
@@ -43,12 +53,16 @@ def fleet(tmp_path_factory, guest_image):
         try:
             fleet.start_schedulers(["sched"])
             for host in HOSTS:
-                fleet.start_agent(host, **AGENT)
+                start_agent(fleet, host)
             fleet.wait_hosts_up(HOSTS, timeout=90)
             yield fleet
         finally:
             fleet.close()
             kill_leftovers(booted)
+
+
+def start_agent(fleet, host):
+    return fleet.start_agent(host, default={"state_path": state_path(fleet, host)}, **AGENT)
 
 
 def berth(fleet, *args):
@@ -87,7 +101,7 @@ def test_booted_guests_are_active_and_say_their_marker_on_their_console(fleet):
     assert {u: r["state"] for u, r in rows.items()} == dict.fromkeys(uuids, "ACTIVE"), \
         {u: r.get("fault_reason") for u, r in rows.items()}
     for uuid in uuids:
-        assert MARKER in console(fleet, uuid)
+        assert MARKER in console(fleet, rows[uuid]["host"], uuid)
         assert len(qemu_processes(uuid)) == 1
     print("\nboot to ACTIVE: " + ", ".join(
         f"{rows[u]['host']} {_seconds(rows[u]) or '?'} s" for u in uuids))
@@ -95,11 +109,11 @@ def test_booted_guests_are_active_and_say_their_marker_on_their_console(fleet):
 
 def test_a_deleted_guests_qemu_ends_and_its_files_go(fleet):
     [uuid] = boot(fleet, 1)
-    fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)
-    assert qemu_processes(uuid) and files_left(fleet, uuid)
+    host = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
+    assert qemu_processes(uuid) and files_left(fleet, HOSTS, uuid) == [host]
     delete(fleet, uuid)
     assert qemu_processes(uuid) == []
-    assert not files_left(fleet, uuid)
+    assert files_left(fleet, HOSTS, uuid) == []
 
 
 def test_guests_outlive_a_killed_agent_which_takes_them_back_when_started_again(fleet):
@@ -111,7 +125,7 @@ def test_guests_outlive_a_killed_agent_which_takes_them_back_when_started_again(
 
     fleet.stop(host, signal.SIGKILL)
     assert {u: [p.pid for p in qemu_processes(u)] for u in guests} == pids
-    fleet.start_agent(host, **AGENT)
+    start_agent(fleet, host)
     fleet.wait(lambda: all(f"Re-attached to the guest of {u}" in fleet.log(host) for u in guests), 90,
                f"{host} to take its guests back")
     fleet.wait_hosts_up([host], timeout=60)
@@ -121,7 +135,7 @@ def test_guests_outlive_a_killed_agent_which_takes_them_back_when_started_again(
     assert {u: [p.pid for p in qemu_processes(u)] for u in guests} == pids
     delete(fleet, guests[0])
     assert qemu_processes(guests[0]) == []
-    assert not files_left(fleet, guests[0])
+    assert files_left(fleet, HOSTS, guests[0]) == []
 
 
 def test_a_build_of_an_image_that_does_not_exist_fails_saying_so_and_leaves_nothing(fleet):
@@ -130,7 +144,29 @@ def test_a_build_of_an_image_that_does_not_exist_fails_saying_so_and_leaves_noth
     assert rows[uuid]["state"] == "ERROR"
     assert "no image no-such-image in" in (rows[uuid]["fault_reason"] or ""), rows[uuid]
     assert qemu_processes(uuid) == []
-    assert not files_left(fleet, uuid)
+    assert files_left(fleet, HOSTS, uuid) == []
+
+
+def test_a_guest_migrated_live_runs_on_the_other_host_without_booting_again(fleet):
+    [uuid] = boot(fleet, 1)
+    source = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
+    [destination] = [host for host in HOSTS if host != source]
+    fleet.wait(lambda: "berth-guest: alive 2" in console(fleet, source, uuid), 60, "the guest to count")
+
+    berth(fleet, "migrate", uuid, "--live")
+    fleet.wait(lambda: fleet.instances([uuid])[uuid]["host"] == destination
+               and fleet.instances([uuid])[uuid]["state"] == "ACTIVE", 120, f"{uuid} ACTIVE on {destination}")
+    fleet.wait(lambda: "berth-guest: alive" in console(fleet, destination, uuid), 60,
+               "the guest to count on its destination")
+    fleet.wait(lambda: files_left(fleet, HOSTS, uuid) == [destination], 60, "the source to let the guest go")
+
+    assert MARKER not in console(fleet, destination, uuid)  # the same guest, not booted again
+    [process] = qemu_processes(uuid)
+    assert process.pid == files(fleet, destination, uuid).read_pid()
+    print(f"\nlive migration {source} -> {destination}: "
+          + (re.findall(r"Migrated \S+ to \S+: ([^\n]*)", fleet.log(source)) or ["?"])[-1])
+    delete(fleet, uuid)
+    assert qemu_processes(uuid) == []
 
 
 def test_deleting_every_guest_leaves_no_qemu(fleet):
