@@ -100,6 +100,9 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         if options.migration_port_min > options.migration_port_max:
             raise ValueError(f"[qemu] migration_port_min {options.migration_port_min} is above "
                              f"migration_port_max {options.migration_port_max}")
+        if shutil.which(options.binary) is None:
+            raise ValueError(f"[qemu] binary {options.binary} is not installed (Debian: qemu-system-x86), "
+                             "or not executable")
         self._accel_lock = threading.Lock()
         self._accel = None
         self._version = None
