@@ -206,7 +206,8 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
     def _launch(self, instance, image, files, extra=()):
         """Make the instance's directory anew (its disk an overlay of the image's) and start its qemu
         (``extra``: more arguments, as -incoming)."""
-        self._remove(files)  # what a step interrupted before its qemu started left
+        self._kill(files, instance["uuid"])  # a qemu a step interrupted early left, unusable
+        self._remove(files)
         os.makedirs(files.directory)
         flavor = normalize_flavor(instance.get("flavor"))
         if image.disk is not None:
