@@ -18,9 +18,10 @@ class ComputeDriver:
     """Totals of the host, and building and destroying instances.
 
     ``instance`` is the record the scheduler sent: ``{"uuid", "flavor",
-    "project_id"}``; ``spawn`` gets besides its request's image, ``"image": {"id", "properties"}``
-    (``id`` missing when the request names none). ``spawn`` raises on a failed build (the agent frees the
-    claim and reschedules) and ``BuildAborted`` when :meth:`stop` interrupts it.
+    "project_id"}``. What builds it (``spawn``, and a move's destination steps ``prepare_move_in``
+    and ``finish_move_in``) gets its request's image too: ``"image": {"id", "properties"}``
+    (``id`` missing when the request names none). ``spawn`` raises on a failed build (the agent
+    frees the claim and reschedules) and ``BuildAborted`` when :meth:`stop` interrupts it.
     """
 
     name = "base"
