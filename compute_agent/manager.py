@@ -30,7 +30,7 @@ from compute_agent import telemetry, validate
 from compute_agent.client import TOPIC
 from compute_agent.fake_load_endpoint import FakeLoadEndpoint
 from compute_agent.instance_store import InstanceStore
-from compute_agent.move_steps import FINISHING, MIGRATING_OUT, PREPARING, MoveSteps, move_step
+from compute_agent.move_steps import FINISHING, MIGRATING_OUT, PREPARING, MoveSteps, driven, move_step
 from compute_agent.resource_tracker import (
     ClaimFailed,
     ResourceTracker,
@@ -41,7 +41,7 @@ from compute_agent.resource_tracker import (
 )
 from scheduler import api_versions, concurrency, rpc
 from scheduler.client import HOST_STOPS_VERSION, PLACED_AT, SchedulerClient
-from scheduler.states import ACTIVE, BUILDING, DELETED, MIGRATING
+from scheduler.states import ACTIVE, BUILDING, DELETED, ERROR, MIGRATING
 
 LOG = logging.getLogger(__name__)
 
@@ -188,7 +188,8 @@ class ComputeManager(MoveSteps):
 
     def _start(self):
         resume = []
-        for uuid, record in sorted(self.store.load().items()):
+        records = self.store.load()
+        for uuid, record in sorted(records.items()):
             instance = record.get("instance") or {}
             self.tracker.claim(uuid, _held_flavor(record), image_properties=_image_properties(record),
                                project_id=instance.get("project_id"), amounts=_held_amounts(record),
@@ -204,6 +205,8 @@ class ComputeManager(MoveSteps):
             len(self.tracker.instance_uuids()),
             len(resume),
         )
+        lost = self.driver.attach(sorted(uuid for uuid, record in records.items()
+                                         if record.get("state") == ACTIVE))
         endpoints = self._endpoints()
         self._consuming_since = time.time()  # replaced when the server hears the broker again
         self._server = rpc.get_rpc_server(
@@ -216,12 +219,25 @@ class ComputeManager(MoveSteps):
             raise rpc.QueueInUse(f"another agent serves host {self.host}: {exc}; stop it, or give "
                                  "this one another [DEFAULT] host") from None
         self._reporter = concurrency.spawn(self._report_loop, name=f"report-{self.host}")
+        for uuid, reason in sorted(lost.items()):
+            self._lost(uuid, reason)
         for uuid, request_id, what in resume:
             # Placed before this agent began consuming: a build resumed asks before it goes on.
             ctxt = {"request_id": request_id or rpc.new_request_id(), PLACED_AT: 0}
             with rpc.handling(ctxt):
                 LOG.info("Resuming the %s of %s", what, uuid)
             self._start_work(ctxt, uuid, what)
+
+    def _lost(self, uuid, reason):
+        """An instance whose guest the driver found gone at start: ERROR, with the reason; it stays
+        held here until it is deleted, as Nova keeps an instance in ERROR on its host."""
+        LOG.warning("Instance %s on %s: %s; it is in ERROR", uuid, self.host, reason)
+        with self._lock:
+            try:
+                self.store.set_state(uuid, ERROR)
+            except Exception:
+                LOG.exception("Cannot record %s as ERROR", uuid)
+            self._instance_update({"request_id": rpc.new_request_id()}, uuid, ERROR, fault={"reason": reason})
 
     def _endpoints(self):
         """What the agent serves on compute.<host>: both versions of the compute API, and the fake
@@ -394,7 +410,7 @@ class ComputeManager(MoveSteps):
         instance = record["instance"]
         started = time.monotonic()
         try:
-            self.driver.spawn(instance)
+            self.driver.spawn(driven(record))
         except drivers.BuildAborted:
             telemetry.BUILDS.labels(telemetry.INTERRUPTED).inc()
             LOG.info("Build of %s interrupted; it resumes when the agent starts again", uuid)
