@@ -6,6 +6,8 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
 - An agent killed with SIGKILL leaves its guests running; started again, it takes them back:
   they stay ACTIVE, and a delete then still ends their qemu.
 - A build of an image that does not exist fails with that reason and leaves no qemu and no file.
+- Each guest's CPU and memory, measured by its agent, are stored as its samples
+  (`berth instance-metric show`): the memory its guest touched, at most its flavor's.
 - `berth migrate --live` moves a guest to the other host running: its console goes on counting
   there, it does not boot again, and the source lets its qemu and files go.
 
@@ -13,6 +15,7 @@ The guests share one fleet (the tests run in this order), 128 MB each.
 """
 
 import datetime
+import json
 import re
 import signal
 
@@ -136,6 +139,24 @@ def test_guests_outlive_a_killed_agent_which_takes_them_back_when_started_again(
     delete(fleet, guests[0])
     assert qemu_processes(guests[0]) == []
     assert files_left(fleet, HOSTS, guests[0]) == []
+
+
+def test_each_guests_measured_cpu_and_memory_are_its_samples(fleet):
+    active = sorted(u for u, r in fleet.instances(fleet.booted).items() if r["state"] == "ACTIVE")
+    assert active
+
+    def measured():
+        shown = json.loads(berth(fleet, "instance-metric", "show", *active, "-f", "json"))
+        found = {(row["INSTANCE"], row["NAME"]): row for row in shown if row["SOURCE"] == "agent"}
+        return found if all((u, name) in found for u in active for name in ("cpu", "memory")) else None
+
+    samples = fleet.wait(measured, 60, "every guest's cpu and memory samples from its agent")
+    memory = {u: float(samples[(u, "memory")]["VALUE"]) for u in active}
+    cpu = {u: float(samples[(u, "cpu")]["VALUE"]) for u in active}
+    # The test image's busybox and kernel touch a few MB of the 128 MB; qemu's own memory is not counted.
+    assert all(1.0 < mb <= 128.0 for mb in memory.values()), memory
+    assert all(value >= 0.0 for value in cpu.values()), cpu
+    print("\nmeasured: " + ", ".join(f"{u[:8]} {memory[u]:g} MB, cpu {cpu[u]:g}" for u in active))
 
 
 def test_a_build_of_an_image_that_does_not_exist_fails_saying_so_and_leaves_nothing(fleet):

@@ -16,7 +16,7 @@ from oslo_config import cfg
 
 from compute_agent.driver import base, cpu_traits, host_facts
 from compute_agent.driver.capabilities import Capabilities
-from compute_agent.driver.qemu import accel, images, processes, qmp
+from compute_agent.driver.qemu import accel, images, processes, qmp, usage
 from compute_agent.driver.qemu.command import qemu_command
 from compute_agent.driver.qemu.guest_files import GuestFiles
 from compute_agent.driver.qemu.live_migration import LiveMigration
@@ -91,8 +91,8 @@ class GuestFailed(Exception):
 class QemuDriver(LiveMigration, base.ComputeDriver):
     name = "qemu"
     hypervisor_type = "QEMU"
-    # Builds, deletes and live migrations: no cold moves, resizes, power control or measured load yet.
-    capabilities = Capabilities(live_migration=True)
+    # Builds, deletes, live migrations and measured use: no cold moves, resizes or power control yet.
+    capabilities = Capabilities(live_migration=True, measures_usage=True)
 
     def __init__(self, conf):
         super().__init__(conf)
@@ -106,6 +106,7 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         self._accel_lock = threading.Lock()
         self._accel = None
         self._version = None
+        self._meter = usage.UsageMeter()
 
     # -- the host ------------------------------------------------------------------
 
@@ -171,6 +172,22 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
     def get_traits(self):
         info = host_facts.cpu_info()
         return cpu_traits.of_flags(info["arch"], info["features"])
+
+    def measure(self, instances, now=None):
+        """What the guests of ``instances`` ({uuid: flavor}) use and the host's load, measured
+        (compute_agent.driver.qemu.usage): the reports' ``load`` and ``instance_usage``."""
+        used = {}
+        for uuid, flavor in instances.items():
+            pid = self._files(uuid).read_pid()
+            if processes.runs(pid, uuid):
+                sample = self._meter.guest(uuid, pid, normalize_flavor(flavor)["memory_mb"])
+                if sample is not None:
+                    used[uuid] = sample
+        self._meter.forget_others(used)
+        agent = self.conf.compute_agent
+        load = usage.host_load(self._meter, instances, self.get_totals()["memory_mb"],
+                               agent.reserved_host_cpus, agent.reserved_host_memory_mb, now)
+        return {"load": load, "instance_usage": used}
 
     # -- instances -----------------------------------------------------------------
 

@@ -52,7 +52,7 @@ def test_facts_say_qemu_and_its_version(qemu_conf):
 
 
 def test_the_driver_declares_live_migration_alone():
-    assert QemuDriver.capabilities == Capabilities(live_migration=True)
+    assert QemuDriver.capabilities == Capabilities(live_migration=True, measures_usage=True)
 
 
 @pytest.mark.parametrize("kind", ["migration", "resize", "evacuation"])
