@@ -168,6 +168,7 @@ class ComputeManager(MoveSteps):
         self._server = None
         self._reporter = None
         self._builds = {}
+        self._terminating = set()  # uuids whose guest is being destroyed: not lost, going
         self._unsent = collections.deque()  # (method, args, kwargs) not sent yet, oldest first
         self._unsent_lock = threading.RLock()
 
@@ -228,11 +229,29 @@ class ComputeManager(MoveSteps):
                 LOG.info("Resuming the %s of %s", what, uuid)
             self._start_work(ctxt, uuid, what)
 
+    def check_guests(self):
+        """Put in ERROR the ACTIVE instances whose guest the driver finds gone or ended (a guest that
+        died, or was killed, while the agent runs); run before each periodic report."""
+        active = sorted(self.store.select(lambda record: True if record.get("state") == ACTIVE else None))
+        if not active:
+            return
+        try:
+            lost = self.driver.lost(active)
+        except Exception:
+            LOG.exception("Cannot look at the guests of %s", self.host)
+            return
+        for uuid, reason in sorted(lost.items()):
+            self._lost(uuid, reason)
+
     def _lost(self, uuid, reason):
-        """An instance whose guest the driver found gone at start: ERROR, with the reason; it stays
-        held here until it is deleted, as Nova keeps an instance in ERROR on its host."""
-        LOG.warning("Instance %s on %s: %s; it is in ERROR", uuid, self.host, reason)
+        """An instance whose guest the driver found gone (at start, or since): ERROR, with the
+        reason; it stays held here until it is deleted, as Nova keeps an instance in ERROR on its
+        host. Not one that is being terminated, or changed state meanwhile."""
         with self._lock:
+            held = self.store.get(uuid)
+            if held is None or held.get("state") != ACTIVE or uuid in self._terminating:
+                return
+            LOG.warning("Instance %s on %s: %s; it is in ERROR", uuid, self.host, reason)
             try:
                 self.store.set_state(uuid, ERROR)
             except Exception:
@@ -324,11 +343,14 @@ class ComputeManager(MoveSteps):
         ctxt = _context_values(context)
         record = self.store.get(instance_uuid)
         if record is not None:
+            with self._lock:
+                self._terminating.add(instance_uuid)
             try:
                 self.driver.destroy(record.get("instance") or {"uuid": instance_uuid})
             except Exception:
                 LOG.exception("Destroying %s failed; releasing its resources anyway", instance_uuid)
         with self._lock:
+            self._terminating.discard(instance_uuid)
             try:
                 self.store.delete(instance_uuid)
             except Exception as exc:
@@ -834,6 +856,8 @@ class ComputeManager(MoveSteps):
                         break
                     self._cond.wait(due - now)
                 self._dirty = False
+            if time.monotonic() >= next_periodic:
+                self.check_guests()
             try:
                 self.send_report()
             except Exception:

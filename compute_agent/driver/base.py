@@ -67,6 +67,12 @@ class ComputeDriver:
         with that reason. Nothing to take back by default."""
         return {}
 
+    def lost(self, instances):
+        """{uuid: reason} of the guests of ``instances`` (uuids of ACTIVE ones) that are gone or
+        ended while the agent runs, which it reports in ERROR with that reason; asked before
+        each periodic report. None by default."""
+        return {}
+
     def destroy(self, instance):
         raise NotImplementedError
 

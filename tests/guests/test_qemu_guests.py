@@ -6,6 +6,7 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
 - An agent killed with SIGKILL leaves its guests running; started again, it takes them back:
   they stay ACTIVE, and a delete then still ends their qemu.
 - A build of an image that does not exist fails with that reason and leaves no qemu and no file.
+- A guest whose qemu is killed while its agent runs goes to ERROR, saying its guest is gone.
 - Each guest's CPU and memory, measured by its agent, are stored as its samples
   (`berth instance-metric show`): the memory its guest touched, at most its flavor's.
 - `berth migrate --live` moves a guest to the other host running: its console goes on counting
@@ -139,6 +140,19 @@ def test_guests_outlive_a_killed_agent_which_takes_them_back_when_started_again(
     delete(fleet, guests[0])
     assert qemu_processes(guests[0]) == []
     assert files_left(fleet, HOSTS, guests[0]) == []
+
+
+def test_a_guest_killed_while_its_agent_runs_is_in_error_saying_so(fleet):
+    [uuid] = boot(fleet, 1)
+    host = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
+    [process] = qemu_processes(uuid)
+    process.kill()
+    row = fleet.wait_states([uuid], ("ERROR",), timeout=60)[uuid]
+    assert row["host"] == host
+    assert "its guest is gone (no qemu with pid" in (row["fault_reason"] or ""), row
+    assert "berth-guest: alive" in row["fault_reason"]  # its console's last lines
+    delete(fleet, uuid)
+    assert files_left(fleet, HOSTS, uuid) == []
 
 
 def test_each_guests_measured_cpu_and_memory_are_its_samples(fleet):

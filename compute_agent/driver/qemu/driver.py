@@ -310,23 +310,36 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         and disk kept (a delete removes them)."""
         lost = {}
         for uuid in instances:
-            files = self._files(uuid)
-            pid = files.read_pid()
-            if not processes.runs(pid, uuid):
-                lost[uuid] = (f"its guest is gone (no qemu{f' with pid {pid}' if pid else ''} runs it); its "
-                              f"console's last lines: {files.console_tail() or '(empty)'}")
-                continue
-            try:
-                state = qmp.status(files.qmp)
-            except qmp.QMPError as exc:
-                lost[uuid] = f"its qemu (pid {pid}) runs but does not answer on QMP: {exc}"
-                continue
-            if state in ENDED:
-                lost[uuid] = (f"its guest is {state}; its console's last lines: "
-                              f"{files.console_tail() or '(empty)'}")
-                continue
-            LOG.info("Re-attached to the guest of %s (qemu pid %s, %s)", uuid, pid, state)
+            why = self._why_lost(uuid)
+            if why is not None:
+                lost[uuid] = why
+            else:
+                LOG.info("Re-attached to the guest of %s (qemu pid %s)", uuid, self._files(uuid).read_pid())
         return lost
+
+    def lost(self, instances):
+        """{uuid: reason} of the guests of ``instances`` that died or ended since."""
+        lost = {}
+        for uuid in instances:
+            why = self._why_lost(uuid)
+            if why is not None:
+                lost[uuid] = why
+        return lost
+
+    def _why_lost(self, uuid):
+        """Why the guest of ``uuid`` no longer runs here (gone, not answering, ended), or None."""
+        files = self._files(uuid)
+        pid = files.read_pid()
+        if not processes.runs(pid, uuid):
+            return (f"its guest is gone (no qemu{f' with pid {pid}' if pid else ''} runs it); its "
+                    f"console's last lines: {files.console_tail() or '(empty)'}")
+        try:
+            state = qmp.status(files.qmp)
+        except qmp.QMPError as exc:
+            return f"its qemu (pid {pid}) runs but does not answer on QMP: {exc}"
+        if state in ENDED:
+            return f"its guest is {state}; its console's last lines: {files.console_tail() or '(empty)'}"
+        return None
 
     def _kill(self, files, uuid):
         pid = files.read_pid()
