@@ -30,7 +30,7 @@ from compute_agent import telemetry, validate
 from compute_agent.client import TOPIC
 from compute_agent.fake_load_endpoint import FakeLoadEndpoint
 from compute_agent.instance_store import InstanceStore
-from compute_agent.move_steps import FINISHING, MIGRATING_OUT, PREPARING, MoveSteps, move_step
+from compute_agent.move_steps import FINISHING, MIGRATING_OUT, PREPARING, MoveSteps, driven, move_step
 from compute_agent.resource_tracker import (
     ClaimFailed,
     ResourceTracker,
@@ -219,6 +219,7 @@ class ComputeManager(MoveSteps):
         self._server = None
         self._reporter = None
         self._builds = {}
+        self._terminating = set()  # uuids whose guest is being destroyed: not lost, going
         self._unsent = collections.deque()  # (method, args, kwargs) not sent yet, oldest first
         self._unsent_lock = threading.RLock()
 
@@ -239,7 +240,8 @@ class ComputeManager(MoveSteps):
 
     def _start(self):
         resume = []
-        for uuid, record in sorted(self.store.load().items()):
+        records = self.store.load()
+        for uuid, record in sorted(records.items()):
             instance = record.get("instance") or {}
             self.tracker.claim(uuid, _held_flavor(record), image_properties=_image_properties(record),
                                project_id=instance.get("project_id"), amounts=_held_amounts(record),
@@ -260,6 +262,8 @@ class ComputeManager(MoveSteps):
             len(self.tracker.instance_uuids()),
             len(resume),
         )
+        lost = self.driver.attach(sorted(uuid for uuid, record in records.items()
+                                         if record.get("state") == ACTIVE))
         endpoints = self._endpoints()
         self._consuming_since = time.time()  # replaced when the server hears the broker again
         self._server = rpc.get_rpc_server(
@@ -272,12 +276,43 @@ class ComputeManager(MoveSteps):
             raise rpc.QueueInUse(f"another agent serves host {self.host}: {exc}; stop it, or give "
                                  "this one another [DEFAULT] host") from None
         self._reporter = concurrency.spawn(self._report_loop, name=f"report-{self.host}")
+        for uuid, reason in sorted(lost.items()):
+            self._lost(uuid, reason)
         for uuid, request_id, what in resume:
             # Placed before this agent began consuming: a build resumed asks before it goes on.
             ctxt = {"request_id": request_id or rpc.new_request_id(), PLACED_AT: 0}
             with rpc.handling(ctxt):
                 LOG.info("Resuming the %s of %s", what, uuid)
             self._start_work(ctxt, uuid, what)
+
+    def check_guests(self):
+        """Put in ERROR the ACTIVE instances whose guest the driver finds gone or ended (a guest that
+        died, or was killed, while the agent runs); run before each periodic report."""
+        active = sorted(self.store.select(lambda record: True if record.get("state") == ACTIVE else None))
+        if not active:
+            return
+        try:
+            lost = self.driver.lost(active)
+        except Exception:
+            LOG.exception("Cannot look at the guests of %s", self.host)
+            return
+        for uuid, reason in sorted(lost.items()):
+            self._lost(uuid, reason)
+
+    def _lost(self, uuid, reason):
+        """An instance whose guest the driver found gone (at start, or since): ERROR, with the
+        reason; it stays held here until it is deleted, as Nova keeps an instance in ERROR on its
+        host. Not one that is being terminated, or changed state meanwhile."""
+        with self._lock:
+            held = self.store.get(uuid)
+            if held is None or held.get("state") != ACTIVE or uuid in self._terminating:
+                return
+            LOG.warning("Instance %s on %s: %s; it is in ERROR", uuid, self.host, reason)
+            try:
+                self.store.set_state(uuid, ERROR)
+            except Exception:
+                LOG.exception("Cannot record %s as ERROR", uuid)
+            self._instance_update({"request_id": rpc.new_request_id()}, uuid, ERROR, fault={"reason": reason})
 
     def _endpoints(self):
         """What the agent serves on compute.<host>: both versions of the compute API, and the fake
@@ -364,11 +399,14 @@ class ComputeManager(MoveSteps):
         ctxt = _context_values(context)
         record = self.store.get(instance_uuid)
         if record is not None:
+            with self._lock:
+                self._terminating.add(instance_uuid)
             try:
                 self.driver.destroy(record.get("instance") or {"uuid": instance_uuid})
             except Exception:
                 LOG.exception("Destroying %s failed; releasing its resources anyway", instance_uuid)
         with self._lock:
+            self._terminating.discard(instance_uuid)
             try:
                 self.store.delete(instance_uuid)
             except Exception as exc:
@@ -451,7 +489,7 @@ class ComputeManager(MoveSteps):
         instance = record["instance"]
         started = time.monotonic()
         try:
-            self.driver.spawn(instance)
+            self.driver.spawn(driven(record))
         except drivers.BuildAborted:
             telemetry.BUILDS.labels(telemetry.INTERRUPTED).inc()
             LOG.info("Build of %s interrupted; it resumes when the agent starts again", uuid)
@@ -966,6 +1004,8 @@ class ComputeManager(MoveSteps):
                         break
                     self._cond.wait(due - now)
                 self._dirty = False
+            if time.monotonic() >= next_periodic:
+                self.check_guests()
             try:
                 self.send_report()
             except Exception:

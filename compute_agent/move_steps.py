@@ -42,6 +42,16 @@ def move_step(record):
     return None
 
 
+def driven(record):
+    """The instance of ``record`` as its driver gets it to build it (spawn, or a move's destination
+    steps): with its request's image, ``{"id" (when it names one), "properties"}``."""
+    image = (record.get("request_spec") or {}).get("image")
+    image = dict(image) if isinstance(image, dict) else {}
+    properties = image.get("properties")
+    image["properties"] = properties if isinstance(properties, dict) else {}
+    return dict(record["instance"], image=image)
+
+
 class MoveSteps:
     """The ComputeManager's steps of a move between two agents (a mixin of compute_agent.manager)."""
 
@@ -95,7 +105,7 @@ class MoveSteps:
             return
         migration = record["migration"]
         ran, transfer = self._destination_step(ctxt, uuid, migration, PREPARING, functools.partial(
-            self.driver.prepare_move_in, record["instance"], migration))
+            self.driver.prepare_move_in, driven(record), migration))
         if not ran:
             return
         with self._lock:
@@ -273,7 +283,7 @@ class MoveSteps:
             return
         migration = record["migration"]
         ran, _ = self._destination_step(ctxt, uuid, migration, FINISHING, functools.partial(
-            self.driver.finish_move_in, record["instance"], migration, record.get("transfer") or {}))
+            self.driver.finish_move_in, driven(record), migration, record.get("transfer") or {}))
         if not ran:
             return
         with self._lock:

@@ -18,8 +18,10 @@ class ComputeDriver:
     """Totals of the host, and building and destroying instances.
 
     ``instance`` is the record the scheduler sent: ``{"uuid", "flavor",
-    "project_id"}``. ``spawn`` raises on a failed build (the agent frees the
-    claim and reschedules) and ``BuildAborted`` when :meth:`stop` interrupts it.
+    "project_id"}``. What builds it (``spawn``, and a move's destination steps ``prepare_move_in``
+    and ``finish_move_in``) gets its request's image too: ``"image": {"id", "properties"}``
+    (``id`` missing when the request names none). ``spawn`` raises on a failed build (the agent
+    frees the claim and reschedules) and ``BuildAborted`` when :meth:`stop` interrupts it.
     """
 
     name = "base"
@@ -58,6 +60,18 @@ class ComputeDriver:
 
     def spawn(self, instance):
         raise NotImplementedError
+
+    def attach(self, instances):
+        """The agent starts holding ``instances`` (uuids of the ones it has built): take their guests
+        back; return {uuid: reason} of those whose guest is gone, which the agent reports in ERROR
+        with that reason. Nothing to take back by default."""
+        return {}
+
+    def lost(self, instances):
+        """{uuid: reason} of the guests of ``instances`` (uuids of ACTIVE ones) that are gone or
+        ended while the agent runs, which it reports in ERROR with that reason; asked before
+        each periodic report. None by default."""
+        return {}
 
     def destroy(self, instance):
         raise NotImplementedError

@@ -3,7 +3,7 @@
 A driver is a subclass of ``compute_agent.driver.base.ComputeDriver`` that a
 distribution installs under the entry point group ``berth.compute.drivers``
 (``libvirt = my_package.driver:LibvirtDriver``): its name is the entry point's.
-Berth's own (fake, host) are there too, and known from a source tree that was
+Berth's own (fake, host, qemu) are there too, and known from a source tree that was
 never installed. A driver's options live in the module that defines its class
 (``list_opts()``, and ``register_opts(conf)`` when it needs more), in a group of
 its own. A driver is imported only when it is chosen or its options listed; one
@@ -28,6 +28,7 @@ GROUP = "berth.compute.drivers"
 BUILTIN = {
     "fake": "compute_agent.driver.fake:FakeDriver",
     "host": "compute_agent.driver.host:HostDriver",
+    "qemu": "compute_agent.driver.qemu.driver:QemuDriver",
 }
 OPTION = "[compute_agent] driver"
 

@@ -55,6 +55,9 @@ def add_boot_and_delete(subparsers):
     boot.add_argument("--flavor-ram", type=positive, metavar="MB", help="memory of an unnamed flavor")
     boot.add_argument("--flavor-disk", type=_non_negative, metavar="GB", help="root disk")
     boot.add_argument("--flavor-vcpus", type=positive, metavar="N", help="vCPUs of an unnamed flavor")
+    boot.add_argument("--image", dest="image_id", metavar="IMAGE",
+                      help="the image to boot (request_spec.image.id): with the qemu driver, an image of "
+                      "[qemu] images_path by name; the fake and host drivers boot none")
     boot.add_argument("--image-property", dest="image_properties", type=_image_property, action="append",
                       default=[], metavar="KEY=VALUE",
                       help="a property of the image booted (request_spec.image.properties), e.g. "
@@ -139,7 +142,7 @@ def flavor_from_args(client, args):
 
 
 def build_request(flavor, count, hints=(), project="admin", availability_zone=None, name=None,
-                  image_properties=None, min_count=None):
+                  image_properties=None, min_count=None, image_id=None):
     """``hints``: (key, value) pairs or a dict; a key given more than once becomes a list.
     ``name``: the instances' display_name (the scheduler numbers them: instance_names).
     ``min_count``: as many of the ``count`` as fit, at least this many (else all or none)."""
@@ -156,6 +159,8 @@ def build_request(flavor, count, hints=(), project="admin", availability_zone=No
         "instance_properties": properties,
         "image": {"properties": dict(image_properties or {})},
     }
+    if image_id is not None:
+        request_spec["image"]["id"] = image_id
     if min_count is not None:
         request_spec["min_num_instances"] = min_count
     scheduler_hints = {}
@@ -205,6 +210,7 @@ def boot_command(client, args, out):
     request_spec, filter_properties = build_request(
         flavor, args.count, _resolve_hints(client, args.hint), args.project, availability_zone=args.boot_zone,
         name=args.display_name, image_properties=dict(args.image_properties), min_count=args.min_count,
+        image_id=args.image_id,
     )
     uuids = request_spec["instance_uuids"]
     ctxt = {"project_id": args.project, "request_id": rpc.new_request_id()}

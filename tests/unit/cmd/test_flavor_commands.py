@@ -127,6 +127,15 @@ def test_boot_sends_a_stored_flavor_whole_and_the_image_properties(database, con
     assert spec["instance_type"] == {"name": "gpu.small", "memory_mb": 1024, "root_gb": 10, "ephemeral_gb": 0,
                                      "vcpus": 2, "extra_specs": {"resources:VGPU": "1"}}
     assert spec["image"]["properties"] == {"hw_architecture": "x86_64", "img_type": "linux"}
+    assert "id" not in spec["image"]
+
+
+def test_boot_sends_the_image_it_names(database, conf_file, capsys):
+    args = parse(conf_file, "boot", "--flavor", "m1.tiny", "--image", "berth-test")
+    client = Recorder(FlavorEndpoint(database))
+    assert args.func(client, args, io.StringIO()) == 0
+    [spec] = client.casts
+    assert spec["image"] == {"id": "berth-test", "properties": {}}
 
 
 def test_a_repeated_image_property_is_refused(database, conf_file, capsys):

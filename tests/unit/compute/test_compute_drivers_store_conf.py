@@ -11,8 +11,8 @@ from compute_agent.instance_store import InstanceStore, InstanceStoreError
 
 def test_options_have_help_and_defaults(conf):
     listed = {group.name: opts for group, opts in agent_conf.list_opts()}
-    assert set(listed) == {"compute_agent", "fake"}
-    for opt in [*listed["compute_agent"], *listed["fake"]]:
+    assert set(listed) == {"compute_agent", "fake", "qemu"}
+    for opt in [*listed["compute_agent"], *listed["fake"], *listed["qemu"]]:
         assert opt.help, opt.name
     c = conf.compute_agent
     assert (c.reserved_host_memory_mb, c.reserved_host_disk_mb, c.reserved_host_cpus) == (512, 0, 0)

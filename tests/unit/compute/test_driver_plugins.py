@@ -35,15 +35,15 @@ def test_berths_drivers_are_entry_points_and_known_without_them(monkeypatch):
     assert installed.driver_class("host") is drivers.HostDriver
     # A source tree nobody installed has no entry points: Berth's own drivers are still there.
     monkeypatch.setattr(installed, "entry_points", lambda group: [])
-    assert set(installed.available()) == {"fake", "host"}
+    assert set(installed.available()) == {"fake", "host", "qemu"}
 
 
 def test_an_unknown_driver_is_refused_naming_the_installed_ones(conf):
     with pytest.raises(ValueError) as info:
         drivers.load_driver(conf, "xen")
-    assert str(info.value) == "[compute_agent] driver: unknown driver 'xen'; use one of fake, host"
+    assert str(info.value) == "[compute_agent] driver: unknown driver 'xen'; use one of fake, host, qemu"
     conf.set_override("driver", "xen", "compute_agent")
-    with pytest.raises(ValueError, match="unknown driver 'xen'; use one of fake, host"):
+    with pytest.raises(ValueError, match="unknown driver 'xen'; use one of fake, host, qemu"):
         agent_conf.check_driver(conf)  # at start, before anything is taken
 
 
@@ -98,7 +98,7 @@ def test_a_driver_of_another_distribution_runs_by_its_entry_point_name_with_its_
     found = json.loads(run(example_plugin, AGENT, str(path)))
     assert found == {
         "class": "berth_example_plugin.driver.ExampleDriver", "memory_mb": 3072, "hypervisor_type": "example",
-        "unknown": "[compute_agent] driver: unknown driver 'xen'; use one of example, fake, host",
+        "unknown": "[compute_agent] driver: unknown driver 'xen'; use one of example, fake, host, qemu",
     }
 
 
@@ -122,7 +122,8 @@ def test_a_driver_that_cannot_be_used_is_refused_saying_why(monkeypatch):
     with pytest.raises(ValueError, match="is not a subclass of compute_agent.driver.base.ComputeDriver"):
         installed.driver_class("odd")
     # Listing the options leaves them out: a broken driver nobody chose stops no one.
-    assert [m.__name__ for m in installed.option_modules()] == ["compute_agent.driver.fake"]
+    assert [m.__name__ for m in installed.option_modules()] == ["compute_agent.driver.fake",
+                                                                "compute_agent.driver.qemu.driver"]
 
 
 def test_two_drivers_of_one_name_are_refused_naming_both(monkeypatch):

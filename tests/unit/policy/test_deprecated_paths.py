@@ -53,11 +53,10 @@ def test_a_goal_importing_the_old_names_builds_the_same_plan_class(monkeypatch):
         if name.startswith("scheduler.policy.rebalance"):
             monkeypatch.delitem(sys.modules, name)
     with pytest.warns(DeprecationWarning):
-        from scheduler.policy.rebalance import Migration, Plan
-        from scheduler.policy.rebalance.snapshot import Snapshot
-    from scheduler.moves.rebalance import PlannedMove, RebalancePlan
-    from scheduler.moves.rebalance import Snapshot as NewSnapshot
+        old = importlib.import_module("scheduler.policy.rebalance")
+        snapshot = importlib.import_module("scheduler.policy.rebalance.snapshot")
+    from scheduler.moves.rebalance import PlannedMove, RebalancePlan, Snapshot
 
-    assert (Plan, Migration, Snapshot) == (RebalancePlan, PlannedMove, NewSnapshot)
-    plan = Plan([Migration("i", "a", "b", "why", 512.0)], [], "greedy", False)
+    assert (old.Plan, old.Migration, snapshot.Snapshot) == (RebalancePlan, PlannedMove, Snapshot)
+    plan = old.Plan([old.Migration("i", "a", "b", "why", 512.0)], [], "greedy", False)
     assert plan.migrations == plan.moves and plan.memory_mb == 512.0

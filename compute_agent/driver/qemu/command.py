@@ -1,0 +1,40 @@
+"""The qemu command line of an instance, from its flavor, its image and its files."""
+
+QMP_ID = "qmp"
+SERIAL_ID = "serial0"
+
+
+def _escaped(path):
+    """A path as a value of qemu's comma-separated options (a comma doubled)."""
+    return path.replace(",", ",,")
+
+
+def qemu_command(binary, accel, name, memory_mb, vcpus, image, files):
+    """argv of a qemu that daemonizes (its own session: it outlives the agent), writes its pid
+    file, serves QMP on ``files.qmp`` (named relative to ``files.directory``, where qemu must be
+    started) and appends its serial console to ``files.console``.
+    ``image``: images.Image; the disk is ``files.disk`` (a qcow2 overlay) when the image has one."""
+    argv = [
+        binary,
+        "-name", f"guest={name},process=berth-{name}",
+        "-accel", accel,
+        "-m", str(memory_mb),
+        "-smp", str(vcpus),
+        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-chardev", f"socket,id={QMP_ID},path={_escaped(files.QMP_NAME)},server=on,wait=off",
+        "-mon", f"chardev={QMP_ID},mode=control",
+        "-chardev", f"file,id={SERIAL_ID},path={_escaped(files.console)},append=on",
+        "-serial", f"chardev:{SERIAL_ID}",
+        "-pidfile", files.pid,
+        "-D", files.log,
+        "-daemonize",
+    ]
+    if image.disk is not None:
+        argv += ["-drive", f"file={_escaped(files.disk)},format=qcow2,if=virtio,cache=writeback"]
+    if image.kernel is not None:
+        argv += ["-kernel", image.kernel]
+        if image.ramdisk is not None:
+            argv += ["-initrd", image.ramdisk]
+        if image.command_line:
+            argv += ["-append", image.command_line]
+    return argv

@@ -1,0 +1,382 @@
+"""The qemu driver and its options, the ``[qemu]`` group: each instance a qemu process of its
+own, detached from the agent, booted from its image (a qcow2 overlay of the image's disk, or a
+kernel and initramfs booted directly) and driven over QMP."""
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+
+import psutil
+from oslo_config import cfg
+
+from compute_agent.driver import base, cpu_traits, host_facts
+from compute_agent.driver.capabilities import Capabilities
+from compute_agent.driver.qemu import accel, images, processes, qmp, usage
+from compute_agent.driver.qemu.command import qemu_command
+from compute_agent.driver.qemu.guest_files import GuestFiles
+from compute_agent.driver.qemu.live_migration import LiveMigration
+from compute_agent.resource_tracker import normalize_flavor
+from scheduler.conf import groups
+
+LOG = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+#: What qemu says of a guest that will not run again.
+ENDED = ("shutdown", "guest-panicked", "internal-error", "io-error")
+
+group = cfg.OptGroup(
+    "qemu",
+    title="QEMU driver",
+    help="The qemu driver ([compute_agent] driver = qemu): real guests, one qemu process each.",
+)
+
+opts = [
+    cfg.StrOpt("binary", default="qemu-system-x86_64",
+               help="The qemu system emulator to run, by name (looked up in PATH) or path."),
+    cfg.StrOpt("accel", default="auto",
+               choices=[("kvm", "KVM: the host's hardware virtualization"),
+                        ("tcg", "TCG: qemu's emulation, slower, runs anywhere"),
+                        ("auto", "KVM when a probe guest runs under it, else TCG")],
+               help="The accelerator guests run on; the agent says at start which one and why."),
+    cfg.FloatOpt("kvm_probe_timeout", default=5.0, min=0.5,
+                 help="Seconds accel = auto waits for a probe guest under KVM to say something before "
+                 "it takes KVM for not working (a /dev/kvm that hangs its guests) and runs TCG."),
+    cfg.StrOpt("images_path", default="$state_path/images",
+               help="The image directory: an image is <name>.json (kernel_id, ramdisk_id, os_command_line, "
+               "disk, disk_format, console_ready: see tools/build-guest-image) or a disk <name>.qcow2 "
+               "or <name>.raw. A build names its image with berth boot --image."),
+    cfg.StrOpt("default_image",
+               help="The image of a build that names none. Unset: such a build fails."),
+    cfg.StrOpt("instances_path", default="$state_path/instances",
+               help="Where each instance's files are, in a directory named by its UUID: its disk "
+               "overlay, serial console log, QMP socket and pid file. Each agent needs its own: a live "
+               "migration between two agents has the instance in both."),
+    cfg.PortOpt("migration_port_min", default=49152,
+                help="Lowest TCP port of the range live migrations into this host listen on (on the "
+                "address the agent reports, [compute_agent] host_ip)."),
+    cfg.PortOpt("migration_port_max", default=49215,
+                help="Highest TCP port of the range live migrations into this host listen on."),
+    cfg.IntOpt("memory_mb", min=1,
+               help="Total memory (MiB) the host reports. Unset: this machine's."),
+    cfg.IntOpt("local_gb", min=1,
+               help="Total local disk (GiB) the host reports. Unset: the file system of instances_path."),
+    cfg.IntOpt("vcpus", min=1,
+               help="Virtual CPUs the host reports. Unset: this machine's CPU count."),
+    cfg.FloatOpt("boot_timeout", default=120.0, min=1.0,
+                 help="Seconds a build waits for its guest to run (and to print its image's "
+                 "console_ready line, when the image has one) before it fails."),
+    cfg.FloatOpt("stop_timeout", default=10.0, min=0.0,
+                 help="Seconds a delete waits for qemu to quit when told over QMP before it kills it."),
+]
+
+
+def list_opts():
+    return [(group, opts)]
+
+
+def register_opts(conf):
+    groups.register(conf, group, opts)
+
+
+class GuestFailed(Exception):
+    """A build that failed for the reason its message says: the agent reschedules it."""
+
+
+class QemuDriver(LiveMigration, base.ComputeDriver):
+    name = "qemu"
+    hypervisor_type = "QEMU"
+    # Builds, deletes, live migrations and measured use: no cold moves, resizes or power control yet.
+    capabilities = Capabilities(live_migration=True, measures_usage=True)
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        options = conf.qemu
+        if options.migration_port_min > options.migration_port_max:
+            raise ValueError(f"[qemu] migration_port_min {options.migration_port_min} is above "
+                             f"migration_port_max {options.migration_port_max}")
+        if shutil.which(options.binary) is None:
+            raise ValueError(f"[qemu] binary {options.binary} is not installed (Debian: qemu-system-x86), "
+                             "or not executable")
+        self._accel_lock = threading.Lock()
+        self._accel = None
+        self._version = None
+        self._meter = usage.UsageMeter()
+
+    # -- the host ------------------------------------------------------------------
+
+    @property
+    def _options(self):
+        return self.conf.qemu
+
+    def accelerator(self):
+        """kvm or tcg, chosen once (accel = auto probes KVM) and said in one line of the log."""
+        with self._accel_lock:
+            if self._accel is None:
+                chosen, why = accel.choose(self._options.accel, self._options.binary,
+                                           self._options.kvm_probe_timeout)
+                LOG.info("Guests run under %s (%s)", chosen.upper(), why)
+                self._accel = chosen
+            return self._accel
+
+    def qemu_version(self):
+        """What ``binary --version`` says, e.g. 7.2.22; None when it cannot be run."""
+        if self._version is None:
+            try:
+                said = subprocess.run([self._options.binary, "--version"], capture_output=True, text=True,
+                                      timeout=30, check=True).stdout
+            except (OSError, subprocess.SubprocessError) as exc:
+                LOG.warning("Cannot read the version of %s: %s", self._options.binary, exc)
+                return None
+            found = re.search(r"version (\d+\.\d+(?:\.\d+)?)", said)
+            self._version = found.group(1) if found else ""
+        return self._version or None
+
+    def describe(self):
+        totals = self.get_totals()
+        return (f"driver qemu: {self._options.binary} {self.qemu_version() or '(version unknown)'} under "
+                f"{self.accelerator()}, images in {self._options.images_path}, instances in "
+                f"{self._options.instances_path}; {totals['memory_mb']} MB memory, {totals['local_gb']} GB "
+                f"disk, {totals['vcpus']} vCPUs")
+
+    def get_totals(self):
+        options = self._options
+        local_gb = options.local_gb
+        if local_gb is None:
+            fs = os.statvfs(_existing(options.instances_path))
+            local_gb = fs.f_blocks * fs.f_frsize // GIB
+        return {
+            "memory_mb": options.memory_mb or psutil.virtual_memory().total // MIB,
+            "local_gb": local_gb,
+            "vcpus": options.vcpus or os.cpu_count() or 1,
+        }
+
+    def get_facts(self):
+        facts = {
+            "hypervisor_type": self.hypervisor_type,
+            "cpu_arch": host_facts.machine_arch(),
+            "vm_modes": ["hvm"],
+            "cpu_info": host_facts.cpu_info(),
+            "host_ip": host_facts.host_ip(self.conf.compute_agent.host_ip),
+        }
+        version = self.qemu_version()
+        if version:
+            facts["hypervisor_version"] = host_facts.version_to_int(version)
+        return facts
+
+    def get_traits(self):
+        info = host_facts.cpu_info()
+        return cpu_traits.of_flags(info["arch"], info["features"])
+
+    def measure(self, instances, now=None):
+        """What the guests of ``instances`` ({uuid: flavor}) use and the host's load, measured
+        (compute_agent.driver.qemu.usage): the reports' ``load`` and ``instance_usage``."""
+        used = {}
+        for uuid, flavor in instances.items():
+            pid = self._files(uuid).read_pid()
+            if processes.runs(pid, uuid):
+                sample = self._meter.guest(uuid, pid, normalize_flavor(flavor)["memory_mb"])
+                if sample is not None:
+                    used[uuid] = sample
+        self._meter.forget_others(used)
+        agent = self.conf.compute_agent
+        load = usage.host_load(self._meter, instances, self.get_totals()["memory_mb"],
+                               agent.reserved_host_cpus, agent.reserved_host_memory_mb, now)
+        return {"load": load, "instance_usage": used}
+
+    # -- instances -----------------------------------------------------------------
+
+    def _files(self, uuid):
+        return GuestFiles.of(self._options.instances_path, uuid)
+
+    def image_of(self, instance):
+        """The image ``instance`` boots (its request's image id, else [qemu] default_image)."""
+        name = (instance.get("image") or {}).get("id") or self._options.default_image
+        if not name:
+            raise images.ImageError("the build names no image (berth boot --image NAME) and [qemu] "
+                                    "default_image is not set")
+        return images.find(self._options.images_path, name)
+
+    def spawn(self, instance):
+        """Start the instance's qemu and wait until its guest runs. A build resumed after a restart
+        of the agent finds its qemu running already and waits for it alone. Raises GuestFailed (or
+        ImageError) with the reason, having removed whatever it made."""
+        uuid = instance["uuid"]
+        files = self._files(uuid)
+        image = self.image_of(instance)
+        try:
+            if not processes.runs(files.read_pid(), uuid):
+                self._launch(instance, image, files)
+            self._wait_until_up(files, uuid, image)
+        except base.BuildAborted:
+            raise  # the guest runs on: the build resumes when the agent starts again
+        except BaseException:
+            self._kill(files, uuid)
+            self._remove(files)
+            raise
+
+    def _launch(self, instance, image, files, extra=()):
+        """Make the instance's directory anew (its disk an overlay of the image's) and start its qemu
+        (``extra``: more arguments, as -incoming)."""
+        self._kill(files, instance["uuid"])  # a qemu a step interrupted early left, unusable
+        self._remove(files)
+        os.makedirs(files.directory)
+        flavor = normalize_flavor(instance.get("flavor"))
+        if image.disk is not None:
+            self._make_overlay(image, files, flavor["root_gb"])
+        argv = qemu_command(self._options.binary, self.accelerator(), instance["uuid"],
+                            max(flavor["memory_mb"], 1), max(flavor["vcpus"], 1), image, files)
+        self._start([*argv, *extra], files)
+
+    def _make_overlay(self, image, files, root_gb):
+        """A qcow2 overlay of the image's disk, of the flavor's root disk (the image's size when
+        the flavor says 0); a flavor smaller than the image is refused."""
+        info = _run(["qemu-img", "info", "--output=json", "-f", image.disk_format, image.disk],
+                    f"cannot read the disk of image {image.name}")
+        size = int(json.loads(info)["virtual-size"])
+        wanted = root_gb * GIB
+        if wanted and wanted < size:
+            raise GuestFailed(f"image {image.name}'s disk is {size / GIB:.2f} GB, more than the flavor's "
+                              f"root disk of {root_gb} GB")
+        argv = ["qemu-img", "create", "-q", "-f", "qcow2", "-b", os.path.abspath(image.disk),
+                "-F", image.disk_format, files.disk]
+        if wanted:
+            argv.append(str(wanted))
+        _run(argv, f"cannot make the disk of the instance from image {image.name}")
+
+    def _start(self, argv, files):
+        try:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=self._options.boot_timeout, cwd=files.directory)
+        except FileNotFoundError:
+            raise GuestFailed(f"cannot run {argv[0]} ([qemu] binary): not found") from None
+        except subprocess.TimeoutExpired:
+            raise GuestFailed(f"qemu did not start within {self._options.boot_timeout:g} s") from None
+        if done.returncode != 0:
+            said = [line for line in done.stderr.splitlines() if line.strip()]
+            raise GuestFailed(f"qemu did not start: {said[-1] if said else f'exit status {done.returncode}'}")
+
+    def _wait_until_up(self, files, uuid, image):
+        """Until QMP says the guest runs and, when its image names one, its console_ready line is on its
+        console; GuestFailed when the guest dies first, or boot_timeout passes."""
+        deadline = time.monotonic() + self._options.boot_timeout
+        while True:
+            pid = files.read_pid()
+            if not processes.runs(pid, uuid):
+                raise GuestFailed(f"the guest died during boot; its console's last lines: "
+                                  f"{files.console_tail() or '(empty)'}")
+            try:
+                state = qmp.status(files.qmp)
+            except qmp.QMPError:
+                state = None  # not listening yet, or quitting: asked again
+            if state in ENDED:
+                raise GuestFailed(f"the guest is {state} during boot; its console's last lines: "
+                                  f"{files.console_tail() or '(empty)'}")
+            ready = image.console_ready is None or _says(files.console, image.console_ready)
+            if state == "running" and ready:
+                return
+            if time.monotonic() >= deadline:
+                waited = f"to say {image.console_ready!r}" if state == "running" else "to run"
+                raise GuestFailed(f"the guest did not come up within {self._options.boot_timeout:g} s "
+                                  f"([qemu] boot_timeout): waited {waited}; its console's last lines: "
+                                  f"{files.console_tail() or '(empty)'}")
+            self._wait(0.2)
+
+    def destroy(self, instance):
+        """Tell qemu to quit (killed after stop_timeout), then remove the instance's files."""
+        uuid = instance["uuid"]
+        files = self._files(uuid)
+        pid = files.read_pid()
+        if processes.runs(pid, uuid):
+            try:
+                with qmp.QMP(files.qmp) as monitor:
+                    monitor.execute("quit")
+            except qmp.QMPError as exc:
+                LOG.warning("Cannot tell the qemu of %s to quit (%s); killing it", uuid, exc)
+            if not processes.wait_gone(pid, uuid, self._options.stop_timeout):
+                LOG.warning("The qemu of %s (pid %s) did not quit within %g s; killing it", uuid, pid,
+                            self._options.stop_timeout)
+        self._kill(files, uuid)
+        self._remove(files)
+
+    def attach(self, instances):
+        """Take back the guests of ``instances`` (uuids) at start: each whose qemu still runs is
+        looked at over QMP; {uuid: reason} of those whose guest is gone or ended, their console
+        and disk kept (a delete removes them)."""
+        lost = {}
+        for uuid in instances:
+            why = self._why_lost(uuid)
+            if why is not None:
+                lost[uuid] = why
+            else:
+                LOG.info("Re-attached to the guest of %s (qemu pid %s)", uuid, self._files(uuid).read_pid())
+        return lost
+
+    def lost(self, instances):
+        """{uuid: reason} of the guests of ``instances`` that died or ended since."""
+        lost = {}
+        for uuid in instances:
+            why = self._why_lost(uuid)
+            if why is not None:
+                lost[uuid] = why
+        return lost
+
+    def _why_lost(self, uuid):
+        """Why the guest of ``uuid`` no longer runs here (gone, not answering, ended), or None."""
+        files = self._files(uuid)
+        pid = files.read_pid()
+        if not processes.runs(pid, uuid):
+            return (f"its guest is gone (no qemu{f' with pid {pid}' if pid else ''} runs it); its "
+                    f"console's last lines: {files.console_tail() or '(empty)'}")
+        try:
+            state = qmp.status(files.qmp)
+        except qmp.QMPError as exc:
+            return f"its qemu (pid {pid}) runs but does not answer on QMP: {exc}"
+        if state in ENDED:
+            return f"its guest is {state}; its console's last lines: {files.console_tail() or '(empty)'}"
+        return None
+
+    def _kill(self, files, uuid):
+        pid = files.read_pid()
+        if pid and not processes.kill(pid, uuid):
+            LOG.error("The qemu of %s (pid %s) is still there after SIGKILL", uuid, pid)
+
+    @staticmethod
+    def _remove(files):
+        shutil.rmtree(files.directory, ignore_errors=True)
+
+
+def _existing(path):
+    """``path`` or its nearest existing ancestor (instances_path may not exist yet)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def _run(argv, what):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
+    except FileNotFoundError:
+        raise GuestFailed(f"{what}: {argv[0]} is not installed (qemu-utils)") from None
+    except subprocess.CalledProcessError as exc:
+        said = [line for line in exc.stderr.splitlines() if line.strip()]
+        raise GuestFailed(f"{what}: {said[-1] if said else f'exit status {exc.returncode}'}") from None
+    except subprocess.TimeoutExpired:
+        raise GuestFailed(f"{what}: {argv[0]} did not finish within 60 s") from None
+
+
+def _says(path, text):
+    try:
+        with open(path, "rb") as f:
+            return text.encode() in f.read()
+    except OSError:
+        return False

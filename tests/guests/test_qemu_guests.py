@@ -1,0 +1,211 @@
+"""Real guests: a scheduler and two agents with driver = qemu on the real RabbitMQ and
+PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
+
+- Each guest goes ACTIVE once it runs, and its serial console says the image's marker.
+- `berth delete` ends the guest's qemu and removes its files.
+- An agent killed with SIGKILL leaves its guests running; started again, it takes them back:
+  they stay ACTIVE, and a delete then still ends their qemu.
+- A build of an image that does not exist fails with that reason and leaves no qemu and no file.
+- A guest whose qemu is killed while its agent runs goes to ERROR, saying its guest is gone.
+- Each guest's CPU and memory, measured by its agent, are stored as its samples
+  (`berth instance-metric show`): the memory its guest touched, at most its flavor's.
+- `berth migrate --live` moves a guest to the other host running: its console goes on counting
+  there, it does not boot again, and the source lets its qemu and files go.
+
+The guests share one fleet (the tests run in this order), 128 MB each.
+"""
+
+import datetime
+import json
+import re
+import signal
+
+import pytest
+
+from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
+from tests.guests.guests import (
+    MARKER,
+    console,
+    files,
+    files_left,
+    kill_leftovers,
+    qemu_processes,
+    state_path,
+)
+
+HOSTS = ("guests-1", "guests-2")
+#: A flavor small enough that four guests and their qemu fit in a CI machine (about 200 MB each).
+FLAVOR = ("--flavor-ram", "128", "--flavor-disk", "1", "--flavor-vcpus", "1")
+#: Each agent reports a host of this size, whatever the machine's.
+AGENT = {"report_interval": 2}
+QEMU = {"memory_mb": 2048, "local_gb": 20, "vcpus": 4, "kvm_probe_timeout": 3}
+#: Guests boot under TCG in seconds alone, slower when four share two cores.
+BOOT_TIMEOUT = 180
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory, guest_image):
+    tmp_path = tmp_path_factory.mktemp("guests")
+    booted = []
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        options = {f"qemu__{name}": value for name, value in {**QEMU, "images_path": guest_image}.items()}
+        # One attempt: a failed build's fault then says the agent's reason (after the retries, the
+        # scheduler's "No valid host was found" would not).
+        fleet = Fleet(tmp_path, url, transport_url, compute_agent__driver="qemu", scheduler__max_attempts=1,
+                      **options)
+        fleet.booted = booted
+        try:
+            fleet.start_schedulers(["sched"])
+            for host in HOSTS:
+                start_agent(fleet, host)
+            fleet.wait_hosts_up(HOSTS, timeout=90)
+            yield fleet
+        finally:
+            fleet.close()
+            kill_leftovers(booted)
+
+
+def start_agent(fleet, host):
+    return fleet.start_agent(host, default={"state_path": state_path(fleet, host)}, **AGENT)
+
+
+def berth(fleet, *args):
+    done = fleet.cli(*args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def boot(fleet, count, image="berth-test"):
+    uuids = berth(fleet, "boot", *FLAVOR, "--image", image, "--count", str(count)).split()
+    fleet.booted.extend(uuids)
+    return uuids
+
+
+def delete(fleet, *uuids):
+    berth(fleet, "delete", *uuids)
+    return fleet.wait_states(list(uuids), ("DELETED",), timeout=60)
+
+
+def _seconds(row):
+    try:
+        return (datetime.datetime.fromisoformat(str(row["launched_at"]))
+                - datetime.datetime.fromisoformat(str(row["created_at"]))).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def test_each_agent_says_which_accelerator_its_guests_run_under(fleet):
+    for host in HOSTS:
+        assert re.search(r"Guests run under (KVM|TCG) \(auto: ", fleet.log(host)), fleet.log(host)[-2000:]
+
+
+def test_booted_guests_are_active_and_say_their_marker_on_their_console(fleet):
+    uuids = boot(fleet, 4)
+    rows = fleet.wait_states(uuids, ("ACTIVE", "ERROR"), timeout=BOOT_TIMEOUT)
+    assert {u: r["state"] for u, r in rows.items()} == dict.fromkeys(uuids, "ACTIVE"), \
+        {u: r.get("fault_reason") for u, r in rows.items()}
+    for uuid in uuids:
+        assert MARKER in console(fleet, rows[uuid]["host"], uuid)
+        assert len(qemu_processes(uuid)) == 1
+    print("\nboot to ACTIVE: " + ", ".join(
+        f"{rows[u]['host']} {_seconds(rows[u]) or '?'} s" for u in uuids))
+
+
+def test_a_deleted_guests_qemu_ends_and_its_files_go(fleet):
+    [uuid] = boot(fleet, 1)
+    host = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
+    assert qemu_processes(uuid) and files_left(fleet, HOSTS, uuid) == [host]
+    delete(fleet, uuid)
+    assert qemu_processes(uuid) == []
+    assert files_left(fleet, HOSTS, uuid) == []
+
+
+def test_guests_outlive_a_killed_agent_which_takes_them_back_when_started_again(fleet):
+    active = {u: r["host"] for u, r in fleet.instances(fleet.booted).items() if r["state"] == "ACTIVE"}
+    host = HOSTS[0] if list(active.values()).count(HOSTS[0]) else HOSTS[1]
+    guests = sorted(u for u, h in active.items() if h == host)
+    assert guests, f"no guest on either host: {active}"
+    pids = {u: [p.pid for p in qemu_processes(u)] for u in guests}
+
+    fleet.stop(host, signal.SIGKILL)
+    assert {u: [p.pid for p in qemu_processes(u)] for u in guests} == pids
+    start_agent(fleet, host)
+    fleet.wait(lambda: all(f"Re-attached to the guest of {u}" in fleet.log(host) for u in guests), 90,
+               f"{host} to take its guests back")
+    fleet.wait_hosts_up([host], timeout=60)
+
+    rows = fleet.instances(guests)
+    assert {u: (r["state"], r["host"]) for u, r in rows.items()} == dict.fromkeys(guests, ("ACTIVE", host))
+    assert {u: [p.pid for p in qemu_processes(u)] for u in guests} == pids
+    delete(fleet, guests[0])
+    assert qemu_processes(guests[0]) == []
+    assert files_left(fleet, HOSTS, guests[0]) == []
+
+
+def test_a_guest_killed_while_its_agent_runs_is_in_error_saying_so(fleet):
+    [uuid] = boot(fleet, 1)
+    host = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
+    [process] = qemu_processes(uuid)
+    process.kill()
+    row = fleet.wait_states([uuid], ("ERROR",), timeout=60)[uuid]
+    assert row["host"] == host
+    assert "its guest is gone (no qemu with pid" in (row["fault_reason"] or ""), row
+    assert "berth-guest: alive" in row["fault_reason"]  # its console's last lines
+    delete(fleet, uuid)
+    assert files_left(fleet, HOSTS, uuid) == []
+
+
+def test_each_guests_measured_cpu_and_memory_are_its_samples(fleet):
+    active = sorted(u for u, r in fleet.instances(fleet.booted).items() if r["state"] == "ACTIVE")
+    assert active
+
+    def measured():
+        shown = json.loads(berth(fleet, "instance-metric", "show", *active, "-f", "json"))
+        found = {(row["INSTANCE"], row["NAME"]): row for row in shown if row["SOURCE"] == "agent"}
+        return found if all((u, name) in found for u in active for name in ("cpu", "memory")) else None
+
+    samples = fleet.wait(measured, 60, "every guest's cpu and memory samples from its agent")
+    memory = {u: float(samples[(u, "memory")]["VALUE"]) for u in active}
+    cpu = {u: float(samples[(u, "cpu")]["VALUE"]) for u in active}
+    # The test image's busybox and kernel touch a few MB of the 128 MB; qemu's own memory is not counted.
+    assert all(1.0 < mb <= 128.0 for mb in memory.values()), memory
+    assert all(value >= 0.0 for value in cpu.values()), cpu
+    print("\nmeasured: " + ", ".join(f"{u[:8]} {memory[u]:g} MB, cpu {cpu[u]:g}" for u in active))
+
+
+def test_a_build_of_an_image_that_does_not_exist_fails_saying_so_and_leaves_nothing(fleet):
+    [uuid] = boot(fleet, 1, image="no-such-image")
+    rows = fleet.wait_states([uuid], ("ERROR", "ACTIVE"), timeout=120)
+    assert rows[uuid]["state"] == "ERROR"
+    assert "no image no-such-image in" in (rows[uuid]["fault_reason"] or ""), rows[uuid]
+    assert qemu_processes(uuid) == []
+    assert files_left(fleet, HOSTS, uuid) == []
+
+
+def test_a_guest_migrated_live_runs_on_the_other_host_without_booting_again(fleet):
+    [uuid] = boot(fleet, 1)
+    source = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
+    [destination] = [host for host in HOSTS if host != source]
+    fleet.wait(lambda: "berth-guest: alive 2" in console(fleet, source, uuid), 60, "the guest to count")
+
+    berth(fleet, "migrate", uuid, "--live")
+    fleet.wait(lambda: fleet.instances([uuid])[uuid]["host"] == destination
+               and fleet.instances([uuid])[uuid]["state"] == "ACTIVE", 120, f"{uuid} ACTIVE on {destination}")
+    fleet.wait(lambda: "berth-guest: alive" in console(fleet, destination, uuid), 60,
+               "the guest to count on its destination")
+    fleet.wait(lambda: files_left(fleet, HOSTS, uuid) == [destination], 60, "the source to let the guest go")
+
+    assert MARKER not in console(fleet, destination, uuid)  # the same guest, not booted again
+    [process] = qemu_processes(uuid)
+    assert process.pid == files(fleet, destination, uuid).read_pid()
+    print(f"\nlive migration {source} -> {destination}: "
+          + (re.findall(r"Migrated \S+ to \S+: ([^\n]*)", fleet.log(source)) or ["?"])[-1])
+    delete(fleet, uuid)
+    assert qemu_processes(uuid) == []
+
+
+def test_deleting_every_guest_leaves_no_qemu(fleet):
+    alive = [u for u, r in fleet.instances(fleet.booted).items() if r["state"] not in ("DELETED",)]
+    if alive:
+        delete(fleet, *alive)
+    assert {u: qemu_processes(u) for u in fleet.booted} == dict.fromkeys(fleet.booted, [])
