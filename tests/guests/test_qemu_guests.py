@@ -7,6 +7,9 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
   they stay ACTIVE, and a delete then still ends their qemu.
 - A build of an image that does not exist fails with that reason and leaves no qemu and no file.
 - A guest whose qemu is killed while its agent runs goes to ERROR, saying its guest is gone.
+- `berth stop` shuts a guest down (its qemu ends, its disk stays), `berth start` and
+  `berth reboot [--hard]` boot it again from its own disk (the boot counter the image keeps
+  on it goes on), and `berth console-log` shows its serial console.
 - Each guest's CPU and memory, measured by its agent, are stored as its samples
   (`berth instance-metric show`): the memory its guest touched, at most its flavor's.
 - `berth migrate --live` moves a guest to the other host running: its console goes on counting
@@ -153,6 +156,30 @@ def test_a_guest_killed_while_its_agent_runs_is_in_error_saying_so(fleet):
     assert "berth-guest: alive" in row["fault_reason"]  # its console's last lines
     delete(fleet, uuid)
     assert files_left(fleet, HOSTS, uuid) == []
+
+
+def test_a_guest_stopped_started_and_rebooted_boots_again_from_its_own_disk(fleet):
+    [uuid] = boot(fleet, 1)
+    host = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
+    assert "boot 1" in console(fleet, host, uuid)
+
+    berth(fleet, "stop", uuid, "--wait", "--timeout", "120")
+    assert fleet.instances([uuid])[uuid]["state"] == "SHUTOFF"
+    assert qemu_processes(uuid) == [] and files_left(fleet, HOSTS, uuid) == [host]
+    berth(fleet, "start", uuid, "--wait", "--timeout", str(BOOT_TIMEOUT))
+    assert fleet.instances([uuid])[uuid]["state"] == "ACTIVE" and len(qemu_processes(uuid)) == 1
+    assert "boot 2" in console(fleet, host, uuid)
+    before = qemu_processes(uuid)[0].pid
+    berth(fleet, "reboot", uuid, "--hard", "--wait", "--timeout", str(BOOT_TIMEOUT))
+    [after] = qemu_processes(uuid)
+    assert fleet.instances([uuid])[uuid]["state"] == "ACTIVE" and after.pid != before
+    assert "boot 3" in console(fleet, host, uuid)
+
+    shown = berth(fleet, "console-log", uuid, "--lines", "500").splitlines()
+    assert sum(MARKER in line for line in shown) == 3, shown[-10:]
+    assert [line for line in shown if ", boot " in line][-1].endswith("boot 3")
+    delete(fleet, uuid)
+    assert qemu_processes(uuid) == [] and files_left(fleet, HOSTS, uuid) == []
 
 
 def test_each_guests_measured_cpu_and_memory_are_its_samples(fleet):

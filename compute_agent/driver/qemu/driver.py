@@ -91,8 +91,8 @@ class GuestFailed(Exception):
 class QemuDriver(LiveMigration, base.ComputeDriver):
     name = "qemu"
     hypervisor_type = "QEMU"
-    # Builds, deletes, live migrations and measured use: no cold moves, resizes or power control yet.
-    capabilities = Capabilities(live_migration=True, measures_usage=True)
+    # Builds, deletes, live migrations, measured use and power: no cold moves or resizes yet.
+    capabilities = Capabilities(live_migration=True, measures_usage=True, power_control=True)
 
     def __init__(self, conf):
         super().__init__(conf)
@@ -261,9 +261,10 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
             said = [line for line in done.stderr.splitlines() if line.strip()]
             raise GuestFailed(f"qemu did not start: {said[-1] if said else f'exit status {done.returncode}'}")
 
-    def _wait_until_up(self, files, uuid, image):
+    def _wait_until_up(self, files, uuid, image, since=0):
         """Until QMP says the guest runs and, when its image names one, its console_ready line is on its
-        console; GuestFailed when the guest dies first, or boot_timeout passes."""
+        console (past byte ``since``: a guest booted again); GuestFailed when the guest dies first,
+        or boot_timeout passes."""
         deadline = time.monotonic() + self._options.boot_timeout
         while True:
             pid = files.read_pid()
@@ -277,7 +278,7 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
             if state in ENDED:
                 raise GuestFailed(f"the guest is {state} during boot; its console's last lines: "
                                   f"{files.console_tail() or '(empty)'}")
-            ready = image.console_ready is None or _says(files.console, image.console_ready)
+            ready = image.console_ready is None or _says(files.console, image.console_ready, since)
             if state == "running" and ready:
                 return
             if time.monotonic() >= deadline:
@@ -303,6 +304,84 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
                             self._options.stop_timeout)
         self._kill(files, uuid)
         self._remove(files)
+
+    # -- power -------------------------------------------------------------------
+
+    def power_off(self, instance):
+        """Ask the guest to shut down (ACPI's power button), and end its qemu after stop_timeout if
+        it has not; its disk and console stay."""
+        uuid = instance["uuid"]
+        files = self._files(uuid)
+        pid = files.read_pid()
+        if not processes.runs(pid, uuid):
+            return  # off already (a step run again after a restart)
+        try:
+            with qmp.QMP(files.qmp) as monitor:
+                monitor.execute("system_powerdown")
+        except qmp.QMPError as exc:
+            LOG.warning("Cannot ask the guest of %s to shut down (%s); ending its qemu", uuid, exc)
+        if not processes.wait_gone(pid, uuid, self._options.stop_timeout):
+            LOG.info("The guest of %s did not shut down within %g s ([qemu] stop_timeout); ending its qemu",
+                     uuid, self._options.stop_timeout)
+            self._end(files, uuid)
+
+    def power_on(self, instance):
+        """Boot the instance's guest again from its own disk; GuestFailed as a build."""
+        uuid = instance["uuid"]
+        files = self._files(uuid)
+        if processes.runs(files.read_pid(), uuid):
+            return  # on already
+        image = self.image_of(instance)
+        since = _size(files.console)
+        flavor = normalize_flavor(instance.get("flavor"))
+        self._start(qemu_command(self._options.binary, self.accelerator(), uuid, max(flavor["memory_mb"], 1),
+                                 max(flavor["vcpus"], 1), image, files), files)
+        try:
+            self._wait_until_up(files, uuid, image, since)
+        except base.BuildAborted:
+            raise
+        except BaseException:
+            self._kill(files, uuid)
+            raise
+
+    def reboot(self, instance, hard=False):
+        """Soft: the guest shuts down, then boots again; hard: its qemu ended at once, then booted
+        again. Either way from its own disk (qemu runs with -no-reboot: a guest's own reset ends it)."""
+        if hard:
+            self._end(self._files(instance["uuid"]), instance["uuid"])
+        else:
+            self.power_off(instance)
+        self.power_on(instance)
+
+    def restore_power_state(self, instance, powered_on):
+        if not powered_on and processes.runs(self._files(instance["uuid"]).read_pid(), instance["uuid"]):
+            LOG.info("The guest of %s runs but its instance is SHUTOFF: powering it off", instance["uuid"])
+            self.power_off(instance)
+
+    def console_output(self, instance, lines=None):
+        """The guest's serial console (its console.log), the last ``lines`` lines."""
+        try:
+            with open(self._files(instance["uuid"]).console, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return []
+        kept = [line.rstrip("\r") for line in text.split("\n")]
+        if kept and kept[-1] == "":
+            kept.pop()
+        return kept if lines is None else kept[-lines:] if lines > 0 else []
+
+    def _end(self, files, uuid):
+        """End the qemu of ``uuid`` (quit over QMP, killed after stop_timeout), its files kept."""
+        pid = files.read_pid()
+        if not processes.runs(pid, uuid):
+            return
+        try:
+            with qmp.QMP(files.qmp) as monitor:
+                monitor.execute("quit")
+        except qmp.QMPError as exc:
+            LOG.warning("Cannot tell the qemu of %s to quit (%s); killing it", uuid, exc)
+        if not processes.wait_gone(pid, uuid, self._options.stop_timeout):
+            self._kill(files, uuid)
 
     def attach(self, instances):
         """Take back the guests of ``instances`` (uuids) at start: each whose qemu still runs is
@@ -374,9 +453,17 @@ def _run(argv, what):
         raise GuestFailed(f"{what}: {argv[0]} did not finish within 60 s") from None
 
 
-def _says(path, text):
+def _says(path, text, since=0):
     try:
         with open(path, "rb") as f:
+            f.seek(since)
             return text.encode() in f.read()
     except OSError:
         return False
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -52,7 +52,7 @@ def test_facts_say_qemu_and_its_version(qemu_conf):
 
 
 def test_the_driver_declares_live_migration_alone():
-    assert QemuDriver.capabilities == Capabilities(live_migration=True, measures_usage=True)
+    assert QemuDriver.capabilities == Capabilities(live_migration=True, measures_usage=True, power_control=True)
 
 
 @pytest.mark.parametrize("kind", ["migration", "resize", "evacuation"])
@@ -143,3 +143,28 @@ def test_a_kernel_panic_is_said_above_the_last_lines_of_the_console(tmp_path):
     trace = "".join(f"[ 1.{n}] frame {n}\r\n" for n in range(20))
     (tmp_path / "console.log").write_text(f"booting\r\n{panic}\r\n{trace}")
     assert files.console_tail(2) == f"{panic} | ... | [ 1.18] frame 18 | [ 1.19] frame 19"
+
+
+def test_the_console_is_the_guests_serial_log_its_last_lines_oldest_first(qemu_conf):
+    driver = QemuDriver(qemu_conf)
+    instance = _instance()
+    files = driver._files(instance["uuid"])
+    assert driver.console_output(instance) == []  # no console yet
+    os.makedirs(files.directory)
+    with open(files.console, "wb") as f:
+        f.write(b"berth-guest: up\r\nberth-guest: alive 1\r\nberth-guest: alive 2\r\n")
+    assert driver.console_output(instance) == ["berth-guest: up", "berth-guest: alive 1",
+                                               "berth-guest: alive 2"]
+    assert driver.console_output(instance, 2) == ["berth-guest: alive 1", "berth-guest: alive 2"]
+
+
+def test_powering_off_a_guest_whose_qemu_is_gone_does_nothing_and_keeps_its_disk(qemu_conf):
+    driver = QemuDriver(qemu_conf)
+    instance = _instance()
+    files = driver._files(instance["uuid"])
+    os.makedirs(files.directory)
+    with open(files.disk, "wb") as f:
+        f.write(b"disk")
+    driver.power_off(instance)
+    driver.restore_power_state(instance, powered_on=False)
+    assert os.path.exists(files.disk)
