@@ -66,6 +66,18 @@ def _vhost(url, queue_version=None):
         yield url
 
 
+def _stop(procs):
+    """Terminate the run's processes (killed after 30 s) and forget them."""
+    for proc in procs.values():
+        proc.terminate()
+    for proc in procs.values():
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    procs.clear()
+
+
 @contextlib.contextmanager
 def _database(tmp):
     """A fresh PostgreSQL database when one is reachable, else SQLite in ``tmp``."""
@@ -227,7 +239,10 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
     procs = {}  # name -> Popen
     try:
-        with _vhost(transport_url, queue_version) as url, _database(tmp) as database_url:
+        with _vhost(transport_url, queue_version) as url, _database(tmp) as database_url, \
+                contextlib.ExitStack() as processes:
+            # Stopped before the database and the vhost go: a live process would reconnect to them.
+            processes.callback(_stop, procs)
             conf_file = tmp / "berth.conf"
             _write_conf(conf_file, url, database_url, tmp, batch_size, prefer_owned_hosts)
             args = ["--config-file", str(conf_file)]
@@ -300,13 +315,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
             print("".join(log.read_text(errors="replace").splitlines(True)[-15:]), file=sys.stderr)
         raise
     finally:
-        for proc in procs.values():
-            proc.terminate()
-        for proc in procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _stop(procs)
         if logs:
             os.makedirs(logs, exist_ok=True)
             for log in tmp.glob("*.log"):

@@ -75,8 +75,8 @@ def temporary_database(admin_dsn: str = PG_ADMIN_DSN, url: str = PG_URL, prefix:
         yield url.format(db=name)
     finally:
         with admin.cursor() as cur:
-            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            # FORCE (PostgreSQL 13): a client that reconnected since is ended too.
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
 
 
