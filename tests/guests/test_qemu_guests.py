@@ -10,7 +10,7 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
 - `berth stop` shuts a guest down (its qemu ends, its disk stays), `berth start` and
   `berth reboot [--hard]` boot it again from its own disk (the boot counter the image keeps
   on it goes on), and `berth console-log` shows its serial console.
-- Each guest's CPU and memory, measured by its agent, are stored as its samples
+- A scaling group's member's CPU and memory, measured by its agent, are stored as its samples
   (`berth instance-metric show`): the memory its guest touched, at most its flavor's.
 - `berth migrate --live` moves a guest to the other host running: its console goes on counting
   there, it does not boot again, and the source lets its qemu and files go.
@@ -41,7 +41,8 @@ HOSTS = ("guests-1", "guests-2")
 FLAVOR = ("--flavor-ram", "128", "--flavor-disk", "1", "--flavor-vcpus", "1")
 #: Each agent reports a host of this size, whatever the machine's.
 AGENT = {"report_interval": 2}
-QEMU = {"memory_mb": 2048, "local_gb": 20, "vcpus": 4, "kvm_probe_timeout": 3}
+QEMU = {"memory_mb": 2048, "local_gb": 20, "vcpus": 4, "kvm_probe_timeout": 3,
+        "default_image": "berth-test"}  # a scaling group's members name no image
 #: Guests boot under TCG in seconds alone, slower when four share two cores.
 BOOT_TIMEOUT = 180
 
@@ -148,6 +149,7 @@ def test_guests_outlive_a_killed_agent_which_takes_them_back_when_started_again(
 def test_a_guest_killed_while_its_agent_runs_is_in_error_saying_so(fleet):
     [uuid] = boot(fleet, 1)
     host = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
+    fleet.wait(lambda: "berth-guest: alive 1" in console(fleet, host, uuid), 60, "the guest to count")
     [process] = qemu_processes(uuid)
     process.kill()
     row = fleet.wait_states([uuid], ("ERROR",), timeout=60)[uuid]
@@ -161,19 +163,23 @@ def test_a_guest_killed_while_its_agent_runs_is_in_error_saying_so(fleet):
 def test_a_guest_stopped_started_and_rebooted_boots_again_from_its_own_disk(fleet):
     [uuid] = boot(fleet, 1)
     host = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
-    assert "boot 1" in console(fleet, host, uuid)
+
+    def booted(count):  # the image counts its boots on its disk, just after its marker
+        fleet.wait(lambda: f", boot {count}" in console(fleet, host, uuid), 60, f"the guest's boot {count}")
+
+    booted(1)
 
     berth(fleet, "stop", uuid, "--wait", "--timeout", "120")
     assert fleet.instances([uuid])[uuid]["state"] == "SHUTOFF"
     assert qemu_processes(uuid) == [] and files_left(fleet, HOSTS, uuid) == [host]
     berth(fleet, "start", uuid, "--wait", "--timeout", str(BOOT_TIMEOUT))
     assert fleet.instances([uuid])[uuid]["state"] == "ACTIVE" and len(qemu_processes(uuid)) == 1
-    assert "boot 2" in console(fleet, host, uuid)
+    booted(2)
     before = qemu_processes(uuid)[0].pid
     berth(fleet, "reboot", uuid, "--hard", "--wait", "--timeout", str(BOOT_TIMEOUT))
     [after] = qemu_processes(uuid)
     assert fleet.instances([uuid])[uuid]["state"] == "ACTIVE" and after.pid != before
-    assert "boot 3" in console(fleet, host, uuid)
+    booted(3)
 
     shown = berth(fleet, "console-log", uuid, "--lines", "500").splitlines()
     assert sum(MARKER in line for line in shown) == 3, shown[-10:]
@@ -182,22 +188,29 @@ def test_a_guest_stopped_started_and_rebooted_boots_again_from_its_own_disk(flee
     assert qemu_processes(uuid) == [] and files_left(fleet, HOSTS, uuid) == []
 
 
-def test_each_guests_measured_cpu_and_memory_are_its_samples(fleet):
-    active = sorted(u for u, r in fleet.instances(fleet.booted).items() if r["state"] == "ACTIVE")
-    assert active
+def test_a_scaling_members_measured_cpu_and_memory_are_its_samples(fleet):
+    group = berth(fleet, "scaling-group", "create", "guests", *FLAVOR, "--min", "1", "--max", "2",
+                  "--cpu", "50").split()[-1]
+
+    def member():
+        members = fleet.client.admin_call({}, "show_scaling_group", name_or_uuid=group)["members"]
+        active = [m for m in members if m["state"] == "ACTIVE"]
+        return active[0]["uuid"] if active else None
+
+    uuid = fleet.wait(member, BOOT_TIMEOUT, "the group's member ACTIVE")
+    fleet.booted.append(uuid)
 
     def measured():
-        shown = json.loads(berth(fleet, "instance-metric", "show", *active, "-f", "json"))
-        found = {(row["INSTANCE"], row["NAME"]): row for row in shown if row["SOURCE"] == "agent"}
-        return found if all((u, name) in found for u in active for name in ("cpu", "memory")) else None
+        shown = json.loads(berth(fleet, "instance-metric", "show", uuid, "-f", "json"))
+        found = {row["NAME"]: float(row["VALUE"]) for row in shown if row["SOURCE"] == "agent"}
+        return found if {"cpu", "memory"} <= set(found) else None
 
-    samples = fleet.wait(measured, 60, "every guest's cpu and memory samples from its agent")
-    memory = {u: float(samples[(u, "memory")]["VALUE"]) for u in active}
-    cpu = {u: float(samples[(u, "cpu")]["VALUE"]) for u in active}
+    samples = fleet.wait(measured, 60, "the member's cpu and memory samples from its agent")
     # The test image's busybox and kernel touch a few MB of the 128 MB; qemu's own memory is not counted.
-    assert all(1.0 < mb <= 128.0 for mb in memory.values()), memory
-    assert all(value >= 0.0 for value in cpu.values()), cpu
-    print("\nmeasured: " + ", ".join(f"{u[:8]} {memory[u]:g} MB, cpu {cpu[u]:g}" for u in active))
+    assert 1.0 < samples["memory"] <= 128.0 and samples["cpu"] >= 0.0, samples
+    print(f"\nmeasured: {uuid[:8]} {samples['memory']:g} MB, cpu {samples['cpu']:g}")
+    berth(fleet, "scaling-group", "delete", group)
+    fleet.wait_states([uuid], ("DELETED",), timeout=120)
 
 
 def test_a_build_of_an_image_that_does_not_exist_fails_saying_so_and_leaves_nothing(fleet):
