@@ -51,8 +51,9 @@ def test_facts_say_qemu_and_its_version(qemu_conf):
     assert facts["vm_modes"] == ["hvm"] and facts["cpu_arch"]
 
 
-def test_the_driver_declares_live_migration_alone():
-    assert QemuDriver.capabilities == Capabilities(live_migration=True, measures_usage=True, power_control=True)
+def test_the_driver_declares_what_it_does():
+    assert QemuDriver.capabilities == Capabilities(live_migration=True, measures_usage=True,
+                                                   power_control=True)
 
 
 @pytest.mark.parametrize("kind", ["migration", "resize", "evacuation"])
