@@ -10,6 +10,7 @@ flavor's memory): the memory the guest has touched, without qemu's own.
 """
 
 import dataclasses
+import re
 import time
 
 import psutil
@@ -33,6 +34,7 @@ class UsageMeter:
     def __init__(self, clock=time.monotonic):
         self._clock = clock
         self._guests: dict[str, Sample] = {}
+        self._blocks: dict[str, tuple[int, bytes | None]] = {}  # uuid -> (pid, its RAM block's header)
         self._host: tuple[float, float] | None = None  # (busy, total) CPU seconds of the host
 
     def guest(self, uuid, pid, memory_mb):
@@ -41,9 +43,10 @@ class UsageMeter:
         try:
             process = psutil.Process(pid)
             times = process.cpu_times()
-            ram = _guest_ram_mb(process, memory_mb)
+            ram = self._guest_ram(uuid, pid, memory_mb, process)
         except (psutil.Error, OSError):
             self._guests.pop(uuid, None)
+            self._blocks.pop(uuid, None)
             return None
         now = self._clock()
         spent = times.user + times.system
@@ -54,12 +57,27 @@ class UsageMeter:
             cores = spent / elapsed
         else:
             cores = max(spent - before.cpu_seconds, 0.0) / (now - before.at)
-        return {"cpu": round(cores, 4), "memory": round(ram, 1)}
+        return {"cpu": round(cores, 4), "memory": round(ram / MIB, 1)}
+
+    def _guest_ram(self, uuid, pid, memory_mb, process):
+        """Bytes resident of the guest's RAM block, found once per qemu process (smaps read whole
+        each time, searched for that block's line: a few hundred mappings otherwise parsed); the
+        whole process's resident memory when it has no such block."""
+        with open(f"/proc/{pid}/smaps", "rb") as f:
+            smaps = f.read()
+        block = self._blocks.get(uuid)
+        if block is None or block[0] != pid:
+            block = self._blocks[uuid] = (pid, _ram_block(smaps, memory_mb))
+        rss = _rss_after(smaps, block[1]) if block[1] is not None else None
+        if rss is None:
+            return process.memory_info().rss
+        return rss
 
     def forget_others(self, uuids):
         """Drop the samples of guests not in ``uuids`` (deleted or moved away)."""
         for uuid in set(self._guests) - set(uuids):
             del self._guests[uuid]
+            self._blocks.pop(uuid, None)
 
     def host_cpu(self):
         """The share of the host's CPU time busy since the previous sample (since boot, the first
@@ -73,20 +91,33 @@ class UsageMeter:
         return min(max((busy - before[0]) / (total - before[1]), 0.0), 1.0)
 
 
-def _guest_ram_mb(process, memory_mb):
-    """MB resident of the guest's RAM: qemu maps it as one anonymous block of the flavor's memory
-    (beside larger ones, as TCG's translation buffer); the smallest anonymous mapping of at least
-    ``memory_mb``. The whole process's resident memory if there is none (another qemu's layout)."""
+#: A mapping's header line in /proc/PID/smaps: its addresses, and its path (empty when anonymous).
+_HEADER = re.compile(rb"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+ *(.*)$", re.MULTILINE)
+
+
+def _ram_block(smaps, memory_mb):
+    """The header of the guest's RAM block in ``smaps`` (bytes): qemu maps it as one anonymous
+    block of the flavor's memory (beside larger ones, as TCG's translation buffer), the smallest
+    anonymous mapping of at least ``memory_mb``; None if there is none (another qemu's layout)."""
     wanted, best = memory_mb * MIB, None
-    for mapping in process.memory_maps(grouped=False):
-        if mapping.path not in ("", "[anon]"):
+    for found in _HEADER.finditer(smaps):
+        if found.group(3) not in (b"", b"[anon]"):
             continue
-        start, _, end = mapping.addr.partition("-")
-        size = int(end, 16) - int(start, 16)
+        size = int(found.group(2), 16) - int(found.group(1), 16)
         if size >= wanted and (best is None or size < best[0]):
-            best = (size, mapping.rss)
-    rss = best[1] if best is not None else process.memory_info().rss
-    return rss / MIB
+            best = (size, found.group(0).split(b" ", 1)[0] + b" ")
+    return None if best is None else best[1]
+
+
+def _rss_after(smaps, header):
+    """The Rss (bytes) of the mapping whose header line starts with ``header``, or None."""
+    at = smaps.find(b"\n" + header)
+    if at < 0:
+        return None
+    rss = smaps.find(b"\nRss:", at + 1)
+    if rss < 0:
+        return None
+    return int(smaps[rss + 5:smaps.index(b"kB", rss)].strip()) * 1024
 
 
 def host_load(meter, instances, memory_mb, reserved_cpus=0, reserved_memory_mb=0, now=None):
