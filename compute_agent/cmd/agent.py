@@ -17,6 +17,7 @@ import sys
 from oslo_config import cfg
 
 from compute_agent import conf as agent_conf  # first: the concurrency switch patches
+from compute_agent.driver import CannotStart
 from compute_agent.instance_store import InstanceStoreError
 from compute_agent.inventory import NotOnThisHost
 from compute_agent.manager import ComputeManager
@@ -62,7 +63,7 @@ def main(argv=None):
         upgrade_levels.log_caps(conf)
         running.run_until_signalled([MetricsEndpoint(conf, AGENT_PORT), manager], transport)
     except (InstanceStoreError, rpc.QueueInUse, rpc.LoginRefused, CannotListen,
-            NotOnThisHost) as exc:  # said in full
+            NotOnThisHost, CannotStart) as exc:  # said in full
         LOG.error("Compute agent %s cannot start: %s", conf.host, exc)
         return f"{PROG}: cannot start: {exc}"
     except Exception as exc:

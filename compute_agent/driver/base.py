@@ -9,6 +9,11 @@ class BuildAborted(Exception):
     """The agent is stopping; the build resumes when it starts again."""
 
 
+class CannotStart(Exception):
+    """The driver cannot run as configured here; its message says why and what to change. The
+    agent says it in one line and does not start."""
+
+
 class MoveFailed(Exception):
     """A move the driver failed for a reason its message says whole: logged in one line, without
     the traceback an unexpected error gets."""

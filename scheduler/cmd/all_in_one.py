@@ -13,6 +13,7 @@ from oslo_config import cfg
 from berth_contract import flavors
 from compute_agent import conf as agent_conf
 from compute_agent.client import ComputeClient
+from compute_agent.driver import CannotStart
 from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
 from scheduler import rpc, states
@@ -99,7 +100,12 @@ def run(conf, out, demo_log):
     except ValueError as exc:  # one line (the URL in it is masked), no traceback
         return f"{PROG}: cannot start: {exc}"
     transport = rpc.get_transport(conf)
-    agents = [ComputeManager(conf, transport, host=host) for host in agent_hosts(conf)]
+    try:
+        agents = [ComputeManager(conf, transport, host=host) for host in agent_hosts(conf)]
+    except CannotStart as exc:
+        transport.cleanup()
+        database.dispose()
+        return f"{PROG}: cannot start: {exc}"
     hosts = agents[0].host if len(agents) == 1 else f"{agents[0].host} to {agents[-1].host}"
     LOG.info("%d compute agent(s), %s, each %s", len(agents), hosts, agents[0].driver.describe())
     scheduler = SchedulerService(conf, transport, database)
@@ -120,7 +126,8 @@ def run(conf, out, demo_log):
         if demo_log:
             print(f"The log of this run is in {demo_log}.", file=Output(out))
         return status
-    except (InstanceStoreError, rpc.QueueInUse, rpc.BrokerUnreachable, CannotListen) as exc:  # said in full
+    except (InstanceStoreError, rpc.QueueInUse, rpc.BrokerUnreachable, CannotListen,
+            CannotStart) as exc:  # said in full
         return f"{PROG}: cannot start: {exc}"
     finally:
         transport.cleanup()

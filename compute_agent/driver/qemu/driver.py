@@ -2,6 +2,7 @@
 own, detached from the agent, booted from its image (a qcow2 overlay of the image's disk, or a
 kernel and initramfs booted directly) and driven over QMP."""
 
+import fcntl
 import json
 import logging
 import os
@@ -101,8 +102,8 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
             raise ValueError(f"[qemu] migration_port_min {options.migration_port_min} is above "
                              f"migration_port_max {options.migration_port_max}")
         if shutil.which(options.binary) is None:
-            raise ValueError(f"[qemu] binary {options.binary} is not installed (Debian: qemu-system-x86), "
-                             "or not executable")
+            raise base.CannotStart(f"[qemu] binary {options.binary} is not installed (Debian: "
+                                   "qemu-system-x86), or not executable")
         self._accel_lock = threading.Lock()
         self._accel = None
         self._version = None
@@ -226,6 +227,8 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         self._kill(files, instance["uuid"])  # a qemu a step interrupted early left, unusable
         self._remove(files)
         os.makedirs(files.directory)
+        with open(files.image, "w", encoding="utf-8") as f:
+            f.write(image.name)
         flavor = normalize_flavor(instance.get("flavor"))
         if image.disk is not None:
             self._make_overlay(image, files, flavor["root_gb"])
@@ -331,7 +334,9 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         files = self._files(uuid)
         if processes.runs(files.read_pid(), uuid):
             return  # on already
-        image = self.image_of(instance)
+        # The image its disk was made from: the agent's record of a stopped instance names none.
+        saved = files.read_image()
+        image = images.find(self._options.images_path, saved) if saved else self.image_of(instance)
         since = _size(files.console)
         flavor = normalize_flavor(instance.get("flavor"))
         self._start(qemu_command(self._options.binary, self.accelerator(), uuid, max(flavor["memory_mb"], 1),
@@ -386,7 +391,8 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
     def attach(self, instances):
         """Take back the guests of ``instances`` (uuids) at start: each whose qemu still runs is
         looked at over QMP; {uuid: reason} of those whose guest is gone or ended, their console
-        and disk kept (a delete removes them)."""
+        and disk kept (a delete removes them). CannotStart when another agent uses instances_path."""
+        self._hold_instances_path()
         lost = {}
         for uuid in instances:
             why = self._why_lost(uuid)
@@ -419,6 +425,28 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         if state in ENDED:
             return f"its guest is {state}; its console's last lines: {files.console_tail() or '(empty)'}"
         return None
+
+    def _hold_instances_path(self):
+        """Lock instances_path for this agent: a live migration between two agents sharing it
+        would have both make and remove the same instance's directory."""
+        path = self._options.instances_path
+        os.makedirs(path, exist_ok=True)
+        fd = os.open(os.path.join(path, ".agent.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise base.CannotStart(
+                f"[qemu] instances_path {path} is used by another agent on this machine: give each agent "
+                "an instances_path of its own (berth-all-in-one runs one qemu agent: --agents 1, and a "
+                "berth-compute-agent beside it for more)") from None
+        self._path_lock = fd
+
+    def stop(self):
+        super().stop()
+        fd, self._path_lock = getattr(self, "_path_lock", None), None
+        if fd is not None:
+            os.close(fd)
 
     def _kill(self, files, uuid):
         pid = files.read_pid()

@@ -42,6 +42,18 @@ class GuestFiles:
         """What qemu itself says (its -D log and its errors at start)."""
         return os.path.join(self.directory, "qemu.log")
 
+    @property
+    def image(self):
+        """The name of the image the guest was made from, kept to boot it again (berth start)."""
+        return os.path.join(self.directory, "image")
+
+    def read_image(self):
+        try:
+            with open(self.image, encoding="utf-8") as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+
     def has_disk(self):
         return os.path.exists(self.disk)
 

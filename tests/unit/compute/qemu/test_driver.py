@@ -6,7 +6,7 @@ import uuid as uuidlib
 
 import pytest
 
-from compute_agent.driver import Capabilities, MoveFailed, installed
+from compute_agent.driver import CannotStart, Capabilities, MoveFailed, installed
 from compute_agent.driver.qemu import images
 from compute_agent.driver.qemu.driver import GuestFailed, QemuDriver
 from tests.unit.compute.qemu.conftest import write_script
@@ -102,7 +102,8 @@ def test_a_qemu_that_will_not_start_fails_the_build_with_its_words_and_leaves_no
 
 def test_an_agent_whose_qemu_is_not_installed_does_not_start(qemu_conf):
     qemu_conf.set_override("binary", "/nonexistent/qemu-system-x86_64", "qemu")
-    with pytest.raises(ValueError, match=r"\[qemu\] binary /nonexistent/qemu-system-x86_64 is not installed"):
+    with pytest.raises(CannotStart,
+                       match=r"\[qemu\] binary /nonexistent/qemu-system-x86_64 is not installed"):
         QemuDriver(qemu_conf)
 
 
@@ -169,3 +170,29 @@ def test_powering_off_a_guest_whose_qemu_is_gone_does_nothing_and_keeps_its_disk
     driver.power_off(instance)
     driver.restore_power_state(instance, powered_on=False)
     assert os.path.exists(files.disk)
+
+
+def test_a_stopped_guest_boots_again_from_the_image_its_disk_was_made_from(qemu_conf, monkeypatch):
+    """The agent's record of a stopped instance names no image, and no default_image is set."""
+    _kernel_image(qemu_conf)
+    driver = QemuDriver(qemu_conf)
+    booted = []
+    monkeypatch.setattr(driver, "_start", lambda argv, files: booted.append(argv))
+    monkeypatch.setattr(driver, "_wait_until_up",
+                        lambda files, uuid, image, since=0: booted.append(image.name))
+    instance = _instance()
+    driver.spawn(instance)
+    assert driver._files(instance["uuid"]).read_image() == "berth-test"
+    driver.power_on({"uuid": instance["uuid"], "flavor": instance["flavor"]})
+    assert booted[-1] == "berth-test" and "-kernel" in booted[-2]
+
+
+def test_a_second_agent_on_the_same_instances_path_does_not_start(qemu_conf):
+    first, second = QemuDriver(qemu_conf), QemuDriver(qemu_conf)
+    first.attach([])
+    with pytest.raises(CannotStart, match=r"instances_path .* is used by another agent on this machine: give "
+                       "each agent an instances_path of its own"):
+        second.attach([])
+    first.stop()
+    second.attach([])  # free once the first stopped
+    second.stop()
