@@ -171,6 +171,7 @@ def test_a_guest_stopped_started_and_rebooted_boots_again_from_its_own_disk(flee
 
     berth(fleet, "stop", uuid, "--wait", "--timeout", "120")
     assert fleet.instances([uuid])[uuid]["state"] == "SHUTOFF"
+    assert "berth-guest: power button: shutting down" in console(fleet, host, uuid)  # not killed
     assert qemu_processes(uuid) == [] and files_left(fleet, HOSTS, uuid) == [host]
     berth(fleet, "start", uuid, "--wait", "--timeout", str(BOOT_TIMEOUT))
     assert fleet.instances([uuid])[uuid]["state"] == "ACTIVE" and len(qemu_processes(uuid)) == 1
