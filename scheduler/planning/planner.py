@@ -302,6 +302,9 @@ class Planner:
             if isinstance(placements, NoValidHost):
                 reason = str(placements) if self.fragmentation is None else self.fragmentation.reason(
                     spec, placements)
+                if spec.retry.exc_reason and spec.retry.hosts and "last failure: " not in reason:
+                    # A reschedule with no host left: the build's own failure is what the user needs.
+                    reason += f"; last failure: {spec.retry.exc_reason}"
                 LOG.info("Instances %s: %s", ", ".join(spec.instance_uuids), reason)
                 plan.refusals.append(Refusal(spec, reason, telemetry.NO_VALID_HOST, placements.removed))
                 continue

@@ -138,4 +138,4 @@ def test_without_retries_the_only_host_that_failed_leaves_none(conf, tmp_path, s
     uuid = out.splitlines()[1].split()[0]
     record = service.database.get_instance(uuid)
     assert (status, record["state"]) == (1, "ERROR"), out
-    assert record["fault_reason"].endswith("1 host considered; RetryFilter removed 1; none left")
+    assert "1 host considered; RetryFilter removed 1; none left; last failure: " in record["fault_reason"]

@@ -201,7 +201,7 @@ def test_a_reschedule_that_only_its_sender_could_take_is_refused_by_the_retry_fi
     assert placed(plan) == {uuid: on("h2")}
     [plan] = harness.run(sent_back(plan.builds[0], "h2-node", "disk on fire"))
     assert refused(plan) == {uuid: "No valid host was found: 3 hosts considered; RetryFilter removed 1, "
-                                   "RamFilter removed 2; none left"}
+                                   "RamFilter removed 2; none left; last failure: h2: disk on fire"}
 
 
 def test_a_reschedule_sent_twice_is_placed_once(harness):
