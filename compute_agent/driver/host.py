@@ -11,16 +11,6 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 
-def _existing(path):
-    """``path`` or its nearest existing ancestor (state_path may not exist yet)."""
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return path
-
 
 class HostDriver(base.ComputeDriver):
     name = "host"
@@ -29,12 +19,12 @@ class HostDriver(base.ComputeDriver):
     capabilities = Capabilities(live_migration=True, resize_in_place=True)
 
     def describe(self):
-        totals = self.get_totals()
+        totals, disk = self.get_totals(), host_facts.existing_ancestor(self.conf.state_path)
         return (f"driver host: this machine's {totals['memory_mb']} MB memory, {totals['local_gb']} GB disk "
-                f"(the file system of {_existing(self.conf.state_path)}), {totals['vcpus']} vCPUs")
+                f"(the file system of {disk}), {totals['vcpus']} vCPUs")
 
     def get_totals(self):
-        fs = os.statvfs(_existing(self.conf.state_path))
+        fs = os.statvfs(host_facts.existing_ancestor(self.conf.state_path))
         return {
             "memory_mb": psutil.virtual_memory().total // MIB,
             "local_gb": fs.f_blocks * fs.f_frsize // GIB,

@@ -83,3 +83,15 @@ def host_ip(configured=None):
 
 def kernel_version():
     return version_to_int(platform.release() or "0")
+
+
+def existing_ancestor(path):
+    """``path`` or its nearest existing ancestor (a directory the agent has not made yet): whose
+    file system the host's disk total is read from."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path

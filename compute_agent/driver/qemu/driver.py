@@ -149,7 +149,7 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         options = self._options
         local_gb = options.local_gb
         if local_gb is None:
-            fs = os.statvfs(_existing(options.instances_path))
+            fs = os.statvfs(host_facts.existing_ancestor(options.instances_path))
             local_gb = fs.f_blocks * fs.f_frsize // GIB
         return {
             "memory_mb": options.memory_mb or psutil.virtual_memory().total // MIB,
@@ -295,16 +295,7 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         """Tell qemu to quit (killed after stop_timeout), then remove the instance's files."""
         uuid = instance["uuid"]
         files = self._files(uuid)
-        pid = files.read_pid()
-        if processes.runs(pid, uuid):
-            try:
-                with qmp.QMP(files.qmp) as monitor:
-                    monitor.execute("quit")
-            except qmp.QMPError as exc:
-                LOG.warning("Cannot tell the qemu of %s to quit (%s); killing it", uuid, exc)
-            if not processes.wait_gone(pid, uuid, self._options.stop_timeout):
-                LOG.warning("The qemu of %s (pid %s) did not quit within %g s; killing it", uuid, pid,
-                            self._options.stop_timeout)
+        self._end(files, uuid)
         self._kill(files, uuid)
         self._remove(files)
 
@@ -386,6 +377,8 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         except qmp.QMPError as exc:
             LOG.warning("Cannot tell the qemu of %s to quit (%s); killing it", uuid, exc)
         if not processes.wait_gone(pid, uuid, self._options.stop_timeout):
+            LOG.warning("The qemu of %s (pid %s) did not quit within %g s; killing it", uuid, pid,
+                        self._options.stop_timeout)
             self._kill(files, uuid)
 
     def attach(self, instances):
@@ -457,16 +450,6 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
     def _remove(files):
         shutil.rmtree(files.directory, ignore_errors=True)
 
-
-def _existing(path):
-    """``path`` or its nearest existing ancestor (instances_path may not exist yet)."""
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return path
 
 
 def _run(argv, what):
