@@ -33,23 +33,16 @@ import time
 import uuid as uuidlib
 from pathlib import Path
 
-from compute_agent import conf as agent_conf
 from compute_agent.driver.qemu import qmp
 from compute_agent.driver.qemu.driver import QemuDriver
-from scheduler import conf as berth_conf
+from tests.guests.guests import qemu_conf
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "berth-test"
 
 
 def _driver(tmp, name, images):
-    conf = berth_conf.new_conf()
-    agent_conf.register_opts(conf)
-    conf([])
-    conf.set_override("state_path", str(tmp / name))
-    conf.set_override("images_path", str(images), "qemu")
-    conf.set_override("host_ip", "127.0.0.1", "compute_agent")
-    return QemuDriver(conf)
+    return QemuDriver(qemu_conf(tmp / name, images))
 
 
 def _instance(memory_mb):

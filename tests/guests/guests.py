@@ -4,10 +4,24 @@ import os
 
 import psutil
 
+from compute_agent import conf as agent_conf
 from compute_agent.driver.qemu.guest_files import GuestFiles
+from scheduler import conf as berth_conf
 
 #: What the test image prints on its serial console once it is up (tools/build-guest-image).
 MARKER = "berth-guest: up"
+
+
+def qemu_conf(state_path, images):
+    """Options of a qemu driver standing for one agent of this machine (the guest tests' and
+    benchmarks.guests'): its state under ``state_path``, the test image's directory ``images``."""
+    conf = berth_conf.new_conf()
+    agent_conf.register_opts(conf)
+    conf([])
+    conf.set_override("state_path", str(state_path))
+    conf.set_override("images_path", str(images), "qemu")
+    conf.set_override("host_ip", "127.0.0.1", "compute_agent")
+    return conf
 
 
 def state_path(fleet, host):

@@ -15,11 +15,9 @@ import uuid as uuidlib
 
 import pytest
 
-from compute_agent import conf as agent_conf
 from compute_agent.driver.qemu import qmp
 from compute_agent.driver.qemu.driver import GuestFailed, QemuDriver
-from scheduler import conf as berth_conf
-from tests.guests.guests import MARKER, qemu_processes
+from tests.guests.guests import MARKER, qemu_conf, qemu_processes
 
 #: A live migration, as the scheduler gives it to both hosts.
 LIVE = {"id": 1, "kind": "migration", "live": True, "source_host": "a", "dest_host": "b"}
@@ -46,13 +44,8 @@ def drivers(tmp_path, images):
     made, confs = [], []
 
     def make(name):
-        conf = berth_conf.new_conf()
-        agent_conf.register_opts(conf)
-        conf([])
-        conf.set_override("state_path", str(tmp_path / name))
-        conf.set_override("images_path", str(images), "qemu")
+        conf = qemu_conf(tmp_path / name, images)
         conf.set_override("accel", "tcg", "qemu")
-        conf.set_override("host_ip", "127.0.0.1", "compute_agent")
         confs.append(conf)
         made.append(QemuDriver(conf))
         return made[-1]

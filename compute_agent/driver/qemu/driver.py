@@ -309,12 +309,7 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         pid = files.read_pid()
         if not processes.runs(pid, uuid):
             return  # off already (a step run again after a restart)
-        try:
-            with qmp.QMP(files.qmp) as monitor:
-                monitor.execute("system_powerdown")
-        except qmp.QMPError as exc:
-            LOG.warning("Cannot ask the guest of %s to shut down (%s); ending its qemu", uuid, exc)
-        if not processes.wait_gone(pid, uuid, self._options.stop_timeout):
+        if not self._ended_by(files, uuid, pid, "system_powerdown"):
             LOG.info("The guest of %s did not shut down within %g s ([qemu] stop_timeout); ending its qemu",
                      uuid, self._options.stop_timeout)
             self._end(files, uuid)
@@ -371,15 +366,20 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         pid = files.read_pid()
         if not processes.runs(pid, uuid):
             return
-        try:
-            with qmp.QMP(files.qmp) as monitor:
-                monitor.execute("quit")
-        except qmp.QMPError as exc:
-            LOG.warning("Cannot tell the qemu of %s to quit (%s); killing it", uuid, exc)
-        if not processes.wait_gone(pid, uuid, self._options.stop_timeout):
+        if not self._ended_by(files, uuid, pid, "quit"):
             LOG.warning("The qemu of %s (pid %s) did not quit within %g s; killing it", uuid, pid,
                         self._options.stop_timeout)
             self._kill(files, uuid)
+
+    def _ended_by(self, files, uuid, pid, command):
+        """Send ``command`` (quit, system_powerdown) to the qemu ``pid`` of ``uuid`` and wait up to
+        stop_timeout for it to end; whether it did."""
+        try:
+            with qmp.QMP(files.qmp) as monitor:
+                monitor.execute(command)
+        except qmp.QMPError as exc:
+            LOG.warning("Cannot send %s to the qemu of %s (%s)", command, uuid, exc)
+        return processes.wait_gone(pid, uuid, self._options.stop_timeout)
 
     def attach(self, instances):
         """Take back the guests of ``instances`` (uuids) at start: each whose qemu still runs is
