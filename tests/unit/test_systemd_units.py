@@ -155,3 +155,9 @@ def test_systemd_analyze_verify_finds_nothing_to_say(tmp_path):
 def test_a_daemon_may_open_more_descriptors_than_systemds_default_1024(path):
     soft = read_unit(path)["Service"]["LimitNOFILE"].split(":")[0]
     assert soft == "infinity" or int(soft) >= 16384
+
+
+def test_stopping_the_agent_ends_the_agent_alone_never_its_guests():
+    # systemd's default (control-group) would kill the qemu driver's guests with the agent.
+    unit = read_unit(SYSTEMD / "berth-compute-agent.service")
+    assert unit["Service"].get("KillMode") == "process"

@@ -10,6 +10,8 @@ import subprocess
 import tempfile
 import time
 
+from compute_agent.driver.base import CannotStart
+
 CHOICES = ("kvm", "tcg", "auto")
 KVM_DEVICE = "/dev/kvm"
 #: What SeaBIOS, the firmware of qemu's pc machine, says first on the serial console.
@@ -18,15 +20,30 @@ FIRMWARE_SAYS = b"SeaBIOS"
 
 def choose(accel, binary, probe_timeout, kvm_device=KVM_DEVICE):
     """(accelerator, why): ``accel`` itself unless it is auto; auto is kvm when a probe guest runs
-    under KVM within ``probe_timeout`` seconds, else tcg."""
+    under KVM within ``probe_timeout`` seconds, else tcg. CannotStart for kvm chosen on a host whose
+    KVM device this user cannot use: every build would fail."""
+    if accel == "kvm":
+        unusable = _unusable(kvm_device)
+        if unusable:
+            raise CannotStart(f"[qemu] accel = kvm but {unusable}: load the kvm module of the CPU "
+                              "(kvm_intel or kvm_amd), add the agent's user to the kvm group, or set "
+                              "accel = auto or tcg")
     if accel != "auto":
         return accel, f"[qemu] accel = {accel}"
-    if not os.path.exists(kvm_device):
-        return "tcg", f"auto: no {kvm_device}"
-    if not os.access(kvm_device, os.R_OK | os.W_OK):
-        return "tcg", f"auto: {kvm_device} is not readable and writable by this user"
+    unusable = _unusable(kvm_device)
+    if unusable:
+        return "tcg", f"auto: {unusable}"
     works, why = probe_kvm(binary, probe_timeout)
     return ("kvm" if works else "tcg"), f"auto: {why}"
+
+
+def _unusable(kvm_device):
+    """Why this user cannot use ``kvm_device``, or None."""
+    if not os.path.exists(kvm_device):
+        return f"no {kvm_device}"
+    if not os.access(kvm_device, os.R_OK | os.W_OK):
+        return f"{kvm_device} is not readable and writable by this user"
+    return None
 
 
 def probe_kvm(binary, timeout):

@@ -9,17 +9,19 @@ def _escaped(path):
     return path.replace(",", ",,")
 
 
-def qemu_command(binary, accel, name, memory_mb, vcpus, image, files):
+def qemu_command(binary, accel, name, memory_mb, vcpus, image, files, cpu=None):
     """argv of a qemu that daemonizes (its own session: it outlives the agent), writes its pid
     file, serves QMP on ``files.qmp`` (named relative to ``files.directory``, where qemu must be
     started) and appends its serial console to ``files.console``.
-    ``image``: images.Image; the disk is ``files.disk`` (a qcow2 overlay) when the image has one."""
+    ``image``: images.Image; the disk is ``files.disk`` (a qcow2 overlay) when the image has one.
+    ``cpu``: the CPU model the guest sees (qemu's default when None)."""
     argv = [
         binary,
         "-name", f"guest={name},process=berth-{name}",
         "-accel", accel,
         "-m", str(memory_mb),
         "-smp", str(vcpus),
+        *(["-cpu", cpu] if cpu else []),
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-chardev", f"socket,id={QMP_ID},path={_escaped(files.QMP_NAME)},server=on,wait=off",
         "-mon", f"chardev={QMP_ID},mode=control",

@@ -45,6 +45,11 @@ opts = [
                         ("tcg", "TCG: qemu's emulation, slower, runs anywhere"),
                         ("auto", "KVM when a probe guest runs under it, else TCG")],
                help="The accelerator guests run on; the agent says at start which one and why."),
+    cfg.StrOpt("cpu_model",
+               help="The CPU model guests see (qemu's -cpu: a model of qemu-system-x86_64 -cpu help, "
+               "host, or max). Unset: host under KVM (the host's own CPU: fastest, but a guest then "
+               "live-migrates only to hosts of the same CPU), qemu's default under TCG. Set a named model "
+               "every host has, the same on all, to live-migrate between CPUs of different generations."),
     cfg.FloatOpt("kvm_probe_timeout", default=5.0, min=0.5,
                  help="Seconds accel = auto waits for a probe guest under KVM to say something before "
                  "it takes KVM for not working (a /dev/kvm that hangs its guests) and runs TCG."),
@@ -121,9 +126,19 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
             if self._accel is None:
                 chosen, why = accel.choose(self._options.accel, self._options.binary,
                                            self._options.kvm_probe_timeout)
+                if chosen == "tcg" and self._options.cpu_model == "host":
+                    raise base.CannotStart(f"[qemu] cpu_model = host needs KVM, and guests run under TCG "
+                                           f"here ({why}): set another cpu_model, or none")
                 LOG.info("Guests run under %s (%s)", chosen.upper(), why)
                 self._accel = chosen
             return self._accel
+
+    def cpu_model(self):
+        """qemu's -cpu of the guests here: [qemu] cpu_model, else host under KVM, else qemu's default
+        (None)."""
+        if self._options.cpu_model:
+            return self._options.cpu_model
+        return "host" if self.accelerator() == "kvm" else None
 
     def qemu_version(self):
         """What ``binary --version`` says, e.g. 7.2.22; None when it cannot be run."""
@@ -140,8 +155,9 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
 
     def describe(self):
         totals = self.get_totals()
+        cpu = f" (CPU {self.cpu_model()})" if self.cpu_model() else ""
         return (f"driver qemu: {self._options.binary} {self.qemu_version() or '(version unknown)'} under "
-                f"{self.accelerator()}, images in {self._options.images_path}, instances in "
+                f"{self.accelerator()}{cpu}, images in {self._options.images_path}, instances in "
                 f"{self._options.instances_path}; {totals['memory_mb']} MB memory, {totals['local_gb']} GB "
                 f"disk, {totals['vcpus']} vCPUs")
 
@@ -233,7 +249,8 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         if image.disk is not None:
             self._make_overlay(image, files, flavor["root_gb"])
         argv = qemu_command(self._options.binary, self.accelerator(), instance["uuid"],
-                            max(flavor["memory_mb"], 1), max(flavor["vcpus"], 1), image, files)
+                            max(flavor["memory_mb"], 1), max(flavor["vcpus"], 1), image, files,
+                            cpu=self.cpu_model())
         self._start([*argv, *extra], files)
 
     def _make_overlay(self, image, files, root_gb):
@@ -326,7 +343,7 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         since = _size(files.console)
         flavor = normalize_flavor(instance.get("flavor"))
         self._start(qemu_command(self._options.binary, self.accelerator(), uuid, max(flavor["memory_mb"], 1),
-                                 max(flavor["vcpus"], 1), image, files), files)
+                                 max(flavor["vcpus"], 1), image, files, cpu=self.cpu_model()), files)
         try:
             self._wait_until_up(files, uuid, image, since)
         except base.BuildAborted:

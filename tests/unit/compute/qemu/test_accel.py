@@ -2,6 +2,7 @@
 
 import pytest
 
+from compute_agent.driver.base import CannotStart
 from compute_agent.driver.qemu import accel
 from tests.unit.compute.qemu.conftest import write_script
 
@@ -14,8 +15,22 @@ sleep 30
 
 
 @pytest.mark.parametrize("chosen", ["kvm", "tcg"])
-def test_a_chosen_accelerator_is_taken_as_it_is(chosen):
-    assert accel.choose(chosen, "qemu", 1.0) == (chosen, f"[qemu] accel = {chosen}")
+def test_a_chosen_accelerator_is_taken_as_it_is(chosen, tmp_path):
+    device = tmp_path / "kvm"
+    device.write_text("")
+    assert accel.choose(chosen, "qemu", 1.0, kvm_device=str(device)) == (chosen, f"[qemu] accel = {chosen}")
+
+
+def test_kvm_chosen_without_its_device_stops_the_agent_saying_what_to_do(tmp_path):
+    with pytest.raises(CannotStart) as raised:
+        accel.choose("kvm", "qemu", 1.0, kvm_device=str(tmp_path / "kvm"))
+    assert str(raised.value) == (f"[qemu] accel = kvm but no {tmp_path / 'kvm'}: load the kvm module of the "
+                                 "CPU (kvm_intel or kvm_amd), add the agent's user to the kvm group, or set "
+                                 "accel = auto or tcg")
+
+
+def test_tcg_chosen_needs_no_kvm_device(tmp_path):
+    assert accel.choose("tcg", "qemu", 1.0, kvm_device=str(tmp_path / "kvm")) == ("tcg", "[qemu] accel = tcg")
 
 
 def test_auto_without_kvm_runs_tcg(tmp_path):

@@ -41,3 +41,10 @@ def test_a_comma_in_a_path_is_doubled_for_qemu():
     files = GuestFiles.of("/srv/a,b", UUID)
     argv = qemu_command("qemu", "tcg", UUID, 128, 1, Image("x", disk="/img/x.qcow2"), files)
     assert _option(argv, "-drive")[0].startswith(f"file=/srv/a,,b/{UUID}/disk.qcow2,format=qcow2")
+
+
+def test_a_cpu_model_is_given_to_qemu_and_none_leaves_its_default():
+    files = GuestFiles.of("/srv/instances", UUID)
+    image = Image("x", disk="/img/x.qcow2")
+    assert _option(qemu_command("qemu", "kvm", UUID, 128, 1, image, files, cpu="host"), "-cpu") == ["host"]
+    assert _option(qemu_command("qemu", "tcg", UUID, 128, 1, image, files), "-cpu") == []

@@ -196,3 +196,23 @@ def test_a_second_agent_on_the_same_instances_path_does_not_start(qemu_conf):
     first.stop()
     second.attach([])  # free once the first stopped
     second.stop()
+
+
+def test_guests_see_the_hosts_cpu_under_kvm_and_qemus_default_under_tcg_unless_a_model_is_set(qemu_conf):
+    driver = QemuDriver(qemu_conf)
+    assert driver.cpu_model() is None
+    qemu_conf.set_override("cpu_model", "Haswell-noTSX", "qemu")
+    assert driver.cpu_model() == "Haswell-noTSX"
+    assert "under tcg (CPU Haswell-noTSX)" in driver.describe()
+    kvm = QemuDriver(qemu_conf)
+    kvm._accel = "kvm"
+    qemu_conf.clear_override("cpu_model", "qemu")
+    assert kvm.cpu_model() == "host"
+
+
+def test_the_hosts_cpu_under_tcg_stops_the_agent_saying_why(qemu_conf):
+    qemu_conf.set_override("cpu_model", "host", "qemu")
+    with pytest.raises(CannotStart) as raised:
+        QemuDriver(qemu_conf).describe()
+    assert str(raised.value) == ("[qemu] cpu_model = host needs KVM, and guests run under TCG here "
+                                 "([qemu] accel = tcg): set another cpu_model, or none")
