@@ -119,11 +119,13 @@ class Fleet:
         return rpc.RPCClient(self.transport, rpc.Target(topic="scheduler", server=name), timeout=5)
 
     def start_agent(self, host, name=None, module="compute_agent.cmd.agent", env=None, default=None,
-                    **options):
+                    sections=None, **options):
         """An agent process for ``host`` (named ``name`` among the fleet's processes, the host
-        by default); ``default``: more [DEFAULT] options, e.g. its own state_path."""
+        by default); ``default``: more [DEFAULT] options, e.g. its own state_path; ``sections``:
+        options of other groups, {group: {name: value}}."""
         name = name or host
-        sections = {"DEFAULT": {"host": host, **(default or {})}, "compute_agent": options}
+        sections = {**(sections or {}), "DEFAULT": {"host": host, **(default or {})},
+                    "compute_agent": options}
         conf_file = write_conf(self.tmp / f"{name}.conf", sections,
                                fake_group=module == "compute_agent.cmd.agent")
         return self._spawn(name, module, "--config-file", str(conf_file), env=env)

@@ -13,7 +13,8 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
 - A scaling group's member's CPU and memory, measured by its agent, are stored as its samples
   (`berth instance-metric show`): the memory its guest touched, at most its flavor's.
 - `berth migrate --live` moves a guest to the other host running: its console goes on counting
-  there, it does not boot again, and the source lets its qemu and files go.
+  there, it does not boot again, and the source lets its qemu and files go; with its source agent
+  SIGKILLed in the middle and started again, it ends the same way, one guest running.
 
 The guests share one fleet (the tests run in this order), 128 MB each.
 """
@@ -69,8 +70,9 @@ def fleet(tmp_path_factory, guest_image):
             kill_leftovers(booted)
 
 
-def start_agent(fleet, host):
-    return fleet.start_agent(host, default={"state_path": state_path(fleet, host)}, **AGENT)
+def start_agent(fleet, host, qemu=None):
+    return fleet.start_agent(host, default={"state_path": state_path(fleet, host)},
+                             sections={"qemu": qemu} if qemu else None, **AGENT)
 
 
 def berth(fleet, *args):
@@ -240,6 +242,40 @@ def test_a_guest_migrated_live_runs_on_the_other_host_without_booting_again(flee
     [process] = qemu_processes(uuid)
     assert process.pid == files(fleet, destination, uuid).read_pid()
     print(f"\nlive migration {source} -> {destination}: "
+          + (re.findall(r"Migrated \S+ to \S+: ([^\n]*)", fleet.log(source)) or ["?"])[-1])
+    delete(fleet, uuid)
+    assert qemu_processes(uuid) == []
+
+
+def test_a_live_migration_whose_source_agent_is_killed_midway_ends_with_one_guest_on_its_destination(fleet):
+    [uuid] = boot(fleet, 1)
+    source = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
+    [destination] = [host for host in HOSTS if host != source]
+    fleet.wait(lambda: "berth-guest: alive 2" in console(fleet, source, uuid), 60, "the guest to count")
+    # 4 MiB/s: the guest's memory takes seconds to go, long enough to kill its agent in the middle.
+    slow = {"live_migration_bandwidth": 4}
+    fleet.stop(source)
+    start_agent(fleet, source, qemu=slow)
+    fleet.wait_hosts_up([source], timeout=60)
+
+    berth(fleet, "migrate", uuid, "--live")
+    fleet.wait(lambda: f"Migrating {uuid} out of {source}" in fleet.log(source)
+               and len(qemu_processes(uuid)) == 2, 120, "the migration to begin")
+    fleet.stop(source, signal.SIGKILL)
+    assert fleet.instances([uuid])[uuid]["host"] == source  # killed before the move ended
+    start_agent(fleet, source, qemu=slow)
+
+    fleet.wait(lambda: fleet.instances([uuid])[uuid]["host"] == destination
+               and fleet.instances([uuid])[uuid]["state"] == "ACTIVE", 180, f"{uuid} ACTIVE on {destination}")
+    fleet.wait(lambda: files_left(fleet, HOSTS, uuid) == [destination], 60, "the source to let the guest go")
+    [process] = qemu_processes(uuid)
+    assert process.pid == files(fleet, destination, uuid).read_pid()
+    counted = console(fleet, destination, uuid).count("berth-guest: alive")
+    fleet.wait(lambda: console(fleet, destination, uuid).count("berth-guest: alive") > counted, 60,
+               "the guest to go on counting on its destination")
+    assert MARKER not in console(fleet, destination, uuid)  # the same guest, not booted again
+    assert f"Migrated {uuid} to" in fleet.log(source)  # the restarted agent saw the migration through
+    print(f"\nlive migration {source} -> {destination}, its source agent killed midway: "
           + (re.findall(r"Migrated \S+ to \S+: ([^\n]*)", fleet.log(source)) or ["?"])[-1])
     delete(fleet, uuid)
     assert qemu_processes(uuid) == []

@@ -68,6 +68,9 @@ opts = [
                 "address the agent reports, [compute_agent] host_ip)."),
     cfg.PortOpt("migration_port_max", default=49215,
                 help="Highest TCP port of the range live migrations into this host listen on."),
+    cfg.IntOpt("live_migration_bandwidth", default=0, min=0,
+               help="MiB/s a live migration out of this host may send at most (as Nova's [libvirt] "
+               "live_migration_bandwidth); 0: as fast as the network goes (qemu's own default is 32)."),
     cfg.IntOpt("memory_mb", min=1,
                help="Total memory (MiB) the host reports. Unset: this machine's."),
     cfg.IntOpt("local_gb", min=1,

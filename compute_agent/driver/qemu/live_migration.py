@@ -24,6 +24,10 @@ LOG = logging.getLogger(__name__)
 MIGRATING = ("setup", "active", "pre-switchover", "device", "postcopy-active", "wait-unplug")
 
 
+#: MiB/s as good as no limit (libvirt's largest bandwidth is about as large).
+UNLIMITED_MIB = 1 << 30
+
+
 class LiveMigration:
     """The qemu driver's steps of a live migration (a mixin of QemuDriver)."""
 
@@ -75,6 +79,7 @@ class LiveMigration:
                 if status == "completed":
                     return  # migrated before the agent stopped
                 if status not in MIGRATING:
+                    monitor.execute("migrate-set-parameters", **{"max-bandwidth": self._bandwidth()})
                     # Its disk goes with it: the overlay alone (inc), the image being on both hosts.
                     monitor.execute("migrate", uri=uri, blk=files.has_disk(), inc=files.has_disk())
             while True:
@@ -121,6 +126,11 @@ class LiveMigration:
         """A move of compute API 1.x has no step on its source: a guest cannot be handed over."""
         raise base.MoveFailed("the qemu driver moves an instance through both its hosts' agents (compute "
                               "API 2.0); this scheduler is capped below it ([upgrade_levels] compute)")
+
+    def _bandwidth(self):
+        """qemu's max-bandwidth (bytes/s) of a migration out: [qemu] live_migration_bandwidth, or no
+        limit (qemu's default would be 32 MiB/s)."""
+        return (self._options.live_migration_bandwidth or UNLIMITED_MIB) * 1024 * 1024
 
     def _wait_for_state(self, files, uuid, states, what):
         """Until QMP says the guest is in one of ``states``; MoveFailed when qemu ends first or
