@@ -15,6 +15,7 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
 - `berth migrate --live` moves a guest to the other host running: its console goes on counting
   there, it does not boot again, and the source lets its qemu and files go; with its source agent
   SIGKILLed in the middle and started again, it ends the same way, one guest running.
+- `berth host drain HOST --live` moves a host's three guests off it, each running on.
 
 The guests share one fleet (the tests run in this order), 128 MB each.
 """
@@ -279,6 +280,34 @@ def test_a_live_migration_whose_source_agent_is_killed_midway_ends_with_one_gues
           + (re.findall(r"Migrated \S+ to \S+: ([^\n]*)", fleet.log(source)) or ["?"])[-1])
     delete(fleet, uuid)
     assert qemu_processes(uuid) == []
+
+
+def test_a_host_drained_live_moves_its_three_guests_running(fleet):
+    host, other = HOSTS
+    berth(fleet, "host", "disable", other)
+    guests = boot(fleet, 3)
+    rows = fleet.wait_states(guests, ("ACTIVE",), timeout=BOOT_TIMEOUT)
+    berth(fleet, "host", "enable", other)
+    assert {u: r["host"] for u, r in rows.items()} == dict.fromkeys(guests, host)
+    for uuid in guests:
+        fleet.wait(lambda u=uuid: "berth-guest: alive 1" in console(fleet, host, u), 60, "the guest to count")
+
+    drained = berth(fleet, "host", "drain", host, "--live")
+    assert f"host {host} is empty" in drained, drained
+    rows = fleet.instances(guests)
+    assert {r["state"] for r in rows.values()} == {"ACTIVE"}
+    assert host not in {r["host"] for r in rows.values()}
+    for uuid, row in rows.items():
+        now = row["host"]
+        fleet.wait(lambda u=uuid, h=now: files_left(fleet, HOSTS, u) == [h], 60, "the source to let go")
+        [process] = qemu_processes(uuid)
+        assert process.pid == files(fleet, now, uuid).read_pid()
+        fleet.wait(lambda u=uuid, h=now: "berth-guest: alive" in console(fleet, h, u), 60,
+                   "the guest to count on its destination")
+        assert MARKER not in console(fleet, now, uuid)  # moved running, not booted again
+    berth(fleet, "host", "enable", host)
+    delete(fleet, *guests)
+    assert {u: qemu_processes(u) for u in guests} == dict.fromkeys(guests, [])
 
 
 def test_deleting_every_guest_leaves_no_qemu(fleet):
