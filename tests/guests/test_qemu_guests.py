@@ -1,7 +1,8 @@
 """Real guests: a scheduler and two agents with driver = qemu on the real RabbitMQ and
 PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
 
-- Each guest goes ACTIVE once it runs, and its serial console says the image's marker.
+- Each guest goes ACTIVE once it runs, and its serial console says the image's marker, its root
+  disk of the flavor's size and, when the flavor has one, its ephemeral disk.
 - `berth delete` ends the guest's qemu and removes its files.
 - An agent killed with SIGKILL leaves its guests running; started again, it takes them back:
   they stay ACTIVE, and a delete then still ends their qemu.
@@ -82,8 +83,8 @@ def berth(fleet, *args):
     return done.stdout
 
 
-def boot(fleet, count, image="berth-test"):
-    uuids = berth(fleet, "boot", *FLAVOR, "--image", image, "--count", str(count)).split()
+def boot(fleet, count, image="berth-test", flavor=FLAVOR):
+    uuids = berth(fleet, "boot", *flavor, "--image", image, "--count", str(count)).split()
     fleet.booted.extend(uuids)
     return uuids
 
@@ -107,12 +108,22 @@ def test_each_agent_says_which_accelerator_its_guests_run_under(fleet):
 
 
 def test_booted_guests_are_active_and_say_their_marker_on_their_console(fleet):
-    uuids = boot(fleet, 4)
+    berth(fleet, "flavor", "create", "guest.ephemeral", "--ram", "128", "--disk", "1", "--vcpus", "1",
+          "--ephemeral", "1")
+    plain = boot(fleet, 2)
+    ephemeral = boot(fleet, 2, flavor=("--flavor", "guest.ephemeral"))
+    uuids = plain + ephemeral
     rows = fleet.wait_states(uuids, ("ACTIVE", "ERROR"), timeout=BOOT_TIMEOUT)
     assert {u: r["state"] for u, r in rows.items()} == dict.fromkeys(uuids, "ACTIVE"), \
         {u: r.get("fault_reason") for u, r in rows.items()}
     for uuid in uuids:
         assert MARKER in console(fleet, rows[uuid]["host"], uuid)
+        host = rows[uuid]["host"]
+        fleet.wait(lambda u=uuid, h=host: "alive 1" in console(fleet, h, u), 60, "the guest to say its disks")
+        said = console(fleet, host, uuid)
+        assert "berth-guest: disk vda 1024 MB, boot 1" in said, said
+        # The flavor's ephemeral disk is the guest's second disk.
+        assert ("berth-guest: disk vdb 1024 MB" in said) == (uuid in ephemeral), said
         assert len(qemu_processes(uuid)) == 1
     print("\nboot to ACTIVE: " + ", ".join(
         f"{rows[u]['host']} {_seconds(rows[u]) or '?'} s" for u in uuids))

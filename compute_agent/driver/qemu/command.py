@@ -9,12 +9,13 @@ def _escaped(path):
     return path.replace(",", ",,")
 
 
-def qemu_command(binary, accel, name, memory_mb, vcpus, image, files, cpu=None):
+def qemu_command(binary, accel, name, memory_mb, vcpus, image, files, cpu=None, ephemeral=False):
     """argv of a qemu that daemonizes (its own session: it outlives the agent), writes its pid
     file, serves QMP on ``files.qmp`` (named relative to ``files.directory``, where qemu must be
     started) and appends its serial console to ``files.console``.
     ``image``: images.Image; the disk is ``files.disk`` (a qcow2 overlay) when the image has one.
-    ``cpu``: the CPU model the guest sees (qemu's default when None)."""
+    ``cpu``: the CPU model the guest sees (qemu's default when None); ``ephemeral``: the instance
+    has an ephemeral disk, ``files.ephemeral``, its second virtio disk."""
     argv = [
         binary,
         "-name", f"guest={name},process=berth-{name}",
@@ -33,6 +34,8 @@ def qemu_command(binary, accel, name, memory_mb, vcpus, image, files, cpu=None):
     ]
     if image.disk is not None:
         argv += ["-drive", f"file={_escaped(files.disk)},format=qcow2,if=virtio,cache=writeback"]
+    if ephemeral:
+        argv += ["-drive", f"file={_escaped(files.ephemeral)},format=qcow2,if=virtio,cache=writeback"]
     if image.kernel is not None:
         argv += ["-kernel", image.kernel]
         if image.ramdisk is not None:

@@ -251,10 +251,17 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         flavor = normalize_flavor(instance.get("flavor"))
         if image.disk is not None:
             self._make_overlay(image, files, flavor["root_gb"])
-        argv = qemu_command(self._options.binary, self.accelerator(), instance["uuid"],
+        if flavor["ephemeral_gb"]:
+            _run(["qemu-img", "create", "-q", "-f", "qcow2", files.ephemeral, f"{flavor['ephemeral_gb']}G"],
+                 "cannot make the ephemeral disk of the instance")
+        self._start([*self._command(instance, image, files), *extra], files)
+
+    def _command(self, instance, image, files):
+        """The qemu command line of ``instance`` (at its flavor) booting ``image`` from ``files``."""
+        flavor = normalize_flavor(instance.get("flavor"))
+        return qemu_command(self._options.binary, self.accelerator(), instance["uuid"],
                             max(flavor["memory_mb"], 1), max(flavor["vcpus"], 1), image, files,
-                            cpu=self.cpu_model())
-        self._start([*argv, *extra], files)
+                            cpu=self.cpu_model(), ephemeral=os.path.exists(files.ephemeral))
 
     def _make_overlay(self, image, files, root_gb):
         """A qcow2 overlay of the image's disk, of the flavor's root disk (the image's size when
@@ -344,9 +351,7 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         saved = files.read_image()
         image = images.find(self._options.images_path, saved) if saved else self.image_of(instance)
         since = _size(files.console)
-        flavor = normalize_flavor(instance.get("flavor"))
-        self._start(qemu_command(self._options.binary, self.accelerator(), uuid, max(flavor["memory_mb"], 1),
-                                 max(flavor["vcpus"], 1), image, files, cpu=self.cpu_model()), files)
+        self._start(self._command(instance, image, files), files)
         try:
             self._wait_until_up(files, uuid, image, since)
         except base.BuildAborted:

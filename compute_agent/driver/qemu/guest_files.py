@@ -17,6 +17,11 @@ class GuestFiles:
         return os.path.join(self.directory, "disk.qcow2")
 
     @property
+    def ephemeral(self):
+        """The instance's ephemeral disk, when its flavor has one: a blank qcow2 of its size."""
+        return os.path.join(self.directory, "ephemeral.qcow2")
+
+    @property
     def console(self):
         return os.path.join(self.directory, "console.log")
 

@@ -48,3 +48,11 @@ def test_a_cpu_model_is_given_to_qemu_and_none_leaves_its_default():
     image = Image("x", disk="/img/x.qcow2")
     assert _option(qemu_command("qemu", "kvm", UUID, 128, 1, image, files, cpu="host"), "-cpu") == ["host"]
     assert _option(qemu_command("qemu", "tcg", UUID, 128, 1, image, files), "-cpu") == []
+
+
+def test_an_ephemeral_disk_is_the_guests_second_disk():
+    files = GuestFiles.of("/srv/instances", UUID)
+    argv = qemu_command("qemu", "tcg", UUID, 128, 1, Image("x", disk="/img/x.qcow2"), files, ephemeral=True)
+    assert _option(argv, "-drive") == [
+        f"file=/srv/instances/{UUID}/disk.qcow2,format=qcow2,if=virtio,cache=writeback",
+        f"file=/srv/instances/{UUID}/ephemeral.qcow2,format=qcow2,if=virtio,cache=writeback"]
