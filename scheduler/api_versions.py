@@ -33,6 +33,8 @@ SCHEDULER = API("scheduler", (
     ("1.6", "an instance's power: stop_instance, start_instance, reboot_instance (calls, answered with "
             "the instance POWERING_OFF, POWERING_ON or REBOOTING, or refused with the reason); "
             "instance_update may say SHUTOFF"),
+    ("1.7", "instance_update may say SHUTOFF, with a fault saying why, of an ACTIVE instance whose guest "
+            "powered itself off"),
 ))
 
 #: The compute agents' API (compute_agent.manager.ComputeEndpoint, and beside it
