@@ -99,14 +99,16 @@ def test_resizes_in_place_confirmed_while_the_broker_is_stopped_end_on_their_age
             fleet.wait_states(list(uuids.values()), ("VERIFY_RESIZE",), timeout=60)
 
             private_rabbitmq.stop_app(node)
-            try:
-                time.sleep(60)  # the window passes: the scheduler confirms both, and cannot tell the agents
+            try:  # the window passes: the scheduler confirms both, and cannot tell the agents
+                fleet.wait(lambda: fleet.log("s1").count("confirmed by itself after") == 2
+                           and ("MessageDeliveryFailure" in fleet.log("s1")
+                                or "could not be told now" in fleet.log("s1")), 90,
+                           "the scheduler to confirm both and fail to tell their agents")
             finally:
                 private_rabbitmq.start_app(node)
             back = time.monotonic()
             rows = fleet.wait_states(list(uuids.values()), ("ACTIVE",), timeout=60)
             assert {row["memory_mb"] for row in rows.values()} == {1024}
-            assert "MessageDeliveryFailure" in fleet.log("s1") or "could not be told now" in fleet.log("s1")
 
             ended = fleet.wait(lambda: hosts_used(fleet) == {"h1": RESERVED + 1024, "h2": RESERVED + 1024}
                                and hosts_used(fleet), 90, "the agents to hold the new size alone",
