@@ -18,7 +18,7 @@ from scheduler.policy.hints import GROUP
 from scheduler.scaling.spec import CPU, DEFAULT_SAMPLE_WINDOW_S, Member
 
 TEMPLATE_KEYS = ("flavor_name", "memory_mb", "root_gb", "ephemeral_gb", "vcpus", "scheduler_hints",
-                 "availability_zone", "server_group_uuid")
+                 "availability_zone", "server_group_uuid", "image")
 _SIZES = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
 
 #: The members a group counts: all but those being deleted (ERROR ones until replaced; SHUTOFF ones,
@@ -60,7 +60,7 @@ def member_request(group: Mapping[str, Any], uuid: str, name: str | None,
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(request_spec, filter_properties) of run_instance for the new member ``uuid`` named
     ``name``: the template's flavor (its sizes, or the one of ``flavors``, the stored flavors
-    by name, that it names), zone and hints, its server group as the ``group`` hint.
+    by name, that it names), image, zone and hints, its server group as the ``group`` hint.
     Raises TemplateError when the scheduler would refuse the request."""
     template = group["template"]
     unknown = sorted(set(template) - set(TEMPLATE_KEYS))
@@ -75,6 +75,12 @@ def member_request(group: Mapping[str, Any], uuid: str, name: str | None,
     request_spec = {"instance_uuids": [uuid], "num_instances": 1,
                     "instance_type": _flavor(template, flavors or {}),
                     "instance_properties": properties, "image": {"properties": {}}}
+    image = template.get("image")
+    if image is not None:
+        if not isinstance(image, str) or not image or not image.isprintable() or image != image.strip():
+            raise TemplateError(f"template.image: must be an image's name (printable text without "
+                                f"surrounding spaces), got {image!r}"[:300])
+        request_spec["image"]["id"] = image
     hints = dict(template.get("scheduler_hints") or {})
     if template.get("server_group_uuid"):
         hints[GROUP] = template["server_group_uuid"]
