@@ -72,15 +72,17 @@ def member_request(group: Mapping[str, Any], uuid: str, name: str | None,
         properties["availability_zone"] = template["availability_zone"]
     if name is not None:
         properties["display_name"] = name
+    image: dict[str, Any] = {"properties": {}}
+    if template.get("image") is not None:
+        image_id = template["image"]
+        if not (isinstance(image_id, str) and image_id and image_id.isprintable()
+                and image_id == image_id.strip()):
+            raise TemplateError(f"template.image: must be an image's name (printable text without "
+                                f"surrounding spaces), got {image_id!r}"[:300])
+        image["id"] = image_id
     request_spec = {"instance_uuids": [uuid], "num_instances": 1,
                     "instance_type": _flavor(template, flavors or {}),
-                    "instance_properties": properties, "image": {"properties": {}}}
-    image = template.get("image")
-    if image is not None:
-        if not isinstance(image, str) or not image or not image.isprintable() or image != image.strip():
-            raise TemplateError(f"template.image: must be an image's name (printable text without "
-                                f"surrounding spaces), got {image!r}"[:300])
-        request_spec["image"]["id"] = image
+                    "instance_properties": properties, "image": image}
     hints = dict(template.get("scheduler_hints") or {})
     if template.get("server_group_uuid"):
         hints[GROUP] = template["server_group_uuid"]

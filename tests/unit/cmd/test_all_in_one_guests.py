@@ -69,8 +69,9 @@ def test_an_image_directory_without_an_image_stops_the_start_saying_how_to_build
         (images / "notes.txt").write_text("")
     conf, status = loaded(tmp_path, "--driver", "qemu")
     assert conf is None
-    assert status == (f"berth-all-in-one: cannot start: [qemu] images_path {images} {said}: build the test "
-                      f"image into it first, from Berth's source tree: python3 tools/build-guest-image {images}")
+    assert status == (f"berth-all-in-one: cannot start: [qemu] images_path {images} {said}: build the "
+                      "test image into it first, from Berth's source tree: "
+                      f"python3 tools/build-guest-image {images}")
 
 
 @pytest.mark.parametrize("demo", ["--demo", "--demo-scaling"])
