@@ -138,7 +138,7 @@ def run(conf, out, demo_log):
     services = [endpoint, scheduler] + agents
     if guests:
         all_in_one_guests.say(conf)
-        services.append(all_in_one_guests.EndGuests(transport, by_host))
+        services.append(all_in_one_guests.EndGuests(SchedulerClient(transport), by_host))
     try:
         if not conf.demo and not conf.demo_scaling:
             running.run_until_signalled(services, transport)

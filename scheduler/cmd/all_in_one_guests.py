@@ -14,8 +14,6 @@ import sys
 
 from compute_agent.driver import installed
 from scheduler import states
-from scheduler.client import SchedulerClient
-from scheduler.cmd.arguments import CommandError
 from scheduler.cmd.waiting import wait_for
 
 LOG = logging.getLogger(__name__)
@@ -75,29 +73,32 @@ class EndGuests:
     of the agents' hosts through the scheduler, then ends whatever qemu is left in their
     instances_path (a build under way, a member a scaling group made meanwhile)."""
 
-    def __init__(self, transport, by_host):
-        self.client = SchedulerClient(transport)
+    def __init__(self, client, by_host):
+        self.client = client
         self.by_host = by_host
 
     def start(self):
         pass
 
     def stop(self):
+        try:
+            self._delete_all()
+        except Exception as exc:  # the qemu left are ended below all the same
+            LOG.warning("Cannot delete the guests through the scheduler (%s): ending their qemu", exc)
+        ended = [uuid for driver in self.by_host.values() for uuid in end_all(driver)]
+        if ended:
+            print(f"{PROG}: ended the qemu of {len(ended)} guest(s) whose delete had not finished "
+                  f"({', '.join(ended)}): started again, it reports them in ERROR", file=sys.stderr)
+
+    def _delete_all(self):
         uuids = [row["uuid"] for host in self.by_host for row in self.client.list_instances({}, host=host)
                  if row["state"] != states.DELETED]
         print(f"{PROG}: deleting the {len(uuids)} guest(s) of its qemu agents before it stops",
               file=sys.stderr)
         for uuid in uuids:
             self.client.delete_instance({}, uuid)
-        try:
-            if uuids:
-                wait_for(self.client, uuids, DELETE_TIMEOUT, settled=(states.DELETED,))
-        except CommandError as exc:
-            LOG.warning("Not every guest was deleted (%s): ending their qemu", exc)
-        ended = [uuid for driver in self.by_host.values() for uuid in end_all(driver)]
-        if ended:
-            print(f"{PROG}: ended the qemu of {len(ended)} guest(s) whose delete had not finished: "
-                  f"{', '.join(ended)}", file=sys.stderr)
+        if uuids:
+            wait_for(self.client, uuids, DELETE_TIMEOUT, settled=(states.DELETED,))
 
 
 def end_all(driver):

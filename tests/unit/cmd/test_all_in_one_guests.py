@@ -94,3 +94,57 @@ def test_each_agents_driver_has_its_own_instances_path(tmp_path):
     drivers = all_in_one_guests.drivers(conf, all_in_one.agent_hosts(conf))
     assert {host: d.instances_path for host, d in drivers.items()} == {
         host: str(tmp_path / "state" / "instances" / host) for host in all_in_one.agent_hosts(conf)}
+
+
+class Driver:
+    def __init__(self, running):
+        self.running = list(running)
+        self.destroyed = []
+
+    def guests_running(self):
+        return list(self.running)
+
+    def destroy(self, instance):
+        self.destroyed.append(instance["uuid"])
+        self.running.remove(instance["uuid"])
+
+
+class Scheduler:
+    """Lists the instances of each host; a delete makes one DELETED, or nothing (``deaf``)."""
+
+    def __init__(self, by_host, deaf=False):
+        self.rows = {uuid: {"uuid": uuid, "state": "ACTIVE", "host": host}
+                     for host, uuids in by_host.items() for uuid in uuids}
+        self.deaf = deaf
+        self.deleted = []
+
+    def list_instances(self, ctxt, host=None, uuids=None, **kwargs):
+        if self.deaf:
+            raise TimeoutError("no scheduler answered")
+        if uuids is not None:
+            return [self.rows[u] for u in uuids]
+        return [r for r in self.rows.values() if r["host"] == host]
+
+    def delete_instance(self, ctxt, uuid):
+        self.deleted.append(uuid)
+        self.rows[uuid]["state"] = "DELETED"
+
+
+def test_ctrl_c_deletes_the_agents_guests_through_the_scheduler(capsys):
+    drivers = {"h1": Driver([]), "h2": Driver([])}
+    scheduler = Scheduler({"h1": ["a", "b"], "h2": ["c"]})
+    scheduler.rows["b"]["state"] = "DELETED"
+    ending = all_in_one_guests.EndGuests(scheduler, drivers)
+    ending.stop()
+    assert scheduler.deleted == ["a", "c"]
+    said = capsys.readouterr().err
+    assert said == "berth-all-in-one: deleting the 2 guest(s) of its qemu agents before it stops\n"
+
+
+def test_ctrl_c_without_a_scheduler_answering_still_ends_every_guest_saying_so(capsys):
+    drivers = {"h1": Driver(["a"]), "h2": Driver(["c"])}
+    ending = all_in_one_guests.EndGuests(Scheduler({"h1": ["a"], "h2": ["c"]}, deaf=True), drivers)
+    ending.stop()
+    assert (drivers["h1"].destroyed, drivers["h2"].destroyed) == (["a"], ["c"])
+    assert capsys.readouterr().err == ("berth-all-in-one: ended the qemu of 2 guest(s) whose delete had not "
+                                       "finished (a, c): started again, it reports them in ERROR\n")
