@@ -100,8 +100,9 @@ def main(argv=None, out=None):
         return (f"{PROG}: --{'demo' if conf.demo else 'demo-scaling'} runs fake agents (its workload is "
                 "simulated), not driver qemu: start berth-all-in-one --driver qemu and boot with berth boot "
                 "--image berth-test")
-    if guests and all_in_one_guests.check_images(conf):
-        return f"{PROG}: cannot start: {all_in_one_guests.check_images(conf)}"
+    no_image = all_in_one_guests.check_images(conf) if guests else None
+    if no_image:
+        return f"{PROG}: cannot start: {no_image}"
     demo_log = demo_log_file(conf) if conf.demo or conf.demo_scaling else None
     own_state = use_state_of_its_own(conf) if conf.demo or conf.demo_scaling else None
     if conf.demo_scaling:
