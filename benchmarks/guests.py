@@ -124,7 +124,7 @@ def run(sizes, repeats, guests, reports, out=sys.stdout):
             rows.append({"agent_cpu_ms_per_guest_report": statistics.median(per_guest) * 1000})
         finally:
             for driver in (a, b):
-                for leftover in Path(driver._options.instances_path).glob("*"):
+                for leftover in Path(driver.instances_path).glob("*"):
                     driver.destroy({"uuid": leftover.name})
         return rows
 

@@ -18,7 +18,7 @@ from compute_agent.instance_store import InstanceStoreError
 from compute_agent.manager import ComputeManager
 from scheduler import rpc, states
 from scheduler.client import SchedulerClient
-from scheduler.cmd import common, output, scaling_demo
+from scheduler.cmd import all_in_one_guests, common, output, scaling_demo
 from scheduler.cmd.host_commands import hosts_command
 from scheduler.cmd.instance_commands import build_request
 from scheduler.cmd.waiting import wait_for, wait_until
@@ -32,7 +32,14 @@ LOG = logging.getLogger(__name__)
 PROG = "berth-all-in-one"
 
 cli_opts = [
-    cfg.IntOpt("agents", default=4, min=1, max=1000, help="How many fake compute agents to run."),
+    cfg.IntOpt("agents", default=4, min=1, max=1000,
+               help="How many compute agents to run (2 with --driver qemu)."),
+    cfg.StrOpt(
+        "driver",
+        help="The agents' driver, over [compute_agent] driver: fake (the default), host, or qemu for real "
+        "guests (each agent's in <[qemu] instances_path>/<host>, the test image of "
+        "tools/build-guest-image in [qemu] images_path; Ctrl-C deletes them).",
+    ),
     cfg.BoolOpt(
         "demo",
         default=False,
@@ -68,18 +75,34 @@ def register_agent_opts(conf):
     conf.set_default("driver", "fake", group="compute_agent")
 
 
+def apply_driver_option(conf):
+    """--driver is [compute_agent] driver; with qemu, the demo's defaults (all_in_one_guests)."""
+    if conf.driver is not None:
+        conf.set_override("driver", conf.driver, group="compute_agent")
+    if all_in_one_guests.runs_guests(conf):
+        all_in_one_guests.set_defaults(conf)
+
+
 def main(argv=None, out=None):
     out = out or sys.stdout
     conf = config.load(
         sys.argv[1:] if argv is None else argv,
         PROG,
         register=common.SCHEDULER_SETUP["register"] + [register_agent_opts],
-        validators=[*common.SCHEDULER_SETUP["validators"], agent_conf.check_driver,
+        validators=[apply_driver_option, *common.SCHEDULER_SETUP["validators"], agent_conf.check_driver,
                     agent_conf.check_resources],
         cli_opts=cli_opts,
     )
     if conf.demo and conf.demo_scaling:
         return f"{PROG}: --demo and --demo-scaling: choose one"
+    guests = all_in_one_guests.runs_guests(conf)
+    if guests and (conf.demo or conf.demo_scaling):
+        return (f"{PROG}: --{'demo' if conf.demo else 'demo-scaling'} runs fake agents (its workload is "
+                "simulated), not driver qemu: start berth-all-in-one --driver qemu and boot with berth boot "
+                "--image berth-test")
+    no_image = all_in_one_guests.check_images(conf) if guests else None
+    if no_image:
+        return f"{PROG}: cannot start: {no_image}"
     demo_log = demo_log_file(conf) if conf.demo or conf.demo_scaling else None
     own_state = use_state_of_its_own(conf) if conf.demo or conf.demo_scaling else None
     if conf.demo_scaling:
@@ -100,8 +123,11 @@ def run(conf, out, demo_log):
     except ValueError as exc:  # one line (the URL in it is masked), no traceback
         return f"{PROG}: cannot start: {exc}"
     transport = rpc.get_transport(conf)
+    guests = all_in_one_guests.runs_guests(conf)
     try:
-        agents = [ComputeManager(conf, transport, host=host) for host in agent_hosts(conf)]
+        by_host = all_in_one_guests.drivers(conf, agent_hosts(conf)) if guests else {}
+        agents = [ComputeManager(conf, transport, host=host, driver=by_host.get(host))
+                  for host in agent_hosts(conf)]
     except CannotStart as exc:
         transport.cleanup()
         database.dispose()
@@ -111,6 +137,9 @@ def run(conf, out, demo_log):
     scheduler = SchedulerService(conf, transport, database)
     endpoint = MetricsEndpoint(conf, SCHEDULER_PORT, routes=status_routes(conf, scheduler))
     services = [endpoint, scheduler] + agents
+    if guests:
+        all_in_one_guests.say(conf)
+        services.append(all_in_one_guests.EndGuests(SchedulerClient(transport), by_host))
     try:
         if not conf.demo and not conf.demo_scaling:
             running.run_until_signalled(services, transport)

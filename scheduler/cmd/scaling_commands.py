@@ -227,6 +227,9 @@ def add_group_commands(actions: Any) -> None:
                         help="vCPUs of an unnamed flavor")
     create.add_argument("--flavor-disk", dest="scaling_disk", type=_whole, metavar="GB", help="root disk")
     _add_spec_options(create, creating=True)
+    create.add_argument("--image", dest="scaling_image", metavar="IMAGE",
+                        help="the image each member boots (as berth boot --image); none: the agents' "
+                        "default ([qemu] default_image)")
     create.add_argument("--server-group", dest="scaling_server_group", metavar="GROUP",
                         help="the members' server group: a UUID, or the name of exactly one")
     create.add_argument("--availability-zone", dest="scaling_zone", metavar="AZ",
@@ -320,6 +323,8 @@ def _template(client: Any, args: Any) -> dict[str, Any]:
         raise CommandError("give --flavor NAME, or --flavor-ram and --flavor-vcpus (and --flavor-disk)")
     else:
         template.update(memory_mb=args.scaling_ram, vcpus=args.scaling_vcpus, root_gb=args.scaling_disk or 0)
+    if args.scaling_image is not None:
+        template["image"] = args.scaling_image
     if args.scaling_zone:
         template["availability_zone"] = args.scaling_zone
     if args.scaling_server_group:
@@ -551,6 +556,8 @@ def template_text(template: Mapping[str, Any], server_group: Mapping[str, Any] |
     else:
         parts.append(f"{template.get('memory_mb')} MB RAM, {template.get('vcpus')} vCPUs, "
                      f"{template.get('root_gb') or 0} GB disk")
+    if template.get("image"):
+        parts.append(f"image {template['image']}")
     if template.get("availability_zone"):
         parts.append(f"zone {template['availability_zone']}")
     if template.get("server_group_uuid"):

@@ -18,7 +18,7 @@ from scheduler.policy.hints import GROUP
 from scheduler.scaling.spec import CPU, DEFAULT_SAMPLE_WINDOW_S, Member
 
 TEMPLATE_KEYS = ("flavor_name", "memory_mb", "root_gb", "ephemeral_gb", "vcpus", "scheduler_hints",
-                 "availability_zone", "server_group_uuid")
+                 "availability_zone", "server_group_uuid", "image")
 _SIZES = ("memory_mb", "root_gb", "ephemeral_gb", "vcpus")
 
 #: The members a group counts: all but those being deleted (ERROR ones until replaced; SHUTOFF ones,
@@ -60,7 +60,7 @@ def member_request(group: Mapping[str, Any], uuid: str, name: str | None,
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(request_spec, filter_properties) of run_instance for the new member ``uuid`` named
     ``name``: the template's flavor (its sizes, or the one of ``flavors``, the stored flavors
-    by name, that it names), zone and hints, its server group as the ``group`` hint.
+    by name, that it names), image, zone and hints, its server group as the ``group`` hint.
     Raises TemplateError when the scheduler would refuse the request."""
     template = group["template"]
     unknown = sorted(set(template) - set(TEMPLATE_KEYS))
@@ -72,9 +72,17 @@ def member_request(group: Mapping[str, Any], uuid: str, name: str | None,
         properties["availability_zone"] = template["availability_zone"]
     if name is not None:
         properties["display_name"] = name
+    image: dict[str, Any] = {"properties": {}}
+    if template.get("image") is not None:
+        image_id = template["image"]
+        if not (isinstance(image_id, str) and image_id and image_id.isprintable()
+                and image_id == image_id.strip()):
+            raise TemplateError(f"template.image: must be an image's name (printable text without "
+                                f"surrounding spaces), got {image_id!r}"[:300])
+        image["id"] = image_id
     request_spec = {"instance_uuids": [uuid], "num_instances": 1,
                     "instance_type": _flavor(template, flavors or {}),
-                    "instance_properties": properties, "image": {"properties": {}}}
+                    "instance_properties": properties, "image": image}
     hints = dict(template.get("scheduler_hints") or {})
     if template.get("server_group_uuid"):
         hints[GROUP] = template["server_group_uuid"]

@@ -17,7 +17,7 @@ from scheduler.cmd import cli
 from tests.docs_pages import ROOT, blocks
 
 README = (ROOT / "README.md").read_text()
-WALKTHROUGH = README[README.index("## A short walkthrough"):README.index("## The documentation")]
+WALKTHROUGH = README[README.index("## A short walkthrough"):README.index("## Real guests")]
 
 
 def steps():

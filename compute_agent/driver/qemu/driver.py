@@ -3,6 +3,7 @@ own, detached from the agent, booted from its image (a qcow2 overlay of the imag
 kernel and initramfs booted directly) and driven over QMP."""
 
 import fcntl
+import glob
 import json
 import logging
 import os
@@ -107,9 +108,12 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
     # Builds, deletes, live migrations, measured use and power: no cold moves or resizes yet.
     capabilities = Capabilities(live_migration=True, measures_usage=True, power_control=True)
 
-    def __init__(self, conf):
+    def __init__(self, conf, instances_path=None):
+        """``instances_path``: this agent's, instead of [qemu] instances_path (berth-all-in-one
+        gives each of its agents one of its own)."""
         super().__init__(conf)
         options = conf.qemu
+        self.instances_path = instances_path or options.instances_path
         if options.migration_port_min > options.migration_port_max:
             raise ValueError(f"[qemu] migration_port_min {options.migration_port_min} is above "
                              f"migration_port_max {options.migration_port_max}")
@@ -165,14 +169,14 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         cpu = f" (CPU {self.cpu_model()})" if self.cpu_model() else ""
         return (f"driver qemu: {self._options.binary} {self.qemu_version() or '(version unknown)'} under "
                 f"{self.accelerator()}{cpu}, images in {self._options.images_path}, instances in "
-                f"{self._options.instances_path}; {totals['memory_mb']} MB memory, {totals['local_gb']} GB "
+                f"{self.instances_path}; {totals['memory_mb']} MB memory, {totals['local_gb']} GB "
                 f"disk, {totals['vcpus']} vCPUs")
 
     def get_totals(self):
         options = self._options
         local_gb = options.local_gb
         if local_gb is None:
-            fs = os.statvfs(host_facts.existing_ancestor(options.instances_path))
+            fs = os.statvfs(host_facts.existing_ancestor(self.instances_path))
             local_gb = fs.f_blocks * fs.f_frsize // GIB
         return {
             "memory_mb": options.memory_mb or psutil.virtual_memory().total // MIB,
@@ -216,7 +220,7 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
     # -- instances -----------------------------------------------------------------
 
     def _files(self, uuid):
-        return GuestFiles.of(self._options.instances_path, uuid)
+        return GuestFiles.of(self.instances_path, uuid)
 
     def image_of(self, instance):
         """The image ``instance`` boots (its request's image id, else [qemu] default_image)."""
@@ -489,10 +493,19 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
             return f"its guest is {state}; its console's last lines: {files.console_tail() or '(empty)'}"
         return None
 
+    def guests_running(self):
+        """The uuids of the instances whose qemu runs in this agent's instances_path."""
+        found = []
+        for directory in sorted(glob.glob(os.path.join(self.instances_path, "*", ""))):
+            uuid = os.path.basename(os.path.dirname(directory))
+            if processes.runs(self._files(uuid).read_pid(), uuid):
+                found.append(uuid)
+        return found
+
     def _hold_instances_path(self):
         """Lock instances_path for this agent: a live migration between two agents sharing it
         would have both make and remove the same instance's directory."""
-        path = self._options.instances_path
+        path = self.instances_path
         os.makedirs(path, exist_ok=True)
         fd = os.open(os.path.join(path, ".agent.lock"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -501,8 +514,7 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
             os.close(fd)
             raise base.CannotStart(
                 f"[qemu] instances_path {path} is used by another agent on this machine: give each agent "
-                "an instances_path of its own (berth-all-in-one runs one qemu agent: --agents 1, and a "
-                "berth-compute-agent beside it for more)") from None
+                "an instances_path of its own") from None
         self._path_lock = fd
 
     def stop(self):

@@ -156,7 +156,7 @@ class LiveMigration:
     def _incoming_ports(self):
         """The ports of the migrations this host waits for."""
         taken = set()
-        for path in glob.glob(os.path.join(self._options.instances_path, "*", "incoming.json")):
+        for path in glob.glob(os.path.join(self.instances_path, "*", "incoming.json")):
             try:
                 with open(path, encoding="utf-8") as f:
                     taken.add(int(json.load(f)["uri"].rsplit(":", 1)[1]))

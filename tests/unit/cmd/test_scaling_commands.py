@@ -75,7 +75,7 @@ def test_create_sends_the_spec_and_template_its_options_make_and_prints_the_uuid
         "--cpu", "50", "--memory", "70", "--metric", "instance:rps=100",
         "--metric", "external:queue:jobs=value:30",
         "--metric", "external:queue:mail=average:2.5", "--metric", "resource:memory=average:1024",
-        "--tolerance", "0.05", "--availability-zone", "az1", "--hint", "query=[1]",
+        "--tolerance", "0.05", "--availability-zone", "az1", "--image", "berth-test", "--hint", "query=[1]",
         "--hint", f"same_host={ANCHOR}", "--hint", f"same_host={GROUP}", "--project", "p1",
         create_scaling_group=CREATED)
     assert (status, out) == (0, CREATED["uuid"] + "\n")
@@ -88,7 +88,7 @@ def test_create_sends_the_spec_and_template_its_options_make_and_prints_the_uuid
             {"type": "external", "name": "queue:jobs", "target_value": 30},
             {"type": "external", "name": "queue:mail", "target_average": 2.5},
             {"type": "resource", "name": "memory", "target_average": 1024}]},
-        "template": {"flavor_name": "m1.small", "availability_zone": "az1",
+        "template": {"flavor_name": "m1.small", "availability_zone": "az1", "image": "berth-test",
                      "scheduler_hints": {"query": "[1]", "same_host": [ANCHOR, GROUP]}},
     }
 
@@ -463,6 +463,13 @@ def test_show_names_the_server_group_of_the_template(conf_file, world):
     assert template_line() == f"flavor m1.small, server group spread (anti-affinity, {GROUP})"
     world.db.delete_server_group(GROUP)
     assert template_line() == f"flavor m1.small, server group {GROUP} (deleted: new members go to ERROR)"
+
+
+def test_show_names_the_image_its_members_boot(conf_file, world):
+    world.create(template={"flavor_name": "m1.small", "image": "berth-test-busy"})
+    _, out, _ = run(conf_file, "show", "web", client=DirectClient(world))
+    [line] = [line for line in out.splitlines() if line.startswith("Template:")]
+    assert line.split(":  ", 1)[1].strip() == "flavor m1.small, image berth-test-busy"
 
 
 def test_show_says_why_a_member_failed(conf_file, world):

@@ -161,6 +161,9 @@ def test_a_worker_pool_on_a_queue_may_have_no_member():
      f"template: Instance {SERVER_GROUP} does not exist (scheduler hint same_host)"),
     ({"flavor_name": "m1.small", "availability_zone": "nosuchzone"},
      "template.availability_zone: no availability zone 'nosuchzone'; known: nova (a zone is"),
+    ({"flavor_name": "m1.small", "image": ""}, "template.image: must be an image's name"),
+    ({"flavor_name": "m1.small", "image": 7}, "template.image: must be an image's name"),
+    ({"flavor_name": "m1.small", "image": " berth-test"}, "template.image: must be an image's name"),
 ])
 def test_create_refuses_a_bad_template(world, template, message):
     refused(world, lambda: world.api.create_scaling_group({}, "web", SPEC, template), message)

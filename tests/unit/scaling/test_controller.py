@@ -483,6 +483,16 @@ def test_a_bad_template_creates_nothing_and_says_why(database, scheduler, contro
     assert "no flavor named 'm9.huge'" in database.get_scaling_group("g1")["status"]["template_error"]
 
 
+def test_members_boot_the_image_the_template_names(database, scheduler, controller, clock):
+    database.create_scaling_group("g1", "web", {"max": 3}, {"flavor_name": "m1.small", "image": "busy"}, 1)
+    database.create_scaling_group("g2", "api", {"max": 3}, {"flavor_name": "m1.small"}, 1)
+    created = {}
+    for result in controller.sync_once(clock.at(0)):
+        [created[result.uuid]] = result.created
+    assert database.get_instance(created["g1"])["request_spec"]["image"] == {"id": "busy", "properties": {}}
+    assert database.get_instance(created["g2"])["request_spec"]["image"] == {"properties": {}}
+
+
 def test_members_get_the_stored_flavor_the_template_names_until_it_is_deleted(database, scheduler,
                                                                                controller, clock):
     database.create_flavor({"name": "web.cpu", "memory_mb": 3072, "root_gb": 5, "ephemeral_gb": 0,

@@ -1,0 +1,113 @@
+"""`berth-all-in-one --driver qemu --agents 2` as a newcomer runs it, on the embedded default
+(the filesystem:// transport and SQLite in its state_path, no broker or database server):
+
+- two guests booted with `berth boot --image berth-test` go ACTIVE and `berth console-log`
+  shows their marker;
+- `berth migrate --live` moves one to the other agent, where it goes on counting;
+- Ctrl-C (SIGINT) deletes them, says so, and leaves no qemu running.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.functional.fleet import child_env
+from tests.guests.guests import MARKER, kill_leftovers, qemu_processes
+
+HOSTS = ("vm-compute-1", "vm-compute-2")
+FLAVOR = ("--flavor-ram", "128", "--flavor-disk", "1", "--flavor-vcpus", "1")
+#: Guests boot under TCG in seconds alone, slower on a loaded two-core machine.
+BOOT_TIMEOUT = 180
+#: Against hangs only.
+GUARD = 120
+
+
+def all_in_one_command():
+    script = os.path.join(os.path.dirname(sys.executable), "berth-all-in-one")
+    return [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "scheduler.cmd.all_in_one"]
+
+
+class AllInOne:
+    def __init__(self, tmp_path, images):
+        self.tmp = tmp_path
+        self.images = images
+        self.conf_file = tmp_path / "berth.conf"
+        self.conf_file.write_text("\n".join([
+            "[DEFAULT]", f"state_path = {tmp_path / 'state'}",
+            "[prometheus]", "listen_port = 0",
+            "[compute_agent]", "report_interval = 2",
+            "[qemu]", f"images_path = {images}", "kvm_probe_timeout = 3",
+        ]) + "\n")
+        self.out, self.err = tmp_path / "out.log", tmp_path / "err.log"
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            self.process = subprocess.Popen(
+                [*all_in_one_command(), "--driver", "qemu", "--agents", "2",
+                 "--config-file", str(self.conf_file)],
+                stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=tmp_path, env=child_env())
+
+    def said(self):
+        return self.err.read_text(errors="replace")
+
+    def berth(self, *args, timeout=GUARD + BOOT_TIMEOUT):
+        argv = [sys.executable, "-m", "scheduler.cmd.cli", "--config-file", str(self.conf_file), *args]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=self.tmp,
+                              env=child_env())
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def instances(self):
+        rows = self.berth("instances", "-f", "value", "-c", "uuid", "-c", "state", "-c", "host").split("\n")
+        return {uuid: (state, host) for uuid, state, host in (row.split() for row in rows if row.strip())}
+
+    def wait(self, predicate, timeout, what):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert self.process.poll() is None, f"berth-all-in-one exited: {self.said()[-2000:]}"
+            assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+            time.sleep(1)
+
+
+@pytest.fixture
+def all_in_one(tmp_path, guest_image):
+    started = AllInOne(tmp_path, guest_image)
+    started.booted = []
+    try:
+        yield started
+    finally:
+        if started.process.poll() is None:
+            started.process.kill()
+            started.process.wait()
+        kill_leftovers(started.booted)
+
+
+def test_all_in_one_with_driver_qemu_boots_migrates_and_ends_its_guests_at_ctrl_c(all_in_one):
+    all_in_one.wait(lambda: "real guests under qemu" in all_in_one.said(), GUARD, "berth-all-in-one to start")
+    assert f"images from {all_in_one.images} (berth boot --image NAME)" in all_in_one.said()
+    uuids = all_in_one.berth("boot", *FLAVOR, "--image", "berth-test", "--count", "2").split()
+    all_in_one.booted += uuids
+    all_in_one.wait(lambda: all(all_in_one.instances().get(u, ("",))[0] == "ACTIVE" for u in uuids),
+                    BOOT_TIMEOUT, "both guests ACTIVE")
+    for uuid in uuids:
+        assert MARKER in all_in_one.berth("console-log", uuid, "--lines", "100")
+
+    moved = uuids[0]
+    source = all_in_one.instances()[moved][1]
+    [destination] = [host for host in HOSTS if host != source]
+    all_in_one.berth("migrate", moved, "--live")
+    all_in_one.wait(lambda: all_in_one.instances()[moved] == ("ACTIVE", destination), GUARD,
+                    f"{moved} ACTIVE on {destination}")
+    counted = all_in_one.berth("console-log", moved, "--lines", "1")
+    all_in_one.wait(lambda: all_in_one.berth("console-log", moved, "--lines", "1") != counted, GUARD,
+                    "the migrated guest to go on counting")
+    assert [p.pid for p in qemu_processes(moved)] != []
+
+    all_in_one.process.send_signal(signal.SIGINT)
+    assert all_in_one.process.wait(GUARD) == 0, all_in_one.said()[-2000:]
+    assert "berth-all-in-one: deleting the 2 guest(s) of its qemu agents before it stops" in all_in_one.said()
+    assert {u: qemu_processes(u) for u in uuids} == dict.fromkeys(uuids, [])
+    for host in HOSTS:  # no instance's directory left (its lock file stays)
+        assert [p.name for p in (all_in_one.tmp / "state" / "instances" / host).iterdir()] == [".agent.lock"]
