@@ -128,12 +128,13 @@ def run(conf, out, demo_log):
         by_host = all_in_one_guests.drivers(conf, agent_hosts(conf)) if guests else {}
         agents = [ComputeManager(conf, transport, host=host, driver=by_host.get(host))
                   for host in agent_hosts(conf)]
+        described = agents[0].driver.describe()  # a qemu driver chooses its accelerator here
     except CannotStart as exc:
         transport.cleanup()
         database.dispose()
         return f"{PROG}: cannot start: {exc}"
     hosts = agents[0].host if len(agents) == 1 else f"{agents[0].host} to {agents[-1].host}"
-    LOG.info("%d compute agent(s), %s, each %s", len(agents), hosts, agents[0].driver.describe())
+    LOG.info("%d compute agent(s), %s, each %s", len(agents), hosts, described)
     scheduler = SchedulerService(conf, transport, database)
     endpoint = MetricsEndpoint(conf, SCHEDULER_PORT, routes=status_routes(conf, scheduler))
     services = [endpoint, scheduler] + agents

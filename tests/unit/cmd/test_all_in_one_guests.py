@@ -3,6 +3,8 @@ image directory it checks, each agent's instances_path (the guests themselves: t
 
 import io
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -148,3 +150,17 @@ def test_ctrl_c_without_a_scheduler_answering_still_ends_every_guest_saying_so(c
     assert (drivers["h1"].destroyed, drivers["h2"].destroyed) == (["a"], ["c"])
     assert capsys.readouterr().err == ("berth-all-in-one: ended the qemu of 2 guest(s) whose delete had not "
                                        "finished (a, c): started again, it reports them in ERROR\n")
+
+
+@pytest.mark.skipif(not QEMU, reason="the qemu driver needs qemu-system-x86_64 installed")
+def test_a_qemu_that_cannot_run_here_stops_the_start_in_one_line(tmp_path):
+    (tmp_path / "state" / "images").mkdir(parents=True)
+    (tmp_path / "state" / "images" / "berth-test.json").write_text("{}")
+    conf_file = write_conf(tmp_path, "[qemu]", "accel = tcg", "cpu_model = host")
+    done = subprocess.run([sys.executable, "-m", "scheduler.cmd.all_in_one", "--config-file", conf_file,
+                           "--driver", "qemu"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "berth-all-in-one: cannot start: [qemu] cpu_model = host needs KVM, and guests run under TCG here "
+        "([qemu] accel = tcg): set another cpu_model, or none")
+    assert "Traceback" not in done.stderr
