@@ -2,7 +2,10 @@
 
 - a guest that dies during boot fails its build with its console's kernel panic, and leaves no
   process and no file;
-- a guest migrated live between two drivers goes on counting on the destination, not booted again;
+- a guest migrated live between two drivers goes on counting on the destination, not booted again,
+  its disk mirrored there over NBD (booted again on the destination, it finds the boot counter its
+  disk kept), and qemu's figures of the migration said; each step run again carries on;
+- a guest without a disk (kernel and initramfs alone) migrates its memory alone;
 - a live migration aborted once its memory went over leaves the guest running on its source.
 """
 
@@ -34,6 +37,9 @@ def images(tmp_path, guest_image):
     (images / "panics.json").write_text(json.dumps({
         "kernel_id": "berth-test-vmlinuz", "ramdisk_id": "junk.img",
         "os_command_line": "console=ttyS0 panic=-1", "console_ready": MARKER}))
+    description = json.loads((images / "berth-test.json").read_text())
+    (images / "diskless.json").write_text(json.dumps(
+        {key: value for key, value in description.items() if key not in ("disk", "disk_format")}))
     return images
 
 
@@ -94,16 +100,24 @@ def test_a_guest_that_dies_during_boot_fails_the_build_with_its_console_and_leav
     assert os.listdir(driver.conf.qemu.instances_path) == []
 
 
-def test_a_guest_migrated_live_goes_on_counting_on_its_destination(drivers):
+def test_a_guest_migrated_live_goes_on_counting_on_its_destination_its_disk_with_it(drivers):
     source, destination = drivers("a"), drivers("b")
     instance = _instance()
     uuid = instance["uuid"]
     source.spawn(instance)
     _until(lambda: len(_counted(source, uuid)) >= 2, "the guest to count")
+    assert ", boot 1" in _console(source, uuid)  # its disk made, its counter written there
 
     transfer = destination.prepare_move_in(instance, LIVE)
     assert transfer["uri"].startswith("tcp:127.0.0.1:")
-    source.migrate_out(instance, LIVE, transfer)
+    assert transfer["nbd"]["host"] == "127.0.0.1" and transfer["nbd"]["port"] != int(
+        transfer["uri"].rsplit(":", 1)[1])
+    assert destination.prepare_move_in(instance, LIVE) == transfer  # run again: carries on
+    figures = source.migrate_out(instance, LIVE, transfer)
+    assert set(figures) == {"downtime_ms", "total_ms", "memory_bytes"}
+    assert 0 < figures["downtime_ms"] <= figures["total_ms"] and figures["memory_bytes"] > 0
+    assert source.migrate_out(instance, LIVE, transfer) == figures  # run again: qemu's word again
+    destination.finish_move_in(instance, LIVE, transfer)
     destination.finish_move_in(instance, LIVE, transfer)
     _until(lambda: len(_counted(destination, uuid)) >= 2, "the guest to count on its destination")
 
@@ -114,6 +128,27 @@ def test_a_guest_migrated_live_goes_on_counting_on_its_destination(drivers):
     assert qmp.status(source._files(uuid).qmp) == "postmigrate"  # paused there until terminated
     source.destroy(instance)
     assert [p.pid for p in qemu_processes(uuid)] == [destination._files(uuid).read_pid()]
+
+    # Its disk is the destination's own overlay now: booted again there, the guest counts its second
+    # boot on the file system its source made (a disk not mirrored would be made anew: boot 1).
+    destination.power_off(instance)
+    destination.power_on(instance)
+    _until(lambda: ", boot " in _console(destination, uuid).split(MARKER)[-1], "the guest to count its boot")
+    assert ", boot 2" in _console(destination, uuid).split(MARKER)[-1]
+
+
+def test_a_guest_without_a_disk_migrates_its_memory_alone(drivers):
+    source, destination = drivers("a"), drivers("b")
+    instance = _instance("diskless")
+    uuid = instance["uuid"]
+    source.spawn(instance)
+    transfer = destination.prepare_move_in(instance, LIVE)
+    assert "nbd" not in transfer
+    assert source.migrate_out(instance, LIVE, transfer)["downtime_ms"] > 0
+    destination.finish_move_in(instance, LIVE, transfer)
+    counted = len(_counted(destination, uuid))
+    _until(lambda: len(_counted(destination, uuid)) > counted, "the guest to count on its destination")
+    assert MARKER not in _console(destination, uuid)
 
 
 def test_a_live_migration_aborted_once_migrated_leaves_the_guest_running_on_its_source(drivers):
