@@ -4,9 +4,11 @@
   process and no file;
 - a guest migrated live between two drivers goes on counting on the destination, not booted again,
   its disk mirrored there over NBD (booted again on the destination, it finds the boot counter its
-  disk kept), and qemu's figures of the migration said; each step run again carries on;
+  disk kept), and qemu's figures of the migration said; each step run again carries on, and a
+  migration its source's agent left paused before the switch-over ends when migrated out again;
 - a guest without a disk (kernel and initramfs alone) migrates its memory alone;
-- a live migration aborted once its memory went over leaves the guest running on its source.
+- a live migration aborted once its memory went over, or while its disk is mirrored, leaves the
+  guest running on its source (no mirror left).
 """
 
 import json
@@ -137,6 +139,39 @@ def test_a_guest_migrated_live_goes_on_counting_on_its_destination_its_disk_with
     assert ", boot 2" in _console(destination, uuid).split(MARKER)[-1]
 
 
+def test_a_migration_interrupted_at_its_switch_over_carries_on_when_migrated_out_again(drivers):
+    source, destination = drivers("a"), drivers("b")
+    instance = _instance()
+    uuid = instance["uuid"]
+    source.spawn(instance)
+    _until(lambda: ", boot 1" in _console(source, uuid), "the guest to count its boot")
+    transfer = destination.prepare_move_in(instance, LIVE)
+    # What a source agent killed there leaves: its disk mirrored, its memory sent, qemu paused before
+    # the switch-over, waiting for the mirror to end.
+    files = source._files(uuid)
+    source._mirror(files, uuid, transfer["nbd"])
+    with qmp.QMP(files.qmp) as monitor:
+        monitor.execute("migrate-set-capabilities", capabilities=[
+            {"capability": "pause-before-switchover", "state": True}])
+        monitor.execute("migrate", uri=transfer["uri"])
+
+    def at_switch_over():
+        with qmp.QMP(files.qmp) as monitor:
+            return monitor.execute("query-migrate").get("status") == "pre-switchover"
+    _until(at_switch_over, "the migration to pause before its switch-over")
+
+    restarted = drivers("a")  # the agent started again, on the same instances
+    assert restarted.migrate_out(instance, LIVE, transfer)["downtime_ms"] > 0
+    destination.finish_move_in(instance, LIVE, transfer)
+    counted = len(_counted(destination, uuid))
+    _until(lambda: len(_counted(destination, uuid)) > counted, "the guest to count on its destination")
+    source.destroy(instance)
+    destination.power_off(instance)
+    destination.power_on(instance)
+    _until(lambda: ", boot " in _console(destination, uuid).split(MARKER)[-1], "the guest to count its boot")
+    assert ", boot 2" in _console(destination, uuid).split(MARKER)[-1]  # its disk, mirrored whole
+
+
 def test_a_guest_without_a_disk_migrates_its_memory_alone(drivers):
     source, destination = drivers("a"), drivers("b")
     instance = _instance("diskless")
@@ -165,3 +200,24 @@ def test_a_live_migration_aborted_once_migrated_leaves_the_guest_running_on_its_
     counted = len(_counted(source, uuid))
     _until(lambda: len(_counted(source, uuid)) > counted, "the guest to count on its source again")
     assert [p.pid for p in qemu_processes(uuid)] == [source._files(uuid).read_pid()]
+
+
+def test_a_live_migration_aborted_while_its_disk_is_mirrored_leaves_the_guest_running_on_its_source(
+        drivers):
+    source, destination = drivers("a"), drivers("b")
+    instance = _instance()
+    uuid = instance["uuid"]
+    source.spawn(instance)
+    transfer = destination.prepare_move_in(instance, LIVE)
+    files = source._files(uuid)
+    source._mirror(files, uuid, transfer["nbd"])  # where a source stopped before its memory went
+    destination.destroy(instance)
+
+    source.abort_move_out(instance, LIVE)
+    with qmp.QMP(files.qmp) as monitor:
+        assert monitor.execute("query-block-jobs") == []
+        assert "berth-migration-target" not in {
+            node.get("node-name") for node in monitor.execute("query-named-block-nodes", flat=True)}
+        assert monitor.execute("query-status")["status"] == "running"
+    counted = len(_counted(source, uuid))
+    _until(lambda: len(_counted(source, uuid)) > counted, "the guest to count on its source again")
