@@ -67,8 +67,9 @@ def drivers(tmp_path, images):
         conf.reset()
 
 
-def _instance(image="berth-test"):
-    return {"uuid": str(uuidlib.uuid4()), "flavor": {"memory_mb": 128, "vcpus": 1, "root_gb": 1},
+def _instance(image="berth-test", ephemeral_gb=0):
+    return {"uuid": str(uuidlib.uuid4()), "flavor": {"memory_mb": 128, "vcpus": 1, "root_gb": 1,
+                                                     "ephemeral_gb": ephemeral_gb},
             "image": {"id": image, "properties": {}}}
 
 
@@ -104,7 +105,7 @@ def test_a_guest_that_dies_during_boot_fails_the_build_with_its_console_and_leav
 
 def test_a_guest_migrated_live_goes_on_counting_on_its_destination_its_disk_with_it(drivers):
     source, destination = drivers("a"), drivers("b")
-    instance = _instance()
+    instance = _instance(ephemeral_gb=1)
     uuid = instance["uuid"]
     source.spawn(instance)
     _until(lambda: len(_counted(source, uuid)) >= 2, "the guest to count")
@@ -114,6 +115,7 @@ def test_a_guest_migrated_live_goes_on_counting_on_its_destination_its_disk_with
     assert transfer["uri"].startswith("tcp:127.0.0.1:")
     assert transfer["nbd"]["host"] == "127.0.0.1" and transfer["nbd"]["port"] != int(
         transfer["uri"].rsplit(":", 1)[1])
+    assert transfer["nbd"]["exports"] == ["disk0", "ephemeral0"]  # each disk mirrored
     assert destination.prepare_move_in(instance, LIVE) == transfer  # run again: carries on
     figures = source.migrate_out(instance, LIVE, transfer)
     assert set(figures) == {"downtime_ms", "total_ms", "memory_bytes"}
@@ -149,7 +151,7 @@ def test_a_migration_interrupted_at_its_switch_over_carries_on_when_migrated_out
     # What a source agent killed there leaves: its disk mirrored, its memory sent, qemu paused before
     # the switch-over, waiting for the mirror to end.
     files = source._files(uuid)
-    source._mirror(files, uuid, transfer["nbd"])
+    source._mirror(files, uuid, transfer["nbd"], ["disk0"])
     with qmp.QMP(files.qmp) as monitor:
         monitor.execute("migrate-set-capabilities", capabilities=[
             {"capability": "pause-before-switchover", "state": True}])
@@ -210,14 +212,14 @@ def test_a_live_migration_aborted_while_its_disk_is_mirrored_leaves_the_guest_ru
     source.spawn(instance)
     transfer = destination.prepare_move_in(instance, LIVE)
     files = source._files(uuid)
-    source._mirror(files, uuid, transfer["nbd"])  # where a source stopped before its memory went
+    source._mirror(files, uuid, transfer["nbd"], ["disk0"])  # where a source stopped before its memory went
     destination.destroy(instance)
 
     source.abort_move_out(instance, LIVE)
     with qmp.QMP(files.qmp) as monitor:
         assert monitor.execute("query-block-jobs") == []
-        assert "berth-migration-target" not in {
-            node.get("node-name") for node in monitor.execute("query-named-block-nodes", flat=True)}
+        assert not [node for node in monitor.execute("query-named-block-nodes", flat=True)
+                    if node["node-name"].startswith("berth-target-")]
         assert monitor.execute("query-status")["status"] == "running"
     counted = len(_counted(source, uuid))
     _until(lambda: len(_counted(source, uuid)) > counted, "the guest to count on its source again")

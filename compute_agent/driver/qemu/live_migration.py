@@ -14,8 +14,8 @@ source), then lets qemu switch over, until qemu says completed. Its guest then s
 until the instance is terminated here. The destination finishes once its guest runs, and
 stops its NBD server. An ephemeral disk (a blank qcow2 of the flavor's size on both hosts) is
 exported and mirrored beside the root disk, each disk a mirror of its own. A guest without a
-disk (a kernel and initramfs alone) migrates its memory alone. Each step run again (the agent was stopped or killed) carries on from what qemu says
-(query-migrate, query-block-jobs).
+disk (a kernel and initramfs alone) migrates its memory alone. Each step run again (the agent
+was stopped or killed) carries on from what qemu says (query-migrate, query-block-jobs).
 """
 
 import glob
