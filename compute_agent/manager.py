@@ -287,17 +287,39 @@ class ComputeManager(MoveSteps):
 
     def check_guests(self):
         """Put in ERROR the ACTIVE instances whose guest the driver finds gone or ended (a guest that
-        died, or was killed, while the agent runs); run before each periodic report."""
+        died, or was killed, while the agent runs), and SHUTOFF those whose guest powered itself off;
+        run before each periodic report."""
         active = sorted(self.store.select(lambda record: True if record.get("state") == ACTIVE else None))
         if not active:
             return
         try:
             lost = self.driver.lost(active)
+            shut_down = self.driver.shut_down([uuid for uuid in active if uuid not in lost])
         except Exception:
             LOG.exception("Cannot look at the guests of %s", self.host)
             return
         for uuid, reason in sorted(lost.items()):
             self._lost(uuid, reason)
+        for uuid, reason in sorted(shut_down.items()):
+            if self.scheduler.hears_guests_shut_down():
+                self._shut_down(uuid, reason)
+            else:  # a scheduler of an older release would not take SHUTOFF from an ACTIVE instance
+                self._lost(uuid, reason)
+
+    def _shut_down(self, uuid, reason):
+        """An instance whose guest powered itself off: SHUTOFF (its claim kept, as a stop's), the
+        scheduler told why. Not one that is being terminated, or changed state meanwhile."""
+        with self._lock:
+            held = self.store.get(uuid)
+            if held is None or held.get("state") != ACTIVE or uuid in self._terminating:
+                return
+            LOG.info("Instance %s on %s: %s; it is SHUTOFF", uuid, self.host, reason)
+            try:
+                self.store.set_state(uuid, SHUTOFF)
+            except Exception:
+                LOG.exception("Cannot record %s as SHUTOFF", uuid)
+            self._instance_update({"request_id": rpc.new_request_id()}, uuid, SHUTOFF,
+                                  fault={"reason": reason})
 
     def _lost(self, uuid, reason):
         """An instance whose guest the driver found gone (at start, or since): ERROR, with the

@@ -33,7 +33,9 @@ SCHEDULER = API("scheduler", (
     ("1.6", "an instance's power: stop_instance, start_instance, reboot_instance (calls, answered with "
             "the instance POWERING_OFF, POWERING_ON or REBOOTING, or refused with the reason); "
             "instance_update may say SHUTOFF"),
-    ("1.7", "move_update says migrated with figures: the source driver's measures of a live migration "
+    ("1.7", "instance_update may say SHUTOFF, with a fault saying why, of an ACTIVE instance whose guest "
+            "powered itself off"),
+    ("1.8", "move_update says migrated with figures: the source driver's measures of a live migration "
             "(downtime_ms, total_ms, memory_bytes), recorded on the migration"),
 ))
 

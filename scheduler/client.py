@@ -39,8 +39,11 @@ MOVE_STEPS_VERSION = "1.5"
 #: The version of the scheduler API from which it stops, starts and reboots instances, and agents
 #: may report SHUTOFF.
 POWER_VERSION = "1.6"
+#: The version of the scheduler API from which agents may report SHUTOFF an ACTIVE instance whose
+#: guest powered itself off (with a fault saying so).
+GUEST_SHUTDOWN_VERSION = "1.7"
 #: The version of the scheduler API from which move_update carries a migration's figures.
-MOVE_FIGURES_VERSION = "1.7"
+MOVE_FIGURES_VERSION = "1.8"
 #: The methods of the scaling API admin_call may name; every other one is the admin API's.
 SCALING_METHODS = frozenset({
     "create_scaling_group", "list_scaling_groups", "show_scaling_group", "update_scaling_group",
@@ -145,10 +148,16 @@ class SchedulerClient:
         1.0: only a scheduler of 1.6 casts a stop, and it takes SHUTOFF whatever the version said),
         the others at 1.0."""
         shutoff = state == "SHUTOFF" and self._client.can_send_version(POWER_VERSION)
-        client = self._client.prepare(version=POWER_VERSION) if shutoff else self._client
+        version = GUEST_SHUTDOWN_VERSION if shutoff and fault is not None else POWER_VERSION
+        client = self._client.prepare(version=version) if shutoff else self._client
         client.cast(
             ctxt, "instance_update", instance_uuid=instance_uuid, host=host, state=state, fault=fault
         )
+
+    def hears_guests_shut_down(self) -> bool:
+        """Whether the schedulers take SHUTOFF, with a fault, of an ACTIVE instance whose guest
+        powered itself off (1.7): not under a lower cap ([upgrade_levels] scheduler)."""
+        return self._client.can_send_version(GUEST_SHUTDOWN_VERSION)
 
     def start_build(self, ctxt: Context, instance_uuid: str, host: str, timeout: float | None = None
                     ) -> dict[str, Any]:
@@ -235,7 +244,7 @@ class SchedulerClient:
         """From the destination's agent: the move ended (``outcome`` done or failed, with ``fault``).
         Of a move between two agents (``steps``, 1.5): from either agent, a step ended (prepared,
         with the destination's ``transfer``; migrated, with the source driver's ``figures`` of it,
-        1.7: left out under a lower cap, schedulers that would refuse them) or failed, or the move is
+        1.8: left out under a lower cap, schedulers that would refuse them) or failed, or the move is
         done."""
         if not steps:
             self._moves().cast(ctxt, "move_update", instance_uuid=instance_uuid, host=host,

@@ -179,11 +179,10 @@ class SchedulerManager:
                 continue
             updates.append(update)
             accepted.append(index)
-        applied = self._db.set_instance_states(
-            [(u, host, values, _MAY_PRECEDE[values["state"]]) for u, host, values in updates])
-        not_applied = [u for (u, _, _), ok in zip(updates, applied, strict=True) if not ok]
+        applied = self._db.set_instance_states(updates)
+        not_applied = [u for (u, *_), ok in zip(updates, applied, strict=True) if not ok]
         unknown = set(not_applied).difference(self._db.get_instances(not_applied)) if not_applied else set()
-        for index, (instance_uuid, host, values), ok in zip(accepted, updates, applied, strict=True):
+        for index, (instance_uuid, host, values, _), ok in zip(accepted, updates, applied, strict=True):
             state = values["state"]
             if instance_uuid in unknown:
                 outcomes[index] = InvalidRequest(f"instance_update from {host}: no instance {instance_uuid}")
@@ -193,10 +192,16 @@ class SchedulerManager:
                               host)
             elif state in (states.ERROR, states.DELETED):
                 self.host_manager.release(host, instance_uuid)
+            elif state == states.SHUTOFF and calls[index][1].get("fault") is not None:
+                with rpc.handling(calls[index][0]):
+                    LOG.info("Instance %s on %s is SHUTOFF: %s", instance_uuid, host,
+                             calls[index][1]["fault"].get("reason"))
         return outcomes
 
     def _check_update(self, now, context, instance_uuid, host, state, fault=None):
-        """(uuid, host, values to write) of a valid update; raises InvalidRequest."""
+        """(uuid, host, values to write, the states it may move the instance from) of a valid update;
+        raises InvalidRequest. SHUTOFF with a fault is of a guest that powered itself off (1.7): it
+        moves an ACTIVE instance too; without one, a stop's, it ends the stop alone."""
         instance_uuid = parse_uuid(instance_uuid, "instance_update: instance_uuid")
         if not isinstance(state, str) or state not in states.FROM_AGENT:
             raise InvalidRequest(
@@ -214,7 +219,10 @@ class SchedulerManager:
             values["fault_reason"] = str((fault or {}).get("reason") or "Build failed")[:4096]
         elif state == states.DELETED:
             values["deleted_at"] = now
-        return instance_uuid, host, values
+        preceding = _MAY_PRECEDE[state]
+        if state == states.SHUTOFF and fault is not None:
+            preceding = (*preceding, states.ACTIVE)
+        return instance_uuid, host, values, preceding
 
     @rpc.callers(rpc.AGENT_OF_HOST, host="host")
     def start_build(self, context, instance_uuid, host):

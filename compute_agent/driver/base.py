@@ -78,6 +78,13 @@ class ComputeDriver:
         each periodic report. None by default."""
         return {}
 
+    def shut_down(self, instances):
+        """{uuid: why} of the guests of ``instances`` (uuids of ACTIVE ones) that powered themselves
+        off (their own poweroff, not a stop the agent asked for), having ended what they left
+        running; the agent records them SHUTOFF, their claim kept. Asked before each periodic report,
+        after lost(). None by default."""
+        return {}
+
     def destroy(self, instance):
         raise NotImplementedError
 

@@ -223,7 +223,7 @@ class MoveEndpoint:
                     figures=None):
         """From the destination's agent: the move ended, ``done`` or ``failed`` (``fault``: why). Of a
         move between two agents (1.5), also: ``prepared`` from its destination (``transfer``: what
-        its source needs), ``migrated`` from its source (``figures``, 1.7: its driver's measures of
+        its source needs), ``migrated`` from its source (``figures``, 1.8: its driver's measures of
         the migration, recorded on it), and ``failed`` from either."""
         uuid = parse_uuid(instance_uuid, "move_update: instance_uuid")
         host_names.check(host, "move_update: host")

@@ -2,6 +2,8 @@
 
 - a guest that dies during boot fails its build with its console's kernel panic, and leaves no
   process and no file;
+- a guest that powers itself off is found shut down (its qemu then ended) and boots again from its
+  disk; one that reboots itself runs on in the same qemu, neither lost nor shut down;
 - a guest migrated live between two drivers goes on counting on the destination, not booted again,
   its disk mirrored there over NBD (booted again on the destination, it finds the boot counter its
   disk kept), and qemu's figures of the migration said; each step run again carries on, and a
@@ -39,9 +41,12 @@ def images(tmp_path, guest_image):
     (images / "panics.json").write_text(json.dumps({
         "kernel_id": "berth-test-vmlinuz", "ramdisk_id": "junk.img",
         "os_command_line": "console=ttyS0 panic=-1", "console_ready": MARKER}))
-    description = json.loads((images / "berth-test.json").read_text())
+    test = json.loads((images / "berth-test.json").read_text())
+    for name, words in {"powers-off": "berth.poweroff=2", "reboots": "berth.reboot=2"}.items():
+        (images / f"{name}.json").write_text(json.dumps(
+            dict(test, name=name, os_command_line=f"{test['os_command_line']} {words}")))
     (images / "diskless.json").write_text(json.dumps(
-        {key: value for key, value in description.items() if key not in ("disk", "disk_format")}))
+        {key: value for key, value in test.items() if key not in ("disk", "disk_format")}))
     return images
 
 
@@ -96,11 +101,36 @@ def _until(condition, what):
 def test_a_guest_that_dies_during_boot_fails_the_build_with_its_console_and_leaves_nothing(drivers):
     driver = drivers("a")
     instance = _instance("panics")
-    said = "the guest died during boot; its console's last lines: .*Kernel panic - not syncing"
+    said = "the guest's kernel panicked during boot; its console's last lines: .*Kernel panic - not syncing"
     with pytest.raises(GuestFailed, match=said):
         driver.spawn(instance)
     assert qemu_processes(instance["uuid"]) == []
     assert os.listdir(driver.conf.qemu.instances_path) == []
+
+
+def test_a_guest_that_powers_itself_off_is_found_shut_down_and_boots_again_from_its_disk(drivers):
+    driver = drivers("a")
+    instance = _instance("powers-off")
+    uuid = instance["uuid"]
+    driver.spawn(instance)
+    _until(lambda: "berth-guest: powering off" in _console(driver, uuid), "the guest to power itself off")
+    _until(lambda: driver.shut_down([uuid]), "the driver to find it shut down")
+    assert qemu_processes(uuid) == []
+    assert driver.shut_down([uuid]) == {}
+    driver.power_on(instance)
+    _until(lambda: ", boot 2" in _console(driver, uuid), "its second boot, from its own disk")
+
+
+def test_a_guest_that_reboots_itself_runs_on_in_the_same_qemu(drivers):
+    driver = drivers("a")
+    instance = _instance("reboots")
+    uuid = instance["uuid"]
+    driver.spawn(instance)
+    [process] = qemu_processes(uuid)
+    _until(lambda: ", boot 2" in _console(driver, uuid), "the guest to boot again by itself")
+    _until(lambda: "berth-guest: alive 1" in _console(driver, uuid).split(", boot 2")[1], "it to count again")
+    assert [p.pid for p in qemu_processes(uuid)] == [process.pid]
+    assert driver.lost([uuid]) == {} and driver.shut_down([uuid]) == {}
 
 
 def test_a_guest_migrated_live_goes_on_counting_on_its_destination_its_disk_with_it(drivers):

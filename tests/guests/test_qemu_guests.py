@@ -11,6 +11,8 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
 - `berth stop` shuts a guest down (its qemu ends, its disk stays), `berth start` and
   `berth reboot [--hard]` boot it again from its own disk (the boot counter the image keeps
   on it goes on), and `berth console-log` shows its serial console.
+- A guest that powers itself off is SHUTOFF (its qemu ended, its disk kept), and `berth start` boots
+  it again from its disk.
 - A scaling group's member's CPU and memory, measured by its agent, are stored as its samples
   (`berth instance-metric show`): the memory its guest touched, at most its flavor's.
 - `berth migrate --live` moves a guest to the other host running: its console goes on counting
@@ -200,6 +202,23 @@ def test_a_guest_stopped_started_and_rebooted_boots_again_from_its_own_disk(flee
     shown = berth(fleet, "console-log", uuid, "--lines", "500").splitlines()
     assert sum(MARKER in line for line in shown) == 3, shown[-10:]
     assert [line for line in shown if ", boot " in line][-1].endswith("boot 3")
+    delete(fleet, uuid)
+    assert qemu_processes(uuid) == [] and files_left(fleet, HOSTS, uuid) == []
+
+
+def test_a_guest_that_powers_itself_off_is_shutoff_and_starts_again(fleet, guest_image):
+    test = json.loads((guest_image / "berth-test.json").read_text())
+    (guest_image / "powers-off.json").write_text(json.dumps(
+        dict(test, name="powers-off", os_command_line=f"{test['os_command_line']} berth.poweroff=3")))
+    [uuid] = boot(fleet, 1, image="powers-off")
+    row = fleet.wait_states([uuid], ("SHUTOFF", "ERROR"), timeout=BOOT_TIMEOUT)[uuid]
+    assert row["state"] == "SHUTOFF", row
+    assert "berth-guest: powering off" in console(fleet, row["host"], uuid)
+    assert qemu_processes(uuid) == [] and files_left(fleet, HOSTS, uuid) == [row["host"]]
+    assert f"Instance {uuid} on {row['host']}: its guest powered itself off" in fleet.log(row["host"])
+
+    berth(fleet, "start", uuid, "--wait", "--timeout", str(BOOT_TIMEOUT))
+    fleet.wait(lambda: ", boot 2" in console(fleet, row["host"], uuid), 60, "its second boot, from its disk")
     delete(fleet, uuid)
     assert qemu_processes(uuid) == [] and files_left(fleet, HOSTS, uuid) == []
 

@@ -28,7 +28,10 @@ def qemu_command(binary, accel, name, memory_mb, vcpus, image, files, cpu=None, 
         "-m", str(memory_mb),
         "-smp", str(vcpus),
         *(["-cpu", cpu] if cpu else []),
-        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-nodefaults", "-no-user-config", "-display", "none",
+        # A guest that resets boots again in place; one that powers off (or panics, and says so
+        # through pvpanic) stops and waits, its qemu kept, for the agent to see why.
+        "-action", "reboot=reset,shutdown=pause,panic=pause", "-device", "pvpanic",
         "-chardev", f"socket,id={QMP_ID},path={_escaped(files.QMP_NAME)},server=on,wait=off",
         "-mon", f"chardev={QMP_ID},mode=control",
         "-chardev", f"file,id={SERIAL_ID},path={_escaped(files.console)},append=on",

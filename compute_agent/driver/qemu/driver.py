@@ -28,8 +28,12 @@ LOG = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+#: What a Linux guest's console says when its kernel panics.
+PANIC = "Kernel panic - not syncing"
+#: What qemu says of a guest that powered itself off (its qemu waits: -action shutdown=pause).
+SHUT_DOWN = "shutdown"
 #: What qemu says of a guest that will not run again.
-ENDED = ("shutdown", "guest-panicked", "internal-error", "io-error")
+ENDED = ("guest-panicked", "internal-error", "io-error")
 
 group = cfg.OptGroup(
     "qemu",
@@ -305,12 +309,15 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
                 state = qmp.status(files.qmp)
             except qmp.QMPError:
                 state = None  # not listening yet, or quitting: asked again
-            if state in ENDED:
+            if state in ENDED or state == SHUT_DOWN:
                 raise GuestFailed(f"the guest is {state} during boot; its console's last lines: "
                                   f"{files.console_tail() or '(empty)'}")
             ready = image.console_ready is None or _says(files.console, image.console_ready, since)
             if state == "running" and ready:
                 return
+            if _says(files.console, PANIC, since):  # a guest without pvpanic: it may reboot in a loop
+                raise GuestFailed(f"the guest's kernel panicked during boot; its console's last lines: "
+                                  f"{files.console_tail() or '(empty)'}")
             if time.monotonic() >= deadline:
                 waited = f"to say {image.console_ready!r}" if state == "running" else "to run"
                 raise GuestFailed(f"the guest did not come up within {self._options.boot_timeout:g} s "
@@ -336,10 +343,10 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         pid = files.read_pid()
         if not processes.runs(pid, uuid):
             return  # off already (a step run again after a restart)
-        if not self._ended_by(files, uuid, pid, "system_powerdown"):
+        if not self._powered_down(files, uuid, pid):
             LOG.info("The guest of %s did not shut down within %g s ([qemu] stop_timeout); ending its qemu",
                      uuid, self._options.stop_timeout)
-            self._end(files, uuid)
+        self._end(files, uuid)
 
     def power_on(self, instance):
         """Boot the instance's guest again from its own disk; GuestFailed as a build."""
@@ -362,7 +369,7 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
 
     def reboot(self, instance, hard=False):
         """Soft: the guest shuts down, then boots again; hard: its qemu ended at once, then booted
-        again. Either way from its own disk (qemu runs with -no-reboot: a guest's own reset ends it)."""
+        again. Either way from its own disk, in a new qemu."""
         if hard:
             self._end(self._files(instance["uuid"]), instance["uuid"])
         else:
@@ -395,6 +402,44 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
             LOG.warning("The qemu of %s (pid %s) did not quit within %g s; killing it", uuid, pid,
                         self._options.stop_timeout)
             self._kill(files, uuid)
+
+    def _powered_down(self, files, uuid, pid):
+        """Press the guest's power button (ACPI) and wait up to stop_timeout for it to power off;
+        whether it did (its qemu then waits, the guest shut down, or is gone)."""
+        try:
+            with qmp.QMP(files.qmp) as monitor:
+                monitor.execute("system_powerdown")
+        except qmp.QMPError as exc:
+            LOG.warning("Cannot press the power button of the guest of %s (%s)", uuid, exc)
+        deadline = time.monotonic() + self._options.stop_timeout
+        while processes.runs(pid, uuid):
+            try:
+                if qmp.status(files.qmp) == SHUT_DOWN:
+                    return True
+            except qmp.QMPError:
+                pass  # quitting, or not answering: asked again
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def shut_down(self, instances):
+        """{uuid: why} of the guests of ``instances`` that powered themselves off (the guest's own
+        poweroff): their qemu, which waited, is ended; the agent records them SHUTOFF."""
+        found = {}
+        for uuid in instances:
+            files = self._files(uuid)
+            if not processes.runs(files.read_pid(), uuid):
+                continue
+            try:
+                state = qmp.status(files.qmp)
+            except qmp.QMPError:
+                continue
+            if state == SHUT_DOWN:
+                self._end(files, uuid)
+                found[uuid] = (f"its guest powered itself off; its console's last lines: "
+                               f"{files.console_tail() or '(empty)'}")
+        return found
 
     def _ended_by(self, files, uuid, pid, command):
         """Send ``command`` (quit, system_powerdown) to the qemu ``pid`` of ``uuid`` and wait up to

@@ -1,5 +1,6 @@
 """What the agent does with its driver's guests: the image a build names reaches the driver, and at
-start the guests the driver finds gone are reported in ERROR with the reason, still held."""
+start the guests the driver finds gone are reported in ERROR with the reason, still held; a guest that
+powered itself off is SHUTOFF with the reason (ERROR under a scheduler of the previous release)."""
 
 import threading
 
@@ -121,3 +122,50 @@ def test_a_guest_ended_by_its_delete_is_not_taken_for_lost(conf, transport, sche
     driver.may_finish.set()
     wait_for(lambda: "DELETED" in scheduler.states(instance["uuid"]), "DELETED")
     assert "ERROR" not in scheduler.states(instance["uuid"])
+
+
+class PoweringOffDriver(drivers.FakeDriver):
+    """Its guests run until the test says one powered itself off."""
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        self.off = set()
+
+    def shut_down(self, instances):
+        return {uuid: "its guest powered itself off" for uuid in instances if uuid in self.off}
+
+
+def _one_active(conf, transport, scheduler, agents, driver):
+    conf.set_override("report_interval", 3600, "compute_agent")
+    agent = agents(driver=driver)
+    instance = make_instance()
+    ComputeClient(transport).run_instance({}, HOST, instance, *request_for(instance))
+    wait_for(lambda: "ACTIVE" in scheduler.states(instance["uuid"]), "ACTIVE")
+    return agent, instance["uuid"]
+
+
+def test_a_guest_that_powered_itself_off_is_shutoff_saying_so_and_still_held(conf, transport, scheduler,
+                                                                             agents):
+    driver = PoweringOffDriver(conf)
+    agent, uuid = _one_active(conf, transport, scheduler, agents, driver)
+    driver.off.add(uuid)
+    agent.check_guests()
+    wait_for(lambda: "SHUTOFF" in scheduler.states(uuid), "SHUTOFF")
+    assert [u[3] for u in scheduler.updates if u[0] == uuid and u[2] == "SHUTOFF"] == [
+        {"reason": "its guest powered itself off"}]
+    assert agent.store.get(uuid)["state"] == "SHUTOFF"
+    assert uuid in agent.tracker.instance_uuids()
+    agent.check_guests()  # no longer ACTIVE: not asked again
+    assert len([u for u in scheduler.updates if u[0] == uuid and u[2] == "SHUTOFF"]) == 1
+
+
+def test_under_a_scheduler_of_the_previous_release_a_guest_that_powered_itself_off_is_in_error(
+        conf, transport, scheduler, agents):
+    conf.set_override("scheduler", "1.6", "upgrade_levels")
+    driver = PoweringOffDriver(conf)
+    agent, uuid = _one_active(conf, transport, scheduler, agents, driver)
+    driver.off.add(uuid)
+    agent.check_guests()
+    wait_for(lambda: "ERROR" in scheduler.states(uuid), "ERROR")
+    assert [u[3] for u in scheduler.updates if u[0] == uuid and u[2] == "ERROR"] == [
+        {"reason": "its guest powered itself off"}]

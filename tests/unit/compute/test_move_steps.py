@@ -102,8 +102,8 @@ def test_a_move_goes_step_by_step_and_each_agent_records_its_part(conf, transpor
     wait_for(lambda: uuid not in source.store and uuid not in source.tracker, "the source letting go")
 
 
-@pytest.mark.parametrize("cap", [None, "1.6"])
-def test_a_source_tells_its_drivers_figures_of_the_migration_with_migrated_unless_capped_below_1_7(
+@pytest.mark.parametrize("cap", [None, "1.7"])
+def test_a_source_tells_its_drivers_figures_of_the_migration_with_migrated_unless_capped_below_1_8(
         conf, transport, scheduler, agents, cap, caplog):
     conf.set_override("scheduler", cap, "upgrade_levels")
     caplog.set_level(logging.INFO, logger="compute_agent.move_steps")
@@ -128,7 +128,7 @@ def test_a_source_tells_its_drivers_figures_of_the_migration_with_migrated_unles
         assert scheduler.figures == [(uuid, 3, source_driver.figures)] * 2
     else:
         assert scheduler.figures == []
-        assert any("its figures" in m and "[upgrade_levels] scheduler is below 1.7" in m
+        assert any("its figures" in m and "[upgrade_levels] scheduler is below 1.8" in m
                    for m in caplog.messages)
 
 

@@ -180,3 +180,21 @@ def test_a_shutoff_instance_or_one_being_stopped_is_not_moved(world, parts):
         parts.moves.resize_instance({}, uuid, {"memory_mb": 2048, "root_gb": 10, "vcpus": 2})
     assert state(world, uuid) == "SHUTOFF"
     assert casts(agents, 1) == {"h2": [("power_off_instance", uuid)]}
+
+
+def test_a_guest_that_powered_itself_off_is_shutoff_with_its_claim_and_a_stops_late_word_is_not(world):
+    manager, _, agents = world
+    uuid = active(world, memory_mb=2048)
+    free = used_on_h2(world)
+    manager.instance_update({}, uuid, "h2", "SHUTOFF")  # a stop's word, no stop under way: ignored
+    assert state(world, uuid) == "ACTIVE"
+
+    manager.instance_update({}, uuid, "h2", "SHUTOFF", fault={"reason": "its guest powered itself off"})
+    assert state(world, uuid) == "SHUTOFF"
+    assert used_on_h2(world) == free  # its claim kept, as a stop's
+    assert casts(agents, 0) == {}
+    assert manager.start_instance({}, uuid)["state"] == "POWERING_ON"
+    manager.instance_update({}, uuid, "h2", "ACTIVE")
+    assert state(world, uuid) == "ACTIVE"
+    manager.instance_update({}, uuid, "h1", "SHUTOFF", fault={"reason": "not its host"})
+    assert state(world, uuid) == "ACTIVE"
