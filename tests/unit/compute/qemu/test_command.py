@@ -55,5 +55,5 @@ def test_an_ephemeral_disk_is_the_guests_second_disk():
     files = GuestFiles.of("/srv/instances", UUID)
     argv = qemu_command("qemu", "tcg", UUID, 128, 1, Image("x", disk="/img/x.qcow2"), files, ephemeral=True)
     assert _option(argv, "-drive") == [
-        f"file=/srv/instances/{UUID}/disk.qcow2,format=qcow2,if=virtio,cache=writeback",
-        f"file=/srv/instances/{UUID}/ephemeral.qcow2,format=qcow2,if=virtio,cache=writeback"]
+        f"file=/srv/instances/{UUID}/disk.qcow2,format=qcow2,if=virtio,cache=writeback,node-name=disk0",
+        f"file=/srv/instances/{UUID}/ephemeral.qcow2,format=qcow2,if=virtio,cache=writeback,node-name=ephemeral0"]
