@@ -23,6 +23,7 @@ import time
 from berth_contract.host_report import MOVE_STEPS
 from compute_agent import driver as drivers
 from compute_agent import telemetry
+from scheduler.client import MOVE_FIGURES_VERSION
 from scheduler.states import ACTIVE, MIGRATING
 
 LOG = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class MoveSteps:
                 if outgoing["step"] == MIGRATED:
                     LOG.info("Move %s of %s is migrated out of %s already; saying so again", migration_id,
                              uuid, self.host)
-                    self._step_said(ctxt, uuid, migration_id, "migrated")
+                    self._step_said(ctxt, uuid, migration_id, "migrated", figures=outgoing.get("figures"))
                 else:
                     LOG.info("Move %s of %s is migrating out of %s already; repeated request ignored",
                              migration_id, uuid, self.host)
@@ -173,7 +174,7 @@ class MoveSteps:
         migration = outgoing["migration"]
         started = time.monotonic()
         try:
-            self.driver.migrate_out(record["instance"], migration, outgoing["transfer"])
+            figures = self.driver.migrate_out(record["instance"], migration, outgoing["transfer"]) or None
         except drivers.BuildAborted:
             LOG.info("Migrating %s out interrupted; it resumes when the agent starts again", uuid)
             return
@@ -185,6 +186,8 @@ class MoveSteps:
                                       f"{self.host}: migrating out failed: {exc}")
             return
         telemetry.MIGRATE_IN_SECONDS.observe(time.monotonic() - started)
+        if figures is not None:
+            telemetry.observe_live_migration(figures)
         with self._lock:
             held = self.store.get(uuid)
             outgoing = (held or {}).get("outgoing")
@@ -193,12 +196,12 @@ class MoveSteps:
             aborted = outgoing.get("aborted")
             if not aborted:
                 try:
-                    self.store.put(uuid, dict(held, outgoing=dict(outgoing, step=MIGRATED)))
+                    self.store.put(uuid, dict(held, outgoing=dict(outgoing, step=MIGRATED, figures=figures)))
                 except Exception:
                     LOG.exception("Cannot record %s as migrated out; it migrates out again at the next "
                                   "start", uuid)
                     return
-                self._step_said(ctxt, uuid, migration["id"], "migrated")
+                self._step_said(ctxt, uuid, migration["id"], "migrated", figures=figures)
         if aborted:
             self._abort_out(uuid, migration["id"])
             return
@@ -334,9 +337,14 @@ class MoveSteps:
         self._report_changed()
         self._destroy(held["instance"], "after its move failed")
 
-    def _step_said(self, ctxt, uuid, migration_id, outcome, transfer=None):
+    def _step_said(self, ctxt, uuid, migration_id, outcome, transfer=None, figures=None):
+        """Tell the scheduler a step's ``outcome``; with the driver's ``figures`` of a migration,
+        which a scheduler capped below MOVE_FIGURES_VERSION is not told (the driver logged them)."""
+        if figures and not self.scheduler.can_send_version(MOVE_FIGURES_VERSION):
+            LOG.info("Move %s of %s: its figures %s are not told to the scheduler: [upgrade_levels] "
+                     "scheduler is below %s", migration_id, uuid, figures, MOVE_FIGURES_VERSION)
         self._tell(self.scheduler.move_update, ctxt, uuid, self.host, migration_id, outcome,
-                   transfer=transfer, steps=True)
+                   transfer=transfer, steps=True, figures=figures)
 
     def _step_failed(self, ctxt, uuid, migration_id, reason):
         telemetry.MOVES.labels(telemetry.FAILED).inc()

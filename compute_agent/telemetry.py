@@ -51,3 +51,22 @@ MIGRATE_IN_SECONDS = Histogram(
     "berth_agent_migrate_in_seconds",
     "Time the driver took to take in, or resize, an instance, whatever the outcome.",
     buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800))
+
+LIVE_MIGRATION_DOWNTIME_SECONDS = Histogram(
+    "berth_agent_live_migration_downtime_seconds",
+    "Time a guest migrated live out of this host was paused (its driver's measure: qemu's downtime).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+
+LIVE_MIGRATION_TRANSFER_SECONDS = Histogram(
+    "berth_agent_live_migration_transfer_seconds",
+    "Time the memory of a guest migrated live out of this host took to go over (its driver's measure: "
+    "qemu's total time of the migration; the mirror of its disk before it is not counted).",
+    buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800))
+
+
+def observe_live_migration(figures):
+    """Count a live migration out by what its driver measured ({"downtime_ms", "total_ms", ...})."""
+    if isinstance(figures.get("downtime_ms"), int):
+        LIVE_MIGRATION_DOWNTIME_SECONDS.observe(figures["downtime_ms"] / 1000)
+    if isinstance(figures.get("total_ms"), int):
+        LIVE_MIGRATION_TRANSFER_SECONDS.observe(figures["total_ms"] / 1000)

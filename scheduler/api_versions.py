@@ -35,6 +35,8 @@ SCHEDULER = API("scheduler", (
             "instance_update may say SHUTOFF"),
     ("1.7", "instance_update may say SHUTOFF, with a fault saying why, of an ACTIVE instance whose guest "
             "powered itself off"),
+    ("1.8", "move_update says migrated with figures: the source driver's measures of a live migration "
+            "(downtime_ms, total_ms, memory_bytes), recorded on the migration"),
 ))
 
 #: The compute agents' API (compute_agent.manager.ComputeEndpoint, and beside it

@@ -42,6 +42,8 @@ POWER_VERSION = "1.6"
 #: The version of the scheduler API from which agents may report SHUTOFF an ACTIVE instance whose
 #: guest powered itself off (with a fault saying so).
 GUEST_SHUTDOWN_VERSION = "1.7"
+#: The version of the scheduler API from which move_update carries a migration's figures.
+MOVE_FIGURES_VERSION = "1.8"
 #: The methods of the scaling API admin_call may name; every other one is the admin API's.
 SCALING_METHODS = frozenset({
     "create_scaling_group", "list_scaling_groups", "show_scaling_group", "update_scaling_group",
@@ -237,17 +239,25 @@ class SchedulerClient:
                                   instance_uuid=instance_uuid)
 
     def move_update(self, ctxt: Context, instance_uuid: str, host: str, migration_id: int, outcome: str,
-                    fault: dict | None = None, transfer: dict | None = None, steps: bool = False) -> None:
+                    fault: dict | None = None, transfer: dict | None = None, steps: bool = False,
+                    figures: dict | None = None) -> None:
         """From the destination's agent: the move ended (``outcome`` done or failed, with ``fault``).
         Of a move between two agents (``steps``, 1.5): from either agent, a step ended (prepared,
-        with the destination's ``transfer``; migrated) or failed, or the move is done."""
+        with the destination's ``transfer``; migrated, with the source driver's ``figures`` of it,
+        1.8: left out under a lower cap, schedulers that would refuse them) or failed, or the move is
+        done."""
         if not steps:
             self._moves().cast(ctxt, "move_update", instance_uuid=instance_uuid, host=host,
                                migration_id=migration_id, outcome=outcome, fault=fault)
             return
-        self._client.prepare(version=MOVE_STEPS_VERSION).cast(
+        extra: dict[str, Any] = {}
+        version = MOVE_STEPS_VERSION
+        if figures is not None and self._client.can_send_version(MOVE_FIGURES_VERSION):
+            extra["figures"] = figures
+            version = MOVE_FIGURES_VERSION
+        self._client.prepare(version=version).cast(
             ctxt, "move_update", instance_uuid=instance_uuid, host=host, migration_id=migration_id,
-            outcome=outcome, fault=fault, transfer=transfer)
+            outcome=outcome, fault=fault, transfer=transfer, **extra)
 
     # -- operators: host aggregates, server groups, hosts, scaling groups ------
 

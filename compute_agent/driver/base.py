@@ -104,7 +104,9 @@ class ComputeDriver:
 
     def migrate_out(self, instance, migration, transfer):
         """Source, second: hand ``instance`` over through ``transfer``: live, while it runs (it
-        stops here once the destination has it); cold, powered off, its disk handed over."""
+        stops here once the destination has it); cold, powered off, its disk handed over. What it
+        measured of a live migration, told the scheduler: {"downtime_ms", "total_ms", "memory_bytes"}
+        (scheduler.db.moves.FIGURES, whole numbers, any of them), or None."""
         raise MoveFailed(f"the {self.name} driver cannot move an instance to another host")
 
     def finish_move_in(self, instance, migration, transfer):

@@ -17,7 +17,10 @@ from scheduler.cmd.references import instance_uuid
 from scheduler.db import moves
 
 #: STEP: where a move between two agents is (prepare, migrate, finish), empty for one taken in alone.
-COLUMNS = ["ID", "INSTANCE", "KIND", "STATUS", "STEP", "SOURCE", "DEST", "CREATED", "FINISHED", "REASON"]
+#: DOWNTIME and TRANSFER: seconds a live migration's guest was paused and its memory took to go over,
+#: as its source's driver measured them (empty when it said nothing of them).
+COLUMNS = ["ID", "INSTANCE", "KIND", "STATUS", "STEP", "SOURCE", "DEST", "CREATED", "FINISHED", "DOWNTIME",
+           "TRANSFER", "REASON"]
 
 
 def add_commands(subparsers):
@@ -94,8 +97,15 @@ def _moving(call, *args, **kwargs):
 
 def _rows(migrations):
     return [[m["id"], m["instance_uuid"], m["kind"], m["status"], m.get("step"), m.get("source_host"),
-             m.get("dest_host"), m.get("created_at"), m.get("finished_at"), m.get("reason")]
+             m.get("dest_host"), m.get("created_at"), m.get("finished_at"), _seconds(m, "downtime_ms"),
+             _seconds(m, "total_ms"), m.get("reason")]
             for m in migrations]
+
+
+def _seconds(migration, figure):
+    """A figure of ``migration`` in milliseconds, in seconds; None when it has none."""
+    value = (migration.get("figures") or {}).get(figure)
+    return None if value is None else round(value / 1000, 3)
 
 
 def print_migrations(migrations, out, args=None):

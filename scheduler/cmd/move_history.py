@@ -14,7 +14,8 @@ COLUMNS = ["KIND", "FROM", "TO", "STARTED", "ENDED", "OUTCOME"]
 
 
 #: The fields of each move in ``berth show -f json|yaml``.
-FIELDS = ("id", "kind", "status", "source_host", "dest_host", "created_at", "finished_at", "reason")
+FIELDS = ("id", "kind", "status", "source_host", "dest_host", "created_at", "finished_at", "reason",
+          "figures")
 
 
 def history(client, uuid):

@@ -224,6 +224,9 @@ class Migration(Base):
     step: Mapped[str | None] = mapped_column(sa.String(16))
     #: What the destination prepared for the source to hand the instance over (its driver's).
     transfer: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    #: What the source's driver measured of a live migration (scheduler.db.moves.FIGURES), told
+    #: with its migrated step; None when it said nothing of it.
+    figures: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     created_at: Mapped[datetime] = mapped_column(Timestamp, nullable=False)
     updated_at: Mapped[datetime | None] = mapped_column(Timestamp)
     finished_at: Mapped[datetime | None] = mapped_column(Timestamp)

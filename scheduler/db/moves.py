@@ -43,6 +43,11 @@ MIGRATE = "migrate"
 FINISH = "finish"
 STEPS = (PREPARE, MIGRATE, FINISH)
 
+#: What the source's driver measured of a live migration (its ``figures``): the time the guest was
+#: paused, the time the migration of its memory took, and the memory sent, as qemu's query-migrate
+#: says them (downtime, total-time, ram transferred).
+FIGURES = ("downtime_ms", "total_ms", "memory_bytes")
+
 _TIMES = _time_columns(migrations)
 _WRITABLE = frozenset(migrations.c.keys()) - {"id"}
 _UPDATABLE = _WRITABLE - {"instance_uuid", "kind", "created_at"}

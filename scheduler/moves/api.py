@@ -14,6 +14,7 @@ from typing import Any
 from berth_contract import host_names
 from berth_contract.request_spec import Flavor, parse_uuid
 from scheduler import api_versions, rpc, states
+from scheduler.db.moves import FIGURES
 from scheduler.exception import InstanceNotFound, InvalidRequest, NoValidHost
 from scheduler.moves.planner import (
     EVACUATION,
@@ -218,10 +219,12 @@ class MoveEndpoint:
         return migration, instance
 
     @rpc.callers(rpc.AGENT_OF_HOST, host="host")
-    def move_update(self, context, instance_uuid, host, migration_id, outcome, fault=None, transfer=None):
+    def move_update(self, context, instance_uuid, host, migration_id, outcome, fault=None, transfer=None,
+                    figures=None):
         """From the destination's agent: the move ended, ``done`` or ``failed`` (``fault``: why). Of a
         move between two agents (1.5), also: ``prepared`` from its destination (``transfer``: what
-        its source needs), ``migrated`` from its source, and ``failed`` from either."""
+        its source needs), ``migrated`` from its source (``figures``, 1.8: its driver's measures of
+        the migration, recorded on it), and ``failed`` from either."""
         uuid = parse_uuid(instance_uuid, "move_update: instance_uuid")
         host_names.check(host, "move_update: host")
         if not isinstance(migration_id, int) or isinstance(migration_id, bool):
@@ -234,6 +237,8 @@ class MoveEndpoint:
             raise InvalidRequest("move_update: fault must be an object whose reason is a string")
         if transfer is not None and (outcome != "prepared" or not isinstance(transfer, dict)):
             raise InvalidRequest("move_update: transfer must be an object, and only of a move prepared")
+        if figures is not None:
+            _check_figures(figures, outcome)
         migration = self._db.get_migration(migration_id)
         if migration is None or migration["instance_uuid"] != uuid:
             raise InvalidRequest(f"move_update from {host}: no migration {migration_id} of instance {uuid}")
@@ -243,7 +248,7 @@ class MoveEndpoint:
                      migration_id, migration["status"])
             return
         if outcome in STEP_OUTCOMES:
-            if not self._moves.step_done(context, migration, host, outcome, transfer):
+            if not self._moves.step_done(context, migration, host, outcome, transfer, figures):
                 LOG.info("Instance %s: %s of migration %s, which is at its %s step already; ignored", uuid,
                          outcome, migration_id, migration["step"])
             return
@@ -303,3 +308,17 @@ class MoveEndpoint:
             instance_uuid = parse_uuid(instance_uuid, "list_migrations: instance_uuid")
         return self._db.list_migrations(host=host, status=status, instance_uuid=instance_uuid,
                                         limit=MAX_LISTED)
+
+
+def _check_figures(figures: Any, outcome: str) -> None:
+    """Refuse ``figures`` that are not {name: a whole number >= 0} of FIGURES, or not of a migrated step."""
+    if outcome != "migrated":
+        raise InvalidRequest(f"move_update: figures are of a move migrated, not {outcome}")
+    if not isinstance(figures, dict):
+        raise InvalidRequest(f"move_update: figures must be an object, got {figures!r}"[:200])
+    for name, value in figures.items():
+        if name not in FIGURES:
+            raise InvalidRequest(f"move_update: figures: {name!r} is not one of {', '.join(FIGURES)}"[:200])
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidRequest(f"move_update: figures: {name} must be a whole number >= 0, got "
+                                 f"{value!r}"[:200])

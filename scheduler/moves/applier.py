@@ -109,9 +109,10 @@ class MoveApplier:
         return dict(request["migration"], id=migration["id"], dest_host=migration["dest_host"])
 
     def step_done(self, context: Any, migration: dict[str, Any], host: str, outcome: str,
-                  transfer: dict[str, Any] | None) -> bool:
+                  transfer: dict[str, Any] | None, figures: dict[str, Any] | None = None) -> bool:
         """A step of a move between two agents is done (``outcome``: prepared, from its destination,
-        with its ``transfer``; migrated, from its source): record the next step and tell its agent,
+        with its ``transfer``; migrated, from its source, with its driver's ``figures`` of the
+        migration, when it measured them): record the next step and tell its agent,
         once the transaction commits (an evacuation, whose source is down, goes from prepare to
         finish). False when the move is no longer at that step (a repeat)."""
         if outcome == "prepared":
@@ -120,6 +121,8 @@ class MoveApplier:
             step, values = PREPARE, {"step": after, "transfer": transfer or {}}
         else:
             step, values = MIGRATE, {"step": FINISH}
+            if figures:
+                values["figures"] = figures
         moved = self._db.update_migration(migration["id"], values, expected_status="migrating",
                                           expected_step=step)
         if moved is None:

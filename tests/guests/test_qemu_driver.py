@@ -4,8 +4,13 @@
   process and no file;
 - a guest that powers itself off is found shut down (its qemu then ended) and boots again from its
   disk; one that reboots itself runs on in the same qemu, neither lost nor shut down;
-- a guest migrated live between two drivers goes on counting on the destination, not booted again;
-- a live migration aborted once its memory went over leaves the guest running on its source.
+- a guest migrated live between two drivers goes on counting on the destination, not booted again,
+  its disk mirrored there over NBD (booted again on the destination, it finds the boot counter its
+  disk kept), and qemu's figures of the migration said; each step run again carries on, and a
+  migration its source's agent left paused before the switch-over ends when migrated out again;
+- a guest without a disk (kernel and initramfs alone) migrates its memory alone;
+- a live migration aborted once its memory went over, or while its disk is mirrored, leaves the
+  guest running on its source (no mirror left).
 """
 
 import json
@@ -40,6 +45,8 @@ def images(tmp_path, guest_image):
     for name, words in {"powers-off": "berth.poweroff=2", "reboots": "berth.reboot=2"}.items():
         (images / f"{name}.json").write_text(json.dumps(
             dict(test, name=name, os_command_line=f"{test['os_command_line']} {words}")))
+    (images / "diskless.json").write_text(json.dumps(
+        {key: value for key, value in test.items() if key not in ("disk", "disk_format")}))
     return images
 
 
@@ -65,8 +72,9 @@ def drivers(tmp_path, images):
         conf.reset()
 
 
-def _instance(image="berth-test"):
-    return {"uuid": str(uuidlib.uuid4()), "flavor": {"memory_mb": 128, "vcpus": 1, "root_gb": 1},
+def _instance(image="berth-test", ephemeral_gb=0):
+    return {"uuid": str(uuidlib.uuid4()), "flavor": {"memory_mb": 128, "vcpus": 1, "root_gb": 1,
+                                                     "ephemeral_gb": ephemeral_gb},
             "image": {"id": image, "properties": {}}}
 
 
@@ -125,16 +133,25 @@ def test_a_guest_that_reboots_itself_runs_on_in_the_same_qemu(drivers):
     assert driver.lost([uuid]) == {} and driver.shut_down([uuid]) == {}
 
 
-def test_a_guest_migrated_live_goes_on_counting_on_its_destination(drivers):
+def test_a_guest_migrated_live_goes_on_counting_on_its_destination_its_disk_with_it(drivers):
     source, destination = drivers("a"), drivers("b")
-    instance = _instance()
+    instance = _instance(ephemeral_gb=1)
     uuid = instance["uuid"]
     source.spawn(instance)
     _until(lambda: len(_counted(source, uuid)) >= 2, "the guest to count")
+    assert ", boot 1" in _console(source, uuid)  # its disk made, its counter written there
 
     transfer = destination.prepare_move_in(instance, LIVE)
     assert transfer["uri"].startswith("tcp:127.0.0.1:")
-    source.migrate_out(instance, LIVE, transfer)
+    assert transfer["nbd"]["host"] == "127.0.0.1" and transfer["nbd"]["port"] != int(
+        transfer["uri"].rsplit(":", 1)[1])
+    assert transfer["nbd"]["exports"] == ["disk0", "ephemeral0"]  # each disk mirrored
+    assert destination.prepare_move_in(instance, LIVE) == transfer  # run again: carries on
+    figures = source.migrate_out(instance, LIVE, transfer)
+    assert set(figures) == {"downtime_ms", "total_ms", "memory_bytes"}
+    assert 0 < figures["downtime_ms"] <= figures["total_ms"] and figures["memory_bytes"] > 0
+    assert source.migrate_out(instance, LIVE, transfer) == figures  # run again: qemu's word again
+    destination.finish_move_in(instance, LIVE, transfer)
     destination.finish_move_in(instance, LIVE, transfer)
     _until(lambda: len(_counted(destination, uuid)) >= 2, "the guest to count on its destination")
 
@@ -145,6 +162,60 @@ def test_a_guest_migrated_live_goes_on_counting_on_its_destination(drivers):
     assert qmp.status(source._files(uuid).qmp) == "postmigrate"  # paused there until terminated
     source.destroy(instance)
     assert [p.pid for p in qemu_processes(uuid)] == [destination._files(uuid).read_pid()]
+
+    # Its disk is the destination's own overlay now: booted again there, the guest counts its second
+    # boot on the file system its source made (a disk not mirrored would be made anew: boot 1).
+    destination.power_off(instance)
+    destination.power_on(instance)
+    _until(lambda: ", boot " in _console(destination, uuid).split(MARKER)[-1], "the guest to count its boot")
+    assert ", boot 2" in _console(destination, uuid).split(MARKER)[-1]
+
+
+def test_a_migration_interrupted_at_its_switch_over_carries_on_when_migrated_out_again(drivers):
+    source, destination = drivers("a"), drivers("b")
+    instance = _instance()
+    uuid = instance["uuid"]
+    source.spawn(instance)
+    _until(lambda: ", boot 1" in _console(source, uuid), "the guest to count its boot")
+    transfer = destination.prepare_move_in(instance, LIVE)
+    # What a source agent killed there leaves: its disk mirrored, its memory sent, qemu paused before
+    # the switch-over, waiting for the mirror to end.
+    files = source._files(uuid)
+    source._mirror(files, uuid, transfer["nbd"], ["disk0"])
+    with qmp.QMP(files.qmp) as monitor:
+        monitor.execute("migrate-set-capabilities", capabilities=[
+            {"capability": "pause-before-switchover", "state": True}])
+        monitor.execute("migrate", uri=transfer["uri"])
+
+    def at_switch_over():
+        with qmp.QMP(files.qmp) as monitor:
+            return monitor.execute("query-migrate").get("status") == "pre-switchover"
+    _until(at_switch_over, "the migration to pause before its switch-over")
+
+    restarted = drivers("a")  # the agent started again, on the same instances
+    assert restarted.migrate_out(instance, LIVE, transfer)["downtime_ms"] > 0
+    destination.finish_move_in(instance, LIVE, transfer)
+    counted = len(_counted(destination, uuid))
+    _until(lambda: len(_counted(destination, uuid)) > counted, "the guest to count on its destination")
+    source.destroy(instance)
+    destination.power_off(instance)
+    destination.power_on(instance)
+    _until(lambda: ", boot " in _console(destination, uuid).split(MARKER)[-1], "the guest to count its boot")
+    assert ", boot 2" in _console(destination, uuid).split(MARKER)[-1]  # its disk, mirrored whole
+
+
+def test_a_guest_without_a_disk_migrates_its_memory_alone(drivers):
+    source, destination = drivers("a"), drivers("b")
+    instance = _instance("diskless")
+    uuid = instance["uuid"]
+    source.spawn(instance)
+    transfer = destination.prepare_move_in(instance, LIVE)
+    assert "nbd" not in transfer
+    assert source.migrate_out(instance, LIVE, transfer)["downtime_ms"] > 0
+    destination.finish_move_in(instance, LIVE, transfer)
+    counted = len(_counted(destination, uuid))
+    _until(lambda: len(_counted(destination, uuid)) > counted, "the guest to count on its destination")
+    assert MARKER not in _console(destination, uuid)
 
 
 def test_a_live_migration_aborted_once_migrated_leaves_the_guest_running_on_its_source(drivers):
@@ -161,3 +232,24 @@ def test_a_live_migration_aborted_once_migrated_leaves_the_guest_running_on_its_
     counted = len(_counted(source, uuid))
     _until(lambda: len(_counted(source, uuid)) > counted, "the guest to count on its source again")
     assert [p.pid for p in qemu_processes(uuid)] == [source._files(uuid).read_pid()]
+
+
+def test_a_live_migration_aborted_while_its_disk_is_mirrored_leaves_the_guest_running_on_its_source(
+        drivers):
+    source, destination = drivers("a"), drivers("b")
+    instance = _instance()
+    uuid = instance["uuid"]
+    source.spawn(instance)
+    transfer = destination.prepare_move_in(instance, LIVE)
+    files = source._files(uuid)
+    source._mirror(files, uuid, transfer["nbd"], ["disk0"])  # where a source stopped before its memory went
+    destination.destroy(instance)
+
+    source.abort_move_out(instance, LIVE)
+    with qmp.QMP(files.qmp) as monitor:
+        assert monitor.execute("query-block-jobs") == []
+        assert not [node for node in monitor.execute("query-named-block-nodes", flat=True)
+                    if node["node-name"].startswith("berth-target-")]
+        assert monitor.execute("query-status")["status"] == "running"
+    counted = len(_counted(source, uuid))
+    _until(lambda: len(_counted(source, uuid)) > counted, "the guest to count on its source again")

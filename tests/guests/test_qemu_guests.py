@@ -16,8 +16,9 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
 - A scaling group's member's CPU and memory, measured by its agent, are stored as its samples
   (`berth instance-metric show`): the memory its guest touched, at most its flavor's.
 - `berth migrate --live` moves a guest to the other host running: its console goes on counting
-  there, it does not boot again, and the source lets its qemu and files go; with its source agent
-  SIGKILLed in the middle and started again, it ends the same way, one guest running.
+  there, it does not boot again, and the source lets its qemu and files go; `berth migrations`
+  shows its downtime (under a second) and transfer time as its source's qemu measured them. With
+  its source agent SIGKILLed in the middle and started again, it ends the same way, one guest running.
 - `berth host drain HOST --live` moves a host's three guests off it, each running on.
 
 The guests share one fleet (the tests run in this order), 128 MB each.
@@ -272,6 +273,11 @@ def test_a_guest_migrated_live_runs_on_the_other_host_without_booting_again(flee
     assert MARKER not in console(fleet, destination, uuid)  # the same guest, not booted again
     [process] = qemu_processes(uuid)
     assert process.pid == files(fleet, destination, uuid).read_pid()
+    # What its source's qemu measured, as berth shows it: the guest paused well under a second.
+    [shown] = json.loads(berth(fleet, "migrations", "--instance", uuid, "-f", "json", "-c", "kind",
+                               "-c", "status", "-c", "downtime", "-c", "transfer"))
+    assert (shown["KIND"], shown["STATUS"]) == ("live-migration", "completed")
+    assert 0 < shown["DOWNTIME"] < 1 and shown["DOWNTIME"] <= shown["TRANSFER"]
     print(f"\nlive migration {source} -> {destination}: "
           + (re.findall(r"Migrated \S+ to \S+: ([^\n]*)", fleet.log(source)) or ["?"])[-1])
     delete(fleet, uuid)

@@ -2,6 +2,11 @@
 
 QMP_ID = "qmp"
 SERIAL_ID = "serial0"
+#: The node name of the guest's disk (its qcow2 overlay's format node): what a live migration
+#: exports over NBD on its destination and mirrors on its source.
+DISK_NODE = "disk0"
+#: The node name of its ephemeral disk (a blank qcow2), when its flavor has one.
+EPHEMERAL_NODE = "ephemeral0"
 
 
 def _escaped(path):
@@ -36,9 +41,11 @@ def qemu_command(binary, accel, name, memory_mb, vcpus, image, files, cpu=None, 
         "-daemonize",
     ]
     if image.disk is not None:
-        argv += ["-drive", f"file={_escaped(files.disk)},format=qcow2,if=virtio,cache=writeback"]
+        argv += ["-drive", f"file={_escaped(files.disk)},format=qcow2,if=virtio,cache=writeback,"
+                           f"node-name={DISK_NODE}"]
     if ephemeral:
-        argv += ["-drive", f"file={_escaped(files.ephemeral)},format=qcow2,if=virtio,cache=writeback"]
+        argv += ["-drive", f"file={_escaped(files.ephemeral)},format=qcow2,if=virtio,cache=writeback,"
+                           f"node-name={EPHEMERAL_NODE}"]
     if image.kernel is not None:
         argv += ["-kernel", image.kernel]
         if image.ramdisk is not None:

@@ -157,9 +157,9 @@ def test_resize_to_a_named_flavor_prints_the_migration(conf_file):
     assert asked["instance_uuid"] == U1 and asked["flavor"]["memory_mb"] == 2048
     header, row = out.splitlines()
     assert header.split() == ["ID", "INSTANCE", "KIND", "STATUS", "STEP", "SOURCE", "DEST", "CREATED",
-                              "FINISHED", "REASON"]
+                              "FINISHED", "DOWNTIME", "TRANSFER", "REASON"]
     assert row.split() == ["7", U1, "resize", "migrating", "prepare", "h1", "h1",
-                           "2026-12-03T10:00:00.000000Z", "-", "-"]
+                           "2026-12-03T10:00:00.000000Z", "-", "-", "-", "-"]
 
 
 def test_resize_to_an_unnamed_flavor_as_boot_takes_it_its_disks_and_extra_specs_kept(conf_file):
@@ -246,7 +246,19 @@ def test_migrations_filter_by_host_status_and_instance(conf_file):
     _, out = run(conf_file, fleet, "migrations", "--host", "h3", "--state", "MIGRATING",
                  "--instance", "web-1")
     assert sent(fleet, "list_migrations")[-1] == {"host": "h3", "status": "migrating", "instance_uuid": U1}
-    assert out.splitlines() == ["ID  INSTANCE  KIND  STATUS  STEP  SOURCE  DEST  CREATED  FINISHED  REASON"]
+    assert out.splitlines() == [
+        "ID  INSTANCE  KIND  STATUS  STEP  SOURCE  DEST  CREATED  FINISHED  DOWNTIME  TRANSFER  REASON"]
+
+
+def test_migrations_show_a_live_migrations_downtime_and_transfer_in_seconds(conf_file):
+    fleet = Fleet([instance(1, name="web-1")])
+    fleet.migrate_instance({}, U1, live=True)
+    fleet.migrations[0].update(status="completed", figures={"downtime_ms": 61, "total_ms": 1843,
+                                                             "memory_bytes": 9 << 20})
+    status, out = run(conf_file, fleet, "migrations", "-f", "json", "-c", "kind", "-c", "downtime",
+                      "-c", "transfer")
+    assert (status, json.loads(out)) == (0, [{"KIND": "live-migration", "DOWNTIME": 0.061,
+                                              "TRANSFER": 1.843}])
 
 
 def test_evacuate_lists_the_migrations_started(conf_file):
@@ -367,7 +379,7 @@ def test_show_as_json_is_one_object_with_every_field_and_the_moves(conf_file):
     [move] = shown["moves"]
     assert move == {"id": 1, "kind": "migration", "status": "error", "source_host": "h1", "dest_host": "h2",
                     "created_at": "2026-12-03T10:00:00.000000Z", "finished_at": "2026-12-03T10:01:00.000000Z",
-                    "reason": "disk full on h2"}
+                    "reason": "disk full on h2", "figures": None}
 
 
 def test_show_picks_columns_and_the_other_formats(conf_file):

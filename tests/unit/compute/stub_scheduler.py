@@ -38,6 +38,7 @@ class StubScheduler:
         self.reschedules = []
         self.moves = []  # (instance_uuid, host, migration_id, outcome, fault)
         self.transfers = {}  # (instance_uuid, migration_id) -> the transfer a destination prepared
+        self.figures = []  # (instance_uuid, migration_id, figures) a source said with migrated
         self.asked = []  # start_build's instance uuids
         self.refused = {}  # uuid -> why start_build says not to build it
 
@@ -60,11 +61,14 @@ class StubScheduler:
         with self._lock:
             self.reschedules.append((request_spec, filter_properties))
 
-    def move_update(self, context, instance_uuid, host, migration_id, outcome, fault=None, transfer=None):
+    def move_update(self, context, instance_uuid, host, migration_id, outcome, fault=None, transfer=None,
+                    figures=None):
         with self._lock:
             self.moves.append((instance_uuid, host, migration_id, outcome, fault))
             if transfer is not None:
                 self.transfers[instance_uuid, migration_id] = transfer
+            if figures is not None:
+                self.figures.append((instance_uuid, migration_id, figures))
 
     def steps_said(self, uuid):
         """[(host, outcome)] of what the agents said of ``uuid``'s moves, in order."""

@@ -3,6 +3,7 @@ the source migrates the instance out, the destination finishes; each step answer
 scheduler (the stub records it), recorded before the driver runs it, resumed by an agent that
 starts again, answered again when told again, and rolled back on its host when it fails."""
 
+import logging
 import threading
 
 import pytest
@@ -27,6 +28,7 @@ class StepDriver(drivers.FakeDriver):
             self.gates[step].set()
         self.failing = set()
         self.ran = []
+        self.figures = None  # what migrate_out measured
 
     def _gate(self, step, uuid):
         self.ran.append((step, uuid))
@@ -41,6 +43,7 @@ class StepDriver(drivers.FakeDriver):
 
     def migrate_out(self, instance, migration, transfer):
         self._gate("migrate", instance["uuid"])
+        return self.figures
 
     def finish_move_in(self, instance, migration, transfer):
         self._gate("finish", instance["uuid"])
@@ -97,6 +100,41 @@ def test_a_move_goes_step_by_step_and_each_agent_records_its_part(conf, transpor
 
     ComputeClient(transport).terminate_instance({}, SOURCE, uuid, "moved to agent-1 (live-migration 3)")
     wait_for(lambda: uuid not in source.store and uuid not in source.tracker, "the source letting go")
+
+
+@pytest.mark.parametrize("cap", [None, "1.7"])
+def test_a_source_tells_its_drivers_figures_of_the_migration_with_migrated_unless_capped_below_1_8(
+        conf, transport, scheduler, agents, cap, caplog):
+    conf.set_override("scheduler", cap, "upgrade_levels")
+    caplog.set_level(logging.INFO, logger="compute_agent.move_steps")
+    source_driver = StepDriver(conf)
+    source_driver.figures = {"downtime_ms": 61, "total_ms": 1843, "memory_bytes": 9 << 20}
+    downtimes = _histogram_count("berth_agent_live_migration_downtime_seconds")
+    source = agents(host=SOURCE, driver=source_driver)
+    agents(driver=StepDriver(conf))
+    instance = make_instance()
+    uuid, migration = instance["uuid"], migration_of()
+    ComputeClient(transport).run_instance({}, SOURCE, instance, *request_for(instance))
+    wait_for(lambda: "ACTIVE" in scheduler.states(uuid), "ACTIVE on the source")
+    prepare(transport, instance, migration)
+    said(scheduler, uuid, 1)
+    ComputeClient(transport).migrate_out({}, SOURCE, uuid, migration, scheduler.transfers[uuid, 3])
+    assert said(scheduler, uuid, 2)[-1] == (SOURCE, "migrated")
+    ComputeClient(transport).migrate_out({}, SOURCE, uuid, migration, scheduler.transfers[uuid, 3])
+    assert said(scheduler, uuid, 3)[-1] == (SOURCE, "migrated")  # told again, with the same figures
+    assert source.store.get(uuid)["outgoing"]["figures"] == source_driver.figures
+    assert _histogram_count("berth_agent_live_migration_downtime_seconds") == downtimes + 1
+    if cap is None:
+        assert scheduler.figures == [(uuid, 3, source_driver.figures)] * 2
+    else:
+        assert scheduler.figures == []
+        assert any("its figures" in m and "[upgrade_levels] scheduler is below 1.8" in m
+                   for m in caplog.messages)
+
+
+def _histogram_count(name):
+    from prometheus_client import REGISTRY
+    return REGISTRY.get_sample_value(f"{name}_count") or 0
 
 
 def test_each_step_told_again_is_answered_again_not_run_twice(conf, transport, scheduler, agents):

@@ -274,7 +274,7 @@ def test_from_conf_creates_the_sqlite_directory(tmp_path):
         assert database.url.database == str(tmp_path / "deep" / "state" / "berth.sqlite")
         assert os.path.isdir(tmp_path / "deep" / "state")
         assert database.max_retries == 10 and database.retry_interval == 1.0
-        assert database.sync() == "0013"
+        assert database.sync() == "0014"
     finally:
         database.dispose()
 

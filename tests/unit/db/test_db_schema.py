@@ -25,7 +25,7 @@ def test_sync_creates_every_table(fresh):
     assert fresh.sync() == schema.head()
     tables = set(sa.inspect(fresh.engine).get_table_names())
     assert tables == set(models.Base.metadata.tables) | {"alembic_version"}
-    assert fresh.version() == schema.head() == "0013"
+    assert fresh.version() == schema.head() == "0014"
 
 
 def test_sync_is_idempotent(fresh):

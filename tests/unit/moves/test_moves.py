@@ -428,3 +428,37 @@ def test_a_gpu_instance_moves_only_to_a_free_gpu_and_holds_one_on_both_hosts_mea
     manager.run_instance(CTX, spec, props)
     assert database.get_instance(other)["state"] == "ERROR"
     assert "ResourceClassFilter removed 3" in database.get_instance(other)["fault_reason"]
+
+
+def test_a_live_migrations_figures_said_with_its_migrated_step_are_recorded_on_it(world, parts):
+    manager, database, agents = world
+    uuid, source = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid, live=True)
+    dest, migration_id = migration["dest_host"], migration["id"]
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "prepared", transfer={"uri": "tcp:h9:4444"})
+    figures = {"downtime_ms": 61, "total_ms": 1843, "memory_bytes": 9 << 20}
+    for bad, message in (({"downtime_ms": -1}, "downtime_ms must be a whole number >= 0, got -1"),
+                         ({"downtime_ms": 1.5}, "downtime_ms must be a whole number >= 0, got 1.5"),
+                         ({"pause_ms": 3}, "'pause_ms' is not one of downtime_ms, total_ms, memory_bytes"),
+                         ([61], "figures must be an object")):
+        with pytest.raises(InvalidRequest, match=message):
+            parts.moves.move_update(CTX, uuid, source, migration_id, "migrated", figures=bad)
+    with pytest.raises(InvalidRequest, match="figures are of a move migrated, not done"):
+        parts.moves.move_update(CTX, uuid, dest, migration_id, "done", figures=figures)
+    assert database.get_migration(migration_id)["step"] == "migrate"  # nothing refused changed it
+
+    parts.moves.move_update(CTX, uuid, source, migration_id, "migrated", figures=figures)
+    parts.moves.move_update(CTX, uuid, source, migration_id, "migrated", figures={"downtime_ms": 5})  # again
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "done")
+    [listed] = parts.moves.list_migrations(CTX, instance_uuid=uuid)
+    assert (listed["kind"], listed["status"], listed["figures"]) == ("live-migration", "completed", figures)
+
+
+def test_a_move_whose_source_said_no_figures_records_none(world, parts):
+    uuid, source = active(world)
+    migration = parts.moves.migrate_instance(CTX, uuid)
+    dest, migration_id = migration["dest_host"], migration["id"]
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "prepared", transfer={})
+    parts.moves.move_update(CTX, uuid, source, migration_id, "migrated")
+    parts.moves.move_update(CTX, uuid, dest, migration_id, "done")
+    assert world[1].get_migration(migration_id)["figures"] is None

@@ -32,8 +32,9 @@ def test_a_kernel_image_is_booted_directly_with_the_flavors_memory_and_vcpus():
 def test_a_disk_image_boots_from_the_instances_overlay():
     files = GuestFiles.of("/srv/instances", UUID)
     argv = qemu_command("qemu", "kvm", UUID, 2048, 1, Image("debian", disk="/img/debian.qcow2"), files)
+    # Its node named: what a live migration exports over NBD and mirrors.
     assert _option(argv, "-drive") == [f"file=/srv/instances/{UUID}/disk.qcow2,format=qcow2,if=virtio,"
-                                       "cache=writeback"]
+                                       "cache=writeback,node-name=disk0"]
     assert _option(argv, "-kernel") == []
 
 
@@ -54,5 +55,5 @@ def test_an_ephemeral_disk_is_the_guests_second_disk():
     files = GuestFiles.of("/srv/instances", UUID)
     argv = qemu_command("qemu", "tcg", UUID, 128, 1, Image("x", disk="/img/x.qcow2"), files, ephemeral=True)
     assert _option(argv, "-drive") == [
-        f"file=/srv/instances/{UUID}/disk.qcow2,format=qcow2,if=virtio,cache=writeback",
-        f"file=/srv/instances/{UUID}/ephemeral.qcow2,format=qcow2,if=virtio,cache=writeback"]
+        f"file=/srv/instances/{UUID}/disk.qcow2,format=qcow2,if=virtio,cache=writeback,node-name=disk0",
+        f"file=/srv/instances/{UUID}/ephemeral.qcow2,format=qcow2,if=virtio,cache=writeback,node-name=ephemeral0"]
