@@ -18,7 +18,8 @@ from oslo_config import cfg
 
 from compute_agent.driver import base, cpu_traits, host_facts
 from compute_agent.driver.capabilities import Capabilities
-from compute_agent.driver.qemu import accel, images, processes, qmp, usage
+from compute_agent.driver.qemu import accel, cold_migration, images, nbd, processes, qmp, usage
+from compute_agent.driver.qemu.cold_migration import ColdMigration
 from compute_agent.driver.qemu.command import qemu_command
 from compute_agent.driver.qemu.guest_files import GuestFiles
 from compute_agent.driver.qemu.live_migration import LiveMigration
@@ -102,10 +103,11 @@ class GuestFailed(Exception):
     """A build that failed for the reason its message says: the agent reschedules it."""
 
 
-class QemuDriver(LiveMigration, base.ComputeDriver):
+class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
     name = "qemu"
     hypervisor_type = "QEMU"
-    # Builds, deletes, live migrations, measured use and power: no cold moves or resizes yet.
+    # Builds, deletes, moves to another host (live or cold: compute_agent.driver.qemu.cold_migration),
+    # measured use and power; a resize goes to another host (not in place).
     capabilities = Capabilities(live_migration=True, measures_usage=True, power_control=True)
 
     def __init__(self, conf, instances_path=None):
@@ -481,6 +483,8 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
     def _why_lost(self, uuid):
         """Why the guest of ``uuid`` no longer runs here (gone, not answering, ended), or None."""
         files = self._files(uuid)
+        if cold_migration.handed_over(files):
+            return None  # off for a cold move out: it runs on the destination, or here again once aborted
         pid = files.read_pid()
         if not processes.runs(pid, uuid):
             return (f"its guest is gone (no qemu{f' with pid {pid}' if pid else ''} runs it); its "
@@ -530,6 +534,9 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
 
     @staticmethod
     def _remove(files):
+        if not nbd.stop(files.directory, files.disk):
+            LOG.error("The qemu-nbd serving %s (pid %s) is still there after SIGKILL", files.disk,
+                      nbd.read_pid(files.directory))
         shutil.rmtree(files.directory, ignore_errors=True)
 
 

@@ -16,7 +16,7 @@ import threading
 import time
 
 from compute_agent.driver import base, host_facts
-from compute_agent.driver.qemu import ports, processes, qmp
+from compute_agent.driver.qemu import cold_migration, ports, processes, qmp
 
 LOG = logging.getLogger(__name__)
 
@@ -34,9 +34,8 @@ class LiveMigration:
     _ports_lock = threading.Lock()
 
     def prepare_move_in(self, instance, migration):
-        if not migration.get("live"):
-            raise base.MoveFailed(f"the qemu driver moves instances live only, not a {migration.get('kind')} "
-                                  "(cold moves, resizes and evacuations are not in this release)")
+        if cold_migration.is_cold(migration):
+            return self._prepare_cold_in(instance, migration)
         uuid = instance["uuid"]
         files = self._files(uuid)
         if processes.runs(files.read_pid(), uuid):
@@ -66,6 +65,8 @@ class LiveMigration:
         return {"uri": uri}
 
     def migrate_out(self, instance, migration, transfer):
+        if cold_migration.is_cold(migration):
+            return self._migrate_cold_out(instance, migration, transfer)
         uuid = instance["uuid"]
         files = self._files(uuid)
         if not processes.runs(files.read_pid(), uuid):
@@ -99,6 +100,8 @@ class LiveMigration:
             raise base.MoveFailed(f"cannot migrate {uuid}: {exc}") from None
 
     def finish_move_in(self, instance, migration, transfer):
+        if cold_migration.is_cold(migration):
+            return self._finish_cold_in(instance, migration, transfer)
         uuid = instance["uuid"]
         files = self._files(uuid)
         self._wait_for_state(files, uuid, ("running",), "to run once migrated")
@@ -110,6 +113,8 @@ class LiveMigration:
     def abort_move_out(self, instance, migration):
         """Run the guest here again: cancel a migration under way; a guest paused once its memory
         went over resumes."""
+        if cold_migration.is_cold(migration):
+            return self._abort_cold_out(instance, migration)
         uuid = instance["uuid"]
         files = self._files(uuid)
         if not processes.runs(files.read_pid(), uuid):
