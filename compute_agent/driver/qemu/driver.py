@@ -67,13 +67,14 @@ opts = [
                help="The image of a build that names none. Unset: such a build fails."),
     cfg.StrOpt("instances_path", default="$state_path/instances",
                help="Where each instance's files are, in a directory named by its UUID: its disk "
-               "overlay, serial console log, QMP socket and pid file. Each agent needs its own: a live "
-               "migration between two agents has the instance in both."),
+               "overlay, serial console log, QMP socket and pid file. Each agent needs its own: a move "
+               "between two agents has the instance in both."),
     cfg.PortOpt("migration_port_min", default=49152,
-                help="Lowest TCP port of the range live migrations into this host listen on (on the "
-                "address the agent reports, [compute_agent] host_ip)."),
+                help="Lowest TCP port of the range moves into this host listen on (on the address the "
+                "agent reports, [compute_agent] host_ip): a live migration's qemu, a cold move's "
+                "qemu-nbd serving the instance's new disk."),
     cfg.PortOpt("migration_port_max", default=49215,
-                help="Highest TCP port of the range live migrations into this host listen on."),
+                help="Highest TCP port of the range moves into this host listen on."),
     cfg.IntOpt("live_migration_bandwidth", default=0, min=0,
                help="MiB/s a live migration out of this host may send at most (as Nova's [libvirt] "
                "live_migration_bandwidth); 0: as fast as the network goes (qemu's own default is 32)."),
