@@ -143,3 +143,29 @@ def test_a_copy_to_a_destination_that_does_not_serve_fails_saying_so_and_the_gue
     # Off for the move: not reported lost while the scheduler aborts it.
     assert source.lost([uuid]) == {}
     assert _read_back(files.disk, 8 * MIB, 0x22, MIB)
+
+
+def test_finishing_ends_qemu_nbd_then_boots_and_a_guest_that_will_not_boot_fails_the_move_saying_so(hosts):
+    _, destination = hosts
+    uuid = str(uuidlib.uuid4())
+    migration = {"id": 11, "kind": "migration", "live": False, "old_flavor": {"root_gb": 0}}
+    transfer = destination.prepare_move_in(_instance(uuid, 0), migration)
+    files = destination._files(uuid)
+    assert nbd.runs(files.directory, files.disk)
+    # The stand-in qemu starts no guest.
+    with pytest.raises(MoveFailed, match=f"cannot boot {uuid} on its new host: the guest died during boot"):
+        destination.finish_move_in(_instance(uuid, 0), migration, transfer)
+    assert not nbd.runs(files.directory, files.disk) and nbd.read_transfer(files.directory) is None
+    assert files.has_disk()  # left for the agent's destroy
+
+
+def test_an_aborted_move_whose_guest_does_not_boot_again_is_lost_saying_why(hosts):
+    source, _ = hosts
+    uuid = str(uuidlib.uuid4())
+    _source_disk(source, uuid, 0)
+    migration = {"id": 12, "kind": "migration", "live": False}
+    with pytest.raises(MoveFailed):
+        source.migrate_out(_instance(uuid, 0), migration, {"nbd": "nbd://127.0.0.1:49399/x"})
+    with pytest.raises(Exception, match="the guest died during boot"):
+        source.abort_move_out(_instance(uuid, 0), migration)
+    assert "its guest is gone" in source.lost([uuid])[uuid]
