@@ -14,6 +14,7 @@ its image, a fresh disk; what the old disk held is lost.
 Each step run again (the agent was stopped or killed) carries on from what it finds.
 """
 
+import glob
 import json
 import logging
 import os
@@ -106,9 +107,8 @@ class ColdMigration:
     def _taken_ports(self):
         """The ports of the moves this host waits for, live or cold."""
         taken = set(self._incoming_ports())
-        for name in os.listdir(self._options.instances_path) if os.path.isdir(self._options.instances_path) \
-                else ():
-            transfer = nbd.read_transfer(os.path.join(self._options.instances_path, name))
+        for path in glob.glob(os.path.join(self._options.instances_path, "*", nbd.TRANSFER_NAME)):
+            transfer = nbd.read_transfer(os.path.dirname(path))
             try:
                 taken.add(nbd.port_of(transfer["nbd"]))
             except (TypeError, ValueError, IndexError):
