@@ -436,8 +436,8 @@ class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
         found = {}
         for uuid in instances:
             files = self._files(uuid)
-            if not processes.runs(files.read_pid(), uuid):
-                continue
+            if not processes.runs(files.read_pid(), uuid) or cold_migration.handed_over(files):
+                continue  # gone, or powered off here for a cold move out
             try:
                 state = qmp.status(files.qmp)
             except qmp.QMPError:
@@ -535,9 +535,8 @@ class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
 
     @staticmethod
     def _remove(files):
-        if not nbd.stop(files.directory, files.disk):
-            LOG.error("The qemu-nbd serving %s (pid %s) is still there after SIGKILL", files.disk,
-                      nbd.read_pid(files.directory))
+        if not nbd.stop(files.directory, cold_migration.disks(files)):
+            LOG.error("A qemu-nbd serving the disks of %s is still there after SIGKILL", files.directory)
         shutil.rmtree(files.directory, ignore_errors=True)
 
 

@@ -1,6 +1,7 @@
-"""The qemu-nbd server a cold move's destination serves its new disk with, writable, for the
-source to copy the instance's disk into; detached from the agent (``--fork``), found again by
-the pid file and transfer file it leaves in the instance's directory."""
+"""The qemu-nbd servers a cold move's destination serves its new disks with, writable, for the
+source to copy the instance's disks into: one per disk, each named (disk, ephemeral), detached
+from the agent (``--fork``), found again by the pid files and the transfer file left in the
+instance's directory."""
 
 import json
 import os
@@ -16,25 +17,25 @@ class NBDError(Exception):
     pass
 
 
-def pid_file(directory):
-    return os.path.join(directory, PID_NAME)
+def pid_file(directory, name="disk"):
+    return os.path.join(directory, PID_NAME if name == "disk" else f"nbd-{name}.pid")
 
 
 def transfer_file(directory):
     return os.path.join(directory, TRANSFER_NAME)
 
 
-def read_pid(directory):
+def read_pid(directory, name="disk"):
     try:
-        with open(pid_file(directory), encoding="ascii") as f:
+        with open(pid_file(directory, name), encoding="ascii") as f:
             return int(f.read().strip())
     except (OSError, ValueError):
         return None
 
 
-def runs(directory, disk):
-    """Whether the qemu-nbd of the pid file in ``directory`` runs, serving ``disk``."""
-    pid = read_pid(directory)
+def runs(directory, disk, name="disk"):
+    """Whether the qemu-nbd of ``directory``'s pid file of ``name`` runs, serving ``disk``."""
+    pid = read_pid(directory, name)
     if not pid:
         return False
     try:
@@ -54,7 +55,13 @@ def read_transfer(directory):
             transfer = json.load(f)
     except (OSError, ValueError):
         return None
-    return transfer if isinstance(transfer, dict) and isinstance(transfer.get("nbd"), str) else None
+    return transfer if isinstance(transfer, dict) and all(isinstance(v, str) for v in transfer.values()) \
+        else None
+
+
+def write_transfer(directory, transfer):
+    with open(transfer_file(directory), "w", encoding="utf-8") as f:
+        json.dump(transfer, f)
 
 
 def port_of(uri):
@@ -62,13 +69,13 @@ def port_of(uri):
     return int(uri.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
 
 
-def serve(disk, directory, address, port, export, timeout):
+def serve(disk, directory, address, port, export, timeout, name="disk"):
     """Start a qemu-nbd serving the qcow2 ``disk`` writable on ``address:port`` as ``export``, to
-    any number of connections one after the other (a copy run again connects again); its
-    transfer recorded in ``directory``. Returns the transfer."""
-    uri = f"nbd://{address}:{port}/{export}"
-    argv = ["qemu-nbd", "--fork", "--persistent", f"--pid-file={pid_file(directory)}", f"--bind={address}",
-            f"--port={port}", f"--export-name={export}", "--format=qcow2", "--discard=unmap", disk]
+    any number of connections one after the other (a copy run again connects again), its pid
+    in ``directory``'s pid file of ``name``. Returns its URI."""
+    argv = ["qemu-nbd", "--fork", "--persistent", f"--pid-file={pid_file(directory, name)}",
+            f"--bind={address}", f"--port={port}", f"--export-name={export}", "--format=qcow2",
+            "--discard=unmap", disk]
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
@@ -79,32 +86,36 @@ def serve(disk, directory, address, port, export, timeout):
         said = [line for line in done.stderr.splitlines() if line.strip()]
         raise NBDError(f"qemu-nbd cannot serve {disk} on {address}:{port}: "
                        f"{said[-1] if said else f'exit status {done.returncode}'}")
-    transfer = {"nbd": uri}
-    with open(transfer_file(directory), "w", encoding="utf-8") as f:
-        json.dump(transfer, f)
-    return transfer
+    return f"nbd://{address}:{port}/{export}"
 
 
-def stop(directory, disk, timeout=10.0):
-    """End the qemu-nbd of ``directory`` (SIGTERM: it flushes the disk; SIGKILL after ``timeout``)
-    and forget its transfer. Whether none is left."""
-    pid = read_pid(directory)
-    if runs(directory, disk):
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, timeout)):
+def stop(directory, disks, timeout=10.0):
+    """End the qemu-nbd of each of ``disks`` ({name: path}) in ``directory`` (SIGTERM: it flushes
+    its disk; SIGKILL after ``timeout``) and forget the transfer. Whether none is left."""
+    left = False
+    for name, disk in disks.items():
+        pid = read_pid(directory, name)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not runs(directory, disk, name):
+                break
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 break
-            deadline = time.monotonic() + wait
-            while runs(directory, disk) and time.monotonic() < deadline:
+            deadline = time.monotonic() + timeout
+            while runs(directory, disk, name) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if not runs(directory, disk):
-                break
-    if runs(directory, disk):
-        return False
-    for path in (pid_file(directory), transfer_file(directory)):
+        if runs(directory, disk, name):
+            left = True
+            continue
         try:
-            os.unlink(path)
+            os.unlink(pid_file(directory, name))
         except FileNotFoundError:
             pass
+    if left:
+        return False
+    try:
+        os.unlink(transfer_file(directory))
+    except FileNotFoundError:
+        pass
     return True

@@ -65,16 +65,20 @@ def _info(disk):
                                      capture_output=True, text=True).stdout)
 
 
-def _instance(uuid, root_gb):
-    return {"uuid": uuid, "flavor": {"memory_mb": 128, "vcpus": 1, "root_gb": root_gb},
+def _instance(uuid, root_gb, ephemeral_gb=0):
+    return {"uuid": uuid, "flavor": {"memory_mb": 128, "vcpus": 1, "root_gb": root_gb,
+                                     "ephemeral_gb": ephemeral_gb},
             "image": {"id": "berth-test", "properties": {}}}
 
 
-def _source_disk(driver, uuid, root_gb):
-    """The instance's directory on ``driver`` as a build makes it, its disk written to."""
+def _source_disk(driver, uuid, root_gb, ephemeral_gb=0):
+    """The instance's directory on ``driver`` as a build makes it, its disks written to."""
     files = driver._files(uuid)
-    driver._make_directory(_instance(uuid, root_gb), driver.image_of(_instance(uuid, root_gb)), files)
+    instance = _instance(uuid, root_gb, ephemeral_gb)
+    driver._make_directory(instance, driver.image_of(instance), files)
     _write(files.disk, 8 * MIB, 0x22, MIB)
+    if ephemeral_gb:
+        _write(files.ephemeral, 16 * MIB, 0x33, MIB)
     return files
 
 
@@ -109,6 +113,23 @@ def test_a_resize_copies_the_disk_into_a_larger_one_served_over_nbd_and_leaves_t
     destination.destroy(_instance(uuid, 1))
     assert not os.path.exists(moved.directory)
     assert not nbd.runs(moved.directory, moved.disk)
+
+
+def test_an_ephemeral_disk_is_served_and_copied_beside_the_root_disk(hosts):
+    source, destination = hosts
+    uuid = str(uuidlib.uuid4())
+    migration = {"id": 13, "kind": "migration", "live": False,
+                 "old_flavor": {"root_gb": 1, "ephemeral_gb": 1}}
+    _source_disk(source, uuid, 1, ephemeral_gb=1)
+    transfer = destination.prepare_move_in(_instance(uuid, 1, 1), migration)
+    assert sorted(transfer) == ["nbd", "nbd_ephemeral"]
+    assert transfer["nbd_ephemeral"].endswith(f"/{uuid}-ephemeral")
+    assert transfer["nbd"] != transfer["nbd_ephemeral"]
+    source.migrate_out(_instance(uuid, 1, 1), migration, transfer)
+    moved = destination._files(uuid)
+    assert _read_back(moved.ephemeral, 16 * MIB, 0x33, MIB) and _read_back(moved.disk, 8 * MIB, 0x22, MIB)
+    destination.destroy(_instance(uuid, 1, 1))
+    assert not nbd.runs(moved.directory, moved.ephemeral, "ephemeral")
 
 
 def test_a_root_disk_smaller_than_the_instances_is_refused(hosts):
