@@ -21,6 +21,9 @@ TRAIT = "trait:"
 #: (Capabilities.power_control, compute API 2.1): a scheduler casts stop, start and reboot only to
 #: hosts that have it, as Nova exposes its drivers' capabilities as COMPUTE_* traits.
 POWER_CONTROL = "CUSTOM_BERTH_POWER_CONTROL"
+#: The trait an agent reports when its driver gives an instance a new flavor on the host it runs on
+#: (Capabilities.resize_in_place): a scheduler resizes an instance in place only on a host that has it.
+RESIZE_IN_PLACE = "CUSTOM_BERTH_RESIZE_IN_PLACE"
 REQUIRED, FORBIDDEN = "required", "forbidden"
 _CUSTOM = re.compile(r"^CUSTOM_[A-Z0-9_]{1,248}$")
 _STANDARD = frozenset(os_traits.get_traits())

@@ -12,7 +12,8 @@ class Capabilities:
     live_migration: bool = False
     #: Its instances' disks are on storage the other hosts share: a move copies no disk.
     shared_storage: bool = False
-    #: It gives an instance a new flavor on the host it runs on (a resize in place).
+    #: It gives an instance a new flavor on the host it runs on (a resize in place); its agent reports
+    #: the trait berth_contract.traits.RESIZE_IN_PLACE, without which a scheduler resizes elsewhere.
     resize_in_place: bool = False
     #: It measures its instances' use and its host's load, which the reports carry: it has
     #: ``measure(instances, now=None)``, the figures of the host and of ``instances`` (uuids)
@@ -24,4 +25,5 @@ class Capabilities:
 
     def traits(self) -> list[str]:
         """The traits the agent reports for what its driver can do (Nova's capability traits)."""
-        return [traits.POWER_CONTROL] if self.power_control else []
+        return ([traits.POWER_CONTROL] if self.power_control else []) + \
+            ([traits.RESIZE_IN_PLACE] if self.resize_in_place else [])

@@ -156,7 +156,13 @@ def evacuate_command(client, args, out):
     if not answers and getattr(args, "output_format", None) is None:
         print(f"host {args.target_host} has no instance to evacuate", file=out)
         return 0
-    print_migrations([a["migration"] for a in answers if "migration" in a], out, args)
+    migrations = [a["migration"] for a in answers if "migration" in a]
+    print_migrations(migrations, out, args)
+    if migrations:
+        # Whether a host's driver keeps its disks on shared storage is not reported: said for every one.
+        print(f"evacuated instances are rebuilt from their image on their new host: what their disks on "
+              f"{args.target_host} held is lost (unless its driver keeps them on shared storage)",
+              file=sys.stderr if output.wants_format(args) else out)
     stays = [a for a in answers if "migration" not in a]
     for answer in stays:
         print(f"not evacuated: {answer['instance_uuid']}: {answer.get('error')}", file=sys.stderr)

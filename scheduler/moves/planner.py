@@ -4,7 +4,8 @@ A move is placed by the same filters, weighers and claims as a build, from the
 request the instance was built with: its zone, hints and server group, with the
 new flavor of a resize. The instance's own host is left out, but for a resize
 that still fits there once the instance's own allocation is left out
-(``[scheduler] resize_in_place``, Cloud Director's rule).
+(``[scheduler] resize_in_place``, Cloud Director's rule) on a host whose driver
+resizes in place (its agent reports berth_contract.traits.RESIZE_IN_PLACE).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from oslo_config import cfg
 
+from berth_contract import traits
 from berth_contract.request_spec import Flavor, RequestSpec, Retry
 from scheduler import states
 from scheduler.exception import BerthError, InstanceNotFound, InvalidRequest, NoValidHost
@@ -35,7 +37,8 @@ opts: list[cfg.Opt] = [
         "resize_in_place",
         default=True,
         help="Resize an instance on its own host when that host still passes every enabled filter for "
-        "the new size once the instance's own allocation is left out (Cloud Director's rule); else, "
+        "the new size once the instance's own allocation is left out (Cloud Director's rule) and its "
+        "driver resizes in place (not qemu's: its agent reports no CUSTOM_BERTH_RESIZE_IN_PLACE); else, "
         "and always with false, the resize moves it to another host, as Nova's "
         "allow_resize_to_same_host = false does.",
     ),
@@ -152,7 +155,10 @@ class MovePlanner:
         source, uuid = move.source, move.instance["uuid"]
         if move.kind == RESIZE and move.host is None and self._conf.scheduler.resize_in_place:
             row = table.index.get(source)
-            if row is not None:
+            if row is not None and traits.RESIZE_IN_PLACE not in table.view(row).traits:
+                LOG.info("Instance %s is resized on another host: the driver of %s does not resize in place "
+                         "(its agent does not report %s)", uuid, source, traits.RESIZE_IN_PLACE)
+            elif row is not None:
                 with table.leaving_out(row, flavor_of(move.instance)):
                     try:
                         return planner.select(spec, decided, among=[table.view(row)])

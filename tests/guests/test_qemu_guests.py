@@ -20,6 +20,12 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
   shows its downtime (under a second) and transfer time as its source's qemu measured them. With
   its source agent SIGKILLed in the middle and started again, it ends the same way, one guest running.
 - `berth host drain HOST --live` moves a host's three guests off it, each running on.
+- `berth resize` to a larger flavor boots the guest on the other host (a qemu host resizes
+  nothing in place) from a copy of its disk (its boot counter goes on) with the new memory and
+  disk; `--revert` boots it again on its own host from its own disk. `berth migrate` (cold)
+  moves it the same way, and the source lets its qemu and files go.
+- `berth host evacuate` of a host whose agent and guests were killed rebuilds its guest on the
+  other host from its image: a new disk (its boot counter starts again), as the command says.
 
 The guests share one fleet (the tests run in this order), 128 MB each.
 """
@@ -61,8 +67,9 @@ def fleet(tmp_path_factory, guest_image):
         options = {f"qemu__{name}": value for name, value in {**QEMU, "images_path": guest_image}.items()}
         # One attempt: a failed build's fault then says the agent's reason (after the retries, the
         # scheduler's "No valid host was found" would not).
+        # A killed agent's host is down within 20 s (for the evacuation), reports coming every 2 s.
         fleet = Fleet(tmp_path, url, transport_url, compute_agent__driver="qemu", scheduler__max_attempts=1,
-                      **options)
+                      scheduler__service_down_time=20, **options)
         fleet.booted = booted
         try:
             fleet.start_schedulers(["sched"])
@@ -344,6 +351,108 @@ def test_a_host_drained_live_moves_its_three_guests_running(fleet):
     berth(fleet, "host", "enable", host)
     delete(fleet, *guests)
     assert {u: qemu_processes(u) for u in guests} == dict.fromkeys(guests, [])
+
+
+@pytest.fixture(scope="module")
+def cold_guest(fleet):
+    """One guest the cold moves below take from host to host: {"uuid", "host"}."""
+    [uuid] = boot(fleet, 1)
+    host = fleet.wait_states([uuid], ("ACTIVE",), timeout=BOOT_TIMEOUT)[uuid]["host"]
+    return {"uuid": uuid, "host": host}
+
+
+def _boot_line(fleet, host, uuid, count):
+    """The line of boot ``count`` on the console of ``uuid`` on ``host`` once it says it."""
+    def said():
+        lines = [line.rstrip() for line in console(fleet, host, uuid).splitlines()]
+        return next((line for line in lines if line.endswith(f", boot {count}")), None)
+    return fleet.wait(said, BOOT_TIMEOUT, f"the guest's boot {count} on {host}")
+
+
+def _memory_kb(fleet, host, uuid):
+    """The memory the guest's kernel said it has at its last boot on ``host``."""
+    return int(re.findall(rf"{MARKER} .*, (\d+) kB", console(fleet, host, uuid))[-1])
+
+
+def _moved(fleet, uuid, host, states=("ACTIVE",)):
+    def there():
+        row = fleet.instances([uuid])[uuid]
+        return row if row["host"] == host and row["state"] in states else None
+    return fleet.wait(there, BOOT_TIMEOUT, f"{uuid} {' or '.join(states)} on {host}")
+
+
+def test_a_resize_boots_the_guest_on_the_other_host_from_its_disk_and_a_revert_on_its_own(fleet, cold_guest):
+    uuid, source = cold_guest["uuid"], cold_guest["host"]
+    [destination] = [host for host in HOSTS if host != source]
+    assert "disk vda 1024 MB" in _boot_line(fleet, source, uuid, 1)
+    memory = _memory_kb(fleet, source, uuid)
+
+    berth(fleet, "resize", uuid, "--flavor-ram", "256", "--flavor-disk", "2", "--flavor-vcpus", "1")
+    row = _moved(fleet, uuid, destination, ("VERIFY_RESIZE", "ERROR"))
+    assert (row["state"], row["memory_mb"], row["root_gb"]) == ("VERIFY_RESIZE", 256, 2), row
+    # Its disk copied, at the new size: the counter on it goes on.
+    assert "disk vda 2048 MB" in _boot_line(fleet, destination, uuid, 2)
+    assert _memory_kb(fleet, destination, uuid) > memory + 100 * 1024  # 128 MB more
+    [process] = qemu_processes(uuid)
+    assert process.pid == files(fleet, destination, uuid).read_pid()
+    assert sorted(files_left(fleet, HOSTS, uuid)) == sorted(HOSTS)  # the source's disk kept for a revert
+
+    berth(fleet, "resize", uuid, "--revert")
+    row = _moved(fleet, uuid, source)
+    assert row["memory_mb"] == 128
+    # Its own disk, as it was before the resize: the boot on the destination is not on it.
+    assert "disk vda 1024 MB" in _boot_line(fleet, source, uuid, 2)
+    fleet.wait(lambda: files_left(fleet, HOSTS, uuid) == [source], 60, "the destination to let the guest go")
+    [process] = qemu_processes(uuid)
+    assert process.pid == files(fleet, source, uuid).read_pid()
+    assert _memory_kb(fleet, source, uuid) == memory
+
+
+def test_a_cold_migration_boots_the_guest_on_the_other_host_from_its_disk_and_the_source_lets_go(
+        fleet, cold_guest):
+    uuid, source = cold_guest["uuid"], cold_guest["host"]
+    [destination] = [host for host in HOSTS if host != source]
+    berth(fleet, "migrate", uuid)
+    # A migration ends once the destination runs the guest (no confirmation, unlike a resize).
+    row = _moved(fleet, uuid, destination)
+    assert (row["move_host"], row["memory_mb"]) == (None, 128)
+    assert "disk vda 1024 MB" in _boot_line(fleet, destination, uuid, 3)
+    fleet.wait(lambda: files_left(fleet, HOSTS, uuid) == [destination], 60, "the source to let the guest go")
+    [process] = qemu_processes(uuid)
+    assert process.pid == files(fleet, destination, uuid).read_pid()
+    kinds = {m["kind"]: m["status"] for m in fleet.client.list_migrations({}, instance_uuid=uuid)}
+    assert kinds == {"resize": "reverted", "migration": "completed"}
+    cold_guest["host"] = destination
+
+
+def test_an_evacuated_guest_is_rebuilt_on_the_other_host_from_its_image(fleet, cold_guest):
+    uuid, dead = cold_guest["uuid"], cold_guest["host"]
+    [other] = [host for host in HOSTS if host != dead]
+    # Alone on its host: each guest evacuated costs a boot.
+    others = [u for u, r in fleet.instances(fleet.booted).items()
+              if u != uuid and r["host"] == dead and r["state"] != "DELETED"]
+    if others:
+        delete(fleet, *others)
+
+    fleet.stop(dead, signal.SIGKILL)
+    [process] = qemu_processes(uuid)
+    process.kill()
+    fleet.wait(lambda: fleet.hosts()[dead]["state"] == "down", 60, f"{dead} to be down")
+    said = berth(fleet, "host", "evacuate", dead)
+    assert uuid in said
+    assert (f"evacuated instances are rebuilt from their image on their new host: what their disks on {dead} "
+            "held is lost") in said
+
+    _moved(fleet, uuid, other)
+    assert "disk vda 1024 MB" in _boot_line(fleet, other, uuid, 1)  # a new disk
+    [process] = qemu_processes(uuid)
+    assert process.pid == files(fleet, other, uuid).read_pid()
+
+    # Its agent back, the dead host lets the evacuated guest's files go.
+    start_agent(fleet, dead)
+    fleet.wait_hosts_up([dead], timeout=90)
+    fleet.wait(lambda: files_left(fleet, HOSTS, uuid) == [other], 60, f"{dead} to let the guest go")
+    assert fleet.instances([uuid])[uuid]["state"] == "ACTIVE"
 
 
 def test_deleting_every_guest_leaves_no_qemu(fleet):

@@ -18,7 +18,8 @@ from oslo_config import cfg
 
 from compute_agent.driver import base, cpu_traits, host_facts
 from compute_agent.driver.capabilities import Capabilities
-from compute_agent.driver.qemu import accel, images, processes, qmp, usage
+from compute_agent.driver.qemu import accel, cold_migration, images, nbd, processes, qmp, usage
+from compute_agent.driver.qemu.cold_migration import ColdMigration
 from compute_agent.driver.qemu.command import qemu_command
 from compute_agent.driver.qemu.guest_files import GuestFiles
 from compute_agent.driver.qemu.live_migration import LiveMigration
@@ -66,13 +67,14 @@ opts = [
                help="The image of a build that names none. Unset: such a build fails."),
     cfg.StrOpt("instances_path", default="$state_path/instances",
                help="Where each instance's files are, in a directory named by its UUID: its disk "
-               "overlay, serial console log, QMP socket and pid file. Each agent needs its own: a live "
-               "migration between two agents has the instance in both."),
+               "overlay, serial console log, QMP socket and pid file. Each agent needs its own: a move "
+               "between two agents has the instance in both."),
     cfg.PortOpt("migration_port_min", default=49152,
-                help="Lowest TCP port of the range live migrations into this host listen on (on the "
-                "address the agent reports, [compute_agent] host_ip)."),
+                help="Lowest TCP port of the range moves into this host listen on (on the address the "
+                "agent reports, [compute_agent] host_ip): a live migration's qemu, a cold move's "
+                "qemu-nbd serving the instance's new disk."),
     cfg.PortOpt("migration_port_max", default=49215,
-                help="Highest TCP port of the range live migrations into this host listen on."),
+                help="Highest TCP port of the range moves into this host listen on."),
     cfg.IntOpt("live_migration_bandwidth", default=0, min=0,
                help="MiB/s a live migration out of this host may send at most (as Nova's [libvirt] "
                "live_migration_bandwidth); 0: as fast as the network goes (qemu's own default is 32)."),
@@ -102,10 +104,11 @@ class GuestFailed(Exception):
     """A build that failed for the reason its message says: the agent reschedules it."""
 
 
-class QemuDriver(LiveMigration, base.ComputeDriver):
+class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
     name = "qemu"
     hypervisor_type = "QEMU"
-    # Builds, deletes, live migrations, measured use and power: no cold moves or resizes yet.
+    # Builds, deletes, moves to another host (live or cold: compute_agent.driver.qemu.cold_migration),
+    # measured use and power; a resize goes to another host (not in place).
     capabilities = Capabilities(live_migration=True, measures_usage=True, power_control=True)
 
     def __init__(self, conf, instances_path=None):
@@ -433,8 +436,8 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
         found = {}
         for uuid in instances:
             files = self._files(uuid)
-            if not processes.runs(files.read_pid(), uuid):
-                continue
+            if not processes.runs(files.read_pid(), uuid) or cold_migration.handed_over(files):
+                continue  # gone, or powered off here for a cold move out
             try:
                 state = qmp.status(files.qmp)
             except qmp.QMPError:
@@ -481,6 +484,8 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
     def _why_lost(self, uuid):
         """Why the guest of ``uuid`` no longer runs here (gone, not answering, ended), or None."""
         files = self._files(uuid)
+        if cold_migration.handed_over(files):
+            return None  # off for a cold move out: it runs on the destination, or here again once aborted
         pid = files.read_pid()
         if not processes.runs(pid, uuid):
             return (f"its guest is gone (no qemu{f' with pid {pid}' if pid else ''} runs it); its "
@@ -530,6 +535,8 @@ class QemuDriver(LiveMigration, base.ComputeDriver):
 
     @staticmethod
     def _remove(files):
+        if not nbd.stop(files.directory, cold_migration.disks(files)):
+            LOG.error("A qemu-nbd serving the disks of %s is still there after SIGKILL", files.directory)
         shutil.rmtree(files.directory, ignore_errors=True)
 
 

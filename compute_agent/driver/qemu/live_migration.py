@@ -26,7 +26,7 @@ import threading
 import time
 
 from compute_agent.driver import base, host_facts
-from compute_agent.driver.qemu import ports, processes, qmp
+from compute_agent.driver.qemu import cold_migration, ports, processes, qmp
 from compute_agent.driver.qemu.command import DISK_NODE, EPHEMERAL_NODE
 
 LOG = logging.getLogger(__name__)
@@ -50,9 +50,8 @@ class LiveMigration:
     _ports_lock = threading.Lock()
 
     def prepare_move_in(self, instance, migration):
-        if not migration.get("live"):
-            raise base.MoveFailed(f"the qemu driver moves instances live only, not a {migration.get('kind')} "
-                                  "(cold moves, resizes and evacuations are not in this release)")
+        if cold_migration.is_cold(migration):
+            return self._prepare_cold_in(instance, migration)
         uuid = instance["uuid"]
         files = self._files(uuid)
         if processes.runs(files.read_pid(), uuid):
@@ -82,7 +81,7 @@ class LiveMigration:
         listening for its memory, on ports of [qemu] migration_port_min..max; the transfer, recorded
         (incoming.json) once all is open. Under _ports_lock: the ports are free until recorded."""
         address = host_facts.host_ip(self.conf.compute_agent.host_ip)
-        taken = self._incoming_ports()
+        taken = self._taken_ports()
         port = ports.free_port(address, self._options.migration_port_min, self._options.migration_port_max,
                                taken)
         transfer = {"uri": f"tcp:{address}:{port}"}
@@ -105,7 +104,9 @@ class LiveMigration:
 
     def migrate_out(self, instance, migration, transfer):
         """Mirror the disk, then migrate the memory (see the module); qemu's figures of the
-        migration: {"downtime_ms", "total_ms", "memory_bytes"}."""
+        migration: {"downtime_ms", "total_ms", "memory_bytes"}. A cold move: cold_migration."""
+        if cold_migration.is_cold(migration):
+            return self._migrate_cold_out(instance, migration, transfer)
         uuid = instance["uuid"]
         files = self._files(uuid)
         if not processes.runs(files.read_pid(), uuid):
@@ -218,6 +219,8 @@ class LiveMigration:
             raise base.MoveFailed(f"the mirror of {uuid}'s disks failed as it ended: {'; '.join(failed)}")
 
     def finish_move_in(self, instance, migration, transfer):
+        if cold_migration.is_cold(migration):
+            return self._finish_cold_in(instance, migration, transfer)
         uuid = instance["uuid"]
         files = self._files(uuid)
         self._wait_for_state(files, uuid, ("running",), "to run once migrated")
@@ -235,7 +238,9 @@ class LiveMigration:
 
     def abort_move_out(self, instance, migration):
         """Run the guest here again: cancel a migration under way and the mirror of its disk; a guest
-        paused once its memory went over resumes."""
+        paused once its memory went over resumes. A cold move: cold_migration."""
+        if cold_migration.is_cold(migration):
+            return self._abort_cold_out(instance, migration)
         uuid = instance["uuid"]
         files = self._files(uuid)
         if not processes.runs(files.read_pid(), uuid):

@@ -1,4 +1,4 @@
-"""A free TCP port of [qemu] migration_port_min..max for an incoming live migration."""
+"""A free TCP port of [qemu] migration_port_min..max for a move coming in (live or cold)."""
 
 import errno
 import socket
@@ -23,4 +23,4 @@ def free_port(address, low, high, taken=()):
                 raise NoFreePort(f"cannot listen on {address}:{port}: {exc}") from None
             return port
     raise NoFreePort(f"no free port on {address} among {low}-{high} ([qemu] migration_port_min and "
-                     "migration_port_max): too many live migrations coming in at once")
+                     "migration_port_max): too many moves coming in at once")

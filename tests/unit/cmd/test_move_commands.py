@@ -266,6 +266,11 @@ def test_evacuate_lists_the_migrations_started(conf_file):
     status, out = run(conf_file, fleet, "host", "evacuate", "h1", "-f", "value", "-c", "instance",
                       "-c", "source")
     assert (status, out) == (0, f"{U1} h1\n{U2} h1\n")
+    fleet = Fleet([instance(1), instance(2)])
+    status, out = run(conf_file, fleet, "host", "evacuate", "h1")
+    assert status == 0 and out.splitlines()[-1] == (
+        "evacuated instances are rebuilt from their image on their new host: what their disks on h1 held "
+        "is lost (unless its driver keeps them on shared storage)")
     assert run(conf_file, fleet, "host", "evacuate", "h5") == (0, "host h5 has no instance to evacuate\n")
     assert run(conf_file, fleet, "host", "evacuate", "h5", "-f", "json") == (0, "[]\n")
 
@@ -275,7 +280,9 @@ def test_evacuate_says_which_instance_stays_and_why(conf_file, capsys):
     fleet = Fleet([instance(1), instance(2)], refuse={U2: why})
     status, out = run(conf_file, fleet, "host", "evacuate", "h1", "-f", "value", "-c", "instance")
     assert (status, out) == (1, f"{U1}\n")
-    assert capsys.readouterr().err == f"not evacuated: {U2}: {why}\n"
+    assert capsys.readouterr().err == (
+        "evacuated instances are rebuilt from their image on their new host: what their disks on h1 held "
+        f"is lost (unless its driver keeps them on shared storage)\nnot evacuated: {U2}: {why}\n")
 
 
 def test_a_refusal_is_one_line_with_the_reason_and_exit_1(conf_file, capsys, monkeypatch):

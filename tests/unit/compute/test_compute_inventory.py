@@ -183,7 +183,8 @@ def test_the_fake_drivers_cpu_traits_are_none_on_another_architecture():
     """Its CPU's traits are none; what it can do besides (power_control) is said as ever."""
     conf = new_conf(fake_cpu_arch="aarch64", traits=["CUSTOM_ARM_BOX"])
     tracker = ResourceTracker.from_conf(conf, "h1", "h1", drivers.load_driver(conf))
-    assert tracker.report()["traits"] == ["CUSTOM_ARM_BOX", "CUSTOM_BERTH_POWER_CONTROL"]
+    assert tracker.report()["traits"] == ["CUSTOM_ARM_BOX", "CUSTOM_BERTH_POWER_CONTROL",
+                                          "CUSTOM_BERTH_RESIZE_IN_PLACE"]
 
 
 def test_only_a_driver_with_power_control_says_so_in_its_traits():

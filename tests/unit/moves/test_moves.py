@@ -6,6 +6,7 @@ import uuid as uuidlib
 
 import pytest
 
+from berth_contract import traits
 from scheduler import rpc
 from scheduler.exception import InvalidRequest
 from scheduler.fleet.holdings import differences
@@ -25,8 +26,10 @@ def settled(world):
         agent.handled_all_sent()
 
 
-def active(world, memory_mb=1024, host_reports=True, hints=None):
-    """An instance placed (on h2, the emptiest) and ACTIVE there, its host's report listing it."""
+def active(world, memory_mb=1024, host_reports=True, hints=None, resizes_in_place=True):
+    """An instance placed (on h2, the emptiest) and ACTIVE there, its host's report listing it (and
+    saying that its driver resizes in place, as the fake driver's agents do, unless not
+    ``resizes_in_place``)."""
     manager, database, agents = world
     [uuid], spec, props = request(memory_mb)
     props.update({"scheduler_hints": hints} if hints else {})
@@ -34,7 +37,9 @@ def active(world, memory_mb=1024, host_reports=True, hints=None):
     host = database.get_instance(uuid)["host"]
     manager.instance_update(CTX, uuid, host, "ACTIVE")
     if host_reports:
-        manager.report_resources({}, host, report(host, FREE[host], used=memory_mb, uuids=[uuid]))
+        said = [traits.RESIZE_IN_PLACE] if resizes_in_place else []
+        manager.report_resources({}, host, report(host, FREE[host], used=memory_mb, uuids=[uuid],
+                                                  traits=said))
     return uuid, host
 
 
@@ -264,6 +269,20 @@ def test_with_resize_in_place_off_a_resize_always_moves(world, parts, conf):
     uuid, source = active(world)
     migration = parts.moves.resize_instance(CTX, uuid, {"memory_mb": 2048, "vcpus": 2, "root_gb": 10})
     assert migration["dest_host"] != source
+
+
+def test_a_resize_on_a_host_whose_driver_cannot_resize_in_place_moves_or_is_refused_saying_why(
+        world, parts):
+    manager, _, agents = world
+    uuid, source = active(world, resizes_in_place=False)  # qemu's agents: no resize in place
+    migration = parts.moves.resize_instance(CTX, uuid, {"memory_mb": 2048, "vcpus": 2, "root_gb": 10})
+    assert migration["dest_host"] != source
+    parts.moves.move_update(CTX, uuid, migration["dest_host"], migration["id"], "failed",
+                            fault={"reason": "test"})
+    move_casts(agents, 4)
+    # Too big for every other host, though it would fit on its own: refused, not sent there.
+    with pytest.raises(MoveRefused, match="No valid host was found"):
+        parts.moves.resize_instance(CTX, uuid, {"memory_mb": 12288, "vcpus": 2, "root_gb": 10})
 
 
 def test_evacuate_is_refused_for_a_host_that_is_up_and_moves_what_a_dead_one_held(world, parts, conf):

@@ -5,6 +5,7 @@ weighers of the default configuration (RAMWeigher: the most free RAM first)."""
 
 import pytest
 
+from berth_contract import traits
 from berth_contract.request_spec import Flavor
 from scheduler import states
 from scheduler.exception import NoValidHost
@@ -222,12 +223,19 @@ def flavor(memory_mb):
 
 
 def test_a_resize_that_still_fits_on_its_host_is_done_in_place(harness):
+    harness.report("h3", FLEET["h3"], nodename="h3-node", traits=[traits.RESIZE_IN_PLACE])
     uuid = active(harness, 2048, "h3")
     start = harness.move(uuid, RESIZE, flavor(4096))  # fits once its own 2 GB are left out
     assert start.in_place and start.placement.host == "h3" and start.placement.node == "h3-node"
     assert start.placement.limits == LIMITS["h3"]
     assert start.spec.flavor.memory_mb == 4096
     assert harness.store.instances[uuid]["move_host"] == "h3"
+
+
+def test_a_resize_that_fits_on_a_host_whose_driver_cannot_resize_in_place_goes_to_another(harness):
+    uuid = active(harness, 2048, "h3")  # h3 reports no CUSTOM_BERTH_RESIZE_IN_PLACE (a qemu host)
+    start = harness.move(uuid, RESIZE, flavor(4096))
+    assert (start.in_place, start.placement.host) == (False, "h2")
 
 
 def test_a_resize_that_no_longer_fits_on_its_host_goes_to_the_host_the_filters_choose(harness):

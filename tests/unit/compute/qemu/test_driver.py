@@ -56,12 +56,6 @@ def test_the_driver_declares_what_it_does():
                                                    power_control=True)
 
 
-@pytest.mark.parametrize("kind", ["migration", "resize", "evacuation"])
-def test_a_move_that_is_not_live_is_refused_saying_so(qemu_conf, kind):
-    with pytest.raises(MoveFailed, match=f"the qemu driver moves instances live only, not a {kind}"):
-        QemuDriver(qemu_conf).prepare_move_in(_instance(), {"id": 1, "kind": kind, "live": False})
-
-
 def test_a_move_of_compute_api_1_is_refused(qemu_conf):
     with pytest.raises(MoveFailed, match=r"capped below it \(\[upgrade_levels\] compute\)"):
         QemuDriver(qemu_conf).migrate_in(_instance(), {"id": 1, "kind": "migration", "live": True})
