@@ -308,33 +308,29 @@ class ComputeManager(MoveSteps):
 
     def _shut_down(self, uuid, reason):
         """An instance whose guest powered itself off: SHUTOFF (its claim kept, as a stop's), the
-        scheduler told why. Not one that is being terminated, or changed state meanwhile."""
-        with self._lock:
-            held = self.store.get(uuid)
-            if held is None or held.get("state") != ACTIVE or uuid in self._terminating:
-                return
-            LOG.info("Instance %s on %s: %s; it is SHUTOFF", uuid, self.host, reason)
-            try:
-                self.store.set_state(uuid, SHUTOFF)
-            except Exception:
-                LOG.exception("Cannot record %s as SHUTOFF", uuid)
-            self._instance_update({"request_id": rpc.new_request_id()}, uuid, SHUTOFF,
-                                  fault={"reason": reason})
+        scheduler told why."""
+        self._guest_ended(uuid, SHUTOFF, reason)
 
     def _lost(self, uuid, reason):
         """An instance whose guest the driver found gone (at start, or since): ERROR, with the
         reason; it stays held here until it is deleted, as Nova keeps an instance in ERROR on its
-        host. Not one that is being terminated, or changed state meanwhile."""
+        host."""
+        self._guest_ended(uuid, ERROR, reason)
+
+    def _guest_ended(self, uuid, state, reason):
+        """Record the ACTIVE instance ``uuid`` in ``state`` (ERROR, SHUTOFF) and tell the scheduler
+        why; not one that is being terminated, or changed state meanwhile."""
         with self._lock:
             held = self.store.get(uuid)
             if held is None or held.get("state") != ACTIVE or uuid in self._terminating:
                 return
-            LOG.warning("Instance %s on %s: %s; it is in ERROR", uuid, self.host, reason)
+            LOG.log(logging.WARNING if state == ERROR else logging.INFO, "Instance %s on %s: %s; it is %s",
+                    uuid, self.host, reason, "in ERROR" if state == ERROR else state)
             try:
-                self.store.set_state(uuid, ERROR)
+                self.store.set_state(uuid, state)
             except Exception:
-                LOG.exception("Cannot record %s as ERROR", uuid)
-            self._instance_update({"request_id": rpc.new_request_id()}, uuid, ERROR, fault={"reason": reason})
+                LOG.exception("Cannot record %s as %s", uuid, state)
+            self._instance_update({"request_id": rpc.new_request_id()}, uuid, state, fault={"reason": reason})
 
     def _endpoints(self):
         """What the agent serves on compute.<host>: both versions of the compute API, and the fake

@@ -110,21 +110,6 @@ class ColdMigration:
     def _image_size(image):
         return _virtual_size(image.disk, image.disk_format, f"cannot read the disk of image {image.name}")
 
-    def _make_directory(self, instance, image, files):
-        """The instance's directory anew: its image's name, its disk (an overlay of the image's at
-        its flavor's root disk size) and its flavor's ephemeral disk, blank."""
-        self._kill(files, instance["uuid"])
-        self._remove(files)
-        os.makedirs(files.directory)
-        with open(files.image, "w", encoding="utf-8") as f:
-            f.write(image.name)
-        flavor = normalize_flavor(instance.get("flavor"))
-        if image.disk is not None:
-            self._make_overlay(image, files, flavor["root_gb"])
-        if flavor["ephemeral_gb"]:
-            _qemu_img(["create", "-q", "-f", "qcow2", files.ephemeral, f"{flavor['ephemeral_gb']}G"],
-                      f"cannot make the ephemeral disk of {instance['uuid']}")
-
     def _taken_ports(self):
         """The ports of the moves this host waits for, live or cold."""
         taken = set(self._incoming_ports())

@@ -252,8 +252,14 @@ class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
             raise
 
     def _launch(self, instance, image, files, extra=()):
-        """Make the instance's directory anew (its disk an overlay of the image's) and start its qemu
-        (``extra``: more arguments, as -incoming)."""
+        """Make the instance's directory anew and start its qemu (``extra``: more arguments, as
+        -incoming)."""
+        self._make_directory(instance, image, files)
+        self._start([*self._command(instance, image, files), *extra], files)
+
+    def _make_directory(self, instance, image, files):
+        """The instance's directory anew: its image's name, its disk (an overlay of the image's at
+        its flavor's root disk size) and its flavor's ephemeral disk, blank."""
         self._kill(files, instance["uuid"])  # a qemu a step interrupted early left, unusable
         self._remove(files)
         os.makedirs(files.directory)
@@ -264,8 +270,7 @@ class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
             self._make_overlay(image, files, flavor["root_gb"])
         if flavor["ephemeral_gb"]:
             _run(["qemu-img", "create", "-q", "-f", "qcow2", files.ephemeral, f"{flavor['ephemeral_gb']}G"],
-                 "cannot make the ephemeral disk of the instance")
-        self._start([*self._command(instance, image, files), *extra], files)
+                 f"cannot make the ephemeral disk of {instance['uuid']}")
 
     def _command(self, instance, image, files):
         """The qemu command line of ``instance`` (at its flavor) booting ``image`` from ``files``."""
