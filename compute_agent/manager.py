@@ -514,7 +514,9 @@ class ComputeManager(MoveSteps):
             return
         except Exception as exc:
             telemetry.BUILDS.labels(telemetry.FAILED).inc()
-            LOG.exception("Build of %s failed", uuid)
+            said = isinstance(exc, drivers.BuildFailed)  # said whole: no traceback
+            LOG.log(logging.WARNING if said else logging.ERROR, "Build of %s failed: %s", uuid, exc,
+                    exc_info=not said)
             self.tracker.build_finished(succeeded=False)  # BuildFailureWeigher
             with self._lock:
                 held = self.store.get(uuid)

@@ -2,14 +2,14 @@
 (compute_agent.driver.installed: entry points ``berth.compute.drivers``)."""
 
 from compute_agent import conf as agent_conf
-from compute_agent.driver.base import BuildAborted, CannotStart, ComputeDriver, MoveFailed
+from compute_agent.driver.base import BuildAborted, BuildFailed, CannotStart, ComputeDriver, MoveFailed
 from compute_agent.driver.capabilities import Capabilities
 from compute_agent.driver.fake import FakeDriver
 from compute_agent.driver.host import HostDriver
 from compute_agent.driver.installed import DriverError, driver_class
 
-__all__ = ["BuildAborted", "CannotStart", "Capabilities", "ComputeDriver", "DriverError", "FakeDriver",
-           "HostDriver", "MoveFailed", "load_driver"]
+__all__ = ["BuildAborted", "BuildFailed", "CannotStart", "Capabilities", "ComputeDriver", "DriverError",
+           "FakeDriver", "HostDriver", "MoveFailed", "load_driver"]
 
 
 def load_driver(conf, name=None):

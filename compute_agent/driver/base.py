@@ -14,6 +14,11 @@ class CannotStart(Exception):
     agent says it in one line and does not start."""
 
 
+class BuildFailed(Exception):
+    """A build the driver failed for a reason its message says whole: logged in one line, without
+    the traceback an unexpected error gets; the agent reschedules it as any failed build."""
+
+
 class MoveFailed(Exception):
     """A move the driver failed for a reason its message says whole: logged in one line, without
     the traceback an unexpected error gets."""

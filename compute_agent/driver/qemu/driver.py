@@ -100,7 +100,7 @@ def register_opts(conf):
     groups.register(conf, group, opts)
 
 
-class GuestFailed(Exception):
+class GuestFailed(base.BuildFailed):
     """A build that failed for the reason its message says: the agent reschedules it."""
 
 
@@ -304,8 +304,10 @@ class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
         except subprocess.TimeoutExpired:
             raise GuestFailed(f"qemu did not start within {self._options.boot_timeout:g} s") from None
         if done.returncode != 0:
-            said = [line for line in done.stderr.splitlines() if line.strip()]
-            raise GuestFailed(f"qemu did not start: {said[-1] if said else f'exit status {done.returncode}'}")
+            # Once it has daemonized, qemu says why it stops in its log (-D), not on stderr.
+            said = [line for line in done.stderr.splitlines() if line.strip()][-1:] or _lines(files.log)[-2:]
+            why = " | ".join(said) if said else f"exit status {done.returncode}"
+            raise GuestFailed(f"qemu did not start: {why}")
 
     def _wait_until_up(self, files, uuid, image, since=0):
         """Until QMP says the guest runs and, when its image names one, its console_ready line is on its
@@ -556,6 +558,15 @@ def _run(argv, what):
         raise GuestFailed(f"{what}: {said[-1] if said else f'exit status {exc.returncode}'}") from None
     except subprocess.TimeoutExpired:
         raise GuestFailed(f"{what}: {argv[0]} did not finish within 60 s") from None
+
+
+def _lines(path):
+    """The lines of the file ``path`` that say something ([] when it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return [line.strip() for line in f.read().splitlines() if line.strip()]
+    except OSError:
+        return []
 
 
 def _says(path, text, since=0):

@@ -12,6 +12,8 @@ import json
 import os
 import re
 
+from compute_agent.driver.base import BuildFailed
+
 DISK_FORMATS = ("qcow2", "raw")
 #: An image's name: no path, no leading dot.
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}")
@@ -19,7 +21,7 @@ KEYS = {"name", "kernel_id", "ramdisk_id", "os_command_line", "disk", "disk_form
         "hw_architecture"}
 
 
-class ImageError(Exception):
+class ImageError(BuildFailed):
     """No such image, or one whose description is wrong: the build fails with this reason."""
 
 

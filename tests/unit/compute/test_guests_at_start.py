@@ -2,6 +2,7 @@
 start the guests the driver finds gone are reported in ERROR with the reason, still held; a guest that
 powered itself off is SHUTOFF with the reason (ERROR under a scheduler of the previous release)."""
 
+import logging
 import threading
 
 from compute_agent import driver as drivers
@@ -169,3 +170,20 @@ def test_under_a_scheduler_of_the_previous_release_a_guest_that_powered_itself_o
     wait_for(lambda: "ERROR" in scheduler.states(uuid), "ERROR")
     assert [u[3] for u in scheduler.updates if u[0] == uuid and u[2] == "ERROR"] == [
         {"reason": "its guest powered itself off"}]
+
+
+class RefusingDriver(drivers.FakeDriver):
+    def spawn(self, instance):
+        raise drivers.BuildFailed("no image berth-nope in /srv/images")
+
+
+def test_a_build_the_driver_fails_saying_why_is_logged_in_one_line_and_rescheduled(conf, transport, scheduler,
+                                                                                  agents, caplog):
+    agents(driver=RefusingDriver(conf))
+    instance = make_instance()
+    with caplog.at_level(logging.WARNING, logger="compute_agent.manager"):
+        ComputeClient(transport).run_instance({}, HOST, instance, *request_for(instance))
+        wait_for(lambda: scheduler.reschedules, "the build sent back")
+    [said] = [r for r in caplog.records if r.getMessage().startswith(f"Build of {instance['uuid']} failed")]
+    assert said.getMessage().endswith("failed: no image berth-nope in /srv/images")
+    assert said.levelno == logging.WARNING and not said.exc_info  # no traceback

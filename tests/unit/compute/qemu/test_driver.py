@@ -94,6 +94,20 @@ def test_a_qemu_that_will_not_start_fails_the_build_with_its_words_and_leaves_no
     assert os.listdir(qemu_conf.qemu.instances_path) == []
 
 
+def test_a_qemu_that_stops_once_daemonized_fails_the_build_with_the_words_of_its_log(qemu_conf, tmp_path):
+    # As a qemu whose KVM cannot run the guest: it says why in its -D log, not on stderr.
+    _kernel_image(qemu_conf)
+    qemu_conf.set_override("binary", write_script(tmp_path / "qemu", """log=
+for arg; do [ "$prev" = -D ] && log=$arg; prev=$arg; done
+echo "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69" > "$log"
+exit 1
+"""), "qemu")
+    said = "qemu did not start: qemu-system-x86_64: error: failed to set MSR 0x10a"
+    with pytest.raises(GuestFailed, match=said):
+        QemuDriver(qemu_conf).spawn(_instance())
+    assert os.listdir(qemu_conf.qemu.instances_path) == []
+
+
 def test_an_agent_whose_qemu_is_not_installed_does_not_start(qemu_conf):
     qemu_conf.set_override("binary", "/nonexistent/qemu-system-x86_64", "qemu")
     with pytest.raises(CannotStart,
