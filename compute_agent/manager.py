@@ -572,7 +572,7 @@ class ComputeManager(MoveSteps):
                 return
             elif state == done and action != REBOOT:
                 said = done  # done already: its word was lost, or the request came twice
-            elif state != needs:
+            elif state != needs and not (action == REBOOT and hard and state == ERROR):
                 reason = (f"{self.host}: {uuid} is {state} here, not {needs}; cannot "
                           f"{action.replace('_', ' ')} it")
             else:

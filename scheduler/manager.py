@@ -326,20 +326,29 @@ class SchedulerManager:
     @rpc.callers(rpc.CLIENT)
     def reboot_instance(self, context, instance_uuid, hard=False):
         """(1.6) Reboot an ACTIVE instance (``hard``: power it off and on, as a reset does, rather
-        than ask its guest): REBOOTING now, ACTIVE again once its agent says so."""
+        than ask its guest; also of an instance in ERROR on its host, as Nova's hard reboot, which
+        boots it again from its own disk): REBOOTING now, ACTIVE again once its agent says so."""
         if not isinstance(hard, bool):
             raise InvalidRequest(f"reboot_instance: hard must be true or false, got {hard!r}"[:200])
-        return self._power(context, instance_uuid, "reboot", states.ACTIVE, states.REBOOTING, hard)
+        from_states = (states.ACTIVE, states.ERROR) if hard else (states.ACTIVE,)
+        return self._power(context, instance_uuid, "reboot", from_states, states.REBOOTING, hard)
 
     def _power(self, context, instance_uuid, verb, from_state, to_state, hard=False):
+        """``from_state``: the state the instance must be in, or a tuple of those it may be in."""
         uuid = parse_uuid(instance_uuid, f"{verb}_instance: instance_uuid")
         current = self._db.get_instance(uuid)
         if current is None or current["state"] == states.DELETED:
             raise InstanceNotFound(f"No instance {uuid}")
         state, host = current["state"], current["host"]
-        if state != from_state:
-            raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: it is {state}"
-                               f"{_WHY.get(state, '')}; only {_AN[from_state]} {from_state} instance can be")
+        from_states = from_state if isinstance(from_state, tuple) else (from_state,)
+        if state not in from_states:
+            hint = "; a hard reboot boots one in ERROR on its host again" if state == states.ERROR else ""
+            only = f"only {_AN[from_states[0]]} {' or '.join(from_states)} instance can be{hint}"
+            said = f"it is {state}{_WHY.get(state, '')}"
+            raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: {said}; {only}")
+        if host is None:
+            raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: it is on no host (it was never "
+                               "built); delete it")
         host_state = self.host_manager.get(host)
         if host_state is None or not self.host_manager.is_up(host_state):
             raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: its host {host} is down (no report "
@@ -353,7 +362,7 @@ class SchedulerManager:
         if capped is not None:
             raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: {capped}")
         if not self._db.update_instances_if([(uuid, {"state": to_state},
-                                              {"state": from_state, "host": host})]):
+                                              {"state": state, "host": host})]):
             now = self._db.get_instance(uuid) or {"state": states.DELETED}
             raise PowerRefused(f"Instance {uuid} cannot be {_PAST[verb]}: it changed meanwhile (it is "
                                f"{now['state']} now)")
@@ -427,7 +436,6 @@ _WHY = {
     states.SCHEDULING: " (not placed yet)",
     states.SCHEDULED: " (not built yet)",
     states.DELETING: " (being deleted)",
-    states.ERROR: " (in ERROR)",
     states.ACTIVE: " (running already)",
 }
 

@@ -7,7 +7,8 @@ PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
 - An agent killed with SIGKILL leaves its guests running; started again, it takes them back:
   they stay ACTIVE, and a delete then still ends their qemu.
 - A build of an image that does not exist fails with that reason and leaves no qemu and no file.
-- A guest whose qemu is killed while its agent runs goes to ERROR, saying its guest is gone.
+- A guest whose qemu is killed while its agent runs goes to ERROR, saying its guest is gone;
+  `berth reboot --hard` boots it again from its own disk.
 - `berth stop` shuts a guest down (its qemu ends, its disk stays), `berth start` and
   `berth reboot [--hard]` boot it again from its own disk (the boot counter the image keeps
   on it goes on), and `berth console-log` shows its serial console.
@@ -180,6 +181,10 @@ def test_a_guest_killed_while_its_agent_runs_is_in_error_saying_so(fleet):
     assert row["host"] == host
     assert "its guest is gone (no qemu with pid" in (row["fault_reason"] or ""), row
     assert "berth-guest: alive" in row["fault_reason"]  # its console's last lines
+
+    berth(fleet, "reboot", uuid, "--hard", "--wait", "--timeout", str(BOOT_TIMEOUT))  # as Nova's, from ERROR
+    assert fleet.instances([uuid])[uuid]["state"] == "ACTIVE" and len(qemu_processes(uuid)) == 1
+    fleet.wait(lambda: ", boot 2" in console(fleet, host, uuid), 60, "its second boot, from its own disk")
     delete(fleet, uuid)
     assert files_left(fleet, HOSTS, uuid) == []
 

@@ -144,3 +144,18 @@ def test_the_console_of_an_instance_the_host_does_not_hold_is_not_found(conf, tr
         console(transport, "0b0e6f0e-3b5a-4c9a-9f5e-0a0a0a0a0a0a")
     assert refused.value.exc_type == "InstanceNotFound"
     assert refused.value.value == f"{HOST} does not hold instance 0b0e6f0e-3b5a-4c9a-9f5e-0a0a0a0a0a0a"
+
+
+def test_a_hard_reboot_boots_an_instance_in_error_again_and_a_soft_one_is_refused(conf, transport, scheduler,
+                                                                                  agents):
+    manager = agents()
+    uuid = boot(transport, scheduler)
+    manager.store.set_state(uuid, "ERROR")  # its guest was found gone
+    client = ComputeClient(transport)
+    client.power({}, HOST, uuid, "reboot")
+    assert said(scheduler, uuid, 3)[-1] == "ERROR"
+    assert scheduler.updates[-1][3] == {
+        "reason": f"{HOST}: {uuid} is ERROR here, not ACTIVE; cannot reboot it"}
+    client.power({}, HOST, uuid, "reboot", hard=True)
+    assert said(scheduler, uuid, 4)[-1] == "ACTIVE"
+    assert manager.store.get(uuid)["state"] == "ACTIVE"

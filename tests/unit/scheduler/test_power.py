@@ -198,3 +198,28 @@ def test_a_guest_that_powered_itself_off_is_shutoff_with_its_claim_and_a_stops_l
     assert state(world, uuid) == "ACTIVE"
     manager.instance_update({}, uuid, "h1", "SHUTOFF", fault={"reason": "not its host"})
     assert state(world, uuid) == "ACTIVE"
+
+
+def test_a_hard_reboot_boots_an_instance_in_error_on_its_host_again_and_a_soft_one_says_so(world):
+    manager, database, agents = world
+    uuid = active(world)
+    manager.instance_update({}, uuid, "h2", "ERROR", fault={"reason": "its guest is gone"})
+    with pytest.raises(PowerRefused) as refused:
+        manager.reboot_instance({}, uuid)
+    assert str(refused.value) == (f"Instance {uuid} cannot be rebooted: it is ERROR; only an ACTIVE instance "
+                                  "can be; a hard reboot boots one in ERROR on its host again")
+    assert manager.reboot_instance({}, uuid, hard=True)["state"] == "REBOOTING"
+    assert casts(agents, 1) == {"h2": [("reboot_instance", uuid, True)]}
+    manager.instance_update({}, uuid, "h2", "ACTIVE")
+    assert state(world, uuid) == "ACTIVE"
+
+
+def test_an_instance_in_error_that_was_never_built_cannot_be_rebooted(world):
+    manager, database, agents = world
+    uuid = active(world)
+    database.update_instance(uuid, {"state": "ERROR", "host": None})
+    with pytest.raises(PowerRefused) as refused:
+        manager.reboot_instance({}, uuid, hard=True)
+    assert str(refused.value) == (f"Instance {uuid} cannot be rebooted: it is on no host (it was never "
+                                  "built); delete it")
+    assert state(world, uuid) == "ERROR" and casts(agents, 0) == {}
