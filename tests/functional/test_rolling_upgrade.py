@@ -19,6 +19,7 @@ import oslo_messaging
 import pytest
 from oslo_config import cfg
 
+from scheduler import api_versions
 from scheduler.cmd.instance_commands import build_request
 from scheduler.manager import DELETED_BY_CLIENT
 from scheduler.rpc import deadletter
@@ -195,8 +196,10 @@ def moved_from(fleet, source, dest):
 
 
 def test_an_oslo_messaging_client_of_a_newer_api_gets_unsupported_version_from_the_scheduler(tmp_path):
-    """A newer client against an older scheduler API: oslo.messaging's own client asks for
-    scheduler API 1.7, which this scheduler does not serve."""
+    """A newer client against an older scheduler API: oslo.messaging's own client asks for the
+    scheduler API's next minor version, which this scheduler does not serve."""
+    served = api_versions.SCHEDULER.version
+    newer = f"{served.split('.')[0]}.{int(served.split('.')[1]) + 1}"
     with temporary_database() as url, temporary_vhost() as transport_url:
         fleet = Fleet(tmp_path, url, transport_url, DEFAULT__debug="false")
         oconf = cfg.ConfigOpts()
@@ -212,12 +215,12 @@ def test_an_oslo_messaging_client_of_a_newer_api_gets_unsupported_version_from_t
                 transport, oslo_messaging.Target(topic="scheduler", version="1.0"), timeout=30)
             assert client.call({}, "list_hosts") == []
             with pytest.raises(oslo_messaging.RemoteError) as info:
-                client.prepare(version="1.7").call({}, "list_hosts")
+                client.prepare(version=newer).call({}, "list_hosts")
         finally:
             transport.cleanup()
             fleet.close()
-    print(f"\noslo.messaging client asking scheduler API 1.7: {info.value.exc_type}: {info.value.value}")
+    print(f"\noslo.messaging client asking scheduler API {newer}: {info.value.exc_type}: {info.value.value}")
     assert info.value.exc_type == "UnsupportedVersion"
     assert info.value.value.startswith(
-        "Endpoint does not support RPC version 1.7. Attempted method: list_hosts; it serves the scheduler "
-        "API up to 1.6")
+        f"Endpoint does not support RPC version {newer}. Attempted method: list_hosts; it serves the "
+        f"scheduler API up to {served}")
