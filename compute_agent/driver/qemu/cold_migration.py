@@ -22,7 +22,7 @@ import os
 import subprocess
 
 from compute_agent.driver import base, host_facts
-from compute_agent.driver.qemu import nbd, ports
+from compute_agent.driver.qemu import nbd, ports, qemu_img
 from compute_agent.resource_tracker import normalize_flavor
 
 LOG = logging.getLogger(__name__)
@@ -108,7 +108,8 @@ class ColdMigration:
 
     @staticmethod
     def _image_size(image):
-        return _virtual_size(image.disk, image.disk_format, f"cannot read the disk of image {image.name}")
+        return qemu_img.virtual_size(image.disk, image.disk_format,
+                                     f"cannot read the disk of image {image.name}", base.MoveFailed)
 
     def _taken_ports(self):
         """The ports of the moves this host waits for, live or cold."""
@@ -163,8 +164,9 @@ class ColdMigration:
         LOG.info("Handed the disks of %s over to %s", uuid, migration.get("dest_host"))
 
     def _copy_disk(self, uuid, path, uri):
-        size = _virtual_size(path, "qcow2", f"cannot read the disk {path} of {uuid}")
-        target = _virtual_size(uri, "raw", f"cannot reach the destination's disk of {uuid}")
+        size = qemu_img.virtual_size(path, "qcow2", f"cannot read the disk {path} of {uuid}", base.MoveFailed)
+        target = qemu_img.virtual_size(uri, "raw", f"cannot reach the destination's disk of {uuid}",
+                                       base.MoveFailed)
         if target < size:
             raise base.MoveFailed(f"the destination's disk of {uuid} ({uri}) is {target} bytes, smaller than "
                                   f"its disk here ({path}, {size} bytes): qemu cannot shrink a disk")
@@ -179,9 +181,8 @@ class ColdMigration:
                 copy.kill()
             _, said = copy.communicate()
         if copy.returncode != 0:
-            said = [line for line in said.splitlines() if line.strip()]
             raise base.MoveFailed(f"cannot copy the disk of {uuid} to {uri}: "
-                                  f"{said[-1] if said else f'qemu-img exit status {copy.returncode}'}")
+                                  f"{qemu_img.last_line(said) or f'qemu-img exit status {copy.returncode}'}")
 
     def _abort_cold_out(self, instance, migration):
         """Boot the guest here again from its own disk, which the move left as it was."""
@@ -193,23 +194,3 @@ class ColdMigration:
             pass
         self.power_on(instance)
         LOG.info("The guest of %s runs here again, from its own disk", uuid)
-
-
-
-def _qemu_img(args, what):
-    """Run ``qemu-img ARGS``; MoveFailed saying ``what`` could not be done."""
-    try:
-        done = subprocess.run(["qemu-img", *args], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise base.MoveFailed(f"{what}: {exc}") from None
-    if done.returncode != 0:
-        said = [line for line in done.stderr.splitlines() if line.strip()]
-        raise base.MoveFailed(f"{what}: {said[-1] if said else f'qemu-img exit status {done.returncode}'}")
-    return done.stdout
-
-
-def _virtual_size(path, disk_format, what):
-    """The size the guest sees of the disk ``path`` (a file, or an nbd:// URI); MoveFailed saying
-    ``what`` could not be done."""
-    return int(json.loads(_qemu_img(["info", "--output=json", "-U", "-f", disk_format, path], what))[
-        "virtual-size"])

@@ -4,7 +4,6 @@ kernel and initramfs booted directly) and driven over QMP."""
 
 import fcntl
 import glob
-import json
 import logging
 import os
 import re
@@ -18,7 +17,7 @@ from oslo_config import cfg
 
 from compute_agent.driver import base, cpu_traits, host_facts
 from compute_agent.driver.capabilities import Capabilities
-from compute_agent.driver.qemu import accel, cold_migration, images, nbd, processes, qmp, usage
+from compute_agent.driver.qemu import accel, cold_migration, images, nbd, processes, qemu_img, qmp, usage
 from compute_agent.driver.qemu.cold_migration import ColdMigration
 from compute_agent.driver.qemu.command import qemu_command
 from compute_agent.driver.qemu.guest_files import GuestFiles
@@ -269,8 +268,8 @@ class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
         if image.disk is not None:
             self._make_overlay(image, files, flavor["root_gb"])
         if flavor["ephemeral_gb"]:
-            _run(["qemu-img", "create", "-q", "-f", "qcow2", files.ephemeral, f"{flavor['ephemeral_gb']}G"],
-                 f"cannot make the ephemeral disk of {instance['uuid']}")
+            qemu_img.run(["create", "-q", "-f", "qcow2", files.ephemeral, f"{flavor['ephemeral_gb']}G"],
+                         f"cannot make the ephemeral disk of {instance['uuid']}", GuestFailed)
 
     def _command(self, instance, image, files):
         """The qemu command line of ``instance`` (at its flavor) booting ``image`` from ``files``."""
@@ -282,18 +281,17 @@ class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
     def _make_overlay(self, image, files, root_gb):
         """A qcow2 overlay of the image's disk, of the flavor's root disk (the image's size when
         the flavor says 0); a flavor smaller than the image is refused."""
-        info = _run(["qemu-img", "info", "--output=json", "-f", image.disk_format, image.disk],
-                    f"cannot read the disk of image {image.name}")
-        size = int(json.loads(info)["virtual-size"])
+        size = qemu_img.virtual_size(image.disk, image.disk_format,
+                                     f"cannot read the disk of image {image.name}", GuestFailed)
         wanted = root_gb * GIB
         if wanted and wanted < size:
             raise GuestFailed(f"image {image.name}'s disk is {size / GIB:.2f} GB, more than the flavor's "
                               f"root disk of {root_gb} GB")
-        argv = ["qemu-img", "create", "-q", "-f", "qcow2", "-b", os.path.abspath(image.disk),
-                "-F", image.disk_format, files.disk]
+        args = ["create", "-q", "-f", "qcow2", "-b", os.path.abspath(image.disk), "-F", image.disk_format,
+                files.disk]
         if wanted:
-            argv.append(str(wanted))
-        _run(argv, f"cannot make the disk of the instance from image {image.name}")
+            args.append(str(wanted))
+        qemu_img.run(args, f"cannot make the disk of the instance from image {image.name}", GuestFailed)
 
     def _start(self, argv, files):
         try:
@@ -547,17 +545,6 @@ class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
         shutil.rmtree(files.directory, ignore_errors=True)
 
 
-
-def _run(argv, what):
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
-    except FileNotFoundError:
-        raise GuestFailed(f"{what}: {argv[0]} is not installed (qemu-utils)") from None
-    except subprocess.CalledProcessError as exc:
-        said = [line for line in exc.stderr.splitlines() if line.strip()]
-        raise GuestFailed(f"{what}: {said[-1] if said else f'exit status {exc.returncode}'}") from None
-    except subprocess.TimeoutExpired:
-        raise GuestFailed(f"{what}: {argv[0]} did not finish within 60 s") from None
 
 
 def _lines(path):
