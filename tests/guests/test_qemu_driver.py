@@ -211,7 +211,9 @@ def test_a_guest_without_a_disk_migrates_its_memory_alone(drivers):
     source.spawn(instance)
     transfer = destination.prepare_move_in(instance, LIVE)
     assert "nbd" not in transfer
-    assert source.migrate_out(instance, LIVE, transfer)["downtime_ms"] > 0
+    figures = source.migrate_out(instance, LIVE, transfer)
+    # A diskless guest's switch-over may take under a millisecond: qemu then says 0 ms.
+    assert figures["downtime_ms"] >= 0 and figures["total_ms"] > 0, figures
     destination.finish_move_in(instance, LIVE, transfer)
     counted = len(_counted(destination, uuid))
     _until(lambda: len(_counted(destination, uuid)) > counted, "the guest to count on its destination")
