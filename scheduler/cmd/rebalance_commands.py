@@ -191,10 +191,16 @@ def _record(plan):
     summary = plan["summary"]
     return {"id": plan["id"], "goal": plan["goal"], "state": plan["state"], "reason": plan.get("reason"),
             "options": plan["options"], "method": summary.get("method"), "optimal": summary.get("optimal"),
-            "note": summary.get("note"), "before": summary.get("before"), "after": summary.get("after"),
+            "note": summary.get("note"), "left": summary.get("left") or {},
+            "before": summary.get("before"), "after": summary.get("after"),
+            "reached": (plan.get("reached") or {}).get("summary"),
             "placements": summary.get("placements"),
             "steps": [dict(zip([c.lower() for c in STEP_COLUMNS], row, strict=True))
                       for row in _step_rows(plan)]}
+
+
+#: The hosts a plan could not help that its text names; -f json lists every one.
+LEFT_SHOWN = 10
 
 
 def print_plan(plan, args, out, planned=False):
@@ -217,7 +223,18 @@ def print_plan(plan, args, out, planned=False):
           f"{plan['state']}" + (f" ({plan['reason']})" if plan.get("reason") else ""), file=out)
     if summary.get("note"):
         print(f"note: {summary['note']}", file=out)
-    output.print_columns(["FIGURE", "BEFORE", "AFTER"], summary.get("figures") or [], out)
+    for host, why in sorted((summary.get("left") or {}).items())[:LEFT_SHOWN]:
+        print(f"not helped: {host}: {why}", file=out)
+    if len(summary.get("left") or {}) > LEFT_SHOWN:
+        print(f"not helped: {len(summary['left']) - LEFT_SHOWN} more host(s) (-f json lists them)", file=out)
+    reached = plan.get("reached")
+    if reached:  # applied, or under way: what it predicted beside what the fleet shows now
+        now = dict(reached["figures"])
+        rows = [[name, before, after, now.get(name, "-")]
+                for name, before, after in summary.get("figures") or []]
+        output.print_columns(["FIGURE", "BEFORE", "PLANNED", "NOW"], rows, out)
+    else:
+        output.print_columns(["FIGURE", "BEFORE", "AFTER"], summary.get("figures") or [], out)
     if steps:
         print(file=out)
         output.print_columns(STEP_COLUMNS, _step_rows(plan), out)

@@ -8,6 +8,8 @@ import dataclasses
 import logging
 from typing import Any
 
+import numpy as np
+
 from berth_contract.request_spec import Flavor, RequestSpec, Retry
 from scheduler import states
 from scheduler.exception import InvalidRequest, NoValidHost
@@ -23,7 +25,8 @@ def fleet_snapshot(conf: Any, database: Any, hosts: Any) -> Snapshot:
     """The host table as it is now (a copy: planning never touches the scheduler's own) and the
     instances on its hosts. Only ACTIVE instances may move; the others (building, moving, SHUTOFF
     or their power changing) hold their room where they are. An instance whose stored request cannot
-    be read stays put."""
+    be read stays put. Each instance carries what its agent measures it uses (moving averages,
+    scheduler.policy.instance_load), each host what it uses beyond its instances."""
     with hosts.lock:
         table = hosts.table.copy()
     residents = []
@@ -33,23 +36,49 @@ def fleet_snapshot(conf: Any, database: Any, hosts: Any) -> Snapshot:
         if instance["host"] not in table.index:
             continue
         residents.append(_resident(database, instance, parsed))
-    return Snapshot.from_conf(table, _with_load(table, residents), conf)
+    measured, load, memory_load, estimated = with_load(table, residents)
+    snapshot = Snapshot.from_conf(table, measured, conf, load, memory_load)
+    snapshot.estimated = estimated
+    return snapshot
 
 
-def _with_load(table: Any, residents: list[Resident]) -> list[Resident]:
-    """``residents`` each carrying a share of its host's measured load in proportion to its vCPUs:
-    the agents measure hosts, not each instance, and a move takes its share along (balance)."""
-    vcpus: dict[str, float] = {}
+def with_load(table: Any, residents: list[Resident]) -> tuple[list[Resident], Any, Any, str]:
+    """(``residents`` each with its measured use, each host's busy vCPUs and MB in use, how the use
+    of instances whose agent does not measure them was had: "" when every measured host's does).
+
+    A host whose agent reports each instance's use (``instance_usage``): each instance its own
+    average, the host its instances' and its background. A host measured as a whole only (an
+    agent of an older release): its load shared among its instances in proportion to their
+    vCPUs (memory to their memory), said in the plan's note. An unmeasured host: no load."""
+    cpu_total = np.asarray(table.cpu_util * table.vcpus_total, dtype=float)
+    memory_total = np.asarray(table.mem_util * table.total_ram_mb, dtype=float)
+    measured = np.asarray(table.util_measured, dtype=bool)
+    load = np.where(measured, cpu_total, 0.0)
+    memory_load = np.where(measured, memory_total, 0.0)
+    on_host: dict[int, list[Resident]] = {}
     for resident in residents:
-        vcpus[resident.host] = vcpus.get(resident.host, 0.0) + resident.flavor.vcpus
-    shared = []
-    for resident in residents:
-        row = table.index[resident.host]
-        measured = bool(table.util_measured[row]) and vcpus[resident.host] > 0
-        load = float(table.cpu_util[row] * table.vcpus_total[row]) if measured else 0.0
-        shared.append(dataclasses.replace(resident, load=load * resident.flavor.vcpus / vcpus[resident.host])
-                      if measured else resident)
-    return shared
+        on_host.setdefault(table.index[resident.host], []).append(resident)
+    out: list[Resident] = []
+    shared = 0
+    for row, here in on_host.items():
+        figures = table.instance_load.get(row)
+        if figures is not None and measured[row]:
+            load[row], memory_load[row] = figures.cpu, figures.memory_mb
+            for resident in here:
+                cpu, memory = figures.usage.get(resident.uuid, (0.0, 0.0))
+                out.append(dataclasses.replace(resident, load=cpu, memory_load=memory))
+        elif measured[row]:
+            shared += 1
+            vcpus = sum(r.flavor.vcpus for r in here) or 1
+            memory = sum(r.flavor.memory_mb for r in here) or 1
+            out.extend(dataclasses.replace(r, load=load[row] * r.flavor.vcpus / vcpus,
+                                           memory_load=memory_load[row] * r.flavor.memory_mb / memory)
+                       for r in here)
+        else:
+            out.extend(here)
+    estimated = (f"{shared} host(s) measured as a whole only (their agents report no per-instance use): "
+                 "their load shared among their instances by vCPUs" if shared else "")
+    return out, load, memory_load, estimated
 
 
 def _resident(database: Any, instance: dict[str, Any],

@@ -96,7 +96,8 @@ class RebalanceEndpoint:
                   "dest_generation": generations.get(m.destination, 0),
                   "memory_mb": float(m.memory_mb), "reason": m.reason} for m in result.moves]
         summary = {"method": result.method, "optimal": result.optimal, "note": result.note,
-                   "placements": list(result.placements), "before": before.summary(),
+                   "left": dict(result.left), "placements": list(result.placements),
+                   "before": before.summary(),
                    "after": after.summary(),
                    "figures": [[name, value, shown_after] for (name, value), (_, shown_after)
                                in zip(figures.shown(before), figures.shown(after), strict=True)]}
@@ -121,8 +122,15 @@ class RebalanceEndpoint:
     @rpc.callers(rpc.ANYONE)
     def show_rebalance_plan(self, context, plan_id):
         """The plan, each step's status as its migration says (pending, running, done, failed
-        with the reason), and the plan's state."""
-        return self._shown(self._get(_plan_id(plan_id, "show_rebalance_plan")))
+        with the reason), and the plan's state; once a step has started, ``reached``: the figures
+        of the fleet as it is now, measured as the plan predicted its own (``summary["figures"]``)."""
+        plan = self._shown(self._get(_plan_id(plan_id, "show_rebalance_plan")))
+        if any(step["status"] != rows.PENDING for step in plan["steps"]):
+            snapshot = fleet_snapshot(self._conf, self._db, self._hosts)
+            now = figures.measure(snapshot, Judge(list(self._selector.filters)))
+            plan["reached"] = {"summary": now.summary(),
+                               "figures": [[name, value] for name, value in figures.shown(now)]}
+        return plan
 
     def _get(self, plan_id: int) -> dict[str, Any]:
         plan = self._db.get_rebalance_plan(plan_id)

@@ -29,6 +29,8 @@ import math
 
 import numpy as np
 
+from scheduler.policy import instance_load
+
 #: HostLoad field -> HostTable column for the reservation figures (NaN when not reported).
 RESERVATION_FIELDS = {
     "cpu_reserved": "cpu_reserved",
@@ -63,10 +65,14 @@ STARTS_HORIZON = 3600.0
 
 def fold(value, sample, dt, half_life):
     """The moving average after ``sample``, ``dt`` seconds after the previous one."""
+    return value + weight(dt, half_life) * (sample - value)
+
+
+def weight(dt, half_life):
+    """The weight of a sample ``dt`` seconds after the previous one (1: it replaces the average)."""
     if half_life <= 0:
-        return sample
-    alpha = 1.0 - math.exp(-max(dt, 0.0) * math.log(2) / half_life)
-    return value + alpha * (sample - value)
+        return 1.0
+    return 1.0 - math.exp(-max(dt, 0.0) * math.log(2) / half_life)
 
 
 def read_report(table, row, report, now):
@@ -93,12 +99,19 @@ def read_report(table, row, report, now):
     last = table._util_at[row]
     if not table._util_measured[row]:
         table._cpu_util[row], table._mem_util[row] = cpu, mem
+        alpha = 1.0
     else:
-        dt, half_life = now - last, table.load_half_life
-        table._cpu_util[row] = fold(table._cpu_util[row], cpu, dt, half_life)
-        table._mem_util[row] = fold(table._mem_util[row], mem, dt, half_life)
+        alpha = weight(now - last, table.load_half_life)
+        table._cpu_util[row] += alpha * (cpu - table._cpu_util[row])
+        table._mem_util[row] += alpha * (mem - table._mem_util[row])
     table._util_at[row] = now
     table._util_measured[row] = True
+    if report.instance_usage is None:
+        table.instance_load.pop(row, None)
+    else:
+        table.instance_load[row] = instance_load.folded(
+            table.instance_load.get(row), report.instance_usage, cpu * float(table._vcpus_total[row]),
+            float(in_use), alpha)
 
 
 def measured(util_measured, util_at, now, stale_after):

@@ -84,6 +84,7 @@ class HostTable:
         self.start_log = host_load.StartLog()  # the same starts as arrays
         self.readings = {}  # row -> the last load reading folded (host_load)
         self.reserving = set()  # rows whose last report had reservation figures (host_load)
+        self.instance_load = {}  # row -> InstanceLoad of its instances' measured use (host_load)
         # Time of placements and load samples; a simulation substitutes its own clock.
         self.clock = time.monotonic
         self.load_half_life = host_load.DEFAULT_HALF_LIFE

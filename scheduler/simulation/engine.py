@@ -51,7 +51,7 @@ class Result:
     policy: str
     placed: int = 0
     refused: dict[str, int] = dataclasses.field(default_factory=dict)  # filter responsible -> instances
-    skew_mean: float = float("nan")  # real load, max / mean across hosts, over the reports
+    skew_mean: float = float("nan")  # busiest host's utilisation over the fleet's, over the reports
     skew_max: float = float("nan")
     stranded: float = 0.0  # mean share of the free RAM on hosts that cannot take the smallest instance
     hosts_used: int = 0  # most hosts holding an instance at once
@@ -588,12 +588,13 @@ class _Run:
         assert self.rebalance is not None and self.result.rebalance is not None
         self._charge()
         snapshot = self.snapshot()
-        before = figures.skew(snapshot.load)
+        before = figures.skew(snapshot.load, snapshot.capacity())
         plan: RebalancePlan | NoPlan = self.rebalance.plan(snapshot, self.filters)
         if isinstance(plan, RebalancePlan):
             for migration in plan.moves:
                 self._migrate(migration)
-        after = figures.skew([agent.real for agent in self.agents])
+        agents = self.agents
+        after = figures.skew([agent.real for agent in agents], [agent.host.vcpus for agent in agents])
         self.result.rebalance.record(self.clock, plan, before, after)
 
     def _migrate(self, migration: PlannedMove) -> None:
@@ -685,7 +686,7 @@ def _sample(
     used_vcpus = np.array([agent.vcpus for agent in agents], dtype=float)
     disk = np.array([agent.disk_gb for agent in agents], dtype=float)
     result.times.append(now)
-    result.skews.append(figures.skew(real))
+    result.skews.append(figures.skew(real, vcpus))
     result.refusals.append(result.refused_total)
     result.loads.append((real / vcpus).astype(np.float32))
     if not result.host_names:

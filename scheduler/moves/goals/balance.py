@@ -1,4 +1,5 @@
-"""balance: the real-load skew of the hosts (max / mean) down to a target, with few migrations."""
+"""balance: the skew of the hosts' measured utilisation (the busiest over the fleet's) down to a
+target, with few migrations."""
 
 from __future__ import annotations
 
@@ -17,16 +18,17 @@ TARGET_SKEW = 1.15
 
 class Balance(Goal):
     name = "balance"
-    summary = ("lower the skew of the hosts' measured load (max / mean) with at most --max-migrations "
-               "migrations, down to --target")
+    summary = ("lower the skew of the hosts' measured utilisation (the busiest host's over the fleet's) "
+               "with at most --max-migrations migrations, down to --target")
     schema = (
         max_migrations(),
         Option("target_skew", FLOAT, TARGET_SKEW,
-               f"stop at this skew, max / mean of the hosts' load (default {TARGET_SKEW:g})",
+               "stop at this skew, the busiest host's utilisation over the fleet's "
+               f"(default {TARGET_SKEW:g})",
                minimum=1.0, maximum=math.inf, below_maximum=True,
-               problem="is max / mean of the hosts' load, a number of at least 1.0",
+               problem="is the busiest host's utilisation over the fleet's, a number of at least 1.0",
                flag="--target", metavar="SKEW", key="target",
-               key_problem="must be a skew (max / mean) of at least 1.0",
+               key_problem="must be a skew of at least 1.0",
                key_help="is the skew the balance goal stops at"),
     )
 

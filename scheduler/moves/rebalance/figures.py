@@ -1,7 +1,11 @@
 """The figures a plan shows before and after its migrations, and ``berth simulate`` reports.
 
-* skew: real load, max / mean across hosts (1.0: even; NaN: no load measured);
+* skew: measured utilisation (busy vCPUs over the host's vCPUs), the highest over the fleet's
+  (its total load over its total vCPUs, which no migration changes): 1.0 even, NaN no load
+  measured. On hosts of one size it is max / mean of their load;
+* peak: the highest utilisation;
 * hosts used: hosts holding an instance;
+* overloaded: hosts whose measured use is past their vCPUs or their memory;
 * the largest flavor that fits anywhere: the largest of the flavors asked (or in use) that the
   filters accept on some host;
 * stranded capacity: the share of the free RAM on hosts that cannot take the smallest of
@@ -21,11 +25,18 @@ from scheduler.moves.rebalance.judge import Judge, request_for
 from scheduler.moves.rebalance.snapshot import PlannedMove, Snapshot, amounts_of
 
 
-def skew(load: ArrayLike) -> float:
-    """Max / mean of ``load`` across hosts; NaN when none is loaded."""
+def skew(load: ArrayLike, capacity: ArrayLike | None = None) -> float:
+    """The highest utilisation (``load`` over ``capacity``, host by host) over the fleet's (total
+    load over total capacity); hosts of no capacity left out. Without ``capacity``: max / mean of
+    ``load``. NaN when nothing is loaded."""
     values = np.asarray(load, dtype=float)
-    mean = values.mean() if values.size else 0.0
-    return float(values.max() / mean) if mean > 0 else float("nan")
+    sizes = np.ones_like(values) if capacity is None else np.asarray(capacity, dtype=float)
+    sized = sizes > 0
+    if not sized.any():
+        return float("nan")
+    values, sizes = values[sized], sizes[sized]
+    mean = values.sum() / sizes.sum()
+    return float((values / sizes).max() / mean) if mean > 0 else float("nan")
 
 
 def stranded(free: NDArray[np.float64], smallest: ArrayLike) -> float:
@@ -43,11 +54,15 @@ class Figures:
     hosts_used: int
     largest_fit: str | None  # None: not one of the flavors fits anywhere
     stranded: float
+    peak: float = float("nan")  # the highest utilisation; NaN: no load measured
+    overloaded: int = 0
 
     def summary(self) -> dict[str, object]:
         return {"skew": None if self.skew != self.skew else round(self.skew, 4),
                 "hosts_used": self.hosts_used, "largest_fit": self.largest_fit,
-                "stranded": round(self.stranded, 4)}
+                "stranded": round(self.stranded, 4),
+                "peak": None if self.peak != self.peak else round(self.peak, 4),
+                "overloaded": self.overloaded}
 
 
 def flavors_in_use(snapshot: Snapshot) -> list[Flavor]:
@@ -66,8 +81,24 @@ def measure(snapshot: Snapshot, judge: Judge, flavors: Sequence[Flavor] | None =
     enabled = np.flatnonzero(~np.asarray(snapshot.table.disabled, dtype=bool)).astype(np.intp)
     used = sum(1 for residents in snapshot.on_host.values() if residents)
     smallest = np.min([amounts_of(f) for f in kinds], axis=0) if kinds else np.zeros(3)
-    return Figures(skew(snapshot.load), used, _largest_fit(snapshot, judge, kinds, enabled),
-                   stranded(snapshot.room()[enabled], smallest))
+    return Figures(skew(snapshot.load, snapshot.capacity()), used,
+                   _largest_fit(snapshot, judge, kinds, enabled),
+                   stranded(snapshot.room()[enabled], smallest), peak(snapshot), len(overloaded(snapshot)))
+
+
+def peak(snapshot: Snapshot) -> float:
+    """The highest utilisation of a host (NaN: no load measured)."""
+    if not (snapshot.load > 0).any():
+        return float("nan")
+    return float(snapshot.utilisation().max())
+
+
+def overloaded(snapshot: Snapshot, ceiling: float = 1.0) -> list[int]:
+    """The rows whose measured use is past ``ceiling`` of their vCPUs or of their memory."""
+    tolerance = 1e-6
+    over = (snapshot.load > ceiling * snapshot.capacity() + tolerance) | \
+        (snapshot.memory_load > ceiling * snapshot.memory() + tolerance)
+    return [int(row) for row in np.flatnonzero(over)]
 
 
 def _largest_fit(snapshot: Snapshot, judge: Judge, flavors: Iterable[Flavor],
@@ -94,6 +125,8 @@ def before_after(snapshot: Snapshot, judge: Judge, migrations: Sequence[PlannedM
 def shown(figures: Figures) -> Iterator[tuple[str, str]]:
     """(name, value) of each figure, as a plan prints them."""
     yield "skew", "-" if figures.skew != figures.skew else f"{figures.skew:.3f}"
+    yield "busiest host", "-" if figures.peak != figures.peak else f"{figures.peak:.1%} of its vCPUs"
     yield "hosts used", str(figures.hosts_used)
+    yield "hosts past their vCPUs or memory", str(figures.overloaded)
     yield "largest flavor that fits", figures.largest_fit or "none"
     yield "stranded RAM", f"{figures.stranded:.1%}"

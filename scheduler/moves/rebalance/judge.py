@@ -21,7 +21,8 @@ class Judge:
 
     def __init__(self, filters: Sequence[Any]) -> None:
         self.selector = Selector(filters, [])
-        # {request key: boolean column over every row}: what the filters that read no usage answer
+        #: {request key: boolean column over every row}: what the filters run once per request
+        #: answer, which no migration changes (those that read what hosts hold are asked each time)
         self._masks: dict[tuple[Any, ...], NDArray[np.bool_]] = {}
 
     def passing(self, snapshot: Snapshot, rows: NDArray[np.intp], spec: RequestSpec) -> NDArray[np.intp]:
@@ -46,16 +47,19 @@ class Judge:
 
     def destinations(self, snapshot: Snapshot, resident: Resident) -> NDArray[np.bool_]:
         """Boolean column over every row: where the filters accept ``resident`` now, its own host
-        left out. Requests that differ only in their instance share one answer."""
+        left out. The answer of the filters run once per request is kept for requests that differ
+        only in their instance; the others are asked again, as the plan changes what hosts hold."""
         spec = snapshot.spec_of(resident, away=False)
         key = request_key(spec)
-        mask = self._masks.get(key)
-        if mask is None:
-            mask = np.zeros(len(snapshot), dtype=bool)
-            mask[self.passing(snapshot, np.arange(len(snapshot), dtype=np.intp), spec)] = True
-            self._masks[key] = mask
-        mask = mask.copy()
-        mask[snapshot.table.index[resident.host]] = False
+        scope = self._masks.get(key)
+        if scope is None:
+            scope = np.zeros(len(snapshot), dtype=bool)
+            scope[self.selector.scope(snapshot.table, np.arange(len(snapshot), dtype=np.intp), spec)] = True
+            self._masks[key] = scope
+        scope = scope.copy()
+        scope[snapshot.table.index[resident.host]] = False
+        mask = np.zeros(len(snapshot), dtype=bool)
+        mask[self.passing(snapshot, np.flatnonzero(scope).astype(np.intp), spec)] = True
         return mask
 
 

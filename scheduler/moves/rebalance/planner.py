@@ -40,6 +40,8 @@ class RebalancePlan:
     #: The fleet's figures before and after the migrations (scheduler.moves.rebalance.figures).
     before: Figures | None = None
     after: Figures | None = None
+    #: {host: why} of the hosts the plan could not help toward its goal.
+    left: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def memory_mb(self) -> float:

@@ -39,6 +39,7 @@ class Resident:
     spec: RequestSpec  # as it was built: flavor, zone, hints, server group
     movable: bool = True  # False: the planner never proposes to move it
     load: float = 0.0  # vCPUs it keeps busy, as its agent measures them (instance_usage cpu)
+    memory_load: float = 0.0  # MB it uses, as its agent measures them (instance_usage memory)
 
     @property
     def flavor(self) -> Flavor:
@@ -64,10 +65,16 @@ class PlannedMove:
 
 
 class Snapshot:
-    """``table`` and the ``residents`` on its hosts; ``ratios``: {class: allocation ratio}."""
+    """``table`` and the ``residents`` on its hosts; ``ratios``: {class: allocation ratio}.
+
+    ``load`` and ``memory_load``: each host's measured use, busy vCPUs and MB in use, what its
+    instances do not account for (its background) included: a move takes the instance's own
+    figures along and leaves the background where it is. Not given: the agents' moving averages
+    where measured (scheduler.policy.host_load), the residents' sums elsewhere."""
 
     def __init__(self, table: HostTable, residents: Iterable[Resident],
-                 ratios: dict[str, float] | None = None, load: Sequence[float] | None = None) -> None:
+                 ratios: dict[str, float] | None = None, load: Sequence[float] | None = None,
+                 memory_load: Sequence[float] | None = None) -> None:
         self.table: Any = table  # its columns are bound at run time (HostTable.COLUMNS)
         self.ratios = {VCPU: 16.0, MEMORY_MB: 1.5, DISK_GB: 1.0, **(ratios or {})}
         self.residents: dict[str, Resident] = {}
@@ -75,13 +82,15 @@ class Snapshot:
         #: {group uuid: {host: members}} as the instances stand now
         self._groups: dict[str, dict[str, int]] = {}
         self._load_of_residents = False  # whether ``load`` counts the residents, to count those added
+        #: How the instances' own figures were had, when not all measured (said in a plan's note).
+        self.estimated = ""
         self.add(residents)
-        #: Each host's measured load in busy vCPUs, load its instances do not account for included
-        #: (``load`` given: as it is; else the agents' cpu_util where measured, the residents' elsewhere).
-        self.load = self._measured_load() if load is None else np.array(load, dtype=float)
-        if self.load.shape != (len(table),):
-            raise ValueError(f"load has {self.load.size} figures for {len(table)} hosts")
-        self._load_of_residents = load is None
+        self.load = self._measured(0) if load is None else np.array(load, dtype=float)
+        self.memory_load = self._measured(1) if memory_load is None else np.array(memory_load, dtype=float)
+        for name, figures in (("load", self.load), ("memory_load", self.memory_load)):
+            if figures.shape != (len(table),):
+                raise ValueError(f"{name} has {figures.size} figures for {len(table)} hosts")
+        self._load_of_residents = load is None and memory_load is None
 
     def add(self, residents: Iterable[Resident]) -> None:
         """Take in more ``residents`` (instances not held already), as when the instances of a few
@@ -99,30 +108,48 @@ class Snapshot:
                 hosts = self._groups.setdefault(resident.group, {})
                 hosts[resident.host] = hosts.get(resident.host, 0) + 1
         if self._load_of_residents:
-            self.load = self._measured_load()
+            self.load, self.memory_load = self._measured(0), self._measured(1)
 
-    def _measured_load(self) -> NDArray[np.float64]:
+    def _measured(self, column: int) -> NDArray[np.float64]:
+        """Busy vCPUs (``column`` 0) or MB in use (1) of each host."""
         table = self.table
         load = np.zeros(len(table))
         for row, residents in self.on_host.items():
-            load[row] = sum(r.load for r in residents)
+            load[row] = sum(r.load if column == 0 else r.memory_load for r in residents)
         measured = np.asarray(table.util_measured, dtype=bool)
-        load[measured] = (table.cpu_util * table.vcpus_total)[measured]
+        if column == 0:
+            load[measured] = (table.cpu_util * table.vcpus_total)[measured]
+        else:
+            load[measured] = (table.mem_util * table.total_ram_mb)[measured]
         return load
+
+    def capacity(self) -> NDArray[np.float64]:
+        """Each host's vCPUs: its utilisation is its ``load`` over them."""
+        return np.asarray(self.table.vcpus_total, dtype=float)
+
+    def memory(self) -> NDArray[np.float64]:
+        """Each host's memory, MB: what ``memory_load`` is measured against."""
+        return np.asarray(self.table.total_ram_mb, dtype=float)
+
+    def utilisation(self) -> NDArray[np.float64]:
+        """Each host's ``load`` over its vCPUs (0 where it has none)."""
+        capacity = self.capacity()
+        return np.divide(self.load, capacity, out=np.zeros(len(capacity)), where=capacity > 0)
 
     def __len__(self) -> int:
         return len(self.table)
 
     @classmethod
     def from_conf(cls, table: HostTable, residents: Iterable[Resident], conf: Any,
-                  load: Sequence[float] | None = None) -> Snapshot:
+                  load: Sequence[float] | None = None,
+                  memory_load: Sequence[float] | None = None) -> Snapshot:
         """With the allocation ratios of ``conf`` ([filter_scheduler] *_allocation_ratio)."""
         from scheduler.conf import filter_scheduler
 
         ratios = {VCPU: filter_scheduler.allocation_ratio(conf, "cpu"),
                   MEMORY_MB: filter_scheduler.allocation_ratio(conf, "ram"),
                   DISK_GB: filter_scheduler.allocation_ratio(conf, "disk")}
-        return cls(table, residents, ratios, load)
+        return cls(table, residents, ratios, load, memory_load)
 
     # -- figures, one row per host and one column per class of CLASSES --------
 
@@ -196,6 +223,8 @@ class Snapshot:
         table.shift(destination_row, resident.flavor, +1)
         self.load[source_row] -= resident.load
         self.load[destination_row] += resident.load
+        self.memory_load[source_row] -= resident.memory_load
+        self.memory_load[destination_row] += resident.memory_load
         moved = dataclasses.replace(resident, host=destination)
         self.residents[uuid] = moved
         self.on_host[source_row].remove(resident)

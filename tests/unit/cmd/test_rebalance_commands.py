@@ -129,3 +129,22 @@ def test_show_list_and_stop_print_the_plans(tmp_path):
     status, text = run(tmp_path, plans, "apply", "1", "--stop")  # the same
     assert (status, text) == (0, "rebalance plan 1 stopping\n")
     assert plans.calls[-1] == ("stop_rebalance_plan", {"plan_id": 1})
+
+
+def test_show_of_an_applied_plan_prints_what_it_planned_beside_what_the_fleet_shows_now(tmp_path):
+    plans = Plans(count=1)
+    plans.plan.update(goal="balance", state="done", options={"max_migrations": 1, "target_skew": 1.15,
+                                                             "time_limit": 1.0})
+    plans.plan["steps"][0]["status"] = "done"
+    plans.plan["summary"]["left"] = {"h9": "94% of its 32 vCPUs busy: its load is none of its instances'"}
+    plans.plan["reached"] = {"summary": {"skew": 1.3}, "figures": [["skew", "1.300"], ["hosts used", "3"]]}
+    status, text = run(tmp_path, plans, "show", "1")
+    lines = text.splitlines()
+    assert "not helped: h9: 94% of its 32 vCPUs busy: its load is none of its instances'" in lines
+    header = next(i for i, line in enumerate(lines) if line.startswith("FIGURE"))
+    assert lines[header].split() == ["FIGURE", "BEFORE", "PLANNED", "NOW"]
+    assert lines[header + 1].split() == ["skew", "1.400", "1.250", "1.300"]
+    assert lines[header + 3].split()[-1] == "-"  # a figure the fleet no longer gives
+    status, text = run(tmp_path, plans, "show", "1", "-f", "json")
+    shown = json.loads(text)
+    assert shown["reached"] == {"skew": 1.3} and shown["left"] == plans.plan["summary"]["left"]

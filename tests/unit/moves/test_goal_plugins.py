@@ -39,8 +39,8 @@ def test_the_check_fills_every_option_of_the_schema_in_its_order(goal, options, 
 
 @pytest.mark.parametrize(("goal", "options", "message"), [
     ("balance", {"max_migrations": True}, "max_migrations must be a whole number from 1 to 1000, got 'True'"),
-    ("balance", {"target_skew": float("inf")}, "target_skew is max / mean of the hosts' load"),
-    ("balance", {"target_skew": float("nan")}, "target_skew is max / mean of the hosts' load"),
+    ("balance", {"target_skew": float("inf")}, "target_skew is the busiest host's utilisation"),
+    ("balance", {"target_skew": float("nan")}, "target_skew is the busiest host's utilisation"),
     ("consolidate", {"headroom": 1.0}, "headroom is the share of each limit a destination keeps free"),
     ("consolidate", {"target_skew": 1.2}, "unknown option(s) of consolidate: target_skew"),
     ("make_room", {"flavor": None}, "flavor.memory_mb: must be an integer, got None"),

@@ -243,8 +243,8 @@ def test_consolidate_and_balance_are_planned_through_the_same_endpoint(world, pa
         parts.rebalance.plan_rebalance(CTX, "balance", {"target_skew": 1.1})
     with pytest.raises(InvalidRequest, match="unknown option\\(s\\) of balance: headroom"):
         parts.rebalance.plan_rebalance(CTX, "balance", {"headroom": 0.1})
-    with pytest.raises(InvalidRequest, match="target_skew is max / mean of the hosts' load, a number of at "
-                                             "least 1.0, got '0.5'"):
+    with pytest.raises(InvalidRequest, match="target_skew is the busiest host's utilisation over the "
+                                             "fleet's, a number of at least 1.0, got '0.5'"):
         parts.rebalance.plan_rebalance(CTX, "balance", {"target_skew": 0.5})
 
 
@@ -258,6 +258,80 @@ def test_each_instance_carries_its_share_of_its_hosts_measured_load(conf, world,
         fleet["four"]: 2.0, fleet["two"]: 2.0}
     assert {r.load for r in snapshot.residents.values() if r.host == "h2"} == {0.0}
     assert snapshot.load[row] == 4.0
+
+
+def usage_report(world, host, cpu, usage, at):
+    """``host`` reports its ACTIVE instances, ``cpu`` of its 8 cores busy and each instance's use
+    (``usage``: {uuid: busy vCPUs}), sampled at ``at``."""
+    manager, database, _ = world
+    on = database.list_instances(host=host, states=["ACTIVE"])
+    manager.report_resources({}, host, report(
+        host, RAM[host], used=sum(i["memory_mb"] for i in on), uuids=[i["uuid"] for i in on],
+        cpu_utilization=cpu, memory_mb_in_use=sum(i["memory_mb"] for i in on) / 2,
+        utilization_sampled_at=at,
+        instance_usage={uuid: {"cpu": busy, "memory": 512.0} for uuid, busy in usage.items()}))
+
+
+def test_each_instance_carries_its_own_measured_use_averaged_and_its_host_keeps_the_rest(
+        conf, world, parts, fleet):
+    # h1: "four" busy on 3 vCPUs, "two" idle, 1 core of h1's busy with no instance's work
+    usage_report(world, "h1", 4 / 8, {fleet["four"]: 3.0, fleet["two"]: 0.0}, "2026-01-01T00:00:00Z")
+    snapshot = fleet_snapshot(conf, world[1], parts.host_manager)
+    row = snapshot.table.index["h1"]
+    loads = {r.uuid: r.load for r in snapshot.residents.values() if r.host == "h1"}
+    assert loads == {fleet["four"]: 3.0, fleet["two"]: 0.0} and snapshot.load[row] == 4.0
+    assert snapshot.estimated == ""
+    # the next sample: "four" idle. Its figure is a moving average (half-life 300 s): one sample
+    # of an instance does not make it idle
+    usage_report(world, "h1", 1 / 8, {fleet["four"]: 0.0, fleet["two"]: 0.0}, "2026-01-01T00:01:00Z")
+    averaged = fleet_snapshot(conf, world[1], parts.host_manager)
+    four = averaged.residents[fleet["four"]].load
+    assert 0.0 < four < 3.0
+    with averaged.moved([]):
+        assert averaged.load[row] == pytest.approx(four + 1.0)  # the background stays 1 core
+    # moved away, "four" takes its figure along; h1 keeps its background
+    averaged.move(fleet["four"], "h2")
+    assert averaged.load[row] == pytest.approx(1.0)
+
+
+def test_a_balance_plan_applied_shows_the_skew_it_reached_beside_the_one_it_predicted(
+        conf, world, parts, fleet):
+    database = world[1]
+    busy = {fleet["four"]: 3.0, fleet["two"]: 3.0}  # h1 6 of 8 vCPUs busy, the others idle
+
+    def measured(at):
+        for host in RAM:
+            on = [i["uuid"] for i in database.list_instances(host=host, states=["ACTIVE"])]
+            usage = {uuid: busy.get(uuid, 0.0) for uuid in on}
+            usage_report(world, host, sum(usage.values()) / 8, usage, at)
+
+    measured("2026-01-01T00:00:00Z")
+    plan = parts.rebalance.plan_rebalance(CTX, "balance", {"max_migrations": 1, "target_skew": 1.0})
+    [step] = plan["steps"]
+    assert step["source_host"] == "h1" and plan["summary"]["before"]["skew"] == pytest.approx(3.0)
+    predicted = plan["summary"]["after"]["skew"]
+    assert "reached" not in parts.rebalance.show_rebalance_plan(CTX, plan["id"])  # nothing applied yet
+    migration = parts.rebalance.start_rebalance_step(CTX, plan["id"], 1)["migration"]
+    moved(parts, migration)
+    measured("2026-01-01T00:01:00Z")  # the agents measure each instance where it is now
+    shown = parts.rebalance.show_rebalance_plan(CTX, plan["id"])
+    assert shown["state"] == "done"
+    assert shown["reached"]["summary"]["skew"] == pytest.approx(predicted, abs=0.05)
+    assert dict(shown["reached"]["figures"])["skew"] == dict(
+        (name, after) for name, _before, after in plan["summary"]["figures"])["skew"]
+
+
+def test_a_host_whose_agent_measures_it_as_a_whole_shares_its_load_and_the_plan_says_so(
+        conf, world, parts, fleet):
+    manager, database, _ = world
+    on = database.list_instances(host="h1", states=["ACTIVE"])
+    manager.report_resources({}, "h1", report("h1", RAM["h1"], used=6144, uuids=[i["uuid"] for i in on],
+                                              cpu_utilization=0.5, memory_mb_in_use=4096.0,
+                                              utilization_sampled_at="2026-01-01T00:00:00Z"))
+    snapshot = fleet_snapshot(conf, database, parts.host_manager)
+    assert {r.load for r in snapshot.residents.values() if r.host == "h1"} == {2.0}
+    assert snapshot.estimated == ("1 host(s) measured as a whole only (their agents report no per-instance "
+                                  "use): their load shared among their instances by vCPUs")
 
 
 def test_a_shutoff_instance_holds_its_room_in_a_plans_fleet_and_does_not_move(conf, world, parts, fleet):

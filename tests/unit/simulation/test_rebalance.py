@@ -44,7 +44,7 @@ def test_a_rebalance_spec_says_how_often_which_goal_and_how_many_migrations(text
     ("every=1h,goal=balance,max=2.5", "got '2.5'"),
     ("every=1h,goal=balance,max=1001", "max must be a whole number from 1 to 1000, got '1001'"),
     ("every=1h,goal=make_room", "goal must be one of balance, consolidate, got 'make_room'"),
-    ("every=1h,goal=balance,target=0.5", "target must be a skew (max / mean) of at least 1.0, got '0.5'"),
+    ("every=1h,goal=balance,target=0.5", "target must be a skew of at least 1.0, got '0.5'"),
     ("every=1h,goal=consolidate,headroom=1", "headroom must be a share from 0 to below 1, got '1'"),
     ("every=1h,goal=consolidate,target=1.2",
      "target= is the skew the balance goal stops at; goal is consolidate"),

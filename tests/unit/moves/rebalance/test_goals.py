@@ -84,7 +84,8 @@ def test_balance_lowers_the_skew_of_a_skewed_fleet_to_its_target(conf, enabled):
     assert after <= 1.15 < before
     assert (plan.before.skew, plan.after.skew) == (pytest.approx(before), pytest.approx(after))
     assert all(m.source == "h0" and m.destination != "h0" for m in plan.moves)
-    assert "h0 is the most loaded host (32.0 busy vCPUs" in plan.moves[0].reason
+    assert plan.moves[0].reason.startswith("h0 is the busiest host that can be helped (100% of 32 vCPUs, "
+                                           "2.83 x the fleet's): an instance busy on 4 vCPUs goes to h")
     check_plan(snapshot, enabled, plan, SMALL, 0)
     assert figures.skew(snapshot.load) == pytest.approx(before)  # the snapshot is left as it was
 
@@ -153,12 +154,13 @@ def test_balance_says_why_it_has_no_plan(conf, enabled):
     assert balance(unmeasured, enabled, 1.15).reason == "no host has measured load: the skew is not defined"
     pinned = balance(skewed(conf, pinned=True), enabled, 1.15)
     assert isinstance(pinned, NoPlan)
-    assert pinned.reason.startswith("the skew is 2.832 (target 1.15) and no migration lowers it: the most "
-                                    "loaded host h0 (32.0 busy vCPUs) has no instance with measured load")
+    assert pinned.reason == ("the skew is 2.832 (target 1.15) and no migration lowers it: h0: 100% of its "
+                             "32 vCPUs busy: none of its instances with measured load may move")
     nowhere = fleet(conf, {"h0": HOST, "h1": HOST}, [("a", "h0", SMALL, 4.0, None, True)], hidden={"h1": 3.0})
     # on h1 it would make h1 the most loaded: 7 > 4
-    assert ("none of the 1 instances with measured load on the most loaded host h0 (4.0 busy vCPUs) has a "
-            "host") in balance(nowhere, enabled, target_skew=1.0).reason
+    assert balance(nowhere, enabled, target_skew=1.0).reason.endswith(
+        "h0: 12% of its 32 vCPUs busy: none of its 1 instances with measured load has a host the filters "
+        "accept with room where it would be less busy")
     even = balance(skewed(conf, busy_on_hot=1, others=1), enabled, 1.15)
     assert even and not even.moves
     assert even.note == "the skew 1.000 is at or below the target 1.15: nothing to move"
@@ -166,7 +168,8 @@ def test_balance_says_why_it_has_no_plan(conf, enabled):
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"max_migrations": 0}, "max_migrations must be at least 1, got 0"),
-    ({"target_skew": 0.9}, "the target skew is max / mean, at least 1.0, got 0.9"),
+    ({"target_skew": 0.9}, "the target skew is the busiest host's utilisation over the fleet's, "
+                           "at least 1.0, got 0.9"),
     ({"target_skew": float("nan")}, "at least 1.0, got nan"),
 ])
 def test_balance_refuses_bad_arguments(conf, enabled, kwargs, message):
@@ -189,12 +192,14 @@ def test_consolidate_empties_hosts_into_the_others_in_use(conf, enabled):
     snapshot = spread(conf)
     plan = consolidate(snapshot, enabled, max_migrations=12)
     assert plan, plan
-    # h1 takes h0's instances (best fit among equals: the first), then h2's and h3's
-    assert hosts_used(snapshot, plan.moves) == 1 and plan.note == "empties h0, h2, h3"
+    # h3, the last to be emptied, takes h0's instances, then h1's and h2's
+    assert hosts_used(snapshot, plan.moves) == 1
+    assert plan.note == ("empties h0, h1, h2; no destination past its allocation limits, nor its vCPUs or "
+                         "memory in measured use")
     assert len(plan.moves) == 12
-    assert {m.destination for m in plan.moves} == {"h1"}  # never the empty h4
+    assert {m.destination for m in plan.moves} == {"h3"}  # never the empty h4
     assert (plan.before.hosts_used, plan.after.hosts_used) == (4, 1)
-    assert plan.moves[0].reason == "empties h0 (4 instances): best fit on a host in use"
+    assert plan.moves[0].reason == "empties h0 (4 instances) into a host that stays in use"
     check_plan(snapshot, enabled, plan, SMALL, 0)
 
 
@@ -213,19 +218,21 @@ def test_consolidate_keeps_anti_affinity_members_apart(conf, enabled):
     assert isinstance(refused, NoPlan)
     assert refused.reason == ("none of the 4 hosts in use can be emptied; h0, the one with the fewest "
                               "instances: instance m0 finds no other host in use that the filters accept "
-                              "with room for it")
+                              "with room for it (no destination past its allocation limits, nor its vCPUs "
+                              "or memory in measured use)")
 
 
 def test_consolidate_stops_at_its_limit_and_respects_headroom(conf, enabled):
     snapshot = spread(conf)
     plan = consolidate(snapshot, enabled, max_migrations=5)
-    assert len(plan.moves) == 4 and plan.note == "empties h0"
+    assert len(plan.moves) == 4 and plan.note.startswith("empties h0; ")
     # keeping 80% of every limit free, a host a quarter full takes nothing
     refused = consolidate(snapshot, enabled, max_migrations=12, headroom=0.8)
     assert isinstance(refused, NoPlan)
     assert re.fullmatch("none of the 4 hosts in use can be emptied; h0, the one with the fewest instances: "
                         "instance 0-[0-3] finds no other host in use that the filters accept with room for "
-                        "it and the headroom", refused.reason), refused.reason
+                        r"it \(each destination keeps 80% of its allocation limits free, and of its vCPUs "
+                        r"and memory in measured use\)", refused.reason), refused.reason
     few = consolidate(snapshot, enabled, max_migrations=3)
     assert isinstance(few, NoPlan) and "its 4 instances need more migrations than the 3 left" in few.reason
     alone = fleet(conf, {"h0": HOST, "h1": HOST}, [("a", "h0", SMALL, 1.0, None, True)])
@@ -239,22 +246,34 @@ def test_the_figures_say_what_fits_and_what_is_stranded(conf, enabled):
     snapshot = spread(conf)
     judge = Judge(enabled)
     shown = figures.measure(snapshot, judge, [SMALL, BIG])
-    assert shown == figures.Figures(skew=1.25, hosts_used=4, largest_fit="m1.huge", stranded=0.0)
+    # 4 busy vCPUs on each of h0..h3, none on h4: 12.5 % of 32 vCPUs, the fleet's 10 %
+    assert shown == figures.Figures(skew=1.25, hosts_used=4, largest_fit="m1.huge", stranded=0.0, peak=0.125)
     # every host but one full of memory: the 8 GB left on h0 cannot take m1.huge, and h1..h4 none
     x = Flavor(memory_mb=122880, root_gb=10, ephemeral_gb=0, vcpus=1, name="x")
     y = Flavor(memory_mb=131072, root_gb=10, ephemeral_gb=0, vcpus=1, name="y")
     full = fleet(conf, {"h0": HOST, "h1": HOST},
                  [("a", "h0", x, 1.0, None, True), ("b", "h1", y, 1.0, None, True)])
     assert figures.measure(full, judge, [SMALL, BIG]).largest_fit == "m1.large"
-    assert figures.measure(full, judge, [BIG]) == figures.Figures(1.0, 2, None, 1.0)
-    assert list(figures.shown(figures.Figures(1.25, 4, None, 0.125))) == [
-        ("skew", "1.250"), ("hosts used", "4"), ("largest flavor that fits", "none"),
+    assert figures.measure(full, judge, [BIG]) == figures.Figures(1.0, 2, None, 1.0, 1 / 32)
+    assert list(figures.shown(figures.Figures(1.25, 4, None, 0.125, 0.5, 1))) == [
+        ("skew", "1.250"), ("busiest host", "50.0% of its vCPUs"), ("hosts used", "4"),
+        ("hosts past their vCPUs or memory", "1"), ("largest flavor that fits", "none"),
         ("stranded RAM", "12.5%")]
 
 
 def test_skew_is_max_over_mean_and_undefined_without_load():
     assert figures.skew([1.0, 1.0, 4.0]) == 2.0
     assert figures.skew([0.0, 0.0]) != figures.skew([0.0, 0.0])
+
+
+def test_skew_on_hosts_of_mixed_sizes_is_the_busiest_utilisation_over_the_fleets():
+    # the issue's smallest case: a 32-vCPU host 27 % busy and a 64-vCPU host 19 % busy; the large
+    # one is busier in vCPUs, the small one in utilisation
+    load, capacity = [0.27 * 32, 0.19 * 64], [32, 64]
+    fleet_utilisation = sum(load) / sum(capacity)
+    assert figures.skew(load, capacity) == pytest.approx(0.27 / fleet_utilisation)
+    assert figures.skew(load) == pytest.approx(0.19 * 64 / (sum(load) / 2))  # busy vCPUs alone
+    assert figures.skew([0.0, 8.0], [0, 32]) == 1.0  # a host of no vCPUs is left out
 
 
 def test_a_resident_load_moves_with_it(conf):
@@ -271,3 +290,88 @@ def test_a_make_room_plan_shows_its_flavor_fitting_only_after_its_migrations(con
     assert plan and plan.moves, plan
     assert (plan.before.largest_fit, plan.after.largest_fit) == ("m1.xlarge", "m1.huge")
     assert plan.before.hosts_used == plan.after.hosts_used == 60
+
+
+def gb(memory_gb, vcpus=1):
+    return Flavor(memory_mb=memory_gb * 1024, root_gb=10, ephemeral_gb=0, vcpus=vcpus, name=f"{memory_gb}g")
+
+
+def test_balance_helps_a_small_busy_host_beside_a_large_one_whose_load_cannot_move(conf, enabled):
+    # the smallest case: a 32-vCPU host 27 % busy with its instances' load, a 64-vCPU host 19 %
+    # busy with load no instance accounts for. In busy vCPUs the large host is the hottest and
+    # nothing on it may move; in utilisation the small one is, and it can be helped
+    instances = [(f"s{i}", "small", SMALL, 0.27 * 32 / 4, None, True) for i in range(4)]
+    snapshot = fleet(conf, {"small": (131072, 32, 2000), "large": (262144, 64, 4000)}, instances,
+                     hidden={"large": 0.19 * 64})
+    plan = balance(snapshot, enabled, target_skew=1.05, max_migrations=3)
+    assert plan, plan
+    assert [(m.source, m.destination) for m in plan.moves] == [("small", "large")]
+    assert plan.before.skew == pytest.approx(0.27 / ((0.27 * 32 + 0.19 * 64) / 96))
+    assert plan.after.skew < 1.05 and plan.after.peak < 0.27
+    check_plan(snapshot, enabled, plan, SMALL, 0)
+
+
+def test_balance_passes_over_a_host_it_cannot_help_and_says_so(conf, enabled):
+    # h0 is the busiest, its one instance pinned; h1 is next and can be helped
+    instances = [("pinned", "h0", SMALL, 30.0, None, False),
+                 *[(f"b{i}", "h1", SMALL, 5.0, None, True) for i in range(4)],
+                 ("idle-2", "h2", SMALL, 0.2, None, True), ("idle-3", "h3", SMALL, 0.2, None, True)]
+    snapshot = fleet(conf, {f"h{i}": HOST for i in range(4)}, instances)
+    plan = balance(snapshot, enabled, target_skew=1.0, max_migrations=10)
+    assert plan, plan
+    assert {m.source for m in plan.moves} == {"h1"} and len(plan.moves) >= 2
+    assert plan.left["h0"] == "94% of its 32 vCPUs busy: none of its instances with measured load may move"
+    assert plan.note.endswith("host(s) could not be helped")
+    with snapshot.moved(plan.moves):
+        assert max(snapshot.load[1:]) < 20.0  # h1 no longer far above the others
+    check_plan(snapshot, enabled, plan, SMALL, 0)
+
+
+def test_consolidate_empties_into_a_host_that_must_stay_in_use_first(conf, enabled):
+    # the smallest case: 3 hosts, 4 instances; a has a pinned instance, so it stays in use: b and c
+    # empty into it, and one host is left in use, not two
+    instances = [("pinned", "a", SMALL, 0.5, None, False), ("b1", "b", SMALL, 0.5, None, True),
+                 ("c1", "c", SMALL, 0.5, None, True), ("c2", "c", SMALL, 0.5, None, True)]
+    snapshot = fleet(conf, {name: HOST for name in "abc"}, instances)
+    plan = consolidate(snapshot, enabled, max_migrations=10)
+    assert plan, plan
+    assert {m.destination for m in plan.moves} == {"a"} and plan.after.hosts_used == 1
+    assert plan.left == {"a": "an instance on it may not be moved"}
+    check_plan(snapshot, enabled, plan, SMALL, 0)
+
+
+def test_consolidate_keeps_each_destination_within_its_measured_cpu(conf, enabled):
+    # 8-vCPU hosts (allocation 32 at ratio 4): h1 already has 6 vCPUs busy; h0's instance, busy on
+    # 4, fits h1's allocation but would take it to 10 busy vCPUs of 8
+    eight = (131072, 8, 2000)
+    busy = fleet(conf, {"h0": eight, "h1": eight},
+                 [("hot", "h0", SMALL, 4.0, None, True), ("x1", "h1", SMALL, 3.0, None, True),
+                  ("x2", "h1", SMALL, 3.0, None, True)])
+    refused = consolidate(busy, enabled, max_migrations=10)
+    assert isinstance(refused, NoPlan), refused
+    assert "instance hot finds no other host in use" in refused.reason
+    calm = fleet(conf, {"h0": eight, "h1": eight},
+                 [("hot", "h0", SMALL, 4.0, None, True), ("x1", "h1", SMALL, 2.0, None, True),
+                  ("x2", "h1", SMALL, 2.0, None, True)])
+    plan = consolidate(calm, enabled, max_migrations=10)
+    assert plan and plan.after.hosts_used == 1 and plan.after.overloaded == 0
+    # keeping 20 % of each host's vCPUs in measured use free: 8 of 8 busy is past 6.4
+    assert isinstance(consolidate(calm, enabled, max_migrations=10, headroom=0.2), NoPlan)
+
+
+def test_consolidate_places_an_anti_affinity_member_before_the_rest_of_its_host(conf, enabled):
+    # h0 (emptied first: fewest instances) holds member m0 (16 GB) and two of 32 GB; m0 may not
+    # go to h1, which holds m1. h2 (the last in the order, preferred) has 40 GB free, h1 72 GB.
+    # The 32 GB ones first would take h2's room (40 -> 8) and leave m0 nowhere to go
+    instances = [("m0", "h0", gb(16), 0.1, "g", True), ("l1", "h0", gb(32), 0.1, None, True),
+                 ("l2", "h0", gb(32), 0.1, None, True),
+                 ("m1", "h1", gb(16), 0.1, "g", True),
+                 *[(f"f1-{i}", "h1", gb(size), 0.1, None, True) for i, size in enumerate((8, 8, 8, 16))],
+                 *[(f"f2-{i}", "h2", gb(size), 0.1, None, True)
+                   for i, size in enumerate((16, 16, 16, 16, 16, 8))]]
+    snapshot = fleet(conf, {f"h{i}": HOST for i in range(3)}, instances)
+    plan = consolidate(snapshot, enabled, max_migrations=3)
+    assert plan, plan
+    assert plan.note.startswith("empties h0;") and plan.after.hosts_used == 2
+    assert {m.instance: m.destination for m in plan.moves} == {"m0": "h2", "l1": "h1", "l2": "h1"}
+    check_plan(snapshot, enabled, plan, SMALL, 0)
