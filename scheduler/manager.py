@@ -472,4 +472,7 @@ def _host_view(state, up, default_zone):
         "reported_at": state.reported_at,
         "aggregates": sorted(a.name for a in aggregates),
         "availability_zone": ",".join(zones),
+        # the moving averages of the load its agent measures (None: not measured)
+        "cpu_util": round(float(state.cpu_util), 4) if state.util_measured else None,
+        "mem_util": round(float(state.mem_util), 4) if state.util_measured else None,
     }

@@ -6,12 +6,18 @@ Three 8 GB hosts each hold three 2 GB instances: 6 GB of the fleet is free, 2 GB
 migrations, ``apply`` runs them two at a time, no host ever holds more than its memory
 meanwhile, and the 6 GB instance then boots ACTIVE. The same plan made before the moves is
 refused when applied after them, the refusal saved with its reason.
+
+A balance plan on the agents' own measure of each instance: four busy instances on one host,
+load no instance accounts for on another; applied, the skew the fleet shows is the one the plan
+predicted.
 """
 
 import json
 
 import pytest
 
+from compute_agent.load_model import busy_and_off
+from scheduler.cmd.instance_commands import build_request
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
 from tests.functional.test_moves import Sampler, boot
 
@@ -84,3 +90,71 @@ def test_a_plan_makes_room_for_a_flavor_that_fit_nowhere_and_it_then_boots(tmp_p
             assert (booted[big]["state"], booted[big]["host"]) == ("ACTIVE", target)
         finally:
             fleet.close()
+
+
+def test_a_balance_plan_on_each_instances_measured_load_reaches_the_skew_it_predicted(tmp_path):
+    with temporary_database() as url, temporary_vhost() as transport_url:
+        # a short half-life: the moving averages follow the new load within a few reports
+        fleet = Fleet(tmp_path, url, transport_url, filter_scheduler__load_half_life=2.0)
+        try:
+            fleet.start_schedulers(["sched-1"])
+            # whether an instance is busy (its vCPU all used) or idle (5 % of it) is drawn from its
+            # uuid, on whichever agent it runs: its load goes with it when it moves
+            drawn = {"fake_vcpus": 8, "fake_busy_fraction": 0.5, "fake_load_seed": 7,
+                     "fake_migration_time_per_gb": 1.0}
+            fleet.start_agent("a", **drawn)
+            fleet.start_agent("b", **drawn)
+            # c: 2 of its 8 cores busy with work that is none of its instances'
+            fleet.start_agent("c", fake_hidden_cpu_load=2.0, **drawn)
+            fleet.wait_hosts_up(HOSTS)
+            busy = [boot_drawn(fleet, "a", busy=True) for _ in range(4)]
+            idle = [boot_drawn(fleet, "b", busy=False), boot_drawn(fleet, "c", busy=False)]
+            fleet.wait_states(busy + idle, ("ACTIVE",))
+            # a: 4 busy vCPUs of 8; b: an idle one; c: an idle one and its 2 of background
+            expected = {"a": 0.5, "b": 0.05 / 8, "c": 2.05 / 8}
+            fleet.wait(lambda: all(abs((fleet.hosts()[h]["cpu_util"] or 0) - u) < 0.01
+                                   for h, u in expected.items()), 60, "the measured load to settle",
+                       last_seen=lambda: {h: v["cpu_util"] for h, v in fleet.hosts().items()})
+
+            planned = fleet.cli("rebalance", "plan", "--balance", "--target", "1.0", "--max-migrations", "2",
+                                "-f", "json")
+            assert planned.returncode == 0, planned.stderr
+            plan = json.loads(planned.stdout)
+            # 6.1 busy vCPUs of 24: the fleet 25 % busy, a at 50 %: skew 1.97; the instances leave a,
+            # to b first (the least busy), none to c, whose background stays where it is
+            assert plan["before"]["skew"] == pytest.approx(0.5 / (6.1 / 24), abs=0.01)
+            assert {s["source"] for s in plan["steps"]} == {"a"} and len(plan["steps"]) >= 1
+            assert "b" in {s["dest"] for s in plan["steps"]}
+            predicted = plan["after"]["skew"]
+            assert predicted < 1.5
+
+            applied = fleet.cli("rebalance", "apply", str(plan["id"]), timeout=300)
+            assert applied.returncode == 0, applied.stdout + applied.stderr
+            moved = {s["instance"]: s["dest"] for s in plan["steps"]}
+            final = fleet.wait_states(list(moved), ("ACTIVE",))
+            assert {u: i["host"] for u, i in final.items()} == moved
+
+            def reached():
+                shown = fleet.cli("rebalance", "show", str(plan["id"]), "-f", "json")
+                return json.loads(shown.stdout)["reached"]
+
+            # once each agent has measured its instances where they are now
+            fleet.wait(lambda: abs(reached()["skew"] - predicted) <= 0.05, 60,
+                       f"the skew reached to come within 0.05 of the {predicted} predicted",
+                       last_seen=reached)
+            shown = fleet.cli("rebalance", "show", str(plan["id"]))
+            header = next(line for line in shown.stdout.splitlines() if line.startswith("FIGURE"))
+            assert header.split() == ["FIGURE", "BEFORE", "PLANNED", "NOW"]
+        finally:
+            fleet.close()
+
+
+def boot_drawn(fleet, host, busy):
+    """An instance on ``host`` whose uuid the fake agents' draw makes busy (or idle)."""
+    while True:
+        request_spec, filter_properties = build_request(TWO_GB, 1)
+        [uuid] = request_spec["instance_uuids"]
+        if busy_and_off(uuid, 7, 0.5, 0.0)[0] == busy:
+            break
+    fleet.client.run_instance({}, request_spec, dict(filter_properties, force_hosts=[host]))
+    return uuid

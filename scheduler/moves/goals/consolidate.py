@@ -1,4 +1,5 @@
-"""consolidate: as many hosts emptied as the migrations allow, each destination keeping headroom."""
+"""consolidate: as many hosts emptied as the migrations allow, each destination keeping headroom of
+its allocation limits and of its measured CPU and memory."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ if TYPE_CHECKING:
 class Consolidate(Goal):
     name = "consolidate"
     summary = ("empty as many hosts as --max-migrations migrations allow, each destination keeping "
-               "--headroom free")
+               "--headroom of its limits and of its measured CPU and memory free")
     schema = (
         max_migrations(),
-        Option("headroom", FLOAT, 0.0, "the share of each limit a destination keeps free (0 to below 1, "
-               "default 0)", minimum=0.0, maximum=1.0, below_maximum=True,
+        Option("headroom", FLOAT, 0.0, "the share of each allocation limit, and of its vCPUs and memory in "
+               "measured use, a destination keeps free (0 to below 1, default 0)",
+               minimum=0.0, maximum=1.0, below_maximum=True,
                problem="is the share of each limit a destination keeps free, from 0 to below 1",
                metavar="SHARE", key_problem="must be a share from 0 to below 1",
                key_help="is kept free by the consolidate goal"),
