@@ -1,7 +1,8 @@
 """python -m benchmarks: decision latency, requests for resource classes and traits, report
 ingestion, memory, the reports of a large fleet on one of several schedulers, a scaling-group
 sync, a host's drain, several schedulers on a simulated clock, making room for a large flavor,
-balancing real load beside Watcher's workload balance, end to end.
+balancing real load beside Watcher's workload balance, the balance and consolidate goals planned on
+measured load and judged on the true load, end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -20,6 +21,7 @@ from benchmarks import (
     machine_speed,
     make_room,
     moves,
+    rebalance_goals,
     report_load,
     resource_classes,
     scale_out,
@@ -29,7 +31,8 @@ from benchmarks import (
 _hosts = command_line.counts("host counts")
 
 DESCRIBED = {"scaling": scaling_sync, "moves": moves, "scale-out": scale_out, "reports": report_load,
-             "make_room": make_room, "balance": balance, "traits": resource_classes}
+             "make_room": make_room, "balance": balance, "traits": resource_classes,
+             "rebalance_goals": rebalance_goals}
 
 
 def parse_args(argv):
@@ -46,13 +49,15 @@ def parse_args(argv):
     parser.add_argument("--ingest-hosts", type=int, default=10_000,
                         help="fleet size for the report ingestion rate")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,make_room,balance,e2e")
+                        "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,make_room,balance,"
+                        "rebalance_goals,e2e")
     report_load.add_arguments(parser, prefix="reports-")
     scaling_sync.add_arguments(parser, prefix="scaling-")
     moves.add_arguments(parser, prefix="moves-")
     scale_out.add_arguments(parser, prefix="scale-out-")
     make_room.add_arguments(parser, prefix="make-room-")
     balance.add_arguments(parser, prefix="balance-")
+    rebalance_goals.add_arguments(parser, prefix="goals-")
     parser.add_argument("--e2e-hosts", type=int, default=1000)
     parser.add_argument("--e2e-instances", type=int, default=20_000)
     parser.add_argument("--e2e-rate", type=float, default=0,
@@ -127,6 +132,9 @@ def _rebalance_rows(args):
                                   args.make_room_count)
     if "balance" not in args.skip:
         yield from balance.rows(args.balance_hosts, args.balance_seeds, args.balance_policies)
+    if "rebalance_goals" not in args.skip:
+        yield from rebalance_goals.rows(args.goals_fleets, args.goals_seeds, args.goals_kinds,
+                                        args.goals_shared_load, args.goals_true_load)
 
 
 def _fmt(value, digits=3):

@@ -11,7 +11,7 @@ from benchmarks.__main__ import main
 from scheduler.moves.api import MoveEndpoint
 
 ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,scale-out,e2e,make_room,"
-              "balance",
+              "balance,rebalance_goals",
               "--moves-hosts", "10",
               "--moves-instances", "5", "--moves-repeats", "1"]
 
@@ -19,7 +19,7 @@ ONLY_MOVES = ["--skip", "decision,reference,traits,ingestion,memory,reports,scal
 def test_json_rows_carry_the_documented_keys(capsys):
     assert main(["--hosts", "50,200", "--decisions", "5", "--reference-hosts", "50",
                  "--ingest-hosts", "100", "--traits-hosts", "300",
-                 "--skip", "e2e,reports,scaling,moves,scale-out,make_room,balance",
+                 "--skip", "e2e,reports,scaling,moves,scale-out,make_room,balance,rebalance_goals",
                  "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     decisions = [r for r in rows if r["bench"] == "decision"]
@@ -41,7 +41,7 @@ def test_json_rows_carry_the_documented_keys(capsys):
 def test_table_output_has_a_header_and_a_row_per_figure(capsys):
     assert main(["--hosts", "30", "--decisions", "3", "--policies", "default",
                  "--skip", "e2e,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,"
-                 "make_room,balance"]) == 0
+                 "make_room,balance,rebalance_goals"]) == 0
     lines = capsys.readouterr().out.splitlines()
     speed = re.search(r"; reference loop ([0-9.]+) us \(sum\(range\(1000\)\), best of 5\)$", lines[0])
     assert speed and float(speed.group(1)) > 0, lines[0]
@@ -113,7 +113,7 @@ def test_a_destination_over_its_limits_fails_the_check(tmp_path):
 
 def test_the_reports_of_a_fleet_on_one_of_three_schedulers_print_their_cpu(capsys):
     assert main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,make_room,"
-                 "balance,e2e",
+                 "balance,rebalance_goals,e2e",
                  "--reports-hosts", "300", "--reports-periods", "2", "--reports-backends", "sqlite",
                  "--json"]) == 0
     [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -125,14 +125,14 @@ def test_the_reports_of_a_fleet_on_one_of_three_schedulers_print_their_cpu(capsy
     assert row["total_cpu_ms_per_s"] == row["cpu_ms_per_s"] and row["server_ms_per_period"] is None
     assert row["first_round_cpu_s"] > 0 and row["ingestion_us_per_report"] > 0
     main(["--skip", "decision,reference,traits,ingestion,memory,scaling,moves,scale-out,make_room,balance,"
-          "e2e",
+          "rebalance_goals,e2e",
           "--reports-hosts", "300", "--reports-periods", "1", "--reports-backends", "sqlite"])
     assert "ms CPU per s of reports" in capsys.readouterr().out
 
 
 def test_making_room_prints_how_often_and_how_fast_plans_are_found(capsys):
     assert main(["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,"
-                 "balance,e2e",
+                 "balance,rebalance_goals,e2e",
                  "--make-room-hosts", "60", "--make-room-seeds", "3", "--json"]) == 0
     [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert (row["bench"], row["n_hosts"], row["seeds"]) == ("make_room", 60, 3)
@@ -145,7 +145,7 @@ def test_making_room_prints_how_often_and_how_fast_plans_are_found(capsys):
 
 def test_balancing_prints_berth_beside_watcher_on_the_same_fleets(capsys):
     assert main(["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,"
-                 "make_room,e2e", "--balance-hosts", "30", "--balance-seeds", "1",
+                 "make_room,rebalance_goals,e2e", "--balance-hosts", "30", "--balance-seeds", "1",
                  "--balance-policies", "balanced", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["fleet"], r["n_hosts"], r["planner"]) for r in rows] == [
@@ -259,3 +259,49 @@ def test_requests_cast_in_bundles_count_as_the_messages_that_carried_them():
         "cast in": 200, "build out": 200, "update back": 200, "sent back": 0, "report": 0}
     assert e2e._messages({}, after, {}, bundled, 1) == {
         "cast in": 2, "build out": 200, "update back": 200, "sent back": 0, "report": 0}
+
+
+def _goal_rows(capsys, argv):
+    from benchmarks import rebalance_goals
+
+    assert rebalance_goals.main(argv) == 0
+    return {(row["goal"], row["headroom"], row["mode"]): row
+            for row in map(json.loads, capsys.readouterr().out.splitlines())}
+
+
+def test_rebalance_goals_plans_on_measured_load_and_reaches_what_they_predict_on_the_true_load(capsys):
+    rows = _goal_rows(capsys, ["--fleets", "10", "--kinds", "equal", "--seeds", "1", "--shared-load",
+                               "--true-load", "--json"])
+    assert set(rows) == {(goal, headroom, mode) for goal, headroom in (("balance", 0.0), ("consolidate", 0.0),
+                                                                       ("consolidate", 0.2))
+                         for mode in ("measured", "shared", "true")}
+    for row in rows.values():
+        assert (row["n_hosts"], row["fleet"], row["plans"], row["faults"]) == (10, "equal", 1, [])
+        assert 100 <= row["instances_min"] <= 200
+        assert row["migrations_median"] >= row["bound_median"] > 0
+    for mode in ("measured", "shared", "true"):
+        balanced = rows["balance", 0.0, mode]
+        assert balanced["reached_median"] < balanced["before_median"]
+        assert 1.0 <= balanced["predicted_median"] <= 1.15
+    measured, true = rows["balance", 0.0, "measured"], rows["balance", 0.0, "true"]
+    assert abs(measured["reached_median"] - measured["predicted_median"]) <= 0.05
+    # on the true load the plan's model is the judge's: it reaches what it predicts
+    assert true["reached_median"] == pytest.approx(true["predicted_median"])
+    for headroom in (0.0, 0.2):
+        for mode in ("measured", "shared", "true"):
+            packed = rows["consolidate", headroom, mode]
+            # hosts in use: as predicted, fewer than before, no fewer than any plan can reach
+            assert packed["before_median"] > packed["reached_median"] == packed["predicted_median"] \
+                >= packed["unreachable_median"]
+        assert rows["consolidate", headroom, "true"]["overloaded_median"] == 0
+    assert rows["consolidate", 0.2, "measured"]["reached_median"] > rows["consolidate", 0.0, "measured"][
+        "reached_median"]
+
+
+def test_python_m_benchmarks_runs_the_rebalance_goals(capsys):
+    assert main(["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,"
+                 "make_room,balance,e2e", "--goals-fleets", "10", "--goals-kinds", "mixed",
+                 "--goals-seeds", "1"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("rebalance_goals")]
+    assert len(lines) == 3
+    assert "measured: skew " in lines[0] and "measured: hosts in use 10 " in lines[1]

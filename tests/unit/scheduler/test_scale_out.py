@@ -124,7 +124,7 @@ def test_the_section_prints_a_row_per_fleet_and_scheduler_count(capsys):
     from benchmarks.__main__ import main
 
     assert main(["--skip", "decision,reference,traits,ingestion,memory,reports,scaling,moves,make_room,"
-                 "balance,e2e",
+                 "balance,rebalance_goals,e2e",
                  "--scale-out-hosts", "30", "--scale-out-schedulers", "1,2", "--scale-out-requests", "60",
                  "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
