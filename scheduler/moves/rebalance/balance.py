@@ -5,15 +5,15 @@ migrations. The DRS / Watcher workload-balance goal, for hosts of any size.
 The fleet's utilisation (total load over total vCPUs) does not change when instances move, so
 the skew falls only as the busiest host's utilisation does. The heuristic, one migration at a
 time: on the busiest host that may still be helped, the instance and destination whose move
-leaves the higher of the two hosts' new utilisations the lowest, the destination being the least
-utilised host the filters accept for it with room for it; the move is taken only if that is
-below the host's utilisation now. A host none of whose instances can go anywhere that helps (its
-load is its background, or pinned, or no host takes it) is said in the plan and passed over: the
-next busiest is helped instead. It stops when every host that may be helped is within
-``target_skew`` of the fleet's utilisation, at the limit, or when no move helps. An instance moves
-at most once. With one migration this is the best single move off the busiest host (brute force
-agrees, see the unit tests); beyond, each step is the best one from where the previous ones left
-the fleet.
+leaves the higher of the two hosts' new utilisations the lowest, the destination being the host
+the filters accept for it, with room for it, that would be the least utilised once it holds it;
+the move is taken only if that is below the host's utilisation now. A host none of whose
+instances can go anywhere that helps (its load is its background, or pinned, or no host takes
+it) is said in the plan and passed over: the next busiest is helped instead. It stops when
+every host that may be helped is within ``target_skew`` of the fleet's utilisation, at the
+limit, or when no move helps. An instance moves at most once. With one migration this is the
+best single move off the busiest host (brute force agrees, see the unit tests); beyond, each
+step is the best one from where the previous ones left the fleet.
 """
 
 from __future__ import annotations
@@ -141,10 +141,9 @@ def _best_move(snapshot: Snapshot, judge: Judge, hot: int, moved: set[str],
 
 
 def _coolest(snapshot: Snapshot, judge: Judge, resident: Resident, peak: float) -> int | None:
-    """The least utilised host the filters accept for ``resident``, with room, where its
-    utilisation would stay below ``peak``."""
+    """The host the filters accept for ``resident``, with room, that would be the least utilised
+    once it holds it (on hosts of mixed sizes not always the least utilised now), below ``peak``."""
     capacity = snapshot.capacity()
-    utilisation = snapshot.utilisation()
     with np.errstate(divide="ignore", invalid="ignore"):
         after = np.where(capacity > 0, (snapshot.load + resident.load) / capacity, np.inf)
-    return destination(snapshot, judge, resident, after >= peak - 1e-9, order=utilisation)
+    return destination(snapshot, judge, resident, after >= peak - 1e-9, order=after)

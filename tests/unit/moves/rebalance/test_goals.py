@@ -375,3 +375,19 @@ def test_consolidate_places_an_anti_affinity_member_before_the_rest_of_its_host(
     assert plan.note.startswith("empties h0;") and plan.after.hosts_used == 2
     assert {m.instance: m.destination for m in plan.moves} == {"m0": "h2", "l1": "h1", "l2": "h1"}
     check_plan(snapshot, enabled, plan, SMALL, 0)
+
+
+def test_balance_sends_an_instance_where_the_host_is_least_busy_once_it_holds_it(conf, enabled):
+    # the least busy host now is the small one (1 of 32 vCPUs busy against 4 of 96), but an 8-vCPU
+    # busy instance takes it to 28 %, the large one to 12.5 %
+    busy = Flavor(memory_mb=8192, root_gb=40, ephemeral_gb=0, vcpus=8, name="c1.xlarge")
+    idle = Flavor(memory_mb=4096, root_gb=40, ephemeral_gb=0, vcpus=2, name="m1.medium")
+    hosts = {"hot": (262144, 64, 4000), "small": (131072, 32, 2000), "large": (393216, 96, 6000)}
+    instances = [*[(f"busy-{i}", "hot", busy, 8.0, None, True) for i in range(3)],
+                 ("idle-s", "small", idle, 1.0, None, True), ("idle-l", "large", idle, 4.0, None, True)]
+    snapshot = fleet(conf, hosts, instances)
+    plan = balance(snapshot, enabled, target_skew=1.15, max_migrations=1)
+    [move] = plan.moves
+    assert move.destination == "large"
+    assert plan.after.skew == pytest.approx((16 / 64) / (29 / 192))  # hot is the busiest after
+    check_plan(snapshot, enabled, plan, SMALL, 0)
