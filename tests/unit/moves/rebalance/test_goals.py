@@ -391,3 +391,14 @@ def test_balance_sends_an_instance_where_the_host_is_least_busy_once_it_holds_it
     assert move.destination == "large"
     assert plan.after.skew == pytest.approx((16 / 64) / (29 / 192))  # hot is the busiest after
     check_plan(snapshot, enabled, plan, SMALL, 0)
+
+
+def test_a_host_refused_for_room_is_a_destination_again_once_a_move_frees_it(conf, enabled):
+    full = Flavor(memory_mb=126976, root_gb=10, ephemeral_gb=0, vcpus=1, name="full")
+    snapshot = fleet(conf, {"h0": HOST, "h1": HOST, "h2": HOST},
+                     [("mover", "h0", SMALL, 1.0, None, True), ("big", "h1", full, 0.0, None, True)])
+    judge = Judge(enabled)
+    mover = snapshot.residents["mover"]
+    assert judge.destinations(snapshot, mover).tolist() == [False, False, True]  # h1: 4 GB free
+    snapshot.move("big", "h2")
+    assert judge.destinations(snapshot, mover).tolist() == [False, True, False]  # h2 full now
