@@ -1,20 +1,25 @@
 """The compute agent's resource accounting: what its instances use of the host, minus reserves.
 
-Pure accounting: no I/O, no messaging. Usage is recomputed from the flavors
-of the instances the agent holds a claim for, never read from the
-hypervisor, and every "used" value includes the host's reserves::
+Pure accounting: no I/O, no messaging. Usage is recomputed from the amounts
+(scheduler's resource classes) of the flavors of the instances the agent holds
+a claim for, never read from the hypervisor, and every "used" value includes
+the host's reserves::
 
-    memory_mb_used = reserved_host_memory_mb + sum(memory_mb)
-    local_gb_used  = reserved_host_disk_mb / 1024 + sum(root_gb + ephemeral_gb)
-    vcpus_used     = reserved_host_cpus + sum(vcpus)
+    memory_mb_used = reserved_host_memory_mb + sum(MEMORY_MB)
+    local_gb_used  = reserved_host_disk_mb / 1024 + sum(DISK_GB)
+    vcpus_used     = reserved_host_cpus + sum(VCPU)
     free_ram_mb    = memory_mb - memory_mb_used      (negative under overcommit)
     free_disk_gb   = local_gb - local_gb_used        (negative under overcommit)
 
+A flavor's amounts are its sizes unless its extra specs say otherwise, as Nova
+translates a flavor for Placement: ``resources:DISK_GB=0`` (booted from a volume)
+takes no local disk, ``hw:cpu_policy=dedicated`` takes its vCPUs as PCPU.
+
 A claim is Nova's claim test against the limits the scheduler computed
-(``total * allocation_ratio``): ``free = limit - used``; the claim fails when
-the request is larger than ``free``. A missing or None limit is unlimited.
-The vCPUs counted are the flavor's VCPU amount: those of hw:cpu_policy=dedicated
-are PCPU. Every other class of the flavor's amounts (PCPU, VGPU, CUSTOM_*...)
+(scheduler.policy.filters.resources: Placement's ``(total - reserved) * ratio``
+for the instances, plus the reserve the "used" figures count): ``free = limit -
+used``; the claim fails when the request is larger than ``free``. A missing or
+None limit is unlimited. Every other class of the flavor's amounts (PCPU, VGPU, CUSTOM_*...)
 is claimed against the host's Inventory of it, whatever the limits, so that a
 unit is never given twice even when two schedulers choose this host at once.
 """
@@ -27,7 +32,7 @@ import threading
 from berth_contract import image_meta
 from berth_contract.host_report import HostReport
 from berth_contract.request_spec import Flavor
-from berth_contract.resource_classes import CLASSIC, VCPU
+from berth_contract.resource_classes import CLASSIC, DISK_GB, MEMORY_MB, VCPU
 from compute_agent import inventory
 from scheduler.version import version
 
@@ -186,11 +191,10 @@ class ResourceTracker:
     # -- usage -------------------------------------------------------------
 
     def _used(self):
-        flavors = self._instances.values()
-        memory = self.reserved_host_memory_mb + sum(f["memory_mb"] for f in flavors)
-        disk = _gb(self.reserved_host_disk_mb)
-        disk += sum(f["root_gb"] + f["ephemeral_gb"] for f in flavors)
-        vcpus = self.reserved_host_cpus + sum(a.get(VCPU, 0) for a in self._amounts.values())
+        held = self._amounts.values()
+        memory = self.reserved_host_memory_mb + sum(a.get(MEMORY_MB, 0) for a in held)
+        disk = _gb(self.reserved_host_disk_mb) + sum(a.get(DISK_GB, 0) for a in held)
+        vcpus = self.reserved_host_cpus + sum(a.get(VCPU, 0) for a in held)
         return memory, disk, vcpus
 
     def _usages(self):
@@ -235,7 +239,7 @@ class ResourceTracker:
             if uuid in self._instances:
                 return False
             if checked:
-                self._check(wanted, amounts.get(VCPU, 0), limits)
+                self._check(amounts, limits)
                 self._check_classes(amounts)
             self._instances[uuid] = wanted
             self._amounts[uuid] = amounts
@@ -247,15 +251,15 @@ class ResourceTracker:
                                   os_type if isinstance(os_type, str) else None)
             return True
 
-    def _check(self, wanted, vcpus_wanted, limits, only_positive=False):
-        """Raise ClaimFailed unless ``wanted`` (a normalized flavor's memory and disk) and
-        ``vcpus_wanted`` fit in ``limits`` on top of what is held; ``only_positive``: resources
-        asked none of are not checked."""
+    def _check(self, wanted, limits, only_positive=False):
+        """Raise ClaimFailed unless ``wanted`` ({class: units}: its MEMORY_MB, DISK_GB and VCPU)
+        fits in ``limits`` on top of what is held; ``only_positive``: resources asked none of
+        are not checked."""
         memory, disk, vcpus = self._used()
         checks = (
-            ("memory", "memory_mb", "MB", wanted["memory_mb"], memory),
-            ("disk", "disk_gb", "GB", wanted["root_gb"] + wanted["ephemeral_gb"], disk),
-            ("vcpu", "vcpu", "VCPU", vcpus_wanted, vcpus),
+            ("memory", "memory_mb", "MB", wanted.get(MEMORY_MB, 0), memory),
+            ("disk", "disk_gb", "GB", wanted.get(DISK_GB, 0), disk),
+            ("vcpu", "vcpu", "VCPU", wanted.get(VCPU, 0), vcpus),
         )
         for resource, key, unit, requested, used in checks:
             limit = limits.get(key)
@@ -300,8 +304,8 @@ class ResourceTracker:
             held_amounts = self._amounts[uuid]
             target = larger_flavor(held, new_flavor)
             target_amounts = larger_amounts(held_amounts, new_amounts)
-            self._check({key: target[key] - held[key] for key in FLAVOR_KEYS},
-                        target_amounts.get(VCPU, 0) - held_amounts.get(VCPU, 0), limits, only_positive=True)
+            self._check({name: target_amounts.get(name, 0) - held_amounts.get(name, 0) for name in CLASSIC},
+                        limits, only_positive=True)
             self._check_classes(new_amounts, held_amounts)
             self._instances[uuid] = target
             self._amounts[uuid] = target_amounts

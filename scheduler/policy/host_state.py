@@ -41,6 +41,10 @@ class HostTable:
         "free_disk_gb": np.float64,
         "vcpus_total": np.float64,
         "vcpus_used": np.float64,
+        # What the agent keeps back for its host, counted in its "used" figures (0: none reported)
+        "reserved_ram_mb": np.float64,
+        "reserved_disk_mb": np.float64,
+        "reserved_vcpus": np.float64,
         "num_instances": np.float64,
         "num_io_ops": np.float64,  # builds and deletes in progress, reported plus pending placements
         "failed_builds": np.float64,  # builds failed in a row on the host (reset by a success)
@@ -265,6 +269,9 @@ class HostTable:
         self._free_disk_gb[row] = report.free_disk_gb
         self._vcpus_total[row] = report.vcpus
         self._vcpus_used[row] = report.vcpus_used
+        self._reserved_ram_mb[row] = report.reserved_host_memory_mb or 0
+        self._reserved_disk_mb[row] = report.reserved_host_disk_mb or 0
+        self._reserved_vcpus[row] = report.reserved_host_cpus or 0
         uuids = report.instance_uuids
         if uuids:
             # A sorted tuple, not a numpy array: np.fromiter and np.sort cost more than sorting
@@ -537,6 +544,9 @@ class HostState:
     free_disk_gb = _column("free_disk_gb", _int_or_float)
     vcpus_total = _column("vcpus_total", _int_or_float)
     vcpus_used = _column("vcpus_used", _int_or_float)
+    reserved_ram_mb = _column("reserved_ram_mb", _int_or_float)
+    reserved_disk_mb = _column("reserved_disk_mb", _int_or_float)
+    reserved_vcpus = _column("reserved_vcpus", _int_or_float)
     num_instances = _column("num_instances", int)
     num_io_ops = _column("num_io_ops", int)
     failed_builds = _column("failed_builds", int)

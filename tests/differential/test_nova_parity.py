@@ -21,8 +21,13 @@ Known differences (Berth documents them; the cases keep these inputs out):
 
 - A non-finite ratio or multiplier (``nan``, ``inf``) in aggregate metadata:
   Berth ignores it and uses the option, Nova uses it.
-- CoreFilter on a host reporting 0 vCPUs: Berth refuses the host, Nova's old
-  CoreFilter passes it ("fail safe").
+- CoreFilter and AggregateCoreFilter on a host reporting 0 vCPUs: Berth refuses
+  the host, Nova's old filters pass it ("fail safe").
+- RamFilter, DiskFilter, CoreFilter and their Aggregate forms where a host
+  reports a reserve (reserved_host_*) and the ratio is above 1: Berth counts as
+  Placement, and so Nova 34, decides ((total - reserved) * ratio for the
+  instances), Nova's old filters as ``total * ratio - used``. The cases report
+  no reserve; tests/unit/policy/filters/test_placement_arithmetic.py has them.
 - Metrics through ComputeCapabilitiesFilter (``capabilities:metrics:...``) and
   JsonFilter (``$metrics.name``): Berth reads its metrics dict, Nova's
   MonitorMetricList is not a dict.
@@ -105,6 +110,7 @@ FILTER_FAMILIES = {
 #: What each plugin's cases may hold (parity.Profile: the defaults keep known differences out).
 PROFILES = {
     "CoreFilter": Profile(zero_vcpus=False),
+    "AggregateCoreFilter": Profile(zero_vcpus=False),
     "AggregateImagePropertiesIsolation": Profile(image_aliases=False, focus="image_isolation"),
     "AggregateInstanceExtraSpecsFilter": Profile(focus="aggregate_specs"),
     "ServerGroupAffinityFilter": Profile(focus="group"),

@@ -12,14 +12,16 @@
   aggregates' ``ram_allocation_ratio`` / ``cpu_allocation_ratio`` /
   ``disk_allocation_ratio`` metadata (the smallest, as Nova does), falling
   back to the ``[filter_scheduler]`` ratio when none is set or one is not a
-  number. ``limits()`` gives the agent the limit under the ratio actually used.
+  number. They check the flavor's amounts with Placement's arithmetic, as those filters do
+  (scheduler.policy.filters.resources), and AggregateCoreFilter refuses a host that reports
+  no vCPUs, as CoreFilter does (Nova's passed it). ``limits()`` gives the agent the limit
+  under the ratio actually used.
 """
 
 import numpy as np
 
-from scheduler.conf import filter_scheduler
 from scheduler.policy import aggregates, filters
-from scheduler.policy.filters import extra_specs_ops
+from scheduler.policy.filters import extra_specs_ops, resources
 
 EXTRA_SPECS_SCOPE = "aggregate_instance_extra_specs"
 TENANT_KEY = "filter_tenant_id"
@@ -107,7 +109,7 @@ class AggregateMultiTenancyIsolation(filters.BaseHostFilter):
 
 
 class _AggregateRatio:
-    """The allocation ratio of a host: its aggregates' ``key`` metadata, or the option."""
+    """The allocation ratio of a host: its aggregates' ``key`` metadata (the smallest), or the option."""
 
     key = None
 
@@ -115,67 +117,23 @@ class _AggregateRatio:
         super().__init_subclass__(**kwargs)
         cls.aggregate_numbers = {cls.key: 0.0}
 
-    def default_ratio(self):
-        return filter_scheduler.allocation_ratio(self.conf, self.key.split("_")[0])
-
-    def ratio(self, host_state):
+    def ratio_of(self, host_state):
         values = aggregates.metadata_values(host_state.aggregates, self.key)
-        return aggregates.min_number(values, self.default_ratio())
+        return aggregates.min_number(values, self.ratio)
 
-    def ratios(self, table, rows):
-        return aggregates.min_number_vector(table, rows, self.key, self.default_ratio())
+    def ratios_of(self, table, rows):
+        return aggregates.min_number_vector(table, rows, self.key, self.ratio)
 
 
-class AggregateRamFilter(_AggregateRatio, filters.BaseHostFilter):
+class AggregateRamFilter(_AggregateRatio, resources.RamFilter):
     key = "ram_allocation_ratio"
 
-    def host_passes(self, host_state, spec):
-        total, wanted = host_state.total_usable_ram_mb, spec.flavor.memory_mb
-        return wanted <= total and total * self.ratio(host_state) - host_state.ram_used_mb >= wanted
 
-    def filter_vector(self, table, rows, spec):
-        total, wanted = table.total_ram_mb[rows], spec.flavor.memory_mb
-        usable = total * self.ratios(table, rows) - (total - table.free_ram_mb[rows])
-        return (wanted <= total) & (usable >= wanted)
-
-    def limits(self, host_state):
-        return {"memory_mb": host_state.total_usable_ram_mb * self.ratio(host_state)}
-
-
-class AggregateDiskFilter(_AggregateRatio, filters.BaseHostFilter):
+class AggregateDiskFilter(_AggregateRatio, resources.DiskFilter):
     key = "disk_allocation_ratio"
 
-    def host_passes(self, host_state, spec):
-        total, wanted = host_state.total_usable_disk_gb, spec.flavor.disk_gb
-        return wanted <= total and total * self.ratio(host_state) - host_state.disk_used_gb >= wanted
 
-    def filter_vector(self, table, rows, spec):
-        total, wanted = table.total_disk_gb[rows], spec.flavor.disk_gb
-        usable = total * self.ratios(table, rows) - (total - table.free_disk_gb[rows])
-        return (wanted <= total) & (usable >= wanted)
+class AggregateCoreFilter(_AggregateRatio, resources.CoreFilter):
+    """A host that reports no vCPUs takes none, as CoreFilter has it (Nova's passed it)."""
 
-    def limits(self, host_state):
-        return {"disk_gb": host_state.total_usable_disk_gb * self.ratio(host_state)}
-
-
-class AggregateCoreFilter(_AggregateRatio, filters.BaseHostFilter):
     key = "cpu_allocation_ratio"
-
-    def host_passes(self, host_state, spec):
-        total = host_state.vcpus_total
-        if not total:
-            return True
-        if spec.flavor.vcpus > total:
-            return False
-        return total * self.ratio(host_state) - host_state.vcpus_used >= spec.flavor.vcpus
-
-    def filter_vector(self, table, rows, spec):
-        total = table.vcpus_total[rows]
-        wanted = spec.flavor.vcpus
-        room = total * self.ratios(table, rows) - table.vcpus_used[rows]
-        return (total == 0) | ((wanted <= total) & (room >= wanted))
-
-    def limits(self, host_state):
-        if not host_state.vcpus_total:
-            return {}
-        return {"vcpu": host_state.vcpus_total * self.ratio(host_state)}

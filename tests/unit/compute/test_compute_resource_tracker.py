@@ -173,3 +173,29 @@ def test_set_totals():
 def test_reports_are_numbered_so_that_an_old_one_can_be_told_from_a_new_one():
     rt = tracker()
     assert [rt.report()["report_seq"] for _ in range(3)] == [1, 2, 3]
+
+
+VOLUME_BOOTED = {"memory_mb": 2048, "root_gb": 20, "ephemeral_gb": 0, "vcpus": 2,
+                 "extra_specs": {"resources:DISK_GB": "0"}}
+
+
+def test_a_flavor_booted_from_a_volume_takes_no_local_disk_in_claims_or_reports():
+    # 10 GB of disk, a flavor of root_gb 20 whose extra specs ask no local disk (Nova's way of
+    # writing boot-from-volume flavors): the scheduler chose this host, the agent takes it
+    rt = ResourceTracker("h1", {"memory_mb": 8192, "local_gb": 10, "vcpus": 4})
+    assert rt.claim("vol", VOLUME_BOOTED, {"memory_mb": 8192, "disk_gb": 10, "vcpu": 4})
+    report = rt.report()
+    assert (report["local_gb_used"], report["free_disk_gb"]) == (0, 10)
+    assert report["memory_mb_used"] == 2048
+    # a resize to another such flavor asks no disk either; one with local disk does
+    assert rt.resize("vol", dict(VOLUME_BOOTED, memory_mb=4096), {"memory_mb": 8192, "disk_gb": 10})
+    assert rt.report()["local_gb_used"] == 0
+    with pytest.raises(ClaimFailed, match="Insufficient disk: requested 20 GB, free 10 GB"):
+        rt.resize("vol", {"memory_mb": 4096, "root_gb": 20, "vcpus": 2}, {"disk_gb": 10})
+
+
+def test_memory_is_claimed_and_reported_as_the_flavors_amount():
+    rt = tracker()
+    rt.claim("big", {"memory_mb": 1024, "root_gb": 1, "vcpus": 1,
+                     "extra_specs": {"resources:MEMORY_MB": "4096"}})
+    assert rt.report()["memory_mb_used"] == 4096 + rt.reserved_host_memory_mb

@@ -20,8 +20,10 @@ def policy_conf(tmp_path):
 
 
 def make_host(name, ram=8192, disk=100, vcpus=8, free_ram=None, free_disk=None, vcpus_used=0,
-              instances=(), now=None, table=None):
-    """A host that has reported once: alone, or as a new row of ``table``."""
+              instances=(), now=None, table=None, **reserved):
+    """A host that has reported once: alone, or as a new row of ``table``; ``reserved``: its
+    reserved_host_memory_mb, reserved_host_disk_mb, reserved_host_cpus (counted in the used
+    figures given)."""
     host = HostState(name) if table is None else table.view(table.add(name))
     host.update_from_report(
         {
@@ -34,6 +36,7 @@ def make_host(name, ram=8192, disk=100, vcpus=8, free_ram=None, free_disk=None, 
             "vcpus_used": vcpus_used,
             "instance_uuids": list(instances),
             "running_vms": len(instances),
+            **reserved,
         },
         now=now,
     )
