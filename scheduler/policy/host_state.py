@@ -89,6 +89,9 @@ class HostTable:
         self.readings = {}  # row -> the last load reading folded (host_load)
         self.reserving = set()  # rows whose last report had reservation figures (host_load)
         self.instance_load = {}  # row -> InstanceLoad of its instances' measured use (host_load)
+        self.reserves_version = 0  # counts the changes of any host's reserved_* figures
+        #: What filters work out of whole columns and keep until those change (the key says when).
+        self.derived = {}
         # Time of placements and load samples; a simulation substitutes its own clock.
         self.clock = time.monotonic
         self.load_half_life = host_load.DEFAULT_HALF_LIFE
@@ -269,9 +272,11 @@ class HostTable:
         self._free_disk_gb[row] = report.free_disk_gb
         self._vcpus_total[row] = report.vcpus
         self._vcpus_used[row] = report.vcpus_used
-        self._reserved_ram_mb[row] = report.reserved_host_memory_mb or 0
-        self._reserved_disk_mb[row] = report.reserved_host_disk_mb or 0
-        self._reserved_vcpus[row] = report.reserved_host_cpus or 0
+        reserves = (report.reserved_host_memory_mb or 0, report.reserved_host_disk_mb or 0,
+                    report.reserved_host_cpus or 0)
+        if (self._reserved_ram_mb[row], self._reserved_disk_mb[row], self._reserved_vcpus[row]) != reserves:
+            self._reserved_ram_mb[row], self._reserved_disk_mb[row], self._reserved_vcpus[row] = reserves
+            self.reserves_version += 1
         uuids = report.instance_uuids
         if uuids:
             # A sorted tuple, not a numpy array: np.fromiter and np.sort cost more than sorting

@@ -124,6 +124,9 @@ class _AggregateRatio:
     def ratios_of(self, table, rows):
         return aggregates.min_number_vector(table, rows, self.key, self.ratio)
 
+    def kept_vector(self, table, rows):
+        return self.kept(getattr(table, self.reserve)[rows], self.ratios_of(table, rows))
+
 
 class AggregateRamFilter(_AggregateRatio, resources.RamFilter):
     key = "ram_allocation_ratio"

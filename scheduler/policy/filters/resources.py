@@ -36,19 +36,11 @@ from scheduler.conf import filter_scheduler
 from scheduler.policy import filters
 
 
-def limit(total, reserved, counted, ratio):
-    """What a host's used figure, ``counted`` of its reserve in it, may reach: Placement's room
-    for instances, ``(total - reserved) * ratio``, plus that reserve."""
-    return (total - reserved) * ratio + counted
-
-
-def ram_limit(total, reserved_mb, ratio):
-    return limit(total, reserved_mb, reserved_mb, ratio)
-
-
-def disk_limit(total, reserved_mb, ratio):
-    """Placement's disk reserve is whole GB (Nova rounds up); the agent's figure counts MB / 1024."""
-    return limit(total, -(-reserved_mb // 1024), reserved_mb / 1024, ratio)  # a number or an array
+def kept_out(reserved, counted, ratio):
+    """What Placement keeps out of ``total * ratio`` beyond the reserve the agent's used figure
+    counts: its room for instances is ``(total - reserved) * ratio``, so a used figure (``counted``
+    of reserve in it) may reach ``total * ratio - kept_out``. 0 with no reserve, or at ratio 1."""
+    return reserved * ratio - counted
 
 
 def moved_off(wanted, figure):
@@ -61,10 +53,12 @@ def moved_off(wanted, figure):
 
 class _Ratio(filters.BaseHostFilter):
     """The allocation ratio of [filter_scheduler] ``resource``_allocation_ratio, the same for every
-    host (the Aggregate filters give each host its aggregates')."""
+    host (the Aggregate filters give each host its aggregates'), and what Placement keeps out of
+    ``total * ratio`` for the host's reserve (``reserve``: the table's column of it)."""
 
     abstract = True
     resource = ""
+    reserve = ""
 
     def __init__(self, conf):
         super().__init__(conf)
@@ -76,55 +70,77 @@ class _Ratio(filters.BaseHostFilter):
     def ratios_of(self, table, rows):
         return self.ratio
 
+    def kept(self, reserved, ratio):
+        """kept_out() of the class, for its reserve as the table holds it (a number or an array)."""
+        return kept_out(reserved, reserved, ratio)
+
+    def kept_of(self, host_state):
+        return self.kept(getattr(host_state, self.reserve), self.ratio_of(host_state))
+
+    def kept_vector(self, table, rows):
+        """kept_of() of each row of ``rows``; 0 when no host keeps anything out. Worked out once for
+        the whole table until a host's reserve changes (the table counts its changes): most reports
+        keep their reserve, and a decision at 10,000 hosts cannot afford the arithmetic each time."""
+        key = (self.reserve, self.ratio, table.reserves_version, len(table))
+        cached = table.derived.get(key)
+        if cached is None:
+            for old in [k for k in table.derived if k[:2] == key[:2]]:
+                del table.derived[old]
+            column = self.kept(getattr(table, self.reserve), self.ratio)
+            cached = table.derived[key] = column if column.any() else 0.0
+        return cached if isinstance(cached, float) else cached[rows]
+
 
 class RamFilter(_Ratio):
-    resource = "ram"
+    resource, reserve = "ram", "reserved_ram_mb"
 
     def host_passes(self, host_state, spec):
         total, wanted = host_state.total_usable_ram_mb, spec.flavor.amounts[MEMORY_MB]
         if moved_off(wanted, spec.flavor.memory_mb):
             return True
-        usable = ram_limit(total, host_state.reserved_ram_mb, self.ratio_of(host_state))
+        usable = total * self.ratio_of(host_state) - self.kept_of(host_state)
         return wanted <= total and usable - host_state.ram_used_mb >= wanted
 
     def filter_vector(self, table, rows, spec):
         total, wanted = table.total_ram_mb[rows], spec.flavor.amounts[MEMORY_MB]
         if moved_off(wanted, spec.flavor.memory_mb):
             return True
-        used = total - table.free_ram_mb[rows]
-        room = ram_limit(total, table.reserved_ram_mb[rows], self.ratios_of(table, rows)) - used
-        return (wanted <= total) & (room >= wanted)
+        usable = total * self.ratios_of(table, rows) - (total - table.free_ram_mb[rows])
+        return (wanted <= total) & (usable - self.kept_vector(table, rows) >= wanted)
 
     def limits(self, host_state):
-        return {"memory_mb": float(ram_limit(host_state.total_usable_ram_mb, host_state.reserved_ram_mb,
-                                             self.ratio_of(host_state)))}
+        total = host_state.total_usable_ram_mb
+        return {"memory_mb": float(total * self.ratio_of(host_state) - self.kept_of(host_state))}
 
 
 class DiskFilter(_Ratio):
-    resource = "disk"
+    resource, reserve = "disk", "reserved_disk_mb"
+
+    def kept(self, reserved, ratio):
+        """Placement's disk reserve is whole GB (Nova rounds up); the agent's figure counts MB / 1024."""
+        return kept_out(-(-reserved // 1024), reserved / 1024, ratio)
 
     def host_passes(self, host_state, spec):
         total, wanted = host_state.total_usable_disk_gb, spec.flavor.amounts[DISK_GB]
         if moved_off(wanted, spec.flavor.disk_gb):
             return True
-        usable = disk_limit(total, host_state.reserved_disk_mb, self.ratio_of(host_state))
+        usable = total * self.ratio_of(host_state) - self.kept_of(host_state)
         return wanted <= total and usable - host_state.disk_used_gb >= wanted
 
     def filter_vector(self, table, rows, spec):
         total, wanted = table.total_disk_gb[rows], spec.flavor.amounts[DISK_GB]
         if moved_off(wanted, spec.flavor.disk_gb):
             return True
-        used = total - table.free_disk_gb[rows]
-        room = disk_limit(total, table.reserved_disk_mb[rows], self.ratios_of(table, rows)) - used
-        return (wanted <= total) & (room >= wanted)
+        usable = total * self.ratios_of(table, rows) - (total - table.free_disk_gb[rows])
+        return (wanted <= total) & (usable - self.kept_vector(table, rows) >= wanted)
 
     def limits(self, host_state):
-        return {"disk_gb": float(disk_limit(host_state.total_usable_disk_gb, host_state.reserved_disk_mb,
-                                            self.ratio_of(host_state)))}
+        total = host_state.total_usable_disk_gb
+        return {"disk_gb": float(total * self.ratio_of(host_state) - self.kept_of(host_state))}
 
 
 class CoreFilter(_Ratio):
-    resource = "cpu"
+    resource, reserve = "cpu", "reserved_vcpus"
 
     def host_passes(self, host_state, spec):
         wanted = spec.flavor.amounts[VCPU]
@@ -136,20 +152,19 @@ class CoreFilter(_Ratio):
         # An instance may be overcommitted against other instances, never against itself.
         if wanted > total:
             return False
-        reserved = host_state.reserved_vcpus
-        return limit(total, reserved, reserved, self.ratio_of(host_state)) - host_state.vcpus_used >= wanted
+        usable = total * self.ratio_of(host_state) - self.kept_of(host_state)
+        return usable - host_state.vcpus_used >= wanted
 
     def filter_vector(self, table, rows, spec):
         wanted = spec.flavor.amounts[VCPU]
         if moved_off(wanted, spec.flavor.vcpus):
             return True
-        total, reserved = table.vcpus_total[rows], table.reserved_vcpus[rows]
-        room = limit(total, reserved, reserved, self.ratios_of(table, rows)) - table.vcpus_used[rows]
+        total = table.vcpus_total[rows]
+        room = total * self.ratios_of(table, rows) - table.vcpus_used[rows] - self.kept_vector(table, rows)
         fits = (wanted <= total) & (room >= wanted)
         return (total > 0) & fits
 
     def limits(self, host_state):
         if not host_state.vcpus_total:
             return {}
-        reserved = host_state.reserved_vcpus
-        return {"vcpu": float(limit(host_state.vcpus_total, reserved, reserved, self.ratio_of(host_state)))}
+        return {"vcpu": float(host_state.vcpus_total * self.ratio_of(host_state) - self.kept_of(host_state))}

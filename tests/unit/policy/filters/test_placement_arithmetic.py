@@ -76,3 +76,22 @@ def test_aggregate_core_filter_refuses_a_host_with_no_vcpus_as_core_filter_does(
     for cls in (CoreFilter, AggregateCoreFilter):
         assert not cls(policy_conf).host_passes(none, spec(vcpus=1))
         assert not cls(policy_conf).filter_vector(none.table, [none.row], spec(vcpus=1))[0]
+
+
+def test_a_reserve_changed_by_a_later_report_is_counted_at_once(policy_conf):
+    import numpy as np
+
+    from scheduler.policy.host_state import HostTable
+
+    policy_conf.set_override("ram_allocation_ratio", 2.0, "filter_scheduler")
+    table = HostTable()
+    host = make_host("h", ram=8192, free_ram=0, table=table)  # no reserve: 8192 more fit
+    ram, rows, big = RamFilter(policy_conf), np.arange(1), spec(memory_mb=8192)
+    assert ram.filter_vector(table, rows, big).tolist() == [True]
+    # the agent now keeps 1024 back (counted in its used figure): Placement gives its instances
+    # (8192 - 1024) * 2 = 14336, of which 8192 - 1024 are used
+    host.update_from_report({"host": "h", "memory_mb": 8192, "free_ram_mb": 0, "local_gb": 100,
+                             "free_disk_gb": 100, "vcpus": 8, "vcpus_used": 0,
+                             "reserved_host_memory_mb": 1024})
+    assert ram.filter_vector(table, rows, big).tolist() == [False]
+    assert ram.filter_vector(table, rows, spec(memory_mb=7168)).tolist() == [True]
