@@ -15,6 +15,7 @@ import time
 import psutil
 from oslo_config import cfg
 
+from berth_contract.resource_classes import DISK_GB
 from compute_agent.driver import base, cpu_traits, host_facts
 from compute_agent.driver.capabilities import Capabilities
 from compute_agent.driver.qemu import accel, cold_migration, images, nbd, processes, qemu_img, qmp, usage
@@ -22,7 +23,7 @@ from compute_agent.driver.qemu.cold_migration import ColdMigration
 from compute_agent.driver.qemu.command import qemu_command
 from compute_agent.driver.qemu.guest_files import GuestFiles
 from compute_agent.driver.qemu.live_migration import LiveMigration
-from compute_agent.resource_tracker import normalize_flavor
+from compute_agent.resource_tracker import flavor_amounts, normalize_flavor
 from scheduler.conf import groups
 
 LOG = logging.getLogger(__name__)
@@ -98,6 +99,19 @@ def list_opts():
 def register_opts(conf):
     groups.register(conf, group, opts)
 
+
+
+def _check_local_disk(instance):
+    """GuestFailed when the flavor asks its root disk of a volume (``resources:DISK_GB=0``, as Nova
+    writes boot-from-volume flavors): this driver has no volumes, and the disk it would make on
+    the host's own disk is one that neither the scheduler nor this agent counts."""
+    flavor = instance.get("flavor")
+    root_gb = normalize_flavor(flavor)["root_gb"]
+    if root_gb and not flavor_amounts(flavor).get(DISK_GB, 0):
+        raise GuestFailed(f"the qemu driver has no volumes: the flavor asks its {root_gb} GB root disk of "
+                          "a volume (resources:DISK_GB=0), and a disk on this host's own disk would be "
+                          "counted nowhere; give the flavor local disk, or boot it where a driver has "
+                          "volumes")
 
 class GuestFailed(base.BuildFailed):
     """A build that failed for the reason its message says: the agent reschedules it."""
@@ -238,6 +252,7 @@ class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
         ImageError) with the reason, having removed whatever it made."""
         uuid = instance["uuid"]
         files = self._files(uuid)
+        _check_local_disk(instance)
         image = self.image_of(instance)
         try:
             if not processes.runs(files.read_pid(), uuid):

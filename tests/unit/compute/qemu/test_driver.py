@@ -78,6 +78,16 @@ def test_a_build_of_no_image_fails_with_the_reason_and_makes_nothing(qemu_conf, 
     assert not os.path.exists(os.path.join(qemu_conf.qemu.instances_path, instance["uuid"]))
 
 
+def test_a_flavor_asking_its_root_disk_of_a_volume_is_refused_saying_this_driver_has_none(qemu_conf):
+    _kernel_image(qemu_conf)
+    instance = _instance()
+    instance["flavor"] = dict(instance["flavor"], root_gb=20, extra_specs={"resources:DISK_GB": "0"})
+    with pytest.raises(GuestFailed, match=r"the qemu driver has no volumes: the flavor asks its 20 GB root "
+                                          r"disk of a volume \(resources:DISK_GB=0\)"):
+        QemuDriver(qemu_conf).spawn(instance)
+    assert not os.path.exists(os.path.join(qemu_conf.qemu.instances_path, instance["uuid"]))
+
+
 def test_the_default_image_serves_a_build_that_names_none(qemu_conf, tmp_path):
     _kernel_image(qemu_conf)
     qemu_conf.set_override("default_image", "berth-test", "qemu")
