@@ -33,7 +33,8 @@ MAX_CPU_FEATURES = 1000
 #: inventories and usages: at most this many resource classes; traits: at most this many.
 MAX_CLASSES = 100
 MAX_TRAITS = 1000
-MAX_ALLOCATION_RATIO = 10_000.0
+#: Placement's largest allocation_ratio (its column is a single-precision float).
+MAX_ALLOCATION_RATIO = 3.40282e38
 #: The integer columns of compute_nodes are 32-bit everywhere.
 _INT32 = 2**31 - 1
 _LIMIT = 2**53
@@ -337,7 +338,9 @@ def _check_placement_facts(where, wire, report):
         raise bad_report(where, "stopped", f" must be true or false, got {_shown(report.stopped)}")
 
 
-#: An inventory's fields: (name, lowest) of the whole numbers; allocation_ratio is any number above 0.
+#: An inventory's fields as Placement's API takes them: (name, lowest) of the whole numbers, each at
+#: most _INT32 (Placement's lowest total is 1: Berth takes 0 as none of the class);
+#: allocation_ratio is any number up to Placement's largest.
 _INVENTORY_COUNTS = (("total", 0), ("reserved", 0), ("min_unit", 1), ("max_unit", 1), ("step_size", 1))
 _INVENTORY_FIELDS = frozenset(("allocation_ratio", *(name for name, _ in _INVENTORY_COUNTS)))
 
@@ -391,11 +394,17 @@ def _check_inventory(where, field, inventory):
             raise bad_report(where, f"{field}.{key}", f" must be a whole number from {low} to {_INT32}, "
                              f"got {_shown(value)}")
     ratio = inventory["allocation_ratio"]
-    if not is_bounded_number(ratio, MAX_ALLOCATION_RATIO) or ratio <= 0:
-        raise bad_report(where, f"{field}.allocation_ratio", f" must be a number above 0 and at most "
+    if not is_finite(ratio) or ratio > MAX_ALLOCATION_RATIO:
+        raise bad_report(where, f"{field}.allocation_ratio", f" must be a number of at most "
                          f"{MAX_ALLOCATION_RATIO:g}, got {_shown(ratio)}")
-    if inventory["reserved"] > inventory["total"] or inventory["min_unit"] > inventory["max_unit"]:
-        raise bad_report(where, field, " must have reserved <= total and min_unit <= max_unit")
+    # Placement (microversion 1.26 on) refuses only an inventory whose capacity, truncated, is below
+    # 0; one that can hold nothing (min_unit above max_unit, a ratio of 0...) is refused by the
+    # requests for its class only (Inventory.holds_nothing).
+    capacity = (inventory["total"] - inventory["reserved"]) * ratio
+    if int(capacity) < 0:
+        raise bad_report(where, field, f" must have a capacity of at least 0, as Placement does: (total "
+                         f"{inventory['total']} - reserved {inventory['reserved']}) * allocation_ratio "
+                         f"{ratio:g} is {capacity:g}")
 
 
 def _is_ip(value):

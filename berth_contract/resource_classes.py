@@ -104,8 +104,27 @@ class Inventory:
     def largest(self) -> int:
         return self.total if self.max_unit is None else self.max_unit
 
+    @property
+    def holds_nothing(self) -> str | None:
+        """Why not even one allocation fits this inventory, or None. Placement accepts such an
+        inventory (min_unit above max_unit, an allocation_ratio of 0...) and allocates nothing from it."""
+        if self.min_unit > self.largest:
+            return f"its min_unit {self.min_unit} is above its max_unit {self.largest}"
+        smallest = -(-self.min_unit // self.step_size) * self.step_size
+        if smallest > self.largest:
+            return (f"no multiple of its step_size {self.step_size} lies from its min_unit {self.min_unit} "
+                    f"to its max_unit {self.largest}")
+        if self.capacity < smallest:
+            return (f"its capacity, (total {self.total} - reserved {self.reserved}) * allocation_ratio "
+                    f"{self.allocation_ratio:g} = {self.capacity:g}, is below its smallest allocation, "
+                    f"{smallest}")
+        return None
+
     def refuses(self, used: float, units: int) -> str | None:
         """Why ``units`` more cannot be allocated with ``used`` taken already, or None."""
+        nothing = self.holds_nothing
+        if nothing is not None:
+            return f"the host's inventory holds nothing: {nothing}"
         if units < self.min_unit:
             return f"at least {self.min_unit} per instance"
         if units > self.largest:

@@ -244,8 +244,8 @@ class ResourceTracker:
             self._instances[uuid] = wanted
             self._amounts[uuid] = amounts
             if isinstance(image_properties, dict) and image_properties:
-                standard = image_meta.standard(image_properties)
-                self._image_properties[uuid] = {(k, str(v)) for k, v in standard.items()}
+                kept = image_meta.kept_by_compute(image_properties)
+                self._image_properties[uuid] = set(image_meta.nova_props(kept).items())
             os_type = image_properties.get("os_type") if isinstance(image_properties, dict) else None
             self._owners[uuid] = (project_id if isinstance(project_id, str) else None,
                                   os_type if isinstance(os_type, str) else None)

@@ -118,16 +118,21 @@ class Selector:
     def filter(self, table, rows, spec, index=0, left=None):
         """The rows that pass every filter; NoValidHost says how many each removed. Given a
         list ``left``, appends (filter name, rows left after it) to it for each filter run."""
+        given = rows
         considered = len(rows)
         removed = []
         active = [f for f in self._filter_order
                   if not (f.run_filter_once_per_request and index > 0)]
+
+        def none_left(removed):
+            notes = _why_removed(active, removed, table, given, spec)
+            return NoValidHost(no_valid_host_reason(considered, removed, spec, index, notes), removed)
+
         vector = [f for f in active if self.vectorized and f.filter_vector is not None]
         if vector:
             rows, after = _filter_vectors(vector, table, rows, spec)
             if not len(rows):
-                removed = _removed(after, considered)
-                raise NoValidHost(no_valid_host_reason(considered, removed, spec, index), removed)
+                raise none_left(_removed(after, considered))
             if left is not None:
                 left.extend(after)
         for host_filter in active[len(vector):]:
@@ -140,7 +145,7 @@ class Selector:
                 left.append((host_filter.name, len(passed)))
             rows = passed
             if not len(rows):
-                raise NoValidHost(no_valid_host_reason(considered, removed, spec, index), removed)
+                raise none_left(removed)
         return rows
 
     def scope(self, table, rows, spec):
@@ -297,6 +302,18 @@ def _removed(left, considered):
     return removed
 
 
+def _why_removed(active, removed, table, rows, spec):
+    """{filter name: what its why_removed says} of the filters of ``removed`` that say something."""
+    notes = {}
+    names = {name for name, _ in removed}
+    for host_filter in active:
+        if host_filter.name in names and host_filter.why_removed is not None:
+            note = host_filter.why_removed(table, rows, spec)
+            if note:
+                notes[host_filter.name] = note
+    return notes
+
+
 def _heaviest(table, rows, weights, k=TOP_WEIGHTS):
     """((host, weight), ...) of the ``k`` heaviest of ``rows``, heaviest first."""
     return tuple((table.names[int(rows[i])], float(weights[i])) for i in top(weights, min(k, len(rows))))
@@ -365,10 +382,12 @@ def candidates(table, rows, spec):
     return rows, True
 
 
-def no_valid_host_reason(considered, removed, spec, index):
+def no_valid_host_reason(considered, removed, spec, index, notes=None):
     if not considered:
         return "No valid host was found: every known host was ignored or excluded"
-    detail = ", ".join(f"{name} removed {count}" for name, count in removed)
+    notes = notes or {}
+    detail = ", ".join(f"{name} removed {count}" + (f" ({notes[name]})" if name in notes else "")
+                       for name, count in removed)
     hosts = f"{considered} host{'s' if considered != 1 else ''}"
     if index == 0:
         which = f" for instance 1 of {spec.num_instances}" if spec.num_instances > 1 else ""

@@ -361,11 +361,11 @@ LEGACY = {"hw_architecture": "architecture", "img_hv_type": "hypervisor_type", "
           "img_hv_requested_version": "hypervisor_version_requires", "os_distro": "vmware_ostype"}
 
 
-def image_properties(rng, profile, choices):
-    """Some of ``choices`` (standard name -> values), under legacy names too when the profile has
-    aliases; sometimes a property under both names, with values that may differ."""
+def image_properties(rng, profile, choices, most=3):
+    """Up to ``most`` of ``choices`` (standard name -> values), under legacy names too when the
+    profile has aliases; sometimes a property under both names, with values that may differ."""
     props = {}
-    for key in rng.sample(sorted(choices), rng.randint(0, 3)):
+    for key in rng.sample(sorted(choices), rng.randint(0, most)):
         value = rng.choice(choices[key])
         if profile.image_aliases and key in LEGACY and rng.random() < 0.4:
             props[LEGACY[key]] = value
@@ -388,8 +388,18 @@ def add_image_meta(rng, case, profile):
         "os_distro": ["ubuntu", "centos"],
         "hw_disk_bus": ["virtio", "scsi"],
         "img_hv_requested_version": [">=6.0", "<5.0"],
+        # What Nova's ImageMetaProps reads otherwise than as written: the OS type in any case,
+        # flexible booleans, integers, the legacy VMware adapter, image-required traits, and a
+        # property that is not one of its fields (dropped).
+        "os_type": ["linux", "windows"] + (["Linux", "WINDOWS"] if aliases else []),
+        "hw_qemu_guest_agent": ["yes", "no"] + (["True", "on", "0", "maybe"] if aliases else []),
+        "hw_cpu_cores": ["4", "2"] + (["04", " 2"] if aliases else []),
+        "vmware_adaptertype": ["ide", "lsiLogic", "LsiLogicSAS"],
+        "hw_vif_model": ["e1000", "virtio"] + (["VirtualE1000"] if aliases else []),
+        "trait:CUSTOM_GOLD": ["required", "forbidden"],
+        "custom_tag": ["a", "b"],
     }
-    images = [image_properties(rng, profile, choices) for _ in range(3)]
+    images = [image_properties(rng, profile, choices, most=5) for _ in range(3)]
     for h in case["hosts"]:
         h["instance_images"] = {u: rng.choice(images + [{}]) for u in h["instances"]}
     props = case["request"]["image"]["properties"]

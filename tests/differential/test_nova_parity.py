@@ -35,13 +35,18 @@ Known differences (Berth documents them; the cases keep these inputs out):
   names them (scheduler/policy/filters/aggregate_image_props.py says so), Nova only its
   ImageMetaProps fields, legacy names mapped and values coerced: the cases for
   that filter use the standard names and canonical values only.
-- ImagePropertiesFilter and ImagePropertiesWeigher read image properties in
-  standard form as Nova does (legacy names mapped, the standard name winning,
-  architecture / hypervisor type / VM mode canonical:
-  berth_contract/image_meta.py), but keep properties that are not Nova's
-  ImageMetaProps fields and compare other values as text, where Nova drops the
-  first and coerces the second (``yes`` and ``true`` are both ``True``): the
-  cases draw only properties Nova knows, with enumerated or free-text values.
+- ImagePropertiesFilter reads image properties in standard form as Nova does
+  (legacy names mapped, the standard name winning, architecture / hypervisor
+  type / VM mode / OS type canonical: berth_contract/image_meta.py), but keeps
+  properties that are not Nova's ImageMetaProps fields and compares other
+  values as text, where Nova drops the first and coerces the second (``yes``
+  and ``true`` are both ``True``): its cases draw only properties Nova knows,
+  with enumerated or free-text values. ImagePropertiesWeigher reads them as
+  Nova's ImageMetaProps does (image_meta.nova_props), and its cases draw
+  properties that are not fields, mixed-case OS types, flexible booleans,
+  integers, ``vmware_adaptertype`` and image-required traits; not the NUMA
+  properties (``hw_numa_cpus.0``...), which it leaves out and Nova counts as
+  lists.
 
 Nova's ImagePropertiesWeigher loads each host's instances from its cell's
 database: parity.nova_cells gives it one cell, and the instances built for

@@ -66,6 +66,11 @@ class BaseHostFilter:
     #: of the others only on their survivors. None: host by host only.
     filter_vector: Callable[[HostTable, Rows, RequestSpec], NDArray[np.bool_] | bool] | None = None
 
+    #: Optional ``why_removed(table, rows, spec)``: when no host is left, what the NoValidHost
+    #: reason adds to the count of hosts this filter removed (text naming what they lack, or
+    #: None). ``rows``: the hosts the filters were given.
+    why_removed: Callable[[HostTable, Rows, RequestSpec], str | None] | None = None
+
     #: Optional ``tier(host_state, spec)`` (an int, 0 best) and its vector form
     #: ``tier_vector(table, rows, spec)`` (an int array, one per row): hosts that
     #: pass but should be used only when no better tier has any. Called on the

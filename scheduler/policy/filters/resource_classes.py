@@ -4,12 +4,18 @@ VCPU, MEMORY_MB and DISK_GB (PCPU, VGPU, CUSTOM_*...), as Placement checks an al
 Each class is checked against the host's inventory of it as Placement does
 (Inventory.refuses): at least ``min_unit``, at most ``max_unit``, a multiple of
 ``step_size``, and no more than its capacity less what is used. A host that
-reports no inventory of the class has none of it. The agent claims against its
-own inventory, so this filter sends no limits.
+reports no inventory of the class has none of it. An inventory that holds
+nothing (``min_unit`` above ``max_unit``, an ``allocation_ratio`` of 0...),
+which Placement accepts, refuses only the requests for its class: when no host
+is left, the reason names the class, the hosts and why. The agent claims
+against its own inventory, so this filter sends no limits.
 """
 
 from berth_contract.resource_classes import CLASSIC, RESOURCES
 from scheduler.policy import filters
+
+#: How many hosts the reason names, for each class whose inventory holds nothing there.
+NAMED_HOSTS = 3
 
 
 def asked(spec):
@@ -19,6 +25,7 @@ def asked(spec):
 
 class ResourceClassFilter(filters.BaseHostFilter):
     reads_extra_specs = (RESOURCES,)
+
     def host_passes(self, host_state, spec):
         inventories = host_state.inventories
         for name, units in asked(spec).items():
@@ -38,3 +45,24 @@ class ResourceClassFilter(filters.BaseHostFilter):
                 return False
             passed = passed & columns.fits(len(table), rows, units)
         return passed
+
+    def why_removed(self, table, rows, spec):
+        """The classes asked for whose inventory holds nothing on some of ``rows``: on which
+        hosts, and why."""
+        notes = []
+        for name in asked(spec):
+            if table.resource(name) is None:
+                continue
+            found = []
+            for row in rows:
+                host = table.view(int(row))
+                inventory = host.inventories.get(name)
+                why = inventory.holds_nothing if inventory is not None else None
+                if why is not None:
+                    found.append((host.host, why))
+            if found:
+                named = "; ".join(f"{host}: {why}" for host, why in found[:NAMED_HOSTS])
+                more = f"; and {len(found) - NAMED_HOSTS} more" if len(found) > NAMED_HOSTS else ""
+                notes.append(f"the inventory of {name} holds nothing on {len(found)} "
+                             f"host{'s' if len(found) != 1 else ''}, {named}{more}")
+        return "; ".join(notes) or None

@@ -1,17 +1,18 @@
 """ImagePropertiesWeigher: hosts whose instances run images like the request's weigh more (Nova's).
 
 For each image property the request shares (name and value) with instances
-on the host, both in standard form as Nova compares them (legacy names such
-as ``architecture`` taken as ``hw_architecture``, ``amd64`` as ``x86_64``...:
-berth_contract/image_meta.py, which also says where Berth's standard form
-differs from Nova's), the weight adds how many of them have it, times the property's
-ratio in ``image_props_weight_setting`` (every property counts 1 when the
-setting is empty; a property it does not name counts 0). A positive
-multiplier packs such instances together, a negative one spreads them; 0,
-the default as in Nova, turns the weigher off. Agents report the counts
-(``image_properties``) from the requests of the instances they hold, each
-instance's properties in standard form; the scheduler puts the counts of an
-agent that predates that in standard form when it reads its report.
+on the host, both read as Nova's ImageMetaProps reads them (image_meta.nova_props:
+only Nova's image metadata fields, so ``custom_tag`` counts nothing; legacy
+names such as ``architecture`` taken as ``hw_architecture``; ``amd64`` as
+``x86_64``, ``Linux`` as ``linux``, ``yes`` as ``True``, ``04`` as ``4``...),
+the weight adds how many of them have it, times the property's ratio in
+``image_props_weight_setting`` (every property counts 1 when the setting is
+empty; a property it does not name counts 0). A positive multiplier packs
+such instances together, a negative one spreads them; 0, the default as in
+Nova, turns the weigher off. Agents report the counts (``image_properties``)
+from the requests of the instances they hold, each instance's properties as
+Nova's compute keeps them and ImageMetaProps reads them; the scheduler reads
+the counts of an agent that predates that the same way when it reads its report.
 """
 
 import numpy as np
@@ -49,7 +50,7 @@ class ImagePropertiesWeigher(weighers.BaseHostWeigher):
         return self.conf.filter_scheduler.image_props_weight_multiplier == 0.0
 
     def _wanted(self, spec):
-        return {(k, str(v)) for k, v in image_meta.standard(spec.image_properties).items()}
+        return set(image_meta.nova_props(spec.image_properties).items())
 
     def _weight(self, counts, wanted):
         weight = 0.0

@@ -83,11 +83,16 @@ def wire(**changes):
     ({"inventories": {"VGPU": dict(INV, total=2**31)}}, "inventories['VGPU'].total", "got 2147483648"),
     ({"inventories": {"VGPU": dict(INV, step_size=0)}}, "inventories['VGPU'].step_size", "from 1 to"),
     ({"inventories": {"VGPU": dict(INV, max_unit=1.5)}}, "inventories['VGPU'].max_unit", "got 1.5"),
-    ({"inventories": {"VGPU": dict(INV, allocation_ratio=0)}}, "inventories['VGPU'].allocation_ratio",
-     "must be a number above 0"),
     ({"inventories": {"VGPU": dict(INV, allocation_ratio=float("nan"))}},
      "inventories['VGPU'].allocation_ratio", "got nan"),
-    ({"inventories": {"VGPU": dict(INV, reserved=5)}}, "inventories['VGPU']", "reserved <= total"),
+    ({"inventories": {"VGPU": dict(INV, allocation_ratio=3.5e38)}},
+     "inventories['VGPU'].allocation_ratio", "must be a number of at most 3.40282e+38"),
+    # Placement refuses an inventory whose capacity is below 0, and only that.
+    ({"inventories": {"VGPU": dict(INV, reserved=5)}}, "inventories['VGPU']",
+     "must have a capacity of at least 0, as Placement does: (total 4 - reserved 5) * allocation_ratio 1 "
+     "is -1"),
+    ({"inventories": {"VGPU": dict(INV, allocation_ratio=-1.0)}}, "inventories['VGPU']",
+     "* allocation_ratio -1 is -4"),
     ({"inventories": {"VGPU": INV}, "usages": {"VGPU": -1}}, "usages['VGPU']", "from 0 to"),
     ({"inventories": {"VGPU": INV}, "usages": {"VGPU": "1"}}, "usages['VGPU']", "got '1'"),
     ({"inventories": {"VGPU": INV}, "usages": {"CUSTOM_FPGA": 1}}, "usages['CUSTOM_FPGA']",
@@ -119,6 +124,24 @@ def test_the_moves_an_agent_holds_open_travel_with_its_report_but_not_into_the_h
     assert report.to_wire()["open_moves"] == {UUID: [7, "moving"]}  # passed on to the other schedulers
     assert "open_moves" not in report.to_wire(usage=False)  # the row saved of the host
     assert HostReport.from_wire(wire(), "h1").open_moves is None
+
+
+@pytest.mark.parametrize("changes", [
+    {"min_unit": 3, "max_unit": 2},  # no allocation fits, yet Placement takes it
+    {"allocation_ratio": 0.0},
+    {"reserved": 5, "allocation_ratio": 0.0},  # capacity 0
+    {"reserved": 4},
+    {"reserved": 5, "allocation_ratio": -0.5},  # capacity 0.5
+    {"allocation_ratio": -0.2},  # capacity -0.8, 0 as Placement truncates it
+    {"step_size": 8, "max_unit": 4},
+    {"allocation_ratio": 1e6, "total": 2**31 - 1, "max_unit": 2**31 - 1},
+])
+def test_an_inventory_placement_accepts_is_accepted_as_sent(changes):
+    sent = wire()
+    sent["inventories"] = dict(sent["inventories"], VGPU=dict(INV, **changes), CUSTOM_FPGA=INV)
+    report = HostReport.from_wire(sent, "h1")
+    assert report.inventories["VGPU"] == dict(INV, **changes)
+    assert report.inventories["CUSTOM_FPGA"] == INV
 
 
 def test_what_is_not_an_object_is_refused():

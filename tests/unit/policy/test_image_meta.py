@@ -122,3 +122,43 @@ def test_counts_an_older_agent_reports_under_legacy_names_are_read_in_standard_f
     table = fleet(report("old", image_properties=counts))
     assert table.view(0).image_properties == {"hw_architecture": {"x86_64": 3}, "os_distro": {"ubuntu": 1}}
     assert weights(weigher_conf, table, hw_architecture="x86_64", os_distro="ubuntu") == [4.0]
+
+
+# -- ImagePropertiesWeigher: the properties and values Nova's ImageMetaProps keeps -------------
+
+@pytest.mark.parametrize(("instance_image", "requested"), [
+    ({"os_type": "Linux"}, {"os_type": "linux"}),  # Nova's OSType field is lower case
+    ({"os_type": "linux"}, {"os_type": "LINUX"}),
+    ({"hw_qemu_guest_agent": "yes"}, {"hw_qemu_guest_agent": "True"}),  # flexible booleans
+    ({"hw_qemu_guest_agent": "maybe"}, {"hw_qemu_guest_agent": "no"}),  # both False
+    ({"hw_cpu_cores": "04"}, {"hw_cpu_cores": "4"}),  # integers
+    ({"vmware_adaptertype": "lsiLogic"}, {"hw_disk_bus": "scsi"}),  # the legacy adapter, split
+    ({"vmware_adaptertype": "LsiLogicSAS"}, {"hw_scsi_model": "lsisas1068"}),
+    ({"hw_vif_model": "VirtualE1000"}, {"hw_vif_model": "e1000"}),
+    ({"trait:CUSTOM_GOLD": "required"}, {"trait:CUSTOM_GOLD": "required"}),  # traits_required
+])
+def test_a_like_instance_counts_as_nova_reads_its_image(weigher_conf, instance_image, requested):
+    table = fleet(agent_report("alike", instance_image), agent_report("other", {"os_distro": "ubuntu"}))
+    assert weights(weigher_conf, table, **requested) == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("properties", [
+    {"custom_tag": "a"},  # not one of Nova's image metadata fields
+    {"hw_numa_mem": "1024"},  # a field Nova builds from hw_numa_mem.0... only
+    {"trait:CUSTOM_GOLD": "forbidden"},
+    {"img_mappings": "[]"},  # Nova's compute does not keep it with the instance
+])
+def test_a_property_nova_drops_weighs_nothing(weigher_conf, properties):
+    table = fleet(agent_report("h", properties))
+    w = plugin(weigher_conf, "weigher", "ImagePropertiesWeigher")
+    spec = image_spec(**properties)
+    assert [w.weigh(view, spec) for view in table.views()] == [0.0]
+    vector = w.weigh_vector(table, np.arange(len(table)), spec)
+    assert vector is None or list(vector) == [0.0]  # None: nothing to weigh
+
+
+def test_counts_an_older_agent_reports_as_written_are_read_as_nova_reads_them(weigher_conf):
+    counts = {"os_type": {"Linux": 2, "linux": 1}, "custom_tag": {"a": 1}, "hw_pmu": {"on": 1, "yes": 1}}
+    table = fleet(report("old", image_properties=counts))
+    assert table.view(0).image_properties == {"os_type": {"linux": 3}, "hw_pmu": {"True": 2}}
+    assert weights(weigher_conf, table, os_type="LINUX", custom_tag="a", hw_pmu="t") == [5.0]

@@ -83,6 +83,9 @@ def random_table(seed, n=200):
                                               int(rng.choice([total, max(total // 2, 1)])),
                                               int(rng.choice([1, 2])), float(rng.choice([1.0, 1.5])))
                 usages[name] = int(rng.integers(0, total + 1))
+                if rng.random() < 0.1:  # inventories Placement takes that hold nothing
+                    inventories[name].update(rng.choice([{"min_unit": total + 1}, {"allocation_ratio": 0.0},
+                                                         {"reserved": total + 1, "allocation_ratio": -0.5}]))
         traits = [t for t in TRAITS if rng.random() < 0.5]
         reports.append(report(f"h{i:03d}", inventories if rng.random() < 0.9 else None, usages,
                               traits if rng.random() < 0.9 else None))
@@ -266,3 +269,35 @@ def test_set_metadata_takes_required_traits_only():
         admin.check_metadata({"trait:CUSTOM_GOLD": "forbidden"})
     with pytest.raises(InvalidRequest, match="trait:gold.*is not a trait"):
         admin.check_metadata({"trait:gold": "required"})
+
+
+@pytest.mark.parametrize(("gpu", "why"), [
+    (inventory(4, min_unit=3, max_unit=2), "its min_unit 3 is above its max_unit 2"),
+    (inventory(4, ratio=0.0), "its capacity, (total 4 - reserved 0) * allocation_ratio 0 = 0, is below its "
+                              "smallest allocation, 1"),
+    (inventory(4, step_size=8), "no multiple of its step_size 8 lies from its min_unit 1 to its max_unit 4"),
+])
+def test_an_inventory_that_holds_nothing_refuses_only_the_requests_for_its_class(policy_conf, gpu, why):
+    table = fleet(report("odd", {"VGPU": gpu, "CUSTOM_FPGA": inventory(2)}))
+    selector = Selector(filters.enabled_filters(policy_conf), [])
+    [chosen] = selector.select(table, spec())
+    assert chosen.host == "odd"
+    [chosen] = selector.select(table, spec({"resources:CUSTOM_FPGA": "1"}))
+    assert chosen.host == "odd"
+    for vectorized in (True, False):
+        with pytest.raises(NoValidHost) as refused:
+            Selector(filters.enabled_filters(policy_conf), [], vectorized=vectorized).select(
+                table, spec({"resources:VGPU": "1"}))
+        assert str(refused.value).endswith(
+            f"ResourceClassFilter removed 1 (the inventory of VGPU holds nothing on 1 host, odd: {why}); "
+            "none left")
+
+
+def test_the_reason_names_a_few_of_the_hosts_whose_inventory_holds_nothing(policy_conf):
+    table = fleet(*(report(f"h{i}", {"VGPU": inventory(4, ratio=0.0)}) for i in range(5)),
+                  report("full", {"VGPU": inventory(1)}, {"VGPU": 1}))
+    with pytest.raises(NoValidHost) as refused:
+        Selector(filters.enabled_filters(policy_conf), []).select(table, spec({"resources:VGPU": "1"}))
+    assert "ResourceClassFilter removed 6 (the inventory of VGPU holds nothing on 5 hosts, h0: its " in str(
+        refused.value)
+    assert "; h2: its capacity" in str(refused.value) and "; and 2 more); none left" in str(refused.value)
