@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from berth_contract.request_spec import Flavor
 from scheduler import api_versions, rpc, states
 from scheduler.db import moves as migration_rows
 from scheduler.db import rebalance_plans as rows
@@ -127,7 +128,9 @@ class RebalanceEndpoint:
         plan = self._shown(self._get(_plan_id(plan_id, "show_rebalance_plan")))
         if any(step["status"] != rows.PENDING for step in plan["steps"]):
             snapshot = fleet_snapshot(self._conf, self._db, self._hosts)
-            now = figures.measure(snapshot, Judge(list(self._selector.filters)))
+            asked = [Flavor.from_wire(plan["options"]["flavor"])] if "flavor" in plan["options"] else []
+            now = figures.measure(snapshot, Judge(list(self._selector.filters)),
+                                  [*figures.flavors_in_use(snapshot), *asked])
             plan["reached"] = {"summary": now.summary(),
                                "figures": [[name, value] for name, value in figures.shown(now)]}
         return plan

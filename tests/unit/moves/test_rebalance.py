@@ -120,6 +120,9 @@ def test_applying_a_step_live_migrates_the_instance_to_its_planned_host(world, p
     assert database.get_instance(fleet["four"])["host"] == "h2"
     reported(world)  # h1's agent no longer lists it
     assert free(parts, "h1") == 6144  # the room was made
+    # what the fleet shows now counts the flavor the plan made room for, as its prediction did
+    reached = parts.rebalance.show_rebalance_plan(CTX, plan["id"])["reached"]["summary"]
+    assert reached["largest_fit"] == plan["summary"]["after"]["largest_fit"] == "big"
 
 
 def test_a_step_whose_host_changed_since_the_plan_is_refused_and_the_plan_stops(world, parts, fleet):
