@@ -276,16 +276,21 @@ FILTERS = ("ResourceClassFilter", "TraitsFilter", "RamFilter", "DiskFilter", "Co
 
 
 def host_report(h):
-    """The report an agent of ``h`` sends: the classic figures with its reserve counted as used."""
+    """The report an agent of ``h`` sends: the classic figures with its reserve counted as used, and
+    the reserve itself (reserved_host_*, the disk's in MB)."""
     inv, used = h["inventories"], h["usages"]
 
     def taken(c):
         return inv[c]["reserved"] + used.get(c, 0)
 
-    return {"host": h["name"], "memory_mb": inv["MEMORY_MB"]["total"],
+    return {"host": h["name"], "memory_mb": inv["MEMORY_MB"]["total"], "memory_mb_used": taken("MEMORY_MB"),
             "free_ram_mb": inv["MEMORY_MB"]["total"] - taken("MEMORY_MB"),
-            "local_gb": inv["DISK_GB"]["total"], "free_disk_gb": inv["DISK_GB"]["total"] - taken("DISK_GB"),
-            "vcpus": inv["VCPU"]["total"], "vcpus_used": taken("VCPU"), "instance_uuids": [],
+            "local_gb": inv["DISK_GB"]["total"], "local_gb_used": taken("DISK_GB"),
+            "free_disk_gb": inv["DISK_GB"]["total"] - taken("DISK_GB"),
+            "vcpus": inv["VCPU"]["total"], "vcpus_used": taken("VCPU"),
+            "reserved_host_memory_mb": inv["MEMORY_MB"]["reserved"],
+            "reserved_host_disk_mb": inv["DISK_GB"]["reserved"] * 1024,
+            "reserved_host_cpus": inv["VCPU"]["reserved"], "instance_uuids": [],
             "running_vms": 0, "inventories": {c: dict(i) for c, i in inv.items()},
             "usages": {c: used.get(c, 0) for c in inv}, "traits": list(h["traits"])}
 
