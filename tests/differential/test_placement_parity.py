@@ -125,7 +125,6 @@ ZERO_DISK_CHECKED = Known(
 #: The differences Berth knows of. Drop a line when Berth decides as Placement does there: any
 #: disagreement that no entry explains fails test_allocation_candidates.
 KNOWN = {
-    "classic-reserve-overcommitted": CLASSIC_RESERVE,
     "inventory-refused-whole": INVENTORY_REFUSED_WHOLE,
     "classic-unit-fields-unchecked": CLASSIC_UNIT_FIELDS,
     "classic-amount-above-total": CLASSIC_ABOVE_TOTAL,
