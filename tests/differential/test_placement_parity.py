@@ -70,11 +70,6 @@ def classic_asked(h, request):
             for c in oracle.CLASSIC if amounts.get(c)]
 
 
-def legacy_classic_rule(h, request):
-    return any((inv["total"] * inv["allocation_ratio"] - (inv["reserved"] + used) >= n)
-               != (used + n <= oracle.capacity(inv)) for n, inv, used in classic_asked(h, request))
-
-
 def refused_inventory(h, request):
     return any(inv["min_unit"] > inv["max_unit"] or inv["allocation_ratio"] == 0
                for inv in h["inventories"].values())
@@ -95,12 +90,6 @@ def disk_of_zero_checked(h, request):
             and inv["total"] * inv["allocation_ratio"] - (inv["reserved"] + used) < 0)
 
 
-CLASSIC_RESERVE = Known(
-    "RamFilter, DiskFilter and CoreFilter count the reserve as used and overcommit it: total * ratio "
-    "- (reserved + used) >= amount, where Placement has used + amount <= (total - reserved) * ratio; they "
-    "differ by reserved * (ratio - 1) (Berth is being changed to Placement's rule: issue 46)",
-    legacy_classic_rule, small_host(VCPU={"total": 32, "reserved": 32}), flavor(vcpus=1),
-    {"VCPU": 1.25})
 INVENTORY_REFUSED_WHOLE = Known(
     "a report with an inventory Placement takes but that can hold nothing (min_unit > max_unit, "
     "allocation_ratio 0.0) is refused whole: the host is no candidate for any request, where Placement "
