@@ -70,11 +70,6 @@ def classic_asked(h, request):
             for c in oracle.CLASSIC if amounts.get(c)]
 
 
-def refused_inventory(h, request):
-    return any(inv["min_unit"] > inv["max_unit"] or inv["allocation_ratio"] == 0
-               for inv in h["inventories"].values())
-
-
 def classic_unit_fields(h, request):
     return any(n < inv["min_unit"] or n > inv["max_unit"] or n % inv["step_size"]
                for n, inv, _ in classic_asked(h, request))
@@ -90,11 +85,6 @@ def disk_of_zero_checked(h, request):
             and inv["total"] * inv["allocation_ratio"] - (inv["reserved"] + used) < 0)
 
 
-INVENTORY_REFUSED_WHOLE = Known(
-    "a report with an inventory Placement takes but that can hold nothing (min_unit > max_unit, "
-    "allocation_ratio 0.0) is refused whole: the host is no candidate for any request, where Placement "
-    "refuses only the requests for that class (being changed: issue 46)",
-    refused_inventory, small_host(VGPU={"total": 1, "min_unit": 2, "max_unit": 1}), flavor())
 CLASSIC_UNIT_FIELDS = Known(
     "found by this test: RamFilter, DiskFilter and CoreFilter read the classic figures only, not a VCPU, "
     "MEMORY_MB or DISK_GB inventory's min_unit, max_unit and step_size, which Placement checks on every "
@@ -114,7 +104,6 @@ ZERO_DISK_CHECKED = Known(
 #: The differences Berth knows of. Drop a line when Berth decides as Placement does there: any
 #: disagreement that no entry explains fails test_allocation_candidates.
 KNOWN = {
-    "inventory-refused-whole": INVENTORY_REFUSED_WHOLE,
     "classic-unit-fields-unchecked": CLASSIC_UNIT_FIELDS,
     "classic-amount-above-total": CLASSIC_ABOVE_TOTAL,
     "zero-disk-checked": ZERO_DISK_CHECKED,
