@@ -209,7 +209,14 @@ def check_filter(name, seeds):
     report(name, mismatches, len(seeds))
 
 
+#: plugin -> [cases, cases where Berth and Nova agree], printed at the end of the run (conftest.py)
+TALLY: dict[str, list[int]] = {}
+
+
 def report(name, mismatches, count):
+    tally = TALLY.setdefault(name, [0, 0])
+    tally[0] += count
+    tally[1] += count - len(mismatches)
     if mismatches:
         case, what = mismatches[0]
         seeds = [c["seed"] for c, _ in mismatches]
