@@ -114,6 +114,9 @@ def test_every_command_fails_within_seconds_in_one_line_naming_the_broker(tmp_pa
     conf = cli_conf(tmp_path, url_at(port))
     line = (f"berth: cannot reach the message broker at rabbit://guest:***@127.0.0.1:{port}/: "
             "[Errno 111] Connection refused")
+    # what starting as many commands side by side costs on this machine now, none reaching for a broker
+    started = [berth(conf, "--version") for _ in COMMANDS]
+    start_up = max(finished(*run)[3] for run in started)
     alone = finished(*berth(conf, "boot", "--flavor", "m1.tiny"))
     assert alone[:3] == (1, [line], "")
     started = {args: berth(conf, *args) for args in COMMANDS}  # side by side: they only wait
@@ -121,9 +124,11 @@ def test_every_command_fails_within_seconds_in_one_line_naming_the_broker(tmp_pa
     assert {args: result[:3] for args, result in results.items()} == dict.fromkeys(COMMANDS, (1, [line], ""))
     slowest = max(result[3] for result in results.values())
     print(f"\nberth boot refused in {alone[3]:.1f} s; {len(COMMANDS)} commands side by side in at most "
-          f"{slowest:.1f} s")
+          f"{slowest:.1f} s, {len(COMMANDS)} x berth --version in {start_up:.1f} s")
+    # refused at once, not after retries: no later than starting up takes, give or take the machine's
+    # noise (the connect timeout, 30 s, would show)
     assert alone[3] < 15
-    assert slowest < 40  # each starting an interpreter at the same time as the others
+    assert slowest < 2 * start_up + 10
 
 
 def test_a_broker_that_never_answers_is_given_up_on_at_the_connect_timeout(tmp_path):
