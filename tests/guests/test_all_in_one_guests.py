@@ -64,11 +64,13 @@ class AllInOne:
         return {uuid: (state, host) for uuid, state, host in (row.split() for row in rows if row.strip())}
 
     def wait(self, predicate, timeout, what):
+        """Poll ``predicate`` until it is true; what it returned then."""
         deadline = time.monotonic() + timeout
-        while not predicate():
+        while not (value := predicate()):
             assert self.process.poll() is None, f"berth-all-in-one exited: {self.said()[-2000:]}"
             assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
             time.sleep(1)
+        return value
 
 
 @pytest.fixture
@@ -89,17 +91,23 @@ def test_all_in_one_with_driver_qemu_boots_migrates_and_ends_its_guests_at_ctrl_
     assert f"images from {all_in_one.images} (berth boot --image NAME)" in all_in_one.said()
     uuids = all_in_one.berth("boot", *FLAVOR, "--image", "berth-test", "--count", "6").split()
     all_in_one.booted += uuids
-    all_in_one.wait(lambda: all(all_in_one.instances().get(u, ("",))[0] == "ACTIVE" for u in uuids),
-                    BOOT_TIMEOUT, "the six guests ACTIVE")
-    assert {all_in_one.instances()[u][1] for u in uuids} == set(HOSTS)  # spread over the three agents
+
+    def all_active():  # one `berth instances` a look: each command starts an interpreter
+        rows = all_in_one.instances()
+        return all(rows.get(u, ("",))[0] == "ACTIVE" for u in uuids) and rows
+    rows = all_in_one.wait(all_active, BOOT_TIMEOUT, "the six guests ACTIVE")
+    assert {rows[u][1] for u in uuids} == set(HOSTS)  # spread over the three agents
     for uuid in uuids:
         assert MARKER in all_in_one.berth("console-log", uuid, "--lines", "100")
 
     moved = uuids[0]
-    source = all_in_one.instances()[moved][1]
+    source = rows[moved][1]
     all_in_one.berth("migrate", moved, "--live")
-    all_in_one.wait(lambda: all_in_one.instances()[moved][0] == "ACTIVE"
-                    and all_in_one.instances()[moved][1] != source, GUARD, f"{moved} ACTIVE off {source}")
+
+    def moved_off():
+        state, host = all_in_one.instances()[moved]
+        return state == "ACTIVE" and host != source
+    all_in_one.wait(moved_off, GUARD, f"{moved} ACTIVE off {source}")
     counted = all_in_one.berth("console-log", moved, "--lines", "1")
     all_in_one.wait(lambda: all_in_one.berth("console-log", moved, "--lines", "1") != counted, GUARD,
                     "the migrated guest to go on counting")

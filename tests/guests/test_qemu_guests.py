@@ -328,6 +328,11 @@ def test_a_live_migration_whose_source_agent_is_killed_midway_ends_with_one_gues
           + (re.findall(r"Migrated \S+ to \S+: ([^\n]*)", fleet.log(source)) or ["?"])[-1])
     delete(fleet, uuid)
     assert qemu_processes(uuid) == []
+    # The source's agent as the fleet started it: at 4 MiB/s, the drain below would take a minute more.
+    fleet.stop(source)
+    last_report = fleet.hosts()[source]["reported_at"]
+    start_agent(fleet, source)
+    fleet.wait(lambda: fleet.hosts()[source]["reported_at"] != last_report, 60, f"{source} to report again")
 
 
 def test_a_host_drained_live_moves_its_three_guests_running(fleet):
