@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import optimize, sparse
 
 from berth_contract.request_spec import RequestSpec
 from scheduler.moves.rebalance.greedy import Draft
@@ -27,6 +27,9 @@ from scheduler.moves.rebalance.judge import Judge
 from scheduler.moves.rebalance.snapshot import PlannedMove, Resident, Snapshot, amounts_of
 from scheduler.policy import server_groups
 from scheduler.policy.filters.affinity import max_per_host
+
+if TYPE_CHECKING:  # scipy is imported by the solve only: every command and daemon imports this module
+    from scipy import optimize
 
 #: Destinations kept per instance (the roomiest the filters accept, and the greedy plan's).
 DESTINATIONS = 24
@@ -62,6 +65,8 @@ class _Rows:
         self.upper.append(hi)
 
     def constraint(self, n: int) -> optimize.LinearConstraint:
+        from scipy import optimize, sparse
+
         matrix = sparse.csr_array((self.vals, (self.rows, self.cols)), shape=(len(self.lower), n))
         return optimize.LinearConstraint(matrix, self.lower, self.upper)
 
@@ -158,6 +163,8 @@ def solve(snapshot: Snapshot, judge: Judge, request: RequestSpec, targets: Seque
     _anti_affinity(snapshot, movers, pairs, rows)
     if bound is not None:
         rows.add([(col, 1.0) for col in range(n_x)], -np.inf, float(len(bound.moves)))
+
+    from scipy import optimize
 
     result = optimize.milp(
         cost, integrality=np.ones(n),
