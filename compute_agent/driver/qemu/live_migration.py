@@ -177,15 +177,19 @@ class LiveMigration:
 
     def _until_migrated(self, files, uuid, uri):
         """Until qemu says the migration completed (query-migrate's answer), ending the mirror when it
-        pauses before the switch-over; MoveFailed when it failed or was cancelled."""
+        pauses before the switch-over; MoveFailed when it failed or was cancelled. The migration is
+        continued once: qemu may still say pre-switchover for a moment after migrate-continue, and
+        a second one, sent once it has moved on, fails the migration ("not in expected state")."""
+        continued = False
         while True:
             with qmp.QMP(files.qmp) as monitor:
                 info = monitor.execute("query-migrate")
                 status = info.get("status")
-                if status == "pre-switchover":
+                if status == "pre-switchover" and not continued:
                     self._end_mirror(monitor, uuid)
                     _del_target(monitor)
                     monitor.execute("migrate-continue", state="pre-switchover")
+                    continued = True
                     continue
             if status == "completed":
                 return info
