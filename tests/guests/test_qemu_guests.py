@@ -289,7 +289,8 @@ def test_a_guest_migrated_live_runs_on_the_other_host_without_booting_again(flee
     [shown] = json.loads(berth(fleet, "migrations", "--instance", uuid, "-f", "json", "-c", "kind",
                                "-c", "status", "-c", "downtime", "-c", "transfer"))
     assert (shown["KIND"], shown["STATUS"]) == ("live-migration", "completed")
-    assert 0 < shown["DOWNTIME"] < 1 and shown["DOWNTIME"] <= shown["TRANSFER"]
+    # qemu counts whole milliseconds: a switch-over under one is 0 (seen on a quiet machine)
+    assert 0 <= shown["DOWNTIME"] < 1 and shown["DOWNTIME"] <= shown["TRANSFER"]
     print(f"\nlive migration {source} -> {destination}: "
           + (re.findall(r"Migrated \S+ to \S+: ([^\n]*)", fleet.log(source)) or ["?"])[-1])
     delete(fleet, uuid)
