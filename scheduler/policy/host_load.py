@@ -63,11 +63,6 @@ DEFAULT_STALE_AFTER = 600.0
 STARTS_HORIZON = 3600.0
 
 
-def fold(value, sample, dt, half_life):
-    """The moving average after ``sample``, ``dt`` seconds after the previous one."""
-    return value + weight(dt, half_life) * (sample - value)
-
-
 def weight(dt, half_life):
     """The weight of a sample ``dt`` seconds after the previous one (1: it replaces the average)."""
     if half_life <= 0:

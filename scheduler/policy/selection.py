@@ -123,16 +123,11 @@ class Selector:
         removed = []
         active = [f for f in self._filter_order
                   if not (f.run_filter_once_per_request and index > 0)]
-
-        def none_left(removed):
-            notes = _why_removed(active, removed, table, given, spec)
-            return NoValidHost(no_valid_host_reason(considered, removed, spec, index, notes), removed)
-
         vector = [f for f in active if self.vectorized and f.filter_vector is not None]
         if vector:
             rows, after = _filter_vectors(vector, table, rows, spec)
             if not len(rows):
-                raise none_left(_removed(after, considered))
+                raise _none_left(active, _removed(after, considered), table, given, spec, index)
             if left is not None:
                 left.extend(after)
         for host_filter in active[len(vector):]:
@@ -145,7 +140,7 @@ class Selector:
                 left.append((host_filter.name, len(passed)))
             rows = passed
             if not len(rows):
-                raise none_left(removed)
+                raise _none_left(active, removed, table, given, spec, index)
         return rows
 
     def scope(self, table, rows, spec):
@@ -300,6 +295,13 @@ def _removed(left, considered):
             removed.append((name, count - now))
         count = now
     return removed
+
+
+def _none_left(active, removed, table, rows, spec, index):
+    """The NoValidHost of a request no host of ``rows`` passed: how many each filter removed, and what
+    the filters of ``active`` that can say more say of them."""
+    notes = _why_removed(active, removed, table, rows, spec)
+    return NoValidHost(no_valid_host_reason(len(rows), removed, spec, index, notes), removed)
 
 
 def _why_removed(active, removed, table, rows, spec):
