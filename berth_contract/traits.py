@@ -9,9 +9,8 @@ letters, digits and ``_``. Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
-
-import os_traits
 
 from berth_contract.errors import InvalidRequest
 from berth_contract.resource_classes import NUMBERED
@@ -26,11 +25,17 @@ POWER_CONTROL = "CUSTOM_BERTH_POWER_CONTROL"
 RESIZE_IN_PLACE = "CUSTOM_BERTH_RESIZE_IN_PLACE"
 REQUIRED, FORBIDDEN = "required", "forbidden"
 _CUSTOM = re.compile(r"^CUSTOM_[A-Z0-9_]{1,248}$")
-_STANDARD = frozenset(os_traits.get_traits())
+
+
+@functools.cache
+def _standard() -> frozenset[str]:
+    import os_traits  # read when a trait is first checked: the command line seldom does
+
+    return frozenset(os_traits.get_traits())
 
 
 def is_trait(name: str) -> bool:
-    return name in _STANDARD or bool(_CUSTOM.match(name))
+    return name in _standard() or bool(_CUSTOM.match(name))
 
 
 def check_name(name: str, where: str) -> str:

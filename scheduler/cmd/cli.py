@@ -1,53 +1,22 @@
 """berth: the operator's command line, over the same transport as the services.
 
-This module builds the parser from the commands' modules and runs the command asked for;
-the commands and what they share live in those modules, none of which imports this one.
+This module reads the command's words (scheduler.cmd.grammar), builds the parser of that
+command alone from its module (scheduler.cmd.parsers) and runs it; the commands and what they
+share live in those modules, none of which imports this one.
 """
 
+import argparse
+import contextlib
+import io
 import sys
 
 from oslo_config import cfg
 
-from scheduler import rpc
-from scheduler.client import SchedulerClient
-from scheduler.cmd import (
-    admin_commands,
-    fake_load_commands,
-    flavor_commands,
-    host_commands,
-    instance_commands,
-    instance_metric_commands,
-    move_commands,
-    output,
-    power_commands,
-    rebalance_commands,
-    scaling_commands,
-    simulate_command,
-    unknown_options,
-)
+from scheduler import conf as berth_conf
+from scheduler.cmd import grammar, output, parsers, unknown_options
 from scheduler.cmd.arguments import CommandError
-from scheduler.process import startup as config
 
 PROG = "berth"
-
-
-def add_commands(subparsers):
-    """Every command, in the order ``berth --help`` lists them."""
-    instance_commands.add_boot_and_delete(subparsers)  # boot, delete
-    host_commands.add_usage(subparsers)  # hosts
-    instance_commands.add_listings(subparsers)  # instances, show
-    power_commands.add_commands(subparsers)  # stop, start, reboot, console-log
-    move_commands.add_commands(subparsers)  # resize, migrate, migrations
-    flavor_commands.add_commands(subparsers)  # flavor create|list|show|set|unset|delete
-    admin_commands.add_commands(subparsers)  # aggregate ..., server-group ...
-    host_commands.add_commands(subparsers)  # host ... (evacuate, drain), service list
-    rebalance_commands.add_commands(subparsers)  # rebalance plan|show|list|apply|stop
-    scaling_commands.add_commands(subparsers)  # scaling-group create|list|show|set|...|what-if
-    instance_metric_commands.add_commands(subparsers)  # instance-metric push|show
-    fake_load_commands.add_commands(subparsers)  # fake-load set|clear (the fake agents' load)
-    simulate_command.add_commands(subparsers)  # simulate (offline)
-    unknown_options.refuse_in_place(subparsers)
-
 
 cli_opts = [
     cfg.FloatOpt(
@@ -62,18 +31,61 @@ cli_opts = [
 
 
 def main(argv=None, out=None):
-    out = out or sys.stdout
-    argv = sys.argv[1:] if argv is None else argv
-    conf = config.load(
-        argv,
-        PROG,
-        cli_opts=cli_opts + [cfg.SubCommandOpt("command", title="commands", handler=add_commands)],
-    )
+    """Run the command ``argv`` names; its exit status. Ctrl-C anywhere is one line, status 130."""
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv), out or sys.stdout)
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def load(argv, conf=None, out=None):
+    """``argv`` parsed in the grammar's words (an earlier release's verbs too) into a ConfigOpts
+    whose ``command`` is the command's. Exits as argparse does when nothing is left to run:
+    status 0 once help is printed, 2 for words no command has."""
+    from scheduler.process import startup as config
+
+    start = _command_start(argv)
+    words = grammar.canonical(argv[start:])
+    if words[:1] == [grammar.HELP]:
+        words = grammar.canonical(words[1:]) + ["--help"] if len(words) > 1 else []
+        if not words:
+            raise SystemExit(_print_help(out or sys.stdout))
+    elif not words and "--version" not in argv[:start]:
+        raise SystemExit(_print_help(out or sys.stdout))
+    argv = argv[:start] + words
+    routes = _routes(words) if words else []
+    if routes is None:
+        print(f"{PROG}: {grammar.unknown(words)}", file=sys.stderr)
+        raise SystemExit(2)
+    if tuple(words) in grammar.GROUPS:
+        argv.append("--help")  # a group and no action: what it holds
+
+    def declare(subparsers):
+        subparsers.metavar = "COMMAND"
+        tree = parsers.build(subparsers, routes)
+        _refuse_unknown_words(subparsers, tree, words)
+        unknown_options.refuse_in_place(subparsers)
+
+    return config.load(argv, PROG, conf=conf, areas=berth_conf.CLI_AREAS, cli_opts=cli_opts + [
+        cfg.SubCommandOpt("command", title="commands", handler=declare)])
+
+
+def _main(argv, out):
+    from scheduler import rpc
+    from scheduler.client import SchedulerClient
+    from scheduler.process import startup as config
+
+    conf = load(argv, out=out)
     if "--debug" in argv:  # asked for on this command line, not by a shared config file: show it
         conf.set_override("use_stderr", True)
     config.setup_command_logging(conf, PROG)
     if getattr(conf.command, "offline", False):  # needs no broker: build no transport
-        return conf.command.func(None, conf.command, out)
+        try:
+            return conf.command.func(None, conf.command, out)
+        except CommandError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return getattr(exc, "exit_code", 1)
     try:
         transport = rpc.get_transport(conf)
     except ValueError as exc:  # the URL in it is masked
@@ -89,7 +101,7 @@ def main(argv=None, out=None):
         return 0
     except CommandError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return 1
+        return getattr(exc, "exit_code", 1)
     except rpc.NoConsumer as exc:
         print(f"{PROG}: no scheduler is consuming {exc.queue!r} on {exc.url}: start berth-scheduler "
               "(or berth-all-in-one) on this transport_url", file=sys.stderr)
@@ -121,6 +133,96 @@ def main(argv=None, out=None):
         return 1
     finally:
         transport.cleanup()
+
+
+def _routes(words):
+    """The routes to build for ``words``: one command's, or every route under the group asked
+    for (its help lists them all); None when ``words`` name nothing the grammar knows."""
+    route = grammar.route_of(words)
+    if route is not None and route.words not in grammar.GROUPS:
+        return [route]
+    group = route.words if route is not None else grammar.group_of(words)
+    return grammar.routes_under(group) if group else None
+
+
+#: Options every command takes before its words whose value is the next argument.
+_GLOBAL_VALUES = ("--config-file", "--config-dir", "--connect-timeout", "--log-config-append",
+                  "--log-config", "--log_config", "--log-date-format", "--log-file", "--logfile",
+                  "--log-dir", "--logdir", "--syslog-log-facility")
+
+
+def _command_start(argv):
+    """The index in ``argv`` of the command's first word (after the global options)."""
+    index = 0
+    while index < len(argv) and argv[index].startswith("-"):
+        index += 2 if argv[index] in _GLOBAL_VALUES else 1
+    return min(index, len(argv))
+
+
+def _refuse_unknown_words(subparsers, tree, words):
+    """Refuse, with the nearest known word, an action not in the group ``words`` reach."""
+    at, found = (), subparsers
+    for word in words:
+        if word.startswith("-") or found is None:
+            return
+        if word not in found.choices:
+            near = ([f"{' '.join(at + (n,))!r}" for n in
+                     grammar.close(word, list(found.choices))] if found.choices else [])
+            said = " ".join(at + (word,))
+            hint = f": did you mean {' or '.join(near)}?" if near else ""
+            listing = " ".join((PROG, grammar.HELP) + at)
+            print(f"{PROG}: {said!r} is not a command{hint} ({listing} lists them)", file=sys.stderr)
+            raise SystemExit(2)
+        at += (word,)
+        found = tree.groups.get(at)
+
+
+def _print_help(out):
+    """``berth help``: the commands first, the aliases, then the options every command takes."""
+    top = argparse.ArgumentParser(prog=PROG, add_help=False).add_subparsers()
+    tree = parsers.build(top, grammar.ROUTES)
+    rows = list(_commands(tree, ()))
+    width = max(len(words) for words, _ in rows) + 2
+    print(f"usage: {PROG} [OPTIONS] COMMAND [ARGUMENTS]\n\n"
+          "Schedule, move and scale instances on a Berth fleet. `berth help COMMAND` says what a "
+          "command takes.\n\ncommands:", file=out)
+    for words, text in rows:
+        print(f"  {words:<{width}}{text or ''}", file=out)
+    aliases = ", ".join(f"{' '.join(old)} = {' '.join(new)}" for old, new in grammar.ALIASES.items())
+    print(f"\nearlier releases' words, still taken: {aliases}\n", file=out)
+    print(_global_options(), file=out, end="")
+    return 0
+
+
+def _no_command(subparsers):
+    subparsers.metavar = "COMMAND"
+
+
+def _commands(tree, group):
+    """(words, help) of every command under ``group``, in the order help lists them."""
+    for choice in tree.groups[group]._choices_actions:
+        words = group + (choice.dest,)
+        if words in tree.groups:
+            yield from _commands(tree, words)
+        else:
+            yield " ".join(words), _first_sentence(choice.help or "")
+
+
+def _first_sentence(text):
+    return text.split(". ", 1)[0].split("; ", 1)[0].rstrip(".") + "."
+
+
+def _global_options():
+    """The options section of ``berth``'s own argparse help (config files, logging)."""
+    from scheduler.process import startup as config
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.suppress(SystemExit):
+        config.load(["--help"], PROG, areas=berth_conf.CLI_AREAS, cli_opts=cli_opts + [
+            cfg.SubCommandOpt("command", title="commands", handler=_no_command)])
+    text = said.getvalue()
+    options = text[text.find("options:"):] if "options:" in text else ""
+    return options.replace("options:", "options (before the command):", 1)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,12 @@ nothing changed. ``drain`` starts a job the schedulers carry on and watches it
 
 import sys
 
+from scheduler import migration_states as moves
 from scheduler import rpc
 from scheduler.cmd import draining, output
 from scheduler.cmd.arguments import CommandError, positive, whole
 from scheduler.cmd.instance_commands import flavor_from_args
 from scheduler.cmd.references import instance_uuid
-from scheduler.db import moves
 
 #: STEP: where a move between two agents is (prepare, migrate, finish), empty for one taken in alone.
 #: DOWNTIME and TRANSFER: seconds a live migration's guest was paused and its memory took to go over,

@@ -4,9 +4,9 @@ columns of ``openstack server migration list``)."""
 import io
 import logging
 
+from scheduler import migration_states as moves
 from scheduler import rpc
 from scheduler.cmd import output
-from scheduler.db import moves
 
 LOG = logging.getLogger(__name__)
 

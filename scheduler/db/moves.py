@@ -15,33 +15,26 @@ import sqlalchemy as sa
 from scheduler.db.engine import DatabaseEngine, _retry
 from scheduler.db.models import migrations
 from scheduler.db.rows import _checked_values, _row_dict, _time_columns
-
-MIGRATING = "migrating"
-FINISHED = "finished"  # a resize done, waiting to be confirmed or reverted
-CONFIRMED = "confirmed"
-REVERTED = "reverted"
-COMPLETED = "completed"
-ERROR = "error"
-#: Every status of a migration.
-STATUSES = (MIGRATING, FINISHED, CONFIRMED, REVERTED, COMPLETED, ERROR)
-#: Those of a move under way: the instance is held on two hosts.
-ACTIVE_STATUSES = (MIGRATING, FINISHED)
-#: Those of a move that ended; finished_at is set on entering one.
-ENDED_STATUSES = (CONFIRMED, REVERTED, COMPLETED, ERROR)
-
-RESIZE = "resize"
-MIGRATION = "migration"
-LIVE_MIGRATION = "live-migration"
-EVACUATION = "evacuation"
-#: Every kind of move.
-KINDS = (RESIZE, MIGRATION, LIVE_MIGRATION, EVACUATION)
-
-#: The steps of a move between two agents (compute API 2.0), in order: the destination
-#: prepares, the source migrates the instance out, the destination finishes taking it.
-PREPARE = "prepare"
-MIGRATE = "migrate"
-FINISH = "finish"
-STEPS = (PREPARE, MIGRATE, FINISH)
+from scheduler.migration_states import (  # noqa: F401 (the table's vocabulary, said where it is kept)
+    ACTIVE_STATUSES,
+    COMPLETED,
+    CONFIRMED,
+    ENDED_STATUSES,
+    ERROR,
+    EVACUATION,
+    FINISH,
+    FINISHED,
+    KINDS,
+    LIVE_MIGRATION,
+    MIGRATE,
+    MIGRATING,
+    MIGRATION,
+    PREPARE,
+    RESIZE,
+    REVERTED,
+    STATUSES,
+    STEPS,
+)
 
 #: What the source's driver measured of a live migration (its ``figures``): the time the guest was
 #: paused, the time the migration of its memory took, and the memory sent, as qemu's query-migrate

@@ -30,7 +30,6 @@ from scheduler.rpc.exceptions import (
     WorkBroken,
 )
 from scheduler.rpc.roles import AGENT_OF_HOST, ANYONE, CLIENT, OPERATOR, SCHEDULER, callers
-from scheduler.rpc.server import RPCServer, get_rpc_server
 from scheduler.rpc.target import Target
 from scheduler.rpc.transport import Transport, get_transport
 
@@ -72,3 +71,13 @@ __all__ = [
     "request_id_of",
     "read_only",
 ]
+
+
+def __getattr__(name):
+    """RPCServer and get_rpc_server, imported when first asked for: a client (the command line)
+    never serves."""
+    if name in ("RPCServer", "get_rpc_server"):
+        from scheduler.rpc import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,6 @@ from scheduler.rpc import envelope, topology
 from scheduler.rpc.context import REQUEST_ID
 from scheduler.rpc.exceptions import MessageTooLarge, MessagingTimeout, NoConsumer, RPCVersionCapError
 from scheduler.rpc.target import Target
-from scheduler.telemetry import rpc_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -156,7 +155,7 @@ class RPCClient:
     def _count_cast(self, method: str) -> None:
         counter = self._made.get(("cast", self.target.topic, method))
         if counter is None:
-            counter = self._made[("cast", self.target.topic, method)] = rpc_metrics.CASTS.labels(
+            counter = self._made[("cast", self.target.topic, method)] = _metrics().CASTS.labels(
                 self.target.topic, method)
         counter.inc()
 
@@ -205,8 +204,8 @@ class RPCClient:
             self._publish_bundle(msgs[:half], version)
             self._publish_bundle(msgs[half:], version)
             return
-        rpc_metrics.BUNDLES.labels(self.target.topic).inc()
-        rpc_metrics.BUNDLED_CASTS.labels(self.target.topic).inc(len(msgs))
+        _metrics().BUNDLES.labels(self.target.topic).inc()
+        _metrics().BUNDLED_CASTS.labels(self.target.topic).inc(len(msgs))
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("CAST %d %s in one bundle to %s", len(msgs), msgs[0]["method"], key)
 
@@ -272,3 +271,11 @@ def _of_request(msg: dict[str, Any]) -> str:
     handling, from an outbox, its log line would not say it otherwise)."""
     request_id = msg.get(envelope.CONTEXT_PREFIX + REQUEST_ID)
     return f", request {request_id}" if request_id else ""
+
+
+def _metrics():
+    """The counters of casts, imported at the first cast: a command that only calls never needs
+    prometheus_client."""
+    from scheduler.telemetry import rpc_metrics
+
+    return rpc_metrics

@@ -46,11 +46,7 @@ def write_conf(directory: Path, more: str = "") -> Path:
 
 def parse(conf_file: Path, *argv: str) -> Any:
     """The parsed command line ``berth --config-file CONF_FILE ARGV...`` (its ``command``)."""
-    return config.load(
-        ["--config-file", str(conf_file), *argv], cli.PROG,
-        cli_opts=[cfg.SubCommandOpt("command", title="commands", handler=cli.add_commands)],
-        conf=cfg.ConfigOpts(),
-    ).command
+    return cli.load(["--config-file", str(conf_file), *argv], conf=cfg.ConfigOpts()).command
 
 
 def main(conf_file: Path, *argv: str) -> tuple[int, str]:

@@ -35,7 +35,7 @@ LAYERS = {
     "contract": ("berth_contract",),
     # What every part of Berth shares and that imports only the contract.
     "base": ("scheduler", "scheduler.concurrency", "scheduler.exception", "scheduler.version",
-             "scheduler.states", "scheduler.api_versions"),
+             "scheduler.states", "scheduler.migration_states", "scheduler.api_versions"),
     "conf": ("scheduler.conf",),
     "utils": ("scheduler.utils",),
     # Messaging and what watches it.

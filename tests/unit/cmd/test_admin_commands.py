@@ -164,8 +164,8 @@ def test_server_group_list_show_delete(conf_file):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["aggregate"], "the following arguments are required: ACTION"),
-        (["aggregate", "rename", "a"], "invalid choice: 'rename'"),
+        (["aggregate", "rename", "a"], "'aggregate rename' is not a command (berth help aggregate"),
+        (["aggregat", "list"], "'aggregat' is not a command: did you mean 'aggregate'?"),
         (["aggregate", "create"], "the following arguments are required: NAME"),
         (["aggregate", "add-host", "a"], "the following arguments are required: HOST"),
         (["aggregate", "set-metadata", "a"], "the following arguments are required: KEY=VALUE"),
@@ -190,6 +190,15 @@ def test_bad_arguments_exit_2_with_the_reason(conf_file, capsys, argv, message):
         parse(conf_file, *argv)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_group_without_an_action_lists_its_actions(conf_file, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parse(conf_file, "aggregate")
+    assert exited.value.code == 0
+    said = capsys.readouterr().out
+    assert said.startswith("usage: berth aggregate [-h] ACTION ...")
+    assert "add-host" in said and "set-metadata" in said
 
 
 # -- boot: hints and the availability zone --------------------------------------

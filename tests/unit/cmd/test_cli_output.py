@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from scheduler.cmd import cli
+from scheduler.cmd import grammar, parsers
 from scheduler.cmd.arguments import CommandError
 from scheduler.version import version
 from tests.unit.cmd.test_admin_commands import AGGREGATE, conf_file, run  # noqa: F401
@@ -124,7 +124,7 @@ def test_every_option_of_the_cli_has_help():
 
     parser = argparse.ArgumentParser()
     subparsers = parser.add_subparsers()
-    cli.add_commands(subparsers)
+    parsers.build(subparsers, grammar.ROUTES)
     silent = []
 
     def walk(p, path):

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from scheduler import client as client_module
 from scheduler import rpc
 from scheduler.cmd import cli
 from scheduler.cmd.arguments import CommandError
@@ -287,7 +288,7 @@ def test_evacuate_says_which_instance_stays_and_why(conf_file, capsys):
 
 def test_a_refusal_is_one_line_with_the_reason_and_exit_1(conf_file, capsys, monkeypatch):
     fleet = Fleet([instance(1)], refuse={U1: "no host in zone az1 has 512 MB RAM free"})
-    monkeypatch.setattr(cli, "SchedulerClient", lambda transport, **options: fleet)
+    monkeypatch.setattr(client_module, "SchedulerClient", lambda transport, **options: fleet)
     out = io.StringIO()
     status = cli.main(["--config-file", str(conf_file), "migrate", U1], out=out)
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("berth")]

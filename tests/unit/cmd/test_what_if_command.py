@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from scheduler import rpc
 from scheduler.cmd import cli
 
 EXAMPLE: dict[str, Any] = {
@@ -39,7 +40,7 @@ def run_main(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.Ca
     def no_transport(conf: object) -> None:
         raise AssertionError("what-if built a transport")
 
-    monkeypatch.setattr(cli.rpc, "get_transport", no_transport)
+    monkeypatch.setattr(rpc, "get_transport", no_transport)
     if stdin is not None:
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
     out = io.StringIO()

@@ -1,0 +1,133 @@
+"""One grammar for every command: ``berth server create``, ``berth flavor list``; the verbs of
+earlier releases as aliases; ``berth help``; a near word named for a misspelt one; Ctrl-C."""
+
+import io
+import subprocess
+import sys
+
+import pytest
+
+from scheduler.cmd import cli, grammar
+from tests.unit.cli_scheduler import cli_scheduler, main, parse, write_conf
+
+
+@pytest.fixture
+def conf_file(tmp_path):
+    return write_conf(tmp_path)
+
+
+@pytest.mark.parametrize(("words", "old"), [
+    (["server", "create", "--flavor", "m1.tiny"], ["boot", "--flavor", "m1.tiny"]),
+    (["server", "list"], ["instances"]),
+    (["server", "show", "web-1"], ["show", "web-1"]),
+    (["server", "delete", "web-1"], ["delete", "web-1"]),
+    (["server", "migrate", "web-1", "--live"], ["migrate", "web-1", "--live"]),
+    (["server", "resize", "web-1", "--confirm"], ["resize", "web-1", "--confirm"]),
+    (["server", "reboot", "web-1", "--hard"], ["reboot", "web-1", "--hard"]),
+    (["server", "migration", "list"], ["migrations"]),
+    (["server", "group", "list"], ["server-group", "list"]),
+    (["server", "metric", "show", "web-1"], ["instance-metric", "show", "web-1"]),
+    (["console", "log", "show", "web-1"], ["console-log", "web-1"]),
+    (["host", "list"], ["hosts"]),
+    (["scaling", "group", "list"], ["scaling-group", "list"]),
+])
+def test_the_grammar_and_an_earlier_release_verbs_run_the_same_command(conf_file, words, old):
+    new, kept = parse(conf_file, *words), parse(conf_file, *old)
+    assert new.func is kept.func
+    for given in ("flavor", "reference", "live", "confirm", "hard"):
+        assert getattr(new, given, None) == getattr(kept, given, None)
+
+
+def test_every_route_reaches_a_command_of_its_module(conf_file):
+    for route in grammar.ROUTES:
+        if route.words in grammar.GROUPS:
+            continue
+        argv = list(route.words) + (["--file", "x"] if route.words == ("simulate",) else [])
+        try:
+            command = parse(conf_file, *argv)
+        except SystemExit:  # a required argument missing: the parser is there all the same
+            continue
+        assert command.func.__module__ == route.module
+
+
+def test_help_lists_the_commands_first_then_the_aliases_then_the_options():
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as exited:
+        cli.load(["help"], out=out)
+    assert exited.value.code == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "usage: berth [OPTIONS] COMMAND [ARGUMENTS]"
+    commands = lines.index("commands:")
+    assert commands < 5
+    assert lines[commands + 1].split()[:2] == ["server", "create"]
+    listed = [line.strip().split("  ")[0] for line in lines[commands + 1:] if line.startswith("  ")]
+    for words in ("server list", "flavor create", "host drain", "rebalance apply", "scaling group what-if",
+                  "server migration list", "console log show", "simulate"):
+        assert words in listed
+    said = out.getvalue()
+    assert said.index("boot = server create") > said.index("simulate")
+    assert said.index("--config-file") > said.index("boot = server create")
+    assert "--shell_completion" not in said.split("options (before the command):")[0]
+
+
+@pytest.mark.parametrize("argv", [["help", "server", "create"], ["server", "create", "--help"],
+                                  ["help", "boot"], ["boot", "--help"]])
+def test_help_of_one_command_in_the_grammar_words(argv, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.load(argv)
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: berth server create [-h] [--flavor FLAVOR]")
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["sever", "list"], "berth: 'sever' is not a command: did you mean 'server'? (berth help lists them)"),
+    (["server", "lsit"], "berth: 'server lsit' is not a command: did you mean 'server list'? "
+                         "(berth help server lists them)"),
+    (["flavor", "creat"], "berth: 'flavor creat' is not a command: did you mean 'flavor create'? "
+                          "(berth help flavor lists them)"),
+    (["instancse"], "berth: 'instancse' is not a command: did you mean 'instances'? (berth help lists them)"),
+    (["frobnicate"], "berth: 'frobnicate' is not a command (berth help lists them)"),
+])
+def test_a_misspelt_command_is_refused_with_the_nearest(conf_file, capsys, argv, said):
+    with pytest.raises(SystemExit) as exited:
+        parse(conf_file, *argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == said
+
+
+def test_a_group_alone_lists_its_actions_from_every_module(conf_file, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parse(conf_file, "host")
+    assert exited.value.code == 0
+    actions = capsys.readouterr().out
+    assert actions.startswith("usage: berth host [-h] ACTION ...")
+    for verb in ("list", "show", "drain", "evacuate"):  # host_commands' and move_commands' actions
+        assert f"\n    {verb} " in actions
+
+
+def test_ctrl_c_is_one_line_and_status_130(conf_file, monkeypatch, capsys):
+    def interrupted(client, args, out):
+        raise KeyboardInterrupt
+
+    with cli_scheduler(conf_file, lambda conf, database, manager: []):
+        monkeypatch.setattr("scheduler.cmd.host_commands.hosts_command", interrupted)
+        status, _ = main(conf_file, "host", "list")
+    assert status == 130
+    assert capsys.readouterr().err.strip() == "berth: interrupted"
+
+
+def test_a_listing_imports_no_database_policy_simulation_or_server_code(tmp_path):
+    conf_file = write_conf(tmp_path)
+    probe = (
+        "import sys\n"
+        "from scheduler.cmd import cli\n"
+        "from scheduler import rpc\n"
+        "from scheduler.client import SchedulerClient\n"
+        f"cli.load(['--config-file', {str(conf_file)!r}, 'server', 'list'])\n"
+        "heavy = ('sqlalchemy', 'numpy', 'scipy', 'alembic', 'prometheus_client', 'os_traits',\n"
+        "         'scheduler.db', 'scheduler.policy', 'scheduler.simulation', 'scheduler.moves',\n"
+        "         'scheduler.planning', 'scheduler.rpc.server', 'scheduler.cmd.simulate_command')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
