@@ -28,12 +28,10 @@ def _fast_paths():
 
 
 #: BERTH_TEST_FAST_PATHS=off runs the tests (and the daemons the functional tests start) with
-#: [oslo_messaging_rabbit] amqp_fast_paths, [database] sqlalchemy_fast_paths and [DEFAULT]
-#: oslo_log_fast_paths off.
+#: [oslo_messaging_rabbit] amqp_fast_paths and [database] sqlalchemy_fast_paths off.
 FAST_PATHS = _fast_paths()
 #: (group, option) of each fast path switch.
-FAST_PATH_OPTIONS = (("oslo_messaging_rabbit", "amqp_fast_paths"), ("database", "sqlalchemy_fast_paths"),
-                     (None, "oslo_log_fast_paths"))  # None: [DEFAULT]
+FAST_PATH_OPTIONS = (("oslo_messaging_rabbit", "amqp_fast_paths"), ("database", "sqlalchemy_fast_paths"))
 
 
 @contextlib.contextmanager

@@ -33,7 +33,6 @@ from scheduler.conf import (  # noqa: F401 (this package's own areas, as its att
 #: sample configuration lists them.
 AREAS = (
     "scheduler.conf.default",
-    "scheduler.utils.log_lines",
     "scheduler.conf.database",
     "scheduler.db.fastpaths",
     "scheduler.conf.messaging",
@@ -55,10 +54,9 @@ AREAS = (
 
 #: The modules of AREAS that declare what a compute agent reads besides [compute_agent] and its
 #: driver's group (compute_agent.conf): [DEFAULT] (host, state_path, logging, the transport),
-#: logging's fast paths, messaging, the roles, the upgrade levels and its metrics' endpoint.
+#: messaging, the roles, the upgrade levels and its metrics' endpoint.
 AGENT_AREAS = (
     "scheduler.conf.default",
-    "scheduler.utils.log_lines",
     "scheduler.conf.messaging",
     "scheduler.rpc.amqp_fast.options",
     "scheduler.rpc.access",

@@ -59,6 +59,15 @@ opts = [
         min=1,
         help="Seconds to wait for the reply to an RPC call.",
     ),
+    cfg.BoolOpt(
+        "oslo_log_fast_paths",
+        default=True,
+        deprecated_for_removal=True,
+        deprecated_reason="Berth's own log line formatter is gone: oslo.log's ContextFormatter "
+        "writes every line, with any oslo.log release. The option does nothing; remove it.",
+        help="Did nothing since Berth's log line formatter was removed; still accepted so "
+        "that configuration files setting it keep working.",
+    ),
 ]
 
 

@@ -13,7 +13,6 @@ from oslo_log import log
 from berth_contract import amqp_names as names
 from berth_contract import host_names
 from scheduler import conf as berth_conf
-from scheduler.utils import log_lines
 from scheduler.version import version
 
 LOG = logging.getLogger(__name__)
@@ -172,7 +171,7 @@ def _setup(conf, prog):
     if conf.log_dir and not conf.log_file:
         conf.set_override("log_file", f"{prog}.log")
     log.setup(conf, prog, version=version())
-    log_lines.install(conf, prog, version())
+    conf.oslo_log_fast_paths  # noqa: B018 (read so that oslo.config warns of it when a file sets it)
     named = {pair.partition("=")[0] for pair in conf.default_log_levels}
     for noisy in QUIET_LOGGERS:
         if noisy not in named:
