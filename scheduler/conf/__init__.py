@@ -69,7 +69,6 @@ AGENT_AREAS = (
 #: listing's start under 0.3 s of CPU. A service's options in a file it shares are left unread.
 CLI_AREAS = (
     "scheduler.conf.default",
-    "scheduler.utils.log_lines",
     "scheduler.conf.messaging",
     "scheduler.rpc.amqp_fast.options",
     "scheduler.rpc.access",
