@@ -48,7 +48,6 @@ import prometheus_client
 from benchmarks import command_line
 from benchmarks.claim_model import ClaimModel, Deadlock, Session
 from benchmarks.decisions import policy_conf
-from benchmarks.fleet import random_report, random_spec
 from benchmarks.sim_clock import SimClock
 from berth_contract.host_report import HostReport
 from berth_contract.request_spec import Flavor, RequestSpec
@@ -60,6 +59,7 @@ from scheduler.planning.claims import HostClaims
 from scheduler.planning.plan import Placement
 from scheduler.policy import filters, weighers
 from scheduler.policy.selection import Selector
+from scheduler.simulation.host_tables import random_report, random_spec
 
 CONFLICTS = "berth_scheduler_claim_conflicts_total"
 
