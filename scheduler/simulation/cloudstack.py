@@ -17,8 +17,8 @@ averaged over the rounds after the first lifetimes have run out. Lower is
 better.
 
 The workload is drawn from the random seed before any policy runs, so every
-policy sees the same VMs. The rebalance benchmark (``benchmarks/rebalance.py``) and the
-balanced policy's tests replay it.
+policy sees the same VMs. The balance benchmark (``benchmarks/balance.py``) and the balanced
+policy's tests replay it.
 """
 
 
