@@ -2,7 +2,7 @@
 
 The fleets, one per size and seed: 10, 50 and 200 hosts, of one size (256 GB, 64 vCPUs) or
 mixed (128 GB / 32 vCPUs, 256 / 64, 384 / 96), each filled to 25-40 % of its memory with a mix of
-flavors (benchmarks.make_room: about 12-17 instances a host; a tenth in anti-affinity groups of 3,
+flavors (scheduler.simulation.fragmented: about 12-17 instances a host; a tenth in anti-affinity groups of 3,
 ServerGroupAntiAffinityFilter enabled; 2 % pinned, never moved). Each instance's true CPU load is
 a heavy-tailed share of its vCPUs (Lomax, shape 1.3, scale 0.08, at most all of them: most nearly
 idle, a few busy), its true memory use 50-95 % of its flavor's. A fifth of the hosts carry load
