@@ -84,7 +84,7 @@ class Settings:
 
 
 def fleet_reports(n: int, seed: int = 0) -> list[dict[str, Any]]:
-    """Reports of ``n`` hosts of benchmarks.fleet's sizes, each under half used: room for
+    """Reports of ``n`` hosts of scheduler.simulation.host_tables' sizes, each under half used: room for
     the requests of a run."""
     rng = np.random.default_rng(seed)
     reports = []
@@ -97,7 +97,7 @@ def fleet_reports(n: int, seed: int = 0) -> list[dict[str, Any]]:
 
 
 def requests(count: int, seed: int = 0) -> list[RequestSpec]:
-    """``count`` one-instance requests of benchmarks.fleet's flavors."""
+    """``count`` one-instance requests of scheduler.simulation.host_tables' flavors."""
     return [random_spec(seed * 1_000_003 + i) for i in range(count)]
 
 
