@@ -1,8 +1,7 @@
-"""python -m benchmarks: decision latency, requests for resource classes and traits, report
-ingestion, memory, the reports of a large fleet on one of several schedulers, a scaling-group
-sync, a host's drain, several schedulers on a simulated clock, making room for a large flavor,
-balancing real load beside Watcher's workload balance, the balance and consolidate goals planned on
-measured load and judged on the true load, end to end.
+"""python -m benchmarks: decision latency, report ingestion, memory, the reports of a large fleet
+on one of several schedulers, a host's drain, several schedulers on a simulated clock, making room
+for a large flavor, balancing real load beside Watcher's workload balance, the balance and
+consolidate goals planned on measured load and judged on the true load, end to end.
 
 Prints a table, or one JSON object per line with --json.
 """
@@ -23,16 +22,13 @@ from benchmarks import (
     moves,
     rebalance_goals,
     report_load,
-    resource_classes,
     scale_out,
-    scaling_sync,
 )
 
 _hosts = command_line.counts("host counts")
 
-DESCRIBED = {"scaling": scaling_sync, "moves": moves, "scale-out": scale_out, "reports": report_load,
-             "make_room": make_room, "balance": balance, "traits": resource_classes,
-             "rebalance_goals": rebalance_goals}
+DESCRIBED = {"moves": moves, "scale-out": scale_out, "reports": report_load,
+             "make_room": make_room, "balance": balance, "rebalance_goals": rebalance_goals}
 
 
 def parse_args(argv):
@@ -44,15 +40,12 @@ def parse_args(argv):
     parser.add_argument("--decisions", type=int, default=500, help="decisions measured per row")
     parser.add_argument("--reference-hosts", type=_hosts, default=[1000, 10_000],
                         help="fleet sizes at which to also time the per-host reference pipeline")
-    parser.add_argument("--traits-hosts", type=int, default=10_000,
-                        help="fleet size for requests asking for resource classes and traits")
     parser.add_argument("--ingest-hosts", type=int, default=10_000,
                         help="fleet size for the report ingestion rate")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "decision,reference,traits,ingestion,memory,reports,scaling,moves,scale-out,make_room,balance,"
+                        "decision,reference,ingestion,memory,reports,moves,scale-out,make_room,balance,"
                         "rebalance_goals,e2e")
     report_load.add_arguments(parser, prefix="reports-")
-    scaling_sync.add_arguments(parser, prefix="scaling-")
     moves.add_arguments(parser, prefix="moves-")
     scale_out.add_arguments(parser, prefix="scale-out-")
     make_room.add_arguments(parser, prefix="make-room-")
@@ -100,17 +93,12 @@ def rows(args):
     if "reference" not in args.skip:
         for n in args.reference_hosts:
             yield decisions.measure(n, "default", max(20, args.decisions // 20), vectorized=False)
-    if "traits" not in args.skip:
-        yield resource_classes.measure(args.traits_hosts, args.decisions)
     if "ingestion" not in args.skip:
         yield ingestion.measure_ingestion(args.ingest_hosts)
     if "memory" not in args.skip:
         yield ingestion.measure_memory(max(args.hosts))
     if "reports" not in args.skip:
         yield from report_load.rows(args, prefix="reports-")
-    if "scaling" not in args.skip:
-        yield from scaling_sync.rows(args.scaling_backends, args.scaling_groups, args.scaling_members,
-                                     args.scaling_runs, args.scaling_share)
     if "moves" not in args.skip:
         yield moves.measure(args.moves_hosts, args.moves_instances, args.moves_repeats, args.moves_parallel)
     if "scale-out" not in args.skip:

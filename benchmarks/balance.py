@@ -2,7 +2,7 @@
 
 The fleets:
 
-* CloudStack's simulation fleet (benchmarks.real_load_skew: 9 hosts of 192 cores, 60 cores
+* CloudStack's simulation fleet (scheduler.simulation.cloudstack: 9 hosts of 192 cores, 60 cores
   of hidden load on every third, VMs of 4 cores / 8 GB arriving 8 a minute, 35 % busy, each
   living 10 to 59 minutes), placed by the policy named; every 30 simulated minutes after the
   first lifetimes have run out, the fleet as the simulator holds it is a sample;
@@ -44,12 +44,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import command_line, make_room, real_load_skew
+from benchmarks import command_line, make_room
 from benchmarks.summary import quartiles
 from scheduler.cmd.arguments import positive
 from scheduler.moves.rebalance import NoPlan, PlannedMove, Snapshot, balance, figures
 from scheduler.policy import filters as filters_mod
-from scheduler.simulation import engine
+from scheduler.simulation import cloudstack as real_load_skew
+from scheduler.simulation import engine, fragmented
 from scheduler.simulation.inputs import generate_fleet
 
 TARGET = 1.15
@@ -203,7 +204,7 @@ def cloudstack_samples(policy: str, seeds: int) -> list[dict[str, Outcome]]:
 
 def loaded_fleet(n_hosts: int, seed: int, conf: Any) -> Snapshot:
     """A generated fleet (see the module's docstring) with measured load."""
-    base = make_room.fragmented_fleet(n_hosts, seed, conf, low=0.55, high=0.8, sizes=((262144, 64, 4000),))
+    base = fragmented.fragmented_fleet(n_hosts, seed, conf, low=0.55, high=0.8, sizes=((262144, 64, 4000),))
     rng = np.random.default_rng(seed + 1)
     residents = [dataclasses.replace(r, load=r.flavor.vcpus * (1.0 if rng.random() < BUSY else IDLE))
                  for r in base.residents.values()]

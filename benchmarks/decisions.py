@@ -4,13 +4,13 @@ import random
 import statistics
 import time
 
-from benchmarks.fleet import random_fleet, random_spec, rich_spec
 from benchmarks.summary import percentile
 from scheduler import conf as berth_conf
 from scheduler.conf import opts
 from scheduler.exception import NoValidHost
 from scheduler.policy import filters, weighers
 from scheduler.policy.selection import Selector
+from scheduler.simulation.host_tables import random_fleet, random_spec, rich_spec
 
 NOVA_FILTERS = ["ComputeFilter", "RetryFilter", "AvailabilityZoneFilter", "ComputeCapabilitiesFilter",
                 "ImagePropertiesFilter", "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",

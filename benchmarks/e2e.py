@@ -31,16 +31,14 @@ import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks import process_cpu
-from benchmarks.fleet import FLAVORS
 from benchmarks.fleet_sim import host_names
+from benchmarks.services import temporary_database, temporary_vhost
 from scheduler import conf as berth_conf
 from scheduler import rpc
 from scheduler.client import SchedulerClient
+from scheduler.simulation.host_tables import FLAVORS
 from scheduler.telemetry import rpc_metrics
-from tests.fixtures import temporary_database, temporary_vhost
 
-PG_ADMIN_DSN = os.environ.get("BERTH_BENCH_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
-PG_URL = os.environ.get("BERTH_BENCH_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")
 CAST_CHUNK = 100  # run_instance casts per publisher batch
 BATCH_SIZE = 512  # the schedulers' [scheduler] batch_size
 
@@ -52,7 +50,7 @@ def _vhost(url, queue_version=None):
     version (RabbitMQ's queue-version); without a fresh vhost that cannot be done, and is refused."""
     with contextlib.ExitStack() as stack:
         try:
-            url = stack.enter_context(temporary_vhost(url, prefix="berth-bench"))
+            url = stack.enter_context(temporary_vhost(url))
         except (OSError, subprocess.CalledProcessError):
             if queue_version:
                 raise RuntimeError("a queue version needs a vhost of the run's own, which "
@@ -83,8 +81,7 @@ def _database(tmp):
     """A fresh PostgreSQL database when one is reachable, else SQLite in ``tmp``."""
     with contextlib.ExitStack() as stack:
         try:
-            url = stack.enter_context(temporary_database(PG_ADMIN_DSN, PG_URL, prefix="berth_bench",
-                                                         connect_timeout=3))
+            url = stack.enter_context(temporary_database())
         except Exception:
             url = f"sqlite:///{tmp}/bench.sqlite"
         yield url

@@ -5,11 +5,11 @@ import tracemalloc
 
 import numpy as np
 
-from benchmarks.fleet import random_report
 from berth_contract.host_report import HostReport
 from scheduler import conf as berth_conf
 from scheduler.fleet.host_manager import HostManager
 from scheduler.manager import ReportBuffer
+from scheduler.simulation.host_tables import random_report
 
 
 def _conf():

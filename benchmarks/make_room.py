@@ -13,39 +13,47 @@ the exact optimum (the share within 1 migration, and equal), the CPU time of eac
 (process_time; median and p95 over the seeds), at 1,000 and 10,000 hosts. Every plan is
 replayed step by step by the planner itself before it is returned.
 
-Run alone: ``python -m benchmarks.make_room [--hosts 1000,10000] [--seeds N] [--json]``.
+With ``--served``: ``berth rebalance plan --make-room`` as the scheduler serves it, the fleet read,
+planned, saved. In one process, as the unit tests drive a scheduler: the parts of ``assemble()`` on
+memory:// and a SQLite file; the same fleets without server groups or pinned instances, their
+instances written ACTIVE in the database and listed by their hosts' reports; ``--seeds`` repeats,
+each one ``plan_rebalance`` call on a fresh seed. Figures: the wall time of the whole call, and of
+its parts: the fleet read (the host table copied, every instance and its stored request read:
+scheduler.moves.fleet_snapshot), the plan (make_room, within its 1 s limit), the figures before
+and after, the plan saved; median with the interquartile range over the repeats.
+
+Run alone: ``python -m benchmarks.make_room [--hosts 1000,10000] [--seeds N] [--json]``;
+``python -m benchmarks.make_room --served [--hosts 1000] [--seeds 5] [--first-seed S]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import random
 import statistics
 import sys
+import tempfile
 import time
-import uuid as uuidlib
 from typing import Any
 
-import numpy as np
-
 from benchmarks import command_line
-from berth_contract.host_report import HostReport
-from berth_contract.request_spec import Flavor, RequestSpec
+from berth_contract.request_spec import RequestSpec
 from scheduler import conf as berth_conf
-from scheduler.cmd.arguments import positive
+from scheduler import rpc, states
+from scheduler.cmd.arguments import positive, whole
 from scheduler.conf import opts as conf_opts
-from scheduler.moves.rebalance import Resident, Snapshot, make_room
+from scheduler.db.api import Database
+from scheduler.moves import rebalance_api
+from scheduler.moves.goals.make_room import MakeRoom
+from scheduler.moves.rebalance import figures, make_room
 from scheduler.moves.rebalance.planner import AUTO, EXACT, GREEDY
 from scheduler.policy import filters as filters_mod
-from scheduler.policy.host_state import HostTable
+from scheduler.service import assemble
+from scheduler.simulation.fragmented import LARGE, RATIOS, fragmented_fleet
 
-MIX = [Flavor(memory_mb=m, root_gb=d, ephemeral_gb=0, vcpus=c, name=n) for n, m, d, c in (
-    ("m1.small", 2048, 20, 1), ("m1.medium", 4096, 40, 2), ("m1.large", 8192, 80, 4),
-    ("m1.xlarge", 16384, 160, 8))]
-MIX_WEIGHTS = [0.3, 0.3, 0.25, 0.15]
-LARGE = Flavor(memory_mb=65536, root_gb=160, ephemeral_gb=0, vcpus=16, name="m1.huge")
 FILTERS = ["ComputeFilter", "RamFilter", "DiskFilter", "CoreFilter", "ServerGroupAntiAffinityFilter",
            "ServerGroupAffinityFilter"]
-RATIOS = {"cpu": 4.0, "ram": 1.0, "disk": 1.0}
 
 
 def make_conf(filters: list[str] = FILTERS) -> Any:
@@ -56,61 +64,6 @@ def make_conf(filters: list[str] = FILTERS) -> Any:
     for resource, ratio in RATIOS.items():
         conf.set_override(f"{resource}_allocation_ratio", ratio, "filter_scheduler")
     return conf
-
-
-def fragmented_fleet(n_hosts: int, seed: int, conf: Any, low: float = 0.85, high: float = 0.95,
-                     sizes: tuple[tuple[int, int, int], ...] = ((131072, 32, 2000), (262144, 64, 4000)),
-                     mix: list[Flavor] = MIX, weights: list[float] = MIX_WEIGHTS, grouped: float = 0.1,
-                     pinned: float = 0.03) -> Snapshot:
-    """A Snapshot of ``n_hosts`` hosts each filled to ``low``-``high`` of its memory by instances of
-    ``mix``; a share ``grouped`` of them in anti-affinity groups of 3 (one per host), ``pinned``
-    not movable."""
-    rng = np.random.default_rng(seed)
-    table = HostTable(capacity=n_hosts)
-    now = time.monotonic()
-    table.clock = lambda: now
-    residents: list[Resident] = []
-    groups: list[dict[str, Any]] = []
-    for i in range(n_hosts):
-        host = f"host-{i:05d}"
-        memory, vcpus, disk = sizes[int(rng.integers(0, len(sizes)))]
-        goal = memory * float(rng.uniform(low, high))
-        used = np.zeros(3)
-        while True:
-            flavor = mix[int(rng.choice(len(mix), p=weights))]
-            amounts = np.array([flavor.vcpus, flavor.memory_mb, flavor.disk_gb], dtype=float)
-            if not _fits(used, amounts, goal, vcpus, disk):
-                smallest = np.array([mix[0].vcpus, mix[0].memory_mb, mix[0].disk_gb], dtype=float)
-                if not _fits(used, smallest, goal, vcpus, disk):
-                    break
-                continue
-            used += amounts
-            uuid = str(uuidlib.UUID(int=int(rng.integers(0, 2**62)) * 4096 + len(residents)))
-            spec = RequestSpec(instance_uuids=[uuid], flavor=flavor)
-            if rng.random() < grouped / 3 * 3:  # joins an open group it has no member of here
-                open_groups = [g for g in groups if len(g["members"]) < 3 and host not in g["hosts"]]
-                group = open_groups[0] if open_groups and rng.random() < 0.67 else None
-                if group is None:
-                    group = {"uuid": f"group-{len(groups)}", "policy": "anti-affinity", "rules": {},
-                             "members": [], "placed": [], "hosts": {}}
-                    groups.append(group)
-                group["members"].append(uuid)
-                group["hosts"][host] = 1
-                spec.group = group
-            residents.append(Resident(uuid, host, spec, movable=bool(rng.random() >= pinned)))
-        row = table.add(host)
-        table.update_from_report(row, HostReport.trusted({
-            "host": host, "memory_mb": memory, "free_ram_mb": int(memory - used[1]), "local_gb": disk,
-            "free_disk_gb": float(disk - used[2]), "vcpus": vcpus, "vcpus_used": float(used[0]),
-            "running_vms": 0, "instance_uuids": []}), now)
-    for group in groups:  # the group as the scheduler reads it: its members' hosts
-        group["placed"] = list(group["members"])
-    return Snapshot.from_conf(table, residents, conf)
-
-
-def _fits(used: np.ndarray, amounts: np.ndarray, goal: float, vcpus: int, disk: int) -> bool:
-    return bool(used[1] + amounts[1] <= goal and used[0] + amounts[0] <= vcpus * RATIOS["cpu"]
-                and used[2] + amounts[2] <= disk * RATIOS["disk"])
 
 
 def _p95(values: list[float]) -> float:
@@ -196,11 +149,125 @@ def rows(hosts: list[int], seeds: int, time_limit: float, count: int = 1) -> Any
         yield measure(n, seeds, time_limit, count=count)
 
 
+CTX = rpc.Context({})
+
+
+def scheduler_with_fleet(tmp: str, n_hosts: int, seed: int) -> tuple[Any, Any, Any]:
+    """(parts, database, transport): a scheduler whose hosts and instances are a fragmented fleet."""
+    conf = make_conf()
+    conf.set_override("state_path", os.path.join(tmp, "state"))
+    conf.set_override("transport_url", "memory://")
+    conf.set_override("control_exchange", f"berth-bench-rebalance-{os.getpid()}-{seed}")
+    conf.set_override("connection", f"sqlite:///{tmp}/rebalance-{seed}.sqlite", "database")
+    transport = rpc.get_transport(conf)
+    database = Database.from_conf(conf)
+    database.sync()
+    parts = assemble(conf, transport, database, random.Random(seed))
+    snapshot = fragmented_fleet(n_hosts, seed, conf, grouped=0.0, pinned=0.0)
+    rows, on_host = [], {}
+    for resident in snapshot.residents.values():
+        flavor = resident.flavor
+        spec, props = RequestSpec(instance_uuids=[resident.uuid], flavor=flavor).to_wire()
+        rows.append({"uuid": resident.uuid, "host": resident.host, "state": states.ACTIVE,
+                     "flavor_name": flavor.name, "memory_mb": flavor.memory_mb, "root_gb": flavor.root_gb,
+                     "ephemeral_gb": flavor.ephemeral_gb, "vcpus": flavor.vcpus, "request_spec": spec,
+                     "filter_properties": props})
+        on_host.setdefault(resident.host, []).append(resident.uuid)
+    database.create_instances(rows)
+    table = snapshot.table
+    for row, host in enumerate(table.names):
+        parts.manager.report_resources(CTX, host, {
+            "host": host, "memory_mb": int(table.total_ram_mb[row]),
+            "free_ram_mb": int(table.free_ram_mb[row]),
+            "local_gb": int(table.total_disk_gb[row]), "free_disk_gb": float(table.free_disk_gb[row]),
+            "vcpus": int(table.vcpus_total[row]), "vcpus_used": float(table.vcpus_used[row]),
+            "running_vms": len(on_host.get(host, [])), "instance_uuids": on_host.get(host, [])})
+    return parts, database, transport
+
+
+class Timed:
+    """Wraps the call's parts to time each: {name: [seconds]}."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = {}
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds.setdefault(label, []).append(time.perf_counter() - start)
+
+        self._undo.append((owner, name, original))
+        setattr(owner, name, timed)
+
+    def restore(self) -> None:
+        for owner, name, original in reversed(self._undo):
+            setattr(owner, name, original)
+
+
+def measure_served(n_hosts: int, repeats: int, first_seed: int = 0) -> dict[str, Any]:
+    timed = Timed()
+    timed.wrap(rebalance_api, "fleet_snapshot", "fleet read")
+    timed.wrap(figures, "before_after", "figures")
+    timed.wrap(MakeRoom, "plan", "plan")
+    steps, instances = [], 0
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for seed in range(first_seed, first_seed + repeats):
+                parts, database, transport = scheduler_with_fleet(tmp, n_hosts, seed)
+                try:
+                    instances = len(database.list_instances(states=[states.ACTIVE]))
+                    timed.wrap(database, "create_rebalance_plan", "plan saved")
+                    start = time.perf_counter()
+                    plan = parts.rebalance.plan_rebalance(CTX, MakeRoom.name,
+                                                          {"flavor": LARGE.to_wire()})
+                    timed.seconds.setdefault("whole call", []).append(time.perf_counter() - start)
+                    steps.append(len(plan["steps"]))
+                finally:
+                    transport.cleanup()
+                    database.dispose()
+    finally:
+        timed.restore()
+    return {"hosts": n_hosts, "instances": instances, "repeats": repeats, "steps": steps,
+            "seconds": timed.seconds}
+
+
+def _spread(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0] * 1000:.0f} ms"
+    q1, median, q3 = statistics.quantiles(values, n=4)
+    return f"{statistics.median(values) * 1000:.0f} ms (IQR {q1 * 1000:.0f}-{q3 * 1000:.0f})"
+
+
+def print_served(n_hosts: int, repeats: int, first_seed: int) -> None:
+    result = measure_served(n_hosts, repeats, first_seed)
+    print(f"plan_rebalance --make-room {LARGE.name}: {result['hosts']} hosts, {result['instances']} "
+          f"instances, {result['repeats']} fleets, migrations per plan {result['steps']}")
+    for name in ("whole call", "fleet read", "plan", "figures", "plan saved"):
+        values = result["seconds"].get(name)
+        print(f"  {name:<11} {_spread(values) if values else 'not called: the goal gave its own'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = command_line.parser("python -m benchmarks.make_room", __doc__)
     add_arguments(parser)
     command_line.add_json(parser)
+    parser.add_argument("--served", action="store_true",
+                        help="plan_rebalance as the scheduler serves it, --seeds repeats (no --json)")
+    parser.add_argument("--first-seed", type=whole, default=0,
+                        help="the first fleet's seed: fleets FIRST_SEED to FIRST_SEED + SEEDS - 1")
     args = parser.parse_args(argv)
+    if args.served:
+        if args.json:
+            parser.error("--served prints text only: leave out --json")
+        for n in args.hosts:
+            print_served(n, args.seeds, args.first_seed)
+        return 0
     command_line.print_rows(rows(args.hosts, args.seeds, args.time_limit, args.count), args.json,
                             lambda row: f"{row['n_hosts']:,} hosts: {describe(row)}")
     return 0

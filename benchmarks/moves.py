@@ -44,7 +44,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from benchmarks import command_line
-from benchmarks.fleet import FLAVORS
 from benchmarks.summary import percentile, quartiles
 from scheduler import conf as berth_conf
 from scheduler import rpc, states
@@ -56,6 +55,7 @@ from scheduler.conf import opts as conf_opts
 from scheduler.db.api import Database
 from scheduler.process.running import settle_garbage_collector
 from scheduler.service import assemble
+from scheduler.simulation.host_tables import FLAVORS
 from scheduler.transaction.unit_of_work import UnitOfWork
 
 CTX = rpc.Context({})

@@ -2,7 +2,7 @@
 
 The fleets, one per size and seed: 10, 50 and 200 hosts, of one size (256 GB, 64 vCPUs) or
 mixed (128 GB / 32 vCPUs, 256 / 64, 384 / 96), each filled to 25-40 % of its memory with a mix of
-flavors (benchmarks.make_room: about 12-17 instances a host; a tenth in anti-affinity groups of 3,
+flavors (scheduler.simulation.fragmented: about 12-17 instances a host; a tenth in anti-affinity groups of 3,
 ServerGroupAntiAffinityFilter enabled; 2 % pinned, never moved). Each instance's true CPU load is
 a heavy-tailed share of its vCPUs (Lomax, shape 1.3, scale 0.08, at most all of them: most nearly
 idle, a few busy), its true memory use 50-95 % of its flavor's. A fifth of the hosts carry load
@@ -65,13 +65,14 @@ from scheduler.moves.goals.balance import TARGET_SKEW
 from scheduler.moves.rebalance import NoPlan, PlannedMove, Snapshot, balance, consolidate, figures
 from scheduler.moves.rebalance.judge import Judge, replay, request_for
 from scheduler.policy import filters as filters_mod
+from scheduler.simulation import fragmented
 
 EQUAL = ((262144, 64, 4000),)
 MIXED = ((131072, 32, 2000), (262144, 64, 4000), (393216, 96, 6000))
 SIZES = {"equal": EQUAL, "mixed": MIXED}
 FILL = (0.25, 0.40)  # of each host's memory
 GROUPED, PINNED = 0.1, 0.02
-MIX = make_room.MIX + [Flavor(memory_mb=m, root_gb=d, ephemeral_gb=0, vcpus=c, name=n) for n, m, d, c in (
+MIX = fragmented.MIX + [Flavor(memory_mb=m, root_gb=d, ephemeral_gb=0, vcpus=c, name=n) for n, m, d, c in (
     ("c1.large", 4096, 40, 4), ("c1.xlarge", 8192, 80, 8))]
 MIX_WEIGHTS = [0.25, 0.25, 0.15, 0.1, 0.15, 0.1]
 LOAD_SHAPE, LOAD_SCALE = 1.3, 0.25  # Lomax: the share of its vCPUs an instance keeps busy
@@ -128,7 +129,7 @@ def _measured(rng: np.random.Generator, true: np.ndarray, noise: float, most: np
 def build(n_hosts: int, kind: str, seed: int, conf: Any, modes: Sequence[str]) -> Fleet:
     """The fleet of ``n_hosts`` hosts of ``kind`` sizes for ``seed``, the planner's snapshot in each
     of ``modes``."""
-    base = make_room.fragmented_fleet(n_hosts, seed, conf, low=FILL[0], high=FILL[1], sizes=SIZES[kind],
+    base = fragmented.fragmented_fleet(n_hosts, seed, conf, low=FILL[0], high=FILL[1], sizes=SIZES[kind],
                                       mix=MIX, weights=MIX_WEIGHTS, grouped=GROUPED, pinned=PINNED)
     rng = np.random.default_rng(seed + 7919)
     residents = list(base.residents.values())

@@ -50,7 +50,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from benchmarks import command_line
-from benchmarks.report_load import INSERT_CHUNK, PG_ADMIN_DSN, PG_URL, _Fleet
+from benchmarks.report_load import INSERT_CHUNK, _Fleet
+from benchmarks.services import temporary_database, temporary_vhost
 from benchmarks.summary import spread
 from scheduler import conf as berth_conf
 from scheduler import rpc
@@ -150,10 +151,7 @@ def _fleet_on_services(transport_url: str, n_hosts: int,
                        per_host: int) -> Iterator[tuple[str, str, Any, Any]]:
     """(vhost URL, database URL, Database, fleet): a fresh vhost and PostgreSQL database, the
     latter holding the fleet's ``per_host`` ACTIVE instances a host; both dropped after."""
-    from tests.fixtures import temporary_database, temporary_vhost  # the test extra
-
-    with temporary_vhost(transport_url, prefix="berth-bench") as url, \
-            temporary_database(PG_ADMIN_DSN, PG_URL, prefix="berth_bench", connect_timeout=3) as db_url:
+    with temporary_vhost(transport_url) as url, temporary_database() as db_url:
         database = db_api.Database(db_url)
         database.sync()
         fleet = _Fleet(n_hosts, per_host, 0)

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import command_line, ingestion
+from benchmarks.services import temporary_database
 from benchmarks.summary import spread
 from berth_contract.host_report import HostReport
 from scheduler import conf as berth_conf
@@ -61,8 +62,6 @@ from scheduler.process.running import settle_garbage_collector
 from scheduler.service import BINARY, SchedulerService
 from scheduler.utils import jsonutils
 
-PG_ADMIN_DSN = os.environ.get("BERTH_BENCH_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test")
-PG_URL = os.environ.get("BERTH_BENCH_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/{db}")
 BACKENDS = ("sqlite", "postgresql")
 INSERT_CHUNK = 5000
 STARTED_AT = "2026-12-01T12:00:00.000000Z"
@@ -195,9 +194,7 @@ def _database_url(backend: str, tmp: str) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{tmp}/report-load.sqlite"
         return
-    from tests.fixtures import temporary_database  # the test extra, as the e2e benchmark
-
-    with temporary_database(PG_ADMIN_DSN, PG_URL, prefix="berth_bench", connect_timeout=3) as url:
+    with temporary_database() as url:
         yield url
 
 

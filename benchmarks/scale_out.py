@@ -48,7 +48,6 @@ import prometheus_client
 from benchmarks import command_line
 from benchmarks.claim_model import ClaimModel, Deadlock, Session
 from benchmarks.decisions import policy_conf
-from benchmarks.fleet import random_report, random_spec
 from benchmarks.sim_clock import SimClock
 from berth_contract.host_report import HostReport
 from berth_contract.request_spec import Flavor, RequestSpec
@@ -60,6 +59,7 @@ from scheduler.planning.claims import HostClaims
 from scheduler.planning.plan import Placement
 from scheduler.policy import filters, weighers
 from scheduler.policy.selection import Selector
+from scheduler.simulation.host_tables import random_report, random_spec
 
 CONFLICTS = "berth_scheduler_claim_conflicts_total"
 
@@ -84,7 +84,7 @@ class Settings:
 
 
 def fleet_reports(n: int, seed: int = 0) -> list[dict[str, Any]]:
-    """Reports of ``n`` hosts of benchmarks.fleet's sizes, each under half used: room for
+    """Reports of ``n`` hosts of scheduler.simulation.host_tables' sizes, each under half used: room for
     the requests of a run."""
     rng = np.random.default_rng(seed)
     reports = []
@@ -97,7 +97,7 @@ def fleet_reports(n: int, seed: int = 0) -> list[dict[str, Any]]:
 
 
 def requests(count: int, seed: int = 0) -> list[RequestSpec]:
-    """``count`` one-instance requests of benchmarks.fleet's flavors."""
+    """``count`` one-instance requests of scheduler.simulation.host_tables' flavors."""
     return [random_spec(seed * 1_000_003 + i) for i in range(count)]
 
 

@@ -1,9 +1,5 @@
-"""What the tests and the benchmarks share: a temporary RabbitMQ vhost, a temporary
-PostgreSQL database, and the plain transport fixture (every test may ask for it,
-see tests/conftest.py).
-
-Run from a checkout: ``benchmarks`` imports this module too.
-"""
+"""A temporary RabbitMQ vhost, a temporary PostgreSQL database, and the plain transport
+fixture (every test may ask for it, see tests/conftest.py)."""
 
 import contextlib
 import os

@@ -13,8 +13,8 @@ MARKER = "berth-guest: up"
 
 
 def qemu_conf(state_path, images):
-    """Options of a qemu driver standing for one agent of this machine (the guest tests' and
-    benchmarks.guests'): its state under ``state_path``, the test image's directory ``images``."""
+    """Options of a qemu driver standing for one agent of this machine (the guest tests'): its
+    state under ``state_path``, the test image's directory ``images``."""
     conf = berth_conf.new_conf()
     agent_conf.register_opts(conf)
     conf([])

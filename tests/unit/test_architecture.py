@@ -325,6 +325,23 @@ def test_berth_imports_no_deprecated_path():
     assert not wrong, "\n".join(wrong)
 
 
+
+@pytest.mark.parametrize(("importer", "imported"), [("tests", "benchmarks"), ("benchmarks", "tests")])
+def test_the_tests_and_the_benchmarks_import_nothing_of_each_other(importer, imported):
+    # What both need is product code (scheduler.simulation's fleets), or a few lines of each's own.
+    wrong = []
+    for path in sorted((ROOT / importer).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            if any(name == imported or name.startswith(f"{imported}.") for name in names):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports {imported}")
+    assert not wrong, "\n".join(wrong)
+
 def berth_modules_loaded(module: str, root: pathlib.Path = ROOT) -> list[str]:
     """The Berth modules in sys.modules once ``python -c 'import <module>'`` has run in ``root``."""
     code = (f"import sys, {module}\n"

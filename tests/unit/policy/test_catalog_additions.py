@@ -13,13 +13,13 @@ import random
 import numpy as np
 import pytest
 
-from benchmarks.fleet import random_fleet, rich_spec
 from berth_contract.request_spec import RequestSpec
 from scheduler.admin import grouping as admin
 from scheduler.exception import InvalidRequest, NoValidHost
 from scheduler.policy import filters
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.selection import Selector
+from scheduler.simulation.host_tables import random_fleet, rich_spec
 from tests.unit.policy.fakes import make_host, make_spec
 from tests.unit.policy.test_catalog import plugin
 

@@ -10,12 +10,12 @@ by hand; the arithmetic is written next to it.
 import numpy as np
 import pytest
 
-from benchmarks.fleet import random_fleet, random_spec
 from scheduler.policy.filters.resources import CoreFilter
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.weighers import balanced, capacity
 from scheduler.policy.weighers.balanced import BalancedWeigher
 from scheduler.policy.weighers.capacity import CapacityWeigher
+from scheduler.simulation.host_tables import random_fleet, random_spec
 from tests.unit.policy.fakes import make_spec
 from tests.unit.policy.test_placement_policies import (
     NOW,

@@ -13,10 +13,10 @@ import time
 import numpy as np
 import pytest
 
-from benchmarks.fleet import random_fleet as build_fleet
-from benchmarks.fleet import random_spec, rich_spec
 from scheduler.policy import filters, weighers
 from scheduler.policy.selection import Selector
+from scheduler.simulation.host_tables import random_fleet as build_fleet
+from scheduler.simulation.host_tables import random_spec, rich_spec
 
 VECTOR_FILTERS = sorted(n for n, cls in filters.all_filters().items() if cls.filter_vector is not None)
 VECTOR_WEIGHERS = sorted(n for n, cls in weighers.all_weighers().items() if cls.weigh_vector is not None)

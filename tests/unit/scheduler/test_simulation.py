@@ -1,8 +1,8 @@
-"""The balanced policy on CloudStack's churning, overcommitted fleet (benchmarks.real_load_skew)."""
+"""The balanced policy on CloudStack's churning, overcommitted fleet (scheduler.simulation.cloudstack)."""
 
 import pytest
 
-from benchmarks import real_load_skew
+from scheduler.simulation import cloudstack as real_load_skew
 
 
 @pytest.mark.parametrize("seed", real_load_skew.SEEDS)
@@ -30,8 +30,3 @@ def test_every_policy_sees_the_same_workload():
 def test_the_simulation_is_deterministic():
     assert real_load_skew.run("balanced", 1, batches=80) == real_load_skew.run("balanced", 1, batches=80)
 
-
-def test_the_table_prints(capsys):
-    real_load_skew.main(["0"])
-    out = capsys.readouterr().out
-    assert "allocation" in out and "balanced" in out

@@ -8,7 +8,6 @@ import time
 import numpy as np
 import pytest
 
-from benchmarks import make_room as bench
 from berth_contract.host_report import HostReport
 from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler.moves.rebalance import (
@@ -23,11 +22,12 @@ from scheduler.moves.rebalance import (
 )
 from scheduler.moves.rebalance.judge import Judge, replay, request_for
 from scheduler.policy.host_state import HostTable
+from scheduler.simulation import fragmented as bench
 from tests.unit.moves.rebalance.test_make_room import assert_groups_apart, check_plan
 
 SMALL = Flavor(memory_mb=8192, root_gb=40, ephemeral_gb=0, vcpus=4, name="m1.large")
 BIG = Flavor(memory_mb=65536, root_gb=100, ephemeral_gb=0, vcpus=16, name="m1.huge")
-HOST = (131072, 32, 2000)  # memory MB, vCPUs, disk GB; ratios of benchmarks.make_room: cpu 4, ram 1
+HOST = (131072, 32, 2000)  # memory MB, vCPUs, disk GB; the fragmented fleets' ratios: cpu 4, ram 1
 
 
 def fleet(conf, hosts, instances, hidden=None):

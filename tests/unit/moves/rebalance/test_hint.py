@@ -5,7 +5,6 @@ import time
 
 import pytest
 
-from benchmarks import make_room as bench
 from berth_contract.host_report import HostReport
 from berth_contract.request_spec import Flavor, RequestSpec
 from berth_contract.resource_classes import DISK_GB, MEMORY_MB, VCPU
@@ -13,17 +12,9 @@ from scheduler.moves.rebalance import Resident, Snapshot
 from scheduler.moves.rebalance import hint as hint_module
 from scheduler.moves.rebalance.hint import Hint, NoHint, fragmentation
 from scheduler.moves.rebalance.judge import request_for
-from scheduler.policy import filters as filters_mod
 from scheduler.policy.host_state import HostTable
 
 GB = 1024
-
-
-@pytest.fixture(scope="module")
-def enabled():
-    conf = bench.make_conf()
-    yield filters_mod.enabled_filters(conf)
-    conf.reset()
 
 
 def flavor(memory_mb, name=None):

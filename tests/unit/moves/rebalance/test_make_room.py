@@ -7,13 +7,13 @@ import uuid as uuidlib
 import numpy as np
 import pytest
 
-from benchmarks import make_room as bench
 from berth_contract.host_report import HostReport
 from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler.moves.rebalance import NoPlan, PlannedMove, RebalancePlan, Resident, Snapshot, make_room
 from scheduler.moves.rebalance.planner import EXACT, GREEDY
 from scheduler.policy.host_state import HostTable
 from scheduler.policy.selection import Selector
+from scheduler.simulation import fragmented as bench
 
 SMALL_MIX = [Flavor(memory_mb=m, root_gb=d, ephemeral_gb=0, vcpus=c, name=n) for n, m, d, c in (
     ("s", 2048, 20, 1), ("m", 4096, 40, 2), ("l", 8192, 80, 4))]

@@ -17,12 +17,12 @@ averaged over the rounds after the first lifetimes have run out. Lower is
 better.
 
 The workload is drawn from the random seed before any policy runs, so every
-policy sees the same VMs. ``python -m benchmarks.real_load_skew [SEED...]``
-prints the figures.
+policy sees the same VMs. The balance benchmark (``benchmarks/balance.py``) and the balanced
+policy's tests replay it.
 """
 
+
 import random
-import sys
 
 import numpy as np
 
@@ -108,33 +108,3 @@ def run(policy, seed, batches=BATCHES):
         "worst": float(np.max(skews)) if skews else float("nan"),
         "failed": result.refused_total,
     }
-
-
-def compare(seeds=SEEDS, policies=tuple(POLICIES)):
-    return [run(policy, seed) for seed in seeds for policy in policies]
-
-
-def table_text(results):
-    by_seed = {}
-    for r in results:
-        by_seed.setdefault(r["seed"], {})[r["policy"]] = r
-    policies = list(dict.fromkeys(r["policy"] for r in results))
-    lines = [
-        "real-load skew, max/mean across hosts (mean over report rounds; worst round in brackets)",
-        "seed  " + "  ".join(f"{p:>22}" for p in policies),
-    ]
-    for seed, row in by_seed.items():
-        lines.append(
-            f"{seed:>4}  " + "  ".join(f"{row[p]['skew']:>13.3f} [{row[p]['worst']:.2f}]" for p in policies)
-        )
-    return "\n".join(lines)
-
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    seeds = [int(s) for s in argv] or list(SEEDS)
-    print(table_text(compare(seeds)))
-
-
-if __name__ == "__main__":
-    main()

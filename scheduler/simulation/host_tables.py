@@ -1,4 +1,5 @@
-"""Synthetic fleets and requests, reproducible from a seed (benchmarks, tests)."""
+"""Synthetic fleets (HostTables of random reports) and requests, reproducible from a seed: what
+the decision benchmarks and the policy tests place on."""
 
 import dataclasses
 import time
