@@ -19,6 +19,8 @@ from scheduler.db import moves
 SETTLED = (states.ACTIVE, states.ERROR, states.DELETED)
 #: The pending ones a timeout or an interruption names; the others are counted.
 NAMED = 5
+#: Seconds between two looks at moves (each a call per instance).
+MOVE_INTERVAL = 1.0
 #: What an instance the scheduler does not list yet is called.
 UNKNOWN = "not listed yet"
 
@@ -66,8 +68,9 @@ def is_tty(stream):
         return False
 
 
-def wait_until(predicate, timeout, what, interval=0.2, sleep=time.sleep, clock=time.monotonic):
+def wait_until(predicate, timeout, what, interval=0.2, sleep=None, clock=None):
     """Poll ``predicate`` until it holds; a timeout or Ctrl-C names ``what`` was waited for."""
+    sleep, clock = sleep or time.sleep, clock or time.monotonic
     deadline = clock() + timeout
     try:
         while not predicate():
@@ -126,18 +129,22 @@ class Moves(Kind):
         return line + (f": {record['reason']}" if record.get("reason") else "")
 
 
-def watch(look, keys, settled, timeout, kind=None, progress=None, interval=0.2, sleep=time.sleep,
-          clock=time.monotonic):
+def watch(look, keys, settled, timeout, kind=None, progress=None, interval=0.2, sleep=None, clock=None,
+          known=None):
     """Poll ``look(pending keys)`` ({key: record}) until every key's record is ``settled``;
-    {key: record} of them all. Progress goes to ``progress`` (stderr by default)."""
+    {key: record} of them all. Progress goes to ``progress`` (stderr by default); ``known``:
+    the records as they were before the first look."""
+    sleep, clock = sleep or time.sleep, clock or time.monotonic
     kind = kind or Kind()
     progress = Progress() if progress is None else progress
     wanted, found, told = list(dict.fromkeys(keys)), {}, set()
-    start = clock()
-    deadline = start + timeout
 
     def pending():
-        return [k for k in wanted if k not in found or not settled(found[k])]
+        return [k for k in wanted if k not in told]
+
+    found.update(known or {})
+    start = clock()
+    deadline = start + timeout
 
     try:
         while True:
@@ -208,7 +215,7 @@ def move_settled(migration):
     return migration.get("status") not in (None, moves.MIGRATING)
 
 
-def wait_for_moves(client, migrations, timeout, names=None, progress=None, interval=1.0, **timing):
+def wait_for_moves(client, migrations, timeout, names=None, progress=None, interval=None, **timing):
     """Poll until each of ``migrations`` (as the scheduler answered them) ended or, a resize,
     waits to be confirmed; returns {migration id: migration}."""
     by_id = {m["id"]: m for m in migrations}
@@ -220,5 +227,5 @@ def wait_for_moves(client, migrations, timeout, names=None, progress=None, inter
                          if m["id"] in by_id)
         return found
 
-    return watch(look, list(by_id), move_settled, timeout, Moves(names), progress, interval=interval,
-                 **timing)
+    return watch(look, list(by_id), move_settled, timeout, Moves(names), progress,
+                 interval=MOVE_INTERVAL if interval is None else interval, known=by_id, **timing)

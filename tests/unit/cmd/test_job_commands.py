@@ -121,11 +121,17 @@ def test_drain_disables_the_host_and_moves_everything_off_it(scheduler):
     status, lines = drain(scheduler)
     assert status == 0
     assert lines[:2] == ["host h2 disabled: draining", "moving 5 instance(s) off h2, at most 2 at a time"]
-    told = lines[2:-1]
+    told = [line for line in lines[2:-1] if line.startswith("moved ")]
     assert [line.rsplit(" ", 1)[1] for line in told] == ["(1/5)", "(2/5)", "(3/5)", "(4/5)", "(5/5)"]
     hosts = {u: database.get_instance(u)["host"] for u in moved}
     assert sorted(line.rsplit(" ", 1)[0] for line in told) == sorted(
         f"moved {u} (web-{n}) to {hosts[u]}" for n, u in enumerate(moved, 1))
+    # Each move is told as it starts too, before the line that says it ended.
+    migration_of = {m["instance_uuid"]: m["id"] for m in database.list_migrations(host="h2")}
+    started = [line for line in lines[2:-1] if line.startswith("moving ")]
+    assert sorted(started) == sorted(f"moving {u} (web-{n}) to {hosts[u]} (migration {migration_of[u]})"
+                                     for n, u in enumerate(moved, 1))
+    assert len(lines) == 2 + 5 + 5 + 1
     assert lines[-1] == "host h2 is empty"
     assert set(hosts.values()) <= {"h1", "h3"} and database.get_instance(stays)["host"] == "h3"
     assert scheduler.service.parts.host_manager.disabled == {"h2": "draining"}
@@ -209,7 +215,8 @@ def test_drain_stop_from_another_terminal_starts_no_new_move_and_the_drain_exits
     assert stopped == [(0, "drain of host h2 stopping: 1 move(s) under way end on their own\n")]
     assert status == 1
     uuids = steps_of(scheduler)
-    assert lines[2].startswith(f"moved {uuids[0]} to ") and lines[2].endswith(" (1/3)")
+    assert lines[2].startswith(f"moving {uuids[0]} to ")
+    assert lines[3].startswith(f"moved {uuids[0]} to ") and lines[3].endswith(" (1/3)")
     assert lines[-4:] == ["drain of host h2 stopped (stopped by berth host drain h2 --stop)",
                           "host h2 is not empty: 2 instance(s) not moved",
                           f"  {uuids[1]}: not started: stopped by berth host drain h2 --stop",
