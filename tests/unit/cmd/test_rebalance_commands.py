@@ -72,7 +72,7 @@ def test_plan_sends_the_goal_and_its_options_and_prints_figures_and_steps(tmp_pa
     assert lines[7].split()[:6] == ["STEP", "INSTANCE", "SOURCE", "DEST", "MEMORY_MB", "STATUS"]
     assert lines[8].split()[:6] == ["1", "00000000-0000-4000-8000-000000000001", "h1", "h2", "4096",
                                     "pending"]
-    assert lines[8].endswith("frees room on h1 for flavor m1.large")
+    assert lines[8].endswith("frees room on h1 for flavor m1.large  -")  # NAME: the instance has none
     assert lines[-2:] == ["then the new instance(s) fit on: h1", "apply it: berth rebalance apply 1"]
 
 
