@@ -10,6 +10,7 @@ import pytest
 from berth_contract.request_spec import MAX_LIST
 from scheduler.cmd import waiting
 from scheduler.cmd.arguments import CommandError, Interrupted
+from tests.unit.cli_scheduler import parse, write_conf
 
 
 class Scheduler:
@@ -118,3 +119,21 @@ def test_ctrl_c_in_a_wait_for_anything_else_names_what_it_waited_for():
 
     with pytest.raises(Interrupted, match="^interrupted waiting for the agents to report$"):
         waiting.wait_until(ask, 5, "the agents to report", sleep=lambda _: None)
+
+
+def test_ctrl_c_in_delete_wait_is_one_line_naming_what_is_left(tmp_path):
+    uuids = [f"00000000-0000-4000-8000-00000000000{n}" for n in (1, 2)]
+
+    class Deleting(Scheduler):
+        def delete_instance(self, ctxt, uuid):
+            self.deleted.append(uuid)
+
+    scheduler = Deleting({u: ["ACTIVE", "DELETING"] for u in uuids}, interrupt_at=3)
+    scheduler.deleted = []
+    args = parse(write_conf(tmp_path), "delete", *uuids, "--wait")
+    with pytest.raises(Interrupted) as raised:
+        args.func(scheduler, args, io.StringIO())
+    assert scheduler.deleted == uuids
+    assert (raised.value.exit_code, str(raised.value)) == (
+        130, "interrupted: 2 instance(s) still DELETING; the scheduler carries on: `berth instances` shows "
+        "them")
