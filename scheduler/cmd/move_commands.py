@@ -168,6 +168,10 @@ def _print_moved(client, migrations, args, out):
         names = {u: i.get("display_name") for u, i in instances_by_uuid(client, uuids).items()}
         ended = wait_for_moves(client, migrations, args.timeout, names=names)
         migrations = [ended.get(m["id"], m) for m in migrations]
+        for m in migrations:
+            if m["kind"] == moves.RESIZE and m["status"] == moves.FINISHED:
+                print(f"resized: check it, then berth resize {m['instance_uuid']} --confirm (or --revert)",
+                      file=sys.stderr)
     print_migrations(migrations, out, args)
     return 1 if any(m["status"] == moves.ERROR for m in migrations) else 0
 

@@ -8,6 +8,7 @@ saying what was left doing (the scheduler carries on). Time comes only through t
 and ``sleep`` given, so that tests wait for a fake scheduler without waiting.
 """
 
+import shutil
 import sys
 import time
 
@@ -36,6 +37,7 @@ class Progress:
 
     def status(self, text):
         if self.tty:
+            text = text[:shutil.get_terminal_size().columns - 1]  # a line that wrapped could not be rewritten
             self.stream.write("\r" + text + " " * max(0, self._drawn - len(text)))
             self.stream.flush()
             self._drawn = len(text)

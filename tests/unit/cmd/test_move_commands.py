@@ -332,12 +332,14 @@ def test_a_move_that_fails_while_waited_for_exits_1_with_its_reason(conf_file, c
     assert capsys.readouterr().err == f"migration 1 of {U1} error from h1 to h2: disk full on h2\n"
 
 
-def test_resize_wait_ends_when_the_resize_waits_to_be_confirmed(conf_file, clock):
+def test_resize_wait_ends_when_the_resize_waits_to_be_confirmed(conf_file, clock, capsys):
     fleet = Fleet([instance(1)])
     status, out = run(conf_file, fleet, "resize", U1, "--flavor", "m1.small", "--wait", "-f", "value",
                       "-c", "status")
     assert (status, out) == (0, "finished\n")
     assert fleet.instances[U1]["state"] == "VERIFY_RESIZE"
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"resized: check it, then berth resize {U1} --confirm (or --revert)")
 
 
 def test_evacuate_wait_waits_for_every_instance_rebuilt(conf_file, clock, capsys):
