@@ -122,7 +122,12 @@ def _call(client, method, **kwargs):
 
 def plan_command(client, args, out):
     goal, options = _goal_options(client, args)
-    print_plan(_call(client, "plan_rebalance", goal=goal, options=options), args, out, planned=True)
+    try:
+        plan = _call(client, "plan_rebalance", goal=goal, options=options)
+    except KeyboardInterrupt:  # the scheduler plans on (up to --time-limit) and saves what it found
+        raise Interrupted("interrupted: the scheduler may still save the plan, which moves nothing until "
+                          "applied: `berth rebalance list` shows it") from None
+    print_plan(plan, args, out, planned=True)
     return 0
 
 
