@@ -19,9 +19,10 @@ from compute_agent.manager import ComputeManager
 from scheduler import rpc, states
 from scheduler.client import SchedulerClient
 from scheduler.cmd import all_in_one_guests, common, output, scaling_demo
+from scheduler.cmd.arguments import Interrupted
 from scheduler.cmd.host_commands import hosts_command
 from scheduler.cmd.instance_commands import build_request
-from scheduler.cmd.waiting import wait_for, wait_until
+from scheduler.cmd.waiting import Silent, wait_for, wait_until
 from scheduler.process import running
 from scheduler.process import startup as config
 from scheduler.service import SchedulerService, status_routes
@@ -250,7 +251,7 @@ def demo(conf, services, client, out, run=None):
         if run is not None:
             return run(out, booted)
         return run_demo(conf, client, out, booted)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):  # Interrupted: in one of its waits
         print(f"{PROG}: interrupted: deleting the {len(booted)} instance(s) the demo booted, then "
               "stopping", file=sys.stderr)
         delete_all(client, booted, timeout=30)
@@ -267,7 +268,7 @@ def delete_all(client, uuids, timeout):
     for u in uuids:
         client.delete_instance({}, u)
     if uuids:
-        wait_for(client, uuids, timeout, settled=(states.DELETED,))
+        wait_for(client, uuids, timeout, settled=(states.DELETED,), progress=Silent())
 
 
 def run_demo(conf, client, out, booted, timeout=120):
@@ -288,7 +289,7 @@ def run_demo(conf, client, out, booted, timeout=120):
     client.run_instance({}, request_spec, filter_properties)
     too_big = request_spec["instance_uuids"][0]
     flavor_of[too_big] = DEMO_TOO_BIG["name"]
-    found = wait_for(client, uuids + [too_big], timeout)
+    found = wait_for(client, uuids + [too_big], timeout, progress=Silent())
 
     print(f"Booted {len(uuids)} instances on {len(hosts)} fake hosts, and 1 too big for any of them:\n",
           file=out)

@@ -14,7 +14,7 @@ import sys
 
 from compute_agent.driver import installed
 from scheduler import states
-from scheduler.cmd.waiting import wait_for
+from scheduler.cmd.waiting import Silent, wait_for
 
 LOG = logging.getLogger(__name__)
 PROG = "berth-all-in-one"
@@ -98,7 +98,7 @@ class EndGuests:
         for uuid in uuids:
             self.client.delete_instance({}, uuid)
         if uuids:
-            wait_for(self.client, uuids, DELETE_TIMEOUT, settled=(states.DELETED,))
+            wait_for(self.client, uuids, DELETE_TIMEOUT, settled=(states.DELETED,), progress=Silent())
 
 
 def end_all(driver):

@@ -11,6 +11,16 @@ class CommandError(Exception):
     ``python -m scheduler.cmd.cli``, that module is ``__main__``, and a second copy of it
     would raise a class its ``main`` does not catch."""
 
+    #: The exit status of the command that raises it.
+    exit_code = 1
+
+
+class Interrupted(CommandError):
+    """Ctrl-C in a wait or a long command: one line saying what was left doing, exit status 130
+    (128 + SIGINT, as a shell reports it)."""
+
+    exit_code = 130
+
 
 def actions(subparsers, command, help, dest, **parser_options):
     """The sub-parsers of ``berth COMMAND ACTION``: one ACTION must be given."""

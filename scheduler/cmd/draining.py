@@ -66,6 +66,9 @@ class Drain:
         return self.report()
 
     def _tell(self, step, before):
+        if step["status"] == "running" and step.get("migration_id") is not None:
+            return [f"moving {_name(step)} to {step.get('dest_host') or '-'} (migration "
+                    f"{step['migration_id']})"]
         if step["status"] not in ("done", "failed"):
             return []
         self.ended += 1

@@ -3,8 +3,10 @@ instances.
 
 Each command but ``drain`` is one call to the scheduler (API 1.1) after the one that finds an
 instance named by name; the scheduler checks the move and refuses it, saying why, with
-nothing changed. ``drain`` starts a job the schedulers carry on and watches it
-(:class:`scheduler.cmd.draining.Drain`).
+nothing changed. With ``--wait``, ``resize``, ``migrate`` and ``evacuate`` then poll the
+migrations they started until each ended (or, a resize, waits to be confirmed), telling the
+progress on stderr (scheduler.cmd.waiting), and print them as they ended. ``drain`` starts a
+job the schedulers carry on and watches it (:class:`scheduler.cmd.draining.Drain`).
 """
 
 import sys
@@ -12,15 +14,23 @@ import sys
 from scheduler import migration_states as moves
 from scheduler import rpc
 from scheduler.cmd import draining, output
-from scheduler.cmd.arguments import CommandError, positive, whole
+from scheduler.cmd.arguments import CommandError, Interrupted, positive, whole
 from scheduler.cmd.instance_commands import flavor_from_args
-from scheduler.cmd.references import instance_uuid
+from scheduler.cmd.references import instance_uuid, instances_by_uuid
+from scheduler.cmd.waiting import wait_for_moves
 
 #: STEP: where a move between two agents is (prepare, migrate, finish), empty for one taken in alone.
 #: DOWNTIME and TRANSFER: seconds a live migration's guest was paused and its memory took to go over,
 #: as its source's driver measured them (empty when it said nothing of them).
 COLUMNS = ["ID", "INSTANCE", "KIND", "STATUS", "STEP", "SOURCE", "DEST", "CREATED", "FINISHED", "DOWNTIME",
            "TRANSFER", "REASON"]
+
+
+def add_wait(parser, until):
+    parser.add_argument("--wait", action="store_true", help=f"wait until {until}, telling the progress "
+                        "on stderr; exit 1 when a move failed")
+    parser.add_argument("--timeout", type=positive, default=300, metavar="SECONDS",
+                        help="with --wait: give up after this long (default 300)")
 
 
 def add_commands(subparsers):
@@ -40,6 +50,7 @@ def add_commands(subparsers):
                         help="keep the new size: the source host lets go of the old one")
     answer.add_argument("--revert", action="store_true",
                         help="go back to the old size on the source host")
+    add_wait(resize, "the resize is done (VERIFY_RESIZE: then --confirm or --revert it) or failed")
     output.add_options(resize)
     resize.set_defaults(func=resize_command)
 
@@ -53,6 +64,7 @@ def add_commands(subparsers):
                          help="to this host, if the filters let it take the instance")
     migrate.add_argument("--force", action="store_true",
                          help="with --host: to that host without asking the filters")
+    add_wait(migrate, "the instance is ACTIVE on its new host, or the move failed")
     output.add_options(migrate)
     migrate.set_defaults(func=migrate_command)
 
@@ -70,6 +82,7 @@ def add_host_actions(actions):
     evacuate = actions.add_parser(
         "evacuate", help="Rebuild elsewhere every instance of a host that is down.")
     evacuate.add_argument("target_host", metavar="HOST")
+    add_wait(evacuate, "every instance is rebuilt on its new host, or its move failed")
     output.add_options(evacuate)
     evacuate.set_defaults(func=evacuate_command)
 
@@ -136,8 +149,7 @@ def resize_command(client, args, out):
         migration = _moving(client.revert_resize, uuid)
     else:
         migration = _moving(client.resize_instance, uuid, flavor)
-    print_migrations([migration], out, args)
-    return 0
+    return _print_moved(client, [migration], args, out)
 
 
 def migrate_command(client, args, out):
@@ -146,8 +158,22 @@ def migrate_command(client, args, out):
     uuid = instance_uuid(client, args.reference)
     migration = _moving(client.migrate_instance, uuid, host=args.target_host, force=args.force,
                         live=args.live)
-    print_migrations([migration], out, args)
-    return 0
+    return _print_moved(client, [migration], args, out)
+
+
+def _print_moved(client, migrations, args, out):
+    """Print ``migrations``, as they ended with --wait; the exit status (1: one failed)."""
+    if getattr(args, "wait", False) and migrations:
+        uuids = [m["instance_uuid"] for m in migrations]
+        names = {u: i.get("display_name") for u, i in instances_by_uuid(client, uuids).items()}
+        ended = wait_for_moves(client, migrations, args.timeout, names=names)
+        migrations = [ended.get(m["id"], m) for m in migrations]
+        for m in migrations:
+            if m["kind"] == moves.RESIZE and m["status"] == moves.FINISHED:
+                print(f"resized: check it, then berth resize {m['instance_uuid']} --confirm (or --revert)",
+                      file=sys.stderr)
+    print_migrations(migrations, out, args)
+    return 1 if any(m["status"] == moves.ERROR for m in migrations) else 0
 
 
 def evacuate_command(client, args, out):
@@ -157,7 +183,7 @@ def evacuate_command(client, args, out):
         print(f"host {args.target_host} has no instance to evacuate", file=out)
         return 0
     migrations = [a["migration"] for a in answers if "migration" in a]
-    print_migrations(migrations, out, args)
+    failed = _print_moved(client, migrations, args, out)
     if migrations:
         # Whether a host's driver keeps its disks on shared storage is not reported: said for every one.
         print(f"evacuated instances are rebuilt from their image on their new host: what their disks on "
@@ -166,7 +192,7 @@ def evacuate_command(client, args, out):
     stays = [a for a in answers if "migration" not in a]
     for answer in stays:
         print(f"not evacuated: {answer['instance_uuid']}: {answer.get('error')}", file=sys.stderr)
-    return 1 if stays else 0
+    return 1 if stays or failed else 0
 
 
 def migrations_command(client, args, out):
@@ -184,4 +210,5 @@ def drain_command(client, args, out):
     try:
         return drain.run()
     except KeyboardInterrupt:  # in the last listing: the drain ended
-        return 130
+        raise Interrupted(f"interrupted: the drain of {args.target_host} ended; `berth instances --host "
+                          f"{args.target_host}` shows what stays on it") from None

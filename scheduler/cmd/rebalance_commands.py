@@ -10,12 +10,13 @@ which would cost every command its start-up.
 
 from scheduler import rpc
 from scheduler.cmd import output
-from scheduler.cmd.arguments import CommandError, actions, positive
+from scheduler.cmd.arguments import CommandError, Interrupted, actions, positive
 from scheduler.cmd.instance_commands import named_flavor
 from scheduler.cmd.rebalancing import Apply
 from scheduler.moves import goals as rebalance_goals
 
-STEP_COLUMNS = ["STEP", "INSTANCE", "SOURCE", "DEST", "MEMORY_MB", "STATUS", "MIGRATION", "REASON"]
+#: NAME comes last, as in ``berth instances``: scripts read the others by position.
+STEP_COLUMNS = ["STEP", "INSTANCE", "SOURCE", "DEST", "MEMORY_MB", "STATUS", "MIGRATION", "REASON", "NAME"]
 PLAN_COLUMNS = ["ID", "GOAL", "STATE", "STEPS", "CREATED", "REASON"]
 
 
@@ -121,7 +122,12 @@ def _call(client, method, **kwargs):
 
 def plan_command(client, args, out):
     goal, options = _goal_options(client, args)
-    print_plan(_call(client, "plan_rebalance", goal=goal, options=options), args, out, planned=True)
+    try:
+        plan = _call(client, "plan_rebalance", goal=goal, options=options)
+    except KeyboardInterrupt:  # the scheduler plans on (up to --time-limit) and saves what it found
+        raise Interrupted("interrupted: the scheduler may still save the plan, which moves nothing until "
+                          "applied: `berth rebalance list` shows it") from None
+    print_plan(plan, args, out, planned=True)
     return 0
 
 
@@ -165,8 +171,10 @@ def apply_command(client, args, out):
         return stop_command(client, args, out)
     try:
         return Apply(client, args.plan_id, out, max_parallel=args.max_parallel).run()
-    except KeyboardInterrupt:  # in the last listing: the plan ended
-        return 130
+    except KeyboardInterrupt:  # before the job was asked for, or in the last listing
+        raise Interrupted(f"interrupted: if rebalance plan {args.plan_id} is being applied, the scheduler "
+                          f"carries it on: `berth rebalance show {args.plan_id}` shows it, `berth rebalance "
+                          f"stop {args.plan_id}` stops it") from None
 
 
 def stop_command(client, args, out):
@@ -179,7 +187,8 @@ def stop_command(client, args, out):
 
 def _step_rows(plan):
     return [[s["position"], s["instance_uuid"], s["source_host"], s["dest_host"], _number(s["memory_mb"]),
-             s["status"], s.get("migration_id"), s.get("failure") if s["status"] == "failed" else s["reason"]]
+             s["status"], s.get("migration_id"), s.get("failure") if s["status"] == "failed" else s["reason"],
+             s.get("display_name")]
             for s in plan["steps"]]
 
 

@@ -68,10 +68,10 @@ class Apply:
     def _tell(self, step, before):
         lines = []
         if before == "pending" and step.get("migration_id") is not None:
-            lines.append(f"step {step['position']}: moving {step['instance_uuid']} from "
+            lines.append(f"step {step['position']}: moving {named(step)} from "
                          f"{step['source_host']} to {step['dest_host']} (migration {step['migration_id']})")
         if step["status"] == "done":
-            lines.append(f"step {step['position']} moved {step['instance_uuid']} to {step['dest_host']}")
+            lines.append(f"step {step['position']} moved {named(step)} to {step['dest_host']}")
         elif step["status"] == "failed":
             verb = "failed" if step.get("migration_id") is not None else "refused"
             lines.append(f"step {step['position']} {verb}: {step.get('reason')}")
@@ -86,6 +86,12 @@ class Apply:
         print(f"rebalance plan {plan['id']} {plan['state']}: {figures or 'no step'}" + _why(plan),
               file=self.out)
         return 0 if plan["state"] == "done" else 1
+
+
+def named(step):
+    """The instance of ``step``: its UUID, and its name when it has one."""
+    name = step.get("display_name")
+    return f"{step['instance_uuid']} ({name})" if name else step["instance_uuid"]
 
 
 def _why(plan):

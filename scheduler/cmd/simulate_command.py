@@ -8,13 +8,15 @@ import argparse
 import json
 import pathlib
 import sys
+import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from oslo_config import cfg
 
 from scheduler import conf as berth_conf
-from scheduler.cmd import output
-from scheduler.cmd.arguments import positive, whole
+from scheduler.cmd import output, waiting
+from scheduler.cmd.arguments import Interrupted, positive, whole
 from scheduler.conf import opts
 from scheduler.policy import filters, weighers
 from scheduler.simulation import engine, inputs, rebalance
@@ -397,22 +399,31 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
     if args.rebalance is not None:
         runs = [run for name, conf in policies
                 for run in ((name, conf, None), (f"{name} + {args.rebalance.goal}", conf, args.rebalance))]
-    results = [
-        engine.run(
-            name,
-            conf,
-            hosts,
-            arrivals,
-            args.report_interval,
-            args.seed,
-            groups,
-            args.sync_period,
-            drains=drains,
-            migration_time_per_gb=args.migration_time_per_gb,
-            rebalance=spec,
-        )
-        for name, conf, spec in runs
-    ]
+    results: list[engine.Result] = []
+    told = RunProgress(len(runs))
+    try:
+        for name, conf, spec in runs:
+            told.start(name)
+            results.append(engine.run(
+                name,
+                conf,
+                hosts,
+                arrivals,
+                args.report_interval,
+                args.seed,
+                groups,
+                args.sync_period,
+                drains=drains,
+                migration_time_per_gb=args.migration_time_per_gb,
+                rebalance=spec,
+                progress=told.reached,
+            ))
+            told.ended(results[-1])
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted: {len(results)} of {len(runs)} simulation run(s) done, in "
+                          f"{told.name!r}; nothing reported") from None
+    finally:
+        told.progress.clear()
     if args.json:
         for result in results:
             print(json.dumps(result.summary()), file=out)
@@ -436,6 +447,37 @@ def simulate_command(client: object, args: Any, out: TextIO) -> int:
         if not args.json:
             print(f"plots: {', '.join(str(p) for p in written)}", file=out)
     return 0
+
+
+class RunProgress:
+    """How far ``berth simulate`` is, on stderr: on a terminal one line rewritten, at most every
+    REDRAW seconds (the engine calls :meth:`reached` at each round of reports); elsewhere a line
+    as each run ends."""
+
+    REDRAW = 0.2
+
+    def __init__(self, runs: int, progress: waiting.Progress | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.runs, self.progress, self.clock = runs, progress or waiting.Progress(), clock
+        self.name, self.index, self.started, self.drawn = "", 0, 0.0, float("-inf")
+
+    def start(self, name: str) -> None:
+        self.name, self.index, self.started = name, self.index + 1, self.clock()
+        self.drawn = self.started
+        self.progress.status(f"{PREFIX}: run {self.index}/{self.runs} ({name}): starting")
+
+    def reached(self, now: float, end: float) -> None:
+        wall = self.clock()
+        if not self.progress.tty or wall - self.drawn < self.REDRAW:
+            return
+        self.drawn = wall
+        share = f"{min(now / end, 1.0):.0%}" if end > 0 else "0%"
+        self.progress.status(f"{PREFIX}: run {self.index}/{self.runs} ({self.name}): {share} of "
+                             f"{end:,.0f} simulated s ({wall - self.started:.0f} s)")
+
+    def ended(self, result: engine.Result) -> None:
+        self.progress.event(f"{PREFIX}: run {self.index}/{self.runs} ({self.name}) done in "
+                            f"{self.clock() - self.started:.1f} s")
 
 
 def _check_plotting(directory: pathlib.Path) -> None:

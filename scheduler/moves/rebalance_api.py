@@ -142,7 +142,9 @@ class RebalanceEndpoint:
         return plan
 
     def _shown(self, plan: dict[str, Any]) -> dict[str, Any]:
+        names = self._db.get_instances([s["instance_uuid"] for s in plan["steps"]]) if plan["steps"] else {}
         for step in plan["steps"]:
+            step["display_name"] = (names.get(step["instance_uuid"]) or {}).get("display_name")
             if step["status"] == rows.RUNNING and step["migration_id"] is not None:
                 migration = self._db.get_migration(step["migration_id"]) or {}
                 status = migration.get("status")

@@ -19,7 +19,7 @@ import random
 import time
 import uuid as uuidlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -291,6 +291,7 @@ def run(
     drains: Sequence[Drain] = (),
     migration_time_per_gb: float = MIGRATION_TIME_PER_GB,
     rebalance: RebalanceSpec | None = None,
+    progress: Callable[[float, float], None] | None = None,
 ) -> Result:
     """Replay ``arrivals`` (by time) on ``hosts`` with the filters, weighers and options of
     ``conf`` (a Berth configuration); one round of reports every ``report_interval`` seconds;
@@ -307,7 +308,10 @@ def run(
     ``rebalance``: every ``rebalance.every`` seconds its goal plans on a snapshot of the fleet (the
     table as the scheduler holds it, each instance's measured load, each host's, hidden load
     included) and its migrations are made at once: the simulation does not hold an instance on
-    both hosts while it moves, as it does for drains."""
+    both hosts while it moves, as it does for drains.
+
+    ``progress(now, end)``: called at each round of reports with the simulated time reached and
+    the time the run ends at (at least), for the caller to tell how far it is."""
     return _Run(
         policy,
         conf,
@@ -321,6 +325,7 @@ def run(
         drains,
         migration_time_per_gb,
         rebalance,
+        progress,
     ).run()
 
 
@@ -339,8 +344,10 @@ class _Run:
         drains: Sequence[Drain],
         migration_time_per_gb: float,
         rebalance: RebalanceSpec | None = None,
+        progress: Callable[[float, float], None] | None = None,
     ) -> None:
         settings = conf.filter_scheduler
+        self.progress = progress
         self.conf = conf
         self.filters = filters.enabled_filters(conf)
         self.selector = Selector(
@@ -429,6 +436,8 @@ class _Run:
                     self.next_rebalance += self.rebalance.every  # type: ignore[union-attr]
                 elif next_report == upcoming:
                     self._report_round(next_report)
+                    if self.progress is not None:
+                        self.progress(next_report, self.end)
                     next_report += self.report_interval
                 else:
                     self._sync(next_sync)

@@ -165,7 +165,9 @@ class JobEndpoint:
         job = self._get(job_id)
         if job["kind"] == rows.REBALANCE:
             plan = self._db.get_rebalance_plan(job["plan_id"]) or {"steps": []}
+            names = self._db.get_instances([s["instance_uuid"] for s in plan["steps"]])
             steps = [{"position": s["position"], "instance_uuid": s["instance_uuid"],
+                      "display_name": (names.get(s["instance_uuid"]) or {}).get("display_name"),
                       "source_host": s["source_host"], "dest_host": s["dest_host"], "status": s["status"],
                       "migration_id": s["migration_id"], "reason": s.get("failure")} for s in plan["steps"]]
             job["plan_state"], job["plan_reason"] = plan.get("state"), plan.get("reason")

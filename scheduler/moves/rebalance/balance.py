@@ -7,7 +7,7 @@ the skew falls only as the busiest host's utilisation does. The heuristic, one m
 time: on the busiest host that may still be helped, the instance and destination whose move
 leaves the higher of the two hosts' new utilisations the lowest, the destination being the host
 the filters accept for it, with room for it, that would be the least utilised once it holds it;
-the move is taken only if that is below the host's utilisation now. A host none of whose
+the move is taken only if that is at least MIN_GAIN below the host's utilisation now. A host none of whose
 instances can go anywhere that helps (its load is its background, or pinned, or no host takes
 it) is said in the plan and passed over: the next busiest is helped instead. It stops when
 every host that may be helped is within ``target_skew`` of the fleet's utilisation, at the
@@ -29,6 +29,10 @@ from scheduler.moves.rebalance.greedy import destination
 from scheduler.moves.rebalance.judge import Judge
 from scheduler.moves.rebalance.planner import GREEDY, NoPlan, RebalancePlan, replayed, with_figures
 from scheduler.moves.rebalance.snapshot import PlannedMove, Resident, Snapshot
+
+#: The least a migration must lower the busiest host's utilisation by (a share of its vCPUs) to
+#: be planned: a move of an idle instance, whose gain rounds to nothing, is a migration for naught.
+MIN_GAIN = 0.01
 
 
 def balance(snapshot: Snapshot, filters: Sequence[Any], target_skew: float,
@@ -127,16 +131,18 @@ def _best_move(snapshot: Snapshot, judge: Judge, hot: int, moved: set[str],
         if to is None:
             continue
         higher = max((load[hot] - resident.load) / capacity[hot], (load[to] + resident.load) / capacity[to])
-        if higher < peak - 1e-9 and (best is None or (higher, resident.amounts[1]) < best[:2]):
+        if higher <= peak - MIN_GAIN + 1e-9 and (best is None or (higher, resident.amounts[1]) < best[:2]):
             best = (higher, resident.amounts[1], resident, to)
     if best is None:
         return None, (f"{busy}: none of its {len(residents)} instances with measured load has a host the "
-                      "filters accept with room where it would be less busy")
+                      f"filters accept with room where moving it lowers the busiest of the two by "
+                      f"{MIN_GAIN:.0%} of its vCPUs or more")
     _higher, _memory, resident, to = best
     target = table.names[to]
     reason = (f"{name} is the busiest host that can be helped ({peak:.0%} of {capacity[hot]:g} vCPUs, "
               f"{peak / mean:.2f} x the fleet's): an instance busy on {resident.load:.2g} vCPUs goes to "
-              f"{target} ({utilisation[to]:.0%} -> {(load[to] + resident.load) / capacity[to]:.0%})")
+              f"{target} ({utilisation[to]:.0%} -> {(load[to] + resident.load) / capacity[to]:.0%}); "
+              f"{name} {peak:.0%} -> {(load[hot] - resident.load) / capacity[hot]:.0%}")
     return PlannedMove(resident.uuid, name, target, reason, resident.amounts[1]), ""
 
 

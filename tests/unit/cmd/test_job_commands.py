@@ -11,13 +11,14 @@ from oslo_config import cfg
 
 from scheduler import rpc
 from scheduler.client import SchedulerClient
+from scheduler.cmd.arguments import Interrupted
 from scheduler.cmd.draining import Drain
 from scheduler.cmd.job_watch import bar
 from scheduler.cmd.rebalancing import Apply
 from scheduler.db import models
 from scheduler.process import startup as config
 from scheduler.service import SchedulerService
-from tests.unit.cli_scheduler import main, write_conf
+from tests.unit.cli_scheduler import main, parse, write_conf
 from tests.unit.moves.test_rebalance import BIGGER, boot, reported
 from tests.unit.scheduler import manager_world
 from tests.unit.scheduler.manager_world import HOSTS, Recorder, report, request
@@ -121,11 +122,17 @@ def test_drain_disables_the_host_and_moves_everything_off_it(scheduler):
     status, lines = drain(scheduler)
     assert status == 0
     assert lines[:2] == ["host h2 disabled: draining", "moving 5 instance(s) off h2, at most 2 at a time"]
-    told = lines[2:-1]
+    told = [line for line in lines[2:-1] if line.startswith("moved ")]
     assert [line.rsplit(" ", 1)[1] for line in told] == ["(1/5)", "(2/5)", "(3/5)", "(4/5)", "(5/5)"]
     hosts = {u: database.get_instance(u)["host"] for u in moved}
     assert sorted(line.rsplit(" ", 1)[0] for line in told) == sorted(
         f"moved {u} (web-{n}) to {hosts[u]}" for n, u in enumerate(moved, 1))
+    # Each move is told as it starts too, before the line that says it ended.
+    migration_of = {m["instance_uuid"]: m["id"] for m in database.list_migrations(host="h2")}
+    started = [line for line in lines[2:-1] if line.startswith("moving ")]
+    assert sorted(started) == sorted(f"moving {u} (web-{n}) to {hosts[u]} (migration {migration_of[u]})"
+                                     for n, u in enumerate(moved, 1))
+    assert len(lines) == 2 + 5 + 5 + 1
     assert lines[-1] == "host h2 is empty"
     assert set(hosts.values()) <= {"h1", "h3"} and database.get_instance(stays)["host"] == "h3"
     assert scheduler.service.parts.host_manager.disabled == {"h2": "draining"}
@@ -209,7 +216,8 @@ def test_drain_stop_from_another_terminal_starts_no_new_move_and_the_drain_exits
     assert stopped == [(0, "drain of host h2 stopping: 1 move(s) under way end on their own\n")]
     assert status == 1
     uuids = steps_of(scheduler)
-    assert lines[2].startswith(f"moved {uuids[0]} to ") and lines[2].endswith(" (1/3)")
+    assert lines[2].startswith(f"moving {uuids[0]} to ")
+    assert lines[3].startswith(f"moved {uuids[0]} to ") and lines[3].endswith(" (1/3)")
     assert lines[-4:] == ["drain of host h2 stopped (stopped by berth host drain h2 --stop)",
                           "host h2 is not empty: 2 instance(s) not moved",
                           f"  {uuids[1]}: not started: stopped by berth host drain h2 --stop",
@@ -294,6 +302,38 @@ def test_apply_starts_every_step_never_more_than_asked_and_the_plan_is_done(sche
     assert lines[-1] == f"rebalance plan {plan['id']} done: 3 done"
     assert max(most) == 2
     assert apply(scheduler, plan["id"]) == (0, [f"rebalance plan {plan['id']} is done"])
+
+
+def test_apply_and_show_name_each_steps_instance_by_its_name_too(scheduler, plan, conf_file):
+    for n, step in enumerate(plan["steps"], 1):
+        scheduler.database.update_instance(step["instance_uuid"], {"display_name": f"web-{n}"})
+    status, lines = apply(scheduler, plan["id"], max_parallel=1)
+    assert status == 0
+    for n, step in enumerate(plan["steps"], 1):
+        p, uuid = step["position"], step["instance_uuid"]
+        assert f"step {p} moved {uuid} (web-{n}) to {step['dest_host']}" in lines
+        assert any(line.startswith(f"step {p}: moving {uuid} (web-{n}) from h1 to ") for line in lines)
+    status, out = main(conf_file, "rebalance", "show", str(plan["id"]), "-f", "value", "-c", "instance",
+                       "-c", "name")
+    assert out.splitlines() == [f"{s['instance_uuid']} web-{n}" for n, s in enumerate(plan["steps"], 1)]
+
+
+def test_ctrl_c_before_the_plan_is_applied_or_in_its_last_listing_is_one_line_and_130(scheduler, plan,
+                                                                                     conf_file):
+    class Interrupting(SchedulerClient):
+        def admin_call(self, ctxt, method, **kwargs):
+            if method == "show_rebalance_plan":
+                raise KeyboardInterrupt
+            return super().admin_call(ctxt, method, **kwargs)
+
+    args = parse(conf_file, "rebalance", "apply", str(plan["id"]))
+    with pytest.raises(Interrupted) as raised:
+        args.func(Interrupting(scheduler.transport, timeout=10), args, io.StringIO())
+    assert raised.value.exit_code == 130
+    assert str(raised.value) == (
+        f"interrupted: if rebalance plan {plan['id']} is being applied, the scheduler carries it on: "
+        f"`berth rebalance show {plan['id']}` shows it, `berth rebalance stop {plan['id']}` stops it")
+    assert scheduler.database.list_jobs() == []
 
 
 def test_apply_stops_at_a_refused_step_saying_why_and_exits_1(scheduler, plan):

@@ -9,8 +9,8 @@ import pytest
 
 from scheduler import client as client_module
 from scheduler import rpc
-from scheduler.cmd import cli
-from scheduler.cmd.arguments import CommandError
+from scheduler.cmd import cli, waiting
+from scheduler.cmd.arguments import CommandError, Interrupted
 from tests.unit.cli_scheduler import parse, stored_flavor, write_conf
 
 U1 = "00000000-0000-4000-8000-000000000001"
@@ -93,7 +93,9 @@ class Fleet:
             instance = self.instances[uuid]
             instance["state"] = "ACTIVE"
             migration["finished_at"] = "2026-12-03T10:01:00.000000Z"
-            if uuid in self.fails:
+            if migration["kind"] == "resize" and uuid not in self.fails:
+                migration["status"], instance["state"] = "finished", "VERIFY_RESIZE"
+            elif uuid in self.fails:
                 migration.update(status="error", reason=self.fails[uuid])
             else:
                 migration["status"] = "completed"
@@ -101,9 +103,11 @@ class Fleet:
 
     def resize_instance(self, ctxt, instance_uuid, flavor):
         self.calls.append(("resize_instance", {"instance_uuid": instance_uuid, "flavor": flavor}))
-        return {"id": 7, "instance_uuid": instance_uuid, "kind": "resize", "status": "migrating",
-                "step": "prepare",
-                "source_host": "h1", "dest_host": "h1", "created_at": "2026-12-03T10:00:00.000000Z"}
+        migration = {"id": 7, "instance_uuid": instance_uuid, "kind": "resize", "status": "migrating",
+                     "step": "prepare", "source_host": "h1", "dest_host": "h1",
+                     "created_at": "2026-12-03T10:00:00.000000Z"}
+        self.migrations.append(migration)
+        return dict(migration)
 
     def confirm_resize(self, ctxt, instance_uuid):
         self.calls.append(("confirm_resize", {"instance_uuid": instance_uuid}))
@@ -284,6 +288,92 @@ def test_evacuate_says_which_instance_stays_and_why(conf_file, capsys):
     assert capsys.readouterr().err == (
         "evacuated instances are rebuilt from their image on their new host: what their disks on h1 held "
         f"is lost (unless its driver keeps them on shared storage)\nnot evacuated: {U2}: {why}\n")
+
+
+# -- --wait --------------------------------------------------------------------------------
+
+
+class Clock:
+    """Stands for the time module of scheduler.cmd.waiting: a second passes at each look, and
+    a sleep takes no time."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        self.now += 1
+        return self.now
+
+    def sleep(self, seconds):
+        pass
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    found = Clock()
+    monkeypatch.setattr(waiting, "time", found)
+    return found
+
+
+def test_migrate_wait_waits_for_the_move_to_end_telling_it_and_prints_it_as_it_ended(conf_file, clock,
+                                                                                    capsys):
+    fleet = Fleet([instance(1, name="web-1")], polls=3)
+    status, out = run(conf_file, fleet, "migrate", "web-1", "--live", "--wait", "-f", "value", "-c", "status",
+                      "-c", "dest")
+    assert (status, out) == (0, "completed h2\n")
+    assert sent(fleet, "list_migrations") == [{"host": None, "status": None, "instance_uuid": U1}] * 3
+    assert capsys.readouterr().err == f"migration 1 of {U1} (web-1) completed from h1 to h2\n"
+
+
+def test_a_move_that_fails_while_waited_for_exits_1_with_its_reason(conf_file, clock, capsys):
+    fleet = Fleet([instance(1)], fails={U1: "disk full on h2"})
+    status, out = run(conf_file, fleet, "migrate", U1, "--wait", "-f", "value", "-c", "status",
+                      "-c", "reason")
+    assert (status, out) == (1, "error disk full on h2\n")
+    assert capsys.readouterr().err == f"migration 1 of {U1} error from h1 to h2: disk full on h2\n"
+
+
+def test_resize_wait_ends_when_the_resize_waits_to_be_confirmed(conf_file, clock, capsys):
+    fleet = Fleet([instance(1)])
+    status, out = run(conf_file, fleet, "resize", U1, "--flavor", "m1.small", "--wait", "-f", "value",
+                      "-c", "status")
+    assert (status, out) == (0, "finished\n")
+    assert fleet.instances[U1]["state"] == "VERIFY_RESIZE"
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"resized: check it, then berth resize {U1} --confirm (or --revert)")
+
+
+def test_evacuate_wait_waits_for_every_instance_rebuilt(conf_file, clock, capsys):
+    fleet = Fleet([instance(1), instance(2)])
+    status, out = run(conf_file, fleet, "host", "evacuate", "h1", "--wait", "-f", "value", "-c", "instance",
+                      "-c", "status")
+    assert (status, out) == (0, f"{U1} completed\n{U2} completed\n")
+    told = [line for line in capsys.readouterr().err.splitlines() if line.startswith("migration ")]
+    assert told == [f"migration 1 of {U1} completed from h1 to h2",
+                    f"migration 2 of {U2} completed from h1 to h3"]
+
+
+def test_a_move_wait_that_times_out_names_the_moves_still_under_way(conf_file, clock):
+    fleet = Fleet([instance(1, name="web-1"), instance(2)], polls=100)
+    with pytest.raises(CommandError) as raised:
+        run(conf_file, fleet, "host", "evacuate", "h1", "--wait", "--timeout", "5")
+    assert str(raised.value) == (
+        f"timed out after 5 s waiting for 2 of 2 move(s): still migration 1 of {U1} (web-1) migrating "
+        f"from h1 to h2, migration 2 of {U2} migrating from h1 to h3")
+
+
+def test_ctrl_c_in_a_move_wait_says_the_moves_go_on_and_exits_130(conf_file, clock):
+    class Interrupting(Fleet):
+        def list_migrations(self, ctxt, **kwargs):
+            if kwargs.get("instance_uuid"):
+                raise KeyboardInterrupt
+            return super().list_migrations(ctxt, **kwargs)
+
+    with pytest.raises(Interrupted) as raised:
+        run(conf_file, Interrupting([instance(1)]), "migrate", U1, "--wait")
+    assert raised.value.exit_code == 130
+    assert str(raised.value) == ("interrupted: 1 move(s) still migrating; the moves go on: "
+                                 "`berth migrations` shows them")
 
 
 def test_a_refusal_is_one_line_with_the_reason_and_exit_1(conf_file, capsys, monkeypatch):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from scheduler.cmd.arguments import CommandError
+from scheduler.cmd.arguments import CommandError, Interrupted
 from tests.unit.cli_scheduler import parse, stored_flavor, write_conf
 
 FIGURES = [["skew", "1.400", "1.250"], ["hosts used", "3", "3"],
@@ -72,7 +72,7 @@ def test_plan_sends_the_goal_and_its_options_and_prints_figures_and_steps(tmp_pa
     assert lines[7].split()[:6] == ["STEP", "INSTANCE", "SOURCE", "DEST", "MEMORY_MB", "STATUS"]
     assert lines[8].split()[:6] == ["1", "00000000-0000-4000-8000-000000000001", "h1", "h2", "4096",
                                     "pending"]
-    assert lines[8].endswith("frees room on h1 for flavor m1.large")
+    assert lines[8].endswith("frees room on h1 for flavor m1.large  -")  # NAME: the instance has none
     assert lines[-2:] == ["then the new instance(s) fit on: h1", "apply it: berth rebalance apply 1"]
 
 
@@ -148,3 +148,17 @@ def test_show_of_an_applied_plan_prints_what_it_planned_beside_what_the_fleet_sh
     status, text = run(tmp_path, plans, "show", "1", "-f", "json")
     shown = json.loads(text)
     assert shown["reached"] == {"skew": 1.3} and shown["left"] == plans.plan["summary"]["left"]
+
+
+def test_ctrl_c_while_the_scheduler_plans_is_one_line_and_130(tmp_path):
+    class Interrupting(Plans):
+        def admin_call(self, ctxt, method, **kwargs):
+            if method == "plan_rebalance":
+                raise KeyboardInterrupt
+            return super().admin_call(ctxt, method, **kwargs)
+
+    with pytest.raises(Interrupted) as raised:
+        run(tmp_path, Interrupting(), "plan", "--balance")
+    assert (raised.value.exit_code, str(raised.value)) == (
+        130, "interrupted: the scheduler may still save the plan, which moves nothing until applied: "
+        "`berth rebalance list` shows it")

@@ -7,10 +7,12 @@ import math
 
 import pytest
 
-from scheduler.cmd import cli
+from scheduler.cmd import cli, simulate_command, waiting
+from scheduler.cmd.arguments import Interrupted
 from scheduler.cmd.simulate_command import policy_conf
 from scheduler.simulation import engine, plots
 from scheduler.simulation.inputs import Arrival, InputError, SimHost, parse_fleet, parse_workload
+from tests.unit.cli_scheduler import parse, write_conf
 
 THREE = [SimHost(f"h{i}", 4096, 4, 100) for i in range(3)]
 PACK = "[filter_scheduler]\nweighers = RAMWeigher\nram_weight_multiplier = -1.0\nram_allocation_ratio = 1.0\n"
@@ -343,3 +345,57 @@ def test_a_value_left_out_is_said_to_be_missing():
     with pytest.raises(InputError) as refused:
         parse_group(json.dumps({k: v for k, v in GROUP.items() if k != "flavor"}), "web.json")
     assert str(refused.value).startswith("web.json: flavor: a named flavor (m1.tiny, ")
+
+
+def test_the_engine_tells_how_far_it_is_at_each_round_of_reports(policies):
+    reached = []
+    engine.run("spread", policy_conf(str(policies["spread"])), THREE, [busy(0), busy(100)], 60.0,
+               progress=lambda now, end: reached.append((now, end)))
+    assert reached == [(0.0, 160.0), (60.0, 160.0), (120.0, 160.0)]
+
+
+class Ticks:
+    """A clock a second later at each reading."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        self.now += 1
+        return self.now
+
+
+def test_without_a_terminal_simulate_says_each_run_as_it_ends():
+    told = io.StringIO()
+    runs = simulate_command.RunProgress(2, waiting.Progress(told, tty=False), clock=Ticks())
+    for name in ("pack", "spread"):
+        runs.start(name)
+        runs.reached(30.0, 60.0)
+        runs.ended(None)
+    assert told.getvalue() == ("berth simulate: run 1/2 (pack) done in 2.0 s\n"
+                               "berth simulate: run 2/2 (spread) done in 2.0 s\n")
+
+
+def test_on_a_terminal_simulate_rewrites_one_line_with_its_share_done():
+    screen = io.StringIO()
+    runs = simulate_command.RunProgress(2, waiting.Progress(screen, tty=True), clock=Ticks())
+    runs.start("pack")
+    runs.reached(900.0, 3600.0)
+    assert screen.getvalue() == ("\rberth simulate: run 1/2 (pack): starting"
+                                 "\rberth simulate: run 1/2 (pack): 25% of 3,600 simulated s (1 s)")
+    runs.progress.clear()
+    drawn = len("berth simulate: run 1/2 (pack): 25% of 3,600 simulated s (1 s)")
+    assert screen.getvalue().endswith("\r" + " " * drawn + "\r")  # erased before the table
+
+
+def test_ctrl_c_in_simulate_is_one_line_and_exit_status_130(policies, monkeypatch, tmp_path):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "run", interrupted)
+    args = parse(write_conf(tmp_path), "simulate", "--hosts", "3", "--count", "3", "--policy",
+                 str(policies["pack"]))
+    with pytest.raises(Interrupted) as raised:
+        args.func(None, args, io.StringIO())
+    assert raised.value.exit_code == 130
+    assert str(raised.value) == "interrupted: 0 of 1 simulation run(s) done, in 'pack'; nothing reported"

@@ -20,6 +20,7 @@ from scheduler.moves.rebalance import (
     figures,
     make_room,
 )
+from scheduler.moves.rebalance.balance import MIN_GAIN
 from scheduler.moves.rebalance.judge import Judge, replay, request_for
 from scheduler.policy.host_state import HostTable
 from scheduler.simulation import fragmented as bench
@@ -141,7 +142,8 @@ def test_one_balancing_migration_is_the_best_single_migration(conf, enabled, see
                      hidden={"h0": float(rng.integers(0, 8))})
     best = brute_force_skew(snapshot, Judge(enabled))
     plan = balance(snapshot, enabled, target_skew=1.0, max_migrations=1)
-    if best >= figures.skew(snapshot.load) - 1e-9:
+    mean = snapshot.load.sum() / snapshot.capacity().sum()
+    if best > figures.skew(snapshot.load) - MIN_GAIN / mean + 1e-9:  # no move gains enough to be planned
         assert isinstance(plan, NoPlan), plan
         return
     assert plan, plan
@@ -160,10 +162,28 @@ def test_balance_says_why_it_has_no_plan(conf, enabled):
     # on h1 it would make h1 the most loaded: 7 > 4
     assert balance(nowhere, enabled, target_skew=1.0).reason.endswith(
         "h0: 12% of its 32 vCPUs busy: none of its 1 instances with measured load has a host the filters "
-        "accept with room where it would be less busy")
+        "accept with room where moving it lowers the busiest of the two by 1% of its vCPUs or more")
     even = balance(skewed(conf, busy_on_hot=1, others=1), enabled, 1.15)
     assert even and not even.moves
     assert even.note == "the skew 1.000 is at or below the target 1.15: nothing to move"
+
+
+def test_an_idle_fleet_gets_no_migration_whose_gain_rounds_to_nothing(conf, enabled):
+    # Idle instances: the skew is high (the busiest host's 0.3 % over the fleet's 0.2 %), but moving
+    # one would lower h0 by 0.16 % of its vCPUs: no migration is worth it.
+    idle = fleet(conf, {"h0": HOST, "h1": HOST},
+                 [("a", "h0", SMALL, 0.05, None, True), ("b", "h0", SMALL, 0.05, None, True),
+                  ("c", "h1", SMALL, 0.01, None, True)])
+    plan = balance(idle, enabled, 1.15)
+    assert isinstance(plan, NoPlan), plan
+    assert plan.reason.startswith("the skew is 1.818 (target 1.15) and no migration lowers it: h0: 0% of "
+                                  "its 32 vCPUs busy: none of its 2 instances with measured load has a host")
+
+
+def test_each_balancing_migration_says_how_much_the_busiest_host_gains(conf, enabled):
+    plan = balance(skewed(conf), enabled, 1.15, max_migrations=1)
+    [move] = plan.moves
+    assert move.reason.endswith("; h0 100% -> 88%")
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
