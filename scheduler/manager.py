@@ -475,4 +475,38 @@ def _host_view(state, up, default_zone):
         # the moving averages of the load its agent measures (None: not measured)
         "cpu_util": round(float(state.cpu_util), 4) if state.util_measured else None,
         "mem_util": round(float(state.mem_util), 4) if state.util_measured else None,
+        "inventories": _inventories_view(state),
+        "traits": sorted(state.traits),
+        "instance_load": _instance_load_view(state.table.instance_load.get(state.row)),
     }
+
+
+#: What the classic resource classes' "used" is on a host: their own columns, not a resource class's.
+_CLASSIC_USED = {"VCPU": "vcpus_used", "MEMORY_MB": "ram_used_mb", "DISK_GB": "disk_used_gb"}
+
+
+def _inventories_view(state):
+    """{resource class: its inventory as last reported, and the units used} ({} when none reported)."""
+    found = {}
+    for name, inventory in sorted(state.inventories.items()):
+        used = getattr(state, _CLASSIC_USED[name]) if name in _CLASSIC_USED else state.used(name)
+        found[name] = {"total": inventory.total, "reserved": inventory.reserved,
+                       "allocation_ratio": float(inventory.allocation_ratio), "min_unit": inventory.min_unit,
+                       "max_unit": inventory.largest, "step_size": inventory.step_size,
+                       "used": _number(used)}
+    return found
+
+
+def _instance_load_view(load):
+    """The measured use of the host's instances (moving averages), None when its agent measures none."""
+    if load is None:
+        return None
+    return {"background_cpu": round(float(load.background_cpu), 4),
+            "background_memory_mb": round(float(load.background_memory_mb), 1),
+            "instances": {uuid: {"cpu": round(float(cpu), 4), "memory_mb": round(float(memory), 1)}
+                          for uuid, (cpu, memory) in sorted(load.usage.items())}}
+
+
+def _number(value):
+    value = float(value)
+    return int(value) if value.is_integer() else round(value, 4)

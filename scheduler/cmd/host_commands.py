@@ -20,7 +20,8 @@ def add_commands(subparsers):
     actions = arguments.actions(subparsers, "host",
                                 "Take a compute host out of service, empty it, or forget it.", "host_action")
 
-    show = actions.add_parser("show", help="Every field the scheduler keeps of one host.")
+    show = actions.add_parser("show", help="Every field the scheduler keeps of one host: its use, "
+                              "inventories (resource classes), traits and measured load.")
     show.add_argument("target_host", metavar="HOST")
     output.add_options(show)
     show.set_defaults(func=host_show)
@@ -69,8 +70,26 @@ def host_show(client, args, out):
     found = [h for h in client.list_hosts({}) if h["host"] == args.target_host]
     if not found:
         raise CommandError(f"no host {args.target_host!r} has reported (berth hosts lists them)")
-    output.emit_one(args, found[0], out)
+    output.emit_one(args, found[0], out, text=HOST_TEXT)
     return 0
+
+
+def _inventories_text(inventories):
+    return "\n".join(f"{name}: used {_num(i['used'])} of total {i['total']}, reserved {i['reserved']}, "
+                     f"allocation_ratio {i['allocation_ratio']:g} (min_unit {i['min_unit']}, max_unit "
+                     f"{i['max_unit']}, step_size {i['step_size']})" for name, i in inventories.items())
+
+
+def _instance_load_text(load):
+    lines = [f"{uuid}: cpu {figures['cpu']:g}, memory_mb {figures['memory_mb']:g}"
+             for uuid, figures in load["instances"].items()]
+    return "\n".join(lines + [f"background: cpu {load['background_cpu']:g}, "
+                              f"memory_mb {load['background_memory_mb']:g}"])
+
+
+#: How ``host show`` prints its list and object fields in the formats of text.
+HOST_TEXT = {"aggregates": ", ".join, "traits": ", ".join, "inventories": _inventories_text,
+             "instance_load": _instance_load_text}
 
 
 def _num(value):

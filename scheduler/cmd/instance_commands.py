@@ -13,7 +13,7 @@ from berth_contract.request_spec import MAX_INSTANCES_PER_REQUEST, check_display
 from scheduler import rpc, states
 from scheduler.cmd import move_history, output
 from scheduler.cmd.arguments import CommandError, hint, positive
-from scheduler.cmd.references import as_uuid, group_uuid, instance_uuid, instances_by_uuid
+from scheduler.cmd.references import as_uuid, group_uuid, hinted_instance, instance_uuid, instances_by_uuid
 from scheduler.cmd.waiting import wait_for
 from scheduler.exception import InvalidRequest
 
@@ -190,7 +190,7 @@ def _resolve_hints(client, hints):
                 client.admin_call({}, "show_server_group", group_uuid=uuid)
             value = uuid
         elif key in ("same_host", "different_host"):
-            value = instance_uuid(client, value)
+            value = hinted_instance(client, key, value)
         resolved.append((key, value))
     return resolved
 

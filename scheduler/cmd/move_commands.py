@@ -197,8 +197,13 @@ def evacuate_command(client, args, out):
 
 def migrations_command(client, args, out):
     uuid = instance_uuid(client, args.instance) if args.instance else None
-    print_migrations(_moving(client.list_migrations, host=args.on_host, status=args.state,
-                             instance_uuid=uuid), out, args)
+    found = _moving(client.list_migrations, host=args.on_host, status=args.state, instance_uuid=uuid)
+    # A misspelt host would list nothing, as one no move touched does: say which it is.
+    host = args.on_host
+    if not found and host is not None and all(h["host"] != host for h in client.list_hosts({})):
+        raise CommandError(f"no host {host!r} has reported, and no move is from or to it "
+                           "(berth hosts lists the hosts)")
+    print_migrations(found, out, args)
     return 0
 
 

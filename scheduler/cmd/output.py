@@ -80,13 +80,18 @@ def wants_format(args):
     return getattr(args, "output_format", None) is not None or bool(getattr(args, "columns", None))
 
 
-def emit_one(args, record, out):
-    """Print ``record`` ({field: value}, in order) as one object, as ``args`` (-f, -c) ask."""
+def emit_one(args, record, out, text=None):
+    """Print ``record`` ({field: value}, in order) as one object, as ``args`` (-f, -c) ask (a table of
+    fields and values without -f). ``text``: {field: function} giving the text of a list or object
+    field in the formats that print text (table, value, shell, csv) rather than its JSON."""
     headers, [values] = select(list(record), [list(record.values())], getattr(args, "columns", None) or [])
     name = getattr(args, "output_format", None) or "table"
     formatter = formatters()[name]
     if name not in ("json", "yaml"):
-        values = [json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else v for v in values]
+        text = text or {}
+        values = [text[h](v) if h in text and v is not None else
+                  json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else v
+                  for h, v in zip(headers, values, strict=True)]
     if hasattr(formatter, "emit_one"):
         formatter.emit_one(headers, values, out, args)
     else:  # csv: one row under its header

@@ -3,6 +3,7 @@
 import uuid as uuidlib
 
 from berth_contract.request_spec import MAX_LIST
+from scheduler import rpc
 from scheduler.cmd.arguments import CommandError
 
 #: The UUIDs an ambiguous name's message lists at most.
@@ -17,7 +18,7 @@ def as_uuid(text):
         return None
 
 
-def _one_named(kind, name, found):
+def one_named(kind, name, found):
     """The UUID of the only one of ``found`` (those named ``name``)."""
     if not found:
         raise CommandError(f"No {kind} named {name}")
@@ -30,12 +31,33 @@ def _one_named(kind, name, found):
 
 def instance_uuid(client, reference):
     """The UUID of the instance ``reference`` is, or names (one not DELETED)."""
-    return as_uuid(reference) or _one_named("instance", reference, client.list_instances({}, name=reference))
+    return as_uuid(reference) or one_named("instance", reference, client.list_instances({}, name=reference))
+
+
+def hinted_instance(client, key, reference):
+    """The UUID of the instance a ``--hint KEY=reference`` (same_host, different_host) names;
+    refused naming the hint when there is none such (or the name is not one an instance can have)."""
+    refused = CommandError(f"--hint {key}={reference}: no instance named or with UUID {reference}")
+    uuid = as_uuid(reference)
+    if uuid is not None:
+        if uuid not in instances_by_uuid(client, [uuid]):
+            raise refused
+        return uuid
+    try:
+        found = client.list_instances({}, name=reference)
+    except rpc.RemoteError:  # a name no instance can have (too long, control characters...)
+        raise refused from None
+    if not found:
+        raise refused
+    try:
+        return one_named("instance", reference, found)
+    except CommandError as exc:
+        raise CommandError(f"--hint {key}={reference}: {exc}") from None
 
 
 def group_uuid(client, reference):
     """The UUID of the server group ``reference`` is, or names."""
-    return as_uuid(reference) or _one_named(
+    return as_uuid(reference) or one_named(
         "server group", reference, client.admin_call({}, "list_server_groups", name=reference))
 
 

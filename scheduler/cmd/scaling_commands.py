@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from scheduler import states
 from scheduler.cmd import arguments, output
 from scheduler.cmd.arguments import CommandError, hint, positive, whole
-from scheduler.cmd.references import group_uuid, instance_uuid
+from scheduler.cmd.references import group_uuid, hinted_instance
 from scheduler.scaling import decide, spec
 from scheduler.scaling.members import COUNTED_STATES
 
@@ -216,7 +216,7 @@ def _add_spec_options(parser: argparse.ArgumentParser, creating: bool) -> None:
 
 def add_group_commands(actions: Any) -> None:
     # oslo.config's sub-command keeps "name" for the command itself: no dest may be "name".
-    create = actions.add_parser("create", help="Create a scaling group and print its UUID.",
+    create = actions.add_parser("create", help="Create a scaling group and print it, as show does.",
                                 description=CREATE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     create.add_argument("scaling_group_name", metavar="NAME",
                         help="the group's name; its members are NAME-1, NAME-2...")
@@ -242,6 +242,7 @@ def add_group_commands(actions: Any) -> None:
                         "its parts")
     create.add_argument("--project", dest="scaling_project", default="admin",
                         help="the project of the members (default admin)")
+    output.add_options(create)
     create.set_defaults(func=create_command)
 
     listing = actions.add_parser("list", help="Every scaling group: state, targets, member counts.")
@@ -332,7 +333,7 @@ def _template(client: Any, args: Any) -> dict[str, Any]:
     hints: dict[str, Any] = {}
     for key, value in args.scaling_hints:
         if key in ("same_host", "different_host"):
-            value = instance_uuid(client, value)
+            value = hinted_instance(client, key, value)
         if key in hints:
             previous = hints[key]
             hints[key] = (previous if isinstance(previous, list) else [previous]) + [value]
@@ -352,9 +353,9 @@ def create_command(client: Any, args: Any, out: TextIO) -> int:
     group = client.admin_call({}, "create_scaling_group", name=args.scaling_group_name, spec=data,
                               template=template, desired=args.scaling_desired,
                               project_id=args.scaling_project)
-    print(group["uuid"], file=out)
     if group.get("warning"):
         print(f"berth: warning: {group['warning']}", file=sys.stderr)
+    print_group(client.admin_call({}, "show_scaling_group", name_or_uuid=group["uuid"]), args, out)
     return 0
 
 
@@ -686,17 +687,29 @@ def _short(text: str | None) -> str:
     return text if len(text) <= FAULT_SHOWN else text[:FAULT_SHOWN - 3] + "..."
 
 
-SHOW_HEADERS = LIST_HEADERS + ["PROJECT", "LIMITED BY", "LAST SYNC", "CREATED", "MEMBERS"]
-
-
 def show_command(client: Any, args: Any, out: TextIO) -> int:
-    group = client.admin_call({}, "show_scaling_group", name_or_uuid=args.scaling_group_reference)
-    if getattr(args, "output_format", None) is None and not getattr(args, "columns", None):
-        describe(group, out)
-        return 0
-    status = group.get("status") or {}
-    members = " ".join(m["uuid"] for m in group.get("members") or [])
-    row = _list_row(group) + [group.get("project_id"), status.get("limited_by"), status.get("synced_at"),
-                              group.get("created_at"), members]
-    output.emit(args, SHOW_HEADERS, [row], out)
+    print_group(client.admin_call({}, "show_scaling_group", name_or_uuid=args.scaling_group_reference), args,
+                out)
     return 0
+
+
+def print_group(group: Mapping[str, Any], args: Any, out: TextIO) -> None:
+    """The group as `kubectl describe hpa` prints one; with -f or -c, one object of its fields (its
+    members a list of their UUIDs)."""
+    if not output.wants_format(args):
+        describe(group, out)
+        return
+    output.emit_one(args, record(group), out, text={"members": "\n".join})
+
+
+def record(group: Mapping[str, Any]) -> dict[str, Any]:
+    """{field: value} of ``scaling-group show -f``: the listing's columns, then the group's own."""
+    status = group.get("status") or {}
+    return dict(zip([_key(h) for h in LIST_HEADERS], _list_row(group), strict=True),
+                project=group.get("project_id"), limited_by=status.get("limited_by"),
+                last_sync=status.get("synced_at"), created=group.get("created_at"),
+                members=[m["uuid"] for m in group.get("members") or []])
+
+
+def _key(header: str) -> str:
+    return header.lower().replace(" ", "_")

@@ -30,3 +30,22 @@ class TraitsFilter(filters.BaseHostFilter):
             if column is not None:
                 passed = passed & ~column[rows]
         return passed
+
+    def why_removed(self, table, rows, spec):
+        """The traits that decided: each required one the hosts of ``rows`` lack, each forbidden one
+        they have, with how many of them (no host / every host when it is all of them)."""
+        count = len(rows)
+        notes = []
+        for name in sorted(spec.required_traits):
+            column = table.trait_column(name)
+            lacking = count if column is None else count - int(column[rows].sum())
+            if lacking:
+                notes.append(f"required trait {name} is on no host" if lacking == count
+                             else f"required trait {name} is missing on {lacking} of {count} hosts")
+        for name in sorted(spec.forbidden_traits):
+            column = table.trait_column(name)
+            having = 0 if column is None else int(column[rows].sum())
+            if having:
+                notes.append(f"forbidden trait {name} is on every host" if having == count
+                             else f"forbidden trait {name} is on {having} of {count} hosts")
+        return "; ".join(notes) or None

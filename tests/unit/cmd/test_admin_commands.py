@@ -29,6 +29,13 @@ class FakeClient:
             return stored_flavor(kwargs["name"])
         return self.answers.get(method)
 
+    def list_instances(self, ctxt, **kwargs):
+        """Every UUID asked for is an instance but those of ``missing``, as are those ``instances``
+        ({name: [uuid...]}) names; not recorded in ``calls``."""
+        if kwargs.get("uuids") is not None:
+            return [{"uuid": u} for u in kwargs["uuids"] if u not in self.answers.get("missing", ())]
+        return [{"uuid": u} for u in self.answers.get("instances", {}).get(kwargs.get("name"), [])]
+
     def run_instance(self, ctxt, request_spec, filter_properties):
         self.calls.append(
             ("run_instance", {"request_spec": request_spec, "filter_properties": filter_properties})
@@ -257,6 +264,36 @@ def test_a_repeated_hint_becomes_a_list(conf_file):
     [_flavor, (_, sent)] = client.calls
     assert sent["filter_properties"]["scheduler_hints"] == {"same_host": [a, b, c]}
     assert "availability_zone" not in sent["request_spec"]["instance_properties"]
+
+
+@pytest.mark.parametrize(("hint", "message"), [
+    ("same_host=foo", "--hint same_host=foo: no instance named or with UUID foo"),
+    (f"different_host={GROUP}", f"--hint different_host={GROUP}: no instance named or with UUID {GROUP}"),
+    ("same_host=web", "--hint same_host=web: Name web is ambiguous: 2 instances (u1, u2); use a UUID"),
+])
+def test_a_hint_naming_no_instance_is_refused_by_the_hint_before_any_boot(conf_file, hint, message):
+    with pytest.raises(CommandError) as refused:
+        run(conf_file, "boot", "--flavor", "m1.tiny", "--hint", hint, missing=[GROUP],
+            instances={"web": ["u1", "u2"]})
+    assert str(refused.value) == message
+
+
+def test_a_hint_naming_an_instance_by_name_sends_its_uuid(conf_file):
+    _, _, client = run(conf_file, "boot", "--flavor", "m1.tiny", "--hint", "same_host=db",
+                       instances={"db": [GROUP]})
+    assert client.calls[-1][1]["filter_properties"]["scheduler_hints"] == {"same_host": GROUP}
+
+
+def test_a_hint_with_a_name_the_scheduler_refuses_is_refused_by_the_hint(conf_file):
+    from scheduler import rpc
+
+    class Refusing(FakeClient):
+        def list_instances(self, ctxt, **kwargs):
+            raise rpc.RemoteError("InvalidRequest", "list_instances: name: must be at most 255 characters")
+
+    args = parse(conf_file, "boot", "--flavor", "m1.tiny", "--hint", "same_host=" + "x" * 300)
+    with pytest.raises(CommandError, match=r"^--hint same_host=x{300}: no instance named or with UUID x{300}$"):
+        args.func(Refusing(), args, io.StringIO())
 
 
 def test_build_request_takes_a_dict_of_hints_too():

@@ -56,6 +56,9 @@ class Fleet:
     def show_instance(self, ctxt, instance_uuid):
         return dict(self.instances[instance_uuid])
 
+    def list_hosts(self, ctxt):
+        return [{"host": host} for host in ("h1", "h2", "h3")]
+
     def _under_way(self):
         return [m for m in self.migrations if m["status"] == "migrating"]
 
@@ -253,6 +256,14 @@ def test_migrations_filter_by_host_status_and_instance(conf_file):
     assert sent(fleet, "list_migrations")[-1] == {"host": "h3", "status": "migrating", "instance_uuid": U1}
     assert out.splitlines() == [
         "ID  INSTANCE  KIND  STATUS  STEP  SOURCE  DEST  CREATED  FINISHED  DOWNTIME  TRANSFER  REASON"]
+
+
+def test_migrations_of_a_host_that_never_reported_are_refused_rather_than_listed_empty(conf_file):
+    fleet = Fleet([instance(1)])
+    assert run(conf_file, fleet, "migrations", "--host", "h2", "-f", "value")[1] == ""  # no move touched it
+    with pytest.raises(CommandError, match=r"^no host 'h9' has reported, and no move is from or to it "
+                                           r"\(berth hosts lists the hosts\)$"):
+        run(conf_file, fleet, "migrations", "--host", "h9")
 
 
 def test_migrations_show_a_live_migrations_downtime_and_transfer_in_seconds(conf_file):

@@ -35,7 +35,13 @@ class FakeClient:
 
     def admin_call(self, ctxt: Any, method: str, **kwargs: Any) -> Any:
         self.calls.append((method, kwargs))
+        if method == "show_scaling_group" and method not in self.answers:
+            return dict(CREATED, desired=0, spec={"max": 3}, members=[])
         return self.answers.get(method)
+
+    def list_instances(self, ctxt: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        """Every UUID asked for is an instance; no name is (not recorded in ``calls``)."""
+        return [{"uuid": u} for u in kwargs.get("uuids") or []]
 
 
 @pytest.fixture
@@ -53,7 +59,8 @@ def run(conf_file: Path, *argv: str, client: Any = None, **answers: Any) -> tupl
 
 
 def sent(client: FakeClient) -> dict[str, Any]:
-    [(method, kwargs)] = [call for call in client.calls if call[0] != "list_server_groups"]
+    [(method, kwargs)] = [call for call in client.calls
+                          if call[0] not in ("list_server_groups", "show_scaling_group")]
     return dict(kwargs, method=method)
 
 
@@ -65,11 +72,12 @@ def test_create_prints_the_schedulers_warning_on_standard_error(conf_file, capsy
     created = dict(CREATED, warning=warning)
     status, out, _ = run(conf_file, "create", "web", "--flavor", "m1.small", "--max", "3",
                          create_scaling_group=created)
-    assert (status, out) == (0, CREATED["uuid"] + "\n")
+    assert status == 0 and [line.split() for line in out.splitlines()[:2]] == [
+        ["Name:", "web"], ["UUID:", CREATED["uuid"]]]  # as scaling-group show prints it
     assert capsys.readouterr().err == f"berth: warning: {warning}\n"
 
 
-def test_create_sends_the_spec_and_template_its_options_make_and_prints_the_uuid(conf_file):
+def test_create_sends_the_spec_and_template_its_options_make_and_prints_the_group(conf_file):
     status, out, client = run(
         conf_file, "create", "web", "--flavor", "m1.small", "--min", "2", "--max", "10", "--desired", "3",
         "--cpu", "50", "--memory", "70", "--metric", "instance:rps=100",
@@ -77,7 +85,7 @@ def test_create_sends_the_spec_and_template_its_options_make_and_prints_the_uuid
         "--metric", "external:queue:mail=average:2.5", "--metric", "resource:memory=average:1024",
         "--tolerance", "0.05", "--availability-zone", "az1", "--image", "berth-test", "--hint", "query=[1]",
         "--hint", f"same_host={ANCHOR}", "--hint", f"same_host={GROUP}", "--project", "p1",
-        create_scaling_group=CREATED)
+        "-f", "value", "-c", "uuid", create_scaling_group=CREATED)
     assert (status, out) == (0, CREATED["uuid"] + "\n")
     assert sent(client) == {
         "method": "create_scaling_group", "name": "web", "desired": 3, "project_id": "p1",
@@ -91,6 +99,12 @@ def test_create_sends_the_spec_and_template_its_options_make_and_prints_the_uuid
         "template": {"flavor_name": "m1.small", "availability_zone": "az1", "image": "berth-test",
                      "scheduler_hints": {"query": "[1]", "same_host": [ANCHOR, GROUP]}},
     }
+
+
+def test_create_refuses_a_hint_naming_no_instance_by_the_hint(conf_file):
+    with pytest.raises(CommandError, match=r"^--hint different_host=db: no instance named or with UUID db$"):
+        run(conf_file, "create", "web", "--flavor", "m1.small", "--max", "3", "--hint", "different_host=db",
+            create_scaling_group=CREATED)
 
 
 def test_create_with_an_unnamed_flavor_and_a_server_group_by_name(conf_file):
@@ -359,17 +373,20 @@ def test_show_of_a_paused_and_of_a_deleting_group(conf_file, world):
     assert state.split(":  ")[1].strip() == "deleting: the controller deletes its members, then the group"
 
 
-def test_show_with_a_format_prints_one_row(conf_file, world):
+def test_show_with_a_format_prints_one_object_its_members_a_list(conf_file, world):
     web = _scaled_world(world)
     _, out, _ = run(conf_file, "show", "web", "-f", "json", client=DirectClient(world))
-    [row] = json.loads(out)
+    shown = json.loads(out)
     members = world.db.list_scaling_group_members(web["uuid"])
-    keys = ("NAME", "STATE", "TARGETS", "MIN", "MAX", "DESIRED", "CURRENT", "MEMBERS")
-    assert {k: row[k] for k in keys} == {
-        "NAME": "web", "STATE": "active", "TARGETS": "cpu: 90%/50%", "MIN": 1, "MAX": 20, "DESIRED": 4,
-        "CURRENT": 4, "MEMBERS": " ".join(m["uuid"] for m in members)}
+    keys = ("name", "state", "targets", "min", "max", "desired", "current", "members")
+    assert {k: shown[k] for k in keys} == {
+        "name": "web", "state": "active", "targets": "cpu: 90%/50%", "min": 1, "max": 20, "desired": 4,
+        "current": 4, "members": [m["uuid"] for m in members]}
     _, out, _ = run(conf_file, "show", "web", "-f", "value", "-c", "desired", client=DirectClient(world))
     assert out == "4\n"
+    _, out, _ = run(conf_file, "show", "web", "-f", "table", "-c", "name", "-c", "limited by",
+                    client=DirectClient(world))
+    assert out.splitlines()[3:5] == ["| name       | web   |", "| limited_by | None  |"]
 
 
 @pytest.mark.parametrize("value, shown", [(90, "90"), (0.25, "0.25"), (1500000.0, "1500000"), (2.50, "2.5"),
@@ -407,10 +424,12 @@ def main(conf_file: Path, *argv: str) -> tuple[int, str]:
 def test_commands_end_to_end_and_refusals_are_one_line(scheduler, conf_file, capsys):
     database = scheduler
     status, out = main(conf_file, "create", "web", "--flavor", "m1.small", "--max", "5", "--cpu", "50",
-                       "--tolerance", "0.2")
+                       "--tolerance", "0.2", "-f", "json")
     assert status == 0
     [group] = database.list_scaling_groups()
-    assert out == group["uuid"] + "\n" and group["spec"]["tolerance"] == 0.2 and group["desired"] == 1
+    created = json.loads(out)
+    assert (created["uuid"], created["name"], created["max"], created["members"]) == (group["uuid"], "web", 5, [])
+    assert group["spec"]["tolerance"] == 0.2 and group["desired"] == 1
     status, out = main(conf_file, "set", "web", "--tolerance", "0.15", "--desired", "3")
     assert status == 0 and out.startswith("scaling group web updated: tolerance 0.15, desired 3; ")
     status, out = main(conf_file, "show", "web")

@@ -208,6 +208,25 @@ def test_list_hosts_shows_usage_and_liveness(world):
     assert manager.list_hosts({})[2]["state"] == "down"
 
 
+def test_list_hosts_shows_inventories_traits_and_measured_load(world):
+    manager, database, agents = world
+    uuid = str(uuidlib.uuid4())
+    gpu = {"total": 4, "reserved": 1, "min_unit": 1, "max_unit": 2, "step_size": 1, "allocation_ratio": 1.5}
+    manager.report_resources({}, "h1", report(
+        "h1", 8192, used=1024, uuids=[uuid], inventories={"VGPU": gpu}, usages={"VGPU": 2},
+        traits=["CUSTOM_GOLD", "HW_CPU_X86_AVX2"], cpu_utilization=0.25, memory_mb_in_use=2048,
+        utilization_sampled_at=100.0, instance_usage={uuid: {"cpu": 1.5, "memory": 512.0}}))
+    hosts = {h["host"]: h for h in manager.list_hosts({})}
+    assert hosts["h1"]["inventories"] == {"VGPU": {
+        "total": 4, "reserved": 1, "allocation_ratio": 1.5, "min_unit": 1, "max_unit": 2, "step_size": 1,
+        "used": 2}}
+    assert hosts["h1"]["traits"] == ["CUSTOM_GOLD", "HW_CPU_X86_AVX2"]
+    assert hosts["h1"]["cpu_util"] == 0.25
+    assert hosts["h1"]["instance_load"]["instances"] == {uuid: {"cpu": 1.5, "memory_mb": 512.0}}
+    # h2 reported no inventory, trait nor load: the fields say so rather than being absent
+    assert (hosts["h2"]["inventories"], hosts["h2"]["traits"], hosts["h2"]["instance_load"]) == ({}, [], None)
+
+
 def test_select_destinations_writes_nothing_not_even_a_group_member(world):
     """It is marked read-only (run without a savepoint): a group hint is read, never joined."""
     manager, database, agents = world

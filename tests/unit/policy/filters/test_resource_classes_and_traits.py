@@ -260,6 +260,23 @@ def test_default_filters_place_dedicated_and_gpu_requests_and_say_why_not(policy
     assert again.host == "gpu"
 
 
+@pytest.mark.parametrize("vectorized", [True, False])
+@pytest.mark.parametrize(("extra_specs", "why"), [
+    ({"trait:CUSTOM_GOLD": "required"}, "required trait CUSTOM_GOLD is on no host"),
+    ({"trait:CUSTOM_RACK_A": "forbidden"}, "forbidden trait CUSTOM_RACK_A is on every host"),
+    ({"trait:STORAGE_DISK_SSD": "required", "trait:HW_CPU_X86_AVX2": "required"},
+     "required trait HW_CPU_X86_AVX2 is missing on 1 of 2 hosts; "
+     "required trait STORAGE_DISK_SSD is missing on 1 of 2 hosts"),
+])
+def test_the_reason_names_the_traits_that_left_no_host(policy_conf, extra_specs, why, vectorized):
+    table = fleet(report("a", traits=["CUSTOM_RACK_A", "STORAGE_DISK_SSD"]),
+                  report("b", traits=["CUSTOM_RACK_A", "HW_CPU_X86_AVX2"]))
+    with pytest.raises(NoValidHost) as refused:
+        Selector(filters.enabled_filters(policy_conf), [], vectorized=vectorized).select(
+            table, spec(extra_specs))
+    assert str(refused.value).endswith(f"TraitsFilter removed 2 ({why}); none left")
+
+
 # -- aggregate metadata --------------------------------------------------------------------
 
 def test_set_metadata_takes_required_traits_only():
