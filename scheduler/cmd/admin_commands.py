@@ -13,8 +13,6 @@ from scheduler.cmd.arguments import positive
 from scheduler.cmd.references import group_uuid
 from scheduler.policy import server_groups
 
-NONE = "-"
-
 
 def _metadata(text):
     """``key=value`` (set) or ``key`` / ``key=`` (unset)."""
@@ -33,6 +31,7 @@ def add_commands(subparsers):
     create = actions.add_parser("create", help="Create an aggregate (in an availability zone).")
     create.add_argument("aggregate_name", metavar="NAME")
     create.add_argument("--zone", metavar="AZ", help="its availability zone")
+    output.add_options(create)
     create.set_defaults(func=aggregate_create)
 
     delete = actions.add_parser("delete", help="Delete an aggregate.")
@@ -44,6 +43,7 @@ def add_commands(subparsers):
         parser = actions.add_parser(verb, help=text)
         parser.add_argument("aggregate_name", metavar="NAME")
         parser.add_argument("aggregate_host", metavar="HOST")
+        output.add_options(parser)
         parser.set_defaults(func=func)
 
     meta = actions.add_parser(
@@ -51,6 +51,7 @@ def add_commands(subparsers):
     )
     meta.add_argument("aggregate_name", metavar="NAME")
     meta.add_argument("metadata", nargs="+", type=_metadata, metavar="KEY=VALUE")
+    output.add_options(meta)
     meta.set_defaults(func=aggregate_set_metadata)
 
     listing = actions.add_parser("list", help="Every aggregate: zone, hosts, metadata.")
@@ -65,12 +66,13 @@ def add_commands(subparsers):
     actions = arguments.actions(subparsers, "server-group", "Server groups: affinity and anti-affinity.",
                                 "group_action")
 
-    create = actions.add_parser("create", help="Create a server group and print its UUID.")
+    create = actions.add_parser("create", help="Create a server group and print it, as show does.")
     create.add_argument("group_name", metavar="NAME")
     create.add_argument("--policy", required=True, choices=server_groups.POLICIES,
                         help="where its members go relative to each other")
     create.add_argument("--max-server-per-host", type=positive, metavar="N",
                         help="anti-affinity: at most N members per host (default 1)")
+    output.add_options(create)
     create.set_defaults(func=group_create)
 
     listing = actions.add_parser("list", help="Every server group: policy, rules, members.")
@@ -98,9 +100,21 @@ def _print_aggregates(aggregates, out, args=None):
     )
 
 
+def _print_aggregate(aggregate, out, args):
+    """One aggregate, as ``aggregate show`` prints it: its fields and their values."""
+    output.emit_one(args, {"name": aggregate["name"], "zone": aggregate.get("availability_zone"),
+                           "hosts": list(aggregate["hosts"]),
+                           "metadata": dict(sorted(aggregate["metadata"].items()))},
+                    out, text={"hosts": ", ".join, "metadata": _metadata_text})
+
+
+def _metadata_text(metadata):
+    return "\n".join(f"{key}={value}" for key, value in metadata.items())
+
+
 def aggregate_create(client, args, out):
-    _print_aggregates([client.admin_call({}, "create_aggregate", name=args.aggregate_name,
-                                         availability_zone=args.zone)], out)
+    _print_aggregate(client.admin_call({}, "create_aggregate", name=args.aggregate_name,
+                                       availability_zone=args.zone), out, args)
     return 0
 
 
@@ -111,20 +125,20 @@ def aggregate_delete(client, args, out):
 
 
 def aggregate_add_host(client, args, out):
-    _print_aggregates([client.admin_call({}, "aggregate_add_host", name=args.aggregate_name,
-                                         host=args.aggregate_host)], out)
+    _print_aggregate(client.admin_call({}, "aggregate_add_host", name=args.aggregate_name,
+                                       host=args.aggregate_host), out, args)
     return 0
 
 
 def aggregate_remove_host(client, args, out):
-    _print_aggregates([client.admin_call({}, "aggregate_remove_host", name=args.aggregate_name,
-                                         host=args.aggregate_host)], out)
+    _print_aggregate(client.admin_call({}, "aggregate_remove_host", name=args.aggregate_name,
+                                       host=args.aggregate_host), out, args)
     return 0
 
 
 def aggregate_set_metadata(client, args, out):
-    _print_aggregates([client.admin_call({}, "aggregate_set_metadata", name=args.aggregate_name,
-                                         metadata=dict(args.metadata))], out)
+    _print_aggregate(client.admin_call({}, "aggregate_set_metadata", name=args.aggregate_name,
+                                       metadata=dict(args.metadata)), out, args)
     return 0
 
 
@@ -134,7 +148,7 @@ def aggregate_list(client, args, out):
 
 
 def aggregate_show(client, args, out):
-    _print_aggregates([client.admin_call({}, "show_aggregate", name=args.aggregate_name)], out, args)
+    _print_aggregate(client.admin_call({}, "show_aggregate", name=args.aggregate_name), out, args)
     return 0
 
 
@@ -142,7 +156,7 @@ def group_create(client, args, out):
     rules = {"max_server_per_host": args.max_server_per_host} if args.max_server_per_host else {}
     group = client.admin_call({}, "create_server_group", name=args.group_name, policy=args.policy,
                               rules=rules)
-    print(group["uuid"], file=out)
+    print_group(group, out, args)
     return 0
 
 
@@ -164,15 +178,15 @@ def group_list(client, args, out):
 
 def group_show(client, args, out):
     group = client.admin_call({}, "show_server_group", group_uuid=group_uuid(client, args.group_reference))
-    if output.wants_format(args):
-        output.emit_one(args, {key: group.get(key) for key in (
-            "uuid", "name", "policy", "project_id", "created_at", "rules", "members")}, out)
-        return 0
-    for key in ("uuid", "name", "policy", "project_id", "created_at"):
-        print(f"{key:11} {group.get(key) or NONE}", file=out)
-    print(f"{'rules':11} {json.dumps(group['rules']) if group['rules'] else NONE}", file=out)
-    print(f"{'members':11} {' '.join(group['members']) or NONE}", file=out)
+    print_group(group, out, args)
     return 0
+
+
+def print_group(group, out, args):
+    """One server group, as ``server-group show`` prints it: its fields and their values."""
+    output.emit_one(args, {key: group.get(key) for key in (
+        "uuid", "name", "policy", "project_id", "created_at", "rules", "members")}, out,
+        text={"members": "\n".join})
 
 
 def group_delete(client, args, out):

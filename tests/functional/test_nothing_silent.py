@@ -266,7 +266,8 @@ def _boot(fleet, *args):
 
 
 def test_at_the_defaults_every_hint_and_policy_the_cli_accepts_is_honoured(fleet):
-    made = fleet.cli("server-group", "create", "--policy", "anti-affinity", "web")
+    made = fleet.cli("server-group", "create", "--policy", "anti-affinity", "web",
+                     "-f", "value", "-c", "uuid")
     group = made.stdout.strip().split()[0]
     spread, rows = _boot(fleet, "--count", "2", "--hint", f"group={group}")
     assert spread.returncode == 0 and sorted(host for _, host, _ in rows) == sorted(AGENTS)

@@ -63,7 +63,8 @@ def delete(fleet, uuids):
 
 def create_group(fleet, policy, *extra):
     out = ok(
-        fleet.cli("server-group", "create", "--policy", policy, *extra, f"{policy}-{uuidlib.uuid4().hex[:6]}")
+        fleet.cli("server-group", "create", "--policy", policy, *extra, f"{policy}-{uuidlib.uuid4().hex[:6]}",
+                  "-f", "value", "-c", "uuid")
     )
     return str(uuidlib.UUID(out.strip()))  # a uuid and nothing else
 

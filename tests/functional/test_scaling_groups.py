@@ -120,7 +120,8 @@ def test_a_group_grows_under_load_within_its_policy_spreads_and_shrinks_after_it
     behavior = tmp_path / "behavior.json"
     behavior.write_text(json.dumps(BEHAVIOR))
     uuid = berth(fleet, "scaling-group", "create", "web", "--flavor", "m1.small", "--min", "2", "--max", "6",
-                 "--cpu", "50", "--server-group", "spread", "--behavior", str(behavior)).strip()
+                 "--cpu", "50", "--server-group", "spread", "--behavior", str(behavior),
+                 "-f", "value", "-c", "uuid").strip()
     events = Events(database, uuid)
     fleet.wait(settled(fleet, "web", 2, events), 60, "web's first 2 members ACTIVE")
 
@@ -200,7 +201,7 @@ def test_a_controller_killed_mid_scale_up_is_taken_over_and_no_member_is_made_tw
         fleet.start_agent(host, fake_memory_mb=16384, fake_local_gb=200, fake_vcpus=4)
     fleet.wait_hosts_up(HOSTS)
     uuid = berth(fleet, "scaling-group", "create", "pool", "--flavor", "m1.tiny", "--min", "3", "--max", "5",
-                 "--cpu", "50").strip()
+                 "--cpu", "50", "-f", "value", "-c", "uuid").strip()
     dying = fleet.processes.pop("sched-1")  # out of the fleet's liveness checks
     try:
         assert dying.wait(timeout=60) == -signal.SIGKILL, fleet.log("sched-1")[-3000:]
@@ -233,7 +234,8 @@ def test_a_worker_pool_follows_the_depth_of_its_queue(world, tmp_path):
     behavior = tmp_path / "behavior.json"
     behavior.write_text(json.dumps({"scale_down": {"stabilization_window_s": 6}}))
     uuid = berth(fleet, "scaling-group", "create", "workers", "--flavor", "m1.tiny", "--min", "1", "--max",
-                 "8", "--metric", "external:queue:jobs=average:20", "--behavior", str(behavior)).strip()
+                 "8", "--metric", "external:queue:jobs=average:20", "--behavior", str(behavior),
+                 "-f", "value", "-c", "uuid").strip()
     events = Events(database, uuid)
     # 100 messages at 20 a worker: 5 workers (from 1, Kubernetes' default policy allows +4).
     fleet.wait(settled(fleet, "workers", 5, events), 90, "5 workers")

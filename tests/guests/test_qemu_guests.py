@@ -237,7 +237,7 @@ def test_a_guest_that_powers_itself_off_is_shutoff_and_starts_again(fleet, guest
 
 def test_a_scaling_members_measured_cpu_and_memory_are_its_samples(fleet):
     group = berth(fleet, "scaling-group", "create", "guests", *FLAVOR, "--min", "1", "--max", "2",
-                  "--cpu", "50").split()[-1]
+                  "--cpu", "50", "-f", "value", "-c", "uuid").split()[-1]
 
     def member():
         members = fleet.client.admin_call({}, "show_scaling_group", name_or_uuid=group)["members"]

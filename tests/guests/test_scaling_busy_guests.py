@@ -61,7 +61,8 @@ def test_a_scaling_group_grows_while_its_guests_are_busy_and_shrinks_after(fleet
     behavior = tmp_path / "behavior.json"
     behavior.write_text(json.dumps(BEHAVIOR))
     group = berth(fleet, "scaling-group", "create", "busy", *FLAVOR, "--image", "berth-test-busy",
-                  "--min", "1", "--max", "2", "--cpu", str(TARGET), "--behavior", str(behavior)).split()[-1]
+                  "--min", "1", "--max", "2", "--cpu", str(TARGET), "--behavior", str(behavior),
+                  "-f", "value", "-c", "uuid").split()[-1]
 
     def members():
         """{uuid: state} of the members not being deleted."""

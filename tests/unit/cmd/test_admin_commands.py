@@ -72,16 +72,30 @@ def test_aggregate_create_with_a_zone(conf_file):
     )
     assert status == 0
     assert client.calls == [("create_aggregate", {"name": "az1agg", "availability_zone": "az1"})]
-    header, row = out.splitlines()
-    assert header.split() == ["NAME", "ZONE", "HOSTS", "METADATA"]
-    assert row.split() == ["az1agg", "az1", "h1,h2", "availability_zone=az1,ssd=true"]
+    assert fields(out) == {"name": "az1agg", "zone": "az1", "hosts": "h1, h2",  # as aggregate show prints it
+                           "metadata": "availability_zone=az1\nssd=true"}
+
+
+def fields(out):
+    """{field: value} of a table of fields and values (cliff's ShowOne table), a value's lines
+    (those wrapped or its own) joined by newlines."""
+    found, field = {}, None
+    for line in out.splitlines()[3:-1]:
+        _, name, value, _ = (part.strip() for part in line.split("|"))
+        if name:
+            field = name
+            found[field] = value
+        else:
+            found[field] += "\n" + value
+    return found
 
 
 def test_aggregate_create_without_a_zone(conf_file):
     plain = {"name": "plain", "availability_zone": None, "hosts": [], "metadata": {}}
     _, out, client = run(conf_file, "aggregate", "create", "plain", create_aggregate=plain)
     assert client.calls == [("create_aggregate", {"name": "plain", "availability_zone": None})]
-    assert out.splitlines()[1].split() == ["plain", "-", "-", "-"]
+    _, out, _ = run(conf_file, "aggregate", "create", "plain", "-f", "json", create_aggregate=plain)
+    assert json.loads(out) == {"name": "plain", "zone": None, "hosts": [], "metadata": {}}
 
 
 @pytest.mark.parametrize(
@@ -129,9 +143,15 @@ def test_aggregate_list_and_delete(conf_file):
         (["web", "--policy", "soft-affinity"], {}),
     ],
 )
-def test_server_group_create_prints_the_uuid_alone(conf_file, argv, rules):
-    status, out, client = run(conf_file, "server-group", "create", *argv, create_server_group={"uuid": GROUP})
+def test_server_group_create_prints_the_group_as_show_does(conf_file, argv, rules):
+    created = {"uuid": GROUP, "name": "web", "policy": "anti-affinity", "rules": rules, "members": []}
+    status, out, client = run(conf_file, "server-group", "create", *argv, "-f", "json",
+                              create_server_group=created)
     assert status == 0
+    assert json.loads(out) == {"uuid": GROUP, "name": "web", "policy": "anti-affinity", "project_id": None,
+                               "created_at": None, "rules": rules, "members": []}
+    _, out, _ = run(conf_file, "server-group", "create", *argv, "-f", "value", "-c", "uuid",
+                    create_server_group=created)
     assert out == f"{GROUP}\n"
     [(method, kwargs)] = client.calls
     assert method == "create_server_group"
@@ -159,7 +179,7 @@ def test_server_group_list_show_delete(conf_file):
     ]
     _, out, client = run(conf_file, "server-group", "show", GROUP, show_server_group=group)
     assert client.calls == [("show_server_group", {"group_uuid": GROUP})]
-    assert "members     m1 m2" in out and "project_id  -" in out
+    assert "| project_id | None" in out and "| members    | m1 " in out and "|            | m2 " in out
     _, out, client = run(conf_file, "server-group", "show", GROUP, "-f", "json", show_server_group=group)
     assert json.loads(out) == {"uuid": GROUP, "name": "web", "policy": "anti-affinity", "project_id": None,
                                "created_at": "2024-01-01T00:00:00Z", "rules": {"max_server_per_host": 2},
@@ -292,7 +312,8 @@ def test_a_hint_with_a_name_the_scheduler_refuses_is_refused_by_the_hint(conf_fi
             raise rpc.RemoteError("InvalidRequest", "list_instances: name: must be at most 255 characters")
 
     args = parse(conf_file, "boot", "--flavor", "m1.tiny", "--hint", "same_host=" + "x" * 300)
-    with pytest.raises(CommandError, match=r"^--hint same_host=x{300}: no instance named or with UUID x{300}$"):
+    with pytest.raises(CommandError,
+                       match=r"^--hint same_host=x{300}: no instance named or with UUID x{300}$"):
         args.func(Refusing(), args, io.StringIO())
 
 
@@ -344,9 +365,9 @@ def test_commands_end_to_end_and_refusals_are_one_line(scheduler, conf_file, cap
     assert main(conf_file, "aggregate", "create", "az1agg", "--zone", "az1")[0] == 0
     assert main(conf_file, "aggregate", "add-host", "az1agg", "h1")[0] == 0
     assert database.get_aggregate("az1agg")["hosts"] == ["h1"]
-    status, out = main(conf_file, "server-group", "create", "--policy", "anti-affinity", "web")
+    status, out = main(conf_file, "server-group", "create", "--policy", "anti-affinity", "web", "-f", "json")
     assert status == 0
-    group = out.strip()
+    group = json.loads(out)["uuid"]
     assert database.get_server_group(group)["policy"] == "anti-affinity"
     capsys.readouterr()
 

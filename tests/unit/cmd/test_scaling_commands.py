@@ -428,7 +428,8 @@ def test_commands_end_to_end_and_refusals_are_one_line(scheduler, conf_file, cap
     assert status == 0
     [group] = database.list_scaling_groups()
     created = json.loads(out)
-    assert (created["uuid"], created["name"], created["max"], created["members"]) == (group["uuid"], "web", 5, [])
+    assert (created["uuid"], created["name"], created["max"], created["members"]) == (
+        group["uuid"], "web", 5, [])
     assert group["spec"]["tolerance"] == 0.2 and group["desired"] == 1
     status, out = main(conf_file, "set", "web", "--tolerance", "0.15", "--desired", "3")
     assert status == 0 and out.startswith("scaling group web updated: tolerance 0.15, desired 3; ")

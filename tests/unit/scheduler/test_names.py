@@ -148,6 +148,10 @@ def test_boot_sends_the_name_in_the_request(conf_file):  # noqa: F811
 # -- names that name nothing, or several ------------------------------------------
 
 
+#: A UUID no instance has.
+GONE = "0b7c6a2e-3f1d-4e5a-8b9c-0d1e2f3a4b5c"
+
+
 def test_unknown_and_ambiguous_names_are_refused_and_change_nothing(scheduler, conf_file, capsys):  # noqa: F811
     database = scheduler
     first = boot(capsys, conf_file, database, "--name", "dup")[0]
@@ -161,8 +165,13 @@ def test_unknown_and_ambiguous_names_are_refused_and_change_nothing(scheduler, c
         (["delete", "dup"], f"berth: {ambiguous}; nothing deleted"),
         (["delete", other, "nosuch"], "berth: No instance named nosuch; nothing deleted"),
         (["delete", "other", str(uuidlib.uuid4())], "berth: No instance "),
-        (["boot", *TINY, "--hint", "same_host=dup"], f"berth: {ambiguous}"),
-        (["boot", *TINY, "--hint", "different_host=nosuch"], "berth: No instance named nosuch"),
+        (["boot", *TINY, "--hint", "same_host=dup"], f"berth: --hint same_host=dup: {ambiguous}"),
+        (["boot", *TINY, "--hint", "different_host=nosuch"],
+         "berth: --hint different_host=nosuch: no instance named or with UUID nosuch"),
+        (["boot", *TINY, "--hint", f"same_host={GONE}"],
+         f"berth: --hint same_host={GONE}: no instance named or with UUID {GONE}"),
+        (["boot", *TINY, "--hint", "same_host=" + "n" * 300],  # a name the scheduler refuses to look up
+         f"berth: --hint same_host={'n' * 300}: no instance named or with UUID {'n' * 300}"),
     ]:
         assert refused(capsys, conf_file, *argv).startswith(message)
     assert everything(database) == before
@@ -196,7 +205,8 @@ def test_hints_name_instances_by_name(scheduler, conf_file, capsys):  # noqa: F8
 
 def test_server_groups_by_name_and_members_that_are_live(scheduler, conf_file, capsys):  # noqa: F811
     database = scheduler
-    status, out, _ = berth(capsys, conf_file, "server-group", "create", "--policy", "affinity", "web")
+    status, out, _ = berth(capsys, conf_file, "server-group", "create", "--policy", "affinity", "web",
+                           "-f", "value", "-c", "uuid")
     group = out.strip()
     members = boot(capsys, conf_file, database, "--name", "m-%d", "--count", "3", "--hint", "group=web")
     record = database.get_instance(members[0])
@@ -210,12 +220,13 @@ def test_server_groups_by_name_and_members_that_are_live(scheduler, conf_file, c
     database.update_instance(members[0], {"state": "DELETED"})
     database.update_instance(members[1], {"state": "ERROR"})  # a member until deleted, as in Nova
     assert listed() == [("web", 2)]
-    status, out, _ = berth(capsys, conf_file, "server-group", "show", "web")
-    assert status == 0 and f"members     {members[1]} {members[2]}" in out.splitlines()
-    assert f"uuid        {group}" in out.splitlines()
+    status, out, _ = berth(capsys, conf_file, "server-group", "show", "web", "-f", "json")
+    assert status == 0 and json.loads(out)["members"] == [members[1], members[2]]
+    assert json.loads(out)["uuid"] == group
 
     # Another group of the same name: the name names neither any more.
-    status, out, _ = berth(capsys, conf_file, "server-group", "create", "--policy", "affinity", "web")
+    status, out, _ = berth(capsys, conf_file, "server-group", "create", "--policy", "affinity", "web",
+                           "-f", "value", "-c", "uuid")
     twin = out.strip()
     before = everything(database)
     ambiguous = f"berth: Name web is ambiguous: 2 server groups ({group}, {twin}); use a UUID"
