@@ -86,12 +86,11 @@ def print_flavor(flavor, out, args):
     record = {key: flavor.get(key) for key in ("name", "memory_mb", "root_gb", "ephemeral_gb", "vcpus")}
     record["properties"] = dict(sorted(flavor["extra_specs"].items()))
     record.update(created_at=flavor.get("created_at"), updated_at=flavor.get("updated_at"))
-    if output.wants_format(args):
-        output.emit_one(args, record, out)
-        return
-    record["properties"] = _properties(flavor)
-    for key, value in record.items():
-        print(f"{key:13} {'-' if value in (None, '') else value}", file=out)
+    output.emit_one(args, record, out, text={"properties": _properties_text})
+
+
+def _properties_text(properties):
+    return "\n".join(f"{key}={value}" for key, value in properties.items())
 
 
 def _repeated(pairs, what):

@@ -74,7 +74,13 @@ def host_show(client, args, out):
     return 0
 
 
+#: What ``host show`` says of an agent that reports no inventory, or no trait.
+NONE_REPORTED = "none reported"
+
+
 def _inventories_text(inventories):
+    if not inventories:
+        return NONE_REPORTED
     return "\n".join(f"{name}: used {_num(i['used'])} of total {i['total']}, reserved {i['reserved']}, "
                      f"allocation_ratio {i['allocation_ratio']:g} (min_unit {i['min_unit']}, max_unit "
                      f"{i['max_unit']}, step_size {i['step_size']})" for name, i in inventories.items())
@@ -88,7 +94,8 @@ def _instance_load_text(load):
 
 
 #: How ``host show`` prints its list and object fields in the formats of text.
-HOST_TEXT = {"aggregates": ", ".join, "traits": ", ".join, "inventories": _inventories_text,
+HOST_TEXT = {"aggregates": ", ".join, "traits": lambda names: ", ".join(names) or NONE_REPORTED,
+             "inventories": _inventories_text,
              "instance_load": _instance_load_text}
 
 

@@ -7,6 +7,7 @@ names before it casts a delete for any. With ``--wait`` both poll until the inst
 
 import argparse
 import logging
+import sys
 import uuid as uuidlib
 
 from berth_contract.request_spec import MAX_INSTANCES_PER_REQUEST, check_display_names, display_name
@@ -83,6 +84,7 @@ def add_boot_and_delete(subparsers):
     boot.add_argument("--wait", action="store_true", help="wait until every instance settles")
     boot.add_argument("--timeout", type=positive, default=300, metavar="SECONDS",
                       help="with --wait: give up after this long (default 300)")
+    output.add_options(boot)  # of the listing --wait prints
     boot.set_defaults(func=boot_command)
 
     delete = subparsers.add_parser("delete", help="Delete instances.")
@@ -91,6 +93,7 @@ def add_boot_and_delete(subparsers):
     delete.add_argument("--wait", action="store_true", help="wait until every instance is DELETED")
     delete.add_argument("--timeout", type=positive, default=300, metavar="SECONDS",
                         help="with --wait: give up after this long (default 300)")
+    output.add_options(delete)  # of the listing --wait prints
     delete.set_defaults(func=delete_command)
 
 
@@ -195,7 +198,15 @@ def _resolve_hints(client, hints):
     return resolved
 
 
+def _formats_with_wait(args, command):
+    """-f and -c shape the listing --wait prints: refused without --wait, before anything is done."""
+    if output.wants_format(args) and not args.wait:
+        raise CommandError(f"-f and -c go with --wait (the listing it prints); without it {command} prints "
+                           "one line per instance")
+
+
 def boot_command(client, args, out):
+    _formats_with_wait(args, "boot")
     keys = [key for key, _ in args.image_properties]
     twice = sorted({key for key in keys if keys.count(key) > 1})
     if twice:
@@ -231,15 +242,17 @@ def boot_command(client, args, out):
         # One refusal of the whole request: said once, not once per instance.
         which = f"none of the {len(uuids)} instances" if len(uuids) > 1 else "the instance was not"
         raise CommandError(f"{which} booted: {next(iter(faults))[1]}")
-    print_instances([found[u] for u in booted], out)
-    if left_out:
+    print_instances([found[u] for u in booted], out, args)
+    if left_out:  # after a listing in a format, on standard error: what reads it parses the listing only
         print(f"{len(booted)} of {len(uuids)} booted; the other {len(left_out)} not: "
-              f"{found[left_out[0]].get('fault_reason')}", file=out)
+              f"{found[left_out[0]].get('fault_reason')}",
+              file=sys.stderr if output.wants_format(args) else out)
     return 1 if any(found[u]["state"] == states.ERROR for u in uuids) else 0
 
 
 def delete_command(client, args, out):
     """Delete the instances named (by UUID or name); none at all when one of them does not exist."""
+    _formats_with_wait(args, "delete")
     uuids = []
     for reference in args.references:
         try:
@@ -261,7 +274,7 @@ def delete_command(client, args, out):
             client.delete_instance(ctxt, u)
     if args.wait:
         found = wait_for(client, uuids, args.timeout, settled=(states.DELETED,))
-        print_instances(found.values(), out)
+        print_instances(found.values(), out, args)
     else:
         for u in uuids:
             if known[u]["state"] != states.DELETED:
