@@ -81,6 +81,26 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
         key = ("extra_specs", tuple((k, str(r)) for k, r in specs))
         return aggregates.cached_rows(table, rows, key, compute)
 
+    def why_removed(self, table, rows, spec):
+        """Each extra spec some hosts of ``rows`` do not match: on how many, and the values their
+        aggregates' metadata give the key (or that none gives it)."""
+        notes = []
+        for key, req in _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE):
+            missed, offered = 0, set()
+            for row in rows:
+                given = aggregates.metadata_values(table.aggregate_index.of_row(int(row)), key)
+                values = {piece for value in given for piece in aggregates.pieces(value)}
+                if not any(extra_specs_ops.match(v, req) for v in values):
+                    missed += 1
+                    offered |= values
+            if missed:
+                has = (f"their aggregates give {key}={','.join(sorted(offered))}" if offered
+                       else f"no aggregate of theirs sets {key}")
+                which = ("matches the aggregate metadata of no host" if missed == len(rows) else
+                         f"does not match the aggregate metadata of {missed} of {len(rows)} hosts")
+                notes.append(f"flavor extra spec {key}={req} {which} ({has})")
+        return "; ".join(notes) or None
+
 
 def _tenants(aggregate):
     found = set()

@@ -47,3 +47,15 @@ class AvailabilityZoneFilter(filters.BaseHostFilter):
         if not zone:
             return True
         return aggregates.zone_mask(table, rows, str(zone), self.default_zone)
+
+    def why_removed(self, table, rows, spec):
+        """When the zone asked for is none of the hosts of ``rows``: the zones they are in (when
+        some are in it, the count of hosts removed says enough)."""
+        zone = requested_zone(spec)
+        if not zone:
+            return None
+        of_rows = [aggregates.zones_of_row(table, int(row), self.default_zone) for row in rows]
+        if any(str(zone) in zones for zones in of_rows):
+            return None
+        known = ", ".join(sorted(set().union(*of_rows)))
+        return f"no host is in availability zone {zone} (the hosts are in {known})"

@@ -159,3 +159,44 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
                                                      key=("maxphysaddr", bits))
             ok = ok & wide[table.cpu_info_code[rows]]
         return ok
+
+    def why_removed(self, table, rows, spec):
+        """What the image asks for that the hosts of ``rows`` lack, part by part, and what they offer."""
+        wanted = requested(spec, self.default_architecture)
+        if not any(wanted):
+            return None
+        hosts = [table.view(int(row)) for row in rows]
+        notes = []
+        lacking = [h for h in hosts if not supports(h.supported_instances, wanted)]
+        if lacking:
+            asked = ", ".join(f"{name} {value}" for name, value in zip(_TRIPLE, wanted, strict=True) if value)
+            offered = sorted({"/".join(str(part) for part in _canonical(triple))
+                              for h in lacking for triple in h.supported_instances or ()})
+            shown = ", ".join(offered[:SHOWN]) + (", ..." if len(offered) > SHOWN else "")
+            notes.append(f"the image asks for {asked}: {_of(len(lacking), len(hosts))} run none such "
+                         f"({f'they offer {shown}' if offered else 'they report no supported_instances'})")
+        predicate = version_predicate(spec)
+        if predicate is not None:
+            old = sum(1 for h in hosts if not version_ok(predicate, h.hypervisor_version))
+            if old:
+                name = image_meta.given_name(spec.image_properties, "img_hv_requested_version")
+                notes.append(f"the hypervisor version of {_of(old, len(hosts))} fails {name} "
+                             f"{spec.image_properties.get(name)}")
+        bits = maxphysaddr_bits(spec)
+        if bits is not None:
+            narrow = sum(1 for h in hosts if not bits_ok(bits, h.cpu_info))
+            if narrow:
+                notes.append(f"{_of(narrow, len(hosts))} address fewer than the hw_maxphysaddr_bits {bits} "
+                             "the image asks")
+        return "; ".join(notes) or None
+
+
+#: How many of the hosts' supported_instances triples the reason names.
+SHOWN = 3
+
+
+def _of(count, considered):
+    """``count`` of the ``considered`` hosts, in words."""
+    if count == considered:
+        return "the host" if count == 1 else f"all {count} hosts"
+    return f"{count} of {considered} hosts"

@@ -386,3 +386,28 @@ def test_build_failures_weigh_with_the_multiplier_negated_as_nova(policy_conf, v
                            "metadata": {"build_failure_weight_multiplier": "0"}}])
     order, _ = weighed_order(policy_conf, table, ["BuildFailureWeigher", "RAMWeigher"], vectorized)
     assert order == ["X", "Y", "Z"]
+
+
+@pytest.mark.parametrize("vectorized", [True, False])
+@pytest.mark.parametrize(("name", "spec", "why"), [
+    ("AvailabilityZoneFilter", lambda: make_spec(scheduler_hints={"availability_zone": "az9"}),
+     "no host is in availability zone az9 (the hosts are in az1, az2, nova)"),
+    ("AggregateInstanceExtraSpecsFilter", lambda: spec_of(extra_specs={"gpu": "16"}),
+     "flavor extra spec gpu=16 matches the aggregate metadata of no host (their aggregates give gpu=2,4,8)"),
+    ("AggregateInstanceExtraSpecsFilter", lambda: spec_of(extra_specs={"ssd": "true"}),
+     "flavor extra spec ssd=true matches the aggregate metadata of no host "
+     "(no aggregate of theirs sets ssd)"),
+])
+def test_when_no_host_is_left_the_reason_says_what_the_hosts_aggregates_lack(policy_conf, name, spec, why,
+                                                                             vectorized):
+    table = HostTable()
+    for host in ("h24", "h8", "plain"):
+        make_host(host, table=table)
+    table.set_aggregates([
+        {"name": "gpus", "hosts": ["h24"], "metadata": {"gpu": "2, 4"}, "availability_zone": "az1"},
+        {"name": "big", "hosts": ["h8"], "metadata": {"gpu": "8"}, "availability_zone": "az2"},
+    ])
+    selector = Selector([plugin(policy_conf, "filter", name)], [], vectorized=vectorized)
+    with pytest.raises(NoValidHost) as refused:
+        selector.select(table, spec())
+    assert str(refused.value).endswith(f"{name} removed 3 ({why}); none left")

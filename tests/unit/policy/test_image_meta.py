@@ -55,6 +55,24 @@ def test_image_properties_filter_reads_the_legacy_hypervisor_version_requires(po
     assert passing(f, versions, image_spec(architecture="x86_64", **properties)) == expected
 
 
+@pytest.mark.parametrize("vectorized", [True, False])
+@pytest.mark.parametrize(("properties", "why"), [
+    ({"hw_architecture": "aarch64"},
+     "the image asks for hw_architecture aarch64: all 2 hosts run none such (they offer x86_64/kvm/hvm)"),
+    ({"hw_architecture": "x86_64", "hypervisor_version_requires": ">=7.0"},
+     "the hypervisor version of all 2 hosts fails hypervisor_version_requires >=7.0"),
+])
+def test_when_no_host_is_left_the_reason_says_what_the_image_asks_that_they_lack(
+        policy_conf, versions, properties, why, vectorized):
+    from scheduler.exception import NoValidHost
+    from scheduler.policy.selection import Selector
+
+    selector = Selector([plugin(policy_conf, "filter", "ImagePropertiesFilter")], [], vectorized=vectorized)
+    with pytest.raises(NoValidHost) as refused:
+        selector.select(versions, image_spec(**properties))
+    assert str(refused.value).endswith(f"ImagePropertiesFilter removed 2 ({why}); none left")
+
+
 def test_a_malformed_legacy_version_predicate_refuses_the_request_naming_it(policy_conf):
     f = plugin(policy_conf, "filter", "ImagePropertiesFilter")
     spec = image_spec(hw_architecture="x86_64", hypervisor_version_requires="6.0")
