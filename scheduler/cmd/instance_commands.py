@@ -198,7 +198,7 @@ def _resolve_hints(client, hints):
     return resolved
 
 
-def _formats_with_wait(args, command):
+def formats_with_wait(args, command):
     """-f and -c shape the listing --wait prints: refused without --wait, before anything is done."""
     if output.wants_format(args) and not args.wait:
         raise CommandError(f"-f and -c go with --wait (the listing it prints); without it {command} prints "
@@ -206,7 +206,7 @@ def _formats_with_wait(args, command):
 
 
 def boot_command(client, args, out):
-    _formats_with_wait(args, "boot")
+    formats_with_wait(args, "boot")
     keys = [key for key, _ in args.image_properties]
     twice = sorted({key for key in keys if keys.count(key) > 1})
     if twice:
@@ -252,7 +252,7 @@ def boot_command(client, args, out):
 
 def delete_command(client, args, out):
     """Delete the instances named (by UUID or name); none at all when one of them does not exist."""
-    _formats_with_wait(args, "delete")
+    formats_with_wait(args, "delete")
     uuids = []
     for reference in args.references:
         try:

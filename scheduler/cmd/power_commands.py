@@ -12,8 +12,9 @@ import sys
 
 from compute_agent.client import CONSOLE_TIMEOUT, ComputeClient
 from scheduler import rpc, states
+from scheduler.cmd import output
 from scheduler.cmd.arguments import CommandError, positive
-from scheduler.cmd.instance_commands import print_instances
+from scheduler.cmd.instance_commands import formats_with_wait, print_instances
 from scheduler.cmd.references import instance_uuid
 from scheduler.cmd.waiting import wait_for
 
@@ -38,6 +39,7 @@ def add_commands(subparsers):
                             help=f"wait until the instance is {ACTIONS[command][2]}")
         parser.add_argument("--timeout", type=positive, default=300, metavar="SECONDS",
                             help="with --wait: give up after this long (default 300)")
+        output.add_options(parser)  # of the listing --wait prints
         parser.set_defaults(func=power_command, power_action=command)
 
     console = subparsers.add_parser("console-log", help="The last lines of an instance's serial console, "
@@ -51,6 +53,7 @@ def add_commands(subparsers):
 
 def power_command(client, args, out):
     method, _, done = ACTIONS[args.power_action]
+    formats_with_wait(args, args.power_action)
     uuid = instance_uuid(client, args.reference)
     ctxt = {"request_id": rpc.new_request_id()}
     kwargs = {"hard": True} if getattr(args, "hard", False) else {}
@@ -59,7 +62,7 @@ def power_command(client, args, out):
         print(f"{uuid} {instance['state']}", file=out)
         return 0
     found = wait_for(client, [uuid], args.timeout, settled=(done, states.ERROR, states.DELETED))
-    print_instances(found.values(), out)
+    print_instances(found.values(), out, args)
     return 0 if found[uuid]["state"] == done else 1
 
 

@@ -92,3 +92,17 @@ def test_the_console_of_an_instance_on_no_host_is_refused(conf_file):
 def test_console_log_lines_must_be_a_positive_number(conf_file, lines, capsys):
     with pytest.raises(SystemExit):
         parse(conf_file, "console-log", "web", "--lines", lines)
+
+
+def test_wait_prints_its_listing_in_the_format_asked_and_a_format_without_wait_is_refused(conf_file,
+                                                                                          monkeypatch):
+    from scheduler.cmd import power_commands
+
+    monkeypatch.setattr(power_commands, "wait_for", lambda client, uuids, timeout, settled: {
+        u: dict(client.instance, state=settled[0]) for u in uuids})
+    stopped = run(conf_file, Scheduler(), "stop", "web", "--wait", "-f", "value", "-c", "state")
+    assert stopped == (0, "SHUTOFF\n")
+    scheduler = Scheduler()
+    with pytest.raises(CommandError, match=r"^-f and -c go with --wait \(the listing it prints\)"):
+        run(conf_file, scheduler, "start", "web", "-f", "json")
+    assert scheduler.calls == []
