@@ -3,6 +3,7 @@ three agents as real processes on the real RabbitMQ and PostgreSQL, driven
 through the ``berth`` command line."""
 
 import collections
+import json
 import uuid as uuidlib
 
 import pytest
@@ -212,12 +213,12 @@ def test_aggregate_metadata_and_host_changes_show_in_the_listing(fleet):
     ok(fleet.cli("aggregate", "create", "meta"))
     try:
         ok(fleet.cli("aggregate", "add-host", "meta", AGENTS[2]))
-        out = ok(fleet.cli("aggregate", "set-metadata", "meta", "ssd=true", "tier=gold"))
-        assert "ssd=true,tier=gold" in out
-        out = ok(fleet.cli("aggregate", "set-metadata", "meta", "tier"))
-        assert "ssd=true" in out and "tier" not in out.split("ssd=true")[1]
-        out = ok(fleet.cli("aggregate", "remove-host", "meta", AGENTS[2]))
-        assert AGENTS[2] not in out
+        out = ok(fleet.cli("aggregate", "set-metadata", "meta", "ssd=true", "tier=gold", "-f", "json"))
+        assert json.loads(out)["metadata"] == {"ssd": "true", "tier": "gold"}
+        out = ok(fleet.cli("aggregate", "set-metadata", "meta", "tier", "-f", "json"))
+        assert json.loads(out)["metadata"] == {"ssd": "true"}
+        out = ok(fleet.cli("aggregate", "remove-host", "meta", AGENTS[2], "-f", "json"))
+        assert json.loads(out)["hosts"] == []
         shown = ok(fleet.cli("aggregate", "show", "meta"))
         assert "meta" in shown and "ssd=true" in shown
     finally:
