@@ -306,20 +306,16 @@ def show_command(client, args, out):
                  project=instance.get("project_id"), server_group=hints.pop("group", None),
                  hints=", ".join(f"{key}={value}" for key, value in sorted(hints.items())) or None)
     moves_of = move_history.history(client, instance["uuid"])
+    record = {key: shown.get(key) for key in SHOWN}
     if output.wants_format(args):
         # One object: the fields above, every other field of the instance, and its moves (a list,
         # null when the scheduler cannot tell them).
-        record = {key: shown.get(key) for key in SHOWN}
         record.update((key, value) for key, value in instance.items()
                       if key not in record and key != "display_name")
-        record["moves"] = None if moves_of is None else move_history.records(moves_of)
-        output.emit_one(args, record, out)
-        return 0
-    for key in SHOWN:
-        print(f"{key:13} {_blank(shown.get(key))}", file=out)
-    if instance.get("move_host"):  # moving: held on this host too until the move ends
-        print(f"{'move_host':13} {instance['move_host']}", file=out)
-    move_history.print_history(moves_of, out)
+    elif instance.get("move_host"):  # moving: held on this host too until the move ends
+        record["move_host"] = instance["move_host"]
+    record["moves"] = None if moves_of is None else move_history.records(moves_of)
+    output.emit_one(args, record, out, text={"moves": move_history.lines})
     return 0
 
 
@@ -352,6 +348,3 @@ def print_instances(instances, out, args=None):
         out,
     )
 
-
-def _blank(value):
-    return "-" if value in (None, "") else value

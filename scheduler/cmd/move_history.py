@@ -1,17 +1,11 @@
-"""The moves of an instance, as ``berth show`` lists them under its other lines (the
-columns of ``openstack server migration list``)."""
+"""The moves of an instance, as ``berth server show`` gives them in its ``moves`` field."""
 
-import io
 import logging
 
 from scheduler import migration_states as moves
 from scheduler import rpc
-from scheduler.cmd import output
 
 LOG = logging.getLogger(__name__)
-
-COLUMNS = ["KIND", "FROM", "TO", "STARTED", "ENDED", "OUTCOME"]
-
 
 #: The fields of each move in ``berth show -f json|yaml``.
 FIELDS = ("id", "kind", "status", "source_host", "dest_host", "created_at", "finished_at", "reason",
@@ -33,18 +27,14 @@ def records(moves_of):
     return [{key: move.get(key) for key in FIELDS} for move in moves_of]
 
 
-def print_history(history, out):
-    """``history`` (the moves of an instance, newest first) under the lines of ``berth show``:
-    nothing when it has none."""
-    if not history:
-        return
-    print(f"{'moves':13} {len(history)}", file=out)
-    table = io.StringIO()
-    output.print_columns(COLUMNS, [
-        [m["kind"], m.get("source_host"), m.get("dest_host"), m.get("created_at"), m.get("finished_at"),
-         _outcome(m)] for m in history], table)
-    for line in table.getvalue().splitlines():
-        print(f"  {line}", file=out)
+def lines(records_of):
+    """The moves (``records``, newest first) as the table of ``berth server show`` words them: one
+    line each, or "none"."""
+    if not records_of:
+        return "none"
+    return "\n".join(
+        f"{m['kind']} {m.get('source_host') or '-'} -> {m.get('dest_host') or '-'}, {m.get('created_at')}"
+        f" to {m.get('finished_at') or 'now'}: {_outcome(m)}" for m in records_of)
 
 
 def _outcome(migration):

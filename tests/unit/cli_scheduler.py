@@ -78,3 +78,21 @@ def cli_scheduler(conf_file: Path, endpoints: Endpoints) -> Iterator[Database]:
         server.wait()
         transport.cleanup()
         database.dispose()
+
+
+def fields(table: str) -> dict[str, str]:
+    """{field: value} of a show's table (``| field | value |`` rows; a value of several lines
+    joined by newlines)."""
+    found: dict[str, str] = {}
+    field = None
+    for line in table.splitlines():
+        if not line.startswith("|"):
+            continue
+        name, value = (cell.strip() for cell in line.strip("|").split("|", 1))
+        if name == "Field" and value == "Value":
+            continue
+        if name:
+            field, found[name] = name, value
+        elif field is not None:
+            found[field] += "\n" + value
+    return found

@@ -11,7 +11,7 @@ from scheduler import client as client_module
 from scheduler import rpc
 from scheduler.cmd import cli, waiting
 from scheduler.cmd.arguments import CommandError, Interrupted
-from tests.unit.cli_scheduler import parse, stored_flavor, write_conf
+from tests.unit.cli_scheduler import fields, parse, stored_flavor, write_conf
 
 U1 = "00000000-0000-4000-8000-000000000001"
 U2 = "00000000-0000-4000-8000-000000000002"
@@ -412,7 +412,7 @@ def test_a_cap_below_the_moves_api_is_refused_as_one_line(tmp_path, capsys):
 def _shown(conf_file, fleet, reference=U1):
     status, out = run(conf_file, fleet, "show", reference)
     assert status == 0
-    return out.splitlines()
+    return fields(out)
 
 
 def test_show_lists_the_moves_newest_first_under_the_usual_lines(conf_file):
@@ -421,32 +421,28 @@ def test_show_lists_the_moves_newest_first_under_the_usual_lines(conf_file):
     fleet.list_migrations({}, instance_uuid=U1)  # it ends, in error
     fleet.fails, fleet.polls = {}, 100
     fleet.migrate_instance({}, U1, host="h3")  # under way
-    lines = _shown(conf_file, fleet)
-    usual = dict(line.split(None, 1) for line in lines)
+    usual = _shown(conf_file, fleet)
     assert (usual["uuid"], usual["name"], usual["state"]) == (U1, "web-1", "MIGRATING")
-    at = lines.index("moves         2")
-    assert [line.split() for line in lines[at + 1:]] == [
-        ["KIND", "FROM", "TO", "STARTED", "ENDED", "OUTCOME"],
-        ["migration", "h1", "h3", "2026-12-03T10:00:00.000000Z", "-", "migrating"],
-        ["migration", "h1", "h2", "2026-12-03T10:00:00.000000Z", "2026-12-03T10:01:00.000000Z", "error:",
-         "disk", "full", "on", "h2"],
+    assert usual["moves"].splitlines() == [
+        "migration h1 -> h3, 2026-12-03T10:00:00.000000Z to now: migrating",
+        "migration h1 -> h2, 2026-12-03T10:00:00.000000Z to 2026-12-03T10:01:00.000000Z: "
+        "error: disk full on h2",
     ]
 
 
 def test_show_of_an_instance_never_moved_is_as_it_was(conf_file):
     fleet = Fleet([instance(1, name="web-1")])
-    lines = _shown(conf_file, fleet, "web-1")
-    assert [line.split()[0] for line in lines] == [
+    assert list(_shown(conf_file, fleet, "web-1")) == [
         "uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
         "ephemeral_gb", "vcpus", "project", "server_group", "hints", "attempts", "fault_reason",
-        "request_id", "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at"]
+        "request_id", "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at", "moves"]
 
 
 def test_show_names_the_project_server_group_and_hints_of_the_request(conf_file):
     hints = {"group": "web", "different_host": U1, "query": '[">=", "$free_ram_mb", 1024]'}
     fleet = Fleet([dict(instance(1), project_id="p1", filter_properties={"scheduler_hints": hints},
                         updated_at="2026-12-03T10:00:01.000000Z")])
-    usual = dict(line.split(None, 1) for line in _shown(conf_file, fleet))
+    usual = _shown(conf_file, fleet)
     assert (usual["project"], usual["server_group"], usual["updated_at"]) == (
         "p1", "web", "2026-12-03T10:00:01.000000Z")
     assert usual["hints"] == f'different_host={U1}, query=[">=", "$free_ram_mb", 1024]'
@@ -457,7 +453,7 @@ def test_show_names_the_project_server_group_and_hints_of_the_request(conf_file)
 
 def test_show_prints_the_other_host_of_a_moving_instance(conf_file):
     fleet = Fleet([dict(instance(1, state="VERIFY_RESIZE", host="h2"), move_host="h1")])
-    assert "move_host     h1" in _shown(conf_file, fleet)
+    assert _shown(conf_file, fleet)["move_host"] == "h1"
 
 
 @pytest.mark.parametrize("error", [
@@ -470,7 +466,7 @@ def test_show_works_against_a_scheduler_that_predates_moves(conf_file, error):
             raise error
 
     old, new = OldScheduler([instance(1)]), Fleet([instance(1)])
-    assert _shown(conf_file, old) == _shown(conf_file, new)
+    assert _shown(conf_file, old) == dict(_shown(conf_file, new), moves="None")
 
 
 def test_show_as_json_is_one_object_with_every_field_and_the_moves(conf_file):
@@ -494,7 +490,7 @@ def test_show_as_json_is_one_object_with_every_field_and_the_moves(conf_file):
 def test_show_picks_columns_and_the_other_formats(conf_file):
     fleet = Fleet([instance(1, name="web-1")])
     status, out = run(conf_file, fleet, "show", U1, "-f", "value", "-c", "state", "-c", "moves")
-    assert (status, out.split()) == (0, ["ACTIVE", "[]"])
+    assert (status, out.split()) == (0, ["ACTIVE", "none"])
     status, out = run(conf_file, fleet, "show", U1, "-f", "yaml", "-c", "host")
     assert (status, out) == (0, "host: h1\n")
     with pytest.raises(CommandError, match="no column 'nope'"):

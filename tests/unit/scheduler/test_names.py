@@ -14,6 +14,7 @@ from scheduler import rpc
 from scheduler.cmd import references
 from scheduler.cmd.arguments import CommandError
 from scheduler.db.api import Database
+from tests.unit.cli_scheduler import fields
 from tests.unit.cmd.test_admin_commands import conf_file, main, run, scheduler  # noqa: F401
 from tests.unit.scheduler.manager_world import casts, request
 
@@ -77,9 +78,9 @@ def test_names_are_numbered_listed_shown_and_used_to_delete(scheduler, conf_file
 
     status, out, _ = berth(capsys, conf_file, "show", "web-2")
     assert status == 0
-    shown = dict(line.split(None, 1) for line in out.splitlines())
+    shown = fields(out)
     assert (shown["uuid"], shown["name"], shown["flavor_name"], shown["zone"]) == (
-        uuids[1], "web-2", "m1.tiny", "-")
+        uuids[1], "web-2", "m1.tiny", "None")
 
     status, out, _ = berth(capsys, conf_file, "delete", "web-1")
     assert (status, out) == (0, f"{uuids[0]} deleting\n")
@@ -90,7 +91,7 @@ def test_names_are_numbered_listed_shown_and_used_to_delete(scheduler, conf_file
     assert refused(capsys, conf_file, "show", "web-1") == "berth: No instance named web-1"
     [again] = boot(capsys, conf_file, database, "--name", "web-1")
     status, out, _ = berth(capsys, conf_file, "show", "web-1")
-    assert status == 0 and f"uuid          {again}" in out.splitlines()
+    assert status == 0 and fields(out)["uuid"] == again
 
 
 def test_without_percent_d_several_instances_are_numbered_as_nova_numbers_them(
@@ -102,7 +103,7 @@ def test_without_percent_d_several_instances_are_numbered_as_nova_numbers_them(
     names = {u: i["display_name"] for u, i in database.get_instances(several + [one, unnamed]).items()}
     assert [names[u] for u in several + [one, unnamed]] == ["db-1", "db-2", "solo", None]
     status, out, _ = berth(capsys, conf_file, "show", unnamed)
-    assert status == 0 and "name          -" in out.splitlines()
+    assert status == 0 and fields(out)["name"] == "None"
 
 
 def test_the_zone_shown_is_the_one_asked_for(scheduler, conf_file, capsys):  # noqa: F811
@@ -111,7 +112,7 @@ def test_the_zone_shown_is_the_one_asked_for(scheduler, conf_file, capsys):  # n
     status, out, _ = berth(capsys, conf_file, "instances", "-f", "value", "-c", "name", "-c", "zone")
     assert out == "zoned nova\n"
     status, out, _ = berth(capsys, conf_file, "show", "zoned")
-    assert "zone          nova" in out.splitlines() and f"uuid          {uuid}" in out.splitlines()
+    assert (fields(out)["zone"], fields(out)["uuid"]) == ("nova", uuid)
 
 
 @pytest.mark.parametrize(
@@ -177,7 +178,7 @@ def test_unknown_and_ambiguous_names_are_refused_and_change_nothing(scheduler, c
     assert everything(database) == before
 
     status, out, _ = berth(capsys, conf_file, "show", first)  # a UUID still names either
-    assert status == 0 and "name          dup" in out.splitlines()
+    assert status == 0 and fields(out)["name"] == "dup"
 
 
 def test_an_ambiguous_name_lists_at_most_ten_uuids():
