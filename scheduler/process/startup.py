@@ -13,6 +13,7 @@ from oslo_log import log
 from berth_contract import amqp_names as names
 from berth_contract import host_names
 from scheduler import conf as berth_conf
+from scheduler.process import unknown_config
 from scheduler.version import version
 
 LOG = logging.getLogger(__name__)
@@ -106,6 +107,25 @@ def _parse(conf, argv, prog, cli_opts):
     sys.stderr.write(said.getvalue())
 
 
+#: What the files loaded last hold that no Berth program reads, said once logging is set up.
+_UNKNOWN = []
+
+
+def _check_names(conf):
+    """Refuse unknown sections and options under [DEFAULT] strict_config; else keep them for the log."""
+    found = unknown_config.find(conf)
+    if found and conf.strict_config:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise ValueError(f"{found[0]}{more}; [DEFAULT] strict_config refuses names Berth does not know")
+    _UNKNOWN[:] = found
+
+
+def _say_unknown(say):
+    for unknown in _UNKNOWN:
+        say(unknown)
+    _UNKNOWN.clear()
+
+
 def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None, areas=berth_conf.AREAS):
     """Parse ``argv`` into a ConfigOpts with Berth's options, or exit with one line.
 
@@ -127,6 +147,7 @@ def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None, areas=b
         _check_transport_url(conf)
         for validate in validators:
             validate(conf)
+        _check_names(conf)
     except _BadOption as exc:
         sys.exit(f"{prog}: invalid configuration: {exc.where}: {exc.reason}")
     except ValueError as exc:
@@ -163,6 +184,7 @@ def setup_logging(conf, prog):
         _setup(conf, prog)
     except _CANNOT_LOG as exc:
         sys.exit(f"{prog}: cannot log as configured: {exc}")
+    _say_unknown(lambda unknown: LOG.warning("%s", unknown))
 
 
 def _setup(conf, prog):
@@ -183,6 +205,7 @@ def setup_command_logging(conf, prog):
     use_journal, use_syslog or use_stderr send it (``berth --log-file PATH ...``), at DEBUG with
     debug; without any, only warnings and errors reach standard error, as bare lines. A
     destination that cannot be opened is said in one line, and the command goes on."""
+    _say_unknown(lambda unknown: print(f"{prog}: warning: {unknown}", file=sys.stderr))
     if not (log_destination(conf) or conf.use_stderr):
         return
     excepthook = sys.excepthook
