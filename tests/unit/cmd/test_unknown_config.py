@@ -80,8 +80,9 @@ def test_strict_config_refuses_to_start_with_one_line(tmp_path):
              register=[agent_conf.register_opts], areas=berth_conf.AGENT_AREAS)
     message = str(info.value)
     assert message.startswith("berth-compute-agent: invalid configuration: ")
-    assert "unknown option [compute_agent] fake_memroy_mb, ignored: did you mean [compute_agent] " \
-           "fake_memory_mb? (and 1 more); [DEFAULT] strict_config refuses names Berth does not know" in message
+    assert ("unknown option [compute_agent] fake_memroy_mb, ignored: did you mean [compute_agent] "
+            "fake_memory_mb? (and 1 more); [DEFAULT] strict_config refuses names Berth does not "
+            "know") in message
     assert "\n" not in message
 
 
