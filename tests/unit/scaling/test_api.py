@@ -450,3 +450,29 @@ def test_show_names_the_templates_server_group_and_says_when_it_is_gone(world):
     assert world.api.show_scaling_group({}, "web")["server_group"] == {"uuid": SERVER_GROUP, "missing": True}
     world.create("plain")
     assert world.api.show_scaling_group({}, "plain")["server_group"] is None
+
+
+def test_an_external_metric_on_a_queue_the_broker_does_not_have_is_refused(world, conf):
+    import kombu
+
+    from scheduler import rpc
+    from scheduler.scaling.api import ScalingGroupEndpoint
+    from scheduler.scaling.service import BrokerQueues
+
+    transport = rpc.get_transport(conf)
+    queues = BrokerQueues(transport)
+    world.api = ScalingGroupEndpoint(conf, world.db, queues)
+    jobs = {"min": 1, "max": 3, "metrics": [{"type": "external", "name": "queue:jobs", "target_value": 5}]}
+    message = ("spec.metrics[0].name: external metric 'queue:jobs': the scheduler's broker has no queue "
+               "'jobs'; declare it first (the group scales on its depth)")
+    try:
+        refused(world, lambda: world.api.create_scaling_group({}, "workers", jobs, TEMPLATE), message)
+        world.api.create_scaling_group({}, "web", {"max": 3}, TEMPLATE)
+        refused(world, lambda: world.api.update_scaling_group({}, "web", {"metrics": jobs["metrics"]}), message)
+        with kombu.Connection("memory://") as conn:
+            kombu.Queue("jobs", kombu.Exchange("jobs-x", type="direct"), routing_key="jobs")(conn).declare()
+        assert world.api.create_scaling_group({}, "workers", jobs, TEMPLATE)["name"] == "workers"
+        assert world.api.update_scaling_group({}, "web", {"metrics": jobs["metrics"]})["spec"]["metrics"]
+    finally:
+        queues.close()
+        transport.cleanup()
