@@ -7,13 +7,15 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any
 
+import kombu
 import pytest
 
-from scheduler import states
+from scheduler import rpc, states
 from scheduler.db.api import NotFound
 from scheduler.exception import InvalidRequest
-from scheduler.scaling.api import MAX_NAME, UPDATE_ATTEMPTS, check_spec
+from scheduler.scaling.api import MAX_NAME, UPDATE_ATTEMPTS, ScalingGroupEndpoint, check_spec
 from scheduler.scaling.controller import PAUSED, REMOVED, SYNCED
+from scheduler.scaling.service import BrokerQueues
 from tests.unit.scaling.api_world import CPU_50, SPEC, TEMPLATE, World, clock_fixture, world_fixture  # noqa: F401
 
 SERVER_GROUP = "5b1c1bde-8d8e-4c5e-9f0e-2f4d0c0a7e11"
@@ -453,12 +455,6 @@ def test_show_names_the_templates_server_group_and_says_when_it_is_gone(world):
 
 
 def test_an_external_metric_on_a_queue_the_broker_does_not_have_is_refused(world, conf):
-    import kombu
-
-    from scheduler import rpc
-    from scheduler.scaling.api import ScalingGroupEndpoint
-    from scheduler.scaling.service import BrokerQueues
-
     transport = rpc.get_transport(conf)
     queues = BrokerQueues(transport)
     world.api = ScalingGroupEndpoint(conf, world.db, queues)
@@ -468,11 +464,12 @@ def test_an_external_metric_on_a_queue_the_broker_does_not_have_is_refused(world
     try:
         refused(world, lambda: world.api.create_scaling_group({}, "workers", jobs, TEMPLATE), message)
         world.api.create_scaling_group({}, "web", {"max": 3}, TEMPLATE)
-        refused(world, lambda: world.api.update_scaling_group({}, "web", {"metrics": jobs["metrics"]}), message)
+        set_jobs = {"metrics": jobs["metrics"]}
+        refused(world, lambda: world.api.update_scaling_group({}, "web", set_jobs), message)
         with kombu.Connection("memory://") as conn:
             kombu.Queue("jobs", kombu.Exchange("jobs-x", type="direct"), routing_key="jobs")(conn).declare()
         assert world.api.create_scaling_group({}, "workers", jobs, TEMPLATE)["name"] == "workers"
-        assert world.api.update_scaling_group({}, "web", {"metrics": jobs["metrics"]})["spec"]["metrics"]
+        assert world.api.update_scaling_group({}, "web", set_jobs)["spec"]["metrics"] == jobs["metrics"]
     finally:
         queues.close()
         transport.cleanup()
