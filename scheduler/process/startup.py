@@ -111,19 +111,25 @@ def _parse(conf, argv, prog, cli_opts):
 _UNKNOWN = []
 
 
-def _check_names(conf):
-    """Refuse unknown sections and options under [DEFAULT] strict_config; else keep them for the log."""
-    found = unknown_config.find(conf)
-    if found and conf.strict_config:
-        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        raise ValueError(f"{found[0]}{more}; [DEFAULT] strict_config refuses names Berth does not know")
-    _UNKNOWN[:] = found
+def _refuse_unknown(conf):
+    """Under [DEFAULT] strict_config, refuse the names of _UNKNOWN."""
+    if _UNKNOWN and conf.strict_config:
+        more = f" (and {len(_UNKNOWN) - 1} more)" if len(_UNKNOWN) > 1 else ""
+        first = _UNKNOWN[0].said(ignored=False)
+        _UNKNOWN.clear()
+        raise ValueError(f"{first}{more}; [DEFAULT] strict_config refuses names Berth does not know")
 
 
 def _say_unknown(say):
     for unknown in _UNKNOWN:
-        say(unknown)
+        say(unknown.said())
     _UNKNOWN.clear()
+
+
+def _exit(prog, message):
+    """Stop with ``message``, after the unknown names of the files, which may be why."""
+    _say_unknown(lambda said: print(f"{prog}: warning: {said}", file=sys.stderr))
+    sys.exit(message)
 
 
 def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None, areas=berth_conf.AREAS):
@@ -139,23 +145,25 @@ def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None, areas=b
     berth_conf.register_opts(conf, areas)
     if cli_opts:
         conf.register_cli_opts(cli_opts)
+    _UNKNOWN.clear()
     try:
         for register_opts in register:  # the plugins' may fail: two of one name, say
             register_opts(conf)
         _parse(conf, argv, prog, cli_opts)
+        _UNKNOWN[:] = unknown_config.find(conf)
         _check_every_value(conf)
+        _refuse_unknown(conf)  # before the checks a misspelt name may make fail
         _check_transport_url(conf)
         for validate in validators:
             validate(conf)
-        _check_names(conf)
     except _BadOption as exc:
-        sys.exit(f"{prog}: invalid configuration: {exc.where}: {exc.reason}")
+        _exit(prog, f"{prog}: invalid configuration: {exc.where}: {exc.reason}")
     except ValueError as exc:
-        sys.exit(f"{prog}: invalid configuration: {exc}")
+        _exit(prog, f"{prog}: invalid configuration: {exc}")
     except (cfg.ConfigFilesNotFoundError, cfg.ConfigDirNotFoundError) as exc:
-        sys.exit(f"{prog}: {exc}")
+        _exit(prog, f"{prog}: {exc}")
     except cfg.Error as exc:
-        sys.exit(f"{prog}: invalid configuration: {str(exc).splitlines()[0]}")
+        _exit(prog, f"{prog}: invalid configuration: {str(exc).splitlines()[0]}")
     return conf
 
 
@@ -184,7 +192,7 @@ def setup_logging(conf, prog):
         _setup(conf, prog)
     except _CANNOT_LOG as exc:
         sys.exit(f"{prog}: cannot log as configured: {exc}")
-    _say_unknown(lambda unknown: LOG.warning("%s", unknown))
+    _say_unknown(lambda said: LOG.warning("%s", said))
 
 
 def _setup(conf, prog):
@@ -205,7 +213,7 @@ def setup_command_logging(conf, prog):
     use_journal, use_syslog or use_stderr send it (``berth --log-file PATH ...``), at DEBUG with
     debug; without any, only warnings and errors reach standard error, as bare lines. A
     destination that cannot be opened is said in one line, and the command goes on."""
-    _say_unknown(lambda unknown: print(f"{prog}: warning: {unknown}", file=sys.stderr))
+    _say_unknown(lambda said: print(f"{prog}: warning: {said}", file=sys.stderr))
     if not (log_destination(conf) or conf.use_stderr):
         return
     excepthook = sys.excepthook

@@ -44,16 +44,19 @@ class Unknown:
     nearest: str | None = None  # "[group] option", or "[group]"
     options: int = 0  # of an unknown section: how many it sets
 
-    def __str__(self):
+    def said(self, ignored=True):
+        """One line: the file, the name, the nearest known one; ``ignored``: that it is."""
+        options = f"{self.options} option{'s' if self.options != 1 else ''}"
         if self.option is None:
-            what = f"unknown section [{self.section}]"
-            ignored = f"ignored with its {self.options} option{'s' if self.options != 1 else ''}"
+            what = f"unknown section [{self.section}]" + (f", ignored with its {options}" if ignored
+                                                          else f" ({options})")
         else:
-            what = f"unknown option [{self.section}] {self.option}"
-            ignored = "ignored"
+            what = f"unknown option [{self.section}] {self.option}" + (", ignored" if ignored else "")
         hint = (f"did you mean {self.nearest}?" if self.nearest
                 else "etc/berth/berth.conf.sample lists every section and option")
-        return f"{self.path}: {what}, {ignored}: {hint}"
+        return f"{self.path}: {what}: {hint}"
+
+    __str__ = said
 
 
 def _section(name):

@@ -75,15 +75,27 @@ def test_a_daemon_logs_it_as_a_warning(tmp_path):
 
 def test_strict_config_refuses_to_start_with_one_line(tmp_path):
     with pytest.raises(SystemExit) as info:
-        load(tmp_path, "[DEFAULT]\nstrict_config = true\n[compute_agent]\nfake_memroy_mb = 4096\n"
-             "[compute_agnet]\ndriver = fake\n", prog="berth-compute-agent",
-             register=[agent_conf.register_opts], areas=berth_conf.AGENT_AREAS)
+        load(tmp_path, "[DEFAULT]\nstrict_config = true\n[compute_agnet]\ndriver = fake\n"
+             "[compute_agent]\nfake_memroy_mb = 4096\n", prog="berth-compute-agent",
+             register=[agent_conf.register_opts], validators=[agent_conf.check_driver],
+             areas=berth_conf.AGENT_AREAS)
     message = str(info.value)
-    assert message.startswith("berth-compute-agent: invalid configuration: ")
-    assert ("unknown option [compute_agent] fake_memroy_mb, ignored: did you mean [compute_agent] "
-            "fake_memory_mb? (and 1 more); [DEFAULT] strict_config refuses names Berth does not "
-            "know") in message
-    assert "\n" not in message
+    # the misspelt section, not the driver it leaves unset
+    assert message == (f"berth-compute-agent: invalid configuration: {tmp_path / 'berth.conf'}: unknown "
+                       "section [compute_agnet] (1 option): did you mean [compute_agent]? (and 1 more); "
+                       "[DEFAULT] strict_config refuses names Berth does not know")
+
+
+def test_a_start_refused_for_another_reason_says_the_unknown_names_first(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        load(tmp_path, "[compute_agnet]\ndriver = fake\n", prog="berth-compute-agent",
+             register=[agent_conf.register_opts], validators=[agent_conf.check_driver],
+             areas=berth_conf.AGENT_AREAS)
+    assert str(info.value).startswith("berth-compute-agent: invalid configuration: [compute_agent] driver is "
+                                      "not set")
+    assert capsys.readouterr().err.splitlines() == [
+        f"berth-compute-agent: warning: {tmp_path / 'berth.conf'}: unknown section [compute_agnet], ignored "
+        "with its 1 option: did you mean [compute_agent]?"]
 
 
 def test_strict_config_starts_on_known_names(tmp_path, capsys):
