@@ -110,9 +110,17 @@ def _oslo_log_options():
     return _options.list_opts()
 
 
-#: Where every option of Berth's is listed, as oslo-config-generator reads them (berth.conf.sample),
-#: the quickest to import first.
-EVERY_OPTION = (_oslo_log_options, _agent_options, _scheduler_options)
+def _command_line_options():
+    """The commands' own options, which a file's [DEFAULT] may set too (``agents = 3``)."""
+    from compute_agent.cmd import agent
+    from scheduler.cmd import all_in_one, cli
+
+    return [(None, [*agent.cli_opts, *all_in_one.cli_opts, *cli.cli_opts])]
+
+
+#: Where every option of Berth's is listed: as oslo-config-generator reads them (berth.conf.sample),
+#: the quickest to import first, then the commands' own.
+EVERY_OPTION = (_oslo_log_options, _agent_options, _scheduler_options, _command_line_options)
 
 
 def _add(known, pairs):

@@ -151,3 +151,10 @@ def test_every_option_of_the_sample_configuration_is_known(tmp_path):
     berth_conf.register_opts(conf, berth_conf.AGENT_AREAS)
     conf(["--config-file", str(path)], project="berth", default_config_files=[])
     assert unknown_config.find(conf) == []
+
+
+def test_the_commands_own_options_set_in_a_file_are_known(tmp_path, capsys):
+    lines, _ = said_by_berth(tmp_path, capsys, "[DEFAULT]\nagents = 3\nagent_prefix = lab\n"
+                             "connect_timeout = 2\nagent_host = c1\nagentz = 3\n")
+    assert len(lines) == 1
+    assert lines[0].endswith("unknown option [DEFAULT] agentz, ignored: did you mean [DEFAULT] agents?")
