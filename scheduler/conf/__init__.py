@@ -66,11 +66,12 @@ AGENT_AREAS = (
     "scheduler.telemetry.endpoint",
 )
 
-#: What the ``berth`` command line reads: [DEFAULT] (the transport, logging), messaging, the
+#: What the ``berth`` command line reads: [DEFAULT] (the transport, logging, strict_config), messaging, the
 #: roles and the upgrade levels; importing no service, database or policy module keeps a
 #: listing's start under 0.3 s of CPU. A service's options in a file it shares are left unread.
 CLI_AREAS = (
     "scheduler.conf.default",
+    "scheduler.process.unknown_config",
     "scheduler.conf.messaging",
     "scheduler.rpc.amqp_fast.options",
     "scheduler.rpc.access",

@@ -150,7 +150,8 @@ def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None, areas=b
         for register_opts in register:  # the plugins' may fail: two of one name, say
             register_opts(conf)
         _parse(conf, argv, prog, cli_opts)
-        _UNKNOWN[:] = unknown_config.find(conf)
+        # berth's own areas are few, to start quickly: it judges the names near those it reads
+        _UNKNOWN[:] = unknown_config.find(conf, own_only=areas == berth_conf.CLI_AREAS)
         _check_every_value(conf)
         _refuse_unknown(conf)  # before the checks a misspelt name may make fail
         _check_transport_url(conf)

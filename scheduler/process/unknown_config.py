@@ -145,19 +145,36 @@ def _sections_of(path):
     return sections
 
 
-def find(conf, listings=EVERY_OPTION):
+#: How near a name must be to one the command line reads to be taken for its misspelling.
+NEAR_OWN = 0.8
+
+
+def find(conf, listings=EVERY_OPTION, own_only=False):
     """The Unknown names of the files ``conf`` loaded, file by file, in the files' order.
 
     Names are looked up in what ``conf`` registered, then in each of ``listings`` (callables
-    returning ``(group, opts)`` pairs), imported only while some name is still unknown."""
+    returning ``(group, opts)`` pairs), imported only while some name is still unknown.
+
+    ``own_only`` (the ``berth`` command line, which registers only what it reads so as to start
+    quickly): only names near one ``conf`` registered, in a section it registered, are judged;
+    the others, likely a daemon's, are the daemons' to judge."""
     known = _registered(conf)
     read = [(path, section, values) for path in loaded_files(conf)
             for section, values in _sections_of(path).items()]
+    if own_only:
+        read = [(path, section, [name for name in values if _near_own(known, section, name)])
+                for path, section, values in read if _section(section) in known]
+        read = [(path, section, values) for path, section, values in read if values]
     listings = list(listings)
     while listings and any(_unknown_in(known, section, values) for _, section, values in read):
         _add(known, listings.pop(0)())
     return [unknown for path, section, values in read
             for unknown in _check_section(path, section, values, known)]
+
+
+def _near_own(known, section, name):
+    names = known[_section(section)]
+    return name not in names and bool(difflib.get_close_matches(name, names, n=1, cutoff=NEAR_OWN))
 
 
 def _unknown_in(known, section, values):

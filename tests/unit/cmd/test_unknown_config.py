@@ -3,6 +3,8 @@ the nearest known name; [DEFAULT] strict_config refuses to start on it."""
 
 import configparser
 import re
+import subprocess
+import sys
 
 import pytest
 from oslo_config import cfg
@@ -158,3 +160,37 @@ def test_the_commands_own_options_set_in_a_file_are_known(tmp_path, capsys):
                              "connect_timeout = 2\nagent_host = c1\nagentz = 3\n")
     assert len(lines) == 1
     assert lines[0].endswith("unknown option [DEFAULT] agentz, ignored: did you mean [DEFAULT] agents?")
+
+
+SHARED = """\
+[DEFAULT]
+transport_url = memory://
+ram_allocation_ratio = 1.0
+[database]
+connection = sqlite://
+[scheduler]
+max_attempts = 3
+[compute_agnet]
+driver = fake
+"""
+
+
+def test_berth_judges_only_the_names_near_those_it_reads(tmp_path, capsys):
+    """berth reads a few sections (CLI_AREAS, to start quickly): the daemons' sections and options
+    of a shared file, a misspelt daemon's section included, are the daemons' to judge."""
+    conf, path = load(tmp_path, SHARED + "[DEFAULT]\ntransport_ulr = memory://\n", areas=berth_conf.CLI_AREAS)
+    config.setup_command_logging(conf, "berth")
+    assert capsys.readouterr().err.splitlines() == [
+        f"berth: warning: {path}: unknown option [DEFAULT] transport_ulr, ignored: "
+        "did you mean [DEFAULT] transport_url?"]
+
+
+def test_berth_imports_no_daemon_module_to_check_a_shared_file(tmp_path):
+    path = tmp_path / "berth.conf"
+    path.write_text(SHARED)
+    script = ("import sys; from scheduler import conf; from scheduler.process import startup; "
+              f"startup.load(['--config-file', {str(path)!r}], 'berth', areas=conf.CLI_AREAS); "
+              "print([m for m in ('scheduler.conf.opts', 'compute_agent.conf', 'scheduler.policy') "
+              "if m in sys.modules], startup._UNKNOWN)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[] []", done.stderr
