@@ -141,6 +141,7 @@ class SchedulerService:
         self._reload_aggregates = functools.partial(reload_aggregates, database, hosts)
         self._reload_disabled = functools.partial(reload_disabled, database, hosts)
         self._peers = SchedulerClient(transport)
+        self._queues = BrokerQueues(transport)  # the external metrics' queues
         access = rpc.Access.from_conf(conf)
         shared = conf.scheduler.report_ingestion == report_digests.SHARED
         self.digests_out = self.digests_in = None
@@ -155,7 +156,7 @@ class SchedulerService:
         self._server = rpc.get_rpc_server(
             transport, rpc.Target(topic=TOPIC, server=conf.host),
             [self.manager, self.moves, self.admin, self.host_admin, FlavorEndpoint(database, conf),
-             parts.rebalance, self.jobs, ScalingGroupEndpoint(conf, database),
+             parts.rebalance, self.jobs, ScalingGroupEndpoint(conf, database, self._queues),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
             hearing=self.parts.host_manager,
@@ -175,7 +176,6 @@ class SchedulerService:
         self._task_logs = LogOnce(LOG)  # a database away: one line a minute per task, not a traceback
         #: Reports' samples of other hosts' members: one warning per host a minute.
         self._strays = LogOnce(LOG)
-        self._queues = BrokerQueues(transport)
         self.scaling = self._scaling_loop() if conf.scaling.enabled else None
         #: Carries on the drains and rebalance plans, with the other schedulers (by lease).
         self.job_loop = JobLoop(JobRunner(database, self.moves, parts.rebalance, self._unit_of_work,
@@ -243,9 +243,9 @@ class SchedulerService:
         if self.scaling is not None:
             self.scaling.stop()
         self.job_loop.stop()
-        self._queues.close()
         self._server.stop()
         self._server.wait()
+        self._queues.close()  # after the last create or set that may have opened it again
         if self.digests_in is not None:
             self.digests_out.stop()  # what it took goes to the others
             self.digests_in.stop()

@@ -10,7 +10,8 @@ import tempfile
 
 from oslo_config import cfg
 
-from berth_contract import flavors
+from berth_contract import amqp_names as names
+from berth_contract import flavors, host_names
 from compute_agent import conf as agent_conf
 from compute_agent.client import ComputeClient
 from compute_agent.driver import CannotStart
@@ -35,6 +36,14 @@ PROG = "berth-all-in-one"
 cli_opts = [
     cfg.IntOpt("agents", default=4, min=1, max=1000,
                help="How many compute agents to run (2 with --driver qemu)."),
+    cfg.StrOpt(
+        "agent-prefix",
+        default="vm",
+        metavar="PREFIX",
+        help="The agents are hosts PREFIX-compute-1, PREFIX-compute-2...: vm-compute-N by default, "
+        "on any machine, as the documentation shows them. Give each all-in-one its own to run "
+        "several on one broker.",
+    ),
     cfg.StrOpt(
         "driver",
         help="The agents' driver, over [compute_agent] driver: fake (the default), host, or qemu for real "
@@ -67,7 +76,15 @@ DEMO_CONNECT_TIMEOUT = 5.0
 
 
 def agent_hosts(conf):
-    return [f"{conf.host}-compute-{i + 1}" for i in range(conf.agents)]
+    return [f"{conf.agent_prefix}-compute-{i + 1}" for i in range(conf.agents)]
+
+
+def check_agent_prefix(conf):
+    """Fail start-up on an --agent-prefix that cannot name an agent's queues."""
+    host = agent_hosts(conf)[-1]
+    why = host_names.problem(host)
+    if why is not None:
+        raise ValueError(f"--agent-prefix: {names.printable(host)[:60]!r}, an agent's host name, {why}")
 
 
 def register_agent_opts(conf):
@@ -90,7 +107,8 @@ def main(argv=None, out=None):
         sys.argv[1:] if argv is None else argv,
         PROG,
         register=common.SCHEDULER_SETUP["register"] + [register_agent_opts],
-        validators=[apply_driver_option, *common.SCHEDULER_SETUP["validators"], agent_conf.check_driver,
+        validators=[apply_driver_option, check_agent_prefix, *common.SCHEDULER_SETUP["validators"],
+                    agent_conf.check_driver,
                     agent_conf.check_resources],
         cli_opts=cli_opts,
     )

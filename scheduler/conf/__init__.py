@@ -33,6 +33,7 @@ from scheduler.conf import (  # noqa: F401 (this package's own areas, as its att
 #: sample configuration lists them.
 AREAS = (
     "scheduler.conf.default",
+    "scheduler.process.unknown_config",
     "scheduler.conf.database",
     "scheduler.db.fastpaths",
     "scheduler.conf.messaging",
@@ -53,10 +54,11 @@ AREAS = (
 )
 
 #: The modules of AREAS that declare what a compute agent reads besides [compute_agent] and its
-#: driver's group (compute_agent.conf): [DEFAULT] (host, state_path, logging, the transport),
-#: messaging, the roles, the upgrade levels and its metrics' endpoint.
+#: driver's group (compute_agent.conf): [DEFAULT] (host, state_path, logging, strict_config,
+#: the transport), messaging, the roles, the upgrade levels and its metrics' endpoint.
 AGENT_AREAS = (
     "scheduler.conf.default",
+    "scheduler.process.unknown_config",
     "scheduler.conf.messaging",
     "scheduler.rpc.amqp_fast.options",
     "scheduler.rpc.access",
@@ -64,11 +66,12 @@ AGENT_AREAS = (
     "scheduler.telemetry.endpoint",
 )
 
-#: What the ``berth`` command line reads: [DEFAULT] (the transport, logging), messaging, the
+#: What the ``berth`` command line reads: [DEFAULT] (the transport, logging, strict_config), messaging, the
 #: roles and the upgrade levels; importing no service, database or policy module keeps a
 #: listing's start under 0.3 s of CPU. A service's options in a file it shares are left unread.
 CLI_AREAS = (
     "scheduler.conf.default",
+    "scheduler.process.unknown_config",
     "scheduler.conf.messaging",
     "scheduler.rpc.amqp_fast.options",
     "scheduler.rpc.access",

@@ -13,6 +13,7 @@ from oslo_log import log
 from berth_contract import amqp_names as names
 from berth_contract import host_names
 from scheduler import conf as berth_conf
+from scheduler.process import unknown_config
 from scheduler.version import version
 
 LOG = logging.getLogger(__name__)
@@ -106,6 +107,31 @@ def _parse(conf, argv, prog, cli_opts):
     sys.stderr.write(said.getvalue())
 
 
+#: What the files loaded last hold that no Berth program reads, said once logging is set up.
+_UNKNOWN = []
+
+
+def _refuse_unknown(conf):
+    """Under [DEFAULT] strict_config, refuse the names of _UNKNOWN."""
+    if _UNKNOWN and conf.strict_config:
+        more = f" (and {len(_UNKNOWN) - 1} more)" if len(_UNKNOWN) > 1 else ""
+        first = _UNKNOWN[0].said(ignored=False)
+        _UNKNOWN.clear()
+        raise ValueError(f"{first}{more}; [DEFAULT] strict_config refuses names Berth does not know")
+
+
+def _say_unknown(say):
+    for unknown in _UNKNOWN:
+        say(unknown.said())
+    _UNKNOWN.clear()
+
+
+def _exit(prog, message):
+    """Stop with ``message``, after the unknown names of the files, which may be why."""
+    _say_unknown(lambda said: print(f"{prog}: warning: {said}", file=sys.stderr))
+    sys.exit(message)
+
+
 def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None, areas=berth_conf.AREAS):
     """Parse ``argv`` into a ConfigOpts with Berth's options, or exit with one line.
 
@@ -119,22 +145,26 @@ def load(argv, prog, register=(), validators=(), cli_opts=(), conf=None, areas=b
     berth_conf.register_opts(conf, areas)
     if cli_opts:
         conf.register_cli_opts(cli_opts)
+    _UNKNOWN.clear()
     try:
         for register_opts in register:  # the plugins' may fail: two of one name, say
             register_opts(conf)
         _parse(conf, argv, prog, cli_opts)
+        # berth's own areas are few, to start quickly: it judges the names near those it reads
+        _UNKNOWN[:] = unknown_config.find(conf, own_only=areas == berth_conf.CLI_AREAS)
         _check_every_value(conf)
+        _refuse_unknown(conf)  # before the checks a misspelt name may make fail
         _check_transport_url(conf)
         for validate in validators:
             validate(conf)
     except _BadOption as exc:
-        sys.exit(f"{prog}: invalid configuration: {exc.where}: {exc.reason}")
+        _exit(prog, f"{prog}: invalid configuration: {exc.where}: {exc.reason}")
     except ValueError as exc:
-        sys.exit(f"{prog}: invalid configuration: {exc}")
+        _exit(prog, f"{prog}: invalid configuration: {exc}")
     except (cfg.ConfigFilesNotFoundError, cfg.ConfigDirNotFoundError) as exc:
-        sys.exit(f"{prog}: {exc}")
+        _exit(prog, f"{prog}: {exc}")
     except cfg.Error as exc:
-        sys.exit(f"{prog}: invalid configuration: {str(exc).splitlines()[0]}")
+        _exit(prog, f"{prog}: invalid configuration: {str(exc).splitlines()[0]}")
     return conf
 
 
@@ -163,6 +193,7 @@ def setup_logging(conf, prog):
         _setup(conf, prog)
     except _CANNOT_LOG as exc:
         sys.exit(f"{prog}: cannot log as configured: {exc}")
+    _say_unknown(lambda said: LOG.warning("%s", said))
 
 
 def _setup(conf, prog):
@@ -183,6 +214,7 @@ def setup_command_logging(conf, prog):
     use_journal, use_syslog or use_stderr send it (``berth --log-file PATH ...``), at DEBUG with
     debug; without any, only warnings and errors reach standard error, as bare lines. A
     destination that cannot be opened is said in one line, and the command goes on."""
+    _say_unknown(lambda said: print(f"{prog}: warning: {said}", file=sys.stderr))
     if not (log_destination(conf) or conf.use_stderr):
         return
     excepthook = sys.excepthook

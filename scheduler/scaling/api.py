@@ -28,7 +28,7 @@ from scheduler.exception import InvalidRequest
 from scheduler.planning import lookups
 from scheduler.policy import filters, hints, weighers
 from scheduler.scaling.members import TemplateError, member_request
-from scheduler.scaling.service import external_metric_error
+from scheduler.scaling.service import QUEUE_PREFIX, external_metric_error
 from scheduler.scaling.spec import EXTERNAL, GroupSpec, SpecError, parse_spec
 
 LOG = logging.getLogger(__name__)
@@ -161,9 +161,10 @@ class ScalingGroupEndpoint:
 
     RPC_API = api_versions.SCALING
 
-    def __init__(self, conf: Any, database: Any) -> None:
+    def __init__(self, conf: Any, database: Any, queues: Any = None) -> None:
         self._conf = conf
         self._db = database
+        self._queues = queues  # BrokerQueues: whether an external metric's queue exists
         self._enabled: list[Any] | None = None  # the filters and weighers, built on first use
 
     # -- checks -------------------------------------------------------------------------
@@ -172,6 +173,19 @@ class ScalingGroupEndpoint:
         if self._enabled is None:
             self._enabled = [*filters.enabled_filters(self._conf), *weighers.enabled_weighers(self._conf)]
         return self._enabled
+
+    def _check_queues(self, spec: GroupSpec) -> None:
+        """Refuse an external metric whose queue the broker says does not exist: its depth could
+        never be read (``show`` would say ``<unknown>`` at every sync)."""
+        if self._queues is None:
+            return
+        for index, metric in enumerate(spec.metrics):
+            if metric.type == EXTERNAL and metric.name.startswith(QUEUE_PREFIX):
+                queue = metric.name[len(QUEUE_PREFIX):]
+                if self._queues.missing(queue):
+                    raise InvalidRequest(
+                        f"spec.metrics[{index}].name: external metric {metric.name!r}: the scheduler's "
+                        f"broker has no queue {queue!r}; declare it first (the group scales on its depth)")
 
     def _check_template(self, template: Any, name: str, project_id: str | None) -> dict[str, Any]:
         """``template`` as stored: a run_instance request can be made of it, its server group
@@ -273,6 +287,7 @@ class ScalingGroupEndpoint:
         start from (default: min), ``project_id`` the members' (default: the caller's)."""
         name = check_name(name)
         checked = check_spec(spec, self._conf.scaling.max_members)
+        self._check_queues(checked)
         if project_id is None:
             values = context.to_dict() if hasattr(context, "to_dict") else dict(context or {})
             project_id = values.get("project_id")
@@ -359,6 +374,8 @@ class ScalingGroupEndpoint:
                 else:
                     data[key] = changes[key]
         spec = check_spec(data, self._conf.scaling.max_members)
+        if "metrics" in changes:
+            self._check_queues(spec)
         values: dict[str, Any] = {}
         if any(key in changes for key in SPEC_CHANGES):
             values["spec"] = data

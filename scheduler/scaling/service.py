@@ -86,6 +86,20 @@ class BrokerQueues:
             self.last_error.pop(queue, None)
             return int(declared.message_count)
 
+    def missing(self, queue: str) -> bool:
+        """Whether the broker says ``queue`` does not exist; False when it does, or when the broker
+        cannot say (away, or filesystem://, whose every queue exists)."""
+        with self._lock:
+            try:
+                if self._conn is None:
+                    self._conn = self._transport.connection("scaling-metrics", heartbeat=False)
+                    self._conn.ensure_connection(max_retries=1)
+                self._conn.default_channel.queue_declare(queue, passive=True)
+            except Exception as exc:  # a missing queue closes the channel: start afresh
+                self._reset()
+                return str(getattr(exc, "reply_code", "")) == "404"  # AMQP's NOT_FOUND
+            return False
+
     def _reset(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:

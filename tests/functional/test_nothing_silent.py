@@ -149,7 +149,7 @@ def _shown(tmp_path, name):
 
 def test_the_demo_keeps_what_the_operator_booted_on_the_same_hosts(tmp_path):
     """An instance booted with berth-all-in-one --agents 2 on the embedded defaults (state, host
-    names <host>-compute-1 and -2 the demo's too) outlives a demo run beside that all-in-one, and
+    names vm-compute-1 and -2 the demo's too) outlives a demo run beside that all-in-one, and
     another run once it stopped; both demos place their workload as ever."""
     operator = _AllInOne(tmp_path)
     try:

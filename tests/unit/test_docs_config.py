@@ -6,6 +6,7 @@ import pytest
 from compute_agent import conf as agent_conf
 from scheduler import conf as berth_conf
 from scheduler.conf import opts
+from scheduler.process import unknown_config
 from tests.docs_pages import DOCS, blocks, pages
 
 SNIPPETS = [snippet for path in pages() for snippet in blocks("ini", path.read_text())]
@@ -24,6 +25,7 @@ def test_each_ini_snippet_loads_and_every_value_is_taken_whole(tmp_path, snippet
     agent_conf.register_opts(conf)
     opts.register_plugin_opts(conf)
     conf(["--config-file", str(path)], project="berth-docs", default_config_files=[])
+    assert [str(unknown) for unknown in unknown_config.find(conf)] == []
     section = "DEFAULT"
     for line in snippet.splitlines():
         line = line.strip()

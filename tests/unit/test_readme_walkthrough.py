@@ -36,6 +36,16 @@ def steps():
 STEPS = steps()
 
 
+def shown_after(command):
+    """The lines README shows under ``$ command``, its first."""
+    for block in blocks("console", WALKTHROUGH):
+        lines = block.splitlines()
+        if f"$ {command}" in lines:
+            rest = lines[lines.index(f"$ {command}") + 1:]
+            return rest[:next((i for i, line in enumerate(rest) if line.startswith("$ ")), len(rest))]
+    raise AssertionError(f"README shows no $ {command}")
+
+
 def run(conf_file, command):
     """``berth`` in this process, as typed but for the test's --config-file: (status, output)."""
     argv = shlex.split(command)
@@ -61,8 +71,10 @@ def test_the_walkthrough_starts_the_daemon_and_then_runs_berth_commands_only():
 @pytest.fixture
 def all_in_one(tmp_path):
     conf_file = tmp_path / "berth.conf"
-    # The state of the test's own; any free port for the status page; the demo's sync period.
-    conf_file.write_text(f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\n"
+    # The state of the test's own; a machine's name other than the one of README's transcripts
+    # (the agents' names must not depend on it); any free port for the status page; the demo's
+    # sync period.
+    conf_file.write_text(f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\nhost = laptop\n"
                          "[prometheus]\nlisten_port = 0\n[scaling]\nsync_period = 2\n")
     argv = shlex.split(STEPS[0][0])
     env = dict(os.environ, BERTH_CONCURRENCY="threading")
@@ -95,6 +107,9 @@ def test_each_command_of_the_walkthrough_succeeds_in_order(all_in_one):
         assert status == 0, (command, out)
         if shown is not None and shown.isupper():  # a listing: README shows its header
             assert out.splitlines()[0].split() == shown.split(), command
+        if command == "berth hosts":  # the agents' names, whatever the machine's (host = laptop)
+            assert [row.split()[0] for row in out.splitlines()[1:]] == [
+                row.split()[0] for row in shown_after(command)[1:]]
 
 
 def test_readmes_test_command_is_what_ci_runs_and_tox_lists_its_environments():

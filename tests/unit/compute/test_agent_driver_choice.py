@@ -128,5 +128,5 @@ def test_all_in_one_says_at_start_what_its_agents_report(tmp_path):
                              write_conf(tmp_path, fake_local_gb=500)], "starting with", tmp_path)
     assert status == 0, out
     [line] = said(out, "driver fake")
-    assert ("2 compute agent(s), c1-compute-1 to c1-compute-2, each driver fake: simulated host of "
+    assert ("2 compute agent(s), vm-compute-1 to vm-compute-2, each driver fake: simulated host of "
             "32768 MB memory, 500 GB disk, 16 vCPUs") in line

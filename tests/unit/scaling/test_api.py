@@ -7,13 +7,15 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any
 
+import kombu
 import pytest
 
-from scheduler import states
+from scheduler import rpc, states
 from scheduler.db.api import NotFound
 from scheduler.exception import InvalidRequest
-from scheduler.scaling.api import MAX_NAME, UPDATE_ATTEMPTS, check_spec
+from scheduler.scaling.api import MAX_NAME, UPDATE_ATTEMPTS, ScalingGroupEndpoint, check_spec
 from scheduler.scaling.controller import PAUSED, REMOVED, SYNCED
+from scheduler.scaling.service import BrokerQueues
 from tests.unit.scaling.api_world import CPU_50, SPEC, TEMPLATE, World, clock_fixture, world_fixture  # noqa: F401
 
 SERVER_GROUP = "5b1c1bde-8d8e-4c5e-9f0e-2f4d0c0a7e11"
@@ -450,3 +452,24 @@ def test_show_names_the_templates_server_group_and_says_when_it_is_gone(world):
     assert world.api.show_scaling_group({}, "web")["server_group"] == {"uuid": SERVER_GROUP, "missing": True}
     world.create("plain")
     assert world.api.show_scaling_group({}, "plain")["server_group"] is None
+
+
+def test_an_external_metric_on_a_queue_the_broker_does_not_have_is_refused(world, conf):
+    transport = rpc.get_transport(conf)
+    queues = BrokerQueues(transport)
+    world.api = ScalingGroupEndpoint(conf, world.db, queues)
+    jobs = {"min": 1, "max": 3, "metrics": [{"type": "external", "name": "queue:jobs", "target_value": 5}]}
+    message = ("spec.metrics[0].name: external metric 'queue:jobs': the scheduler's broker has no queue "
+               "'jobs'; declare it first (the group scales on its depth)")
+    try:
+        refused(world, lambda: world.api.create_scaling_group({}, "workers", jobs, TEMPLATE), message)
+        world.api.create_scaling_group({}, "web", {"max": 3}, TEMPLATE)
+        set_jobs = {"metrics": jobs["metrics"]}
+        refused(world, lambda: world.api.update_scaling_group({}, "web", set_jobs), message)
+        with kombu.Connection("memory://") as conn:
+            kombu.Queue("jobs", kombu.Exchange("jobs-x", type="direct"), routing_key="jobs")(conn).declare()
+        assert world.api.create_scaling_group({}, "workers", jobs, TEMPLATE)["name"] == "workers"
+        assert world.api.update_scaling_group({}, "web", set_jobs)["spec"]["metrics"] == jobs["metrics"]
+    finally:
+        queues.close()
+        transport.cleanup()
