@@ -1,6 +1,6 @@
 """Nova's classic m1 flavors: the ones ``berth-manage db sync`` stores first (migration 0008
 keeps its own copy), and those the simulator and berth-all-in-one's demo request by name.
-``berth boot --flavor NAME`` reads the scheduler's stored flavors instead."""
+``berth server create --flavor NAME`` reads the scheduler's stored flavors instead."""
 
 FLAVORS = {
     "m1.tiny": {"memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "vcpus": 1},

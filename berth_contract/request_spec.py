@@ -216,7 +216,7 @@ class RequestSpec:
     display_names: dict = dataclasses.field(default_factory=dict)
     #: The request named its instances' UUIDs (else it gave num_instances, and they were made here).
     uuids_named: bool = True
-    #: With min_num_instances (``berth boot --min-count``): as many of the instances as fit are
+    #: With min_num_instances (``berth server create --min-count``): as many of the instances as fit are
     #: placed, at least this many, the rest not booted. None: all of them or none.
     min_instances: int | None = None
     # Looked up by the scheduler before selection (scheduler.planning.lookups), never read from the wire:

@@ -41,7 +41,7 @@ cli_opts = [
 
 
 def boot(client, flavor, count, project="admin"):
-    """Cast one run_instance for ``count`` instances, as `berth boot` does; returns their UUIDs."""
+    """Cast one run_instance for ``count`` instances, as `berth server create` does; returns their UUIDs."""
     uuids = [str(uuid.uuid4()) for _ in range(count)]
     request_spec = {
         "instance_uuids": uuids,

@@ -82,7 +82,7 @@ opts = [
         default=0.0,
         min=0.0,
         help="Seconds a fake power off, power on or reboot (soft or hard) takes before its instance is "
-        "SHUTOFF or ACTIVE again (berth stop, start, reboot).",
+        "SHUTOFF or ACTIVE again (berth server stop, start, reboot).",
     ),
     cfg.StrOpt(
         "move_failure_step",
@@ -220,7 +220,7 @@ class FakeDriver(base.ComputeDriver):
     hypervisor_type = "fake"
     capabilities = Capabilities(live_migration=True, resize_in_place=True, measures_usage=True,
                                 power_control=True)
-    #: The prefix of each line the fake console says (berth console-log shows them).
+    #: The prefix of each line the fake console says (berth console log show shows them).
     CONSOLE = "berth fake console:"
 
     def __init__(self, conf):

@@ -1,7 +1,7 @@
 """The scheduler's RPC endpoint for flavors: named sizes and extra specs, kept in the database.
 
 Registered beside the AdminEndpoint (the admin API, 1.1 on); every public method is an RPC
-method (the ``berth flavor ...`` commands, and ``berth boot --flavor NAME`` and ``berth resize
+method (the ``berth flavor ...`` commands, and ``berth server create --flavor NAME`` and ``berth server resize
 --flavor NAME``, which look a flavor up and send it whole in their request). Anyone who may
 boot may read them; only operators change them. A flavor is checked as a request's flavor is
 (berth_contract.request_spec.Flavor.from_wire) before anything is saved, and every refusal

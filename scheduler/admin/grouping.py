@@ -1,7 +1,7 @@
 """The scheduler's RPC endpoint for operators: host aggregates and server groups.
 
 Registered beside the SchedulerManager; every public method is an RPC
-method (the ``berth aggregate ...`` and ``berth server-group ...`` commands).
+method (the ``berth aggregate ...`` and ``berth server group ...`` commands).
 Arguments are checked before anything changes, and every refusal is an
 InvalidRequest whose message says what is wrong. The scheduler that handles
 a change reloads its aggregates at once and, once the change has committed,

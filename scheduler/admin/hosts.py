@@ -1,7 +1,7 @@
 """The scheduler's RPC endpoint for operators' host and service commands.
 
 ``berth host disable|enable|delete`` and ``berth service list``. A disabled
-host takes no new instance whatever the filters, and ``berth hosts`` shows
+host takes no new instance whatever the filters, and ``berth host list`` shows
 why; a deleted host is forgotten (its last report, its agent's service row,
 its aggregate memberships) and comes back if its agent reports again. As
 with aggregates, the scheduler that makes a change applies it at once and,

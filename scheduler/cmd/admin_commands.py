@@ -1,4 +1,4 @@
-"""``berth aggregate ...`` and ``berth server-group ...``: host aggregates and server groups.
+"""``berth aggregate ...`` and ``berth server group ...``: host aggregates and server groups.
 
 Every command is one RPC call to the scheduler (scheduler.admin.grouping.AdminEndpoint),
 after one that finds a server group named by name;

@@ -117,8 +117,8 @@ def main(argv=None, out=None):
     guests = all_in_one_guests.runs_guests(conf)
     if guests and (conf.demo or conf.demo_scaling):
         return (f"{PROG}: --{'demo' if conf.demo else 'demo-scaling'} runs fake agents (its workload is "
-                "simulated), not driver qemu: start berth-all-in-one --driver qemu and boot with berth boot "
-                "--image berth-test")
+                "simulated), not driver qemu: start berth-all-in-one --driver qemu and boot with "
+                "berth server create --image berth-test")
     no_image = all_in_one_guests.check_images(conf) if guests else None
     if no_image:
         return f"{PROG}: cannot start: {no_image}"

@@ -63,7 +63,8 @@ def drivers(conf, hosts):
 
 
 def say(conf):
-    print(f"{PROG}: real guests under qemu: images from {conf.qemu.images_path} (berth boot --image NAME), "
+    print(f"{PROG}: real guests under qemu: images from {conf.qemu.images_path} "
+          "(berth server create --image NAME), "
           f"each agent's guests in {os.path.join(conf.qemu.instances_path, '<host>')}; Ctrl-C deletes "
           "them", file=sys.stderr)
 

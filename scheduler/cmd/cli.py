@@ -96,7 +96,7 @@ def _main(argv, out):
     try:
         transport.reach(conf.connect_timeout)
         return conf.command.func(client, conf.command, out)
-    except BrokenPipeError:  # e.g. `berth instances | head -3`: the reader has all it wanted
+    except BrokenPipeError:  # e.g. `berth server list | head -3`: the reader has all it wanted
         output.quiet_stdout()
         return 0
     except CommandError as exc:

@@ -1,5 +1,5 @@
-"""``berth flavor ...``: the flavors the scheduler keeps, which ``berth boot --flavor NAME`` and
-``berth resize --flavor NAME`` request.
+"""``berth flavor ...``: the flavors the scheduler keeps, which ``berth server create --flavor NAME`` and
+``berth server resize --flavor NAME`` request.
 
 Every command is one RPC call to the scheduler (scheduler.admin.flavors.FlavorEndpoint, admin API
 1.1); the scheduler checks the flavor as it checks a request's and changes nothing when it is wrong.

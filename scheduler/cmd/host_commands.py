@@ -1,4 +1,4 @@
-"""``berth hosts``, ``berth host disable|enable|delete`` and ``berth service list``: hosts and services
+"""``berth host list``, ``berth host disable|enable|delete`` and ``berth service list``: hosts and services
 (``berth host evacuate|drain`` are move_commands').
 
 Each command is one RPC call to the scheduler (``hosts``: the scheduler's own
@@ -28,7 +28,7 @@ def add_commands(subparsers):
 
     disable = actions.add_parser("disable", help="Place no new instance on a host (those on it stay).")
     disable.add_argument("target_host", metavar="HOST")
-    disable.add_argument("--reason", metavar="TEXT", help="why, shown by berth hosts and service list")
+    disable.add_argument("--reason", metavar="TEXT", help="why, shown by berth host list and service list")
     disable.set_defaults(func=host_disable)
 
     enable = actions.add_parser("enable", help="Let a disabled host take instances again.")
@@ -66,10 +66,10 @@ def hosts_command(client, args, out):
 
 
 def host_show(client, args, out):
-    """Every field the scheduler keeps of one host, as ``berth hosts`` sums them up."""
+    """Every field the scheduler keeps of one host, as ``berth host list`` sums them up."""
     found = [h for h in client.list_hosts({}) if h["host"] == args.target_host]
     if not found:
-        raise CommandError(f"no host {args.target_host!r} has reported (berth hosts lists them)")
+        raise CommandError(f"no host {args.target_host!r} has reported (berth host list lists them)")
     output.emit_one(args, found[0], out, text=HOST_TEXT)
     return 0
 

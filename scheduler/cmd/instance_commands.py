@@ -1,4 +1,4 @@
-"""``berth boot``, ``delete``, ``instances`` and ``show``: instances.
+"""``berth server create``, ``delete``, ``instances`` and ``show``: instances.
 
 ``boot`` casts one request for all its instances (placed all or none), after the calls that
 find the instances and the server group its hints name; ``delete`` finds every instance it
@@ -288,12 +288,12 @@ def instances_command(client, args, out):
     host = args.on_host
     if not found and host is not None and all(h["host"] != host for h in client.list_hosts({})):
         raise CommandError(f"no host {host!r} has reported, and no instance is on it "
-                           "(berth hosts lists the hosts)")
+                           "(berth host list names them)")
     print_instances(found, out, args)
     return 0
 
 
-#: What ``berth show`` prints, in this order (then move_host while the instance moves, then its moves).
+#: What ``berth server show`` prints, in this order (then move_host while the instance moves, then its moves).
 SHOWN = ("uuid", "name", "state", "host", "node", "zone", "flavor_name", "memory_mb", "root_gb",
          "ephemeral_gb", "vcpus", "project", "server_group", "hints", "attempts", "fault_reason",
          "request_id", "created_at", "updated_at", "scheduled_at", "launched_at", "deleted_at")

@@ -1,4 +1,4 @@
-"""``berth instance-metric push|show``: per-instance metrics (the scaling groups' instance metrics).
+"""``berth server metric push|show``: per-instance metrics (the scaling groups' instance metrics).
 
 ``push`` is one RPC call to the scheduler (scheduler.scaling.instance_metrics_api.InstanceMetricsEndpoint),
 after one that finds an instance named by name: the scheduler saves the values as the

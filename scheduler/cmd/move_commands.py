@@ -1,4 +1,4 @@
-"""``berth resize``, ``migrate``, ``migrations``, ``host evacuate`` and ``host drain``: moving
+"""``berth server resize``, ``migrate``, ``migrations``, ``host evacuate`` and ``host drain``: moving
 instances.
 
 Each command but ``drain`` is one call to the scheduler (API 1.1) after the one that finds an
@@ -170,8 +170,8 @@ def _print_moved(client, migrations, args, out):
         migrations = [ended.get(m["id"], m) for m in migrations]
         for m in migrations:
             if m["kind"] == moves.RESIZE and m["status"] == moves.FINISHED:
-                print(f"resized: check it, then berth resize {m['instance_uuid']} --confirm (or --revert)",
-                      file=sys.stderr)
+                print(f"resized: check it, then berth server resize {m['instance_uuid']} --confirm "
+                      "(or --revert)", file=sys.stderr)
     print_migrations(migrations, out, args)
     return 1 if any(m["status"] == moves.ERROR for m in migrations) else 0
 
@@ -202,7 +202,7 @@ def migrations_command(client, args, out):
     host = args.on_host
     if not found and host is not None and all(h["host"] != host for h in client.list_hosts({})):
         raise CommandError(f"no host {host!r} has reported, and no move is from or to it "
-                           "(berth hosts lists the hosts)")
+                           "(berth host list names them)")
     print_migrations(found, out, args)
     return 0
 
@@ -215,5 +215,5 @@ def drain_command(client, args, out):
     try:
         return drain.run()
     except KeyboardInterrupt:  # in the last listing: the drain ended
-        raise Interrupted(f"interrupted: the drain of {args.target_host} ended; `berth instances --host "
+        raise Interrupted(f"interrupted: the drain of {args.target_host} ended; `berth server list --host "
                           f"{args.target_host}` shows what stays on it") from None

@@ -7,7 +7,7 @@ from scheduler import rpc
 
 LOG = logging.getLogger(__name__)
 
-#: The fields of each move in ``berth show -f json|yaml``.
+#: The fields of each move in ``berth server show -f json|yaml``.
 FIELDS = ("id", "kind", "status", "source_host", "dest_host", "created_at", "finished_at", "reason",
           "figures")
 
@@ -23,7 +23,7 @@ def history(client, uuid):
 
 
 def records(moves_of):
-    """Each move as ``berth show -f json`` gives it."""
+    """Each move as ``berth server show -f json`` gives it."""
     return [{key: move.get(key) for key in FIELDS} for move in moves_of]
 
 

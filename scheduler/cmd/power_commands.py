@@ -1,4 +1,4 @@
-"""``berth stop``, ``start``, ``reboot`` and ``console-log``: an instance's power and its console.
+"""``berth server stop``, ``start``, ``reboot`` and ``console-log``: an instance's power and its console.
 
 Stop, start and reboot are calls to the scheduler (API 1.6), which refuses with the reason what the
 instance cannot take as it is, and otherwise records the action (POWERING_OFF, POWERING_ON,

@@ -15,7 +15,7 @@ from scheduler.cmd.instance_commands import named_flavor
 from scheduler.cmd.rebalancing import Apply
 from scheduler.moves import goals as rebalance_goals
 
-#: NAME comes last, as in ``berth instances``: scripts read the others by position.
+#: NAME comes last, as in ``berth server list``: scripts read the others by position.
 STEP_COLUMNS = ["STEP", "INSTANCE", "SOURCE", "DEST", "MEMORY_MB", "STATUS", "MIGRATION", "REASON", "NAME"]
 PLAN_COLUMNS = ["ID", "GOAL", "STATE", "STEPS", "CREATED", "REASON"]
 

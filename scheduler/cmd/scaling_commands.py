@@ -1,4 +1,4 @@
-"""``berth scaling-group ...``: autoscaling groups.
+"""``berth scaling group ...``: autoscaling groups.
 
 ``create``, ``list``, ``show``, ``set``, ``pause``, ``resume`` and ``delete`` are each
 one RPC call to the scheduler (scheduler.scaling.api.ScalingGroupEndpoint), after those
@@ -29,7 +29,7 @@ from scheduler.scaling.members import COUNTED_STATES
 
 #: Exit status of a bad input file (as argparse's for a bad command line).
 BAD_INPUT = 2
-PREFIX = "berth scaling-group what-if"
+PREFIX = "berth scaling group what-if"
 
 WHAT_IF_HELP = """\
 Print, as one JSON object, what a scaling group would do in one sync, without a broker
@@ -228,8 +228,8 @@ def add_group_commands(actions: Any) -> None:
     create.add_argument("--flavor-disk", dest="scaling_disk", type=_whole, metavar="GB", help="root disk")
     _add_spec_options(create, creating=True)
     create.add_argument("--image", dest="scaling_image", metavar="IMAGE",
-                        help="the image each member boots (as berth boot --image); none: the agents' "
-                        "default ([qemu] default_image)")
+                        help="the image each member boots (as berth server create --image); none: the "
+                        "agents' default ([qemu] default_image)")
     create.add_argument("--server-group", dest="scaling_server_group", metavar="GROUP",
                         help="the members' server group: a UUID, or the name of exactly one")
     create.add_argument("--availability-zone", dest="scaling_zone", metavar="AZ",

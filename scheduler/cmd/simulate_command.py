@@ -39,7 +39,7 @@ average, --busy of them busy.
 Policies: --policy FILE, a Berth configuration file ([filter_scheduler] enabled_filters,
 weighers, host_subset_size, allocation ratios...), repeat to compare; none: Berth's defaults.
 Scaling groups: --scaling-group FILE (JSON: {"name", "flavor", "initial", "spec" as
-`berth scaling-group what-if` takes it, cpu metric only, "load": [[seconds, busy vCPUs of
+`berth scaling group what-if` takes it, cpu metric only, "load": [[seconds, busy vCPUs of
 the whole group], ...]}), synced every --sync-period; --count 0 leaves other arrivals out.
 Maintenance: --maintenance FILE (CSV: at,host[,max_parallel]): at its time each host is
 disabled and its instances moved off it, max_parallel at a time (default 2), each placed as a

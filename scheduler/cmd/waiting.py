@@ -84,11 +84,11 @@ def wait_until(predicate, timeout, what, interval=0.2, sleep=None, clock=None):
 
 
 class Kind:
-    """How the things a wait follows are told: instances (rows of ``berth instances``)."""
+    """How the things a wait follows are told: instances (rows of ``berth server list``)."""
 
     noun = "instance(s)"
     #: What the interruption says goes on, and where to see it.
-    carries_on = "the scheduler carries on: `berth instances` shows them"
+    carries_on = "the scheduler carries on: `berth server list` shows them"
 
     def state(self, record):
         return record.get("state") or UNKNOWN
@@ -110,7 +110,7 @@ class Moves(Kind):
     """Moves, by their migration: an instance's name, its migration's status, from where to where."""
 
     noun = "move(s)"
-    carries_on = "the moves go on: `berth migrations` shows them"
+    carries_on = "the moves go on: `berth server migration list` shows them"
 
     def __init__(self, names=None):
         self.names = names or {}

@@ -15,7 +15,7 @@ opts = [
                  "DifferentHostFilter", "JsonFilter"],
         help="Filters run, in this order, on every candidate host; a host must pass "
         "all of them. Names are the filter classes. The default honours every hint and "
-        "policy berth boot accepts; a request asking for one no enabled filter or weigher "
+        "policy berth server create accepts; a request asking for one no enabled filter or weigher "
         "honours is refused, naming the plugin to enable. ResourceClassFilter and TraitsFilter "
         "check what Nova asks Placement for (resources:CLASS=N, trait:NAME=required|forbidden); "
         "IsolatedAggregateFilter is Nova's enable_isolated_aggregate_filtering, opt-in as there: "

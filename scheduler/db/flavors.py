@@ -1,4 +1,4 @@
-"""The flavors table: named sizes and extra specs that ``berth boot --flavor NAME`` requests."""
+"""The flavors table: named sizes and extra specs that ``berth server create --flavor NAME`` requests."""
 
 from collections.abc import Iterable, Mapping
 from typing import Any

@@ -137,7 +137,7 @@ class HostQueries(DatabaseEngine):
                 .where(instances.c.host == host, instances.c.state != states.DELETED)).scalar()
             if live:
                 raise Conflict(f"host {host} holds {live} instance(s) that are not DELETED: delete "
-                               "them first (berth instances --host shows them)")
+                               "them first (berth server list --host shows them)")
             connection.execute(sa.delete(compute_nodes).where(compute_nodes.c.host == host))
             connection.execute(sa.delete(services).where(services.c.host == host,
                                                          services.c.binary == binary))

@@ -215,7 +215,7 @@ class InstanceMetricQueries(DatabaseEngine):
     def list_instance_metrics(self, uuids: Iterable[str], per_instance: int | None = None
                               ) -> dict[str, dict[str, dict[str, Any]]]:
         """``{uuid: {name: {value, sampled_at, source}}}`` of the stored samples of ``uuids``,
-        however old (for operators: ``berth instance-metric show``): every one, or the newest
+        however old (for operators: ``berth server metric show``): every one, or the newest
         ``per_instance`` of each instance."""
         found: dict[str, dict[str, dict[str, Any]]] = {}
         m = instance_metrics.c

@@ -59,7 +59,7 @@ class Instance(Base):
     scheduled_at: Mapped[datetime | None] = mapped_column(Timestamp)
     launched_at: Mapped[datetime | None] = mapped_column(Timestamp)
     deleted_at: Mapped[datetime | None] = mapped_column(Timestamp)
-    # The name the operator gave (``berth boot --name``); not unique, as in Nova.
+    # The name the operator gave (``berth server create --name``); not unique, as in Nova.
     display_name: Mapped[str | None] = mapped_column(sa.String(255), index=True)
     # The scaling group the instance is a member of (no foreign key: a member row outlives
     # its group in the shadow tables, and a group goes only once its members are DELETED).
@@ -131,7 +131,7 @@ class Aggregate(Base):
 
 
 class Flavor(Base):
-    """A named flavor: the sizes and extra specs ``berth boot --flavor NAME`` requests."""
+    """A named flavor: the sizes and extra specs ``berth server create --flavor NAME`` requests."""
 
     __tablename__ = "flavors"
 
@@ -344,7 +344,7 @@ class ScalingGroup(Base):
     template: Mapped[dict[str, Any]] = mapped_column(sa.JSON, nullable=False)
     paused: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False, server_default=sa.false())
     desired: Mapped[int] = mapped_column(sa.Integer, nullable=False)
-    # The last sync's metrics, conditions and limit, for ``berth scaling-group show``.
+    # The last sync's metrics, conditions and limit, for ``berth scaling group show``.
     status: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     last_synced_at: Mapped[datetime | None] = mapped_column(Timestamp)  # None: never synced
     # Back-off for replacing ERROR members: not before replace_after, after that many failures.

@@ -349,7 +349,7 @@ class ScalingGroupQueries(ScalingSyncQueries):
     @_retry
     def count_scaling_group_members(self, uuids: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
         """{group uuid: {state: members}} of the groups ``uuids`` (or of every group), members
-        not DELETED; a group without one is left out. One query, for ``berth scaling-group list``."""
+        not DELETED; a group without one is left out. One query, for ``berth scaling group list``."""
         query = (sa.select(instances.c.scaling_group_uuid, instances.c.state, sa.func.count())
                  .where(instances.c.scaling_group_uuid.is_not(None), instances.c.state != states.DELETED)
                  .group_by(instances.c.scaling_group_uuid, instances.c.state))

@@ -23,7 +23,7 @@ opts: list[cfg.Opt] = [
         default=0,
         min=0,
         help="Seconds after which a resize waiting for confirmation (VERIFY_RESIZE) is confirmed by "
-        "itself, as Nova's option of that name: 0 never confirms one by itself (berth resize "
+        "itself, as Nova's option of that name: 0 never confirms one by itself (berth server resize "
         "--confirm or --revert must).",
     ),
     cfg.IntOpt(

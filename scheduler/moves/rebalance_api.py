@@ -8,7 +8,7 @@ command, and writing the steps' and the plan's states as the moves end (a plan w
 table and the claims are, at the moment it starts:
 the instance must still be ACTIVE where the plan saw it, both hosts' generations must be those
 the plan recorded (plus the claims of the plan's own steps), and the destination must still
-pass the filters (the path of ``berth migrate --live --host``). A step that fails a check is
+pass the filters (the path of ``berth server migrate --live --host``). A step that fails a check is
 refused with the reason, and the plan stops there: nothing else is moved in its place.
 """
 

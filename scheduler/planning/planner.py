@@ -294,7 +294,8 @@ class Planner:
         ``unplaced``: the instances of requests for as many as fit that did not fit (Planner.select)."""
         plan = Plan(deleted=admitted.deleted, group_members=[job.spec for job in prepared.placing],
                     resends=prepared.resends, refusals=prepared.refusals, invalid=prepared.invalid)
-        # The request each new instance is booted by: ``berth show`` names it, every log line carries it.
+        # The request each new instance is booted by: ``berth server show`` names it, every log line
+        # carries it.
         booted_by = {u: rpc.request_id_of(admission.job.context)
                      for admission in admitted.each for u in admission.job.spec.instance_uuids}
         for job, placements in rpc.each_request(zip(prepared.placing, outcomes, strict=True), job_context):

@@ -358,10 +358,10 @@ def candidates(table, rows, spec):
         refused = forced and sorted(forced & {table.names[r] for r in rows[disabled]})
         if refused:
             raise NoValidHost(f"No valid host was found: forced host {', '.join(refused)} is disabled "
-                              "(berth hosts says why)")
+                              "(berth host list says why)")
         rows = rows[~disabled]
         if not len(rows):
-            raise NoValidHost("No valid host was found: every compute host is disabled (berth hosts "
+            raise NoValidHost("No valid host was found: every compute host is disabled (berth host list "
                               "says why)")
     if spec.ignore_hosts:
         ignored = [table.index[h] for h in spec.ignore_hosts if h in table.index]

@@ -1,4 +1,4 @@
-"""The scheduler's RPC endpoint for scaling groups: ``berth scaling-group create``, ``list``,
+"""The scheduler's RPC endpoint for scaling groups: ``berth scaling group create``, ``list``,
 ``show``, ``set``, ``pause``, ``resume`` and ``delete``.
 
 Registered beside the AdminEndpoint; every public method is an RPC method. A request is
@@ -197,7 +197,7 @@ class ScalingGroupEndpoint:
         given_hints = template.get("scheduler_hints")
         if isinstance(given_hints, dict) and hints.GROUP in given_hints:
             raise InvalidRequest("template.scheduler_hints.group: give the server group as "
-                                 "template.server_group_uuid (berth scaling-group create --server-group)")
+                                 "template.server_group_uuid (berth scaling group create --server-group)")
         if template.get("server_group_uuid") is not None:
             group = parse_uuid(template["server_group_uuid"], "template.server_group_uuid")
             try:

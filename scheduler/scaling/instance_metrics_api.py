@@ -1,7 +1,7 @@
 """The scheduler's RPC endpoint for per-instance custom metrics (Kubernetes' Pods metrics).
 
 An application, its load balancer or an operator pushes the metrics of an instance
-(``berth instance-metric push``): each is saved as the instance's last sample of that name,
+(``berth server metric push``): each is saved as the instance's last sample of that name,
 stamped with the database's time, for the scaling groups whose instance metrics name it.
 ``cpu`` and ``memory`` are not pushed: the agents measure them. Every refusal is an
 InvalidRequest saying what is wrong; nothing of a refused push is saved.

@@ -1,4 +1,4 @@
-"""What a sync leaves for people to read: the group's status (``berth scaling-group show``)
+"""What a sync leaves for people to read: the group's status (``berth scaling group show``)
 and the reason of each scale event, worded like Kubernetes' SuccessfulRescale event
 ("scaled from 3 to 5: cpu utilization 90% of requests above target 50%"). No I/O.
 """

@@ -103,7 +103,7 @@ def run_through_outage(tmp_path, outage, bundled):
             assert counts["ACTIVE"] == sum(counts.values()) == len(uuids)
             assert logged_per_instance(fleet, "Claimed {uuid} on", uuids) == {1: len(uuids)}
             assert logged_per_instance(fleet, "Instance {uuid} is ACTIVE on", uuids) == {1: len(uuids)}
-            # The scheduler's view of the hosts (what ``berth hosts`` shows) counts each instance once.
+            # The scheduler's view of the hosts (what ``berth host list`` shows) counts each instance once.
             hosts = fleet.wait(lambda: hosts_agree(fleet, instances), 60, "the hosts' figures to agree")
             assert sum(hosts[a]["running_vms"] for a in AGENTS) == len(uuids)
             # Every process came back to the broker by itself.

@@ -67,8 +67,8 @@ def test_the_example_boots_instances_that_end_active(fleet):
     for uuid in uuids:
         shown = fleet.cli("show", uuid)
         assert shown.returncode == 0, shown.stderr
-        assert re.search(r"(?m)^state +ACTIVE$", shown.stdout)
-        assert re.search(r"(?m)^flavor_name +m1.small$", shown.stdout)
+        assert re.search(r"(?m)^\| state +\| ACTIVE +\|$", shown.stdout)
+        assert re.search(r"(?m)^\| flavor_name +\| m1.small +\|$", shown.stdout)
     assert {u: i["state"] for u, i in fleet.instances(uuids).items()} == dict.fromkeys(uuids, "ACTIVE")
 
 

@@ -49,7 +49,7 @@ def ok(result):
 
 
 def boot(fleet, *args, count=1, expect="ACTIVE"):
-    """``berth boot --wait``: {uuid: host} of the instances, all in state ``expect``."""
+    """``berth server create --wait``: {uuid: host} of the instances, all in state ``expect``."""
     result = fleet.cli("boot", "--flavor", "m1.tiny", "--count", str(count), "--wait", *args)
     assert result.returncode == (0 if expect == "ACTIVE" else 1), result.stderr + result.stdout
     rows = [line.split() for line in result.stdout.splitlines()[1:]]

@@ -1,6 +1,6 @@
 """An instance's life as an operator lives it, on real processes (a scheduler, a fake agent) on the
 real RabbitMQ and PostgreSQL, driven by the ``berth`` command: boot, stop (SHUTOFF, its claim still
-counted by ``berth hosts``), the refusals, start, reboot (soft and hard), the console's lines, an
+counted by ``berth host list``), the refusals, start, reboot (soft and hard), the console's lines, an
 agent restart keeping it off, and a delete of a SHUTOFF instance."""
 
 import json
@@ -35,7 +35,7 @@ def test_stop_start_reboot_console_log_and_delete_of_a_stopped_instance(tmp_path
                 return view
 
             def next_report():
-                """berth hosts once the agent reported after now."""
+                """berth host list once the agent reported after now."""
                 before = fleet.hosts()[HOST]["reported_at"]
                 fleet.wait(lambda: fleet.hosts()[HOST]["reported_at"] != before, 30, "a new report")
                 return host_view()

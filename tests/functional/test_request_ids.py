@@ -1,4 +1,4 @@
-"""One ``berth boot``, one request id: in the log of the command line, of the scheduler and of
+"""One ``berth server create``, one request id: in the log of the command line, of the scheduler and of
 the agent, each a process of its own logging into ``[DEFAULT] log_dir``, with debug on."""
 
 import re

@@ -41,7 +41,7 @@ def start(tmp_path, database_url, transport_url):
 
 
 class Burst(threading.Thread):
-    """Casts REQUESTS single-instance builds as ``berth boot`` does, spread over
+    """Casts REQUESTS single-instance builds as ``berth server create`` does, spread over
     ``seconds``, so that a node can stop while it goes on."""
 
     def __init__(self, fleet, seconds):

@@ -1,9 +1,9 @@
 """`berth-all-in-one --driver qemu --agents 3` as a newcomer runs it, on the embedded default
 (the filesystem:// transport and SQLite in its state_path, no broker or database server):
 
-- six guests booted at once with `berth boot --image berth-test` go ACTIVE on the three agents,
-  and `berth console-log` shows each one's marker;
-- `berth migrate --live` moves one to another agent, where it goes on counting;
+- six guests booted at once with `berth server create --image berth-test` go ACTIVE on the three agents,
+  and `berth console log show` shows each one's marker;
+- `berth server migrate --live` moves one to another agent, where it goes on counting;
 - Ctrl-C (SIGINT) deletes them, says so, and leaves no qemu running.
 """
 
@@ -88,11 +88,11 @@ def all_in_one(tmp_path, guest_image):
 
 def test_all_in_one_with_driver_qemu_boots_migrates_and_ends_its_guests_at_ctrl_c(all_in_one):
     all_in_one.wait(lambda: "real guests under qemu" in all_in_one.said(), GUARD, "berth-all-in-one to start")
-    assert f"images from {all_in_one.images} (berth boot --image NAME)" in all_in_one.said()
+    assert f"images from {all_in_one.images} (berth server create --image NAME)" in all_in_one.said()
     uuids = all_in_one.berth("boot", *FLAVOR, "--image", "berth-test", "--count", "6").split()
     all_in_one.booted += uuids
 
-    def all_active():  # one `berth instances` a look: each command starts an interpreter
+    def all_active():  # one `berth server list` a look: each command starts an interpreter
         rows = all_in_one.instances()
         return all(rows.get(u, ("",))[0] == "ACTIVE" for u in uuids) and rows
     rows = all_in_one.wait(all_active, BOOT_TIMEOUT, "the six guests ACTIVE")

@@ -1,29 +1,29 @@
 """Real guests: a scheduler and two agents with driver = qemu on the real RabbitMQ and
-PostgreSQL, booting the test image of tools/build-guest-image with `berth boot`.
+PostgreSQL, booting the test image of tools/build-guest-image with `berth server create`.
 
 - Each guest goes ACTIVE once it runs, and its serial console says the image's marker, its root
   disk of the flavor's size and, when the flavor has one, its ephemeral disk.
-- `berth delete` ends the guest's qemu and removes its files.
+- `berth server delete` ends the guest's qemu and removes its files.
 - An agent killed with SIGKILL leaves its guests running; started again, it takes them back:
   they stay ACTIVE, and a delete then still ends their qemu.
 - A build of an image that does not exist fails with that reason and leaves no qemu and no file.
 - A guest whose qemu is killed while its agent runs goes to ERROR, saying its guest is gone;
-  `berth reboot --hard` boots it again from its own disk.
-- `berth stop` shuts a guest down (its qemu ends, its disk stays), `berth start` and
-  `berth reboot [--hard]` boot it again from its own disk (the boot counter the image keeps
-  on it goes on), and `berth console-log` shows its serial console.
-- A guest that powers itself off is SHUTOFF (its qemu ended, its disk kept), and `berth start` boots
+  `berth server reboot --hard` boots it again from its own disk.
+- `berth server stop` shuts a guest down (its qemu ends, its disk stays), `berth server start` and
+  `berth server reboot [--hard]` boot it again from its own disk (the boot counter the image keeps
+  on it goes on), and `berth console log show` shows its serial console.
+- A guest that powers itself off is SHUTOFF (its qemu ended, its disk kept), and `berth server start` boots
   it again from its disk.
 - A scaling group's member's CPU and memory, measured by its agent, are stored as its samples
-  (`berth instance-metric show`): the memory its guest touched, at most its flavor's.
-- `berth migrate --live` moves a guest to the other host running: its console goes on counting
-  there, it does not boot again, and the source lets its qemu and files go; `berth migrations`
+  (`berth server metric show`): the memory its guest touched, at most its flavor's.
+- `berth server migrate --live` moves a guest to the other host running: its console goes on counting
+  there, it does not boot again, and the source lets its qemu and files go; `berth server migration list`
   shows its downtime (under a second) and transfer time as its source's qemu measured them. With
   its source agent SIGKILLed in the middle and started again, it ends the same way, one guest running.
 - `berth host drain HOST --live` moves a host's three guests off it, each running on.
-- `berth resize` to a larger flavor boots the guest on the other host (a qemu host resizes
+- `berth server resize` to a larger flavor boots the guest on the other host (a qemu host resizes
   nothing in place) from a copy of its disk (its boot counter goes on) with the new memory and
-  disk; `--revert` boots it again on its own host from its own disk. `berth migrate` (cold)
+  disk; `--revert` boots it again on its own host from its own disk. `berth server migrate` (cold)
   moves it the same way, and the source lets its qemu and files go.
 - `berth host evacuate` of a host whose agent and guests were killed rebuilds its guest on the
   other host from its image: a new disk (its boot counter starts again), as the command says.

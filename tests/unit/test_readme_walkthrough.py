@@ -83,7 +83,7 @@ def all_in_one(tmp_path):
         process = subprocess.Popen([sys.executable, "-m", "scheduler.cmd.all_in_one", "--config-file",
                                     str(conf_file), *argv[1:]], stdout=logged, stderr=logged, env=env)
     try:
-        hosts = "berth hosts -f value -c host"
+        hosts = "berth host list -f value -c host"
         wait_for("4 hosts reporting", lambda: run(conf_file, hosts)[1].count("\n") == 4)
         yield conf_file
     except BaseException:
@@ -102,12 +102,12 @@ def test_each_command_of_the_walkthrough_succeeds_in_order(all_in_one):
     for command, shown in STEPS[1:]:
         if command.startswith("berth fake-load"):  # README: wait until CURRENT shows the members
             wait_for("the group's members", lambda: set(re.findall(r"ACTIVE (api-\d)", run(
-                all_in_one, "berth instances -f value -c state -c name")[1])) >= {"api-1", "api-2"})
+                all_in_one, "berth server list -f value -c state -c name")[1])) >= {"api-1", "api-2"})
         status, out = run(all_in_one, command)
         assert status == 0, (command, out)
         if shown is not None and shown.isupper():  # a listing: README shows its header
             assert out.splitlines()[0].split() == shown.split(), command
-        if command == "berth hosts":  # the agents' names, whatever the machine's (host = laptop)
+        if command == "berth host list":  # the agents' names, whatever the machine's (host = laptop)
             assert [row.split()[0] for row in out.splitlines()[1:]] == [
                 row.split()[0] for row in shown_after(command)[1:]]
 

@@ -62,7 +62,7 @@ opts = [
     cfg.StrOpt("images_path", default="$state_path/images",
                help="The image directory: an image is <name>.json (kernel_id, ramdisk_id, os_command_line, "
                "disk, disk_format, console_ready: see tools/build-guest-image) or a disk <name>.qcow2 "
-               "or <name>.raw. A build names its image with berth boot --image."),
+               "or <name>.raw. A build names its image with berth server create --image."),
     cfg.StrOpt("default_image",
                help="The image of a build that names none. Unset: such a build fails."),
     cfg.StrOpt("instances_path", default="$state_path/instances",
@@ -242,7 +242,7 @@ class QemuDriver(LiveMigration, ColdMigration, base.ComputeDriver):
         """The image ``instance`` boots (its request's image id, else [qemu] default_image)."""
         name = (instance.get("image") or {}).get("id") or self._options.default_image
         if not name:
-            raise images.ImageError("the build names no image (berth boot --image NAME) and [qemu] "
+            raise images.ImageError("the build names no image (berth server create --image NAME) and [qemu] "
                                     "default_image is not set")
         return images.find(self._options.images_path, name)
 

@@ -49,7 +49,7 @@ class GuestFiles:
 
     @property
     def image(self):
-        """The name of the image the guest was made from, kept to boot it again (berth start)."""
+        """The name of the image the guest was made from, kept to boot it again (berth server start)."""
         return os.path.join(self.directory, "image")
 
     def read_image(self):

@@ -6,7 +6,7 @@ Every action is a transaction of its own (the scheduler's UnitOfWork: the casts 
 go out once it commits) that begins with a compare-and-set on the job's version, the one
 the claim returned: a scheduler whose lease was taken over, or that lost a race with an
 operator's stop, writes nothing and starts nothing, and asks again at its next period. A
-step starts through the path ``berth migrate`` takes (MoveEndpoint.migrate_instance) or
+step starts through the path ``berth server migrate`` takes (MoveEndpoint.migrate_instance) or
 ``start_rebalance_step`` with its checks, and is marked running with its migration in the
 same transaction: a scheduler killed at any point leaves either both or neither, and the
 next one to hold the lease goes on from the rows.

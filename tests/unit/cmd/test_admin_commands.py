@@ -1,4 +1,4 @@
-"""``berth aggregate ...``, ``berth server-group ...`` and the boot hints: parsing, and
+"""``berth aggregate ...``, ``berth server group ...`` and the boot hints: parsing, and
 the whole command over memory:// against a real scheduler endpoint."""
 
 import io

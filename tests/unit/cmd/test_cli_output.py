@@ -75,7 +75,7 @@ def test_a_host_that_never_reported_is_refused_rather_than_listed_empty(conf_fil
     assert instances(conf_file, "-f", "value", "-c", "uuid", "--host", "h1")[0] == "u1\n"
     assert instances(conf_file, "-f", "value", "-c", "uuid", "--host", "h2")[0] == ""  # none on it
     with pytest.raises(CommandError, match=r"^no host 'h3' has reported, and no instance is on it "
-                                           r"\(berth hosts lists the hosts\)$"):
+                                           r"\(berth host list names them\)$"):
         instances(conf_file, "--host", "h3")
 
 

@@ -1,4 +1,4 @@
-"""``berth flavor ...``, and ``berth boot --flavor NAME`` / ``--image-property``, over memory://
+"""``berth flavor ...``, and ``berth server create --flavor NAME`` / ``--image-property``, over memory://
 against a real FlavorEndpoint on SQLite."""
 
 import io

@@ -1,4 +1,4 @@
-"""``berth instance-metric push|show`` and ``berth fake-load set|clear``: parsing, and the
+"""``berth server metric push|show`` and ``berth fake-load set|clear``: parsing, and the
 whole commands over memory:// against a real scheduler and real fake agents."""
 
 import io

@@ -1,4 +1,4 @@
-"""``berth resize``, ``migrate``, ``migrations``, ``host evacuate`` and the moves ``berth show``
+"""``berth server resize``, ``migrate``, ``migrations``, ``host evacuate`` and the moves ``berth server show``
 lists: arguments, output and refusals (``host drain``: tests/unit/cmd/test_job_commands.py)."""
 
 import io
@@ -262,7 +262,7 @@ def test_migrations_of_a_host_that_never_reported_are_refused_rather_than_listed
     fleet = Fleet([instance(1)])
     assert run(conf_file, fleet, "migrations", "--host", "h2", "-f", "value")[1] == ""  # no move touched it
     with pytest.raises(CommandError, match=r"^no host 'h9' has reported, and no move is from or to it "
-                                           r"\(berth hosts lists the hosts\)$"):
+                                           r"\(berth host list names them\)$"):
         run(conf_file, fleet, "migrations", "--host", "h9")
 
 
@@ -351,7 +351,7 @@ def test_resize_wait_ends_when_the_resize_waits_to_be_confirmed(conf_file, clock
     assert (status, out) == (0, "finished\n")
     assert fleet.instances[U1]["state"] == "VERIFY_RESIZE"
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"resized: check it, then berth resize {U1} --confirm (or --revert)")
+        f"resized: check it, then berth server resize {U1} --confirm (or --revert)")
 
 
 def test_evacuate_wait_waits_for_every_instance_rebuilt(conf_file, clock, capsys):
@@ -384,7 +384,7 @@ def test_ctrl_c_in_a_move_wait_says_the_moves_go_on_and_exits_130(conf_file, clo
         run(conf_file, Interrupting([instance(1)]), "migrate", U1, "--wait")
     assert raised.value.exit_code == 130
     assert str(raised.value) == ("interrupted: 1 move(s) still migrating; the moves go on: "
-                                 "`berth migrations` shows them")
+                                 "`berth server migration list` shows them")
 
 
 def test_a_refusal_is_one_line_with_the_reason_and_exit_1(conf_file, capsys, monkeypatch):
@@ -406,7 +406,7 @@ def test_a_cap_below_the_moves_api_is_refused_as_one_line(tmp_path, capsys):
     assert err[0].startswith("berth: list_migrations needs version 1.1 of the scheduler API, above its cap")
 
 
-# -- berth show: the moves ---------------------------------------------------------------
+# -- berth server show: the moves ---------------------------------------------------------------
 
 
 def _shown(conf_file, fleet, reference=U1):

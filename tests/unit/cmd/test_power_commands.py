@@ -1,5 +1,5 @@
-"""``berth stop``, ``start``, ``reboot`` and ``console-log``: arguments, what each sends, what it prints
-and its refusals (the whole way, on real processes: tests/functional/test_power.py)."""
+"""``berth server stop``, ``start``, ``reboot`` and ``console log show``: arguments, what each sends,
+what it prints and its refusals (the whole way, on real processes: tests/functional/test_power.py)."""
 
 import io
 

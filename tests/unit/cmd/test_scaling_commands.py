@@ -1,4 +1,4 @@
-"""``berth scaling-group create|list|show|set|pause|resume|delete``: what each command
+"""``berth scaling group create|list|show|set|pause|resume|delete``: what each command
 sends, what it prints (against the real endpoint on SQLite, the wire's JSON in between),
 and its refusals: bad arguments exit 2, the scheduler's refusals print one line."""
 

@@ -1,4 +1,4 @@
-"""The waits of berth boot --wait, delete --wait and the others: they poll only for the instances
+"""The waits of berth server create --wait, delete --wait and the others: they poll only for the instances
 not settled yet, tell their progress, name what a timeout left pending, and turn Ctrl-C into one
 line and exit status 130."""
 
@@ -105,7 +105,7 @@ def test_ctrl_c_is_one_line_saying_what_is_left_and_exit_status_130():
         waiting.wait_for(scheduler, ["a", "b", "c"], timeout=60, progress=quiet(), **timing())
     assert raised.value.exit_code == 130
     assert str(raised.value) == ("interrupted: 2 instance(s) still BUILDING; the scheduler carries on: "
-                                 "`berth instances` shows them")
+                                 "`berth server list` shows them")
     assert isinstance(raised.value, CommandError)  # berth prints it as one line, no traceback
     scheduler = Scheduler({"a": ["BUILDING"], "b": ["SCHEDULED"]}, interrupt_at=2)
     with pytest.raises(Interrupted, match=r"^interrupted: 2 instance\(s\) still pending \(1 BUILDING, "
@@ -135,5 +135,5 @@ def test_ctrl_c_in_delete_wait_is_one_line_naming_what_is_left(tmp_path):
         args.func(scheduler, args, io.StringIO())
     assert scheduler.deleted == uuids
     assert (raised.value.exit_code, str(raised.value)) == (
-        130, "interrupted: 2 instance(s) still DELETING; the scheduler carries on: `berth instances` shows "
+        130, "interrupted: 2 instance(s) still DELETING; the scheduler carries on: `berth server list` shows "
         "them")

@@ -1,4 +1,4 @@
-"""``berth scaling-group what-if FILE``: reads a file or stdin, prints one JSON object,
+"""``berth scaling group what-if FILE``: reads a file or stdin, prints one JSON object,
 refuses a bad input with one line and exit status 2, and never builds a transport."""
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def test_a_bad_input_gets_one_line_and_status_2(text: str, message: str, monkeyp
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = run_main(["-"], monkeypatch, capsys, stdin=text)
     assert (status, out) == (2, "")
-    assert err.count("\n") == 1 and err.startswith("berth scaling-group what-if: ")
+    assert err.count("\n") == 1 and err.startswith("berth scaling group what-if: ")
     assert message in err
 
 
@@ -144,7 +144,7 @@ def test_a_missing_file_gets_one_line_and_status_2(tmp_path: Path, monkeypatch: 
     missing = tmp_path / "nope.json"
     status, out, err = run_main([str(missing)], monkeypatch, capsys)
     assert (status, out) == (2, "")
-    assert err == f"berth scaling-group what-if: {missing}: No such file or directory\n"
+    assert err == f"berth scaling group what-if: {missing}: No such file or directory\n"
 
 
 def test_the_command_runs_without_a_broker(tmp_path: Path) -> None:

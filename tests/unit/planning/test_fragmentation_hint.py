@@ -1,4 +1,4 @@
-"""The fragmentation hint of a refusal, as the instance's fault and `berth show` say it: a scheduler
+"""The fragmentation hint of a refusal, as the instance's fault and `berth server show` say it: a scheduler
 on memory:// and SQLite whose hosts hold ACTIVE instances the hint may move."""
 
 import logging
@@ -11,7 +11,7 @@ from berth_contract.request_spec import Flavor, RequestSpec
 from scheduler import states
 from scheduler.admin.flavors import FlavorEndpoint
 from scheduler.service import assemble
-from tests.unit.cli_scheduler import cli_scheduler, main, write_conf
+from tests.unit.cli_scheduler import cli_scheduler, fields, main, write_conf
 from tests.unit.scheduler.service_parts import transport_and_database
 
 GB = 1024
@@ -180,7 +180,7 @@ def test_berth_show_gives_the_reason(tmp_path):
             time.sleep(0.02)
         status, out = main(conf_file, "show", uuid)
     assert status == 0
-    shown = dict(line.split(None, 1) for line in out.splitlines())
+    shown = fields(out)
     assert shown["fault_reason"] == (
         f"{PLAIN}; fragmentation: 2 hosts would have room after moving instances off them (fewest: 1 "
         "migration, 2 GB); `berth rebalance plan --make-room m1.large`")

@@ -1,4 +1,4 @@
-"""``berth boot --min-count M --count N``: as many of N instances as fit, at least M, as Nova's
+"""``berth server create --min-count M --count N``: as many of N instances as fit, at least M, as Nova's
 min_count and max_count; fewer than M fit: none booted, and why. The scheduler, an agent and
 the command line in this process, on memory:// and SQLite (test_request_ids' stack)."""
 

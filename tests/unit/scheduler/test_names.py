@@ -1,4 +1,4 @@
-"""Instances and server groups named by name: ``berth boot --name``, NAME, FLAVOR and ZONE in
+"""Instances and server groups named by name: ``berth server create --name``, NAME, FLAVOR and ZONE in
 the listings, a name wherever a UUID goes, and MEMBERS counting live instances.
 
 The CLI's own main() against a scheduler's two endpoints on memory:// and SQLite (the
@@ -31,7 +31,7 @@ def berth(capsys, conf_file, *argv):  # noqa: F811
 
 
 def boot(capsys, conf_file, database, *argv):  # noqa: F811
-    """``berth boot`` (a cast): the new instances' UUIDs, once the scheduler has recorded them."""
+    """``berth server create`` (a cast): the new instances' UUIDs, once the scheduler has recorded them."""
     status, out, errors = berth(capsys, conf_file, "boot", *TINY, *argv)
     assert status == 0, errors
     uuids = out.split()
