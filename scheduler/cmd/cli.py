@@ -34,8 +34,8 @@ def main(argv=None, out=None):
     """Run the command ``argv`` names; its exit status. Ctrl-C anywhere is one line, status 130."""
     try:
         return _main(sys.argv[1:] if argv is None else list(argv), out or sys.stdout)
-    except KeyboardInterrupt:
-        print(f"\n{PROG}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # the terminal echoed ^C where a line may have been: a line of its own
+        print(f"{chr(10) if sys.stderr.isatty() else ''}{PROG}: interrupted", file=sys.stderr)
         return 130
 
 
@@ -65,7 +65,7 @@ def load(argv, conf=None, out=None):
         subparsers.metavar = "COMMAND"
         tree = parsers.build(subparsers, routes)
         _refuse_unknown_words(subparsers, tree, words)
-        unknown_options.refuse_in_place(subparsers)
+        unknown_options.refuse_in_place(subparsers, before=GLOBAL_VALUES + GLOBAL_FLAGS)
 
     return config.load(argv, PROG, conf=conf, areas=berth_conf.CLI_AREAS, cli_opts=cli_opts + [
         cfg.SubCommandOpt("command", title="commands", handler=declare)])
@@ -145,17 +145,31 @@ def _routes(words):
     return grammar.routes_under(group) if group else None
 
 
-#: Options every command takes before its words whose value is the next argument.
-_GLOBAL_VALUES = ("--config-file", "--config-dir", "--connect-timeout", "--log-config-append",
-                  "--log-config", "--log_config", "--log-date-format", "--log-file", "--logfile",
-                  "--log-dir", "--logdir", "--syslog-log-facility")
+#: The options every command takes before its words (``berth help`` lists them): those whose value
+#: is the next argument, and the flags.
+GLOBAL_VALUES = ("--config-file", "--config-dir", "--connect-timeout", "--log-config-append",
+                 "--log-config", "--log_config", "--log-date-format", "--log-file", "--logfile",
+                 "--log-dir", "--logdir", "--syslog-log-facility", "--shell_completion")
+GLOBAL_FLAGS = ("-h", "--help", "--version", "-d", "--debug", "--nodebug", "--use-syslog", "--nouse-syslog",
+                "--use-journal", "--nouse-journal", "--use-json", "--nouse-json")
 
 
 def _command_start(argv):
-    """The index in ``argv`` of the command's first word (after the global options)."""
+    """The index in ``argv`` of the command's first word (after the global options); an option
+    before it that no command takes is refused there, with the nearest."""
     index = 0
     while index < len(argv) and argv[index].startswith("-"):
-        index += 2 if argv[index] in _GLOBAL_VALUES else 1
+        given = argv[index].split("=", 1)[0]
+        known = [o for o in GLOBAL_VALUES + GLOBAL_FLAGS if o == given] or [
+            o for o in GLOBAL_VALUES + GLOBAL_FLAGS if given.startswith("--") and o.startswith(given)]
+        if len(known) != 1:
+            near = known or grammar.close(given, list(GLOBAL_VALUES + GLOBAL_FLAGS))[:1]
+            said = "ambiguous option" if known else "unknown option"
+            hint = f": did you mean {' or '.join(near)}?" if near else ""
+            print(f"{PROG}: {said} {given} before the command{hint} (berth help lists the options every "
+                  "command takes)", file=sys.stderr)
+            raise SystemExit(2)
+        index += 2 if known[0] in GLOBAL_VALUES and "=" not in argv[index] else 1
     return min(index, len(argv))
 
 
@@ -222,6 +236,7 @@ def _global_options():
             cfg.SubCommandOpt("command", title="commands", handler=_no_command)])
     text = said.getvalue()
     options = text[text.find("options:"):] if "options:" in text else ""
+    options = options.split("\ncommands:", 1)[0].rstrip() + "\n"  # argparse's own, listed above
     return options.replace("options:", "options (before the command):", 1)
 
 

@@ -11,30 +11,31 @@ import argparse
 import difflib
 
 
-def refuse_in_place(subparsers: argparse.Action) -> None:
+def refuse_in_place(subparsers: argparse.Action, before: tuple[str, ...] = ()) -> None:
     """Make every parser under ``subparsers`` (commands and their actions) refuse its own
-    unknown arguments."""
+    unknown arguments; one of ``before`` (the program's own options) is said to go before the
+    command's words."""
     for parser in (subparsers.choices or {}).values():
         actions = getattr(parser, "_actions", None)
         if actions is None:
             return
         nested = [a for a in actions if isinstance(a.choices, dict) and a.nargs == argparse.PARSER]
         for action in nested:
-            refuse_in_place(action)
+            refuse_in_place(action, before)
         if not nested:
-            parser.parse_known_args = _strict(parser, actions)
+            parser.parse_known_args = _strict(parser, actions, before)
 
 
-def _strict(parser, actions):
+def _strict(parser, actions, before=()):
     known = type(parser).parse_known_args
 
     def parse_known_args(args=None, namespace=None):
         unknown = _unknown_options(actions, args or [])
         if unknown:  # before argparse's own checks, which would ask for a required option first
-            parser.error(_message(actions, unknown))
+            parser.error(_message(actions, unknown, before))
         namespace, extras = known(parser, args, namespace)
         if extras:
-            parser.error(_message(actions, extras))
+            parser.error(_message(actions, extras, before))
         return namespace, extras
 
     return parse_known_args
@@ -58,9 +59,13 @@ def _long_options(actions: list) -> list[str]:
     return [o for a in actions for o in a.option_strings if o.startswith("--")]
 
 
-def _message(actions: list, extras: list[str]) -> str:
+def _message(actions: list, extras: list[str], before: tuple[str, ...] = ()) -> str:
     said = f"unrecognized arguments: {' '.join(extras)}"
     options = _long_options(actions)
+    for extra in extras:
+        option = extra.split("=", 1)[0]
+        if option in before:
+            return f"{said}: {option} is an option of every command: give it before the command"
     for extra in extras:
         if extra.startswith("--"):
             near = difflib.get_close_matches(extra.split("=", 1)[0], options, n=1, cutoff=0.75)

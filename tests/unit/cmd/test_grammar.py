@@ -2,8 +2,10 @@
 earlier releases as aliases; ``berth help``; a near word named for a misspelt one; Ctrl-C."""
 
 import io
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -131,3 +133,54 @@ def test_a_listing_imports_no_database_policy_simulation_or_server_code(tmp_path
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("after", [0.05, 0.6])
+def test_ctrl_c_while_starting_or_reaching_the_broker_is_one_line_and_status_130(tmp_path, after):
+    """Twice, as ``timeout -s INT`` signals the process and its group: still one line."""
+    conf_file = tmp_path / "berth.conf"
+    conf_file.write_text("[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:1/\n")
+    berth = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from scheduler.cmd.entry import main; sys.exit(main())",
+         "--config-file", str(conf_file), "--connect-timeout", "30", "server", "list"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(after)
+    berth.send_signal(signal.SIGINT)
+    berth.send_signal(signal.SIGINT)
+    out, err = berth.communicate(timeout=60)
+    assert (berth.returncode, out) == (130, "")
+    assert err.splitlines() == ["berth: interrupted"]
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--conifg-file", "/dev/null", "server", "list"],
+     "berth: unknown option --conifg-file before the command: did you mean --config-file? "
+     "(berth help lists the options every command takes)"),
+    (["--conf", "x", "server", "list"],
+     "berth: ambiguous option --conf before the command: did you mean --config-file or --config-dir? "
+     "(berth help lists the options every command takes)"),
+])
+def test_a_misspelt_option_before_the_command_is_named_not_taken_for_the_command(capsys, argv, said):
+    with pytest.raises(SystemExit) as exited:
+        cli.load(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip() == said
+
+
+def test_an_option_of_every_command_after_the_words_is_said_to_go_before(conf_file, capsys):
+    with pytest.raises(SystemExit):
+        parse(conf_file, "server", "list", "--debug")
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "berth server list: error: unrecognized arguments: --debug: --debug is an option of every "
+        "command: give it before the command")
+
+
+def test_the_options_before_the_command_are_those_help_lists():
+    out = io.StringIO()
+    with pytest.raises(SystemExit):
+        cli.load(["help"], out=out)
+    options = out.getvalue().split("options (before the command):")[1]
+    listed = {name.strip(",") for line in options.splitlines() if line.startswith("  -")
+              for name in line.split() if name.startswith("-")}
+    assert listed == set(cli.GLOBAL_VALUES + cli.GLOBAL_FLAGS)
+    assert not options.rstrip().endswith("COMMAND")
