@@ -39,8 +39,8 @@ def formatters():
 def add_options(parser):
     group = parser.add_argument_group("output formatters")
     group.add_argument("-f", "--format", dest="output_format", choices=sorted(formatters()),
-                       help="print as the openstack client does in this format "
-                       "(default: aligned columns under a header line)")
+                       help="print as the openstack client does in this format (default: a listing "
+                       "in aligned columns under a header line, one record as a table of fields and values)")
     group.add_argument("-c", "--column", dest="columns", action="append", default=[], metavar="COLUMN",
                        help="only this column (repeat for several), e.g. -c uuid -c state")
     for formatter in formatters().values():
