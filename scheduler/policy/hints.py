@@ -9,6 +9,7 @@ specs or image properties no enabled filter reads (scheduler.policy.extra_specs)
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 from berth_contract.request_spec import RequestSpec
@@ -64,7 +65,10 @@ def unhonoured(spec: RequestSpec, enabled: Iterable[Plugin],
         what = "the availability zone" if key == ZONE else f"scheduler hint {key}"
         candidates = _reading(installed.values(), key)
         if not candidates:
-            return f"no installed filter or weigher reads {what}; leave it out"
+            read = sorted({hint for plugin in installed.values() for hint in plugin.reads_hints})
+            near = difflib.get_close_matches(key, read, n=1, cutoff=0.7) if key != ZONE else []
+            hint = f": did you mean {near[0]}?" if near else "; leave it out"
+            return f"no installed filter or weigher reads {what}{hint}"
         cls = installed[candidates[0]]
         return (f"{what} is honoured by {' or '.join(candidates)}, which is not enabled: add it to "
                 f"{_where(cls, installed_filters.values())}, or leave the hint out")

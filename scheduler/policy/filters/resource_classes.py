@@ -52,6 +52,7 @@ class ResourceClassFilter(filters.BaseHostFilter):
         notes = []
         for name in asked(spec):
             if table.resource(name) is None:
+                notes.append(f"no host has an inventory of {name}")
                 continue
             found = []
             for row in rows:

@@ -55,7 +55,10 @@ def test_the_defaults_honour_every_hint_and_policy_berth_boot_accepts(conf, requ
     (spec(("preferred_hosts", "h1")), None, None,
      "scheduler hint preferred_hosts is honoured by CapacityWeigher, which is not enabled: add it to "
      "[filter_scheduler] weighers, or leave the hint out"),
-    (spec(("colour", "blue")), None, None, "no installed filter or weigher reads scheduler hint colour"),
+    (spec(("colour", "blue")), None, None, "no installed filter or weigher reads scheduler hint colour; "
+                                           "leave it out"),
+    (spec(("sam_host", "web-1")), None, None, "no installed filter or weigher reads scheduler hint sam_host: "
+                                              "did you mean same_host?"),
 ])
 def test_what_no_enabled_plugin_honours_is_refused_naming_it(conf, request_, filters_, weighers_, why):
     assert unhonoured(conf, request_, filters_, weighers_).startswith(why)

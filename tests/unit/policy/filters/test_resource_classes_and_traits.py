@@ -255,6 +255,10 @@ def test_default_filters_place_dedicated_and_gpu_requests_and_say_why_not(policy
     with pytest.raises(NoValidHost) as refused:
         selector.select(table, spec({"resources:VGPU": "1"}))
     assert "ResourceClassFilter removed 2" in str(refused.value)
+    with pytest.raises(NoValidHost) as refused:
+        selector.select(table, spec({"resources:CUSTOM_NPU": "1"}))
+    assert str(refused.value).endswith(
+        "ResourceClassFilter removed 2 (no host has an inventory of CUSTOM_NPU); none left")
     table.release(chosen.row, gpu.instance_uuids[0])
     [again] = selector.select(table, spec({"resources:VGPU": "1"}))
     assert again.host == "gpu"
