@@ -42,7 +42,7 @@ cli_opts = [
         metavar="PREFIX",
         help="The agents are hosts PREFIX-compute-1, PREFIX-compute-2...: vm-compute-N by default, "
         "on any machine, as the documentation shows them. Give each all-in-one its own to run "
-        "several on one broker.",
+        "several on one broker (and each its own [prometheus] listen_port, or enabled = false).",
     ),
     cfg.StrOpt(
         "driver",

@@ -1,5 +1,6 @@
 """The flavors table: named sizes and extra specs that ``berth server create --flavor NAME`` requests."""
 
+import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -38,8 +39,11 @@ class FlavorQueries(DatabaseEngine):
     def get_flavor(self, name: str) -> dict[str, Any]:
         with self._transaction() as connection:
             row = connection.execute(sa.select(flavors).where(flavors.c.name == name)).mappings().first()
+            if row is None:
+                known = connection.execute(sa.select(flavors.c.name)).scalars().all()
         if row is None:
-            raise NotFound(f"no flavor named {name!r}")
+            near = difflib.get_close_matches(name, known, n=1, cutoff=0.7) if isinstance(name, str) else []
+            raise NotFound(f"no flavor named {name!r}" + (f": did you mean {near[0]!r}?" if near else ""))
         return _flavor(row)
 
     @_retry

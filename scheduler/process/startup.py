@@ -193,7 +193,14 @@ def setup_logging(conf, prog):
         _setup(conf, prog)
     except _CANNOT_LOG as exc:
         sys.exit(f"{prog}: cannot log as configured: {exc}")
-    _say_unknown(lambda said: LOG.warning("%s", said))
+    elsewhere = log_destination(conf)  # a log file or the journal: its operator's terminal hears it too
+
+    def say(said):
+        LOG.warning("%s", said)
+        if elsewhere:
+            print(f"{prog}: warning: {said}", file=sys.stderr)
+
+    _say_unknown(say)
 
 
 def _setup(conf, prog):

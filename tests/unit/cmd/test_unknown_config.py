@@ -64,15 +64,19 @@ def test_each_unknown_name_is_one_line_and_said_once(tmp_path, capsys):
         "unknown option [DEFAULT]", "unknown section [schedular]"]
 
 
-def test_a_daemon_logs_it_as_a_warning(tmp_path):
+def test_a_daemon_logs_it_as_a_warning_and_says_it_on_its_terminal_too(tmp_path, capsys):
     conf, path = load(tmp_path, "[scheduler]\nmax_atempts = 5\n", prog="berth-scheduler",
                       **common.SCHEDULER_SETUP)
+    capsys.readouterr()
     with service_log(conf, tmp_path / "scheduler.log") as lines:
         logged = [line for line in lines() if "unknown option" in line]
+    said = (f"{path}: unknown option [scheduler] max_atempts, ignored: "
+            "did you mean [scheduler] max_attempts?")
     assert len(logged) == 1
     assert " WARNING " in logged[0]
-    assert logged[0].endswith(f"{path}: unknown option [scheduler] max_atempts, ignored: "
-                              "did you mean [scheduler] max_attempts?")
+    assert logged[0].endswith(said)
+    # Its log is a file: the terminal it was started from hears it as well.
+    assert capsys.readouterr().err == f"berth-scheduler: warning: {said}\n"
 
 
 def test_strict_config_refuses_to_start_with_one_line(tmp_path):

@@ -28,8 +28,10 @@ def test_create_show_list_delete(database):
     assert database.get_flavor("web.large") == created
     assert "web.large" in [f["name"] for f in database.list_flavors()]
 
+    with pytest.raises(NotFound, match="^no flavor named 'web.larg': did you mean 'web.large'\\?$"):
+        database.get_flavor("web.larg")
     database.delete_flavor("web.large")
-    with pytest.raises(NotFound, match="no flavor named 'web.large'"):
+    with pytest.raises(NotFound, match="^no flavor named 'web.large': did you mean 'm1.large'\\?$"):
         database.get_flavor("web.large")
     with pytest.raises(NotFound, match="no flavor named 'web.large'"):
         database.delete_flavor("web.large")
