@@ -7,7 +7,7 @@ and changes nothing when one is wrong.
 """
 
 from scheduler.cmd import arguments, move_commands, output
-from scheduler.cmd.arguments import CommandError
+from scheduler.cmd.references import unknown_host
 
 
 def add_usage(subparsers):
@@ -69,7 +69,7 @@ def host_show(client, args, out):
     """Every field the scheduler keeps of one host, as ``berth host list`` sums them up."""
     found = [h for h in client.list_hosts({}) if h["host"] == args.target_host]
     if not found:
-        raise CommandError(f"no host {args.target_host!r} has reported (berth host list lists them)")
+        raise unknown_host(client, args.target_host)
     output.emit_one(args, found[0], out, text=HOST_TEXT)
     return 0
 

@@ -14,7 +14,14 @@ from berth_contract.request_spec import MAX_INSTANCES_PER_REQUEST, check_display
 from scheduler import rpc, states
 from scheduler.cmd import move_history, output
 from scheduler.cmd.arguments import CommandError, hint, positive
-from scheduler.cmd.references import as_uuid, group_uuid, hinted_instance, instance_uuid, instances_by_uuid
+from scheduler.cmd.references import (
+    as_uuid,
+    group_uuid,
+    hinted_instance,
+    instance_uuid,
+    instances_by_uuid,
+    unknown_host,
+)
 from scheduler.cmd.waiting import wait_for
 from scheduler.exception import InvalidRequest
 
@@ -286,9 +293,9 @@ def instances_command(client, args, out):
     found = client.list_instances({}, host=args.on_host, state=args.state, include_deleted=args.all)
     # A misspelt host would list nothing, as an empty one does: say which it is.
     host = args.on_host
-    if not found and host is not None and all(h["host"] != host for h in client.list_hosts({})):
-        raise CommandError(f"no host {host!r} has reported, and no instance is on it "
-                           "(berth host list names them)")
+    refusal = unknown_host(client, host, ", and no instance is on it") if not found and host else None
+    if refusal is not None:
+        raise refusal
     print_instances(found, out, args)
     return 0
 

@@ -16,7 +16,7 @@ from scheduler import rpc
 from scheduler.cmd import draining, output
 from scheduler.cmd.arguments import CommandError, Interrupted, positive, whole
 from scheduler.cmd.instance_commands import flavor_from_args
-from scheduler.cmd.references import instance_uuid, instances_by_uuid
+from scheduler.cmd.references import instance_uuid, instances_by_uuid, unknown_host
 from scheduler.cmd.waiting import wait_for_moves
 
 #: STEP: where a move between two agents is (prepare, migrate, finish), empty for one taken in alone.
@@ -200,9 +200,9 @@ def migrations_command(client, args, out):
     found = _moving(client.list_migrations, host=args.on_host, status=args.state, instance_uuid=uuid)
     # A misspelt host would list nothing, as one no move touched does: say which it is.
     host = args.on_host
-    if not found and host is not None and all(h["host"] != host for h in client.list_hosts({})):
-        raise CommandError(f"no host {host!r} has reported, and no move is from or to it "
-                           "(berth host list names them)")
+    refusal = unknown_host(client, host, ", and no move is from or to it") if not found and host else None
+    if refusal is not None:
+        raise refusal
     print_migrations(found, out, args)
     return 0
 

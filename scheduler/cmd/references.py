@@ -1,5 +1,6 @@
 """Instances and server groups as the commands name them: by UUID, or by name."""
 
+import difflib
 import uuid as uuidlib
 
 from berth_contract.request_spec import MAX_LIST
@@ -69,3 +70,14 @@ def instances_by_uuid(client, uuids):
         page = uuids[start:start + MAX_LIST]
         found.update((i["uuid"], i) for i in client.list_instances({}, include_deleted=True, uuids=page))
     return found
+
+
+def unknown_host(client, host, what=""):
+    """The refusal of ``host`` when no host of that name has reported (``what``: what else is
+    not there, said after it), naming the nearest that has; None when it has reported."""
+    names = [h["host"] for h in client.list_hosts({})]
+    if host in names:
+        return None
+    near = difflib.get_close_matches(host, names, n=1, cutoff=0.7)
+    hint = f": did you mean {near[0]!r}?" if near else " (berth host list names them)"
+    return CommandError(f"no host {host!r} has reported{what}{hint}")

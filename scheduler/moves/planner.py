@@ -11,6 +11,7 @@ resizes in place (its agent reports berth_contract.traits.RESIZE_IN_PLACE).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 from typing import Any
 
@@ -170,8 +171,9 @@ class MovePlanner:
                 raise MoveRefused(f"Instance {uuid} is on {source} already: name another host")
             row = table.index.get(move.host)
             if row is None:
+                near = difflib.get_close_matches(move.host, list(table.index), n=1, cutoff=0.7)
                 raise MoveRefused(f"No host {move.host} has reported to this scheduler: it cannot take "
-                                  f"instance {uuid}")
+                                  f"instance {uuid}" + (f" (did you mean {near[0]}?)" if near else ""))
             target = table.view(row)
             if not planner.hosts.is_up(target):
                 # Forced or not: an agent that does not report cannot take the instance in.

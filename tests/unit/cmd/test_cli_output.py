@@ -77,6 +77,9 @@ def test_a_host_that_never_reported_is_refused_rather_than_listed_empty(conf_fil
     with pytest.raises(CommandError, match=r"^no host 'h3' has reported, and no instance is on it "
                                            r"\(berth host list names them\)$"):
         instances(conf_file, "--host", "h3")
+    with pytest.raises(CommandError, match=r"^no host 'h11' has reported, and no instance is on it: "
+                                           r"did you mean 'h1'\?$"):
+        instances(conf_file, "--host", "h11")
 
 
 def test_the_table_format_is_the_openstack_clients(conf_file):  # noqa: F811
