@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -273,7 +274,7 @@ def _of_request(msg: dict[str, Any]) -> str:
     return f", request {request_id}" if request_id else ""
 
 
-def _metrics():
+def _metrics() -> types.ModuleType:
     """The counters of casts, imported at the first cast: a command that only calls never needs
     prometheus_client."""
     from scheduler.telemetry import rpc_metrics
