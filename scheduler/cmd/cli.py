@@ -15,6 +15,7 @@ from oslo_config import cfg
 from scheduler import conf as berth_conf
 from scheduler.cmd import grammar, output, parsers, unknown_options
 from scheduler.cmd.arguments import CommandError
+from scheduler.process import startup as config
 
 PROG = "berth"
 
@@ -35,7 +36,7 @@ def main(argv=None, out=None):
     try:
         return _main(sys.argv[1:] if argv is None else list(argv), out or sys.stdout)
     except KeyboardInterrupt:  # the terminal echoed ^C where a line may have been: a line of its own
-        print(f"{chr(10) if sys.stderr.isatty() else ''}{PROG}: interrupted", file=sys.stderr)
+        print(("\n" if sys.stderr.isatty() else "") + f"{PROG}: interrupted", file=sys.stderr)
         return 130
 
 
@@ -43,8 +44,6 @@ def load(argv, conf=None, out=None):
     """``argv`` parsed in the grammar's words (an earlier release's verbs too) into a ConfigOpts
     whose ``command`` is the command's. Exits as argparse does when nothing is left to run:
     status 0 once help is printed, 2 for words no command has."""
-    from scheduler.process import startup as config
-
     start = _command_start(argv)
     words = grammar.canonical(argv[start:])
     if words[:1] == [grammar.HELP]:
@@ -72,9 +71,8 @@ def load(argv, conf=None, out=None):
 
 
 def _main(argv, out):
-    from scheduler import rpc
+    from scheduler import rpc  # the transport: not for help, nor for the commands that need no broker
     from scheduler.client import SchedulerClient
-    from scheduler.process import startup as config
 
     conf = load(argv, out=out)
     if "--debug" in argv:  # asked for on this command line, not by a shared config file: show it
@@ -228,8 +226,6 @@ def _first_sentence(text):
 
 def _global_options():
     """The options section of ``berth``'s own argparse help (config files, logging)."""
-    from scheduler.process import startup as config
-
     said = io.StringIO()
     with contextlib.redirect_stdout(said), contextlib.suppress(SystemExit):
         config.load(["--help"], PROG, areas=berth_conf.CLI_AREAS, cli_opts=cli_opts + [
