@@ -49,18 +49,8 @@ class _Declared:
             if kwargs.get("description"):
                 parser.description = kwargs["description"]
                 parser.formatter_class = kwargs.get("formatter_class", parser.formatter_class)
-            return _Passing(_Existing(self._tree.groups[words]), parser)
+            return _Passing(self._tree.groups[words], parser)
         return self._tree.group(words[:-1]).add_parser(words[-1], **kwargs)
-
-
-class _Existing:
-    """The grammar's own group, to which a module adds its actions."""
-
-    def __init__(self, found):
-        self._found = found
-
-    def add_parser(self, name, **kwargs):
-        return self._found.add_parser(name, **kwargs)
 
 
 class _Passing:
