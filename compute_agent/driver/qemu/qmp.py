@@ -35,6 +35,8 @@ class QMP:
         self._sock = sock
         try:
             greeting = self._read()
+            while "event" in greeting:  # one qemu still had for the socket's previous client
+                greeting = self._read()
             if "QMP" not in greeting:
                 raise QMPError(f"{self.path} is not a QMP socket: it said {greeting!r}"[:300])
             self.execute("qmp_capabilities")

@@ -10,11 +10,14 @@ import pytest
 from compute_agent.driver.qemu import qmp
 
 
-@pytest.fixture(params=[1, 100], ids=["short path", "path longer than a socket address"])
+@pytest.fixture(params=[(1, b""), (100, b""), (1, b'{"timestamp": {"seconds": 1}, "event": "STOP"}\n')],
+                ids=["short path", "path longer than a socket address", "an event before the greeting"])
 def monitor(tmp_path, request):
-    """A monitor that greets, takes qmp_capabilities, sends an event before each answer and answers
-    query-status; anything else is an error. Yields the socket's path."""
-    directory = tmp_path / ("d" * request.param)
+    """A monitor that greets (after an event left for its previous client, in one case), takes
+    qmp_capabilities, sends an event before each answer and answers query-status; anything else
+    is an error. Yields the socket's path."""
+    length, before = request.param
+    directory = tmp_path / ("d" * length)
     directory.mkdir()
     path = str(directory / "qmp.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -28,7 +31,7 @@ def monitor(tmp_path, request):
     def serve():
         conn, _ = listener.accept()
         with conn, conn.makefile("rwb") as stream:
-            stream.write(b'{"QMP": {"version": {}, "capabilities": []}}\n')
+            stream.write(before + b'{"QMP": {"version": {}, "capabilities": []}}\n')
             stream.flush()
             for line in stream:
                 command = json.loads(line)["execute"]
