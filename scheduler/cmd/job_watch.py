@@ -12,6 +12,7 @@ import logging
 import time
 
 from scheduler import rpc
+from scheduler.cmd.waiting import Progress
 
 LOG = logging.getLogger(__name__)
 
@@ -50,22 +51,21 @@ class Watch:
         self.client, self.job, self.out, self.tell = client, job, out, tell
         self.interval = POLL_INTERVAL if interval is None else interval
         self.sleep = sleep
-        self.tty = _is_tty(out) if tty is None else tty
+        self.progress = Progress(out, tty)  # the bar, on a terminal
         self.until = until
         self.seen = {s["position"]: s["status"] for s in job["steps"]}
-        self._drawn = 0  # the width of the bar on screen
         self._unanswered = False
 
     def follow(self):
         """Tell each step's change until the job ends (or ``until``); the job as last seen."""
         try:
             while self.job["state"] not in ENDED and not (self.until and self.until(self.job)):
-                self._draw()
+                self.progress.status(bar(self.job))
                 self.out.flush()  # each line as it happens, to a pipe or a file too
                 self.sleep(self.interval)
                 self._look()
         finally:
-            self._erase()
+            self.progress.clear()
         return self.job
 
     def _look(self):
@@ -85,27 +85,6 @@ class Watch:
                 self.print(*self.tell(step, before))
 
     def print(self, *lines):
-        self._erase()
+        self.progress.clear()
         for line in lines:
             print(line, file=self.out)
-
-    def _draw(self):
-        if not self.tty:
-            return
-        text = bar(self.job)
-        self.out.write("\r" + text + " " * max(0, self._drawn - len(text)))
-        self.out.flush()
-        self._drawn = len(text)
-
-    def _erase(self):
-        if self._drawn:
-            self.out.write("\r" + " " * self._drawn + "\r")
-            self.out.flush()
-            self._drawn = 0
-
-
-def _is_tty(out):
-    try:
-        return out.isatty()
-    except (AttributeError, ValueError):
-        return False
