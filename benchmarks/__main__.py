@@ -67,6 +67,12 @@ def parse_args(argv):
     parser.add_argument("--e2e-bundle", action="store_true",
                         help="cast the requests in bundles, up to 100 to a message (run_instances), "
                         "instead of a message each")
+    parser.add_argument("--e2e-baseline", default=None, metavar="DIR",
+                        help="run the end-to-end section for the code of the source tree DIR (a "
+                        "checkout of an earlier commit) too, the two alternated --e2e-rounds times, "
+                        "and print each one's medians")
+    parser.add_argument("--e2e-rounds", type=int, default=1,
+                        help="end-to-end runs of each code (with --e2e-baseline: alternated)")
     parser.add_argument("--e2e-logs", default=None, metavar="DIR",
                         help="keep the end-to-end processes' logs in DIR (default: thrown away)")
     parser.add_argument("--e2e-profile", default=None, metavar="DIR",
@@ -107,11 +113,14 @@ def rows(args):
     if "e2e" not in args.skip:
         from benchmarks import e2e
 
-        yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances,
-                          workers=args.e2e_workers, rate=args.e2e_rate or None,
-                          batch_size=args.e2e_batch_size or e2e.BATCH_SIZE, logs=args.e2e_logs,
-                          profile=args.e2e_profile, prefer_owned_hosts=not args.e2e_no_owners,
-                          queue_version=args.e2e_queue_version, bundled=args.e2e_bundle)
+        trees = [args.e2e_baseline, None] if args.e2e_baseline else [None]
+        for _ in range(args.e2e_rounds):
+            for tree in trees:
+                yield e2e.measure(args.transport_url, args.e2e_hosts, args.e2e_instances,
+                                  workers=args.e2e_workers, rate=args.e2e_rate or None,
+                                  batch_size=args.e2e_batch_size or e2e.BATCH_SIZE, logs=args.e2e_logs,
+                                  profile=args.e2e_profile, prefer_owned_hosts=not args.e2e_no_owners,
+                                  queue_version=args.e2e_queue_version, bundled=args.e2e_bundle, tree=tree)
 
 
 def _rebalance_rows(args):
@@ -140,7 +149,10 @@ def main(argv=None):
               f"Python {platform.python_version()}; reference loop {machine_speed.reference_us():.1f} us "
               f"({machine_speed.LOOP}, best of 5)")
         print(f"{'bench':<10} {'hosts':>8} {'policy':<32} {'median ms':>10} {'p99 ms':>10}  rate")
+    e2e_rows = []
     for row in rows(args):
+        if row["bench"] == "e2e":
+            e2e_rows.append(row)
         if args.json:
             print(json.dumps(row), flush=True)
             continue
@@ -156,6 +168,11 @@ def main(argv=None):
             rate = e2e.describe(row)
         print(f"{row['bench']:<10} {_fmt(row['n_hosts']):>8} {row['policy']:<32} "
               f"{_fmt(row['median_ms']):>10} {_fmt(row['p99_ms']):>10}  {rate}", flush=True)
+    if len(e2e_rows) > 1 and not args.json:
+        from benchmarks import e2e
+
+        for line in e2e.summarise(e2e_rows):
+            print(line)
     return 0
 
 

@@ -32,7 +32,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks import process_cpu
 from benchmarks.fleet_sim import host_names
+from benchmarks.report_e2e import code_of
 from benchmarks.services import temporary_database, temporary_vhost
+from benchmarks.summary import spread
 from scheduler import conf as berth_conf
 from scheduler import rpc
 from scheduler.client import SchedulerClient
@@ -87,7 +89,14 @@ def _database(tmp):
         yield url
 
 
-def _write_conf(path, transport_url, database_url, tmp, batch_size, prefer_owned_hosts):
+def host_scale(n_hosts, n_instances):
+    """How many times the simulated hosts' default size (64 vCPUs, 256 GiB, 8,000 GB) they get, so
+    that a long run's instances (the flavors cycled: 2,218 MiB on average) all fit: one at 60
+    instances a host or fewer."""
+    return max(1, -(-n_instances // (60 * n_hosts)))
+
+
+def _write_conf(path, transport_url, database_url, tmp, batch_size, prefer_owned_hosts, scale=1):
     path.write_text(f"""[DEFAULT]
 transport_url = {transport_url}
 state_path = {tmp}/state
@@ -100,9 +109,9 @@ batch_size = {batch_size}
 prefer_owned_hosts = {str(prefer_owned_hosts).lower()}
 [compute_agent]
 report_interval = 10
-fake_memory_mb = 262144
-fake_local_gb = 8000
-fake_vcpus = 64
+fake_memory_mb = {262144 * scale}
+fake_local_gb = {8000 * scale}
+fake_vcpus = {64 * scale}
 [prometheus]
 listen_port = 0
 """)
@@ -223,14 +232,16 @@ def _cast(transport, client, n_instances, rate, bundled=False):
 
 def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None,
             batch_size=BATCH_SIZE, logs=None, profile=None, prefer_owned_hosts=True, queue_version=None,
-            bundled=False):
+            bundled=False, tree=None):
     """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
     as one client can) to ``workers`` schedulers and a simulated fleet of ``n_hosts``;
     time each from its cast to ACTIVE. With ``logs``, the processes' logs are kept there; with
     ``profile``, the schedulers run under yappi and leave their profiles there
     (scheduler-N.pstat, for pstats). ``prefer_owned_hosts``: the schedulers' [scheduler] option.
     ``queue_version``: the classic queues' version (1 or 2) by a policy on the run's vhost (None:
-    the broker's default). ``bundled``: the requests are cast in bundles (up to 100 a message)."""
+    the broker's default). ``bundled``: the requests are cast in bundles (up to 100 a message).
+    ``tree``: a source tree (a checkout of an earlier commit, say) whose code the schedulers and the
+    fleet run (None: this one's); the requests are cast by this one's client either way."""
     import pathlib
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
@@ -241,7 +252,8 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
             # Stopped before the database and the vhost go: a live process would reconnect to them.
             processes.callback(_stop, procs)
             conf_file = tmp / "berth.conf"
-            _write_conf(conf_file, url, database_url, tmp, batch_size, prefer_owned_hosts)
+            _write_conf(conf_file, url, database_url, tmp, batch_size, prefer_owned_hosts,
+                        host_scale(n_hosts, n_instances))
             args = ["--config-file", str(conf_file)]
             commands = [("fleet_sim", "benchmarks.fleet_sim", ["--hosts", str(n_hosts)])]
             for worker in range(1, workers + 1):
@@ -251,12 +263,13 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                                  ["--config-file", str(worker_conf)]))
             if profile:
                 os.makedirs(profile, exist_ok=True)
+            cwd, env = code_of(tree)
             for name, module, extra in commands:
                 log = open(tmp / f"{name}.log", "ab")  # noqa: SIM115
                 profiled = profile and name.startswith("scheduler-")
                 runner = ["benchmarks.profiled", os.path.join(profile, f"{name}.pstat")] if profiled else []
                 procs[name] = subprocess.Popen([sys.executable, "-m", *runner, module, *args, *extra],
-                                               stdout=log, stderr=subprocess.STDOUT)
+                                               stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env)
             conf = berth_conf.new_conf()
             conf(args, project="berth-bench", default_config_files=[])
             engine = sa.create_engine(database_url)
@@ -324,7 +337,8 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
     )
     latencies = sorted(t - cast_at[u] for t, u in done)
     first, last = min(cast_at.values()), done[-1][0]
-    # Sustained: the middle 80% of completions, away from the ramp-up and the tail.
+    # The middle 80% of completions, away from the ramp-up and the tail: it flatters a run whose
+    # completions bunch up (e.g. at its end), so the whole run's rate is given beside it.
     low, high = done[len(done) // 10][0], done[(len(done) * 9) // 10][0]
     placements = max(len(done), 1)
     cpu_ms = {name: used * 1e3 / placements for name, used in cpu.items()}
@@ -345,10 +359,12 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
         "batch_size": batch_size,
         "queue_version": queue_version,
         "bundled": bundled,
+        "code": "this" if tree is None else tree,
         "offered_per_s": rate,
         "cast_per_s": n_instances / cast_seconds,
-        "placements_per_s": (len(done) * 0.8) / max(high - low, 1e-9),
-        "overall_per_s": len(done) / max(last - first, 1e-9),
+        "placements_per_s": len(done) / max(last - first, 1e-9),
+        "middle_per_s": (len(done) * 0.8) / max(high - low, 1e-9),
+        "seconds": last - first,
         "median_ms": statistics.median(latencies) * 1e3,
         "p99_ms": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1e3,
         "cpu_ms_per_placement": cpu_ms,
@@ -367,8 +383,14 @@ def describe(row):
         owners += f" (classic queues v{row['queue_version']})"
     if row.get("bundled"):
         owners += " (requests cast in bundles)"
-    return (f"{row['workers']} scheduler{'s' if row['workers'] > 1 else ''}{owners}: "
-            f"{row['placements_per_s']:,.0f} placements/s; CPU ms/placement {cpu['total']:.3f} = "
+    if row.get("code", "this") != "this":
+        owners += f" (code of {row['code']})"
+    offered = f"offered {row['offered_per_s']:,.0f}/s, " if row.get("offered_per_s") else "cast at once, "
+    return (f"{row['workers']} scheduler{'s' if row['workers'] > 1 else ''}{owners}: {offered}"
+            f"{row['placements_per_s']:,.0f} placements/s first cast to last ACTIVE "
+            f"({row.get('seconds', 0):,.1f} s; middle 80%: {row.get('middle_per_s', 0):,.0f}/s); "
+            f"latency median {row['median_ms'] / 1e3:,.2f} s, p99 {row['p99_ms'] / 1e3:,.2f} s; "
+            f"CPU ms/placement {cpu['total']:.3f} = "
             + " + ".join(f"{name} {ms:.3f}" for name, ms in cpu.items() if name != "total")
             + f"; messages/placement {sum(messages.values()):.3f} = "
             + " + ".join(f"{kind} {n:.3f}" for kind, n in messages.items() if n)
@@ -379,3 +401,21 @@ def _epoch(value):
     if isinstance(value, str):
         value = datetime.datetime.fromisoformat(value.replace("Z", ""))
     return value.replace(tzinfo=datetime.UTC).timestamp()
+
+
+def summarise(rows):
+    """Lines giving, for each code measured, the medians (min-max) of its runs' figures."""
+    by_code = {}
+    for row in rows:
+        by_code.setdefault(row.get("code", "this"), []).append(row)
+    figures = (("placements/s first cast to last ACTIVE", lambda r: r["placements_per_s"], 0),
+               ("latency median s", lambda r: r["median_ms"] / 1e3, 2),
+               ("latency p99 s", lambda r: r["p99_ms"] / 1e3, 2),
+               ("CPU ms/placement", lambda r: r["cpu_ms_per_placement"]["total"], 3),
+               ("scheduler CPU ms/placement", lambda r: r["cpu_ms_per_placement"].get("scheduler", 0), 3),
+               ("rabbitmq CPU ms/placement", lambda r: r["cpu_ms_per_placement"].get("rabbitmq", 0), 3),
+               ("messages/placement", lambda r: sum(r["messages_per_placement"].values()), 3))
+    for code, runs in by_code.items():
+        yield f"e2e {code}: {len(runs)} run(s), medians (min-max):"
+        for name, figure, digits in figures:
+            yield f"  {name}: {spread([figure(r) for r in runs], digits)}"
