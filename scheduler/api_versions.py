@@ -37,6 +37,9 @@ SCHEDULER = API("scheduler", (
             "powered itself off"),
     ("1.8", "move_update says migrated with figures: the source driver's measures of a live migration "
             "(downtime_ms, total_ms, memory_bytes), recorded on the migration"),
+    ("1.9", "the agents' instance_update, start_build and move_update go to the queue scheduler_agents, "
+            "which every scheduler takes besides scheduler: they no longer wait behind the clients' "
+            "requests queued there"),
 ))
 
 #: The compute agents' API (compute_agent.manager.ComputeEndpoint, and beside it

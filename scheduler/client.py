@@ -44,6 +44,14 @@ POWER_VERSION = "1.6"
 GUEST_SHUTDOWN_VERSION = "1.7"
 #: The version of the scheduler API from which move_update carries a migration's figures.
 MOVE_FIGURES_VERSION = "1.8"
+#: The topic of the agents' words on their instances and moves (AGENT_METHODS), from API 1.9: a
+#: queue of its own, which every scheduler takes besides TOPIC's, so that they do not wait behind
+#: the clients' requests queued there.
+AGENTS_TOPIC = f"{TOPIC}_agents"
+#: The version of the scheduler API from which the agents send AGENT_METHODS to AGENTS_TOPIC.
+AGENTS_VERSION = "1.9"
+#: What the agents tell the schedulers of their instances and moves, and ask before a build.
+AGENT_METHODS = frozenset({"instance_update", "start_build", "move_update"})
 #: The methods of the scaling API admin_call may name; every other one is the admin API's.
 SCALING_METHODS = frozenset({
     "create_scaling_group", "list_scaling_groups", "show_scaling_group", "update_scaling_group",
@@ -85,6 +93,13 @@ class SchedulerClient:
         self._reports = rpc.RPCClient(
             transport, rpc.Target(topic=REPORTS_TOPIC, fanout=True, version=REPORTS_VERSION),
             version_cap=self._client.version_cap, api=api_versions.SCHEDULER.name)
+        #: Where the agents' AGENT_METHODS go: their own queue, or under a cap below 1.9 (schedulers
+        #: that do not take it) the clients' one.
+        self._agents = self._client
+        if self._client.can_send_version(AGENTS_VERSION):
+            self._agents = rpc.RPCClient(transport, rpc.Target(topic=AGENTS_TOPIC), timeout=timeout,
+                                         version_cap=self._client.version_cap,
+                                         api=api_versions.SCHEDULER.name)
 
     def can_send_version(self, version: str, api: API = api_versions.SCHEDULER) -> bool:
         """Whether ``[upgrade_levels]`` lets this client send ``version`` of ``api``."""
@@ -149,7 +164,7 @@ class SchedulerClient:
         the others at 1.0."""
         shutoff = state == "SHUTOFF" and self._client.can_send_version(POWER_VERSION)
         version = GUEST_SHUTDOWN_VERSION if shutoff and fault is not None else POWER_VERSION
-        client = self._client.prepare(version=version) if shutoff else self._client
+        client = self._agents.prepare(version=version) if shutoff else self._agents
         client.cast(
             ctxt, "instance_update", instance_uuid=instance_uuid, host=host, state=state, fault=fault
         )
@@ -163,7 +178,7 @@ class SchedulerClient:
                     ) -> dict[str, Any]:
         """(1.4) From ``host``'s agent, before it builds: ``{"build": True}``, or ``{"build": False,
         "reason": ...}`` when the instance was placed elsewhere meanwhile (or deleted)."""
-        return self._client.prepare(version=HOST_STOPS_VERSION, timeout=timeout).call(
+        return self._agents.prepare(version=HOST_STOPS_VERSION, timeout=timeout).call(
             ctxt, "start_build", instance_uuid=instance_uuid, host=host)
 
     def delete_instance(self, ctxt: Context, instance_uuid: str) -> None:
@@ -247,15 +262,16 @@ class SchedulerClient:
         1.8: left out under a lower cap, schedulers that would refuse them) or failed, or the move is
         done."""
         if not steps:
-            self._moves().cast(ctxt, "move_update", instance_uuid=instance_uuid, host=host,
-                               migration_id=migration_id, outcome=outcome, fault=fault)
+            self._agents.prepare(version="1.1").cast(ctxt, "move_update", instance_uuid=instance_uuid,
+                                                     host=host, migration_id=migration_id, outcome=outcome,
+                                                     fault=fault)
             return
         extra: dict[str, Any] = {}
         version = MOVE_STEPS_VERSION
         if figures is not None and self._client.can_send_version(MOVE_FIGURES_VERSION):
             extra["figures"] = figures
             version = MOVE_FIGURES_VERSION
-        self._client.prepare(version=version).cast(
+        self._agents.prepare(version=version).cast(
             ctxt, "move_update", instance_uuid=instance_uuid, host=host, migration_id=migration_id,
             outcome=outcome, fault=fault, transfer=transfer, **extra)
 

@@ -15,7 +15,7 @@ from scheduler import concurrency, rpc
 from scheduler.admin.flavors import FlavorEndpoint
 from scheduler.admin.grouping import AdminEndpoint, known_host, reload_aggregates
 from scheduler.admin.hosts import SCHEDULER_BINARY, HostAdminEndpoint, heartbeat, reload_disabled
-from scheduler.client import REPORTS_TOPIC, TOPIC, SchedulerClient
+from scheduler.client import AGENT_METHODS, AGENTS_TOPIC, REPORTS_TOPIC, TOPIC, SchedulerClient
 from scheduler.conf import upgrade_levels
 from scheduler.conf.filter_scheduler import allocation_ratios
 from scheduler.db import api as db_api
@@ -124,6 +124,13 @@ def assemble(conf, transport, database, rng=None):
     )
 
 
+def agents_server(transport, endpoints, **kwargs):
+    """The RPC server of the agents' queue (AGENTS_TOPIC), shared by every scheduler: the
+    AGENT_METHODS of ``endpoints`` only; ``kwargs`` as rpc.get_rpc_server takes them."""
+    return rpc.get_rpc_server(transport, rpc.Target(topic=AGENTS_TOPIC), endpoints, methods=AGENT_METHODS,
+                              fanout_queue=False, **kwargs)
+
+
 class SchedulerService:
     def __init__(self, conf, transport, database, rng=None):
         self.conf = conf
@@ -166,6 +173,12 @@ class SchedulerService:
             fanouts=() if shared else (REPORTS_TOPIC,),
             shared_fanouts=((REPORTS_TOPIC, report_digests.REPORT_TTL),) if shared else (),
         )
+        #: The agents' words on their instances and moves: a queue of their own, so that a
+        #: placement is ACTIVE when its agent says so, whatever backlog of requests waits.
+        self._agents_server = agents_server(transport, [self.manager, self.moves],
+                                            batch_size=conf.scheduler.batch_size,
+                                            unit_of_work=self._unit_of_work, access=access)
+        self._agents_server.dead_letters.recent = self._server.dead_letters.recent  # one list on the page
         #: Which hosts' reports this scheduler writes, and the hosts it knows have a row.
         self.report_owners = ReportOwners(conf.host)
         if conf.scheduler.prefer_owned_hosts:  # with other schedulers live: fewer claim conflicts
@@ -214,6 +227,7 @@ class SchedulerService:
         if self.digests_in is not None:
             self.digests_in.start()
             self.digests_out.start()
+        self._agents_server.start()
         self._server.start()
         for collector in self._collectors:
             prometheus_client.REGISTRY.register(collector)
@@ -244,7 +258,9 @@ class SchedulerService:
             self.scaling.stop()
         self.job_loop.stop()
         self._server.stop()
+        self._agents_server.stop()
         self._server.wait()
+        self._agents_server.wait()
         self._queues.close()  # after the last create or set that may have opened it again
         if self.digests_in is not None:
             self.digests_out.stop()  # what it took goes to the others

@@ -47,11 +47,15 @@ class Dispatcher:
     (scheduler.rpc.access.Access), every public method must declare its callers
     (scheduler.rpc.roles: ValueError otherwise), and a message whose sender may
     not call its method raises NotAuthorized before the method runs.
+
+    With ``methods``, only those methods are served: a message naming another one is refused
+    as one naming no method (a queue taken for some of the endpoints' methods only).
     """
 
-    def __init__(self, endpoints, access=None):
+    def __init__(self, endpoints, access=None, methods=None):
         self.endpoints = list(endpoints)
         self.access = access
+        self.methods = None if methods is None else frozenset(methods)
         if access is not None:
             missing = roles.undeclared(self.endpoints)
             if missing:
@@ -62,7 +66,8 @@ class Dispatcher:
         for endpoint in reversed(self.endpoints):  # the first endpoint's form wins
             for name in dir(type(endpoint)):
                 method = getattr(getattr(type(endpoint), name), "berth_batch_of", None)
-                if method is not None and callable(getattr(endpoint, method, None)):
+                if method is not None and callable(getattr(endpoint, method, None)) and (
+                        self.methods is None or method in self.methods):
                     self._batch_forms[method] = (endpoint, getattr(endpoint, name))
 
     def _find(self, method, version=None):
@@ -70,7 +75,8 @@ class Dispatcher:
         ``version`` (an API served at two major versions has an endpoint for each), else the
         first that has it."""
         found = None
-        if not method.startswith("_") and method.isidentifier():
+        if not method.startswith("_") and method.isidentifier() and (
+                self.methods is None or method in self.methods):
             for endpoint in self.endpoints:
                 func = getattr(endpoint, method, None)
                 if callable(func):

@@ -45,9 +45,9 @@ HOLD_MAX_DELAY = 2.0
 
 
 def get_rpc_server(transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False,
-                   hearing=None, access=None, fanouts=(), shared_fanouts=()):
+                   hearing=None, access=None, fanouts=(), shared_fanouts=(), methods=None, fanout_queue=True):
     return RPCServer(transport, target, endpoints, batch_size, unit_of_work, exclusive, hearing, access,
-                     fanouts, shared_fanouts)
+                     fanouts, shared_fanouts, methods, fanout_queue)
 
 
 class _Hold:
@@ -104,10 +104,13 @@ class RPCServer:
     too (it takes every message cast to them); ``shared_fanouts``: ``(topic, message_ttl)`` of
     topics whose fanout exchange it takes from through the queue ``<topic>`` it shares with the
     other servers consuming it (each message taken by one of them).
+
+    ``methods``: the only methods served (see Dispatcher); ``fanout_queue=False``: no queue of the
+    server's own on ``<topic>_fanout`` (a topic nothing fans out to).
     """
 
     def __init__(self, transport, target, endpoints, batch_size=1, unit_of_work=None, exclusive=False,
-                 hearing=None, access=None, fanouts=(), shared_fanouts=()):
+                 hearing=None, access=None, fanouts=(), shared_fanouts=(), methods=None, fanout_queue=True):
         if target.fanout:
             raise ValueError("a server's target cannot be fanout")
         if exclusive and not target.server:
@@ -115,8 +118,10 @@ class RPCServer:
         self.exclusive = exclusive
         self.transport = transport
         self.target = target
-        self.dispatcher = Dispatcher(endpoints, access)
-        self.fanout_queue_name = f"{target.topic}_fanout_{envelope.new_id()}"
+        if fanouts and not fanout_queue:
+            raise ValueError("a server without a fanout queue takes no other topic's fanout")
+        self.dispatcher = Dispatcher(endpoints, access, methods)
+        self.fanout_queue_name = f"{target.topic}_fanout_{envelope.new_id()}" if fanout_queue else None
         self._fanouts = tuple(fanouts)
         self._shared_fanouts = tuple(shared_fanouts)
         self._fanout_exchanges = {topology.fanout_exchange(t).name for t in (target.topic, *self._fanouts)}
@@ -156,8 +161,9 @@ class RPCServer:
         if self.target.server:
             queues.append(topology.shared_queue(self.transport, topology.routing_key(self.target),
                                                 exclusive=self.exclusive))
-        queues.append(topology.fanout_queue(self.transport, self.target.topic, self.fanout_queue_name,
-                                            self._fanouts))
+        if self.fanout_queue_name is not None:
+            queues.append(topology.fanout_queue(self.transport, self.target.topic, self.fanout_queue_name,
+                                                self._fanouts))
         queues.extend(topology.shared_fanout_queue(self.transport, topic, ttl)
                       for topic, ttl in self._shared_fanouts)
         return queues
@@ -197,6 +203,8 @@ class RPCServer:
         return self._loop.ready.is_set()
 
     def _delete_fanout_queue(self, channel):
+        if self.fanout_queue_name is None:
+            return
         fanout = topology.fanout_queue(self.transport, self.target.topic, self.fanout_queue_name,
                                        self._fanouts)(channel)
         if not self.transport.is_rabbit:

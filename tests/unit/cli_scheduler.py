@@ -20,7 +20,7 @@ from scheduler.cmd import cli
 from scheduler.db.api import Database
 from scheduler.manager import SchedulerManager
 from scheduler.process import startup as config
-from scheduler.service import assemble
+from scheduler.service import agents_server, assemble
 from tests.unit.scheduler.service_parts import transport_and_database
 
 
@@ -63,19 +63,24 @@ Endpoints = Callable[[cfg.ConfigOpts, Database, SchedulerManager], list[object]]
 @contextlib.contextmanager
 def cli_scheduler(conf_file: Path, endpoints: Endpoints) -> Iterator[Database]:
     """Serve a SchedulerManager and what ``endpoints`` builds on the "scheduler" topic (server
-    s1), configured from ``conf_file``; yields the scheduler's database, synced."""
+    s1) and the agents' one, configured from ``conf_file``; yields the scheduler's database, synced."""
     conf = cfg.ConfigOpts()
     config.load(["--config-file", str(conf_file)], "berth-scheduler", conf=conf)
     transport, database = transport_and_database(conf)
     manager = assemble(conf, transport, database).manager
-    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"),
-                                [manager, *endpoints(conf, database, manager)], fanouts=(REPORTS_TOPIC,))
-    server.start()
+    served = [manager, *endpoints(conf, database, manager)]
+    servers = [rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"), served,
+                                  fanouts=(REPORTS_TOPIC,)),
+               agents_server(transport, served)]
+    for server in servers:
+        server.start()
     try:
         yield database
     finally:
-        server.stop()
-        server.wait()
+        for server in servers:
+            server.stop()
+        for server in servers:
+            server.wait()
         transport.cleanup()
         database.dispose()
 

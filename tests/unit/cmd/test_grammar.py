@@ -2,6 +2,7 @@
 earlier releases as aliases; ``berth help``; a near word named for a misspelt one; Ctrl-C."""
 
 import io
+import os
 import signal
 import subprocess
 import sys
@@ -135,19 +136,40 @@ def test_a_listing_imports_no_database_policy_simulation_or_server_code(tmp_path
     assert done.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("after", [0.05, 0.6])
+#: berth's entry point, saying on the fd MARKER_FD when it starts importing the command line (its handler of
+#: Ctrl-C in place): a signal before Python runs it is Python's, not berth's, to answer.
+MARKED_ENTRY = (
+    "import importlib, os, sys\n"
+    "from scheduler.cmd.entry import main\n"
+    "real = importlib.import_module\n"
+    "def marked(name, *args):\n"
+    "    os.write(int(os.environ['MARKER_FD']), b'importing\\n')\n"
+    "    return real(name, *args)\n"
+    "importlib.import_module = marked\n"
+    "sys.exit(main())\n")
+
+
+@pytest.mark.parametrize("after", [0.0, 0.6])
 def test_ctrl_c_while_starting_or_reaching_the_broker_is_one_line_and_status_130(tmp_path, after):
-    """Twice, as ``timeout -s INT`` signals the process and its group: still one line."""
+    """Twice, as ``timeout -s INT`` signals the process and its group: still one line. At 0.0: as
+    soon as berth's entry point runs, while it imports the rest."""
     conf_file = tmp_path / "berth.conf"
     conf_file.write_text("[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:1/\n")
-    berth = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from scheduler.cmd.entry import main; sys.exit(main())",
-         "--config-file", str(conf_file), "--connect-timeout", "30", "server", "list"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(after)
-    berth.send_signal(signal.SIGINT)
-    berth.send_signal(signal.SIGINT)
-    out, err = berth.communicate(timeout=60)
+    marker_read, marker_write = os.pipe()
+    try:
+        berth = subprocess.Popen(
+            [sys.executable, "-c", MARKED_ENTRY,
+             "--config-file", str(conf_file), "--connect-timeout", "30", "server", "list"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            pass_fds=(marker_write,), env=dict(os.environ, MARKER_FD=str(marker_write)))
+    finally:
+        os.close(marker_write)
+    with os.fdopen(marker_read, "rb") as marker:
+        assert marker.readline() == b"importing\n"
+        time.sleep(after)
+        berth.send_signal(signal.SIGINT)
+        berth.send_signal(signal.SIGINT)
+        out, err = berth.communicate(timeout=60)
     assert (berth.returncode, out) == (130, "")
     assert err.splitlines() == ["berth: interrupted"]
 

@@ -10,6 +10,7 @@ import pytest
 
 from scheduler import api_versions, rpc
 from scheduler.client import REPORTS_TOPIC
+from scheduler.service import agents_server
 
 HOST = "agent-1"
 TIMEOUT = 30.0  # guards against hangs only
@@ -97,15 +98,19 @@ class StubScheduler:
 @contextlib.contextmanager
 def serving(transport, stub):
     """``stub`` on the scheduler topic of ``transport`` (server sched-1), taking the agents' reports
-    as a scheduler does; yields it."""
-    server = rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="sched-1"), [stub],
-                                fanouts=(REPORTS_TOPIC,))
-    server.start()
+    and their words on instances and moves (on their own queue) as a scheduler does; yields it."""
+    servers = [rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="sched-1"), [stub],
+                                  fanouts=(REPORTS_TOPIC,)),
+               agents_server(transport, [stub])]
+    for server in servers:
+        server.start()
     try:
         yield stub
     finally:
-        server.stop()
-        server.wait()
+        for server in servers:
+            server.stop()
+        for server in servers:
+            server.wait()
 
 
 def make_instance(memory_mb=1024, root_gb=10, vcpus=1, uuid=None):

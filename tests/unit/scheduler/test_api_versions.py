@@ -50,7 +50,7 @@ def test_every_endpoint_declares_its_api_and_the_scaling_methods_are_the_scaling
 def test_a_newer_client_is_refused_naming_the_version_this_scheduler_serves(started):
     client = rpc.RPCClient(started.transport, rpc.Target(topic="scheduler"), timeout=10)
     assert client.call({}, "list_hosts") == []
-    for method, api, served in (("list_hosts", "scheduler", "1.8"), ("list_aggregates", "admin", "1.3"),
+    for method, api, served in (("list_hosts", "scheduler", "1.9"), ("list_aggregates", "admin", "1.3"),
                                 ("list_scaling_groups", "scaling", "1.0")):
         newer = f"1.{int(served[-1]) + 1}"
         with pytest.raises(rpc.RemoteError) as info:
@@ -60,10 +60,10 @@ def test_a_newer_client_is_refused_naming_the_version_this_scheduler_serves(star
             f"API up to {served}: set [upgrade_levels] {api} = {served} where it is sent from, until this is "
             "upgraded"))
     uuid = "00000000-0000-4000-8000-000000000001"
-    client.prepare(version="1.9").cast({}, "delete_instance", instance_uuid=uuid)
+    client.prepare(version="1.10").cast({}, "delete_instance", instance_uuid=uuid)
     [letter] = dead_letters(started.transport, 1)
     assert letter.headers[deadletter.REASON].startswith(
-        "UnsupportedVersion: Endpoint does not support RPC version 1.9. Attempted method: delete_instance;")
+        "UnsupportedVersion: Endpoint does not support RPC version 1.10. Attempted method: delete_instance;")
     # Berth's own client sends 1.0, which it serves.
     assert SchedulerClient(started.transport, timeout=10).admin_call({}, "list_scaling_groups") == []
 
@@ -85,14 +85,14 @@ def test_a_cap_that_is_no_version_of_its_api_stops_every_command_with_one_line(t
 
 def test_the_caps_in_force_are_said_at_start_with_what_they_hold_back(tmp_path, caplog):
     path = tmp_path / "berth.conf"
-    path.write_text("[upgrade_levels]\ncompute = 1.2\nscheduler = 1.8\nadmin =\n")
+    path.write_text("[upgrade_levels]\ncompute = 1.2\nscheduler = 1.9\nadmin =\n")
     conf = config.load(["--config-file", str(path)], "berth-scheduler")
     assert upgrade_levels.cap(conf, api_versions.COMPUTE) == "1.2"
     assert upgrade_levels.cap(conf, api_versions.ADMIN) is None  # empty: no cap
     with caplog.at_level(logging.INFO, logger=upgrade_levels.__name__):
         upgrade_levels.log_caps(conf)
     assert caplog.messages == [
-        "[upgrade_levels] scheduler = 1.8: no version of the scheduler API this release speaks (up to 1.8) "
+        "[upgrade_levels] scheduler = 1.9: no version of the scheduler API this release speaks (up to 1.9) "
         "is above it: nothing held back",
         "[upgrade_levels] compute = 1.2: this service sends the compute API at version 1.2 at newest (this "
         f"release speaks 2.1); held back: 2.0 ({api_versions.COMPUTE.history[3][1]}); 2.1 "
