@@ -9,7 +9,8 @@ one, and refuses to start on them with ``strict_config``.
 
 Berth's own names are read from scheduler.process.known_options, a table written from the
 declarations (tools/write-known-options): importing the scheduler's option modules, its policy
-and plugins with them, would cost a compute agent half a second of CPU at each start. The
+and plugins with them, cost a compute agent whose file holds the scheduler's sections about a
+second of CPU at each start. The
 declarations themselves are imported only for a name the table does not have while another
 distribution installs a filter, weigher or driver, whose options the table cannot list.
 """
