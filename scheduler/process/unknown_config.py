@@ -6,6 +6,13 @@ checks its files at start against every option Berth has (the scheduler's, its p
 compute agent's and its drivers', oslo.log's: what berth.conf.sample lists), not only its own,
 so that one file serves them all; it warns of each name it does not know, with the nearest known
 one, and refuses to start on them with ``strict_config``.
+
+Berth's own names are read from scheduler.process.known_options, a table written from the
+declarations (tools/write-known-options): importing the scheduler's option modules, its policy
+and plugins with them, cost a compute agent whose file holds the scheduler's sections about a
+second of CPU at each start. The
+declarations themselves are imported only for a name the table does not have while another
+distribution installs a filter, weigher or driver, whose options the table cannot list.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import dataclasses
 import difflib
 import glob
 import os
+from importlib.metadata import entry_points
 
 from oslo_config import cfg
 
@@ -104,12 +112,6 @@ def _scheduler_options():
     return scheduler_opts.list_opts()
 
 
-def _oslo_log_options():
-    from oslo_log import _options  # what oslo.log's oslo.config.opts entry point lists
-
-    return _options.list_opts()
-
-
 def _command_line_options():
     """The commands' own options, which a file's [DEFAULT] may set too (``agents = 3``)."""
     from compute_agent.cmd import agent
@@ -118,12 +120,54 @@ def _command_line_options():
     return [(None, [*agent.cli_opts, *all_in_one.cli_opts, *cli.cli_opts])]
 
 
-#: Where every option of Berth's is listed: as oslo-config-generator reads them (berth.conf.sample),
-#: the quickest to import first, then the commands' own.
-EVERY_OPTION = (_oslo_log_options, _agent_options, _scheduler_options, _command_line_options)
+def declared():
+    """{section: {names}} of every option the installed Berth declares, its plugins' and
+    drivers' included, as oslo-config-generator reads them (berth.conf.sample), then the
+    commands' own; oslo.log's aside. Imports the services: known_options is written from it."""
+    known = {}
+    for listing in (_agent_options, _scheduler_options, _command_line_options):
+        _add(known, listing())
+    return known
+
+
+def _oslo_log_names():
+    from oslo_log import _options  # what oslo.log's oslo.config.opts entry point lists
+
+    return _add({}, _options.list_opts())
+
+
+def _berth_names():
+    from scheduler.process import known_options
+
+    return known_options.SECTIONS
+
+
+#: The entry point groups through which another distribution adds plugins, and with them options.
+PLUGIN_GROUPS = ("berth.scheduler.filters", "berth.scheduler.weighers", "berth.compute.drivers")
+#: The packages of Berth's own plugins and drivers, whose options known_options lists.
+OWN_PACKAGES = ("scheduler", "compute_agent")
+
+
+def other_distributions_plugins():
+    """The entry points of PLUGIN_GROUPS that name a module outside Berth's own packages."""
+    found = entry_points()
+    return [ep for group in PLUGIN_GROUPS for ep in found.select(group=group)
+            if ep.module.partition(".")[0] not in OWN_PACKAGES]
+
+
+def _other_distributions_names():
+    """declared() when another distribution installs a plugin; else nothing it would add."""
+    return declared() if other_distributions_plugins() else {}
+
+
+#: Where every option of Berth's is listed, each a callable returning {section: names}: the
+#: quickest to read first. oslo.log is read live, its names being those of the installed version.
+EVERY_OPTION = (_oslo_log_names, _berth_names, _other_distributions_names)
 
 
 def _add(known, pairs):
+    """Add to ``known`` ({section: {names}}) the options of ``pairs`` ((group, opts)), their
+    old names included."""
     for group, group_opts in pairs:
         name = _section(getattr(group, "name", group))
         names = known.setdefault(name, set())
@@ -153,7 +197,7 @@ def find(conf, listings=EVERY_OPTION, own_only=False):
     """The Unknown names of the files ``conf`` loaded, file by file, in the files' order.
 
     Names are looked up in what ``conf`` registered, then in each of ``listings`` (callables
-    returning ``(group, opts)`` pairs), imported only while some name is still unknown.
+    returning ``{section: names}``), read only while some name is still unknown.
 
     ``own_only`` (the ``berth`` command line, which registers only what it reads so as to start
     quickly): only names near one ``conf`` registered, in a section it registered, are judged;
@@ -167,7 +211,8 @@ def find(conf, listings=EVERY_OPTION, own_only=False):
         read = [(path, section, values) for path, section, values in read if values]
     listings = list(listings)
     while listings and any(_unknown_in(known, section, values) for _, section, values in read):
-        _add(known, listings.pop(0)())
+        for section, names in listings.pop(0)().items():
+            known.setdefault(section, set()).update(names)
     return [unknown for path, section, values in read
             for unknown in _check_section(path, section, values, known)]
 

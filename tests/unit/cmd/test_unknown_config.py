@@ -5,15 +5,18 @@ import configparser
 import re
 import subprocess
 import sys
+from importlib import metadata
 
 import pytest
 from oslo_config import cfg
 
 from compute_agent import conf as agent_conf
+from compute_agent.driver import installed
 from scheduler import conf as berth_conf
 from scheduler.cmd import common
+from scheduler.policy import filters, weighers
+from scheduler.process import known_options, unknown_config
 from scheduler.process import startup as config
-from scheduler.process import unknown_config
 from tests.docs_pages import ROOT
 from tests.unit.logs import service_log
 
@@ -198,3 +201,41 @@ def test_berth_imports_no_daemon_module_to_check_a_shared_file(tmp_path):
               "if m in sys.modules], startup._UNKNOWN)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[] []", done.stderr
+
+
+def test_the_table_of_berths_names_is_its_declarations():
+    """known_options, which a program checks a file against without importing the services, lists
+    every option they declare and no other."""
+    table = {section: set(names) for section, names in known_options.SECTIONS.items()}
+    assert table == unknown_config.declared(), "run tools/write-known-options"
+
+
+def test_an_agent_imports_no_scheduler_module_to_check_a_shared_file_and_names_its_misspellings(tmp_path):
+    """A compute agent whose file holds the scheduler's sections judges their names from the table:
+    a misspelt one is still said, with the nearest name."""
+    path = tmp_path / "berth.conf"
+    path.write_text(SHARED + "[scheduler]\nmax_atempts = 5\n")
+    script = ("import sys; from compute_agent import conf as agent_conf; from scheduler import conf; "
+              "from scheduler.process import startup; "
+              f"startup.load(['--config-file', {str(path)!r}], 'berth-compute-agent', "
+              "register=[agent_conf.register_opts], areas=conf.AGENT_AREAS); "
+              "print([m for m in ('scheduler.conf.opts', 'scheduler.policy', 'scheduler.db', "
+              "'scheduler.cmd') if m in sys.modules]); print(*startup._UNKNOWN, sep='\\n')")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == [
+        "[]",
+        f"{path}: unknown option [scheduler] max_atempts, ignored: did you mean [scheduler] max_attempts?",
+        f"{path}: unknown section [compute_agnet], ignored with its 1 option: did you mean [compute_agent]?",
+    ], done.stderr
+
+
+def test_only_other_distributions_plugins_may_add_names_the_table_lacks(monkeypatch):
+    assert set(unknown_config.PLUGIN_GROUPS) == {filters.ENTRY_POINTS, weighers.ENTRY_POINTS, installed.GROUP}
+    eps = metadata.EntryPoints([
+        metadata.EntryPoint("fake", "compute_agent.driver.fake:FakeDriver", installed.GROUP),
+        metadata.EntryPoint("Mine", "my_filters.mine:Mine", filters.ENTRY_POINTS),
+        metadata.EntryPoint("vbox", "vbox_driver:VBoxDriver", installed.GROUP),
+        metadata.EntryPoint("berth", "scheduler.cmd.entry:main", "console_scripts"),
+    ])
+    monkeypatch.setattr(unknown_config, "entry_points", lambda: eps)
+    assert [ep.name for ep in unknown_config.other_distributions_plugins()] == ["Mine", "vbox"]

@@ -156,6 +156,18 @@ START = """
 """
 
 
+AGENT_START = """
+    import sys
+    from compute_agent import conf as agent_conf
+    from scheduler import conf as berth_conf
+    from scheduler.process import startup as config
+
+    config.load(["--config-file", sys.argv[1]], "berth-compute-agent", register=[agent_conf.register_opts],
+                areas=berth_conf.AGENT_AREAS)
+    print(*config._UNKNOWN, sep="\\n")
+"""
+
+
 def write_conf(tmp_path, name, text):
     path = tmp_path / f"{name}.conf"
     path.write_text(text)
@@ -290,3 +302,14 @@ def test_builtin_plugins_are_the_concrete_classes_of_the_package():
     # Shared bases (a leading underscore, or abstract = True) are not plugins.
     assert not any(name.startswith("_") for name in found)
     assert "BaseHostFilter" not in found and "BaseHostWeigher" not in weighers.all_weighers()
+
+
+def test_an_agent_sharing_a_file_knows_an_installed_plugins_options_and_names_a_misspelt_one(
+        example_plugin, tmp_path):
+    """Berth's table of names cannot list another distribution's: with one installed, a name the
+    table lacks is looked up in the declarations, the plugin's included."""
+    path = write_conf(tmp_path, "shared", "[compute_agent]\ndriver = fake\n[example_plugin]\n"
+                      "reserved_ram_mb = 1024\nstacking_weight_multiplier = 2\nreserved_ram_bm = 1\n")
+    assert run(example_plugin, AGENT_START, path).splitlines() == [
+        f"{path}: unknown option [example_plugin] reserved_ram_bm, ignored: "
+        "did you mean [example_plugin] reserved_ram_mb?"]
