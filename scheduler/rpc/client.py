@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import time
@@ -191,6 +192,51 @@ class RPCClient:
             self._publish_bundle(msgs[start:start + BUNDLE_CASTS], bundled_from)
         for _ in msgs:
             self._count_cast(method)
+
+    def cast_apart(self, method: str, calls: Sequence[tuple[Context, dict[str, Any]]],
+                   bundled_from: str) -> list[Exception | None]:
+        """cast_each's casts (bundled as it bundles them), each call's outcome told apart: None once
+        the broker has the message that carried it, else what publishing that message raised. Only a
+        cast too large alone fails by itself; once a message fails otherwise, the calls it carried
+        and those not sent yet fail with it, unsent (RPCVersionCapError is raised, nothing sent)."""
+        if self.target.fanout:
+            raise ValueError("casts to a fanout target are not bundled; use cast")
+        version = self._check_version_cap(method)
+        msgs = [envelope.request(method, kwargs, ctxt, version=version) for ctxt, kwargs in calls]
+        size = BUNDLE_CASTS if self.can_send_version(bundled_from) else 1
+        groups = collections.deque(range(start, min(start + size, len(msgs)))
+                                   for start in range(0, len(msgs), size))
+        outcomes: list[Exception | None] = [None] * len(msgs)
+        failure: Exception | None = None
+        while groups:
+            group = groups.popleft()
+            if failure is None:
+                try:
+                    if len(group) == 1:
+                        key = self._cast_publish(msgs[group[0]])
+                    else:
+                        key = self._cast_publish(envelope.bundle([msgs[i] for i in group], bundled_from))
+                except MessageTooLarge as exc:
+                    if len(group) == 1:
+                        outcomes[group[0]] = exc
+                    else:
+                        half = len(group) // 2
+                        groups.extendleft((group[half:], group[:half]))
+                    continue
+                except Exception as exc:
+                    failure = exc
+                else:
+                    for _ in group:
+                        self._count_cast(method)
+                    if len(group) > 1:
+                        _metrics().BUNDLES.labels(self.target.topic).inc()
+                        _metrics().BUNDLED_CASTS.labels(self.target.topic).inc(len(group))
+                    if LOG.isEnabledFor(logging.DEBUG):
+                        LOG.debug("CAST %d %s in one message to %s", len(group), method, key)
+                    continue
+            for i in group:
+                outcomes[i] = failure
+        return outcomes
 
     def _publish_bundle(self, msgs: list[dict[str, Any]], version: str) -> None:
         """Publish ``msgs`` as one bundle, or halves of it, each under max_message_bytes; a cast too
