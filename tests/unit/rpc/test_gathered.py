@@ -3,11 +3,13 @@ meanwhile, each caller back once the message that carried its cast is confirmed.
 
 import threading
 import time
+import types
 
 import pytest
 
 from scheduler import rpc
 from scheduler.rpc import envelope
+from scheduler.rpc import gathered as gathered_module
 from scheduler.rpc.exceptions import MessageDeliveryFailure, MessageTooLarge
 from scheduler.rpc.gathered import GatheredCasts
 from tests.unit.rpc.conftest import WAIT, Recorder
@@ -162,3 +164,53 @@ def test_a_cast_inside_a_publishers_batch_goes_with_that_batch(transport, topic,
     held.release.set()
     first.join(WAIT)
     assert (held.ns(), errors) == ([[1], [2], [0]], {})
+
+
+class Stoppable(threading.Event):
+    """An event whose waiter is stopped on ``stop()`` (KeyboardInterrupt), as a killed
+    greenthread is while it waits."""
+
+    def __init__(self):
+        super().__init__()
+        self.stopped = False
+
+    def wait(self, timeout=None):
+        while not super().wait(0.01):
+            if self.stopped:
+                raise KeyboardInterrupt
+        return True
+
+
+def test_a_caller_stopped_while_it_waits_takes_its_cast_back_and_the_others_go(transport, topic,
+                                                                               monkeypatch):
+    events = []
+
+    def event():
+        events.append(Stoppable())
+        return events[-1]
+
+    monkeypatch.setattr(gathered_module, "threading", types.SimpleNamespace(Event=event, Lock=threading.Lock))
+    held = HeldPublisher(transport, monkeypatch)
+    gathered = GatheredCasts(rpc.RPCClient(transport, rpc.Target(topic)), "record", "1.0")
+    stopped = []
+
+    def cast(n):
+        try:
+            gathered.cast({}, n=n)
+        except KeyboardInterrupt:
+            stopped.append(n)
+
+    threads = [threading.Thread(target=cast, args=(0,))]
+    threads[0].start()
+    assert held.entered.wait(WAIT)
+    for n in (1, 2, 3):
+        threads.append(threading.Thread(target=cast, args=(n,)))
+        threads[-1].start()
+        _until(lambda n=n: gathered.gathered() == n)
+    events[2].stopped = True
+    threads[2].join(WAIT)
+    assert (stopped, gathered.gathered()) == ([2], 2)
+    held.release.set()
+    for thread in threads:
+        thread.join(WAIT)
+    assert sorted(held.ns()) == [[0], [1, 3]]
