@@ -195,10 +195,10 @@ class RPCClient:
 
     def cast_apart(self, method: str, calls: Sequence[tuple[Context, dict[str, Any]]],
                    bundled_from: str) -> list[Exception | None]:
-        """cast_each's casts (bundled as it bundles them), each call's outcome told apart: None once
-        the broker has the message that carried it, else what publishing that message raised. Only a
-        cast too large alone fails by itself; once a message fails otherwise, the calls it carried
-        and those not sent yet fail with it, unsent (RPCVersionCapError is raised, nothing sent)."""
+        """cast_each's casts, each call's outcome told apart: None once the broker has the message
+        that carried it, else what publishing that message raised. Only a cast too large alone fails
+        by itself; once a message fails otherwise, the calls it carried and those not sent yet fail
+        with it. RPCVersionCapError is raised, nothing sent, as cast_each raises it."""
         if self.target.fanout:
             raise ValueError("casts to a fanout target are not bundled; use cast")
         version = self._check_version_cap(method)
@@ -210,33 +210,40 @@ class RPCClient:
         failure: Exception | None = None
         while groups:
             group = groups.popleft()
-            if failure is None:
-                try:
-                    if len(group) == 1:
-                        key = self._cast_publish(msgs[group[0]])
-                    else:
-                        key = self._cast_publish(envelope.bundle([msgs[i] for i in group], bundled_from))
-                except MessageTooLarge as exc:
-                    if len(group) == 1:
-                        outcomes[group[0]] = exc
-                    else:
-                        half = len(group) // 2
-                        groups.extendleft((group[half:], group[:half]))
-                    continue
-                except Exception as exc:
-                    failure = exc
+            if failure is not None:
+                for i in group:
+                    outcomes[i] = failure
+                continue
+            try:
+                self._publish_group(method, [msgs[i] for i in group], bundled_from)
+            except MessageTooLarge as exc:
+                if len(group) == 1:
+                    outcomes[group[0]] = exc
                 else:
-                    for _ in group:
-                        self._count_cast(method)
-                    if len(group) > 1:
-                        _metrics().BUNDLES.labels(self.target.topic).inc()
-                        _metrics().BUNDLED_CASTS.labels(self.target.topic).inc(len(group))
-                    if LOG.isEnabledFor(logging.DEBUG):
-                        LOG.debug("CAST %d %s in one message to %s", len(group), method, key)
-                    continue
-            for i in group:
-                outcomes[i] = failure
+                    half = len(group) // 2
+                    groups.extendleft((group[half:], group[:half]))
+            except Exception as exc:
+                failure = exc
+                for i in group:
+                    outcomes[i] = exc
         return outcomes
+
+    def _publish_group(self, method: str, msgs: list[dict[str, Any]], bundled_from: str) -> None:
+        """Publish ``msgs``, casts of ``method``, in one message: alone as cast() sends it, or a bundle."""
+        if len(msgs) == 1:
+            key = self._cast_publish(msgs[0])
+        else:
+            key = self._cast_publish(envelope.bundle(msgs, bundled_from))
+            _metrics().BUNDLES.labels(self.target.topic).inc()
+            _metrics().BUNDLED_CASTS.labels(self.target.topic).inc(len(msgs))
+        for _ in msgs:
+            self._count_cast(method)
+        if LOG.isEnabledFor(logging.DEBUG):
+            if len(msgs) > 1:
+                LOG.debug("CAST %d %s in one bundle to %s", len(msgs), method, key)
+            else:
+                LOG.debug("CAST %s to %s (unique_id %s%s)", method, key, msgs[0]["_unique_id"],
+                          _of_request(msgs[0]))
 
     def _publish_bundle(self, msgs: list[dict[str, Any]], version: str) -> None:
         """Publish ``msgs`` as one bundle, or halves of it, each under max_message_bytes; a cast too
