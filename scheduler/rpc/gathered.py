@@ -47,8 +47,8 @@ class GatheredCasts:
         self.bundled_from = bundled_from
         self.limit = limit
         self._lock = threading.Lock()
-        self._waiting: list[_Cast] = []
-        self._sending = False
+        self._waiting: list[_Cast] = []  # gathered, in the order they came
+        self._sending = False  # a publish is in flight, or the first of _waiting is to send
 
     def gathered(self) -> int:
         """How many casts wait for a publish in flight to be confirmed."""
@@ -63,17 +63,24 @@ class GatheredCasts:
         if self.client.transport.publisher.batching():
             self.client.cast(ctxt, self.method, **kwargs)
             return
-        cast = _Cast(ctxt, kwargs)
         with self._lock:
-            self._waiting.append(cast)
-            first = not self._sending
-            self._sending = True
-        if not first:
+            alone = not self._sending
+            if alone:
+                self._sending = True
+            else:
+                cast = _Cast(ctxt, kwargs)
+                self._waiting.append(cast)
+        if alone:  # nothing in flight: published at once, as RPCClient.cast publishes it
             try:
-                cast.turn.wait()
-            except BaseException:
-                self._leave(cast)
-                raise
+                self.client.cast(ctxt, self.method, **kwargs)
+            finally:
+                self._hand_on()
+            return
+        try:
+            cast.turn.wait()
+        except BaseException:
+            self._leave(cast)
+            raise
         sender = not cast.done
         if sender:
             self._send()
@@ -85,6 +92,14 @@ class GatheredCasts:
             raise error
         raise own from error
 
+    def _hand_on(self) -> None:
+        """Once a publish is done: the turn to send passes to the first cast gathered meanwhile."""
+        with self._lock:
+            following = self._waiting[0] if self._waiting else None
+            self._sending = following is not None
+        if following is not None:
+            following.turn.set()
+
     def _leave(self, cast: _Cast) -> None:
         """A caller interrupted while it waited: its cast is not sent if it was not taken yet,
         and the turn to send passes on if it was its."""
@@ -94,10 +109,7 @@ class GatheredCasts:
             self._waiting.remove(cast)
             if not cast.turn.is_set():
                 return
-            following = self._waiting[0] if self._waiting else None
-            self._sending = following is not None
-        if following is not None:
-            following.turn.set()
+        self._hand_on()
 
     def _send(self) -> None:
         with self._lock:
@@ -117,12 +129,9 @@ class GatheredCasts:
             for cast, outcome in zip(casts, outcomes, strict=True):
                 cast.error = outcome
                 cast.done = True
-            following = self._waiting[0] if self._waiting else None
-            self._sending = following is not None
         for cast in casts:
             cast.turn.set()
-        if following is not None:
-            following.turn.set()
+        self._hand_on()
         if interrupted is not None:
             raise interrupted
 

@@ -207,7 +207,7 @@ def test_a_caller_stopped_while_it_waits_takes_its_cast_back_and_the_others_go(t
         threads.append(threading.Thread(target=cast, args=(n,)))
         threads[-1].start()
         _until(lambda n=n: gathered.gathered() == n)
-    events[2].stopped = True
+    events[-2].stopped = True  # of the three gathered, the second's: cast 2
     threads[2].join(WAIT)
     assert (stopped, gathered.gathered()) == ([2], 2)
     held.release.set()
