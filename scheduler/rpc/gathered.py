@@ -94,11 +94,11 @@ class GatheredCasts:
 
     def _hand_on(self) -> None:
         """Once a publish is done: the turn to send passes to the first cast gathered meanwhile."""
-        with self._lock:
+        with self._lock:  # the turn given under the lock: a caller leaving sees whether it had it
             following = self._waiting[0] if self._waiting else None
             self._sending = following is not None
-        if following is not None:
-            following.turn.set()
+            if following is not None:
+                following.turn.set()
 
     def _leave(self, cast: _Cast) -> None:
         """A caller interrupted while it waited: its cast is not sent if it was not taken yet,
