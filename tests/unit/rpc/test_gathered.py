@@ -214,3 +214,27 @@ def test_a_caller_stopped_while_it_waits_takes_its_cast_back_and_the_others_go(t
     for thread in threads:
         thread.join(WAIT)
     assert sorted(held.ns()) == [[0], [1, 3]]
+
+
+def test_many_threads_casting_in_turn_each_have_every_cast_handled_once(transport, topic, start_server):
+    endpoint = Recorder()
+    start_server([endpoint], server="s1")
+    gathered = GatheredCasts(rpc.RPCClient(transport, rpc.Target(topic)), "record", "1.0", limit=5)
+    errors = []
+
+    def casts(first):
+        try:
+            for n in range(first, first + 30):
+                gathered.cast({}, n=n)
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=casts, args=(30 * i,)) for i in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not any(thread.is_alive() for thread in threads) and errors == []
+    assert endpoint.wait_for(360)
+    time.sleep(0.1)  # a cast handled twice would show now
+    assert sorted(kw["n"] for _, kw in endpoint.received) == list(range(360))
