@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import time
@@ -191,6 +192,58 @@ class RPCClient:
             self._publish_bundle(msgs[start:start + BUNDLE_CASTS], bundled_from)
         for _ in msgs:
             self._count_cast(method)
+
+    def cast_apart(self, method: str, calls: Sequence[tuple[Context, dict[str, Any]]],
+                   bundled_from: str) -> list[Exception | None]:
+        """cast_each's casts, each call's outcome told apart: None once the broker has the message
+        that carried it, else what publishing that message raised. Only a cast too large alone fails
+        by itself; once a message fails otherwise, the calls it carried and those not sent yet fail
+        with it. RPCVersionCapError is raised, nothing sent, as cast_each raises it."""
+        if self.target.fanout:
+            raise ValueError("casts to a fanout target are not bundled; use cast")
+        version = self._check_version_cap(method)
+        msgs = [envelope.request(method, kwargs, ctxt, version=version) for ctxt, kwargs in calls]
+        size = BUNDLE_CASTS if self.can_send_version(bundled_from) else 1
+        groups = collections.deque(range(start, min(start + size, len(msgs)))
+                                   for start in range(0, len(msgs), size))
+        outcomes: list[Exception | None] = [None] * len(msgs)
+        failure: Exception | None = None
+        while groups:
+            group = groups.popleft()
+            if failure is not None:
+                for i in group:
+                    outcomes[i] = failure
+                continue
+            try:
+                self._publish_group(method, [msgs[i] for i in group], bundled_from)
+            except MessageTooLarge as exc:
+                if len(group) == 1:
+                    outcomes[group[0]] = exc
+                else:
+                    half = len(group) // 2
+                    groups.extendleft((group[half:], group[:half]))
+            except Exception as exc:
+                failure = exc
+                for i in group:
+                    outcomes[i] = exc
+        return outcomes
+
+    def _publish_group(self, method: str, msgs: list[dict[str, Any]], bundled_from: str) -> None:
+        """Publish ``msgs``, casts of ``method``, in one message: alone as cast() sends it, or a bundle."""
+        if len(msgs) == 1:
+            key = self._cast_publish(msgs[0])
+        else:
+            key = self._cast_publish(envelope.bundle(msgs, bundled_from))
+            _metrics().BUNDLES.labels(self.target.topic).inc()
+            _metrics().BUNDLED_CASTS.labels(self.target.topic).inc(len(msgs))
+        for _ in msgs:
+            self._count_cast(method)
+        if LOG.isEnabledFor(logging.DEBUG):
+            if len(msgs) > 1:
+                LOG.debug("CAST %d %s in one bundle to %s", len(msgs), method, key)
+            else:
+                LOG.debug("CAST %s to %s (unique_id %s%s)", method, key, msgs[0]["_unique_id"],
+                          _of_request(msgs[0]))
 
     def _publish_bundle(self, msgs: list[dict[str, Any]], version: str) -> None:
         """Publish ``msgs`` as one bundle, or halves of it, each under max_message_bytes; a cast too

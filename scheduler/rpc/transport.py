@@ -443,6 +443,10 @@ class Publisher:
                 sent.messages = pending
                 sent.ticket = self._send(pending, wait=False, idle=idle)
 
+    def batching(self):
+        """Whether this thread's publishes are held in a ``batch()``."""
+        return getattr(self._local, "pending", None) is not None
+
     def publish(self, body, exchange, routing_key, expiration=None, persistent=None,
                 headers=None, content_type=None, content_encoding=None, now=False, max_bytes=None,
                 queue=None, mandatory=False):
