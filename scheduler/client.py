@@ -99,10 +99,13 @@ class SchedulerClient:
         #: Where the agents' AGENT_METHODS go: their own queue, or under a cap below 1.9 (schedulers
         #: that do not take it) the clients' one.
         self._agents = self._client
+        #: An agent's instance_update from its builds' threads, gathered as run_instance is.
+        self._updates = None
         if self._client.can_send_version(AGENTS_VERSION):
             self._agents = rpc.RPCClient(transport, rpc.Target(topic=AGENTS_TOPIC), timeout=timeout,
                                          version_cap=self._client.version_cap,
                                          api=api_versions.SCHEDULER.name)
+            self._updates = GatheredCasts(self._agents, "instance_update", BUNDLES_VERSION)
 
     def can_send_version(self, version: str, api: API = api_versions.SCHEDULER) -> bool:
         """Whether ``[upgrade_levels]`` lets this client send ``version`` of ``api``."""
@@ -170,8 +173,12 @@ class SchedulerClient:
                         fault: dict | None = None) -> None:
         """The instance's new state on ``host``, from its agent; SHUTOFF at 1.6 (under a lower cap at
         1.0: only a scheduler of 1.6 casts a stop, and it takes SHUTOFF whatever the version said),
-        the others at 1.0."""
+        the others at 1.0, and those of other threads that come while one is published (an agent's
+        builds end together) in one bundle to the agents' queue (1.9, rpc.gathered)."""
         shutoff = state == "SHUTOFF" and self._client.can_send_version(POWER_VERSION)
+        if not shutoff and self._updates is not None:
+            self._updates.cast(ctxt, instance_uuid=instance_uuid, host=host, state=state, fault=fault)
+            return
         version = GUEST_SHUTDOWN_VERSION if shutoff and fault is not None else POWER_VERSION
         client = self._agents.prepare(version=version) if shutoff else self._agents
         client.cast(

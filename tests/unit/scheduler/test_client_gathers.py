@@ -7,6 +7,7 @@ import pytest
 
 from scheduler import rpc
 from scheduler.client import TOPIC, SchedulerClient
+from scheduler.service import agents_server
 from tests.unit.rpc.conftest import WAIT, Recorder
 from tests.unit.rpc.test_bundles import _rid
 from tests.unit.rpc.test_gathered import HeldPublisher, _until
@@ -77,3 +78,37 @@ def test_under_a_cap_below_bundles_each_run_instance_goes_alone_at_once(conf, tr
     first.join(WAIT)
     assert len(held.messages) == 5
     _handled_once_each(scheduler, 5)
+
+
+class Updates(Recorder):
+    def instance_update(self, context, instance_uuid, host, state, fault=None):
+        self.record(context, instance_uuid=instance_uuid, state=state)
+
+
+def test_an_agents_updates_from_many_builds_go_together_to_the_agents_queue(transport, monkeypatch):
+    endpoint = Updates()
+    server = agents_server(transport, [endpoint])
+    server.start()
+    try:
+        held = HeldPublisher(transport, monkeypatch)
+        client = SchedulerClient(transport)
+        uuids = [f"00000000-0000-4000-8000-{n:012d}" for n in range(6)]
+
+        def update(uuid):
+            thread = threading.Thread(target=client.instance_update, args=({}, uuid, "h1", "ACTIVE"))
+            thread.start()
+            return thread
+
+        threads = [update(uuids[0])]
+        assert held.entered.wait(WAIT)
+        threads += [update(uuid) for uuid in uuids[1:]]
+        _until(lambda: client._updates.gathered() == 5)
+        held.release.set()
+        for thread in threads:
+            thread.join(WAIT)
+        assert [len(m) for m in held.messages] == [1, 5]
+        assert endpoint.wait_for(6)
+        assert sorted(kw["instance_uuid"] for _, kw in endpoint.received) == uuids
+    finally:
+        server.stop()
+        server.wait()
