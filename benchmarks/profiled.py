@@ -1,6 +1,8 @@
 """python -m benchmarks.profiled OUT MODULE [ARGS...]: run MODULE as __main__ under yappi
-(CPU clock, every thread) and write its profile to OUT in pstats' format when it ends."""
+(CPU clock, every thread; BERTH_PROFILE_CLOCK=wall: wall clock, to see what a thread waits for)
+and write its profile to OUT in pstats' format when it ends."""
 
+import os
 import runpy
 import sys
 
@@ -10,7 +12,7 @@ import yappi
 def main():
     out, module, *args = sys.argv[1:]
     sys.argv = [module, *args]
-    yappi.set_clock_type("cpu")
+    yappi.set_clock_type(os.environ.get("BERTH_PROFILE_CLOCK", "cpu"))
     yappi.start()
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
