@@ -67,6 +67,10 @@ def parse_args(argv):
     parser.add_argument("--e2e-bundle", action="store_true",
                         help="cast the requests in bundles, up to 100 to a message (run_instances), "
                         "instead of a message each")
+    parser.add_argument("--e2e-client-threads", type=int, default=0, metavar="N",
+                        help="cast the requests one a message from N threads, each waiting for its "
+                        "cast's confirm, as an API service's workers do (default 0: one thread, a "
+                        "publisher batch at a time)")
     parser.add_argument("--e2e-baseline", default=None, metavar="DIR",
                         help="run the end-to-end section for the code of the source tree DIR (a "
                         "checkout of an earlier commit) too, the two alternated --e2e-rounds times, "
@@ -120,7 +124,8 @@ def rows(args):
                                   workers=args.e2e_workers, rate=args.e2e_rate or None,
                                   batch_size=args.e2e_batch_size or e2e.BATCH_SIZE, logs=args.e2e_logs,
                                   profile=args.e2e_profile, prefer_owned_hosts=not args.e2e_no_owners,
-                                  queue_version=args.e2e_queue_version, bundled=args.e2e_bundle, tree=tree)
+                                  queue_version=args.e2e_queue_version, bundled=args.e2e_bundle, tree=tree,
+                                  client_threads=args.e2e_client_threads)
 
 
 def _rebalance_rows(args):

@@ -16,12 +16,14 @@ claim conflicts: each per placement.
 import contextlib
 import datetime
 import os
+import queue
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -230,9 +232,41 @@ def _cast(transport, client, n_instances, rate, bundled=False):
     return cast_at, time.time() - start
 
 
+def _cast_from_threads(client, n_instances, rate, threads):
+    """Cast ``n_instances`` run_instance requests at ``rate`` a second (0: at once) as an API
+    service's ``threads`` workers would: each takes the next request that came and casts it alone
+    (SchedulerClient.run_instance, which returns once the broker has it); returns ({uuid: time
+    the request came}, seconds the casting took)."""
+    cast_at = {}
+    requests = queue.Queue()
+
+    def worker():
+        while (request := requests.get()) is not None:
+            client.run_instance({}, *request)
+
+    workers = [threading.Thread(target=worker, name=f"api-worker-{n}") for n in range(threads)]
+    for thread in workers:
+        thread.start()
+    start = time.time()
+    try:
+        for i in range(n_instances):
+            if rate and i % max(1, int(rate // 100)) == 0:
+                time.sleep(max(0.0, start + i / rate - time.time()))
+            instance_uuid = str(uuid.uuid4())
+            cast_at[instance_uuid] = time.time()
+            requests.put(({"instance_uuids": [instance_uuid], "num_instances": 1,
+                           "instance_type": FLAVORS[i % 3]}, {}))
+    finally:
+        for _ in workers:
+            requests.put(None)
+        for thread in workers:
+            thread.join()
+    return cast_at, time.time() - start
+
+
 def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, workers=1, rate=None,
             batch_size=BATCH_SIZE, logs=None, profile=None, prefer_owned_hosts=True, queue_version=None,
-            bundled=False, tree=None):
+            bundled=False, tree=None, client_threads=0):
     """Cast ``n_instances`` run_instance requests at ``rate`` per second (None: as fast
     as one client can) to ``workers`` schedulers and a simulated fleet of ``n_hosts``;
     time each from its cast to ACTIVE. With ``logs``, the processes' logs are kept there; with
@@ -241,7 +275,10 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
     ``queue_version``: the classic queues' version (1 or 2) by a policy on the run's vhost (None:
     the broker's default). ``bundled``: the requests are cast in bundles (up to 100 a message).
     ``tree``: a source tree (a checkout of an earlier commit, say) whose code the schedulers and the
-    fleet run (None: this one's); the requests are cast by this one's client either way."""
+    fleet run (None: this one's); the requests are cast by this one's client either way.
+    ``client_threads``: the requests are cast one a message by that many threads, each waiting for
+    its cast's confirm, as an API service's workers cast them (0: one thread casting a publisher
+    batch at a time)."""
     import pathlib
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="berth-bench-"))
@@ -301,7 +338,10 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
                     "rabbitmq": process_cpu.listening(urllib.parse.urlsplit(url).port or 5672),
                     "postgresql": process_cpu.postgres_pids(engine, database) if database else [],
                 })
-                cast_at, cast_seconds = _cast(transport, client, n_instances, rate, bundled)
+                if client_threads:
+                    cast_at, cast_seconds = _cast_from_threads(client, n_instances, rate, client_threads)
+                else:
+                    cast_at, cast_seconds = _cast(transport, client, n_instances, rate, bundled)
             finally:
                 transport.cleanup()
             try:
@@ -360,6 +400,7 @@ def measure(transport_url, n_hosts=1000, n_instances=20_000, timeout=600, worker
         "queue_version": queue_version,
         "bundled": bundled,
         "code": "this" if tree is None else tree,
+        "client_threads": client_threads,
         "offered_per_s": rate,
         "cast_per_s": n_instances / cast_seconds,
         "placements_per_s": len(done) / max(last - first, 1e-9),
@@ -383,6 +424,8 @@ def describe(row):
         owners += f" (classic queues v{row['queue_version']})"
     if row.get("bundled"):
         owners += " (requests cast in bundles)"
+    if row.get("client_threads"):
+        owners += f" (requests cast one a message by {row['client_threads']} client threads)"
     if row.get("code", "this") != "this":
         owners += f" (code of {row['code']})"
     offered = f"offered {row['offered_per_s']:,.0f}/s, " if row.get("offered_per_s") else "cast at once, "
