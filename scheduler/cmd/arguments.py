@@ -15,6 +15,13 @@ class CommandError(Exception):
     exit_code = 1
 
 
+class UsageError(CommandError):
+    """Options that do not go together, or one missing that the command needs: status 2, as
+    argparse gives the usage errors it finds itself."""
+
+    exit_code = 2
+
+
 class Interrupted(CommandError):
     """Ctrl-C in a wait or a long command: one line saying what was left doing, exit status 130
     (128 + SIGINT, as a shell reports it)."""

@@ -13,7 +13,7 @@ import uuid as uuidlib
 from berth_contract.request_spec import MAX_INSTANCES_PER_REQUEST, check_display_names, display_name
 from scheduler import rpc, states
 from scheduler.cmd import move_history, output
-from scheduler.cmd.arguments import CommandError, hint, positive
+from scheduler.cmd.arguments import CommandError, UsageError, hint, positive
 from scheduler.cmd.references import (
     as_uuid,
     group_uuid,
@@ -139,10 +139,10 @@ def flavor_from_args(client, args):
     sizes = (args.flavor_ram, args.flavor_disk, args.flavor_vcpus)
     if args.flavor:
         if any(v is not None for v in sizes):
-            raise CommandError("give either --flavor or --flavor-ram/--flavor-disk/--flavor-vcpus")
+            raise UsageError("give either --flavor or --flavor-ram/--flavor-disk/--flavor-vcpus")
         return named_flavor(client, args.flavor)
     if args.flavor_ram is None or args.flavor_vcpus is None:
-        raise CommandError("give --flavor NAME, or --flavor-ram and --flavor-vcpus (and --flavor-disk)")
+        raise UsageError("give --flavor NAME, or --flavor-ram and --flavor-vcpus (and --flavor-disk)")
     return {
         "memory_mb": args.flavor_ram,
         "root_gb": args.flavor_disk or 0,
@@ -189,7 +189,7 @@ def _resolve_hints(client, hints):
     name replaced by their UUIDs. A group named by UUID is looked up too: refused here,
     before any instance exists, when it does not."""
     if sum(1 for key, _ in hints if key == "group") > 1:
-        raise CommandError("give one --hint group=UUID or NAME")
+        raise UsageError("give one --hint group=UUID or NAME")
     resolved = []
     for key, value in hints:
         if key == "group":

@@ -14,7 +14,7 @@ import sys
 from scheduler import migration_states as moves
 from scheduler import rpc
 from scheduler.cmd import draining, output
-from scheduler.cmd.arguments import CommandError, Interrupted, positive, whole
+from scheduler.cmd.arguments import CommandError, Interrupted, UsageError, positive, whole
 from scheduler.cmd.instance_commands import flavor_from_args
 from scheduler.cmd.references import instance_uuid, instances_by_uuid, unknown_host
 from scheduler.cmd.waiting import wait_for_moves
@@ -129,9 +129,9 @@ def resize_command(client, args, out):
     sized = any(v is not None for v in (args.flavor, args.flavor_ram, args.flavor_disk, args.flavor_vcpus))
     answered = "--confirm" if args.confirm else "--revert" if args.revert else None
     if answered and sized:
-        raise CommandError(f"{answered} takes no flavor: give either a new flavor or {answered}")
+        raise UsageError(f"{answered} takes no flavor: give either a new flavor or {answered}")
     if not answered and not sized:
-        raise CommandError("give the new flavor (--flavor NAME, or --flavor-ram and --flavor-vcpus), "
+        raise UsageError("give the new flavor (--flavor NAME, or --flavor-ram and --flavor-vcpus), "
                            "or --confirm or --revert")
     flavor = flavor_from_args(client, args) if sized else None
     uuid = instance_uuid(client, args.reference)

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from scheduler import states
 from scheduler.cmd import arguments, output
-from scheduler.cmd.arguments import CommandError, hint, positive, whole
+from scheduler.cmd.arguments import CommandError, UsageError, hint, positive, whole
 from scheduler.cmd.references import group_uuid, hinted_instance
 from scheduler.scaling import decide, spec
 from scheduler.scaling.members import COUNTED_STATES
@@ -318,10 +318,10 @@ def _template(client: Any, args: Any) -> dict[str, Any]:
     template: dict[str, Any] = {}
     if args.scaling_flavor:
         if any(size is not None for size in sizes):
-            raise CommandError("give either --flavor or --flavor-ram/--flavor-vcpus/--flavor-disk")
+            raise UsageError("give either --flavor or --flavor-ram/--flavor-vcpus/--flavor-disk")
         template["flavor_name"] = args.scaling_flavor
     elif args.scaling_ram is None or args.scaling_vcpus is None:
-        raise CommandError("give --flavor NAME, or --flavor-ram and --flavor-vcpus (and --flavor-disk)")
+        raise UsageError("give --flavor NAME, or --flavor-ram and --flavor-vcpus (and --flavor-disk)")
     else:
         template.update(memory_mb=args.scaling_ram, vcpus=args.scaling_vcpus, root_gb=args.scaling_disk or 0)
     if args.scaling_image is not None:
@@ -348,7 +348,7 @@ def create_command(client: Any, args: Any, out: TextIO) -> int:
     data = _to_wire(_json_file(args.scaling_spec, "--spec")) if args.scaling_spec else {}
     data.update(_spec_changes(args))
     if "max" not in data:
-        raise CommandError("give --max N (or a --spec file that holds max)")
+        raise UsageError("give --max N (or a --spec file that holds max)")
     template = _template(client, args)
     group = client.admin_call({}, "create_scaling_group", name=args.scaling_group_name, spec=data,
                               template=template, desired=args.scaling_desired,

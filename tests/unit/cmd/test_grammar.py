@@ -206,3 +206,18 @@ def test_the_options_before_the_command_are_those_help_lists():
               for name in line.split() if name.startswith("-")}
     assert listed == set(cli.GLOBAL_VALUES + cli.GLOBAL_FLAGS)
     assert not options.rstrip().endswith("COMMAND")
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["server", "create", "--flavor-ram", "512"],
+     "berth: give --flavor NAME, or --flavor-ram and --flavor-vcpus (and --flavor-disk)"),
+    (["server", "create", "--flavor", "m1.tiny", "--flavor-vcpus", "2"],
+     "berth: give either --flavor or --flavor-ram/--flavor-disk/--flavor-vcpus"),
+    (["scaling", "group", "create", "web", "--flavor", "m1.tiny"],
+     "berth: give --max N (or a --spec file that holds max)"),
+])
+def test_options_that_do_not_go_together_are_a_usage_error_status_2(conf_file, capsys, argv, said):
+    """As argparse says of what it finds itself: a script tells a usage error from a refusal."""
+    status, out = main(conf_file, *argv)
+    assert (status, out) == (2, "")
+    assert capsys.readouterr().err.strip() == said
