@@ -124,11 +124,19 @@ def assemble(conf, transport, database, rng=None):
     )
 
 
-def agents_server(transport, endpoints, **kwargs):
-    """The RPC server of the agents' queue (AGENTS_TOPIC), shared by every scheduler: the
-    AGENT_METHODS of ``endpoints`` only; ``kwargs`` as rpc.get_rpc_server takes them."""
-    return rpc.get_rpc_server(transport, rpc.Target(topic=AGENTS_TOPIC), endpoints, methods=AGENT_METHODS,
-                              fanout_queue=False, **kwargs)
+#: What the agents' server serves: the agents' words on their instances and moves (their own queue,
+#: AGENTS_TOPIC) and their reports (from the reports' exchange).
+AGENTS_SERVER_METHODS = AGENT_METHODS | {"report_resources"}
+
+
+def agents_server(transport, endpoints, fanouts=(), **kwargs):
+    """The RPC server of what the agents say, beside the clients' one: the agents' queue
+    (AGENTS_TOPIC, shared by every scheduler) and, with ``fanouts`` or ``shared_fanouts``, the
+    reports' exchange; the AGENTS_SERVER_METHODS of ``endpoints`` only. ``kwargs`` as
+    rpc.get_rpc_server takes them."""
+    return rpc.get_rpc_server(transport, rpc.Target(topic=AGENTS_TOPIC), endpoints,
+                              methods=AGENTS_SERVER_METHODS, fanout_queue=bool(fanouts), fanouts=fanouts,
+                              **kwargs)
 
 
 class SchedulerService:
@@ -166,18 +174,17 @@ class SchedulerService:
              parts.rebalance, self.jobs, ScalingGroupEndpoint(conf, database, self._queues),
              InstanceMetricsEndpoint(conf, database)],
             batch_size=conf.scheduler.batch_size, unit_of_work=self._unit_of_work,
-            hearing=self.parts.host_manager,
             access=access,
-            # The agents' reports: each scheduler takes them all, or they share them (see
-            # scheduler.fleet.report_digests).
-            fanouts=() if shared else (REPORTS_TOPIC,),
-            shared_fanouts=((REPORTS_TOPIC, report_digests.REPORT_TTL),) if shared else (),
         )
-        #: The agents' words on their instances and moves: a queue of their own, so that a
-        #: placement is ACTIVE when its agent says so, whatever backlog of requests waits.
-        self._agents_server = agents_server(transport, [self.manager, self.moves],
-                                            batch_size=conf.scheduler.batch_size,
-                                            unit_of_work=self._unit_of_work, access=access)
+        #: What the agents say, in a server of its own: a placement is ACTIVE when its agent says
+        #: so, and a host's report is heard, whatever backlog of requests waits. The reports: each
+        #: scheduler takes them all, or they share them (see scheduler.fleet.report_digests); the
+        #: hosts are not down for the time this server could not take them (``hearing``).
+        self._agents_server = agents_server(
+            transport, [self.manager, self.moves], batch_size=conf.scheduler.batch_size,
+            unit_of_work=self._unit_of_work, access=access, hearing=self.parts.host_manager,
+            fanouts=() if shared else (REPORTS_TOPIC,),
+            shared_fanouts=((REPORTS_TOPIC, report_digests.REPORT_TTL),) if shared else ())
         self._agents_server.dead_letters.recent = self._server.dead_letters.recent  # one list on the page
         #: Which hosts' reports this scheduler writes, and the hosts it knows have a row.
         self.report_owners = ReportOwners(conf.host)

@@ -69,9 +69,8 @@ def cli_scheduler(conf_file: Path, endpoints: Endpoints) -> Iterator[Database]:
     transport, database = transport_and_database(conf)
     manager = assemble(conf, transport, database).manager
     served = [manager, *endpoints(conf, database, manager)]
-    servers = [rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"), served,
-                                  fanouts=(REPORTS_TOPIC,)),
-               agents_server(transport, served)]
+    servers = [rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="s1"), served),
+               agents_server(transport, served, fanouts=(REPORTS_TOPIC,))]
     for server in servers:
         server.start()
     try:

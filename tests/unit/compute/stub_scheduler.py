@@ -99,9 +99,8 @@ class StubScheduler:
 def serving(transport, stub):
     """``stub`` on the scheduler topic of ``transport`` (server sched-1), taking the agents' reports
     and their words on instances and moves (on their own queue) as a scheduler does; yields it."""
-    servers = [rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="sched-1"), [stub],
-                                  fanouts=(REPORTS_TOPIC,)),
-               agents_server(transport, [stub])]
+    servers = [rpc.get_rpc_server(transport, rpc.Target(topic="scheduler", server="sched-1"), [stub]),
+               agents_server(transport, [stub], fanouts=(REPORTS_TOPIC,))]
     for server in servers:
         server.start()
     try:

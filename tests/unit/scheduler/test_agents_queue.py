@@ -10,7 +10,7 @@ from scheduler import rpc, states
 from scheduler.client import AGENTS_TOPIC, SchedulerClient
 from scheduler.rpc import deadletter
 from tests.unit.rpc.test_bad_input import dead_letters
-from tests.unit.scheduler.manager_world import request
+from tests.unit.scheduler.manager_world import report, request
 from tests.unit.scheduler.test_service_running import service  # noqa: F401 (the fixture)
 
 WAIT = 10.0  # guards against hangs only
@@ -52,6 +52,17 @@ def test_an_agents_update_is_taken_while_the_clients_requests_wait(busy):
 
     _until(lambda: scheduler.database.get_instance(placed)["state"] == states.ACTIVE, "the instance ACTIVE")
     assert scheduler.database.get_instances(waiting) == {}  # the requests still wait, untouched
+
+
+def test_an_agents_report_is_heard_while_the_clients_requests_wait(busy):
+    scheduler, _, waiting = busy
+    agent = SchedulerClient(scheduler.transport, timeout=WAIT)
+
+    agent.report_resources({}, "h7", report("h7", 4096))
+
+    _until(lambda: scheduler.parts.host_manager.get("h7") is not None, "h7 in the host table")
+    assert scheduler.parts.host_manager.get("h7").free_ram_mb == 4096
+    assert scheduler.database.get_instances(waiting) == {}
 
 
 def test_under_a_cap_below_1_9_the_agents_words_go_behind_the_requests(busy):

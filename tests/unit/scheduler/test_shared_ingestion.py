@@ -180,6 +180,8 @@ def test_shared_old_agents_reports_still_reach_every_scheduler_each_taking_them(
 def test_each_every_scheduler_takes_every_report_itself_and_sends_no_digest(fleet):
     transport, database, services, record = fleet
     send_round(transport, 1, 4096)
+    # Taken by another server than an old agent's (the clients'): the next round once this one is.
+    wait_for(lambda: every_scheduler_has(services, 4096), "every scheduler to see every host")
     send_round(transport, 2, 5120, old_agents=True)  # and an old agent's, as before
     wait_for(lambda: every_scheduler_has(services, 5120), "every scheduler to see every host")
     time.sleep(0.3)
