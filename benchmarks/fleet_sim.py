@@ -95,14 +95,15 @@ class FleetSimulator:
             msg = envelope.unwrap(envelope.decode(message))
             host = message.delivery_info["routing_key"].partition(".")[2]
             tracker = self.trackers.get(host)
-            args = msg.get("args", {})
             if tracker is None:
                 return
-            if msg.get("method") == "run_instance":
-                self._build(host, tracker, args)
-            elif msg.get("method") == "terminate_instance":
-                tracker.free(args["instance_uuid"])
-                self.scheduler.instance_update({}, args["instance_uuid"], host, "DELETED")
+            for cast in envelope.bundled_casts(msg) or [msg]:  # several builds to a host: a bundle
+                args = cast.get("args", {})
+                if cast.get("method") == "run_instance":
+                    self._build(host, tracker, args)
+                elif cast.get("method") == "terminate_instance":
+                    tracker.free(args["instance_uuid"])
+                    self.scheduler.instance_update({}, args["instance_uuid"], host, "DELETED")
         except Exception:
             LOG.exception("Simulated agent failed on a message")
 

@@ -56,8 +56,7 @@ class Applier:
         self._db.update_instances([(u, {"state": states.DELETED, "deleted_at": now}) for u in plan.deleted])
         for spec in plan.group_members:
             lookups.add_members(self._db, spec)
-        for build in plan.resends:
-            self.send_build(build)
+        self.send_builds(plan.resends)
         for refusal in plan.refusals:
             if refusal.removed:
                 self._outbox.send(telemetry.count_refusal, refusal.removed)
@@ -72,11 +71,13 @@ class Applier:
         taken = self._create(plan.creates)
         taken.update(self._update(plan.updates))
         scheduled = telemetry.Scheduled()
+        sent = []
         for build in rpc.each_request(plan.builds, lambda build: build.context):
             if build.instance_uuid not in taken:
                 log_decision(build.instance_uuid, build.host, build.decision, build.spec.retry.num_attempts)
-                self.send_build(build)
+                sent.append(build)
                 scheduled.add(build.spec.retry.num_attempts, (build.context or {}).get(CAST_AT))
+        self.send_builds(sent)
         if scheduled:
             self._outbox.send(scheduled.count)
 
@@ -97,13 +98,20 @@ class Applier:
                   "request_id": request_id} for u in valid])
             self._outbox.send(telemetry.count_outcome, telemetry.ERROR, len(created))
 
-    def send_build(self, build: Build) -> None:
-        instance = {"uuid": build.instance_uuid, "flavor": build.spec.flavor.to_wire(),
-                    "project_id": build.spec.project_id}
-        context = context_values(build.context)  # a copy of its own
-        context[PLACED_AT] = time.time()
-        self._outbox.send(self._compute.run_instance, context, build.host, instance, build.request_spec,
-                          build.filter_properties)
+    def send_builds(self, builds: Sequence[Build]) -> None:
+        """Cast ``builds`` to their agents once the transaction commits, those to one host together
+        (ComputeClient.run_instances)."""
+        if not builds:
+            return
+        placed_at = time.time()
+        casts = []
+        for build in builds:
+            instance = {"uuid": build.instance_uuid, "flavor": build.spec.flavor.to_wire(),
+                        "project_id": build.spec.project_id}
+            context = context_values(build.context)  # a copy of its own
+            context[PLACED_AT] = placed_at
+            casts.append((context, build.host, instance, build.request_spec, build.filter_properties))
+        self._outbox.send(self._compute.run_instances, casts)
 
     def send_build_again(self, context: Any, instance_uuid: str) -> bool:
         """Cast again the build of an instance SCHEDULED on its host, from its row, stamped as placed
