@@ -52,6 +52,18 @@ class BaseHostWeigher:
     #: normalizes to 0 anyway): the pipeline then skips it. None: host by host only.
     weigh_vector: Callable[[HostTable, Rows, RequestSpec], NDArray[np.float64] | None] | None = None
 
+    #: The HostTable column that is this weigher's raw weight of every host for every request
+    #: (``weigh`` and ``weigh_vector`` give its values), or None. When the only weigher
+    #: weighing a request has one, the Selector looks for the heaviest hosts among those
+    #: with the most of it instead of filtering and weighing the whole fleet
+    #: (scheduler.policy.ranked).
+    ranks_by: ClassVar[str | None] = None
+
+    #: Optional ``idle(spec)``: True when the weigher weighs nothing for ``spec``
+    #: (``weigh_vector`` gives None), said without looking at any host. A weigher without
+    #: it counts as weighing every request.
+    idle: Callable[[RequestSpec], bool] | None = None
+
     #: Optional ``tier`` / ``tier_vector``, as BaseHostFilter's: the Selector
     #: picks among the hosts of the best tier only, by weight within it.
     tier: Callable[[HostState, RequestSpec], int] | None = None
