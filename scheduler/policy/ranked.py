@@ -26,7 +26,7 @@ BATCH = 64
 #: Looks, each at four times the rows of the one before, before the whole fleet is filtered.
 LOOKS = 4
 #: Passing hosts per host_subset_size that the next decision's first batch keeps.
-PASSING = 4
+PASSING = 8
 
 
 def ranking(weighers, table, spec):
@@ -85,7 +85,9 @@ class Thresholds:
 
 def _candidates(table, rows, ignored):
     """The rows of ``rows`` that are neither disabled nor of ``ignored``, in order."""
-    rows = rows[~table.disabled[rows]]
+    disabled = table.disabled[rows]
+    if disabled.any():
+        rows = rows[~disabled]
     return rows[~np.isin(rows, ignored)] if ignored else rows
 
 
@@ -106,7 +108,7 @@ def _at_rank(values, rank):
 def _weights(weigher, multiplier, raw, threshold):
     """(the weights Selector.weigh gives the hosts of raw weights ``raw``, the weight of a host at
     ``threshold``): normalized with the passing hosts' greatest value, which is in ``raw``."""
-    scaled = multiplier * weighers_mod.normalize(np.append(raw, threshold), weigher.minval, weigher.maxval)
-    weights = np.zeros(len(raw))
-    weights += scaled[:-1]
-    return weights, scaled[-1]
+    scaled = weighers_mod.normalize(np.concatenate([raw, [threshold]]), weigher.minval, weigher.maxval)
+    if multiplier != 1.0:
+        scaled = multiplier * scaled
+    return scaled[:-1], scaled[-1]

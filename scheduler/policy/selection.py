@@ -152,8 +152,10 @@ class Selector:
                 break
             if self.vectorized and host_filter.filter_vector is not None:
                 passed = host_filter.filter_vector(table, rows, spec)
-                if passed is not True:
-                    rows = (rows if passed else rows[:0]) if np.ndim(passed) == 0 else rows[passed]
+                if type(passed) is np.ndarray and passed.ndim:
+                    rows = rows[passed]
+                elif not passed:
+                    rows = rows[:0]
             else:
                 rows = np.fromiter(
                     (r for r in rows if host_filter.host_passes(table.view(int(r)), spec)), dtype=np.intp
