@@ -80,22 +80,20 @@ class Selector:
         least ``spec.at_least`` are, and the NoValidHost that stopped it is
         appended to ``short`` (a list) when given.
         """
-        owned = (None if whole_fleet or owned_hosts.spread_matters(spec, self.weighers)
-                 else self.owned(hosts) if hasattr(hosts, "COLUMNS") else None)
-        if (decisions is None and self._may_rank and owned is None and hasattr(hosts, "COLUMNS")
-                and len(hosts) and len(spec.instance_uuids) == 1
-                and not (spec.force_hosts or spec.force_nodes)):
+        table, rows = _table_and_rows(hosts, self._every_row)
+        prefer_owned = not (whole_fleet or owned_hosts.spread_matters(spec, self.weighers))
+        if (decisions is None and self._may_rank and table is hosts and len(rows)
+                and len(spec.instance_uuids) == 1 and not (spec.force_hosts or spec.force_nodes)
+                and not (prefer_owned and self.owned(table) is not None)):
             # Nobody asks how many hosts passed: the filters need not run on every host.
-            placed = self._select_ranked(hosts, spec)
+            placed = self._select_ranked(table, spec)
             if placed is not None:
                 return placed
-        table, rows = _table_and_rows(hosts, self._every_row)
         rows, forced = candidates(table, rows, spec)
         considered = len(rows)
         recorded = None if decisions is None else len(decisions)
         scope = rows if forced or self._spreader is None else self.scope(table, rows, spec)
-        if owned is None and not (whole_fleet or owned_hosts.spread_matters(spec, self.weighers)):
-            owned = self.owned(table)
+        owned = self.owned(table) if prefer_owned else None
         chosen = []
         try:
             for index, instance_uuid in enumerate(spec.instance_uuids):
