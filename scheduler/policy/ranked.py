@@ -43,7 +43,7 @@ def ranking(weighers, table, spec):
     if ranker is None or ranker.minval is None:
         return None
     multiplier = ranker.multipliers(table, slice(0, 0))
-    if np.ndim(multiplier) or not multiplier > 0:
+    if not isinstance(multiplier, float) or not multiplier > 0:  # an array: the aggregates set some
         return None
     return ranker, multiplier
 
