@@ -47,6 +47,7 @@ class Selector:
         by_vector = [f for f in self.filters if vectorized and f.filter_vector is not None]
         # Vector filters first, over the whole fleet; per-host ones on their survivors.
         self._filter_order = by_vector + [f for f in self.filters if f not in by_vector]
+        self._vector_forms = [f.filter_vector for f in by_vector]
         self._limiting = [f for f in self.filters if _gives_limits(f)]
         self._tierers = [p for p in self.filters + self.weighers
                          if p.tier is not None or p.tier_vector is not None]
@@ -145,19 +146,20 @@ class Selector:
     def passing(self, table, rows, spec):
         """The rows of ``rows`` that pass every filter for a request's first instance (none left:
         an empty array, where filter() raises)."""
-        for host_filter in self._filter_order:
+        for filter_vector in self._vector_forms:
+            passed = filter_vector(table, rows, spec)
+            if type(passed) is np.ndarray and passed.ndim:
+                rows = rows[passed]
+                if not len(rows):
+                    return rows
+            elif not passed:
+                return rows[:0]
+        for host_filter in self._filter_order[len(self._vector_forms):]:
             if not len(rows):
                 break
-            if self.vectorized and host_filter.filter_vector is not None:
-                passed = host_filter.filter_vector(table, rows, spec)
-                if type(passed) is np.ndarray and passed.ndim:
-                    rows = rows[passed]
-                elif not passed:
-                    rows = rows[:0]
-            else:
-                rows = np.fromiter(
-                    (r for r in rows if host_filter.host_passes(table.view(int(r)), spec)), dtype=np.intp
-                )
+            rows = np.fromiter(
+                (r for r in rows if host_filter.host_passes(table.view(int(r)), spec)), dtype=np.intp
+            )
         return rows
 
     def filter(self, table, rows, spec, index=0, left=None):
