@@ -53,10 +53,10 @@ class BaseHostWeigher:
     weigh_vector: Callable[[HostTable, Rows, RequestSpec], NDArray[np.float64] | None] | None = None
 
     #: The HostTable column that is this weigher's raw weight of every host for every request
-    #: (``weigh`` and ``weigh_vector`` give its values), or None. When the only weigher
-    #: weighing a request has one, the Selector looks for the heaviest hosts among those
-    #: with the most of it instead of filtering and weighing the whole fleet
-    #: (scheduler.policy.ranked).
+    #: (``weigh`` and ``weigh_vector`` give its values: a number in every row, never NaN), or
+    #: None. When the only weigher weighing a request has one, the Selector looks for the
+    #: heaviest hosts among those with the most of it instead of filtering and weighing the
+    #: whole fleet (scheduler.policy.ranked).
     ranks_by: ClassVar[str | None] = None
 
     #: Optional ``idle(spec)``: True when the weigher weighs nothing for ``spec``
