@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from scheduler.exception import NoValidHost
-from scheduler.policy import owned_hosts
+from scheduler.policy import owned_hosts, ranked
 from scheduler.policy import weighers as weighers_mod
 from scheduler.policy.filters import BaseHostFilter
 
@@ -47,6 +47,7 @@ class Selector:
         by_vector = [f for f in self.filters if vectorized and f.filter_vector is not None]
         # Vector filters first, over the whole fleet; per-host ones on their survivors.
         self._filter_order = by_vector + [f for f in self.filters if f not in by_vector]
+        self._vector_forms = [f.filter_vector for f in by_vector]
         self._limiting = [f for f in self.filters if _gives_limits(f)]
         self._tierers = [p for p in self.filters + self.weighers
                          if p.tier is not None or p.tier_vector is not None]
@@ -57,6 +58,11 @@ class Selector:
         self.owners = None
         self._owned_key = None
         self._owned = None
+        # Whether a request's pick may be found among the hosts one column ranks first (ranked).
+        self._may_rank = (vectorized and not self._tierers and self._spreader is None
+                          and not shuffle_best_same_weighed_hosts)
+        self._thresholds = ranked.Thresholds()
+        self._every_row = {}  # fleet size -> np.arange of it, read-only: a table's rows
 
     def select(self, hosts, spec, decisions=None, detail=False, short=None, whole_fleet=False):
         """Choose and consume a host for each instance of ``spec``, all or none.
@@ -75,13 +81,20 @@ class Selector:
         least ``spec.at_least`` are, and the NoValidHost that stopped it is
         appended to ``short`` (a list) when given.
         """
-        table, rows = _table_and_rows(hosts)
+        table, rows = _table_and_rows(hosts, self._every_row)
+        prefer_owned = not (whole_fleet or owned_hosts.spread_matters(spec, self.weighers))
+        if (decisions is None and self._may_rank and table is hosts and len(rows)
+                and len(spec.instance_uuids) == 1 and not (spec.force_hosts or spec.force_nodes)
+                and not (prefer_owned and self.owned(table) is not None)):
+            # Nobody asks how many hosts passed: the filters need not run on every host.
+            placed = self._select_ranked(table, spec)
+            if placed is not None:
+                return placed
         rows, forced = candidates(table, rows, spec)
         considered = len(rows)
         recorded = None if decisions is None else len(decisions)
         scope = rows if forced or self._spreader is None else self.scope(table, rows, spec)
-        owned = (None if whole_fleet or owned_hosts.spread_matters(spec, self.weighers)
-                 else self.owned(table))
+        owned = self.owned(table) if prefer_owned else None
         chosen = []
         try:
             for index, instance_uuid in enumerate(spec.instance_uuids):
@@ -114,6 +127,40 @@ class Selector:
             host.limits = {} if forced else self.limits(host)
             placed.append(host)
         return placed
+
+    def _select_ranked(self, table, spec):
+        """select()'s answer for the one instance of ``spec`` on ``table``, neither forced nor
+        weighed towards owned hosts, from the hosts that rank first by a column
+        (scheduler.policy.ranked), or None when it cannot be found that way."""
+        ranker = ranked.ranking(self.weighers, table, spec)
+        if ranker is None:
+            return None
+        row = self._thresholds.pick(self, table, spec, *ranker)
+        if row is None:
+            return None
+        table.consume(row, spec.instance_uuids[0], spec.flavor)
+        host = table.view(row)
+        host.limits = self.limits(host)
+        return [host]
+
+    def passing(self, table, rows, spec):
+        """The rows of ``rows`` that pass every filter for a request's first instance (none left:
+        an empty array, where filter() raises)."""
+        for filter_vector in self._vector_forms:
+            passed = filter_vector(table, rows, spec)
+            if type(passed) is np.ndarray and passed.ndim:
+                rows = rows[passed]
+                if not len(rows):
+                    return rows
+            elif not passed:
+                return rows[:0]
+        for host_filter in self._filter_order[len(self._vector_forms):]:
+            if not len(rows):
+                break
+            rows = np.fromiter(
+                (r for r in rows if host_filter.host_passes(table.view(int(r)), spec)), dtype=np.intp
+            )
+        return rows
 
     def filter(self, table, rows, spec, index=0, left=None):
         """The rows that pass every filter; NoValidHost says how many each removed. Given a
@@ -335,9 +382,18 @@ def top(weights, k):
     return picked[np.argsort(-weights[picked], kind="stable")]
 
 
-def _table_and_rows(hosts):
+def _table_and_rows(hosts, every_row=None):
+    """(the HostTable, the rows) of ``hosts``, a table or HostStates of one. ``every_row``: a dict
+    that keeps each fleet size's rows, which are read-only."""
     if hasattr(hosts, "COLUMNS"):
-        return hosts, np.arange(len(hosts), dtype=np.intp)
+        if every_row is None:
+            return hosts, np.arange(len(hosts), dtype=np.intp)
+        rows = every_row.get(len(hosts))
+        if rows is None:
+            every_row.clear()
+            rows = every_row[len(hosts)] = np.arange(len(hosts), dtype=np.intp)
+            rows.flags.writeable = False
+        return hosts, rows
     hosts = list(hosts)
     if not hosts:
         return None, np.empty(0, dtype=np.intp)
@@ -352,8 +408,8 @@ def candidates(table, rows, spec):
     (rows, forced). A host an operator disabled takes nothing, whatever the filters."""
     if not len(rows):
         raise NoValidHost("No valid host was found: no compute host has reported to the scheduler")
-    disabled = table.disabled[rows]
-    if disabled.any():
+    disabled = table.disabled[rows] if table.disabled.any() else None
+    if disabled is not None and disabled.any():
         forced = set(spec.force_hosts) | set(spec.force_nodes)
         refused = forced and sorted(forced & {table.names[r] for r in rows[disabled]})
         if refused:

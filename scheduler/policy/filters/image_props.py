@@ -141,6 +141,8 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
                 and bits_ok(maxphysaddr_bits(spec), host_state.cpu_info))
 
     def filter_vector(self, table, rows, spec):
+        if not (spec.image_properties or self.default_architecture):
+            return True  # nothing asked for, as requested() would say
         wanted = requested(spec, self.default_architecture)
         if not any(wanted):
             return True

@@ -43,6 +43,16 @@ def kept_out(reserved, counted, ratio):
     return reserved * ratio - counted
 
 
+def scaled(total, ratio):
+    """``total * ratio``; ``total`` itself at a ratio of 1.0 (the same figures, one pass fewer)."""
+    return total if type(ratio) is float and ratio == 1.0 else total * ratio
+
+
+def less(figures, kept):
+    """``figures - kept``; ``figures`` themselves when nothing is kept out (``kept`` 0.0)."""
+    return figures if type(kept) is float and kept == 0.0 else figures - kept
+
+
 def moved_off(wanted, figure):
     """Whether the flavor's extra specs take none of the class its ``figure`` would (resources:X=0,
     hw:cpu_policy=dedicated): nothing to check, as Placement checks nothing. A flavor whose figure
@@ -105,8 +115,8 @@ class RamFilter(_Ratio):
         total, wanted = table.total_ram_mb[rows], spec.flavor.amounts[MEMORY_MB]
         if moved_off(wanted, spec.flavor.memory_mb):
             return True
-        usable = total * self.ratios_of(table, rows) - (total - table.free_ram_mb[rows])
-        return (wanted <= total) & (usable - self.kept_vector(table, rows) >= wanted)
+        usable = scaled(total, self.ratios_of(table, rows)) - (total - table.free_ram_mb[rows])
+        return (wanted <= total) & (less(usable, self.kept_vector(table, rows)) >= wanted)
 
     def limits(self, host_state):
         total = host_state.total_usable_ram_mb
@@ -131,8 +141,8 @@ class DiskFilter(_Ratio):
         total, wanted = table.total_disk_gb[rows], spec.flavor.amounts[DISK_GB]
         if moved_off(wanted, spec.flavor.disk_gb):
             return True
-        usable = total * self.ratios_of(table, rows) - (total - table.free_disk_gb[rows])
-        return (wanted <= total) & (usable - self.kept_vector(table, rows) >= wanted)
+        usable = scaled(total, self.ratios_of(table, rows)) - (total - table.free_disk_gb[rows])
+        return (wanted <= total) & (less(usable, self.kept_vector(table, rows)) >= wanted)
 
     def limits(self, host_state):
         total = host_state.total_usable_disk_gb
@@ -160,7 +170,8 @@ class CoreFilter(_Ratio):
         if moved_off(wanted, spec.flavor.vcpus):
             return True
         total = table.vcpus_total[rows]
-        room = total * self.ratios_of(table, rows) - table.vcpus_used[rows] - self.kept_vector(table, rows)
+        room = less(scaled(total, self.ratios_of(table, rows)) - table.vcpus_used[rows],
+                    self.kept_vector(table, rows))
         fits = (wanted <= total) & (room >= wanted)
         return (total > 0) & fits
 

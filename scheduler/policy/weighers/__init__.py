@@ -52,6 +52,18 @@ class BaseHostWeigher:
     #: normalizes to 0 anyway): the pipeline then skips it. None: host by host only.
     weigh_vector: Callable[[HostTable, Rows, RequestSpec], NDArray[np.float64] | None] | None = None
 
+    #: The HostTable column that is this weigher's raw weight of every host for every request
+    #: (``weigh`` and ``weigh_vector`` give its values: a number in every row, never NaN), or
+    #: None. When the only weigher weighing a request has one, the Selector looks for the
+    #: heaviest hosts among those with the most of it instead of filtering and weighing the
+    #: whole fleet (scheduler.policy.ranked).
+    ranks_by: ClassVar[str | None] = None
+
+    #: Optional ``idle(spec)``: True when the weigher weighs nothing for ``spec``
+    #: (``weigh_vector`` gives None), said without looking at any host. A weigher without
+    #: it counts as weighing every request.
+    idle: Callable[[RequestSpec], bool] | None = None
+
     #: Optional ``tier`` / ``tier_vector``, as BaseHostFilter's: the Selector
     #: picks among the hosts of the best tier only, by weight within it.
     tier: Callable[[HostState, RequestSpec], int] | None = None
@@ -140,8 +152,12 @@ def normalize(values, minval=None, maxval=None):
     values = np.asarray(values, dtype=np.float64)
     if not len(values):
         return values
-    if minval is not None or maxval is not None:
+    if minval is not None and maxval is not None:
         values = np.clip(values, minval, maxval)
+    elif minval is not None:  # as np.clip, without its cost for one bound
+        values = np.maximum(values, minval)
+    elif maxval is not None:
+        values = np.minimum(values, maxval)
     low = values.min() if minval is None else minval
     high = values.max() if maxval is None else maxval
     if high == low:

@@ -33,8 +33,11 @@ class _SoftAffinityWeigher(weighers.BaseHostWeigher):
             return 0
         return self.sign * server_groups.members_on_host(host_state, spec)
 
+    def idle(self, spec):
+        return server_groups.policy(spec) != self.policy
+
     def weigh_vector(self, table, rows, spec):
-        if server_groups.policy(spec) != self.policy:
+        if self.idle(spec):
             return None
         return self.sign * server_groups.members_on_rows(table, rows, spec)
 

@@ -15,6 +15,7 @@ def list_opts():
 class RAMWeigher(weighers.BaseHostWeigher):
     multiplier_option = "ram_weight_multiplier"
     minval = 0  # as Nova: scaled from 0, not from the least free host
+    ranks_by = "free_ram_mb"
 
     def weigh(self, host_state, spec):
         return host_state.free_ram_mb

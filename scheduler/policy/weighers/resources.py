@@ -26,6 +26,7 @@ def list_opts():
 class DiskWeigher(weighers.BaseHostWeigher):
     multiplier_option = "disk_weight_multiplier"
     minval = 0  # as Nova: scaled from 0, not from the least free host
+    ranks_by = "free_disk_gb"
 
     def weigh(self, host_state, spec):
         return host_state.free_disk_gb

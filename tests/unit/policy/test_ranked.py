@@ -1,0 +1,152 @@
+"""A request one column ranks is placed where filtering and weighing the whole fleet places it.
+
+Without a Decision asked for, the Selector looks only at the hosts with the most of the
+column (scheduler.policy.ranked); asking for one filters and weighs every host. Two
+Selectors of one seed, one of them asking, place the same requests on copies of one fleet
+on the same hosts, one after the other.
+"""
+
+import copy
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+
+from scheduler.exception import NoValidHost
+from scheduler.policy import filters, ranked, weighers
+from scheduler.policy.selection import Selector
+from scheduler.simulation.host_tables import random_fleet, random_spec
+
+DEFAULT_WEIGHERS = ["RAMWeigher", "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher"]
+
+
+@pytest.fixture
+def ranked_picks(monkeypatch):
+    """Counts the picks the ranked path made (None: it could not tell)."""
+    made = []
+    pick = ranked.Thresholds.pick
+
+    def counted(self, *args):
+        row = pick(self, *args)
+        made.append(row is not None)
+        return row
+
+    monkeypatch.setattr(ranked.Thresholds, "pick", counted)
+    return made
+
+
+def selectors(policy_conf, weigher_names=None, subset=1, seed=0):
+    if weigher_names is not None:
+        policy_conf.set_override("weighers", weigher_names, "filter_scheduler")
+    return [Selector(filters.enabled_filters(policy_conf), weighers.enabled_weighers(policy_conf), subset,
+                     random.Random(seed)) for _ in range(2)]
+
+
+def place_both(quick, whole, table, specs):
+    """The host each of ``specs`` goes to, placed by ``quick`` and by ``whole`` (asked for its
+    Decisions) on copies of ``table``: (quick's, whole's), NoValidHost's reason where none."""
+    tables = [table, copy.deepcopy(table)]
+    tables[1]._bind_columns()
+    found = ([], [])
+    for spec in specs:
+        for i, (selector, on) in enumerate(zip((quick, whole), tables, strict=True)):
+            try:
+                host = selector.select(on, spec, decisions=None if i == 0 else [])[0].host
+            except NoValidHost as exc:
+                host = str(exc)
+            found[i].append(host)
+    return found
+
+
+def fleet(n=2000, seed=0):
+    table = random_fleet(n, seed=seed)
+    now = table.clock()
+    table.updated[:] = np.where(np.isfinite(table.updated), now, table.updated)
+    return table
+
+
+@pytest.mark.parametrize("subset", [1, 4])
+def test_the_default_policies_place_as_the_whole_fleet_does(policy_conf, ranked_picks, subset):
+    quick, whole = selectors(policy_conf, subset=subset)
+    specs = [random_spec(i) for i in range(400)]
+    mine, reference = place_both(quick, whole, fleet(), specs)
+    assert mine == reference
+    assert sum(ranked_picks) > 300
+
+
+def test_equal_values_across_the_threshold_place_as_the_whole_fleet_does(policy_conf, ranked_picks):
+    table = fleet()
+    table.free_ram_mb[:] = np.round(table.free_ram_mb / 65536) * 65536  # a few values, many hosts each
+    quick, whole = selectors(policy_conf, subset=3)
+    mine, reference = place_both(quick, whole, table, [random_spec(i) for i in range(300)])
+    assert mine == reference
+    assert any(ranked_picks)
+
+
+def test_ignored_and_disabled_hosts_are_left_out_as_by_the_whole_fleet(policy_conf, ranked_picks):
+    # Without ComputeFilter, which refuses disabled hosts too: only the candidates leave them out.
+    names = policy_conf.filter_scheduler.enabled_filters
+    policy_conf.set_override("enabled_filters", [n for n in names if n != "ComputeFilter"],
+                             "filter_scheduler")
+    table = fleet()
+    first = np.argsort(-table.free_ram_mb, kind="stable")
+    table.disabled[first[:20:2]] = True
+    ignored = [table.names[int(r)] for r in first[1:20:2]]
+    specs = [random_spec(i, ignore_hosts=ignored) for i in range(200)]
+    quick, whole = selectors(policy_conf)
+    mine, reference = place_both(quick, whole, table, specs)
+    assert mine == reference
+    assert not set(mine) & {table.names[int(r)] for r in first[:20]}
+    assert sum(ranked_picks) > 150
+
+
+def test_hosts_all_overcommitted_weigh_alike_and_the_first_passing_is_chosen(policy_conf, ranked_picks):
+    # RAMWeigher scales from 0: hosts with no free RAM left (overcommitted) all weigh 0.
+    policy_conf.set_override("ram_allocation_ratio", 4.0, "filter_scheduler")
+    table = fleet()
+    table.free_ram_mb[:] = -np.abs(table.free_ram_mb) - 1
+    quick, whole = selectors(policy_conf, subset=2)
+    mine, reference = place_both(quick, whole, table, [random_spec(i) for i in range(100)])
+    assert mine == reference
+    assert len(ranked_picks) == 100
+
+
+def test_a_fleet_filled_up_refuses_as_the_whole_fleet_does(policy_conf, ranked_picks):
+    quick, whole = selectors(policy_conf)
+    specs = [random_spec(i) for i in range(1500)]
+    mine, reference = place_both(quick, whole, fleet(300), specs)
+    assert mine == reference
+    assert any(host.startswith("No valid host") for host in mine)
+
+
+def test_disk_ranked_requests_place_as_the_whole_fleet_does(policy_conf, ranked_picks):
+    quick, whole = selectors(policy_conf, ["DiskWeigher"], subset=2)
+    mine, reference = place_both(quick, whole, fleet(), [random_spec(i) for i in range(300)])
+    assert mine == reference
+    assert sum(ranked_picks) > 250
+
+
+@pytest.mark.parametrize("weigher_names, multiplier", [
+    (["RAMWeigher", "DiskWeigher"], 1.0),  # two columns
+    (["RAMWeigher", "CPUWeigher"], 1.0),  # a weigher without a column
+    (["RAMWeigher"], -1.0),  # stacking: the lightest hosts first
+])
+def test_requests_no_column_ranks_alone_are_weighed_on_the_whole_fleet(policy_conf, ranked_picks,
+                                                                       weigher_names, multiplier):
+    policy_conf.set_override("ram_weight_multiplier", multiplier, "filter_scheduler")
+    quick, whole = selectors(policy_conf, weigher_names)
+    mine, reference = place_both(quick, whole, fleet(), [random_spec(i) for i in range(50)])
+    assert mine == reference
+    assert not ranked_picks
+
+
+def test_a_server_group_request_is_weighed_on_the_whole_fleet(policy_conf, ranked_picks):
+    quick, whole = selectors(policy_conf, DEFAULT_WEIGHERS)
+    table = fleet()
+    hosts = {table.names[int(r)]: 1 for r in np.argsort(-table.free_ram_mb)[:5]}
+    group = {"uuid": "g1", "policy": "soft-anti-affinity", "rules": {}, "hosts": hosts}
+    specs = [dataclasses.replace(random_spec(i), group=group) for i in range(20)]
+    mine, reference = place_both(quick, whole, table, specs)
+    assert mine == reference
+    assert not ranked_picks
