@@ -187,6 +187,10 @@ def log_decision(instance_uuid: str, host: str, decision: Decision | None, attem
     again = f"attempt {attempt}; " if attempt > 1 else ""
     if decision is None:
         LOG.info("%s instance %s on host %s", verb, instance_uuid, host)
+    elif decision.looked is not None and decision.looked < decision.considered:
+        LOG.info("%s instance %s on host %s (%s%s considered; the filters ran on the %s with the most "
+                 "%s, %d passed)", verb, instance_uuid, host, again, _hosts(decision.considered),
+                 _hosts(decision.looked), decision.ranked_by, decision.passed)
     elif decision.forced:
         LOG.info("%s instance %s on host %s (%sforced: %s considered, no filter run)", verb, instance_uuid,
                  host, again, _hosts(decision.considered))

@@ -56,9 +56,10 @@ class Thresholds:
         self._of = {}
 
     def pick(self, selector, table, spec, weigher, multiplier):
-        """The row ``selector.pick`` would choose among the candidates of ``table`` for ``spec``
-        (selection.candidates: not disabled, not ignored, none forced) that pass the filters, or
-        None when the batches looked at cannot show which it is."""
+        """(the row ``selector.pick`` would choose among the candidates of ``table`` for ``spec``
+        (selection.candidates: not disabled, not ignored, none forced) that pass the filters, the
+        rows the filters ran on, those that passed), or None when the batches looked at cannot
+        show which it is."""
         values = getattr(table, weigher.ranks_by)
         count = len(values)
         ignored = [table.index[h] for h in spec.ignore_hosts if h in table.index]
@@ -76,7 +77,7 @@ class Thresholds:
                 lightest = _at_rank(weights, size)
                 if bound < lightest or threshold == -np.inf:
                     self._of[weigher.ranks_by] = _next(raw, size, threshold)
-                    return selector.pick(passing, weights)
+                    return selector.pick(passing, weights), len(at), len(passing)
             if threshold == -np.inf:
                 return None
             threshold, wanted = None, max(wanted, len(at)) * 4

@@ -28,6 +28,10 @@ class Decision(NamedTuple):
     forced: bool
     filters: tuple = ()  # with detail: (filter name, hosts left after it), in the order run
     top: tuple = ()  # with detail: (host, weight) of the heaviest hosts, heaviest first
+    #: When the filters ran on some hosts only, those with the most of a column (ranked): how many,
+    #: and the column; ``passed`` counts those of them that passed.
+    looked: int | None = None
+    ranked_by: str | None = None
 
 
 #: How many of the heaviest hosts a detailed Decision names.
@@ -83,11 +87,11 @@ class Selector:
         """
         table, rows = _table_and_rows(hosts, self._every_row)
         prefer_owned = not (whole_fleet or owned_hosts.spread_matters(spec, self.weighers))
-        if (decisions is None and self._may_rank and table is hosts and len(rows)
+        if (not detail and self._may_rank and table is hosts and len(rows)
                 and len(spec.instance_uuids) == 1 and not (spec.force_hosts or spec.force_nodes)
                 and not (prefer_owned and self.owned(table) is not None)):
-            # Nobody asks how many hosts passed: the filters need not run on every host.
-            placed = self._select_ranked(table, spec)
+            # Nobody asks what each filter left: the filters need not run on every host.
+            placed = self._select_ranked(table, rows, spec, decisions)
             if placed is not None:
                 return placed
         rows, forced = candidates(table, rows, spec)
@@ -128,16 +132,22 @@ class Selector:
             placed.append(host)
         return placed
 
-    def _select_ranked(self, table, spec):
-        """select()'s answer for the one instance of ``spec`` on ``table``, neither forced nor
-        weighed towards owned hosts, from the hosts that rank first by a column
-        (scheduler.policy.ranked), or None when it cannot be found that way."""
+    def _select_ranked(self, table, rows, spec, decisions):
+        """select()'s answer for the one instance of ``spec`` on ``table`` (its ``rows``), neither
+        forced nor weighed towards owned hosts, from the hosts that rank first by a column
+        (scheduler.policy.ranked), or None when it cannot be found that way. Given a list
+        ``decisions``, appends the Decision: how many hosts were candidates, how many the filters
+        ran on and how many of those passed."""
         ranker = ranked.ranking(self.weighers, table, spec)
         if ranker is None:
             return None
-        row = self._thresholds.pick(self, table, spec, *ranker)
-        if row is None:
+        picked = self._thresholds.pick(self, table, spec, *ranker)
+        if picked is None:
             return None
+        row, looked, passed = picked
+        if decisions is not None:
+            decisions.append(Decision(len(candidates(table, rows, spec)[0]), passed, False,
+                                      looked=looked, ranked_by=ranker[0].ranks_by))
         table.consume(row, spec.instance_uuids[0], spec.flavor)
         host = table.view(row)
         host.limits = self.limits(host)

@@ -1,9 +1,9 @@
 """A request one column ranks is placed where filtering and weighing the whole fleet places it.
 
-Without a Decision asked for, the Selector looks only at the hosts with the most of the
-column (scheduler.policy.ranked); asking for one filters and weighs every host. Two
-Selectors of one seed, one of them asking, place the same requests on copies of one fleet
-on the same hosts, one after the other.
+Without a detailed Decision asked for, the Selector looks only at the hosts with the most of
+the column (scheduler.policy.ranked); asking for what each filter left filters and weighs
+every host. Two Selectors of one seed, one of them asking, place the same requests on copies
+of one fleet on the same hosts, one after the other.
 """
 
 import copy
@@ -45,14 +45,14 @@ def selectors(policy_conf, weigher_names=None, subset=1, seed=0):
 
 def place_both(quick, whole, table, specs):
     """The host each of ``specs`` goes to, placed by ``quick`` and by ``whole`` (asked for its
-    Decisions) on copies of ``table``: (quick's, whole's), NoValidHost's reason where none."""
+    detailed Decisions) on copies of ``table``: (quick's, whole's), NoValidHost's reason where none."""
     tables = [table, copy.deepcopy(table)]
     tables[1]._bind_columns()
     found = ([], [])
     for spec in specs:
         for i, (selector, on) in enumerate(zip((quick, whole), tables, strict=True)):
             try:
-                host = selector.select(on, spec, decisions=None if i == 0 else [])[0].host
+                host = selector.select(on, spec, decisions=[], detail=i == 1)[0].host
             except NoValidHost as exc:
                 host = str(exc)
             found[i].append(host)
@@ -150,3 +150,23 @@ def test_a_server_group_request_is_weighed_on_the_whole_fleet(policy_conf, ranke
     mine, reference = place_both(quick, whole, table, specs)
     assert mine == reference
     assert not ranked_picks
+
+
+def test_a_ranked_decision_says_how_many_hosts_the_filters_ran_on_and_passed(policy_conf, caplog):
+    from scheduler.planning.applier import log_decision
+
+    quick, whole = selectors(policy_conf)
+    table = fleet()
+    decisions, detailed = [], []
+    other = copy.deepcopy(table)
+    other._bind_columns()
+    [host] = quick.select(table, random_spec(0), decisions=decisions)
+    assert whole.select(other, random_spec(0), decisions=detailed, detail=True)[0].host == host.host
+    [decision], [reference] = decisions, detailed
+    assert (decision.considered, decision.ranked_by) == (reference.considered, "free_ram_mb")
+    assert 0 < decision.passed <= decision.looked < decision.considered
+    with caplog.at_level("INFO", logger="scheduler.planning.applier"):
+        log_decision("u1", host.host, decision)
+    assert caplog.messages == [
+        f"Placed instance u1 on host {host.host} ({decision.considered} hosts considered; the filters "
+        f"ran on the {decision.looked} hosts with the most free_ram_mb, {decision.passed} passed)"]
