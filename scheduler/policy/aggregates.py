@@ -218,6 +218,26 @@ def min_number_vector(table, rows, key, default, parse=as_number):
     return cached_rows(table, rows, ("min", key, default, parse.__name__), compute, otherwise=default)
 
 
+def memberships(table, rows):
+    """[(aggregates, how many of ``rows`` belong to exactly those)], one entry per distinct set:
+    what a refusal says of many hosts, read once per set rather than once per host."""
+    index = table.aggregate_index
+    rows = np.asarray(rows, dtype=np.intp)
+    if not len(rows):
+        return []
+    if not index.aggregates:
+        return [([], len(rows))]
+    if len(index.aggregates) < 64:  # each row's set as the bits of one number: a 1-D unique
+        key = np.zeros(len(rows), dtype=np.int64)
+        for bit, aggregate in enumerate(index.aggregates):
+            key |= index.mask(aggregate)[rows].astype(np.int64) << bit
+        _, first, counts = np.unique(key, return_index=True, return_counts=True)
+    else:
+        matrix = np.stack([index.mask(aggregate)[rows] for aggregate in index.aggregates])
+        _, first, counts = np.unique(matrix, axis=1, return_index=True, return_counts=True)
+    return [(index.of_row(int(rows[i])), int(n)) for i, n in zip(first, counts, strict=True)]
+
+
 def zones_of_row(table, row, default_zone):
     """The availability zones of row ``row``: its aggregates' zones, or the default zone."""
     zones = {zone for a in table.aggregate_index.of_row(row) for zone in a.zones}

@@ -85,13 +85,16 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
         """Each extra spec some hosts of ``rows`` do not match: on how many, and the values their
         aggregates' metadata give the key (or that none gives it)."""
         notes = []
+        groups = None
         for key, req in _scoped_specs(spec.flavor.extra_specs, EXTRA_SPECS_SCOPE):
+            if groups is None:
+                groups = aggregates.memberships(table, rows)
             missed, offered = 0, set()
-            for row in rows:
-                given = aggregates.metadata_values(table.aggregate_index.of_row(int(row)), key)
+            for found, count in groups:
+                given = aggregates.metadata_values(found, key)
                 values = {piece for value in given for piece in aggregates.pieces(value)}
                 if not any(extra_specs_ops.match(v, req) for v in values):
-                    missed += 1
+                    missed += count
                     offered |= values
             if missed:
                 has = (f"their aggregates give {key}={','.join(sorted(offered))}" if offered

@@ -54,7 +54,8 @@ class AvailabilityZoneFilter(filters.BaseHostFilter):
         zone = requested_zone(spec)
         if not zone:
             return None
-        of_rows = [aggregates.zones_of_row(table, int(row), self.default_zone) for row in rows]
+        of_rows = [{z for a in found for z in a.zones} or {self.default_zone}
+                   for found, _ in aggregates.memberships(table, rows)]
         if any(str(zone) in zones for zones in of_rows):
             return None
         known = ", ".join(sorted(set().union(*of_rows)))

@@ -167,30 +167,45 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         wanted = requested(spec, self.default_architecture)
         if not any(wanted):
             return None
-        hosts = [table.view(int(row)) for row in rows]
+        kinds = _kinds(table, rows)
+        considered = len(rows)
         notes = []
-        lacking = [h for h in hosts if not supports(h.supported_instances, wanted)]
+        lacking = [(h, n) for h, n in kinds if not supports(h.supported_instances, wanted)]
         if lacking:
             asked = ", ".join(f"{name} {value}" for name, value in zip(_TRIPLE, wanted, strict=True) if value)
             offered = sorted({"/".join(str(part) for part in _canonical(triple))
-                              for h in lacking for triple in h.supported_instances or ()})
+                              for h, _ in lacking for triple in h.supported_instances or ()})
             shown = ", ".join(offered[:SHOWN]) + (", ..." if len(offered) > SHOWN else "")
-            notes.append(f"the image asks for {asked}: {_of(len(lacking), len(hosts))} run none such "
-                         f"({f'they offer {shown}' if offered else 'they report no supported_instances'})")
+            what = f"they offer {shown}" if offered else "they report no supported_instances"
+            notes.append(f"the image asks for {asked}: {_of(sum(n for _, n in lacking), considered)} run "
+                         f"none such ({what})")
         predicate = version_predicate(spec)
         if predicate is not None:
-            old = sum(1 for h in hosts if not version_ok(predicate, h.hypervisor_version))
+            old = sum(n for h, n in kinds if not version_ok(predicate, h.hypervisor_version))
             if old:
                 name = image_meta.given_name(spec.image_properties, "img_hv_requested_version")
-                notes.append(f"the hypervisor version of {_of(old, len(hosts))} fails {name} "
+                notes.append(f"the hypervisor version of {_of(old, considered)} fails {name} "
                              f"{spec.image_properties.get(name)}")
         bits = maxphysaddr_bits(spec)
         if bits is not None:
-            narrow = sum(1 for h in hosts if not bits_ok(bits, h.cpu_info))
+            narrow = sum(n for h, n in kinds if not bits_ok(bits, h.cpu_info))
             if narrow:
-                notes.append(f"{_of(narrow, len(hosts))} address fewer than the hw_maxphysaddr_bits {bits} "
+                notes.append(f"{_of(narrow, considered)} address fewer than the hw_maxphysaddr_bits {bits} "
                              "the image asks")
         return "; ".join(notes) or None
+
+
+def _kinds(table, rows):
+    """[(a host of ``rows``, how many of them are alike in what the filter reads: their
+    supported_instances, hypervisor version and cpu_info)], one entry per kind."""
+    # One number per kind: the two categories' codes and the version's rank among the rows'.
+    versions = np.nan_to_num(table.hypervisor_version[rows], nan=-1.0)  # -1: not reported
+    _, version_rank = np.unique(versions, return_inverse=True)
+    # Codes and ranks are below 2**21: a category holds at most one value per host.
+    key = ((table.instances_code[rows].astype(np.int64) << 42)
+           | (table.cpu_info_code[rows].astype(np.int64) << 21) | version_rank.astype(np.int64))
+    _, first, counts = np.unique(key, return_index=True, return_counts=True)
+    return [(table.view(int(rows[i])), int(n)) for i, n in zip(first, counts, strict=True)]
 
 
 #: How many of the hosts' supported_instances triples the reason names.

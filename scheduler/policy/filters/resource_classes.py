@@ -11,6 +11,8 @@ is left, the reason names the class, the hosts and why. The agent claims
 against its own inventory, so this filter sends no limits.
 """
 
+import numpy as np
+
 from berth_contract.resource_classes import CLASSIC, RESOURCES
 from scheduler.policy import filters
 
@@ -55,12 +57,19 @@ class ResourceClassFilter(filters.BaseHostFilter):
                 notes.append(f"no host has an inventory of {name}")
                 continue
             found = []
-            for row in rows:
-                host = table.view(int(row))
-                inventory = host.inventories.get(name)
-                why = inventory.holds_nothing if inventory is not None else None
+            # Only the hosts that report inventories beyond the classic three can have one of it.
+            reporting = np.fromiter((row for row, extra in table.extra.items() if "inventories" in extra),
+                                    dtype=np.intp)
+            said = {}  # hosts alike share one Inventory (HostTable._inventory): asked once each
+            for row in rows[np.isin(rows, reporting)].tolist():
+                inventory = table.extra[row]["inventories"].get(name)
+                if inventory is None:
+                    continue
+                why = said.get(id(inventory), said)
+                if why is said:
+                    why = said[id(inventory)] = inventory.holds_nothing
                 if why is not None:
-                    found.append((host.host, why))
+                    found.append((table.names[row], why))
             if found:
                 named = "; ".join(f"{host}: {why}" for host, why in found[:NAMED_HOSTS])
                 more = f"; and {len(found) - NAMED_HOSTS} more" if len(found) > NAMED_HOSTS else ""
