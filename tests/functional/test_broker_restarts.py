@@ -43,14 +43,16 @@ def consumers(transport_url):
 
 
 def every_queue_consumed(transport_url):
-    """Whether each shared queue has its consumers again and each process its fanout queue."""
+    """Whether each shared queue has its consumers again and each process its fanout queues (a
+    scheduler's clients' server and its agents' server, which takes the reports, one each)."""
     queues = consumers(transport_url)
     fanouts = collections.Counter(name.split("_fanout_")[0] for name in queues if "_fanout_" in name)
-    wanted = {"scheduler": len(SCHEDULERS), **{f"scheduler.{s}": 1 for s in SCHEDULERS},
-              **{f"compute.{a}": 1 for a in AGENTS}}
+    wanted = {"scheduler": len(SCHEDULERS), "scheduler_agents": len(SCHEDULERS),
+              **{f"scheduler.{s}": 1 for s in SCHEDULERS}, **{f"compute.{a}": 1 for a in AGENTS}}
     missing = {name: queues.get(name, (0, 0)) for name, count in wanted.items()
                if queues.get(name, (0, 0))[0] != count}
-    if missing or fanouts != {"scheduler": len(SCHEDULERS), "compute": len(AGENTS)}:
+    if missing or fanouts != {"scheduler": len(SCHEDULERS), "scheduler_agents": len(SCHEDULERS),
+                              "compute": len(AGENTS)}:
         return None
     return queues
 
