@@ -989,10 +989,13 @@ class ComputeManager(MoveSteps):
             LOG.exception("Cannot read the host's totals; reporting the previous ones")
         self.tracker.io_workload = len(self._builds)  # IoOpsFilter: builds in progress
         self._send_unsent()
-        resources = self.tracker.report()
-        # Sent empty too: the scheduler tells again what an agent that says nothing open missed.
-        resources["open_moves"] = self.store.select(_open_move)
-        move_steps = self.store.select(move_step)
+        # One snapshot: a move's step and its claim change together under the lock, and a report
+        # naming a step of an instance it does not hold is refused whole.
+        with self._lock:
+            resources = self.tracker.report()
+            # Sent empty too: the scheduler tells again what an agent that says nothing open missed.
+            resources["open_moves"] = self.store.select(_open_move)
+            move_steps = self.store.select(move_step)
         if move_steps:
             resources["move_steps"] = move_steps
         if self._cast(self.scheduler.report_resources, {}, self.host, resources):

@@ -60,7 +60,8 @@ class Burst(threading.Thread):
             self.error = exc
 
 
-WANTED = {"scheduler": len(SCHEDULERS), **{f"scheduler.{s}": 1 for s in SCHEDULERS},
+WANTED = {"scheduler": len(SCHEDULERS), "scheduler_agents": len(SCHEDULERS),
+          **{f"scheduler.{s}": 1 for s in SCHEDULERS},
           **{f"compute.{a}": 1 for a in AGENTS}}
 
 
@@ -74,7 +75,8 @@ def every_queue_consumed(cluster, vhost, node):
                                   if "_fanout_" in name and queue["consumers"])
     if any(queues.get(name, {}).get("consumers") != count for name, count in WANTED.items()):
         return None
-    if fanouts != {"scheduler": len(SCHEDULERS), "compute": len(AGENTS)}:
+    if fanouts != {"scheduler": len(SCHEDULERS), "scheduler_agents": len(SCHEDULERS),
+                   "compute": len(AGENTS)}:
         return None
     return queues
 

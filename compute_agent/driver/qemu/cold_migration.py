@@ -188,9 +188,13 @@ class ColdMigration:
         """Boot the guest here again from its own disk, which the move left as it was."""
         uuid = instance["uuid"]
         files = self._files(uuid)
+        # The mark goes once the guest runs again: the agent's look at its guests, in another thread,
+        # would take a guest still off for a guest gone.
         try:
-            os.unlink(os.path.join(files.directory, HANDED_OVER_NAME))
-        except FileNotFoundError:
-            pass
-        self.power_on(instance)
+            self.power_on(instance)
+        finally:
+            try:
+                os.unlink(os.path.join(files.directory, HANDED_OVER_NAME))
+            except FileNotFoundError:
+                pass
         LOG.info("The guest of %s runs here again, from its own disk", uuid)

@@ -5,9 +5,11 @@ starts again, answered again when told again, and rolled back on its host when i
 
 import logging
 import threading
+import time
 
 import pytest
 
+from berth_contract.host_report import HostReport
 from compute_agent import driver as drivers
 from compute_agent.client import ComputeClient
 from scheduler.exception import InvalidRequest
@@ -286,3 +288,30 @@ def test_a_bad_migrate_out_is_refused_naming_the_field(conf, agents, args, messa
                  "transfer": {"uri": "x"}}, **args)
     with pytest.raises(InvalidRequest, match=message):
         ComputeEndpoint(manager).migrate_out({}, **call)
+
+
+
+def test_a_report_sent_while_a_move_is_claimed_names_its_step_only_with_its_instance(
+        conf, transport, scheduler, agents):
+    conf.set_override("report_interval", 3600, "compute_agent")
+    dest = agents(driver=StepDriver(conf))
+    instance = make_instance()
+    uuid = instance["uuid"]
+    measured = dest.tracker.report
+
+    def report_while_a_move_is_claimed(*args, **kwargs):
+        resources = measured(*args, **kwargs)
+        prepare(transport, instance, migration_of())
+        # Up to a second for the destination to claim the instance and record its step.
+        for _ in range(50):
+            if uuid in dest.store:
+                break
+            time.sleep(0.02)
+        return resources
+
+    dest.tracker.report = report_while_a_move_is_claimed
+    resources = dest.send_report()
+    HostReport.from_wire(resources, HOST)  # not refused as naming a step of an instance it does not hold
+    dest.tracker.report = measured
+    said(scheduler, uuid, 1)
+    assert dest.send_report()["move_steps"] == {uuid: [3, "prepared"]}

@@ -190,3 +190,21 @@ def test_an_aborted_move_whose_guest_does_not_boot_again_is_lost_saying_why(host
     with pytest.raises(Exception, match="the guest died during boot"):
         source.abort_move_out(_instance(uuid, 0), migration)
     assert "its guest is gone" in source.lost([uuid])[uuid]
+
+
+def test_a_guest_booting_again_after_an_abort_is_not_lost_while_it_boots(hosts, monkeypatch):
+    source, _ = hosts
+    uuid = str(uuidlib.uuid4())
+    _source_disk(source, uuid, 0)
+    migration = {"id": 13, "kind": "migration", "live": False}
+    with pytest.raises(MoveFailed):
+        source.migrate_out(_instance(uuid, 0), migration, {"nbd": "nbd://127.0.0.1:49399/x"})
+    seen_while_booting = []
+
+    def power_on(instance):
+        # The agent's look at its guests runs in another thread; here it runs mid-boot.
+        seen_while_booting.append(source.lost([uuid]))
+
+    monkeypatch.setattr(source, "power_on", power_on)
+    source.abort_move_out(_instance(uuid, 0), migration)
+    assert seen_while_booting == [{}]
