@@ -20,6 +20,8 @@ SCHEDULERS = ("restart-s1", "restart-s2")
 AGENTS = tuple(f"restart-a{i}" for i in range(10))
 REQUESTS = 400  # of 2 instances each
 
+pytestmark = pytest.mark.stops_the_broker
+
 
 def start(tmp_path, url, transport_url):
     fleet = Fleet(
