@@ -180,13 +180,19 @@ def test_finishing_ends_qemu_nbd_then_boots_and_a_guest_that_will_not_boot_fails
     assert files.has_disk()  # left for the agent's destroy
 
 
-def test_an_aborted_move_whose_guest_does_not_boot_again_is_lost_saying_why(hosts):
-    source, _ = hosts
+def _failed_move_out(source, migration_id):
+    """(uuid, migration) of a guest whose cold move out of ``source`` failed: it is off, its disk kept."""
     uuid = str(uuidlib.uuid4())
     _source_disk(source, uuid, 0)
-    migration = {"id": 12, "kind": "migration", "live": False}
+    migration = {"id": migration_id, "kind": "migration", "live": False}
     with pytest.raises(MoveFailed):
         source.migrate_out(_instance(uuid, 0), migration, {"nbd": "nbd://127.0.0.1:49399/x"})
+    return uuid, migration
+
+
+def test_an_aborted_move_whose_guest_does_not_boot_again_is_lost_saying_why(hosts):
+    source, _ = hosts
+    uuid, migration = _failed_move_out(source, 12)
     with pytest.raises(Exception, match="the guest died during boot"):
         source.abort_move_out(_instance(uuid, 0), migration)
     assert "its guest is gone" in source.lost([uuid])[uuid]
@@ -194,11 +200,7 @@ def test_an_aborted_move_whose_guest_does_not_boot_again_is_lost_saying_why(host
 
 def test_a_guest_booting_again_after_an_abort_is_not_lost_while_it_boots(hosts, monkeypatch):
     source, _ = hosts
-    uuid = str(uuidlib.uuid4())
-    _source_disk(source, uuid, 0)
-    migration = {"id": 13, "kind": "migration", "live": False}
-    with pytest.raises(MoveFailed):
-        source.migrate_out(_instance(uuid, 0), migration, {"nbd": "nbd://127.0.0.1:49399/x"})
+    uuid, migration = _failed_move_out(source, 13)
     seen_while_booting = []
 
     def power_on(instance):
