@@ -290,7 +290,6 @@ def test_a_bad_migrate_out_is_refused_naming_the_field(conf, agents, args, messa
         ComputeEndpoint(manager).migrate_out({}, **call)
 
 
-
 def test_a_report_sent_while_a_move_is_claimed_names_its_step_only_with_its_instance(
         conf, transport, scheduler, agents):
     conf.set_override("report_interval", 3600, "compute_agent")
