@@ -119,12 +119,16 @@ def record_start(table, row, instance_uuid, now):
     starts = table.starts.setdefault(row, {})
     starts[instance_uuid] = now
     table.start_log.put(row, instance_uuid, now)
+    # A row's starts are kept in the order they were placed, the oldest first: the ones past the
+    # horizon are at the front (one a clock stepped back put behind a later one goes once it is
+    # first). Looking at the front alone keeps a placement's cost the same however many a host took.
     oldest = now - STARTS_HORIZON
-    if len(starts) > 1 and min(starts.values()) < oldest:
-        kept = {u: t for u, t in starts.items() if t >= oldest}
-        for uuid in starts.keys() - kept.keys():
-            table.start_log.drop(row, uuid)
-        table.starts[row] = kept
+    while True:
+        first = next(iter(starts))
+        if starts[first] >= oldest:
+            break
+        del starts[first]
+        table.start_log.drop(row, first)
 
 
 def forget_start(table, row, instance_uuid):

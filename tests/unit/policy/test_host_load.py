@@ -162,6 +162,28 @@ def test_old_starts_are_forgotten(load_table):
     assert list(load_table.starts[0]) == ["b"]
 
 
+def test_the_starts_past_the_horizon_go_and_the_rest_stay_however_many(load_table):
+    flavor = Flavor(memory_mb=1, root_gb=0, ephemeral_gb=0, vcpus=1)
+    for i in range(500):
+        load_table.consume(0, f"u{i}", flavor, now=float(i))
+    load_table.consume(0, "late", flavor, now=host_load.STARTS_HORIZON + 249.5)
+    assert list(load_table.starts[0]) == [f"u{i}" for i in range(250, 500)] + ["late"]
+    assert host_load.recent_starts(load_table, np.array([0]), 2 * host_load.STARTS_HORIZON,
+                                   host_load.STARTS_HORIZON + 249.5)[0] == 251
+
+
+def test_a_start_a_stepped_back_clock_put_behind_a_later_one_goes_once_it_is_first(load_table):
+    flavor = Flavor(memory_mb=1, root_gb=0, ephemeral_gb=0, vcpus=1)
+    load_table.consume(0, "a", flavor, now=100.0)
+    load_table.consume(0, "b", flavor, now=50.0)  # the clock stepped back
+    load_table.consume(0, "c", flavor, now=host_load.STARTS_HORIZON + 75.0)
+    assert list(load_table.starts[0]) == ["a", "b", "c"]  # b is past the horizon, behind a
+    load_table.consume(0, "d", flavor, now=host_load.STARTS_HORIZON + 110.0)
+    assert list(load_table.starts[0]) == ["c", "d"]
+    assert host_load.recent_starts(load_table, np.array([0]), 2 * host_load.STARTS_HORIZON,
+                                   host_load.STARTS_HORIZON + 110.0)[0] == 2
+
+
 @pytest.mark.parametrize(
     "key",
     ["cpu_utilization", "memory_mb_in_use", "cpu_reserved", "memory_burst_mb", "cpu_undeployed_reservation"],
