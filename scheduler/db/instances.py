@@ -335,17 +335,20 @@ class InstanceQueries(DatabaseEngine):
         columns = (instances.c.uuid, instances.c.state, instances.c.host, instances.c.move_host,
                    instances.c.updated_at)
         found: dict[str, dict[str, Any]] = {}
+
+        def read(query):
+            for uuid, state, host, move_host, updated_at in connection.execute(query):
+                found[uuid] = {"uuid": uuid, "state": state, "host": host, "move_host": move_host,
+                               "updated_at": updated_at}
+
         with self._transaction() as connection:
-            for chunk in _chunks(sorted(set(uuids))):
-                query = sa.select(*columns).where(instances.c.uuid.in_(chunk))
-                for row in connection.execute(query).mappings():
-                    found[row["uuid"]] = dict(row)
+            held = instances.c.state.in_([instance_states.ACTIVE, instance_states.DELETING,
+                                          instance_states.SCHEDULED, *instance_states.POWER])
             for chunk in _chunks(sorted(set(hosts))):
-                held = instances.c.state.in_([instance_states.ACTIVE, instance_states.DELETING,
-                                              instance_states.SCHEDULED, *instance_states.POWER])
-                query = sa.select(*columns).where(instances.c.host.in_(chunk), held)
-                for row in connection.execute(query).mappings():
-                    found[row["uuid"]] = dict(row)
+                read(sa.select(*columns).where(instances.c.host.in_(chunk), held))
+            # Most instances an agent holds were read with its host's: the rest alone, by uuid.
+            for chunk in _chunks(sorted(set(uuids).difference(found))):
+                read(sa.select(*columns).where(instances.c.uuid.in_(chunk)))
         return found
 
     @_retry

@@ -181,6 +181,22 @@ def test_count_instances_by_state(database):
     assert set(counts) == set(states.ALL)
 
 
+def test_instances_to_reconcile_are_those_held_on_the_hosts_and_those_named(database):
+    database.create_instances([
+        _instance("on-h1", host="h1", state="ACTIVE"),
+        _instance("gone-h1", host="h1", state="DELETED"),
+        _instance("named-h1", host="h1", state="ERROR"),
+        _instance("named-h2", host="h2", state="ACTIVE", move_host="h1"),
+        _instance("other-h2", host="h2", state="ACTIVE"),
+    ])
+    found = database.instances_to_reconcile(["h1"], ["named-h1", "named-h2", "on-h1", "unknown"])
+    assert sorted(found) == ["named-h1", "named-h2", "on-h1"]
+    assert {k: v for k, v in found["named-h2"].items() if k != "updated_at"} == {
+        "uuid": "named-h2", "state": "ACTIVE", "host": "h2", "move_host": "h1"}
+    assert isinstance(found["on-h1"]["updated_at"], datetime)
+    assert found["on-h1"]["updated_at"].tzinfo is None
+
+
 def test_timestamps_accept_aware_datetimes_and_epochs(database):
     cet = timezone(timedelta(hours=1))
     database.create_instances(
