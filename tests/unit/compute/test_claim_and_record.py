@@ -6,6 +6,7 @@ import logging
 
 from compute_agent.client import ComputeClient
 from tests.unit.compute.stub_scheduler import HOST, make_instance, request_for, wait_for
+from tests.unit.compute.test_compute_manager import sync
 from tests.unit.compute.test_moves import (
     LARGE,
     NOTHING,
@@ -34,10 +35,12 @@ def test_a_build_whose_record_cannot_be_written_is_sent_back_holding_nothing(con
     unwritable(manager)
     instance = make_instance()
     with caplog.at_level(logging.INFO, logger="compute_agent.manager"):
-        ComputeClient(transport).run_instance({}, HOST, instance, *request_for(instance))
+        client = ComputeClient(transport)
+        client.run_instance({}, HOST, instance, *request_for(instance))
         [(_, props)] = wait_for(lambda: scheduler.reschedules, "the build sent back")
     assert props["retry"]["exc_reason"] == f"{HOST}: cannot record the instance: No space left on device"
     assert manager.tracker.usage() == NOTHING and instance["uuid"] not in manager.tracker
+    sync(scheduler, client)  # a BUILDING would come on another queue than the build sent back
     assert scheduler.states(instance["uuid"]) == []  # never said BUILDING
     [failed] = [r for r in caplog.records if r.getMessage() == f"Cannot record instance {instance['uuid']}"]
     assert failed.levelname == "ERROR" and failed.exc_info

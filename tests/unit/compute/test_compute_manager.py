@@ -116,13 +116,16 @@ def test_failed_build_frees_and_reschedules(conf, transport, scheduler, agents):
     manager = agents(driver=driver)
     instance = make_instance()
     spec, props = request_for(instance)
-    ComputeClient(transport).run_instance({}, HOST, instance, spec, props)
+    client = ComputeClient(transport)
+    client.run_instance({}, HOST, instance, spec, props)
     wait_for(lambda: scheduler.reschedules, "the reschedule")
     [(_, props2)] = scheduler.reschedules
     assert props2["retry"]["hosts"] == [[HOST, HOST]]
     assert props2["retry"]["exc_reason"] == f"{HOST}: build failed: the hypervisor said no"
     assert instance["uuid"] not in manager.tracker
     assert manager.store.get(instance["uuid"]) is None
+    # The reschedule and the agent's instance updates go to two queues: either may come first.
+    sync(scheduler, client)
     assert scheduler.states(instance["uuid"]) == ["BUILDING"]
 
 
