@@ -336,7 +336,7 @@ class InstanceQueries(DatabaseEngine):
                    instances.c.updated_at)
         found: dict[str, dict[str, Any]] = {}
 
-        def read(query):
+        def read(query: sa.Select[Any]) -> None:
             for uuid, state, host, move_host, updated_at in connection.execute(query):
                 found[uuid] = {"uuid": uuid, "state": state, "host": host, "move_host": move_host,
                                "updated_at": updated_at}
