@@ -335,13 +335,13 @@ class InstanceQueries(DatabaseEngine):
         columns = (instances.c.uuid, instances.c.state, instances.c.host, instances.c.move_host,
                    instances.c.updated_at)
         found: dict[str, dict[str, Any]] = {}
-
-        def read(query: sa.Select[Any]) -> None:
-            for uuid, state, host, move_host, updated_at in connection.execute(query):
-                found[uuid] = {"uuid": uuid, "state": state, "host": host, "move_host": move_host,
-                               "updated_at": updated_at}
-
         with self._transaction() as connection:
+
+            def read(query: sa.Select[Any]) -> None:
+                for uuid, state, host, move_host, updated_at in connection.execute(query):
+                    found[uuid] = {"uuid": uuid, "state": state, "host": host, "move_host": move_host,
+                                   "updated_at": updated_at}
+
             held = instances.c.state.in_([instance_states.ACTIVE, instance_states.DELETING,
                                           instance_states.SCHEDULED, *instance_states.POWER])
             for chunk in _chunks(sorted(set(hosts))):
