@@ -31,7 +31,9 @@ SQLAlchemy is imported only where used: scheduler.conf lists this module's
 option, and the command-line client loads that without SQLAlchemy.
 """
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
@@ -108,20 +110,53 @@ def insert_new_instances_psycopg2(connection: Any, table: "sa.Table", rows: list
 def _rendered_values(connection: Any, table: "sa.Table", columns: list[str],
                      rows: Sequence[Mapping[str, Any]]) -> str:
     """``rows`` as the rows of a VALUES list, ``columns`` in order: each value bound by its
-    column's SQLAlchemy bind processor (JSON...) and rendered by psycopg2's ``mogrify`` in C,
+    column's SQLAlchemy bind processor (JSON...); numbers, NULLs and naive datetimes written
+    as psycopg2 writes them (``_literal``), the rest rendered by psycopg2's ``mogrify`` in C,
     the whole list in one call (a tenth less CPU than one call a row)."""
     from psycopg2.extensions import encodings as psycopg2_encodings
 
     dialect = connection.dialect
     processors = [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in columns]
     pairs = list(zip(columns, processors, strict=True))
-    params = [row[name] if process is None else process(row[name]) for row in rows for name, process in pairs]
-    template = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(rows))
+    params: list[Any] = []
+    rendered = []
+    for row in rows:
+        parts = []
+        for name, process in pairs:
+            value = row[name] if process is None else process(row[name])
+            literal = _literal(value)
+            if literal is None:
+                parts.append("%s")
+                params.append(value)
+            else:
+                parts.append(literal)
+        rendered.append("(" + ", ".join(parts) + ")")
     cursor = connection.connection.dbapi_connection.cursor()
     try:
-        return cursor.mogrify(template, params).decode(psycopg2_encodings[cursor.connection.encoding])
+        text = cursor.mogrify(", ".join(rendered), params)
+        return text.decode(psycopg2_encodings[cursor.connection.encoding])
     finally:
         cursor.close()
+
+
+def _literal(value: Any) -> str | None:
+    """``value`` written as psycopg2 writes it, for the types whose text needs no quoting
+    (None, an int, a finite float, a naive datetime): psycopg2's adapters take 1.7-3.3 us a
+    value where this takes a tenth of that. None for any other value (psycopg2's to render).
+    A negative number gets a space before it, as psycopg2 gives it (``1 - -1``, never ``--``)."""
+    kind = type(value)
+    if value is None:
+        return "NULL"
+    if kind is int:
+        return f" {value}" if value < 0 else str(value)
+    if kind is float:
+        if not math.isfinite(value):
+            return None
+        text = repr(value)
+        return f" {text}" if text[0] == "-" else text
+    if kind is datetime and value.tzinfo is None:
+        return f"'{value.isoformat()}'::timestamp"
+    return None
 
 
 Upsert = Callable[["sa.Connection", "sa.Table", Sequence[Mapping[str, Any]], tuple[str, ...]], None]

@@ -68,3 +68,15 @@ def test_each_row_is_stored_as_sqlalchemys_executemany_stores_it(connection):
     connection.execute(portable.insert(), rows)
     assert _stored(connection, fast) == _stored(connection, portable)
     assert _stored(connection, fast)[0][4] == AWKWARD
+
+
+def test_values_written_without_psycopg2_read_as_psycopg2_writes_them(connection):
+    cursor = connection.connection.dbapi_connection.cursor()
+    values = [None, 0, -5, 2**63 - 1, -(2**63), 2**70, 1.5, -0.0, 1e20, 1e-07, -1e-07, 5e-324,
+              1.7976931348623157e308, 0.1 + 0.2, datetime.datetime(2026, 12, 5, 2, 50, 1, 123456),
+              datetime.datetime(999, 1, 1), datetime.datetime(2026, 1, 1)]
+    assert [fastpaths._literal(v) for v in values] == [cursor.mogrify("%s", [v]).decode() for v in values]
+    # Left to psycopg2: what needs quoting, a zone, or no plain number.
+    for value in ("x", True, float("nan"), float("-inf"), datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+                  datetime.date(2026, 1, 1), {"a": 1}):
+        assert fastpaths._literal(value) is None, value
