@@ -9,9 +9,10 @@ most of it. The filters then run on the rows at or above a threshold (at first t
 with the most; then the value of the ``PASSING`` x ``host_subset_size``-th passing host of the
 decision before), and the pick is made among those that pass, as the whole fleet's would be made,
 once no host below the threshold can weigh as much as the lightest of the subset: the same
-host, the same random draw. When that cannot be shown (too few passed, a tie across the
-threshold), a batch four times larger is looked at, and after ``LOOKS`` of them the whole
-fleet is filtered after all (Selector.select).
+host, the same random draw. Where the lightest weighs what a host at the threshold would (many
+hosts of one value: a fleet of equal hosts), the greatest value below the threshold tells. When
+that cannot be shown (too few passed, a host below as heavy), a batch four times larger is
+looked at, and after ``LOOKS`` of them the whole fleet is filtered after all (Selector.select).
 
 A filter's answer for a host depends on that host alone (``host_passes``), so the batch's
 answers are those the whole fleet's filtering gives its rows.
@@ -69,19 +70,32 @@ class Thresholds:
         for _ in range(LOOKS):
             if threshold is None:
                 threshold = -np.inf if wanted >= count else _at_rank(values, wanted)
-            at = (values >= threshold).nonzero()[0]
+            inside = values >= threshold
+            at = inside.nonzero()[0]
             passing = selector.passing(table, _candidates(table, at, ignored), spec)
             if len(passing) >= size:
                 raw = weigher.weigh_vector(table, passing, spec)
                 weights, bound = _weights(weigher, multiplier, raw, threshold)
                 lightest = _at_rank(weights, size)
-                if bound < lightest or threshold == -np.inf:
+                if bound < lightest or threshold == -np.inf or _lighter_below(
+                        weigher, multiplier, raw, values[~inside], lightest):
                     self._of[weigher.ranks_by] = _next(raw, size, threshold)
                     return selector.pick(passing, weights), len(at), len(passing)
             if threshold == -np.inf:
                 return None
             threshold, wanted = None, max(wanted, len(at)) * 4
         return None
+
+
+def _lighter_below(weigher, multiplier, raw, below, lightest):
+    """Whether every row left out of the batch (``below``: their values, all under the threshold)
+    weighs less than ``lightest``, the subset's lightest, when that weighs what a host at the
+    threshold would (hosts tied at it, as many are in a fleet of equal hosts): told by the
+    greatest of them, which no other outweighs. True when every row is in the batch."""
+    if not len(below):
+        return True
+    _, bound = _weights(weigher, multiplier, raw, below.max())
+    return bound < lightest
 
 
 def _candidates(table, rows, ignored):

@@ -170,3 +170,30 @@ def test_a_ranked_decision_says_how_many_hosts_the_filters_ran_on_and_passed(pol
     assert caplog.messages == [
         f"Placed instance u1 on host {host.host} ({decision.considered} hosts considered; the filters "
         f"ran on the {decision.looked} hosts with the most free_ram_mb, {decision.passed} passed)"]
+
+
+def test_a_fleet_of_equal_hosts_is_filtered_once_a_decision_on_its_heaviest(policy_conf, monkeypatch):
+    # Equal hosts tie at the threshold: the lightest of the subset weighs what one at the threshold
+    # would. The greatest value below it tells that no host below weighs as much.
+    looks = []
+    passing = Selector.passing
+
+    def counted(self, table, rows, spec):
+        looks.append(len(rows))
+        return passing(self, table, rows, spec)
+
+    monkeypatch.setattr(Selector, "passing", counted)
+    table = fleet(1000)
+    for column in ("total_ram_mb", "free_ram_mb", "total_disk_gb", "free_disk_gb", "vcpus_total"):
+        getattr(table, column)[:] = getattr(table, column).max()
+    table.vcpus_used[:] = 0
+    quick, whole = selectors(policy_conf)
+    decisions = []
+    specs = [random_spec(i) for i in range(300)]
+    tables = [table, copy.deepcopy(table)]
+    tables[1]._bind_columns()
+    mine = [quick.select(tables[0], spec, decisions=decisions)[0].host for spec in specs]
+    reference = [whole.select(tables[1], spec, decisions=[], detail=True)[0].host for spec in specs]
+    assert mine == reference
+    assert len(looks) == 300  # one batch each, never the whole fleet after it
+    assert sum(decision.looked < decision.considered for decision in decisions) > 250
