@@ -91,10 +91,11 @@ def _lighter_below(weigher, multiplier, raw, below, lightest):
     """Whether every row left out of the batch (``below``: their values, all under the threshold)
     weighs less than ``lightest``, the subset's lightest, when that weighs what a host at the
     threshold would (hosts tied at it, as many are in a fleet of equal hosts): told by the
-    greatest of them, which no other outweighs. True when every row is in the batch."""
+    greatest of them, which no other outweighs, weighed on the scale of the batch's (set by its
+    heaviest). True when every row is in the batch."""
     if not len(below):
         return True
-    _, bound = _weights(weigher, multiplier, raw, below.max())
+    _, bound = _weights(weigher, multiplier, raw.max(keepdims=True), below.max())
     return bound < lightest
 
 

@@ -43,16 +43,18 @@ def selectors(policy_conf, weigher_names=None, subset=1, seed=0):
                      random.Random(seed)) for _ in range(2)]
 
 
-def place_both(quick, whole, table, specs):
+def place_both(quick, whole, table, specs, decisions=None):
     """The host each of ``specs`` goes to, placed by ``quick`` and by ``whole`` (asked for its
-    detailed Decisions) on copies of ``table``: (quick's, whole's), NoValidHost's reason where none."""
+    detailed Decisions) on copies of ``table``: (quick's, whole's), NoValidHost's reason where none.
+    ``decisions``: a list quick's Decisions are appended to."""
     tables = [table, copy.deepcopy(table)]
     tables[1]._bind_columns()
     found = ([], [])
     for spec in specs:
         for i, (selector, on) in enumerate(zip((quick, whole), tables, strict=True)):
             try:
-                host = selector.select(on, spec, decisions=[], detail=i == 1)[0].host
+                kept = decisions if i == 0 and decisions is not None else []
+                host = selector.select(on, spec, decisions=kept, detail=i == 1)[0].host
             except NoValidHost as exc:
                 host = str(exc)
             found[i].append(host)
@@ -189,11 +191,7 @@ def test_a_fleet_of_equal_hosts_is_filtered_once_a_decision_on_its_heaviest(poli
     table.vcpus_used[:] = 0
     quick, whole = selectors(policy_conf)
     decisions = []
-    specs = [random_spec(i) for i in range(300)]
-    tables = [table, copy.deepcopy(table)]
-    tables[1]._bind_columns()
-    mine = [quick.select(tables[0], spec, decisions=decisions)[0].host for spec in specs]
-    reference = [whole.select(tables[1], spec, decisions=[], detail=True)[0].host for spec in specs]
+    mine, reference = place_both(quick, whole, table, [random_spec(i) for i in range(300)], decisions)
     assert mine == reference
     assert len(looks) == 300  # one batch each, never the whole fleet after it
     assert sum(decision.looked < decision.considered for decision in decisions) > 250
