@@ -13,6 +13,7 @@ host, the same random draw. Where the lightest weighs what a host at the thresho
 hosts of one value: a fleet of equal hosts), the greatest value below the threshold tells. When
 that cannot be shown (too few passed, a host below as heavy), a batch four times larger is
 looked at, and after ``LOOKS`` of them the whole fleet is filtered after all (Selector.select).
+A fleet of fewer than ``MIN_HOSTS`` is filtered whole at once.
 
 A filter's answer for a host depends on that host alone (``host_passes``), so the batch's
 answers are those the whole fleet's filtering gives its rows.
@@ -26,6 +27,10 @@ from scheduler.policy import weighers as weighers_mod
 BATCH = 64
 #: Looks, each at four times the rows of the one before, before the whole fleet is filtered.
 LOOKS = 4
+#: Hosts below which the whole fleet is filtered: its few passes over the whole table cost less
+#: than the looks' (one random decision at 1,000 hosts: 72 us filtering the whole fleet, 119 us
+#: ranked; alike at 2,000; ranked the cheaper from 2,500: 102 against 120 us).
+MIN_HOSTS = 2_000
 #: Passing hosts per host_subset_size that the next decision's first batch keeps.
 PASSING = 8
 

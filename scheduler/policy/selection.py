@@ -87,7 +87,7 @@ class Selector:
         """
         table, rows = _table_and_rows(hosts, self._every_row)
         prefer_owned = not (whole_fleet or owned_hosts.spread_matters(spec, self.weighers))
-        if (not detail and self._may_rank and table is hosts and len(rows)
+        if (not detail and self._may_rank and table is hosts and len(rows) >= ranked.MIN_HOSTS
                 and len(spec.instance_uuids) == 1 and not (spec.force_hosts or spec.force_nodes)
                 and not (prefer_owned and self.owned(table) is not None)):
             # Nobody asks what each filter left: the filters need not run on every host.

@@ -36,6 +36,12 @@ def ranked_picks(monkeypatch):
     return made
 
 
+@pytest.fixture
+def small_fleets_ranked(monkeypatch):
+    """The ranked path for fleets under MIN_HOSTS as well."""
+    monkeypatch.setattr(ranked, "MIN_HOSTS", 0)
+
+
 def selectors(policy_conf, weigher_names=None, subset=1, seed=0):
     if weigher_names is not None:
         policy_conf.set_override("weighers", weigher_names, "filter_scheduler")
@@ -114,12 +120,23 @@ def test_hosts_all_overcommitted_weigh_alike_and_the_first_passing_is_chosen(pol
     assert len(ranked_picks) == 100
 
 
-def test_a_fleet_filled_up_refuses_as_the_whole_fleet_does(policy_conf, ranked_picks):
+def test_a_fleet_filled_up_refuses_as_the_whole_fleet_does(policy_conf, ranked_picks, small_fleets_ranked):
     quick, whole = selectors(policy_conf)
     specs = [random_spec(i) for i in range(1500)]
     mine, reference = place_both(quick, whole, fleet(300), specs)
     assert mine == reference
     assert any(host.startswith("No valid host") for host in mine)
+    assert sum(ranked_picks) > 300
+
+
+def test_a_fleet_under_min_hosts_is_filtered_whole(policy_conf, ranked_picks):
+    quick, _ = selectors(policy_conf)
+    decisions = []
+    quick.select(fleet(ranked.MIN_HOSTS - 1), random_spec(0), decisions=decisions)
+    quick.select(fleet(ranked.MIN_HOSTS), random_spec(1), decisions=decisions)
+    assert [(d.ranked_by, d.looked is None) for d in decisions] == [(None, True), ("free_ram_mb", False)]
+    assert decisions[1].looked < decisions[1].considered
+    assert ranked_picks == [True]
 
 
 def test_disk_ranked_requests_place_as_the_whole_fleet_does(policy_conf, ranked_picks):
@@ -174,7 +191,8 @@ def test_a_ranked_decision_says_how_many_hosts_the_filters_ran_on_and_passed(pol
         f"ran on the {decision.looked} hosts with the most free_ram_mb, {decision.passed} passed)"]
 
 
-def test_a_fleet_of_equal_hosts_is_filtered_once_a_decision_on_its_heaviest(policy_conf, monkeypatch):
+def test_a_fleet_of_equal_hosts_is_filtered_once_a_decision_on_its_heaviest(policy_conf, monkeypatch,
+                                                                           small_fleets_ranked):
     # Equal hosts tie at the threshold: the lightest of the subset weighs what one at the threshold
     # would. The greatest value below it tells that no host below weighs as much.
     looks = []
