@@ -114,7 +114,8 @@ class InstanceQueries(DatabaseEngine):
         found: dict[str, dict[str, Any]] = {}
         with self._transaction() as connection:
             for chunk in _chunks(dict.fromkeys(uuids)):
-                query = sa.select(instances).where(instances.c.uuid.in_(chunk))
+                query = sa.select(instances).where(
+                    fastpaths.any_of(connection, instances.c.uuid, chunk, self.fast_paths))
                 for row in connection.execute(query).mappings():
                     found[row["uuid"]] = _row_dict(row)
         return found
