@@ -177,7 +177,8 @@ class InstanceQueries(DatabaseEngine):
         with self._transaction(write=True) as connection:
             if len(updates) > 1 and connection.dialect.name != "sqlite":
                 for uuid_chunk in _chunks(sorted({uuid for uuid, *_ in updates})):
-                    connection.execute(sa.select(instances.c.id).where(instances.c.uuid.in_(uuid_chunk))
+                    chosen = fastpaths.any_of(connection, instances.c.uuid, uuid_chunk, self.fast_paths)
+                    connection.execute(sa.select(instances.c.id).where(chosen)
                                        .order_by(instances.c.uuid).with_for_update()).all()
             for values, states, members in runs:
                 if len(members) == 1 or not connection.dialect.update_returning:
