@@ -137,8 +137,6 @@ def _rows_document(table: "sa.Table", columns: list[str], rows: Sequence[Mapping
     text SQLAlchemy's serializer gives (scheduler.utils.jsonutils); None when a value would be
     stored otherwise: an int beyond 64 bits, a float that is not finite, a datetime with a zone, a
     string holding NUL, a value of another type, a JSON value orjson cannot write."""
-    import orjson
-
     from scheduler.utils import jsonutils
 
     plain = [name for name in columns if not _is_json(table, name)]
@@ -160,8 +158,8 @@ def _rows_document(table: "sa.Table", columns: list[str], rows: Sequence[Mapping
             elif kind is datetime and value.tzinfo is not None:
                 return None
     try:
-        return orjson.dumps(rows, default=jsonutils.to_primitive, option=jsonutils.ORJSON_OPTIONS).decode()
-    except orjson.JSONEncodeError:
+        return jsonutils.dumps_strict(rows)
+    except TypeError:
         return None
 
 

@@ -8,7 +8,7 @@ import uuid
 import orjson
 
 
-def to_primitive(value):
+def _to_primitive(value):
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
@@ -20,9 +20,9 @@ def to_primitive(value):
     raise TypeError(f"{type(value).__name__} is not JSON serializable: {value!r}")
 
 
-# Datetimes and dataclasses go to to_primitive as they do with json.dumps;
+# Datetimes and dataclasses go to _to_primitive as they do with json.dumps;
 # keys that are not strings become strings as they do there.
-ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def dumps(value):
@@ -34,9 +34,15 @@ def dumps(value):
     stands.
     """
     try:
-        return orjson.dumps(value, default=to_primitive, option=ORJSON_OPTIONS).decode()
+        return dumps_strict(value)
     except orjson.JSONEncodeError:
-        return json.dumps(value, default=to_primitive)
+        return json.dumps(value, default=_to_primitive)
+
+
+def dumps_strict(value):
+    """``dumps``' text where orjson writes it; raises orjson.JSONEncodeError (a TypeError) where
+    ``dumps`` would take the json module's text instead (spaces after its separators)."""
+    return orjson.dumps(value, default=_to_primitive, option=_ORJSON_OPTIONS).decode()
 
 
 def loads(text):

@@ -27,7 +27,7 @@ class Opaque:
     ids=["times", "uuid-set-decimal", "keys-not-strings", "big-integers", "surrogates", "nested"],
 )
 def test_dumps_writes_what_the_json_module_would(value):
-    expected = json.loads(json.dumps(value, default=jsonutils.to_primitive))
+    expected = json.loads(json.dumps(value, default=jsonutils._to_primitive))
     assert json.loads(jsonutils.dumps(value)) == expected
 
 
