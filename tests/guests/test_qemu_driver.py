@@ -149,7 +149,8 @@ def test_a_guest_migrated_live_goes_on_counting_on_its_destination_its_disk_with
     assert destination.prepare_move_in(instance, LIVE) == transfer  # run again: carries on
     figures = source.migrate_out(instance, LIVE, transfer)
     assert set(figures) == {"downtime_ms", "total_ms", "memory_bytes"}
-    assert 0 < figures["downtime_ms"] <= figures["total_ms"] and figures["memory_bytes"] > 0
+    # qemu counts whole milliseconds: a switch-over under one is 0 (seen on a quiet machine).
+    assert 0 <= figures["downtime_ms"] <= figures["total_ms"] and figures["memory_bytes"] > 0
     assert source.migrate_out(instance, LIVE, transfer) == figures  # run again: qemu's word again
     destination.finish_move_in(instance, LIVE, transfer)
     destination.finish_move_in(instance, LIVE, transfer)
