@@ -517,11 +517,14 @@ def _triples_of(arch, hv_type, modes):
 
 
 def _column(name, cast=float):
+    attribute = "_" + name
+
     def get(self):
-        return cast(getattr(self._table, "_" + name)[self._row])
+        # item(): a Python number at once, where indexing makes a numpy scalar to convert.
+        return cast(getattr(self._table, attribute).item(self._row))
 
     def set(self, value):
-        getattr(self._table, "_" + name)[self._row] = value
+        getattr(self._table, attribute)[self._row] = value
 
     return property(get, set)
 

@@ -54,6 +54,17 @@ def ranking(weighers, table, spec):
     return ranker, multiplier
 
 
+def in_order(weigher, table, rows, spec):
+    """Weights of ``rows`` in the order, ties included, of those Selector.weigh gives them when
+    ``weigher`` alone weighs ``spec`` by a column (ranking()): its raw weights held within its
+    bounds, as normalize() holds them. The scaling from the lower bound and the one positive
+    multiplier keep that order, and Selector.pick reads nothing else of the weights."""
+    raw = weigher.weigh_vector(table, rows, spec)
+    if weigher.maxval is not None:
+        return np.clip(raw, weigher.minval, weigher.maxval)
+    return np.maximum(raw, weigher.minval)
+
+
 class Thresholds:
     """Per column, the threshold the last decision's batch began at: the next one looks at the
     rows at or above it (their values change a little from one decision to the next)."""

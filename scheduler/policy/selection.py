@@ -87,11 +87,15 @@ class Selector:
         """
         table, rows = _table_and_rows(hosts, self._every_row)
         prefer_owned = not (whole_fleet or owned_hosts.spread_matters(spec, self.weighers))
-        if (not detail and self._may_rank and table is hosts and len(rows) >= ranked.MIN_HOSTS
+        # Nobody asks for the weights themselves: where one column ranks the hosts, its order will do.
+        ranker = None
+        if self._may_rank and not detail and table is not None:
+            ranker = ranked.ranking(self.weighers, table, spec)
+        if (ranker is not None and table is hosts and len(rows) >= ranked.MIN_HOSTS
                 and len(spec.instance_uuids) == 1 and not (spec.force_hosts or spec.force_nodes)
                 and not (prefer_owned and self.owned(table) is not None)):
             # Nobody asks what each filter left: the filters need not run on every host.
-            placed = self._select_ranked(table, rows, spec, decisions)
+            placed = self._select_ranked(table, rows, spec, decisions, ranker)
             if placed is not None:
                 return placed
         rows, forced = candidates(table, rows, spec)
@@ -108,7 +112,10 @@ class Selector:
                 window = None
                 if self._spreader is not None:
                     window = self._spreader.spread_rows(table, scope, spec, self.host_subset_size)
-                weights = self.weigh(table, rows, spec)
+                if ranker is None:
+                    weights = self.weigh(table, rows, spec)
+                else:
+                    weights = ranked.in_order(ranker[0], table, rows, spec)
                 row = self.pick(rows, weights, self.tiers(table, rows, spec), window, owned)
                 table.consume(row, instance_uuid, spec.flavor)
                 chosen.append(row)
@@ -132,15 +139,12 @@ class Selector:
             placed.append(host)
         return placed
 
-    def _select_ranked(self, table, rows, spec, decisions):
+    def _select_ranked(self, table, rows, spec, decisions, ranker):
         """select()'s answer for the one instance of ``spec`` on ``table`` (its ``rows``), neither
         forced nor weighed towards owned hosts, from the hosts that rank first by a column
-        (scheduler.policy.ranked), or None when it cannot be found that way. Given a list
-        ``decisions``, appends the Decision: how many hosts were candidates, how many the filters
-        ran on and how many of those passed."""
-        ranker = ranked.ranking(self.weighers, table, spec)
-        if ranker is None:
-            return None
+        (scheduler.policy.ranked; ``ranker`` as ranked.ranking gives it), or None when it cannot be
+        found that way. Given a list ``decisions``, appends the Decision: how many hosts were
+        candidates, how many the filters ran on and how many of those passed."""
         picked = self._thresholds.pick(self, table, spec, *ranker)
         if picked is None:
             return None

@@ -141,6 +141,25 @@ def test_default_pipeline_picks_the_same_hosts(policy_conf, subset, seed):
     assert np.array_equal(tables[0].free_ram_mb, tables[1].free_ram_mb)
 
 
+@pytest.mark.parametrize("subset", [1, 3])
+def test_hosts_past_their_ram_tie_in_both_pipelines(policy_conf, subset):
+    """Hosts past their RAM (free RAM below 0, room left under a ratio of 1.5) all weigh 0 to
+    RAMWeigher. The vector pipeline, which orders the hosts by their free RAM alone, must tie them
+    as the reference's scaled weights do: the earliest passing hosts, not the least overcommitted."""
+    policy_conf.set_override("ram_allocation_ratio", 1.5, "filter_scheduler")
+    names = policy_conf.filter_scheduler.enabled_filters
+    tables = [random_fleet(400, seed=11) for _ in range(2)]
+    for table in tables:
+        table.free_ram_mb[:len(table)] = -16.0 * (1 + np.arange(len(table)) % 7)
+    vector, reference = pair(policy_conf, names, ["RAMWeigher"], subset, 11)
+    for i in range(12):
+        spec = random_spec(1_100 + i)
+        picked = [[h.host for h in selector.select(table, spec)]
+                  for selector, table in zip((vector, reference), tables, strict=True)]
+        assert picked[0] == picked[1]
+    assert np.array_equal(tables[0].free_ram_mb, tables[1].free_ram_mb)
+
+
 def test_ties_at_the_subset_boundary_keep_the_earlier_hosts(policy_conf):
     from scheduler.policy.selection import top
 
