@@ -173,7 +173,8 @@ class CoreFilter(_Ratio):
         room = less(scaled(total, self.ratios_of(table, rows)) - table.vcpus_used[rows],
                     self.kept_vector(table, rows))
         fits = (wanted <= total) & (room >= wanted)
-        return (total > 0) & fits
+        # Asked for at least one vCPU, a host that fits has some; otherwise say it has.
+        return fits if wanted > 0 else (total > 0) & fits
 
     def limits(self, host_state):
         if not host_state.vcpus_total:
