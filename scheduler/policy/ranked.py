@@ -59,10 +59,7 @@ def in_order(weigher, table, rows, spec):
     ``weigher`` alone weighs ``spec`` by a column (ranking()): its raw weights held within its
     bounds, as normalize() holds them. The scaling from the lower bound and the one positive
     multiplier keep that order, and Selector.pick reads nothing else of the weights."""
-    raw = weigher.weigh_vector(table, rows, spec)
-    if weigher.maxval is not None:
-        return np.clip(raw, weigher.minval, weigher.maxval)
-    return np.maximum(raw, weigher.minval)
+    return weighers_mod.bounded(weigher.weigh_vector(table, rows, spec), weigher.minval, weigher.maxval)
 
 
 class Thresholds:

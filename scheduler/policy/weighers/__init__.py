@@ -152,17 +152,24 @@ def normalize(values, minval=None, maxval=None):
     values = np.asarray(values, dtype=np.float64)
     if not len(values):
         return values
-    if minval is not None and maxval is not None:
-        values = np.clip(values, minval, maxval)
-    elif minval is not None:  # as np.clip, without its cost for one bound
-        values = np.maximum(values, minval)
-    elif maxval is not None:
-        values = np.minimum(values, maxval)
+    values = bounded(values, minval, maxval)
     low = values.min() if minval is None else minval
     high = values.max() if maxval is None else maxval
     if high == low:
         return np.zeros(len(values))
     return (values - low) / float(high - low)
+
+
+def bounded(values, minval=None, maxval=None):
+    """``values`` held within a weigher's fixed bounds: one below ``minval`` counts as ``minval``,
+    one above ``maxval`` as ``maxval``."""
+    if minval is not None and maxval is not None:
+        return np.clip(values, minval, maxval)
+    if minval is not None:  # as np.clip, without its cost for one bound
+        return np.maximum(values, minval)
+    if maxval is not None:
+        return np.minimum(values, maxval)
+    return values
 
 
 def divide(numerator, denominator, fill):
