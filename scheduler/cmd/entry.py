@@ -3,7 +3,9 @@
 Python raises KeyboardInterrupt wherever the interpreter is, the command line's imports included
 (a few tenths of a second); this module imports nothing of Berth's but the command line itself,
 after it has said how an interrupt ends. A second Ctrl-C within a second of the first (a
-terminal's repeat, or ``timeout`` signalling the process and its group) is taken as the same one.
+terminal's repeat, or ``timeout`` signalling the process and its group) is taken as the same one,
+and once interrupted the process ignores SIGINT on its way out: Python gives SIGINT back its
+default action while it finalizes, which would end the process by the signal, not status 130.
 """
 
 import importlib
@@ -28,8 +30,12 @@ def _interrupted(signum, frame):
 def main(argv=None):
     signal.signal(signal.SIGINT, _interrupted)
     try:
-        cli = importlib.import_module("scheduler.cmd.cli")  # not an import statement: see above
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    return cli.main(argv)
+        try:
+            cli = importlib.import_module("scheduler.cmd.cli")  # not an import statement: see above
+        except KeyboardInterrupt:
+            print(f"{PROG}: interrupted", file=sys.stderr)
+            return 130
+        return cli.main(argv)
+    finally:
+        if _first:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

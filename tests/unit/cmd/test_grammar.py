@@ -174,6 +174,33 @@ def test_ctrl_c_while_starting_or_reaching_the_broker_is_one_line_and_status_130
     assert err.splitlines() == ["berth: interrupted"]
 
 
+@pytest.mark.parametrize("echo_after", [0.0, 0.01, 0.02, 0.04, 0.08])
+def test_a_second_ctrl_c_while_berth_exits_from_the_first_is_still_status_130(tmp_path, echo_after):
+    """The echo lands after the line, while Python finalizes (where SIGINT has its default action
+    back unless berth ignores it): still status 130, not killed by the signal."""
+    conf_file = tmp_path / "berth.conf"
+    conf_file.write_text("[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:1/\n")
+    marker_read, marker_write = os.pipe()
+    try:
+        berth = subprocess.Popen(
+            [sys.executable, "-c", MARKED_ENTRY,
+             "--config-file", str(conf_file), "--connect-timeout", "30", "server", "list"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            pass_fds=(marker_write,), env=dict(os.environ, MARKER_FD=str(marker_write)))
+    finally:
+        os.close(marker_write)
+    with os.fdopen(marker_read, "rb") as marker:
+        assert marker.readline() == b"importing\n"
+        time.sleep(0.6)
+        berth.send_signal(signal.SIGINT)
+        line = berth.stderr.readline()
+        time.sleep(echo_after)
+        berth.send_signal(signal.SIGINT)
+        berth.wait(timeout=60)
+    assert (berth.returncode, berth.stdout.read(), line + berth.stderr.read()) == (
+        130, "", "berth: interrupted\n")
+
+
 @pytest.mark.parametrize(("argv", "said"), [
     (["--conifg-file", "/dev/null", "server", "list"],
      "berth: unknown option --conifg-file before the command: did you mean --config-file? "
