@@ -2,6 +2,10 @@
 schedulers and ten agents: every process reconnects, declares its queues again and
 consumes them, says so in its log, and every request ends ACTIVE.
 
+The broker is a RabbitMQ node of this module's own (berth-restarts1@localhost on port 5751,
+started beside the machine's as the cluster tests' nodes are): stopping it disturbs no other
+test, so the module runs beside the others.
+
 The build timeout stays at its default (600 s): an instance that ends ACTIVE here was
 not rescued by a timeout, its messages all went through.
 """
@@ -11,16 +15,25 @@ import time
 
 import pytest
 
-from tests.fixtures import temporary_database, temporary_vhost
-from tests.functional import wire
+from tests.fixtures import temporary_database
 from tests.functional.fleet import Fleet
 from tests.functional.test_faults import burst, outcome, placed, wait_placed
+from tests.functional_cluster.rabbit_cluster import RabbitCluster
 
 SCHEDULERS = ("restart-s1", "restart-s2")
 AGENTS = tuple(f"restart-a{i}" for i in range(10))
 REQUESTS = 400  # of 2 instances each
 
-pytestmark = pytest.mark.stops_the_broker
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """(the node, its RabbitCluster of one), each test in a vhost of its own."""
+    cluster = RabbitCluster(tmp_path_factory.mktemp("rabbit-node"), size=1, first_port=5751,
+                            prefix="berth-restarts").start()
+    try:
+        yield cluster.nodes[0], cluster
+    finally:
+        cluster.close()
 
 
 def start(tmp_path, url, transport_url):
@@ -38,16 +51,15 @@ def start(tmp_path, url, transport_url):
     return fleet
 
 
-def consumers(transport_url):
+def consumers(cluster, vhost):
     """{queue name: (consumers, messages)} of the fleet's vhost."""
-    found = wire.list_queues(wire.vhost_of(transport_url))
-    return {q["name"]: (q["consumers"], q["messages"]) for q in found}
+    return {name: (q["consumers"], q["messages"]) for name, q in cluster.queues(vhost).items()}
 
 
-def every_queue_consumed(transport_url):
+def every_queue_consumed(cluster, vhost):
     """Whether each shared queue has its consumers again and each process its fanout queues (a
     scheduler's clients' server and its agents' server, which takes the reports, one each)."""
-    queues = consumers(transport_url)
+    queues = consumers(cluster, vhost)
     fanouts = collections.Counter(name.split("_fanout_")[0] for name in queues if "_fanout_" in name)
     wanted = {"scheduler": len(SCHEDULERS), "scheduler_agents": len(SCHEDULERS),
               **{f"scheduler.{s}": 1 for s in SCHEDULERS}, **{f"compute.{a}": 1 for a in AGENTS}}
@@ -74,8 +86,9 @@ def hosts_agree(fleet, instances):
     return None
 
 
-def run_through_outage(tmp_path, outage, bundled):
-    with temporary_database() as url, temporary_vhost() as transport_url:
+def run_through_outage(tmp_path, broker, outage, bundled):
+    _, cluster = broker
+    with temporary_database() as url, cluster.temporary_vhost() as transport_url:
         fleet = start(tmp_path, url, transport_url)
         from scheduler.db.api import Database
 
@@ -88,7 +101,8 @@ def run_through_outage(tmp_path, outage, bundled):
             outage()
             down_for = time.monotonic() - began
             at_restart = placed(database)
-            queues = fleet.wait(lambda: every_queue_consumed(transport_url), 90,
+            vhost = transport_url.rsplit("/", 1)[1]
+            queues = fleet.wait(lambda: every_queue_consumed(cluster, vhost), 90,
                                 "every queue to be consumed again")
             instances, errors = outcome(fleet, uuids, AGENTS)
             fleet.check_alive()
@@ -122,24 +136,28 @@ CASTS = pytest.mark.parametrize("bundled", [False, True], ids=["alone", "bundled
 
 
 @CASTS
-def test_a_10_second_broker_stop_mid_burst(tmp_path, bundled):
+def test_a_10_second_broker_stop_mid_burst(tmp_path, broker, bundled):
+    node, cluster = broker
+
     def outage():
         try:
-            wire.rabbitmqctl("stop_app")
+            cluster.stop_app(node)
             time.sleep(10)
         finally:
-            wire.rabbitmqctl("start_app")
-        wire.rabbitmqctl("await_startup", check=False)
+            cluster.start_app(node)
 
-    run_through_outage(tmp_path, outage, bundled)
+    run_through_outage(tmp_path, broker, outage, bundled)
 
 
 @CASTS
-def test_a_full_broker_restart_mid_burst(tmp_path, bundled):
+def test_a_full_broker_restart_mid_burst(tmp_path, broker, bundled):
+    node, cluster = broker
+
     def outage():
         try:
-            wire.rabbitmqctl("stop")
+            cluster.ctl(node, "stop")
+            node.process.wait(60)
         finally:
-            wire.start_rabbitmq()
+            cluster.restart(node)
 
-    run_through_outage(tmp_path, outage, bundled)
+    run_through_outage(tmp_path, broker, outage, bundled)

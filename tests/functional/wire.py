@@ -3,7 +3,6 @@
 import json
 import os
 import subprocess
-import time
 
 import kombu
 
@@ -95,20 +94,3 @@ def pid_alive(pid):
     except ProcessLookupError:
         return False
     return True
-
-
-def list_queues(vhost):
-    """[{name, consumers, messages}] of a vhost's queues."""
-    out = rabbitmqctl("list_queues", "-p", vhost, "name", "consumers", "messages", "--formatter", "json")
-    return json.loads(out.stdout or "[]")
-
-
-def start_rabbitmq(timeout=120):
-    """Start the broker (after ``rabbitmqctl stop``) and wait until it runs."""
-    subprocess.run(["rabbitmq-server", "-detached"], capture_output=True)
-    deadline = time.monotonic() + timeout
-    while subprocess.run(["rabbitmq-diagnostics", "-q", "check_running"], capture_output=True).returncode:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"RabbitMQ did not start within {timeout} s")
-        time.sleep(1)
-    rabbitmqctl("await_startup", check=False)
