@@ -19,6 +19,8 @@ NOVA_WEIGHERS = ["RAMWeigher", "DiskWeigher", "CPUWeigher", "IoOpsWeigher", "Num
                  "BuildFailureWeigher", "ServerGroupSoftAffinityWeigher",
                  "ServerGroupSoftAntiAffinityWeigher", "MetricsWeigher"]
 
+WARM = 20  # decisions made before any is measured
+
 #: Policies measured: name -> (option overrides in [filter_scheduler], rich fleet and requests).
 POLICIES = {
     "default": ({}, False),
@@ -42,8 +44,9 @@ def policy_conf(overrides):
     return conf
 
 
-def measure(n_hosts, policy="default", decisions=500, vectorized=True, seed=0):
-    """One row of figures for ``decisions`` single-instance decisions on a fleet of ``n_hosts``."""
+def prepared(n_hosts, policy="default", decisions=500, vectorized=True, seed=0):
+    """(selector, table, specs) of ``policy`` on a random fleet of ``n_hosts``: the first 20 specs
+    to warm caches and allocators, then ``decisions`` to measure."""
     overrides, rich = POLICIES[policy]
     conf = policy_conf(overrides)
     built = time.monotonic()
@@ -55,15 +58,21 @@ def measure(n_hosts, policy="default", decisions=500, vectorized=True, seed=0):
         conf.filter_scheduler.host_subset_size, random.Random(seed), vectorized=vectorized,
     )
     if rich:
-        specs = [rich_spec(seed * 1_000_003 + i, table) for i in range(decisions + 20)]
+        specs = [rich_spec(seed * 1_000_003 + i, table) for i in range(decisions + WARM)]
     else:
-        specs = [random_spec(seed * 1_000_003 + i) for i in range(decisions + 20)]
-    for spec in specs[:20]:  # warm caches and allocators
+        specs = [random_spec(seed * 1_000_003 + i) for i in range(decisions + WARM)]
+    return selector, table, specs
+
+
+def measure(n_hosts, policy="default", decisions=500, vectorized=True, seed=0):
+    """One row of figures for ``decisions`` single-instance decisions on a fleet of ``n_hosts``."""
+    selector, table, specs = prepared(n_hosts, policy, decisions, vectorized, seed)
+    for spec in specs[:WARM]:
         _decide(selector, table, spec)
     samples = []
     refused = 0
     clock = time.perf_counter
-    for spec in specs[20:]:
+    for spec in specs[WARM:]:
         start = clock()
         refused += not _decide(selector, table, spec)
         samples.append(clock() - start)
