@@ -1,6 +1,7 @@
 """One grammar for every command: ``berth server create``, ``berth flavor list``; the verbs of
 earlier releases as aliases; ``berth help``; a near word named for a misspelt one; Ctrl-C."""
 
+import contextlib
 import io
 import os
 import signal
@@ -149,10 +150,10 @@ MARKED_ENTRY = (
     "sys.exit(main())\n")
 
 
-@pytest.mark.parametrize("after", [0.0, 0.6])
-def test_ctrl_c_while_starting_or_reaching_the_broker_is_one_line_and_status_130(tmp_path, after):
-    """Twice, as ``timeout -s INT`` signals the process and its group: still one line. At 0.0: as
-    soon as berth's entry point runs, while it imports the rest."""
+@contextlib.contextmanager
+def _berth_importing(tmp_path):
+    """``berth server list`` against a broker that never answers, by MARKED_ENTRY: yields the
+    process once it has begun importing the command line (its Ctrl-C handler in place)."""
     conf_file = tmp_path / "berth.conf"
     conf_file.write_text("[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:1/\n")
     marker_read, marker_write = os.pipe()
@@ -164,8 +165,16 @@ def test_ctrl_c_while_starting_or_reaching_the_broker_is_one_line_and_status_130
             pass_fds=(marker_write,), env=dict(os.environ, MARKER_FD=str(marker_write)))
     finally:
         os.close(marker_write)
-    with os.fdopen(marker_read, "rb") as marker:
+    with os.fdopen(marker_read, "rb") as marker:  # open until it ends: it writes at each import
         assert marker.readline() == b"importing\n"
+        yield berth
+
+
+@pytest.mark.parametrize("after", [0.0, 0.6])
+def test_ctrl_c_while_starting_or_reaching_the_broker_is_one_line_and_status_130(tmp_path, after):
+    """Twice, as ``timeout -s INT`` signals the process and its group: still one line. At 0.0: as
+    soon as berth's entry point runs, while it imports the rest."""
+    with _berth_importing(tmp_path) as berth:
         time.sleep(after)
         berth.send_signal(signal.SIGINT)
         berth.send_signal(signal.SIGINT)
@@ -178,19 +187,7 @@ def test_ctrl_c_while_starting_or_reaching_the_broker_is_one_line_and_status_130
 def test_a_second_ctrl_c_while_berth_exits_from_the_first_is_still_status_130(tmp_path, echo_after):
     """The echo lands after the line, while Python finalizes (where SIGINT has its default action
     back unless berth ignores it): still status 130, not killed by the signal."""
-    conf_file = tmp_path / "berth.conf"
-    conf_file.write_text("[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:1/\n")
-    marker_read, marker_write = os.pipe()
-    try:
-        berth = subprocess.Popen(
-            [sys.executable, "-c", MARKED_ENTRY,
-             "--config-file", str(conf_file), "--connect-timeout", "30", "server", "list"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            pass_fds=(marker_write,), env=dict(os.environ, MARKER_FD=str(marker_write)))
-    finally:
-        os.close(marker_write)
-    with os.fdopen(marker_read, "rb") as marker:
-        assert marker.readline() == b"importing\n"
+    with _berth_importing(tmp_path) as berth:
         time.sleep(0.6)
         berth.send_signal(signal.SIGINT)
         line = berth.stderr.readline()
