@@ -327,10 +327,17 @@ def _filter_vectors(vector_filters, table, rows, spec):
     """(the rows of ``rows`` that pass every filter of ``vector_filters``, [(filter name, hosts
     left after it)]), the filters applied in order."""
     considered = len(rows)
-    # Over the whole fleet a slice reads the columns in place instead of gathering them.
-    whole = considered == len(table) and (not considered or rows[-1] == considered - 1)
-    mask = np.ones(considered, dtype=bool) if whole else None
-    kept = None if whole else rows
+    # Over most of the fleet a slice reads the columns in place instead of gathering them, the
+    # hosts left out (disabled, ignored) kept out by the mask: ``rows`` are ascending, as
+    # candidates() and the filters leave them, and so are the rows this returns.
+    mask = kept = None
+    if considered == len(table) and (not considered or rows[-1] == considered - 1):
+        mask = np.ones(considered, dtype=bool)
+    elif considered * 2 >= len(table):
+        mask = np.zeros(len(table), dtype=bool)
+        mask[rows] = True
+    else:
+        kept = rows
     left, count = [], considered
     for host_filter in vector_filters:
         passed = host_filter.filter_vector(table, slice(None) if kept is None else kept, spec)

@@ -6,6 +6,7 @@ same weights and, with the same seed, pick the same hosts.
 """
 
 import copy
+import dataclasses
 import functools
 import random
 import time
@@ -13,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from scheduler.exception import NoValidHost
 from scheduler.policy import filters, weighers
 from scheduler.policy.selection import Selector
 from scheduler.simulation.host_tables import random_fleet as build_fleet
@@ -217,3 +219,34 @@ def test_load_policies_pick_the_same_hosts(policy_conf, seed):
                   for selector, table in zip((vector, reference), tables, strict=True)]
         assert picked[0] == picked[1]
     assert np.array_equal(tables[0].free_ram_mb, tables[1].free_ram_mb)
+
+
+@pytest.mark.parametrize("subset", [1, 3])
+def test_hosts_left_out_of_most_of_the_fleet_leave_the_same_picks_counts_and_refusals(policy_conf, subset):
+    """Disabled hosts and a request's ignored hosts leave the filters most of the fleet, whose
+    columns they then read in place, the hosts left out masked: the same picks, the same count of
+    hosts each filter left, and the same NoValidHost, as the per-host reference."""
+    names = policy_conf.filter_scheduler.enabled_filters
+    tables = [random_fleet(400, seed=5) for _ in range(2)]
+    for table in tables:
+        table.disabled[::9] = True
+    vector, reference = pair(policy_conf, names, policy_conf.filter_scheduler.weighers, subset, 5)
+    ignored = [tables[0].names[r] for r in (1, 2, 50, 51)]
+    for i in range(16):
+        spec = random_spec(500 + i, count=1 + i % 2)
+        spec.ignore_hosts = ignored[:i % 5]
+        made = [[], []]
+        picked = [[h.host for h in selector.select(table, spec, decisions=decisions, detail=True)]
+                  for selector, table, decisions in zip((vector, reference), tables, made, strict=True)]
+        assert picked[0] == picked[1] and not set(picked[0]) & set(ignored[:i % 5])
+        assert [(d.considered, d.passed, d.filters) for d in made[0]] == [
+            (d.considered, d.passed, d.filters) for d in made[1]]
+    assert np.array_equal(tables[0].free_ram_mb, tables[1].free_ram_mb)
+    too_big = random_spec(600)
+    too_big.flavor = dataclasses.replace(too_big.flavor, memory_mb=10 ** 9)
+    refusals = []
+    for selector, table in zip((vector, reference), tables, strict=True):
+        with pytest.raises(NoValidHost) as refused:
+            selector.select(table, too_big)
+        refusals.append(str(refused.value))
+    assert refusals[0] == refusals[1] and "RamFilter" in refusals[0]
