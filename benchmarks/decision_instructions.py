@@ -8,11 +8,11 @@ busy machine as on a quiet one, where times are not (doc/source/contributor/perf
 Each run counts this module twice under ``valgrind --tool=callgrind`` (PYTHONHASHSEED=0): once
 making the warming decisions alone, once those and ``--decisions`` more, and prints the
 difference over ``--decisions``: the decisions' instructions without the start-up's. The
-fleet's clock stands still meanwhile: under callgrind a run takes seconds enough to take some
-hosts for down, differently each run. ``--tree``
-counts the code of another checkout (a ``git worktree`` of the code before a change) with this
-module, so that two codes are compared run by run. At 1,000 hosts two runs of a code agree
-within 0.01 %. Needs valgrind.
+fleet's clock stands still meanwhile (under callgrind a run lasts seconds enough to take some
+hosts for down, differently each run), and OpenBLAS keeps to one thread. ``--tree`` counts the
+code of another checkout (a ``git worktree`` of the code before a change) with this module, so
+that two codes are compared run by run. At 1,000 hosts two runs of a code agree within 0.01 %.
+Needs valgrind.
 """
 
 import argparse

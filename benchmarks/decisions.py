@@ -45,8 +45,8 @@ def policy_conf(overrides):
 
 
 def prepared(n_hosts, policy="default", decisions=500, vectorized=True, seed=0):
-    """(selector, table, specs) of ``policy`` on a random fleet of ``n_hosts``: the first 20 specs
-    to warm caches and allocators, then ``decisions`` to measure."""
+    """(selector, table, specs) of ``policy`` on a random fleet of ``n_hosts``: the first WARM
+    specs to warm caches and allocators, then ``decisions`` to measure."""
     overrides, rich = POLICIES[policy]
     conf = policy_conf(overrides)
     built = time.monotonic()
