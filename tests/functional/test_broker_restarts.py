@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tests.fixtures import temporary_database
+from tests.functional import wire
 from tests.functional.fleet import Fleet
 from tests.functional.test_faults import burst, outcome, placed, wait_placed
 from tests.functional_cluster.rabbit_cluster import RabbitCluster
@@ -26,14 +27,14 @@ REQUESTS = 400  # of 2 instances each
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    """(the node, its RabbitCluster of one), each test in a vhost of its own."""
-    cluster = RabbitCluster(tmp_path_factory.mktemp("rabbit-node"), size=1, first_port=5751,
-                            prefix="berth-restarts").start()
+def private_rabbitmq(tmp_path_factory):
+    """A RabbitMQ node of this module's own, each test in a vhost of its own."""
+    node = RabbitCluster(tmp_path_factory.mktemp("rabbit-node"), size=1, first_port=5751,
+                         prefix="berth-restarts").start()
     try:
-        yield cluster.nodes[0], cluster
+        yield node
     finally:
-        cluster.close()
+        node.close()
 
 
 def start(tmp_path, url, transport_url):
@@ -86,8 +87,7 @@ def hosts_agree(fleet, instances):
     return None
 
 
-def run_through_outage(tmp_path, broker, outage, bundled):
-    _, cluster = broker
+def run_through_outage(tmp_path, cluster, outage, bundled):
     with temporary_database() as url, cluster.temporary_vhost() as transport_url:
         fleet = start(tmp_path, url, transport_url)
         from scheduler.db.api import Database
@@ -101,8 +101,7 @@ def run_through_outage(tmp_path, broker, outage, bundled):
             outage()
             down_for = time.monotonic() - began
             at_restart = placed(database)
-            vhost = transport_url.rsplit("/", 1)[1]
-            queues = fleet.wait(lambda: every_queue_consumed(cluster, vhost), 90,
+            queues = fleet.wait(lambda: every_queue_consumed(cluster, wire.vhost_of(transport_url)), 90,
                                 "every queue to be consumed again")
             instances, errors = outcome(fleet, uuids, AGENTS)
             fleet.check_alive()
@@ -136,8 +135,9 @@ CASTS = pytest.mark.parametrize("bundled", [False, True], ids=["alone", "bundled
 
 
 @CASTS
-def test_a_10_second_broker_stop_mid_burst(tmp_path, broker, bundled):
-    node, cluster = broker
+def test_a_10_second_broker_stop_mid_burst(tmp_path, private_rabbitmq, bundled):
+    cluster = private_rabbitmq
+    [node] = cluster.nodes
 
     def outage():
         try:
@@ -146,12 +146,13 @@ def test_a_10_second_broker_stop_mid_burst(tmp_path, broker, bundled):
         finally:
             cluster.start_app(node)
 
-    run_through_outage(tmp_path, broker, outage, bundled)
+    run_through_outage(tmp_path, cluster, outage, bundled)
 
 
 @CASTS
-def test_a_full_broker_restart_mid_burst(tmp_path, broker, bundled):
-    node, cluster = broker
+def test_a_full_broker_restart_mid_burst(tmp_path, private_rabbitmq, bundled):
+    cluster = private_rabbitmq
+    [node] = cluster.nodes
 
     def outage():
         try:
@@ -160,4 +161,4 @@ def test_a_full_broker_restart_mid_burst(tmp_path, broker, bundled):
         finally:
             cluster.restart(node)
 
-    run_through_outage(tmp_path, broker, outage, bundled)
+    run_through_outage(tmp_path, cluster, outage, bundled)
