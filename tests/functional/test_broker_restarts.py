@@ -19,7 +19,7 @@ from tests.fixtures import temporary_database
 from tests.functional import wire
 from tests.functional.fleet import Fleet
 from tests.functional.test_faults import burst, outcome, placed, wait_placed
-from tests.functional_cluster.rabbit_cluster import RabbitCluster
+from tests.functional_cluster.rabbit_cluster import private_node
 
 SCHEDULERS = ("restart-s1", "restart-s2")
 AGENTS = tuple(f"restart-a{i}" for i in range(10))
@@ -29,12 +29,8 @@ REQUESTS = 400  # of 2 instances each
 @pytest.fixture(scope="module")
 def private_rabbitmq(tmp_path_factory):
     """A RabbitMQ node of this module's own, each test in a vhost of its own."""
-    node = RabbitCluster(tmp_path_factory.mktemp("rabbit-node"), size=1, first_port=5751,
-                         prefix="berth-restarts").start()
-    try:
+    with private_node(tmp_path_factory.mktemp("rabbit-node"), 5751, "berth-restarts") as node:
         yield node
-    finally:
-        node.close()
 
 
 def start(tmp_path, url, transport_url):

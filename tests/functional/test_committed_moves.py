@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.cmd.instance_commands import build_request
 from tests.functional.fleet import Fleet, temporary_database, temporary_vhost
-from tests.functional_cluster.rabbit_cluster import RabbitCluster
+from tests.functional_cluster.rabbit_cluster import private_node
 
 pytestmark = pytest.mark.functional
 
@@ -67,11 +67,8 @@ def hosts_used(fleet):
 @pytest.fixture
 def private_rabbitmq(tmp_path_factory):
     """A RabbitMQ node of this test's own (port 5711): stopping it disturbs no other test."""
-    node = RabbitCluster(tmp_path_factory.mktemp("rabbit-node"), size=1, first_port=5711).start()
-    try:
+    with private_node(tmp_path_factory.mktemp("rabbit-node"), 5711, "berth-c") as node:
         yield node
-    finally:
-        node.close()
 
 
 def test_resizes_in_place_confirmed_while_the_broker_is_stopped_end_on_their_agents(tmp_path,

@@ -18,7 +18,7 @@ import pytest
 
 from tests.functional.fleet import Fleet, child_env, temporary_database, temporary_vhost
 from tests.functional.test_moves import boot
-from tests.functional_cluster.rabbit_cluster import RabbitCluster
+from tests.functional_cluster.rabbit_cluster import private_node
 
 pytestmark = pytest.mark.functional
 
@@ -94,12 +94,8 @@ def test_a_drain_goes_on_when_its_command_is_killed_and_empties_the_host(tmp_pat
 def private_rabbitmq(tmp_path_factory):
     """A RabbitMQ node of this test's own (port 5741, node berth-jobs1@localhost): stopping it
     disturbs no other test, nor test_committed_moves' node."""
-    node = RabbitCluster(tmp_path_factory.mktemp("rabbit-node"), size=1, first_port=5741,
-                         prefix="berth-jobs").start()
-    try:
+    with private_node(tmp_path_factory.mktemp("rabbit-node"), 5741, "berth-jobs") as node:
         yield node
-    finally:
-        node.close()
 
 
 def moves_of(fleet, uuids):

@@ -261,3 +261,14 @@ class RabbitCluster:
     def leader(self, vhost, queue, node=None):
         """The node leading a quorum queue."""
         return self.node(self.queues(vhost, node)[queue]["leader"])
+
+
+@contextlib.contextmanager
+def private_node(base, port, prefix):
+    """A one-node RabbitMQ of a test's (or a module's) own, on ``port``, named
+    ``<prefix>1@localhost``: stopping it disturbs no other test. Yields its RabbitCluster."""
+    node = RabbitCluster(base, size=1, first_port=port, prefix=prefix).start()
+    try:
+        yield node
+    finally:
+        node.close()
